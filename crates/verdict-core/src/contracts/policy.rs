@@ -1,0 +1,92 @@
+//! The policy: how the Gate decides (CONTRACTS.md §3).
+
+use super::evidence::Role;
+use super::primitives::Id;
+use super::subject::RiskClass;
+use super::Outcome;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The schema tag of a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PolicySchema {
+    /// Version 1.
+    #[serde(rename = "verdict.policy/v1")]
+    V1,
+}
+
+fn default_evidence_from() -> Vec<Role> {
+    vec![Role::Runner]
+}
+fn default_human_required() -> Outcome {
+    Outcome::HumanRequired
+}
+fn default_true() -> bool {
+    true
+}
+
+/// A versioned gate policy. Unknown fields are refused: a typo must not weaken it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// `verdict.policy/v1`.
+    pub schema: PolicySchema,
+    /// Policy name.
+    pub name: Id,
+    /// Policy revision.
+    pub revision: u64,
+    /// Checks that must have fresh, intact, independent evidence.
+    #[serde(default)]
+    pub required_checks: Vec<Id>,
+    /// Roles whose check evidence counts.
+    #[serde(default = "default_evidence_from")]
+    pub check_evidence_from: Vec<Role>,
+    /// Verifier classes that must each return a completed result.
+    #[serde(default)]
+    pub required_verifiers: Vec<Id>,
+    /// Extra requirements per risk class.
+    #[serde(default)]
+    pub risk: BTreeMap<RiskClass, RiskRequirement>,
+    /// Criteria declared non-required for this policy.
+    #[serde(default)]
+    pub optional_criteria: Vec<Id>,
+    /// Outcome for an inconclusive required criterion (never `pass`).
+    #[serde(default = "default_human_required")]
+    pub on_inconclusive: Outcome,
+    /// Outcome when sources disagree on a required criterion (never `pass`).
+    #[serde(default = "default_human_required")]
+    pub on_contradiction: Outcome,
+    /// Whether a verifier's `passed` must cite refs that exist in the bundle.
+    #[serde(default = "default_true")]
+    pub require_evidence_refs: bool,
+    /// Extra CEL rules; they only make a decision stricter.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// Requirements added on top for one risk class.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RiskRequirement {
+    /// Extra verifier classes.
+    #[serde(default)]
+    pub required_verifiers: Vec<Id>,
+    /// Whether a human approval bound to subject and policy is needed.
+    #[serde(default)]
+    pub human: bool,
+}
+
+/// A policy rule: when the CEL expression holds, add a reason with this outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Rule id.
+    pub id: Id,
+    /// CEL expression over the decision context; must evaluate to a bool.
+    pub when: String,
+    /// Outcome when it fires (`rework`, `human_required` or `blocked`).
+    pub outcome: Outcome,
+    /// Why, in words.
+    pub reason: String,
+}

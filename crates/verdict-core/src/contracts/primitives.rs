@@ -1,0 +1,377 @@
+//! Validated scalar types shared by every contract: identifiers, principal names, timestamps.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a scalar was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScalarError {
+    /// Not `^[a-z0-9][a-z0-9._-]{0,127}$`.
+    #[error("identifier {0:?} does not match ^[a-z0-9][a-z0-9._-]{{0,127}}$")]
+    Identifier(String),
+    /// Empty, longer than 256 characters, or holding a control, format or separator character.
+    #[error("{0:?} is not 1-256 printable characters")]
+    Printable(String),
+    /// Not an RFC 3339 UTC timestamp (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`).
+    #[error("timestamp {0:?} is not rfc 3339 utc (YYYY-MM-DDTHH:MM:SS[.fraction]Z)")]
+    Timestamp(String),
+}
+
+/// Whether `s` matches `^[a-z0-9][a-z0-9._-]{0,127}$` (byte for byte; no case folding).
+#[must_use]
+pub fn is_identifier(s: &str) -> bool {
+    let b = s.as_bytes();
+    matches!(b.first(), Some(b'a'..=b'z' | b'0'..=b'9'))
+        && b.len() <= 128
+        && b.iter().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
+/// Characters that render as nothing or reorder text: controls (Cc), format characters (Cf) and
+/// the line/paragraph separators. A principal name holding one could look like another.
+#[must_use]
+pub fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c as u32,
+            0x00AD | 0x0600..=0x0605 | 0x061C | 0x06DD | 0x070F | 0x0890..=0x0891 | 0x08E2
+            | 0x180E | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
+            | 0xFEFF | 0xFFF9..=0xFFFB | 0x110BD | 0x110CD | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
+}
+
+/// Whether `s` is 1–256 printable characters.
+#[must_use]
+pub fn is_printable_name(s: &str) -> bool {
+    let n = s.chars().count();
+    (1..=256).contains(&n) && !s.chars().any(is_invisible)
+}
+
+macro_rules! string_newtype {
+    ($(#[$doc:meta])* $name:ident, $check:path, $err:ident, $pattern:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The value as text.
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ScalarError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                if $check(s) {
+                    Ok(Self(s.to_owned()))
+                } else {
+                    Err(ScalarError::$err(s.to_owned()))
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ScalarError;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                if $check(&s) {
+                    Ok(Self(s))
+                } else {
+                    Err(ScalarError::$err(s))
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $pattern
+            }
+        }
+    };
+}
+
+string_newtype!(
+    /// An identifier: criterion, check, verifier class, policy name, document id.
+    Id,
+    is_identifier,
+    Identifier,
+    schemars::json_schema!({"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,127}$"})
+);
+
+string_newtype!(
+    /// A free name of 1–256 printable characters: principals, runs, executions, revisions.
+    Name,
+    is_printable_name,
+    Printable,
+    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": 256})
+);
+
+/// An RFC 3339 UTC instant. Keeps the text it was read from; orders by the instant.
+#[derive(Debug, Clone)]
+pub struct Timestamp {
+    text: String,
+    /// Nanoseconds since 1970-01-01T00:00:00Z.
+    nanos: i128,
+}
+
+const NANOS_PER_SEC: i128 = 1_000_000_000;
+
+impl Timestamp {
+    /// Nanoseconds since the Unix epoch.
+    #[must_use]
+    pub fn unix_nanos(&self) -> i128 {
+        self.nanos
+    }
+
+    /// The text it was read from.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The instant `secs` seconds later, written canonically (`...Z`, fraction only if needed).
+    #[must_use]
+    pub fn plus_seconds(&self, secs: u64) -> Self {
+        Self::from_unix_nanos(self.nanos + i128::from(secs) * NANOS_PER_SEC)
+    }
+
+    /// An instant from nanoseconds since the epoch, written canonically.
+    #[must_use]
+    pub fn from_unix_nanos(nanos: i128) -> Self {
+        let secs = nanos.div_euclid(NANOS_PER_SEC);
+        let frac = nanos.rem_euclid(NANOS_PER_SEC);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        let mut text = format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+            sod / 3600,
+            (sod % 3600) / 60,
+            sod % 60
+        );
+        if frac != 0 {
+            let f = format!("{frac:09}");
+            text.push('.');
+            text.push_str(f.trim_end_matches('0'));
+        }
+        text.push('Z');
+        Self { text, nanos }
+    }
+}
+
+impl PartialEq for Timestamp {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos
+    }
+}
+impl Eq for Timestamp {}
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timestamp {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if is_leap(y) => 29,
+        2 => 28,
+        _ => 0,
+    }
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i128) -> (i128, i128, i128) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i128::from(m <= 2);
+    (y, m, d)
+}
+
+fn parse_timestamp(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(r)?;
+        if part.iter().all(u8::is_ascii_digit) {
+            std::str::from_utf8(part).ok()?.parse().ok()
+        } else {
+            None
+        }
+    };
+    if b.len() < 20 || b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || b.get(10) != Some(&b'T')
+        || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') || b.last() != Some(&b'Z')
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59 {
+        return None;
+    }
+    let mut frac: i128 = 0;
+    let rest = b.get(19..b.len() - 1)?;
+    if !rest.is_empty() {
+        let digits = rest.strip_prefix(b".")?;
+        if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        for i in 0..9 {
+            frac = frac * 10 + i128::from(digits.get(i).map_or(0, |c| c - b'0'));
+        }
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se;
+    Some(i128::from(secs) * NANOS_PER_SEC + frac)
+}
+
+impl FromStr for Timestamp {
+    type Err = ScalarError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_timestamp(s)
+            .map(|nanos| Self {
+                text: s.to_owned(),
+                nanos,
+            })
+            .ok_or_else(|| ScalarError::Timestamp(s.to_owned()))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for Timestamp {
+    fn schema_name() -> Cow<'static, str> {
+        "Timestamp".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "date-time",
+            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?Z$"
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers() {
+        for ok in ["a", "0", "tests-pass", "a.b_c-d", &"a".repeat(128)] {
+            assert!(is_identifier(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", ".a", "a b", "tests-pasѕ", "a/b", &"a".repeat(129), "é"] {
+            assert!(!is_identifier(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn printable_names() {
+        assert!(is_printable_name("agent coder #1"));
+        assert!(is_printable_name(&"é".repeat(256)));
+        for bad in ["", "a\u{200b}b", "a\u{202e}b", "a\nb", "a\u{feff}", &"x".repeat(257)] {
+            assert!(!is_printable_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let t: Timestamp = "2026-11-30T12:00:00Z".parse().unwrap();
+        assert_eq!(t.unix_nanos(), 1_796_040_000 * NANOS_PER_SEC);
+        assert_eq!(Timestamp::from_unix_nanos(t.unix_nanos()).as_str(), "2026-11-30T12:00:00Z");
+        let f: Timestamp = "2024-02-29T23:59:59.5Z".parse().unwrap();
+        assert_eq!(f.plus_seconds(1).as_str(), "2024-03-01T00:00:00.5Z");
+        assert_eq!("1970-01-01T00:00:00Z".parse::<Timestamp>().unwrap().unix_nanos(), 0);
+        let early: Timestamp = "1969-12-31T23:59:59Z".parse().unwrap();
+        assert_eq!(early.unix_nanos(), -NANOS_PER_SEC);
+        assert_eq!(Timestamp::from_unix_nanos(-NANOS_PER_SEC).as_str(), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn timestamps_refuse_non_utc_and_impossible_dates() {
+        for bad in [
+            "2026-11-30T12:00:00+00:00",
+            "2026-11-30T12:00:00z",
+            "2026-11-30 12:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T23:59:60Z",
+            "2026-11-30T12:00:00.Z",
+            "2026-11-30T12:00:00.1234567890Z",
+            "2026-11-30T12:00Z",
+            "+026-11-30T12:00:00Z",
+        ] {
+            assert!(bad.parse::<Timestamp>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Domain-separated document digests (CONTRACTS.md §1).
+//!
+//! `digest(kind, doc) = "sha256:" + hex(SHA-256("verdict:" + kind + ":v1" + 0x00 + JCS(doc)))`.
+//! The kind is part of the hashed bytes, so a subject can never be passed off as a policy with
+//! the same digest. A document that carries its own top-level `"digest"` is hashed without it.
+
+use crate::canonical;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use std::fmt;
+use std::str::FromStr;
+
+/// What a digest is of; the name is hashed into the digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DigestKind {
+    /// A subject (§2).
+    Subject,
+    /// A policy (§3).
+    Policy,
+    /// A check evidence document (§4).
+    Evidence,
+    /// A verification result (§4).
+    Verification,
+    /// A finding (§4).
+    Finding,
+    /// A human decision (§4).
+    HumanDecision,
+    /// The sorted set of a bundle's item digests (§6.4).
+    EvidenceSet,
+    /// The evaluation key document (§6.4).
+    Evaluation,
+    /// A model verifier's context manifest.
+    Context,
+    /// A gate decision (§6.4).
+    Decision,
+    /// A verification request.
+    Request,
+}
+
+impl DigestKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 11] = [
+        Self::Subject,
+        Self::Policy,
+        Self::Evidence,
+        Self::Verification,
+        Self::Finding,
+        Self::HumanDecision,
+        Self::EvidenceSet,
+        Self::Evaluation,
+        Self::Context,
+        Self::Decision,
+        Self::Request,
+    ];
+
+    /// The name hashed into the digest.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Subject => "subject",
+            Self::Policy => "policy",
+            Self::Evidence => "evidence",
+            Self::Verification => "verification",
+            Self::Finding => "finding",
+            Self::HumanDecision => "human-decision",
+            Self::EvidenceSet => "evidence-set",
+            Self::Evaluation => "evaluation",
+            Self::Context => "context",
+            Self::Decision => "decision",
+            Self::Request => "request",
+        }
+    }
+}
+
+impl fmt::Display for DigestKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kind name that is not one of [`DigestKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown digest kind {0:?} (expected one of subject, policy, evidence, verification, finding, human-decision, evidence-set, evaluation, context, decision, request)")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for DigestKind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownKind(s.to_owned()))
+    }
+}
+
+/// A `sha256:<64 lowercase hex>` digest. Construction checks the form.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(String);
+
+/// A string that is not of the form `sha256:` followed by 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed digest {0:?} (expected sha256: and 64 lowercase hex digits)")]
+pub struct MalformedDigest(pub String);
+
+impl Digest {
+    /// Wraps raw SHA-256 output.
+    #[must_use]
+    pub fn from_sha256(hash: &[u8]) -> Self {
+        let mut s = String::with_capacity(71);
+        s.push_str("sha256:");
+        for b in hash {
+            s.push(char::from(canonical::hex_digit(b >> 4)));
+            s.push(char::from(canonical::hex_digit(b & 0xf)));
+        }
+        Self(s)
+    }
+
+    /// The digest as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for Digest {
+    type Err = MalformedDigest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let ok = s.len() == 71
+            && s.starts_with("sha256:")
+            && s.bytes().skip(7).all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(MalformedDigest(s.to_owned()))
+        }
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for Digest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Digest".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "sha256: followed by 64 lowercase hex digits"
+        })
+    }
+}
+
+/// The field name a document may carry its own digest in.
+pub const CARRIED_FIELD: &str = "digest";
+
+fn hasher(kind: DigestKind) -> Sha256 {
+    let mut h = Sha256::new();
+    h.update(b"verdict:");
+    h.update(kind.as_str().as_bytes());
+    h.update(b":v1\0");
+    h
+}
+
+/// Digest of canonical bytes already produced by [`canonical::to_vec`].
+#[must_use]
+pub fn digest_canonical(kind: DigestKind, canonical_bytes: &[u8]) -> Digest {
+    let mut h = hasher(kind);
+    h.update(canonical_bytes);
+    Digest::from_sha256(&h.finalize())
+}
+
+/// `digest(kind, doc)`: hashes the canonical form of `doc`, without a carried `"digest"` field.
+///
+/// ```
+/// use verdict_core::digest::{digest, DigestKind};
+/// let a = digest(DigestKind::Subject, &serde_json::json!({"x": 1}));
+/// let b = digest(DigestKind::Policy, &serde_json::json!({"x": 1}));
+/// assert_ne!(a, b); // domain separation
+/// ```
+#[must_use]
+pub fn digest(kind: DigestKind, doc: &Value) -> Digest {
+    digest_canonical(kind, &canonical_without_carried(doc))
+}
+
+/// The canonical bytes that [`digest`] hashes: `doc` without its top-level `"digest"` field.
+#[must_use]
+pub fn canonical_without_carried(doc: &Value) -> Vec<u8> {
+    match doc {
+        Value::Object(map) if map.contains_key(CARRIED_FIELD) => {
+            let mut stripped = map.clone();
+            stripped.remove(CARRIED_FIELD);
+            canonical::to_vec(&Value::Object(stripped))
+        }
+        _ => canonical::to_vec(doc),
+    }
+}
+
+/// A carried digest that does not match its document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CarriedDigestError {
+    /// The `"digest"` field is not a well-formed digest string.
+    #[error("carried digest is malformed: {0}")]
+    Malformed(String),
+    /// The document hashes to something else.
+    #[error("carried digest {carried} does not match the document's digest {actual}")]
+    Mismatch {
+        /// What the document claims.
+        carried: String,
+        /// What it hashes to.
+        actual: Digest,
+    },
+}
+
+/// Computes `digest(kind, doc)` and, when `doc` carries a `"digest"`, checks that it matches.
+pub fn verify_carried(kind: DigestKind, doc: &Value) -> Result<Digest, CarriedDigestError> {
+    let actual = digest(kind, doc);
+    match doc.get(CARRIED_FIELD) {
+        None => Ok(actual),
+        Some(Value::String(s)) if s.parse::<Digest>().is_ok() => {
+            if *s == actual.0 {
+                Ok(actual)
+            } else {
+                Err(CarriedDigestError::Mismatch {
+                    carried: s.clone(),
+                    actual,
+                })
+            }
+        }
+        Some(other) => Err(CarriedDigestError::Malformed(other.to_string())),
+    }
+}
+
+/// Streaming SHA-256 of raw bytes (artifacts, diffs, probe output): `sha256:<hex>`, no domain.
+#[derive(Clone, Default)]
+pub struct RawHasher(Sha256);
+
+impl RawHasher {
+    /// A fresh hasher.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(Sha256::new())
+    }
+    /// Feeds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    /// The digest of everything fed.
+    #[must_use]
+    pub fn finish(self) -> Digest {
+        Digest::from_sha256(&self.0.finalize())
+    }
+}
+
+/// Raw content digest of a byte string (`sha256:<hex>` of the bytes themselves).
+#[must_use]
+pub fn raw(bytes: &[u8]) -> Digest {
+    Digest::from_sha256(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matches_the_definition_byte_for_byte() {
+        let doc = json!({"b": 2, "a": [true, null]});
+        let mut pre = b"verdict:subject:v1\0".to_vec();
+        pre.extend_from_slice(br#"{"a":[true,null],"b":2}"#);
+        assert_eq!(digest(DigestKind::Subject, &doc), raw(&pre));
+    }
+
+    #[test]
+    fn carried_digest_is_excluded_and_checked() {
+        let doc = json!({"a": 1});
+        let d = digest(DigestKind::Evidence, &doc);
+        let carried = json!({"a": 1, "digest": d.as_str()});
+        assert_eq!(verify_carried(DigestKind::Evidence, &carried), Ok(d.clone()));
+        let tampered = json!({"a": 2, "digest": d.as_str()});
+        assert!(matches!(
+            verify_carried(DigestKind::Evidence, &tampered),
+            Err(CarriedDigestError::Mismatch { .. })
+        ));
+        // The same digest claimed under another kind is a mismatch too.
+        assert!(verify_carried(DigestKind::Finding, &carried).is_err());
+        let malformed = json!({"a": 1, "digest": "sha256:ABC"});
+        assert!(matches!(
+            verify_carried(DigestKind::Evidence, &malformed),
+            Err(CarriedDigestError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn digest_strings_are_validated() {
+        assert!("sha256:".parse::<Digest>().is_err());
+        let upper = format!("sha256:{}", "A".repeat(64));
+        assert!(upper.parse::<Digest>().is_err());
+        let good = format!("sha256:{}", "a".repeat(64));
+        assert!(good.parse::<Digest>().is_ok());
+        assert!(format!("sha512:{}", "a".repeat(64)).parse::<Digest>().is_err());
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in DigestKind::ALL {
+            assert_eq!(k.as_str().parse::<DigestKind>(), Ok(k));
+        }
+        assert!("Subject".parse::<DigestKind>().is_err());
+    }
+}
