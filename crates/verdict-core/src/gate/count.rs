@@ -1,0 +1,260 @@
+//! What counts (CONTRACTS.md §6.3): which check evidence and which verification results may
+//! speak about this subject, and the blocked reasons for the ones that may not.
+
+use super::load::Loaded;
+use super::reasons::{Reasons, fixed};
+use crate::contracts::{
+    CheckEvidence, CheckOutcome, Freshness, Id, ReasonCode, Role, Timestamp, UnavailableReason,
+    VerificationResult, VerificationStatus,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Evidence may be observed at most this many seconds after `now` (clock skew), and no later.
+pub const FUTURE_TOLERANCE_S: u64 = 300;
+
+const NANOS: i128 = 1_000_000_000;
+
+/// When a piece of time-sensitive evidence goes stale: `observed_at + max_age_s`. It is stale
+/// at any `now` at or after that instant, matching the exclusive `valid_until` of §7.
+pub(crate) fn expiry(e: &CheckEvidence) -> Option<Timestamp> {
+    match e.freshness {
+        Freshness::Content => None,
+        Freshness::Time { max_age_s } => Some(e.observed_at.plus_seconds(max_age_s)),
+    }
+}
+
+pub(crate) fn is_from_future(at: &Timestamp, now: &Timestamp) -> bool {
+    at.unix_nanos() > now.unix_nanos() + i128::from(FUTURE_TOLERANCE_S) * NANOS
+}
+
+pub(crate) fn is_stale(e: &CheckEvidence, now: &Timestamp) -> bool {
+    expiry(e).is_some_and(|x| *now >= x)
+}
+
+/// Check evidence that counts, by check id.
+pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeMap<&'a Id, Vec<&'a CheckEvidence>> {
+    let s = &l.subject;
+    let from = &l.policy.check_evidence_from;
+    let producer_allowed = from.contains(&Role::Producer);
+    let mut counted: BTreeMap<&Id, Vec<&CheckEvidence>> = BTreeMap::new();
+    for item in &l.evidence {
+        let e = &item.doc;
+        if e.subject_digest != l.subject_digest {
+            continue; // about another subject
+        }
+        let Some(pin) = s.checks.iter().find(|p| p.id == e.check) else {
+            continue; // a check the subject does not pin
+        };
+        let id = e.id.as_str();
+        if e.definition_digest != pin.definition_digest {
+            reasons.add(
+                fixed(ReasonCode::EvidenceDefinitionMismatch).check(&e.check),
+                format!("evidence {id:?} ran definition {} but the subject pins {}", e.definition_digest, pin.definition_digest),
+            );
+            continue;
+        }
+        if e.produced_by.principal == s.producer.principal && !producer_allowed {
+            reasons.add(
+                fixed(ReasonCode::SelfVerificationDenied).check(&e.check),
+                format!("evidence {id:?} was produced by the producer's principal and the policy does not accept producer evidence"),
+            );
+            continue;
+        }
+        if !from.contains(&e.produced_by.role) {
+            continue; // a role the policy does not take check evidence from
+        }
+        if is_from_future(&e.observed_at, &l.now) {
+            reasons.add(
+                fixed(ReasonCode::EvidenceFromFuture).check(&e.check),
+                format!("evidence {id:?} observed at {} is more than {FUTURE_TOLERANCE_S} s after now {}", e.observed_at, l.now),
+            );
+            continue;
+        }
+        if is_stale(e, &l.now) {
+            let x = expiry(e).map(|t| t.to_string()).unwrap_or_default();
+            reasons.add(
+                fixed(ReasonCode::EvidenceStale).check(&e.check),
+                format!("evidence {id:?} observed at {} went stale at {x}", e.observed_at),
+            );
+            continue;
+        }
+        counted.entry(&pin.id).or_default().push(e);
+    }
+    counted
+}
+
+/// Reasons about required checks: missing, errored, failed.
+pub(crate) fn required_checks(l: &Loaded, counted: &BTreeMap<&Id, Vec<&CheckEvidence>>, reasons: &mut Reasons) {
+    let required: BTreeSet<&Id> = l.policy.required_checks.iter().collect();
+    for check in required {
+        let evs = counted.get(check).map(Vec::as_slice).unwrap_or_default();
+        if evs.is_empty() {
+            let pinned = l.subject.checks.iter().any(|p| p.id == *check);
+            let why = if pinned { "no counted evidence for this subject" } else { "the subject does not pin it" };
+            reasons.add(fixed(ReasonCode::EvidenceMissing).check(check), format!("required check {:?}: {why}", check.as_str()));
+            continue;
+        }
+        for e in evs {
+            match e.outcome {
+                CheckOutcome::Pass => {}
+                CheckOutcome::Fail => reasons.add(
+                    fixed(ReasonCode::CheckFailed).check(check),
+                    format!("required check {:?} failed (evidence {:?})", check.as_str(), e.id.as_str()),
+                ),
+                CheckOutcome::Error => reasons.add(
+                    fixed(ReasonCode::CheckError).check(check),
+                    format!("required check {:?} errored (evidence {:?}); errors prove nothing", check.as_str(), e.id.as_str()),
+                ),
+            }
+        }
+    }
+}
+
+/// The verification results that count, and what the others say about each verifier class.
+#[derive(Default)]
+pub(crate) struct Verifications<'a> {
+    /// Completed, counted results.
+    pub counted: Vec<&'a VerificationResult>,
+    /// Classes with results admitted for an older generation (history).
+    pub stale_generation: BTreeMap<&'a Id, BTreeSet<&'a Id>>,
+    /// Classes with unavailable results on this subject and generation, with their reasons.
+    pub unavailable: BTreeMap<&'a Id, BTreeSet<Option<UnavailableReason>>>,
+}
+
+/// Why a completed result's output cannot be counted, if it cannot.
+fn output_problem(l: &Loaded, v: &VerificationResult) -> Option<String> {
+    let known: BTreeSet<&Id> = l.subject.criteria.items.iter().map(|c| &c.id).collect();
+    if v.unavailable_reason.is_some() {
+        return Some("a completed result carries an unavailable_reason".into());
+    }
+    let mut seen = BTreeSet::new();
+    for row in &v.criteria {
+        if !known.contains(&row.id) {
+            return Some(format!("row names unknown criterion {:?}", row.id.as_str()));
+        }
+        if !seen.insert(&row.id) {
+            return Some(format!("row for criterion {:?} is repeated", row.id.as_str()));
+        }
+    }
+    for f in &v.findings {
+        if !known.contains(&f.criterion) {
+            return Some(format!("finding {:?} names unknown criterion {:?}", f.id.as_str(), f.criterion.as_str()));
+        }
+        if f.subject_digest != l.subject_digest {
+            return Some(format!("finding {:?} is about another subject", f.id.as_str()));
+        }
+        if f.version == 0 {
+            return Some(format!("finding {:?} has version 0; versions start at 1", f.id.as_str()));
+        }
+    }
+    let mut disposed = BTreeSet::new();
+    for d in &v.dispositions {
+        let known_prior = l.prior_findings.iter().any(|p| p.doc.id == d.finding && p.doc.version == d.version);
+        if !known_prior {
+            return Some(format!(
+                "disposition names finding {:?} version {}, which is not a prior blocker in the bundle",
+                d.finding.as_str(),
+                d.version
+            ));
+        }
+        if !disposed.insert((&d.finding, d.version)) {
+            return Some(format!("finding {:?} version {} is disposed of twice", d.finding.as_str(), d.version));
+        }
+    }
+    None
+}
+
+/// Sorts the bundle's verification results into counted, history and unavailable.
+pub(crate) fn count_verifications<'a>(l: &'a Loaded, reasons: &mut Reasons) -> Verifications<'a> {
+    let s = &l.subject;
+    let mut out = Verifications::default();
+    for item in &l.verifications {
+        let v = &item.doc;
+        if v.subject_digest != l.subject_digest {
+            continue;
+        }
+        let id = v.id.as_str();
+        let class = &v.verifier.class;
+        if v.verifier.principal == s.producer.principal || v.verifier.run == s.producer.run {
+            reasons.add(
+                fixed(ReasonCode::SelfVerificationDenied),
+                format!("verification {id:?} ({}) was made by the producer's principal or run", class.as_str()),
+            );
+            continue;
+        }
+        if v.generation < s.execution.generation {
+            out.stale_generation.entry(class).or_default().insert(&v.id);
+            continue;
+        }
+        if v.generation > s.execution.generation {
+            reasons.add(
+                fixed(ReasonCode::VerifierOutputInvalid),
+                format!(
+                    "verification {id:?} ({}) claims generation {}, newer than the subject's {}",
+                    class.as_str(),
+                    v.generation,
+                    s.execution.generation
+                ),
+            );
+            continue;
+        }
+        if v.status == VerificationStatus::Unavailable {
+            out.unavailable.entry(class).or_default().insert(v.unavailable_reason);
+            continue;
+        }
+        if let Some(problem) = output_problem(l, v) {
+            reasons.add(
+                fixed(ReasonCode::VerifierOutputInvalid),
+                format!("verification {id:?} ({}): {problem}", class.as_str()),
+            );
+            continue;
+        }
+        out.counted.push(v);
+    }
+    out
+}
+
+/// Reasons about required verifier classes.
+pub(crate) fn required_verifiers(l: &Loaded, v: &Verifications<'_>, reasons: &mut Reasons) {
+    for class in required_classes(l) {
+        if v.counted.iter().any(|r| r.verifier.class == *class) {
+            continue;
+        }
+        let mut explained = false;
+        if let Some(ids) = v.stale_generation.get(class) {
+            let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+            reasons.add(
+                fixed(ReasonCode::StaleGeneration),
+                format!(
+                    "required verifier {:?}: only results admitted for an older generation ({}); they stay history",
+                    class.as_str(),
+                    ids.join(", ")
+                ),
+            );
+            explained = true;
+        }
+        if let Some(why) = v.unavailable.get(class) {
+            let why: Vec<&str> = why.iter().map(|r| r.map_or("no reason given", UnavailableReason::as_str)).collect();
+            reasons.add(
+                fixed(ReasonCode::VerifierUnavailable),
+                format!("required verifier {:?} was unavailable: {}", class.as_str(), why.join(", ")),
+            );
+            explained = true;
+        }
+        if !explained {
+            reasons.add(
+                fixed(ReasonCode::VerifierMissing),
+                format!("required verifier {:?} has no completed, counted result", class.as_str()),
+            );
+        }
+    }
+}
+
+/// The policy's required verifier classes plus those its risk table adds for this subject.
+pub(crate) fn required_classes(l: &Loaded) -> BTreeSet<&Id> {
+    let mut classes: BTreeSet<&Id> = l.policy.required_verifiers.iter().collect();
+    if let Some(extra) = l.policy.risk.get(&l.subject.risk.class) {
+        classes.extend(extra.required_verifiers.iter());
+    }
+    classes
+}

@@ -1,0 +1,48 @@
+//! Human decisions (CONTRACTS.md §4, §6.1): a decision counts only when it binds this exact
+//! subject and policy and was not made by the producer. A rejection is rework; an approval can
+//! only clear `human_required` reasons.
+
+use super::count::{FUTURE_TOLERANCE_S, is_from_future};
+use super::load::Loaded;
+use super::reasons::{Reasons, fixed};
+use crate::contracts::{HumanVerdict, ReasonCode};
+
+/// Adds the human reasons; returns whether a counted approval binds this subject and policy.
+pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
+    let mut approved = false;
+    for item in &l.human_decisions {
+        let h = &item.doc;
+        if h.subject_digest != l.subject_digest || h.policy_digest != l.policy_digest {
+            continue; // binds another subject or policy
+        }
+        let id = h.id.as_str();
+        if h.principal == l.subject.producer.principal {
+            reasons.add(
+                fixed(ReasonCode::SelfVerificationDenied),
+                format!("human decision {id:?} was made by the producer's principal"),
+            );
+            continue;
+        }
+        if is_from_future(&h.decided_at, &l.now) {
+            reasons.add(
+                fixed(ReasonCode::EvidenceFromFuture),
+                format!("human decision {id:?} decided at {} is more than {FUTURE_TOLERANCE_S} s after now", h.decided_at),
+            );
+            continue;
+        }
+        match h.decision {
+            HumanVerdict::Approve => approved = true,
+            HumanVerdict::Reject => reasons.add(
+                fixed(ReasonCode::HumanRejected),
+                format!("human decision {id:?} by {:?} rejected this subject under this policy", h.principal.as_str()),
+            ),
+        }
+    }
+    if l.policy.risk.get(&l.subject.risk.class).is_some_and(|r| r.human) {
+        reasons.add(
+            fixed(ReasonCode::HumanReviewRequired),
+            format!("risk class {} requires a human approval bound to this subject and policy", l.subject.risk.class.as_str()),
+        );
+    }
+    approved
+}

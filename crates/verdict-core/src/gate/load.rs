@@ -1,0 +1,298 @@
+//! Reading a bundle into typed documents (CONTRACTS.md §5), before any decision is made.
+//!
+//! Carried digests are checked first: a mismatch is `evidence_tampered` and the item is not
+//! read. A document that breaks its schema makes the whole bundle `invalid_input`, except a
+//! verification result, which is the verifier's output: that one is `verifier_output_invalid`
+//! and simply not counted. Details name items by id and digest, never by array position, so a
+//! permutation of the bundle's arrays cannot change a single byte of the decision.
+
+use super::reasons::{Reasons, fixed};
+use crate::contracts::{
+    CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp, VerificationResult,
+    decode, decode_plain,
+};
+use crate::digest::{self, Digest, DigestKind};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// A document with its digest.
+pub(crate) struct Item<T> {
+    pub doc: T,
+    pub digest: Digest,
+}
+
+/// A bundle whose documents all read.
+pub(crate) struct Loaded {
+    pub policy: Policy,
+    pub policy_digest: Digest,
+    pub subject: Subject,
+    pub subject_digest: Digest,
+    pub now: Timestamp,
+    /// Intact check evidence, one per digest, sorted by digest.
+    pub evidence: Vec<Item<CheckEvidence>>,
+    /// Intact, schema-valid verification results, one per digest, sorted by digest.
+    pub verifications: Vec<Item<VerificationResult>>,
+    pub human_decisions: Vec<Item<HumanDecision>>,
+    pub prior_findings: Vec<Item<Finding>>,
+    pub evidence_set_digest: Digest,
+    /// Tampering and unreadable verifier output found while reading.
+    pub reasons: Reasons,
+}
+
+/// What can still be said about a bundle that breaks the contract.
+#[derive(Default)]
+pub(crate) struct Invalid {
+    pub subject_digest: Option<Digest>,
+    pub policy_digest: Option<Digest>,
+    pub evidence_set_digest: Option<Digest>,
+    pub reasons: Reasons,
+}
+
+const ARRAYS: [(&str, DigestKind); 4] = [
+    ("evidence", DigestKind::Evidence),
+    ("verifications", DigestKind::Verification),
+    ("human_decisions", DigestKind::HumanDecision),
+    ("prior_findings", DigestKind::Finding),
+];
+const FIELDS: [&str; 8] = [
+    "schema",
+    "policy",
+    "subject",
+    "evidence",
+    "verifications",
+    "human_decisions",
+    "prior_findings",
+    "now",
+];
+pub(crate) const BUNDLE_SCHEMA: &str = "verdict.gate-bundle/v1";
+
+/// Names an item for a reason's detail: by id where it has one, always by digest.
+pub(crate) fn describe(doc: &Value, d: &Digest) -> String {
+    match doc.get("id").and_then(Value::as_str) {
+        Some(id) if crate::contracts::primitives::is_printable_name(id) => format!("id {id:?} ({d})"),
+        _ => format!("({d})"),
+    }
+}
+
+/// `digest("evidence-set", sorted unique digests of every item in the bundle)`.
+fn evidence_set(top: &Map<String, Value>) -> Option<Digest> {
+    let mut all = Vec::new();
+    for (field, kind) in ARRAYS {
+        for item in top.get(field)?.as_array()? {
+            all.push(digest::digest(kind, item));
+        }
+    }
+    all.sort();
+    all.dedup();
+    let list = Value::Array(all.into_iter().map(|d| Value::String(d.as_str().to_owned())).collect());
+    Some(digest::digest(DigestKind::EvidenceSet, &list))
+}
+
+fn object_digest(top: &Map<String, Value>, field: &str, kind: DigestKind) -> Option<Digest> {
+    top.get(field).filter(|v| v.is_object()).map(|v| digest::digest(kind, v))
+}
+
+/// Reads the bundle, or says why it cannot be evaluated.
+pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
+    let mut inv = Invalid::default();
+    let Some(top) = v.as_object() else {
+        inv.reasons.add(fixed(ReasonCode::InvalidInput), "the bundle is not a json object");
+        return Err(inv);
+    };
+    inv.subject_digest = object_digest(top, "subject", DigestKind::Subject);
+    inv.policy_digest = object_digest(top, "policy", DigestKind::Policy);
+    inv.evidence_set_digest = evidence_set(top);
+
+    for k in top.keys() {
+        if !FIELDS.contains(&k.as_str()) {
+            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("unknown field {k:?} in the bundle"));
+        }
+    }
+    for f in FIELDS {
+        if !top.contains_key(f) {
+            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("missing field {f:?} in the bundle"));
+        }
+    }
+    match top.get("schema") {
+        Some(Value::String(s)) if s == BUNDLE_SCHEMA => {}
+        Some(_) => inv
+            .reasons
+            .add(fixed(ReasonCode::InvalidInput), format!("/schema: expected {BUNDLE_SCHEMA:?}")),
+        None => {}
+    }
+    for (field, _) in ARRAYS {
+        if top.get(field).is_some_and(|a| !a.is_array()) {
+            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("/{field}: expected an array"));
+        }
+    }
+
+    let policy = top
+        .get("policy")
+        .and_then(|p| top_document::<Policy>(p, "policy", DigestKind::Policy, &mut inv.reasons));
+    let subject = top
+        .get("subject")
+        .and_then(|s| top_document::<Subject>(s, "subject", DigestKind::Subject, &mut inv.reasons));
+    let now = top.get("now").and_then(|n| match decode_plain::<Timestamp>(n) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("/now: {}", schema_message(&e)));
+            None
+        }
+    });
+
+    let mut reasons = Reasons::default();
+    let evidence = items::<CheckEvidence>(top, "evidence", DigestKind::Evidence, &mut inv.reasons, &mut reasons);
+    let human_decisions =
+        items::<HumanDecision>(top, "human_decisions", DigestKind::HumanDecision, &mut inv.reasons, &mut reasons);
+    let prior_findings = items::<Finding>(top, "prior_findings", DigestKind::Finding, &mut inv.reasons, &mut reasons);
+    let verifications = verification_items(top, subject.as_ref().map(|s| &s.1), &mut reasons);
+
+    match (policy, subject, now, inv.evidence_set_digest.clone()) {
+        (Some((policy, policy_digest)), Some((subject, subject_digest)), Some(now), Some(esd))
+            if inv.reasons.is_empty() =>
+        {
+            Ok(Loaded {
+                policy,
+                policy_digest,
+                subject,
+                subject_digest,
+                now,
+                evidence,
+                verifications,
+                human_decisions,
+                prior_findings,
+                evidence_set_digest: esd,
+                reasons,
+            })
+        }
+        _ => {
+            if inv.reasons.is_empty() {
+                inv.reasons.add(fixed(ReasonCode::InvalidInput), "the bundle could not be read");
+            }
+            Err(inv)
+        }
+    }
+}
+
+fn schema_message(e: &DecodeError) -> String {
+    match e {
+        DecodeError::Schema { path, message } => format!("{path}: {message}"),
+        DecodeError::Tampered(t) => t.to_string(),
+    }
+}
+
+fn top_document<T: DeserializeOwned>(
+    v: &Value,
+    field: &str,
+    kind: DigestKind,
+    reasons: &mut Reasons,
+) -> Option<(T, Digest)> {
+    match decode::<T>(kind, v) {
+        Ok(x) => Some(x),
+        Err(DecodeError::Tampered(t)) => {
+            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("the {field}: {t}"));
+            None
+        }
+        Err(DecodeError::Schema { path, message }) => {
+            let path = if path == "/" { String::new() } else { path };
+            reasons.add(fixed(ReasonCode::InvalidInput), format!("/{field}{path}: {message}"));
+            None
+        }
+    }
+}
+
+/// Reads one array of documents. Unreadable items make the bundle invalid; tampered ones are
+/// reported and left out.
+fn items<T: DeserializeOwned>(
+    top: &Map<String, Value>,
+    field: &str,
+    kind: DigestKind,
+    invalid: &mut Reasons,
+    reasons: &mut Reasons,
+) -> Vec<Item<T>> {
+    let mut out: Vec<Item<T>> = Vec::new();
+    for v in top.get(field).and_then(Value::as_array).into_iter().flatten() {
+        let d = digest::digest(kind, v);
+        if out.iter().any(|i| i.digest == d) {
+            continue; // the same document twice is the same member of the set
+        }
+        match decode::<T>(kind, v) {
+            Ok((doc, digest)) => out.push(Item { doc, digest }),
+            Err(DecodeError::Tampered(t)) => {
+                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("{field} item {}: {t}", describe(v, &d)));
+            }
+            Err(DecodeError::Schema { path, message }) => {
+                invalid.add(
+                    fixed(ReasonCode::InvalidInput),
+                    format!("{field} item {} at {path}: {message}", describe(v, &d)),
+                );
+            }
+        }
+    }
+    out.sort_by(|a, b| a.digest.cmp(&b.digest));
+    out
+}
+
+/// Drops the result's own carried digest (already checked), then checks and strips the carried
+/// digests of the findings nested in it.
+fn strip_nested_findings(v: &Value) -> Result<Value, String> {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove(digest::CARRIED_FIELD);
+    }
+    if let Some(findings) = v.get_mut("findings").and_then(Value::as_array_mut) {
+        for f in findings.iter_mut() {
+            if let Some(obj) = f.as_object() {
+                if obj.contains_key(digest::CARRIED_FIELD) {
+                    digest::verify_carried(DigestKind::Finding, f)
+                        .map_err(|e| format!("nested finding {}: {e}", describe(f, &digest::digest(DigestKind::Finding, f))))?;
+                    if let Some(o) = f.as_object_mut() {
+                        o.remove(digest::CARRIED_FIELD);
+                    }
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Reads verification results. They are the verifiers' output: one that breaks the schema is
+/// `verifier_output_invalid` (when it is about this subject) and is not counted.
+fn verification_items(
+    top: &Map<String, Value>,
+    subject_digest: Option<&Digest>,
+    reasons: &mut Reasons,
+) -> Vec<Item<VerificationResult>> {
+    let mut out: Vec<Item<VerificationResult>> = Vec::new();
+    for v in top.get("verifications").and_then(Value::as_array).into_iter().flatten() {
+        let d = digest::digest(DigestKind::Verification, v);
+        if out.iter().any(|i| i.digest == d) {
+            continue;
+        }
+        let about_other = match (v.get("subject_digest").and_then(Value::as_str), subject_digest) {
+            (Some(s), Some(sd)) => s != sd.as_str(),
+            _ => false,
+        };
+        if let Err(t) = digest::verify_carried(DigestKind::Verification, v) {
+            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, &d)));
+            continue;
+        }
+        let stripped = match strip_nested_findings(v) {
+            Ok(s) => s,
+            Err(t) => {
+                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, &d)));
+                continue;
+            }
+        };
+        match decode_plain::<VerificationResult>(&stripped) {
+            Ok(doc) => out.push(Item { doc, digest: d }),
+            Err(e) if !about_other => reasons.add(
+                fixed(ReasonCode::VerifierOutputInvalid),
+                format!("verification {} breaks the schema: {}", describe(v, &d), schema_message(&e)),
+            ),
+            Err(_) => {} // about another subject: not counted either way
+        }
+    }
+    out.sort_by(|a, b| a.digest.cmp(&b.digest));
+    out
+}

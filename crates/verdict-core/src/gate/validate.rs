@@ -1,0 +1,109 @@
+//! Contract rules a type cannot express: unique ids, weights, references between documents,
+//! and a policy that could only ever make a decision looser. Any breach is `invalid_input`.
+
+use super::load::Loaded;
+use super::reasons::{Reasons, fixed};
+use super::rules::CompiledRule;
+use crate::contracts::{Outcome, ReasonCode};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Checks the loaded bundle; returns the compiled policy rules when it is valid.
+pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
+    let mut bad = Reasons::default();
+    let mut add = |detail: String| bad.add(fixed(ReasonCode::InvalidInput), detail);
+
+    // Subject.
+    let s = &l.subject;
+    let mut criteria = BTreeSet::new();
+    for c in &s.criteria.items {
+        if !criteria.insert(c.id.as_str()) {
+            add(format!("/subject/criteria/items: criterion id {:?} is repeated", c.id.as_str()));
+        }
+        if let Some(w) = c.weight {
+            if !(w.is_finite() && w > 0.0) {
+                add(format!("/subject/criteria/items: criterion {:?} has weight {w}, expected a finite number > 0", c.id.as_str()));
+            }
+        }
+    }
+    let mut checks = BTreeSet::new();
+    for pin in &s.checks {
+        if !checks.insert(pin.id.as_str()) {
+            add(format!("/subject/checks: check id {:?} is pinned twice", pin.id.as_str()));
+        }
+        for c in &pin.criteria {
+            if !criteria.contains(c.as_str()) {
+                add(format!("/subject/checks: check {:?} bears on unknown criterion {:?}", pin.id.as_str(), c.as_str()));
+            }
+        }
+    }
+
+    // Policy: nothing in it may turn a doubt into a pass.
+    let p = &l.policy;
+    for (field, o) in [("on_inconclusive", p.on_inconclusive), ("on_contradiction", p.on_contradiction)] {
+        if o == Outcome::Pass {
+            add(format!("/policy/{field}: pass is refused; a doubt can never pass"));
+        }
+    }
+    let mut rule_ids = BTreeSet::new();
+    let mut rules = Vec::new();
+    for r in &p.rules {
+        if !rule_ids.insert(r.id.as_str()) {
+            add(format!("/policy/rules: rule id {:?} is repeated", r.id.as_str()));
+        }
+        if r.outcome == Outcome::Pass {
+            add(format!("/policy/rules: rule {:?} has outcome pass; rules may only make a decision stricter", r.id.as_str()));
+        }
+        match CompiledRule::compile(r) {
+            Ok(c) => rules.push(c),
+            Err(e) => add(format!("/policy/rules: rule {:?} does not compile: {e}", r.id.as_str())),
+        }
+    }
+
+    // One namespace for refs: every item id and resource name names one thing only.
+    let mut names: BTreeMap<String, (&str, String)> = BTreeMap::new();
+    let mut claim = |name: &str, what: &'static str, digest: String, add: &mut dyn FnMut(String)| {
+        match names.get(name) {
+            Some((w, d)) if *w == what && *d == digest => {}
+            Some((w, _)) => add(format!("id {name:?} names both a {w} and a {what}")),
+            None => {
+                names.insert(name.to_owned(), (what, digest));
+            }
+        }
+    };
+    // A name may collide with itself only as the same document (or, for findings, as versions
+    // of the same finding, which are checked separately below).
+    for r in &s.resources {
+        claim(r.name.as_str(), "resource", format!("{} {} {:?}", r.kind, r.digest, r.uri), &mut add);
+    }
+    for e in &l.evidence {
+        claim(e.doc.id.as_str(), "evidence", e.digest.to_string(), &mut add);
+    }
+    for v in &l.verifications {
+        claim(v.doc.id.as_str(), "verification", v.digest.to_string(), &mut add);
+    }
+    for h in &l.human_decisions {
+        claim(h.doc.id.as_str(), "human decision", h.digest.to_string(), &mut add);
+    }
+    let mut versions: BTreeMap<(&str, u64), &crate::contracts::Finding> = BTreeMap::new();
+    let nested = l.verifications.iter().flat_map(|v| v.doc.findings.iter());
+    for f in l.prior_findings.iter().map(|i| &i.doc).chain(nested) {
+        claim(f.id.as_str(), "finding", String::new(), &mut add);
+        match versions.get(&(f.id.as_str(), f.version)) {
+            Some(other) if *other != f => add(format!(
+                "finding {:?} version {} appears with two different contents; a change is a new version",
+                f.id.as_str(),
+                f.version
+            )),
+            _ => {
+                versions.insert((f.id.as_str(), f.version), f);
+            }
+        }
+    }
+    for f in &l.prior_findings {
+        if f.doc.version == 0 {
+            add(format!("prior finding {:?}: version must be at least 1", f.doc.id.as_str()));
+        }
+    }
+
+    if bad.is_empty() { Ok(rules) } else { Err(bad) }
+}
