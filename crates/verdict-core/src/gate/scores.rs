@@ -9,8 +9,9 @@ fn share(items: &[(f64, bool)]) -> Option<f64> {
     if items.is_empty() || !(max.is_finite() && max > 0.0) {
         return None;
     }
-    let total: f64 = items.iter().map(|(w, _)| w / max).sum();
-    let passed: f64 = items.iter().filter(|(_, p)| *p).map(|(w, _)| w / max).sum();
+    // fold from +0.0: `sum` starts at -0.0, which would print as "-0" outside JCS.
+    let total = items.iter().fold(0.0, |acc, (w, _)| acc + w / max);
+    let passed = items.iter().filter(|(_, p)| *p).fold(0.0, |acc, (w, _)| acc + w / max);
     Some(passed / total)
 }
 
