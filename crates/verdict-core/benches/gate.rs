@@ -1,1 +1,147 @@
-fn main() {}
+//! Gate, canonical-form and raw-digest benchmarks. Reproduce with
+//! `cargo bench -p verdict-core --bench gate`; BENCHMARKS.md records the figures.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic, missing_docs)]
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use std::hint::black_box;
+use std::io::{Read, Write};
+use verdict_core::digest::{DigestKind, RawHasher, digest};
+use verdict_core::{canonical, gate, json as strict};
+
+const DEF: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const CONTENT: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+/// A passing bundle with `n` criteria, `e` check evidence and `r` verifier results.
+fn bundle(n: usize, e: usize, r: usize) -> Value {
+    let criteria: Vec<Value> = (0..n)
+        .map(|i| {
+            let role = ["correctness", "safety", "catastrophic"][i % 3];
+            json!({"id": format!("c-{i}"), "text": format!("criterion {i} holds"), "role": role, "weight": 1 + i % 4})
+        })
+        .collect();
+    let checks: Vec<Value> = (0..e).map(|i| json!({"id": format!("k-{i}"), "definition_digest": DEF, "criteria": [format!("c-{}", i % n)]})).collect();
+    let subject = json!({
+        "schema": "verdict.subject/v1", "mission": "m-1",
+        "execution": {"id": "ex-1", "generation": 1},
+        "work_items": [{"kind": "work_package", "id": "wp-1", "version": "1"}],
+        "producer": {"principal": "agent", "run": "run-1"},
+        "objective": {"revision": "o1", "digest": CONTENT},
+        "criteria": {"revision": "c1", "items": criteria},
+        "resources": [{"name": "diff", "kind": "git_diff", "digest": CONTENT}],
+        "checks": checks, "workflow_revision": "wf-1",
+        "risk": {"class": "low", "revision": "r1", "capabilities": []}
+    });
+    let s = digest(DigestKind::Subject, &subject).to_string();
+    let evidence: Vec<Value> = (0..e)
+        .map(|i| json!({
+            "id": format!("ev-{i}"), "kind": "check", "check": format!("k-{i}"), "subject_digest": s, "definition_digest": DEF,
+            "produced_by": {"principal": "ci", "role": "runner"}, "outcome": "pass", "content_digest": CONTENT,
+            "observed_at": "2026-11-30T11:59:00Z", "freshness": {"kind": "time", "max_age_s": 900}
+        }))
+        .collect();
+    let classes: Vec<String> = (0..r).map(|i| format!("class-{i}")).collect();
+    let verifications: Vec<Value> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, class)| json!({
+            "id": format!("vr-{i}"), "verifier": {"principal": format!("v-{i}"), "class": class, "run": format!("vrun-{i}")},
+            "subject_digest": s, "generation": 1, "status": "completed",
+            "criteria": (0..n).map(|j| json!({"id": format!("c-{j}"), "status": "passed", "method": "review", "evidence_refs": ["diff"]})).collect::<Vec<_>>(),
+            "findings": [], "dispositions": []
+        }))
+        .collect();
+    json!({
+        "schema": "verdict.gate-bundle/v1",
+        "policy": {"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                   "required_checks": (0..e).map(|i| format!("k-{i}")).collect::<Vec<_>>(), "required_verifiers": classes},
+        "subject": subject, "evidence": evidence, "verifications": verifications,
+        "human_decisions": [], "prior_findings": [], "now": "2026-11-30T12:00:00Z"
+    })
+}
+
+fn bench_gate(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gate");
+    for (name, n, e, r) in [("typical", 20, 10, 3), ("large", 500, 200, 10)] {
+        let b = bundle(n, e, r);
+        let bytes = serde_json::to_vec(&b).unwrap();
+        let prepared = gate::Prepared::new(&b).unwrap_or_else(|d| panic!("{d:?}"));
+        assert_eq!(prepared.decide().outcome, verdict_core::contracts::Outcome::Pass);
+        g.bench_with_input(BenchmarkId::new("decide", name), &prepared, |bch, p| bch.iter(|| black_box(p.decide())));
+        g.bench_with_input(BenchmarkId::new("evaluate", name), &bytes, |bch, x| {
+            bch.iter(|| black_box(gate::evaluate(black_box(x)).canonical_bytes().unwrap()))
+        });
+    }
+    g.finish();
+}
+
+/// A context manifest of about 1 MiB: many entries with refs, digests, numbers and text.
+fn manifest() -> Vec<u8> {
+    let entries: Vec<Value> = (0..4200)
+        .map(|i| {
+            let kind = ["diff", "log", "artifact"][i % 3];
+            json!({
+            "ref": format!("resource-{i}"), "kind": kind, "digest": CONTENT,
+            "bytes_included": i * 37, "truncated": i % 7 == 0, "score": (i as f64) / 7.0,
+            "note": format!("line {i}: naïve café \u{1f600} \"quoted\" \\ tab\t")
+        })
+        })
+        .collect();
+    serde_json::to_vec(&json!({"schema": "verdict.context/v1", "entries": entries, "policy_revision": 3})).unwrap()
+}
+
+fn bench_canonical(c: &mut Criterion) {
+    let doc = manifest();
+    let mut g = c.benchmark_group("canonical_1mib");
+    g.throughput(Throughput::Bytes(doc.len() as u64));
+    g.bench_function("serde_json_parse_serialise", |b| {
+        b.iter(|| black_box(serde_json::to_vec(&serde_json::from_slice::<Value>(black_box(&doc)).unwrap()).unwrap()))
+    });
+    g.bench_function("verdict_strict_parse_canonical", |b| {
+        b.iter(|| black_box(canonical::to_vec(&strict::parse(black_box(&doc)).unwrap())))
+    });
+    g.bench_function("serde_json_canonicalizer", |b| {
+        b.iter(|| black_box(serde_json_canonicalizer::to_vec(&serde_json::from_slice::<Value>(black_box(&doc)).unwrap()).unwrap()))
+    });
+    g.finish();
+}
+
+fn bench_raw_digest(c: &mut Criterion) {
+    const SIZE: usize = 64 << 20;
+    let data: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    let mut file = tempfile_in_target();
+    file.1.write_all(&data).unwrap();
+    file.1.flush().unwrap();
+    let path = file.0.clone();
+    let mut g = c.benchmark_group("raw_digest_64mib");
+    g.throughput(Throughput::Bytes(SIZE as u64));
+    g.sample_size(10);
+    g.bench_function("in_process_sha256", |b| b.iter(|| black_box(verdict_core::digest::raw(black_box(&data)))));
+    // The same loop `verdict digest --raw` runs: 1 MiB reads into a streaming hasher.
+    g.bench_function("streaming_file", |b| {
+        b.iter(|| {
+            let mut f = std::fs::File::open(&path).unwrap();
+            let mut h = RawHasher::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = f.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+            }
+            black_box(h.finish())
+        })
+    });
+    g.finish();
+    std::fs::remove_file(&path).ok();
+}
+
+fn tempfile_in_target() -> (std::path::PathBuf, std::fs::File) {
+    let path = std::env::temp_dir().join(format!("verdict-bench-{}.bin", std::process::id()));
+    let f = std::fs::File::create(&path).unwrap();
+    (path, f)
+}
+
+criterion_group!(benches, bench_gate, bench_canonical, bench_raw_digest);
+criterion_main!(benches);

@@ -67,6 +67,10 @@ pub fn decode<T: DeserializeOwned>(kind: DigestKind, doc: &Value) -> Result<(T, 
 
 /// Decodes `value` as `T` with no digest handling, reporting the JSON pointer of a failure.
 pub fn decode_plain<T: DeserializeOwned>(value: &Value) -> Result<T, DecodeError> {
+    // The fast path; only a failure pays for tracking the path.
+    if let Ok(t) = T::deserialize(value) {
+        return Ok(t);
+    }
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let mut path = String::new();
         for seg in e.path().iter() {

@@ -51,7 +51,7 @@ macro_rules! string_newtype {
     ($(#[$doc:meta])* $name:ident, $check:path, $err:ident, $pattern:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(String);
+        pub struct $name(std::sync::Arc<str>);
 
         impl $name {
             /// The value as text.
@@ -65,7 +65,7 @@ macro_rules! string_newtype {
             type Err = ScalarError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 if $check(s) {
-                    Ok(Self(s.to_owned()))
+                    Ok(Self(std::sync::Arc::from(s)))
                 } else {
                     Err(ScalarError::$err(s.to_owned()))
                 }
@@ -76,7 +76,7 @@ macro_rules! string_newtype {
             type Error = ScalarError;
             fn try_from(s: String) -> Result<Self, Self::Error> {
                 if $check(&s) {
-                    Ok(Self(s))
+                    Ok(Self(std::sync::Arc::from(s)))
                 } else {
                     Err(ScalarError::$err(s))
                 }

@@ -122,8 +122,7 @@ pub(crate) struct Verifications<'a> {
 }
 
 /// Why a completed result's output cannot be counted, if it cannot.
-fn output_problem(l: &Loaded, v: &VerificationResult) -> Option<String> {
-    let known: BTreeSet<&Id> = l.subject.criteria.items.iter().map(|c| &c.id).collect();
+fn output_problem(l: &Loaded, known: &BTreeSet<&Id>, v: &VerificationResult) -> Option<String> {
     if v.unavailable_reason.is_some() {
         return Some("a completed result carries an unavailable_reason".into());
     }
@@ -167,6 +166,7 @@ fn output_problem(l: &Loaded, v: &VerificationResult) -> Option<String> {
 /// Sorts the bundle's verification results into counted, history and unavailable.
 pub(crate) fn count_verifications<'a>(l: &'a Loaded, reasons: &mut Reasons) -> Verifications<'a> {
     let s = &l.subject;
+    let known: BTreeSet<&Id> = s.criteria.items.iter().map(|c| &c.id).collect();
     let mut out = Verifications::default();
     for item in &l.verifications {
         let v = &item.doc;
@@ -202,7 +202,7 @@ pub(crate) fn count_verifications<'a>(l: &'a Loaded, reasons: &mut Reasons) -> V
             out.unavailable.entry(class).or_default().insert(v.unavailable_reason);
             continue;
         }
-        if let Some(problem) = output_problem(l, v) {
+        if let Some(problem) = output_problem(l, &known, v) {
             reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
                 format!("verification {id:?} ({}): {problem}", class.as_str()),

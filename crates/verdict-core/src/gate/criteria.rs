@@ -5,7 +5,8 @@ use super::count::Verifications;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed, reason};
 use crate::contracts::{
-    CheckEvidence, CheckOutcome, CriterionDecision, CriterionStatus, Id, ReasonCode, Source, SourceKind,
+    CheckEvidence, CheckOutcome, CriterionDecision, CriterionRow, CriterionStatus, Id, ReasonCode, Source, SourceKind,
+    VerificationResult,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,12 +24,32 @@ pub(crate) struct Inputs<'a> {
 pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDecision> {
     let l = i.loaded;
     let p = &l.policy;
+    // Index once, so the work is linear in the bundle rather than criteria x rows.
+    let mut pins: BTreeMap<&Id, Vec<&Id>> = BTreeMap::new();
+    for pin in &l.subject.checks {
+        for c in &pin.criteria {
+            pins.entry(c).or_default().push(&pin.id);
+        }
+    }
+    let mut rows: BTreeMap<&Id, Vec<(&VerificationResult, &CriterionRow)>> = BTreeMap::new();
+    for r in &i.verifications.counted {
+        for row in &r.criteria {
+            rows.entry(&row.id).or_default().push((r, row));
+        }
+    }
+    let required_results: Vec<(&VerificationResult, BTreeSet<&Id>)> = i
+        .verifications
+        .counted
+        .iter()
+        .filter(|r| i.required_classes.contains(&r.verifier.class))
+        .map(|r| (*r, r.criteria.iter().map(|row| &row.id).collect()))
+        .collect();
     let mut out = Vec::with_capacity(l.subject.criteria.items.len());
     for c in &l.subject.criteria.items {
         let required = i.required.contains(&c.id);
         let mut sources = Vec::new();
-        for pin in l.subject.checks.iter().filter(|pin| pin.criteria.contains(&c.id)) {
-            for e in i.evidence.get(&pin.id).into_iter().flatten() {
+        for pin in pins.get(&c.id).into_iter().flatten() {
+            for e in i.evidence.get(pin).into_iter().flatten() {
                 let status = match e.outcome {
                     CheckOutcome::Pass => CriterionStatus::Passed,
                     CheckOutcome::Fail => CriterionStatus::Failed,
@@ -41,8 +62,8 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 });
             }
         }
-        for r in &i.verifications.counted {
-            for row in r.criteria.iter().filter(|row| row.id == c.id) {
+        for (r, row) in rows.get(&c.id).into_iter().flatten() {
+            {
                 let mut status = row.status;
                 if status == CriterionStatus::NotTested {
                     continue;
@@ -124,8 +145,8 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 ),
                 CriterionStatus::Passed => {}
             }
-            for r in i.verifications.counted.iter().filter(|r| i.required_classes.contains(&r.verifier.class)) {
-                if !r.criteria.iter().any(|row| row.id == c.id) {
+            for (r, has) in &required_results {
+                if !has.contains(&c.id) {
                     reasons.add(
                         fixed(ReasonCode::CriterionRowMissing).criterion(&c.id),
                         format!(

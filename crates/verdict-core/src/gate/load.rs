@@ -11,7 +11,8 @@ use crate::contracts::{
     CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp, VerificationResult,
     decode, decode_plain,
 };
-use crate::digest::{self, Digest, DigestKind};
+use crate::digest::{self, CarriedDigestError, Digest, DigestKind};
+use std::collections::BTreeSet;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -74,18 +75,22 @@ pub(crate) fn describe(doc: &Value, d: &Digest) -> String {
     }
 }
 
-/// `digest("evidence-set", sorted unique digests of every item in the bundle)`.
-fn evidence_set(top: &Map<String, Value>) -> Option<Digest> {
-    let mut all = Vec::new();
-    for (field, kind) in ARRAYS {
-        for item in top.get(field)?.as_array()? {
-            all.push(digest::digest(kind, item));
-        }
-    }
+/// `digest("evidence-set", sorted unique digests of every item in the bundle)`, from the
+/// digests of the four arrays.
+fn evidence_set(digests: &[Vec<Digest>]) -> Digest {
+    let mut all: Vec<&Digest> = digests.iter().flatten().collect();
     all.sort();
     all.dedup();
     let list = Value::Array(all.into_iter().map(|d| Value::String(d.as_str().to_owned())).collect());
-    Some(digest::digest(DigestKind::EvidenceSet, &list))
+    digest::digest(DigestKind::EvidenceSet, &list)
+}
+
+/// The digest of every item of each of the four arrays (`None` when one is not an array).
+fn item_digests(top: &Map<String, Value>) -> Option<Vec<Vec<Digest>>> {
+    ARRAYS
+        .iter()
+        .map(|(field, kind)| top.get(*field)?.as_array().map(|a| a.iter().map(|v| digest::digest(*kind, v)).collect()))
+        .collect()
 }
 
 fn object_digest(top: &Map<String, Value>, field: &str, kind: DigestKind) -> Option<Digest> {
@@ -101,7 +106,9 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
     };
     inv.subject_digest = object_digest(top, "subject", DigestKind::Subject);
     inv.policy_digest = object_digest(top, "policy", DigestKind::Policy);
-    inv.evidence_set_digest = evidence_set(top);
+    let digests = item_digests(top);
+    inv.evidence_set_digest = digests.as_deref().map(evidence_set);
+    let digests_of = |i: usize| digests.as_ref().and_then(|d| d.get(i)).map(Vec::as_slice).unwrap_or_default();
 
     for k in top.keys() {
         if !FIELDS.contains(&k.as_str()) {
@@ -141,11 +148,10 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
     });
 
     let mut reasons = Reasons::default();
-    let evidence = items::<CheckEvidence>(top, "evidence", DigestKind::Evidence, &mut inv.reasons, &mut reasons);
-    let human_decisions =
-        items::<HumanDecision>(top, "human_decisions", DigestKind::HumanDecision, &mut inv.reasons, &mut reasons);
-    let prior_findings = items::<Finding>(top, "prior_findings", DigestKind::Finding, &mut inv.reasons, &mut reasons);
-    let verifications = verification_items(top, subject.as_ref().map(|s| &s.1), &mut reasons);
+    let evidence = items::<CheckEvidence>(top, "evidence", digests_of(0), &mut inv.reasons, &mut reasons);
+    let verifications = verification_items(top, digests_of(1), subject.as_ref().map(|s| &s.1), &mut reasons);
+    let human_decisions = items::<HumanDecision>(top, "human_decisions", digests_of(2), &mut inv.reasons, &mut reasons);
+    let prior_findings = items::<Finding>(top, "prior_findings", digests_of(3), &mut inv.reasons, &mut reasons);
 
     match (policy, subject, now, inv.evidence_set_digest.clone()) {
         (Some((policy, policy_digest)), Some((subject, subject_digest)), Some(now), Some(esd))
@@ -201,32 +207,55 @@ fn top_document<T: DeserializeOwned>(
     }
 }
 
-/// Reads one array of documents. Unreadable items make the bundle invalid; tampered ones are
-/// reported and left out.
+/// Checks a carried digest against the digest already computed for the document, and returns
+/// the document without it.
+fn carried(v: &Value, d: &Digest) -> Result<Option<Value>, CarriedDigestError> {
+    match v.get(digest::CARRIED_FIELD) {
+        None => Ok(None),
+        Some(Value::String(s)) if s.parse::<Digest>().is_ok() => {
+            if s == d.as_str() {
+                let mut stripped = v.clone();
+                if let Some(o) = stripped.as_object_mut() {
+                    o.remove(digest::CARRIED_FIELD);
+                }
+                Ok(Some(stripped))
+            } else {
+                Err(CarriedDigestError::Mismatch { carried: s.clone(), actual: d.clone() })
+            }
+        }
+        Some(other) => Err(CarriedDigestError::Malformed(other.to_string())),
+    }
+}
+
+/// Reads one array of documents whose digests are known. Unreadable items make the bundle
+/// invalid; tampered ones are reported and left out.
 fn items<T: DeserializeOwned>(
     top: &Map<String, Value>,
     field: &str,
-    kind: DigestKind,
+    digests: &[Digest],
     invalid: &mut Reasons,
     reasons: &mut Reasons,
 ) -> Vec<Item<T>> {
     let mut out: Vec<Item<T>> = Vec::new();
-    for v in top.get(field).and_then(Value::as_array).into_iter().flatten() {
-        let d = digest::digest(kind, v);
-        if out.iter().any(|i| i.digest == d) {
+    let mut seen = BTreeSet::new();
+    let values = top.get(field).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for (v, d) in values.iter().zip(digests) {
+        if !seen.insert(d) {
             continue; // the same document twice is the same member of the set
         }
-        match decode::<T>(kind, v) {
-            Ok((doc, digest)) => out.push(Item { doc, digest }),
-            Err(DecodeError::Tampered(t)) => {
-                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("{field} item {}: {t}", describe(v, &d)));
+        let stripped = match carried(v, d) {
+            Ok(s) => s,
+            Err(t) => {
+                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("{field} item {}: {t}", describe(v, d)));
+                continue;
             }
-            Err(DecodeError::Schema { path, message }) => {
-                invalid.add(
-                    fixed(ReasonCode::InvalidInput),
-                    format!("{field} item {} at {path}: {message}", describe(v, &d)),
-                );
-            }
+        };
+        match decode_plain::<T>(stripped.as_ref().unwrap_or(v)) {
+            Ok(doc) => out.push(Item { doc, digest: d.clone() }),
+            Err(e) => invalid.add(
+                fixed(ReasonCode::InvalidInput),
+                format!("{field} item {} at {}", describe(v, d), schema_message(&e)),
+            ),
         }
     }
     out.sort_by(|a, b| a.digest.cmp(&b.digest));
@@ -260,35 +289,37 @@ fn strip_nested_findings(v: &Value) -> Result<Value, String> {
 /// `verifier_output_invalid` (when it is about this subject) and is not counted.
 fn verification_items(
     top: &Map<String, Value>,
+    digests: &[Digest],
     subject_digest: Option<&Digest>,
     reasons: &mut Reasons,
 ) -> Vec<Item<VerificationResult>> {
     let mut out: Vec<Item<VerificationResult>> = Vec::new();
-    for v in top.get("verifications").and_then(Value::as_array).into_iter().flatten() {
-        let d = digest::digest(DigestKind::Verification, v);
-        if out.iter().any(|i| i.digest == d) {
+    let mut seen = BTreeSet::new();
+    let values = top.get("verifications").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for (v, d) in values.iter().zip(digests) {
+        if !seen.insert(d) {
             continue;
         }
         let about_other = match (v.get("subject_digest").and_then(Value::as_str), subject_digest) {
             (Some(s), Some(sd)) => s != sd.as_str(),
             _ => false,
         };
-        if let Err(t) = digest::verify_carried(DigestKind::Verification, v) {
-            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, &d)));
+        if let Err(t) = carried(v, d) {
+            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, d)));
             continue;
         }
         let stripped = match strip_nested_findings(v) {
             Ok(s) => s,
             Err(t) => {
-                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, &d)));
+                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, d)));
                 continue;
             }
         };
         match decode_plain::<VerificationResult>(&stripped) {
-            Ok(doc) => out.push(Item { doc, digest: d }),
+            Ok(doc) => out.push(Item { doc, digest: d.clone() }),
             Err(e) if !about_other => reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
-                format!("verification {} breaks the schema: {}", describe(v, &d), schema_message(&e)),
+                format!("verification {} breaks the schema: {}", describe(v, d), schema_message(&e)),
             ),
             Err(_) => {} // about another subject: not counted either way
         }
