@@ -1,6 +1,7 @@
 //! What counts (CONTRACTS.md §6.3): which check evidence and which verification results may
 //! speak about this subject, and the blocked reasons for the ones that may not.
 
+use super::index::CriterionIndex;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
 use crate::contracts::{
@@ -23,12 +24,23 @@ pub(crate) fn expiry(e: &CheckEvidence) -> Option<Timestamp> {
     }
 }
 
+/// [`expiry`] in nanoseconds since the epoch, without writing a timestamp.
+pub(crate) fn expiry_nanos(e: &CheckEvidence) -> i128 {
+    match e.freshness {
+        Freshness::Content => i128::MAX,
+        Freshness::Time { max_age_s } => e.observed_at.unix_nanos() + i128::from(max_age_s) * NANOS,
+    }
+}
+
 pub(crate) fn is_from_future(at: &Timestamp, now: &Timestamp) -> bool {
     at.unix_nanos() > now.unix_nanos() + i128::from(FUTURE_TOLERANCE_S) * NANOS
 }
 
 pub(crate) fn is_stale(e: &CheckEvidence, now: &Timestamp) -> bool {
-    expiry(e).is_some_and(|x| *now >= x)
+    match e.freshness {
+        Freshness::Content => false,
+        Freshness::Time { .. } => now.unix_nanos() >= expiry_nanos(e),
+    }
 }
 
 /// Check evidence that counts, by check id.
@@ -122,21 +134,21 @@ pub(crate) struct Verifications<'a> {
 }
 
 /// Why a completed result's output cannot be counted, if it cannot.
-fn output_problem(l: &Loaded, known: &BTreeSet<&Id>, v: &VerificationResult) -> Option<String> {
+fn output_problem(l: &Loaded, index: &CriterionIndex<'_>, v: &VerificationResult) -> Option<String> {
     if v.unavailable_reason.is_some() {
         return Some("a completed result carries an unavailable_reason".into());
     }
-    let mut seen = BTreeSet::new();
+    let mut seen = vec![false; index.len()];
     for row in &v.criteria {
-        if !known.contains(&row.id) {
+        let Some(slot) = index.get(row.id.as_str()).and_then(|k| seen.get_mut(k)) else {
             return Some(format!("row names unknown criterion {:?}", row.id.as_str()));
-        }
-        if !seen.insert(&row.id) {
+        };
+        if std::mem::replace(slot, true) {
             return Some(format!("row for criterion {:?} is repeated", row.id.as_str()));
         }
     }
     for f in &v.findings {
-        if !known.contains(&f.criterion) {
+        if index.get(f.criterion.as_str()).is_none() {
             return Some(format!("finding {:?} names unknown criterion {:?}", f.id.as_str(), f.criterion.as_str()));
         }
         if f.subject_digest != l.subject_digest {
@@ -164,9 +176,12 @@ fn output_problem(l: &Loaded, known: &BTreeSet<&Id>, v: &VerificationResult) -> 
 }
 
 /// Sorts the bundle's verification results into counted, history and unavailable.
-pub(crate) fn count_verifications<'a>(l: &'a Loaded, reasons: &mut Reasons) -> Verifications<'a> {
+pub(crate) fn count_verifications<'a>(
+    l: &'a Loaded,
+    index: &CriterionIndex<'_>,
+    reasons: &mut Reasons,
+) -> Verifications<'a> {
     let s = &l.subject;
-    let known: BTreeSet<&Id> = s.criteria.items.iter().map(|c| &c.id).collect();
     let mut out = Verifications::default();
     for item in &l.verifications {
         let v = &item.doc;
@@ -202,7 +217,7 @@ pub(crate) fn count_verifications<'a>(l: &'a Loaded, reasons: &mut Reasons) -> V
             out.unavailable.entry(class).or_default().insert(v.unavailable_reason);
             continue;
         }
-        if let Some(problem) = output_problem(l, &known, v) {
+        if let Some(problem) = output_problem(l, index, v) {
             reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
                 format!("verification {id:?} ({}): {problem}", class.as_str()),

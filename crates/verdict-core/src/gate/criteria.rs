@@ -2,6 +2,7 @@
 //! voting. A failure from any source stands; a pass needs every source to agree or be silent.
 
 use super::count::Verifications;
+use super::index::CriterionIndex;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed, reason};
 use crate::contracts::{
@@ -13,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Everything the criterion rules read.
 pub(crate) struct Inputs<'a> {
     pub loaded: &'a Loaded,
+    pub index: &'a CriterionIndex<'a>,
     pub evidence: &'a BTreeMap<&'a Id, Vec<&'a CheckEvidence>>,
     pub verifications: &'a Verifications<'a>,
     pub required: &'a BTreeSet<&'a Id>,
@@ -24,31 +26,40 @@ pub(crate) struct Inputs<'a> {
 pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDecision> {
     let l = i.loaded;
     let p = &l.policy;
-    // Index once, so the work is linear in the bundle rather than criteria x rows.
-    let mut pins: BTreeMap<&Id, Vec<&Id>> = BTreeMap::new();
+    let n = i.index.len();
+    // Tables by criterion position, built in one pass each, so the work is linear in the
+    // bundle rather than criteria x rows.
+    let mut pins: Vec<Vec<&Id>> = vec![Vec::new(); n];
     for pin in &l.subject.checks {
         for c in &pin.criteria {
-            pins.entry(c).or_default().push(&pin.id);
+            if let Some(slot) = i.index.get(c.as_str()).and_then(|k| pins.get_mut(k)) {
+                slot.push(&pin.id);
+            }
         }
     }
-    let mut rows: BTreeMap<&Id, Vec<(&VerificationResult, &CriterionRow)>> = BTreeMap::new();
+    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> = vec![Vec::new(); n];
+    let mut required_results: Vec<(&VerificationResult, Vec<bool>)> = Vec::new();
     for r in &i.verifications.counted {
+        let mut has = vec![false; n];
         for row in &r.criteria {
-            rows.entry(&row.id).or_default().push((r, row));
+            if let Some(k) = i.index.get(row.id.as_str()) {
+                if let Some(slot) = rows.get_mut(k) {
+                    slot.push((r, row));
+                }
+                if let Some(h) = has.get_mut(k) {
+                    *h = true;
+                }
+            }
+        }
+        if i.required_classes.contains(&r.verifier.class) {
+            required_results.push((r, has));
         }
     }
-    let required_results: Vec<(&VerificationResult, BTreeSet<&Id>)> = i
-        .verifications
-        .counted
-        .iter()
-        .filter(|r| i.required_classes.contains(&r.verifier.class))
-        .map(|r| (*r, r.criteria.iter().map(|row| &row.id).collect()))
-        .collect();
     let mut out = Vec::with_capacity(l.subject.criteria.items.len());
-    for c in &l.subject.criteria.items {
+    for (k, c) in l.subject.criteria.items.iter().enumerate() {
         let required = i.required.contains(&c.id);
         let mut sources = Vec::new();
-        for pin in pins.get(&c.id).into_iter().flatten() {
+        for pin in pins.get(k).into_iter().flatten() {
             for e in i.evidence.get(pin).into_iter().flatten() {
                 let status = match e.outcome {
                     CheckOutcome::Pass => CriterionStatus::Passed,
@@ -62,7 +73,7 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 });
             }
         }
-        for (r, row) in rows.get(&c.id).into_iter().flatten() {
+        for (r, row) in rows.get(k).into_iter().flatten() {
             {
                 let mut status = row.status;
                 if status == CriterionStatus::NotTested {
@@ -146,7 +157,7 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 CriterionStatus::Passed => {}
             }
             for (r, has) in &required_results {
-                if !has.contains(&c.id) {
+                if !has.get(k).copied().unwrap_or(false) {
                     reasons.add(
                         fixed(ReasonCode::CriterionRowMissing).criterion(&c.id),
                         format!(

@@ -19,6 +19,7 @@ mod count;
 mod criteria;
 mod findings;
 mod human;
+mod index;
 mod load;
 mod reasons;
 mod rules;
@@ -29,7 +30,7 @@ pub use count::FUTURE_TOLERANCE_S;
 
 use crate::canonical;
 use crate::contracts::{
-    DecisionSchema, GateDecision, Id, Outcome, ReasonCode, Scores, Timestamp,
+    DecisionSchema, GateDecision, Id, Outcome, ReasonCode, Scores,
 };
 use crate::digest::{self, Digest, DigestKind};
 use crate::json;
@@ -202,7 +203,8 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
 
     let evidence = count::count_evidence(l, &mut reasons);
     count::required_checks(l, &evidence, &mut reasons);
-    let verifications = count::count_verifications(l, &mut reasons);
+    let index = index::CriterionIndex::new(&l.subject);
+    let verifications = count::count_verifications(l, &index, &mut reasons);
     count::required_verifiers(l, &verifications, &mut reasons);
     let required_classes = count::required_classes(l);
     let refs = citable(l);
@@ -210,6 +212,7 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
     let criteria = criteria::criteria(
         &criteria::Inputs {
             loaded: l,
+            index: &index,
             evidence: &evidence,
             verifications: &verifications,
             required: &required,
@@ -241,7 +244,12 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
 
     let outcome = reasons.outcome();
     let valid_until = if outcome == Outcome::Pass {
-        evidence.values().flatten().filter_map(|e| count::expiry(e)).min()
+        evidence
+            .values()
+            .flatten()
+            .filter(|e| matches!(e.freshness, crate::contracts::Freshness::Time { .. }))
+            .min_by_key(|e| count::expiry_nanos(e))
+            .and_then(|e| count::expiry(e))
     } else {
         None
     };
@@ -264,7 +272,7 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
         follow_ups: lists.follow_ups.into_iter().collect(),
         unresolved_prior_blockers: lists.unresolved.into_iter().collect(),
         scores,
-        valid_until: valid_until.map(|t: Timestamp| Timestamp::from_unix_nanos(t.unix_nanos())),
+        valid_until,
     }
 }
 
