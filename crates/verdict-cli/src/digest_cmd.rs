@@ -2,9 +2,8 @@
 
 use crate::input;
 use anyhow::{Context, Result, bail};
-use std::io::{Read, Write};
 use std::process::ExitCode;
-use verdict_core::digest::{self, DigestKind, RawHasher};
+use verdict_core::digest::{self, DigestKind};
 
 /// Print the digest of a JSON document (`--kind`) or of raw bytes (`--raw`).
 ///
@@ -51,22 +50,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     }
 }
 
-/// Streams a file (or stdin) through SHA-256 in large blocks.
+/// Streams a file (or stdin) through SHA-256.
 pub fn raw_digest(path: &str) -> Result<digest::Digest> {
-    let mut reader: Box<dyn Read> = if path == "-" {
-        Box::new(std::io::stdin().lock())
+    let d = if path == "-" {
+        crate::stream::sha256(std::io::stdin())
     } else {
-        Box::new(std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?)
+        let f = std::fs::File::open(path).with_context(|| format!("cannot open {path}"))?;
+        crate::stream::sha256(f)
     };
-    let mut h = RawHasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = reader.read(&mut buf).with_context(|| format!("cannot read {path}"))?;
-        if n == 0 {
-            break;
-        }
-        h.update(buf.get(..n).unwrap_or_default());
-    }
-    std::io::stdout().flush().ok();
-    Ok(h.finish())
+    d.with_context(|| format!("cannot read {path}"))
 }

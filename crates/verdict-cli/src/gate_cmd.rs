@@ -17,6 +17,10 @@ pub enum GateCommand {
     /// be read or the arguments are wrong.
     #[command(after_help = "Examples:\n  verdict gate evaluate examples/merge-gate/bundle.json\n  verdict gate evaluate --format text - < bundle.json")]
     Evaluate(EvaluateArgs),
+    /// Build an execution's bundle from the store, evaluate it and store the decision.
+    Run(crate::lifecycle_cmd::GateRunArgs),
+    /// Rebuild a stored decision's bundle and reproduce its bytes exactly.
+    Replay(crate::lifecycle_cmd::GateReplayArgs),
 }
 
 /// Arguments of `verdict gate evaluate`.
@@ -42,6 +46,8 @@ pub enum Format {
 pub fn run(cmd: GateCommand) -> Result<ExitCode> {
     match cmd {
         GateCommand::Evaluate(args) => evaluate(&args),
+        GateCommand::Run(args) => crate::lifecycle_cmd::gate_run(&args),
+        GateCommand::Replay(args) => crate::lifecycle_cmd::gate_replay(&args),
     }
 }
 

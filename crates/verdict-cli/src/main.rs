@@ -6,10 +6,16 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod audit_cmd;
+mod check_cmd;
 mod digest_cmd;
 mod gate_cmd;
 mod input;
+mod judge_cmd;
+mod lifecycle_cmd;
 mod schema_cmd;
+mod store_cmd;
+mod stream;
 
 /// verdict: independent verification with a deterministic Gate.
 #[derive(Parser)]
@@ -21,6 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a check spec against a live system; optionally write check evidence.
+    Check(Box<check_cmd::Args>),
     /// Evaluate gate bundles.
     #[command(subcommand)]
     Gate(gate_cmd::GateCommand),
@@ -28,14 +36,32 @@ enum Command {
     Digest(digest_cmd::Args),
     /// Print the JSON Schema of a contract document.
     Schema(schema_cmd::Args),
+    /// Inspect the model verifier: render what a model would be shown for a request.
+    #[command(subcommand)]
+    Judge(judge_cmd::JudgeCommand),
+    /// Manage the evidence store (SQLite or PostgreSQL).
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
+    /// Check the store's audit chain; sign and check checkpoints of it.
+    #[command(subcommand)]
+    Audit(audit_cmd::AuditCommand),
+    /// The verification lifecycle: init, principal, grant, policy, subject, evidence, request,
+    /// run, result, decide, status, history, quickstart.
+    #[command(flatten)]
+    Lifecycle(lifecycle_cmd::LifecycleCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Check(args) => check_cmd::run(&args),
         Command::Gate(cmd) => gate_cmd::run(cmd),
         Command::Digest(args) => digest_cmd::run(&args),
         Command::Schema(args) => schema_cmd::run(&args),
+        Command::Judge(cmd) => judge_cmd::run(cmd),
+        Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Audit(cmd) => audit_cmd::run(cmd),
+        Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -1,12 +1,14 @@
-//! Gate, canonical-form and raw-digest benchmarks. Reproduce with
+//! Gate and canonical-form benchmarks, in thread CPU time. Reproduce with
 //! `cargo bench -p verdict-core --bench gate`; BENCHMARKS.md records the figures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic, missing_docs)]
 
+mod cpu_time;
+
+use cpu_time::CpuTime;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use std::hint::black_box;
-use std::io::{Read, Write};
-use verdict_core::digest::{DigestKind, RawHasher, digest};
+use verdict_core::digest::{DigestKind, digest};
 use verdict_core::{canonical, gate, json as strict};
 
 const DEF: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -60,7 +62,7 @@ fn bundle(n: usize, e: usize, r: usize) -> Value {
     })
 }
 
-fn bench_gate(c: &mut Criterion) {
+fn bench_gate(c: &mut Criterion<CpuTime>) {
     let mut g = c.benchmark_group("gate");
     for (name, n, e, r) in [("typical", 20, 10, 3), ("large", 500, 200, 10)] {
         let b = bundle(n, e, r);
@@ -90,7 +92,7 @@ fn manifest() -> Vec<u8> {
     serde_json::to_vec(&json!({"schema": "verdict.context/v1", "entries": entries, "policy_revision": 3})).unwrap()
 }
 
-fn bench_canonical(c: &mut Criterion) {
+fn bench_canonical(c: &mut Criterion<CpuTime>) {
     let doc = manifest();
     let mut g = c.benchmark_group("canonical_1mib");
     g.throughput(Throughput::Bytes(doc.len() as u64));
@@ -106,42 +108,9 @@ fn bench_canonical(c: &mut Criterion) {
     g.finish();
 }
 
-fn bench_raw_digest(c: &mut Criterion) {
-    const SIZE: usize = 64 << 20;
-    let data: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
-    let mut file = tempfile_in_target();
-    file.1.write_all(&data).unwrap();
-    file.1.flush().unwrap();
-    let path = file.0.clone();
-    let mut g = c.benchmark_group("raw_digest_64mib");
-    g.throughput(Throughput::Bytes(SIZE as u64));
-    g.sample_size(10);
-    g.bench_function("in_process_sha256", |b| b.iter(|| black_box(verdict_core::digest::raw(black_box(&data)))));
-    // The same loop `verdict digest --raw` runs: 1 MiB reads into a streaming hasher.
-    g.bench_function("streaming_file", |b| {
-        b.iter(|| {
-            let mut f = std::fs::File::open(&path).unwrap();
-            let mut h = RawHasher::new();
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = f.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-            }
-            black_box(h.finish())
-        })
-    });
-    g.finish();
-    std::fs::remove_file(&path).ok();
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = bench_gate, bench_canonical
 }
-
-fn tempfile_in_target() -> (std::path::PathBuf, std::fs::File) {
-    let path = std::env::temp_dir().join(format!("verdict-bench-{}.bin", std::process::id()));
-    let f = std::fs::File::create(&path).unwrap();
-    (path, f)
-}
-
-criterion_group!(benches, bench_gate, bench_canonical, bench_raw_digest);
 criterion_main!(benches);

@@ -108,16 +108,13 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
 
 fn write_number(n: &Number, out: &mut Vec<u8>) {
     const EXACT: u64 = 1 << 53;
-    if let Some(i) = n.as_i64() {
-        if i.unsigned_abs() <= EXACT {
-            out.extend_from_slice(i.to_string().as_bytes());
-            return;
-        }
-    } else if let Some(u) = n.as_u64() {
-        if u <= EXACT {
-            out.extend_from_slice(u.to_string().as_bytes());
-            return;
-        }
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT) {
+        out.extend_from_slice(i.to_string().as_bytes());
+        return;
+    }
+    if let Some(u) = n.as_u64().filter(|u| *u <= EXACT) {
+        out.extend_from_slice(u.to_string().as_bytes());
+        return;
     }
     // Every other number is an IEEE double, as ECMAScript sees it.
     let f = n.as_f64().unwrap_or(0.0);

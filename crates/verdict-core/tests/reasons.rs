@@ -8,6 +8,9 @@ use common::*;
 use serde_json::json;
 use verdict_core::contracts::{Outcome, ReasonCode as R};
 
+/// A named change to the base bundle.
+type Edit = (&'static str, Box<dyn Fn(&mut Bundle)>);
+
 #[test]
 fn base_bundle_passes() {
     let d = Bundle::base().eval();
@@ -40,7 +43,7 @@ fn invalid_input_misspelled_policy_field() {
 
 #[test]
 fn invalid_input_cases() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Bundle)>)> = vec![
+    let cases: Vec<Edit> = vec![
         ("uppercase identifier", Box::new(|b| b.v["subject"]["criteria"]["items"][0]["id"] = json!("Works"))),
         ("unsafe integer", Box::new(|b| b.v["subject"]["execution"]["generation"] = json!(9_007_199_254_740_992_u64))),
         ("zero weight", Box::new(|b| b.v["subject"]["criteria"]["items"][0]["weight"] = json!(0))),
@@ -152,7 +155,7 @@ fn evidence_definition_mismatch() {
 
 #[test]
 fn self_verification_denied_for_every_kind_of_item() {
-    let edits: Vec<(&str, Box<dyn Fn(&mut Bundle)>)> = vec![
+    let edits: Vec<Edit> = vec![
         ("verifier principal", Box::new(|b| b.v["verifications"][0]["verifier"]["principal"] = json!("agent-1"))),
         ("verifier run", Box::new(|b| b.v["verifications"][0]["verifier"]["run"] = json!("run-1"))),
         ("evidence principal", Box::new(|b| b.v["evidence"][0]["produced_by"]["principal"] = json!("agent-1"))),
@@ -208,7 +211,7 @@ fn verifier_unavailable_keeps_the_cause() {
 
 #[test]
 fn verifier_output_invalid_cases() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Bundle)>)> = vec![
+    let cases: Vec<Edit> = vec![
         ("unknown criterion", Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("works-2"))),
         ("look-alike criterion", Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("wоrks"))),
         ("repeated row", Box::new(|b| { b.v["verifications"][0]["criteria"].as_array_mut().unwrap().push(row("works", "failed", &["diff"])); })),

@@ -271,13 +271,12 @@ fn strip_nested_findings(v: &Value) -> Result<Value, String> {
     }
     if let Some(findings) = v.get_mut("findings").and_then(Value::as_array_mut) {
         for f in findings.iter_mut() {
-            if let Some(obj) = f.as_object() {
-                if obj.contains_key(digest::CARRIED_FIELD) {
-                    digest::verify_carried(DigestKind::Finding, f)
-                        .map_err(|e| format!("nested finding {}: {e}", describe(f, &digest::digest(DigestKind::Finding, f))))?;
-                    if let Some(o) = f.as_object_mut() {
-                        o.remove(digest::CARRIED_FIELD);
-                    }
+            if f.as_object().is_some_and(|o| o.contains_key(digest::CARRIED_FIELD)) {
+                digest::verify_carried(DigestKind::Finding, f).map_err(|e| {
+                    format!("nested finding {}: {e}", describe(f, &digest::digest(DigestKind::Finding, f)))
+                })?;
+                if let Some(o) = f.as_object_mut() {
+                    o.remove(digest::CARRIED_FIELD);
                 }
             }
         }

@@ -11,8 +11,9 @@
 //! 5. `findings`: change-scoped rework, follow-ups, prior blockers and dispositions;
 //! 6. `human`: human decisions and the risk policy's human requirement;
 //! 7. `scores`: the advisory rollup;
-//! 8. `rules`: the policy's CEL rules, which can only add stricter reasons;
-//! then a counted human approval clears the `human_required` reasons and the strongest
+//! 8. `rules`: the policy's CEL rules, which can only add stricter reasons.
+//!
+//! Then a counted human approval clears the `human_required` reasons, and the strongest
 //! remaining outcome is the decision's.
 
 mod count;

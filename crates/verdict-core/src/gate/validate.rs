@@ -19,10 +19,8 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
         if !criteria.insert(c.id.as_str()) {
             add(format!("/subject/criteria/items: criterion id {:?} is repeated", c.id.as_str()));
         }
-        if let Some(w) = c.weight {
-            if !(w.is_finite() && w > 0.0) {
-                add(format!("/subject/criteria/items: criterion {:?} has weight {w}, expected a finite number > 0", c.id.as_str()));
-            }
+        if let Some(w) = c.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
+            add(format!("/subject/criteria/items: criterion {:?} has weight {w}, expected a finite number > 0", c.id.as_str()));
         }
     }
     let mut checks = BTreeSet::new();

@@ -1,0 +1,692 @@
+//! The verification lifecycle over a store: `init`, `principal`, `grant`, `policy`, `subject`,
+//! `evidence`, `request`, `run`, `result`, `decide`, `status`, `history`, `quickstart`, and
+//! `gate run` / `gate replay`. Every command acts as the principal whose token it is given.
+
+use crate::input;
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::process::ExitCode;
+use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
+use verdict_core::digest::Digest;
+use verdict_engine::{DecisionView, Engine, Principal};
+use verdict_store::{Access, Location, ScopeKind};
+
+/// Options every lifecycle command takes.
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// The caller's token (shown once by `init` or `principal add`).
+    #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
+    /// `./.verdict/verdict.db`).
+    #[arg(long, env = "VERDICT_STORE")]
+    store: Option<String>,
+    /// The gate whose policy decides.
+    #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
+    gate: String,
+    /// The time to act at (RFC 3339 UTC); defaults to the system clock.
+    #[arg(long)]
+    now: Option<String>,
+}
+
+const EXAMPLES: &str = "Examples:
+  verdict init                                   # prints the operator's token once
+  export VERDICT_TOKEN=vdt_...
+  verdict principal add ci --role runner
+  verdict grant add g-ci --principal ci --execution ex-1 --access write --expires 2027-01-01T00:00:00Z
+  verdict policy set policy.json
+  verdict subject put subject.json               # as the producer
+  verdict evidence add evidence.json             # as the runner (from verdict check --evidence-out)
+  verdict request create ex-1
+  verdict run admit sha256:... --verifier rev --class reviewer --run run-1
+  verdict result submit result.json              # as the verifier
+  verdict decide ex-1 --approve --reason \"reviewed the migration\"
+  verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1";
+
+/// Lifecycle commands (flattened into the top level).
+#[derive(clap::Subcommand)]
+pub enum LifecycleCommand {
+    /// Create the store and its first operator; prints the operator's token once.
+    #[command(after_help = EXAMPLES)]
+    Init {
+        /// The operator's name.
+        #[arg(long, default_value = "operator")]
+        operator: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Manage principals (operator only).
+    #[command(subcommand)]
+    Principal(PrincipalCommand),
+    /// Grant or revoke access to executions or missions (operator only).
+    #[command(subcommand)]
+    Grant(GrantCommand),
+    /// Set the gate's policy (operator only).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Put a subject for its execution (producer).
+    #[command(subcommand)]
+    Subject(SubjectCommand),
+    /// Append check evidence (runner; producer evidence counts only where policy says).
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+    /// Create a verification request for an execution's current subject.
+    #[command(subcommand)]
+    Request(RequestCommand),
+    /// Admit a verifier to a run (operator); runs preflight.
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Submit a verification result for an admitted run (verifier).
+    #[command(subcommand)]
+    Result(ResultCommand),
+    /// Approve or reject an execution's current subject (human, never the producer).
+    #[command(
+        after_help = "Example:\n  verdict decide ex-1 --reject --reason \"the migration drops a column still read\""
+    )]
+    Decide {
+        /// Execution id.
+        execution: String,
+        /// Approve.
+        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        approve: bool,
+        /// Reject.
+        #[arg(long)]
+        reject: bool,
+        /// Why (required).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Show an execution's current applicable decision, or why none applies.
+    #[command(
+        after_help = "Example:\n  verdict status ex-1 --json\n\nExit status: 0 when a pass applies, 1 otherwise."
+    )]
+    Status {
+        /// Execution id.
+        execution: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Every decision and run of an execution, with its applicability.
+    #[command(after_help = "Example:\n  verdict history ex-1 --json")]
+    History {
+        /// Execution id.
+        execution: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Walk one real change through the whole flow in the embedded store (no network, no key).
+    #[command(
+        after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else; run again, it starts a new execution."
+    )]
+    Quickstart {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `principal ...`.
+#[derive(clap::Subcommand)]
+pub enum PrincipalCommand {
+    /// Add a principal; prints its token once.
+    #[command(after_help = "Example:\n  verdict principal add rev --role verifier")]
+    Add {
+        /// Name.
+        name: String,
+        /// Role.
+        #[arg(long, value_parser = ["producer", "runner", "verifier", "human", "operator"])]
+        role: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `grant ...`.
+#[derive(clap::Subcommand)]
+pub enum GrantCommand {
+    /// Grant a principal access to one execution or mission until a time.
+    #[command(
+        after_help = "Example:\n  verdict grant add g-rev --principal rev --execution ex-1 --access read --expires 2027-01-01T00:00:00Z"
+    )]
+    Add {
+        /// Grant id.
+        id: String,
+        /// The principal.
+        #[arg(long)]
+        principal: String,
+        /// The execution covered.
+        #[arg(long, conflicts_with = "mission", required_unless_present = "mission")]
+        execution: Option<String>,
+        /// The mission covered.
+        #[arg(long)]
+        mission: Option<String>,
+        /// read or write.
+        #[arg(long, value_parser = ["read", "write"])]
+        access: String,
+        /// When it lapses (RFC 3339 UTC).
+        #[arg(long)]
+        expires: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Revoke a grant, with immediate effect.
+    #[command(after_help = "Example:\n  verdict grant revoke g-rev --reason \"rotated out\"")]
+    Revoke {
+        /// Grant id.
+        id: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `policy ...`.
+#[derive(clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Store a policy and make it the gate's current one.
+    #[command(after_help = "Example:\n  verdict policy set policy.json --gate merge")]
+    Set {
+        /// Policy file (JSON), or `-`.
+        file: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `subject ...`.
+#[derive(clap::Subcommand)]
+pub enum SubjectCommand {
+    /// Put a subject and make it its execution's current one.
+    #[command(after_help = "Example:\n  verdict subject put subject.json")]
+    Put {
+        /// Subject file (JSON), or `-`.
+        file: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `evidence ...`.
+#[derive(clap::Subcommand)]
+pub enum EvidenceCommand {
+    /// Append check evidence (one document or an array).
+    #[command(
+        after_help = "Example:\n  verdict check spec.yaml --subject s.json --evidence-out ev.json --principal ci && verdict evidence add ev.json"
+    )]
+    Add {
+        /// Evidence file (JSON), or `-`.
+        file: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `request ...`.
+#[derive(clap::Subcommand)]
+pub enum RequestCommand {
+    /// Create the request for an execution's current subject; prints its digest.
+    #[command(after_help = "Example:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'")]
+    Create {
+        /// Execution id.
+        execution: String,
+        /// Budget (JSON).
+        #[arg(long, default_value = "{}")]
+        budget: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `run ...`.
+#[derive(clap::Subcommand)]
+pub enum RunCommand {
+    /// Admit a verifier to a run and run preflight.
+    #[command(
+        after_help = "Example:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1"
+    )]
+    Admit {
+        /// Request digest.
+        request: String,
+        /// Verifier principal.
+        #[arg(long)]
+        verifier: String,
+        /// Verifier class.
+        #[arg(long)]
+        class: String,
+        /// Run id.
+        #[arg(long)]
+        run: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `result ...`.
+#[derive(clap::Subcommand)]
+pub enum ResultCommand {
+    /// Submit a verification result for the caller's admitted run.
+    #[command(after_help = "Example:\n  VERDICT_TOKEN=$REVIEWER verdict result submit result.json")]
+    Submit {
+        /// Result file (JSON), or `-`.
+        file: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `gate run EXECUTION`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  verdict gate run ex-1 --gate merge\n\nExit status: 0 on pass, 1 on any other outcome."
+)]
+pub struct GateRunArgs {
+    /// Execution id.
+    execution: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `gate replay KEY`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  verdict gate replay sha256:...\n\nExit status: 0 when the stored bytes are reproduced exactly, 2 otherwise."
+)]
+pub struct GateReplayArgs {
+    /// The decision's evaluation key.
+    key: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+struct Ctx {
+    engine: Engine,
+    now: Timestamp,
+    token: Option<String>,
+}
+
+impl Ctx {
+    async fn open(common: &Common) -> Result<Self> {
+        let location = Location::resolve(common.store.as_deref())?;
+        if let Location::Sqlite(path) = &location
+            && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let store = verdict_store::open(&location).await?;
+        let now = match &common.now {
+            Some(s) => s.parse().map_err(|e| anyhow::anyhow!("--now {s:?}: {e}"))?,
+            None => clock(),
+        };
+        Ok(Self {
+            engine: Engine::new(store, common.gate.clone()),
+            now,
+            token: common.token.clone(),
+        })
+    }
+
+    async fn caller(&self) -> Result<Principal> {
+        let Some(token) = self.token.as_deref() else {
+            bail!("unauthenticated: give a token with --token or VERDICT_TOKEN");
+        };
+        Ok(self.engine.authenticate(token).await?)
+    }
+}
+
+/// The system clock: read here, in the shell, and nowhere in the engine.
+fn clock() -> Timestamp {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    Timestamp::from_unix_nanos(i128::try_from(nanos).unwrap_or(0))
+}
+
+fn read_json(file: &str) -> Result<Value> {
+    let bytes = input::read_all(file)?;
+    verdict_core::json::parse(&bytes).map_err(|e| anyhow::anyhow!("{file}: {e}"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn parse_role(text: &str) -> Result<Role> {
+    Role::ALL
+        .into_iter()
+        .find(|r| r.as_str() == text)
+        .ok_or_else(|| anyhow::anyhow!("unknown role {text:?}"))
+}
+
+/// Runs a lifecycle command.
+pub fn run(cmd: LifecycleCommand) -> Result<ExitCode> {
+    runtime()?.block_on(dispatch(cmd))
+}
+
+/// Runs `gate run`.
+pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
+    runtime()?.block_on(async {
+        let ctx = Ctx::open(&args.common).await?;
+        let caller = ctx.caller().await?;
+        let g = ctx
+            .engine
+            .gate_run(&caller, &args.execution, &ctx.now)
+            .await?;
+        println!("{}", g.bytes);
+        Ok(crate::gate_cmd::exit_code(g.decision.outcome))
+    })
+}
+
+/// Runs `gate replay`.
+pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
+    runtime()?.block_on(async {
+        let ctx = Ctx::open(&args.common).await?;
+        let key: Digest = args
+            .key
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
+        let g = ctx.engine.gate_replay(&key).await?;
+        println!("{}", g.bytes);
+        eprintln!("replayed: identical to the stored decision");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
+    use LifecycleCommand as C;
+    match cmd {
+        C::Init { operator, common } => {
+            let ctx = Ctx::open(&common).await?;
+            let token = ctx.engine.init(&operator).await?;
+            eprintln!(
+                "store: {}\noperator {operator:?} created; its token is shown only now:",
+                ctx.engine.store().describe()
+            );
+            println!("{token}");
+        }
+        C::Principal(PrincipalCommand::Add { name, role, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            let role = parse_role(&role)?;
+            let token = ctx
+                .engine
+                .add_principal(&ctx.caller().await?, &name, role, &ctx.now)
+                .await?;
+            eprintln!(
+                "principal {name:?} ({}) created; its token is shown only now:",
+                role.as_str()
+            );
+            println!("{token}");
+        }
+        C::Grant(GrantCommand::Add {
+            id,
+            principal,
+            execution,
+            mission,
+            access,
+            expires,
+            common,
+        }) => {
+            let ctx = Ctx::open(&common).await?;
+            let (kind, scope) = match (execution, mission) {
+                (Some(e), _) => (ScopeKind::Execution, e),
+                (None, Some(m)) => (ScopeKind::Mission, m),
+                (None, None) => bail!("give --execution or --mission"),
+            };
+            let access = if access == "write" {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            let expires: Timestamp = expires
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--expires: {e}"))?;
+            ctx.engine
+                .grant(
+                    &ctx.caller().await?,
+                    &id,
+                    &principal,
+                    kind,
+                    &scope,
+                    access,
+                    &expires,
+                    &ctx.now,
+                )
+                .await?;
+            println!("granted {id}");
+        }
+        C::Grant(GrantCommand::Revoke { id, reason, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            ctx.engine
+                .revoke(&ctx.caller().await?, &id, &reason, &ctx.now)
+                .await?;
+            println!("revoked {id}");
+        }
+        C::Policy(PolicyCommand::Set { file, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            let d = ctx
+                .engine
+                .set_policy(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .await?;
+            println!("{d}");
+        }
+        C::Subject(SubjectCommand::Put { file, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            let d = ctx
+                .engine
+                .put_subject(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .await?;
+            println!("{d}");
+        }
+        C::Evidence(EvidenceCommand::Add { file, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            let docs = match read_json(&file)? {
+                Value::Array(items) => items,
+                one => vec![one],
+            };
+            for d in ctx
+                .engine
+                .add_evidence(&ctx.caller().await?, &docs, &ctx.now)
+                .await?
+            {
+                println!("{d}");
+            }
+        }
+        C::Request(RequestCommand::Create {
+            execution,
+            budget,
+            common,
+        }) => {
+            let ctx = Ctx::open(&common).await?;
+            let budget = verdict_core::json::parse(budget.as_bytes())
+                .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
+            let d = ctx
+                .engine
+                .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
+                .await?;
+            println!("{d}");
+        }
+        C::Run(RunCommand::Admit {
+            request,
+            verifier,
+            class,
+            run,
+            common,
+        }) => {
+            let ctx = Ctx::open(&common).await?;
+            let request: Digest = request
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{request:?}: {e}"))?;
+            let pre = ctx
+                .engine
+                .admit(
+                    &ctx.caller().await?,
+                    &request,
+                    &verifier,
+                    &class,
+                    &run,
+                    &ctx.now,
+                )
+                .await?;
+            println!("admitted {run}; preflight {}", pre.outcome.as_str());
+            if pre.skipped {
+                println!("the verifier will not be called:");
+                for r in &pre.reasons {
+                    println!("  {r}");
+                }
+            }
+        }
+        C::Result(ResultCommand::Submit { file, common }) => {
+            let ctx = Ctx::open(&common).await?;
+            let s = ctx
+                .engine
+                .submit_result(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .await?;
+            println!("{}", s.digest);
+            if let Some(why) = s.why_not {
+                eprintln!("stored as history, not counted: {why}");
+            }
+        }
+        C::Decide {
+            execution,
+            approve,
+            reject: _,
+            reason,
+            common,
+        } => {
+            let ctx = Ctx::open(&common).await?;
+            let verdict = if approve {
+                HumanVerdict::Approve
+            } else {
+                HumanVerdict::Reject
+            };
+            let d = ctx
+                .engine
+                .decide(&ctx.caller().await?, &execution, verdict, &reason, &ctx.now)
+                .await?;
+            println!("{d}");
+        }
+        C::Status {
+            execution,
+            json,
+            common,
+        } => {
+            let ctx = Ctx::open(&common).await?;
+            let s = ctx.engine.status(&execution, &ctx.now).await?;
+            let passing = s
+                .applicable
+                .as_ref()
+                .is_some_and(|v| v.decision.outcome.as_str() == "pass");
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                match (&s.applicable, &s.latest) {
+                    (Some(v), _) => println!(
+                        "{execution}: {} applies\n{}",
+                        v.decision.outcome.as_str(),
+                        line(v)
+                    ),
+                    (None, Some(v)) => println!(
+                        "{execution}: no decision applies; the latest does not because {}\n{}",
+                        why(v),
+                        line(v)
+                    ),
+                    (None, None) => println!("{execution}: no decision yet"),
+                }
+            }
+            return Ok(if passing {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
+        C::History {
+            execution,
+            json,
+            common,
+        } => {
+            let ctx = Ctx::open(&common).await?;
+            let h = ctx.engine.history(&execution, &ctx.now).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&h)?);
+            } else {
+                println!("decisions of {execution}:");
+                for v in &h.decisions {
+                    println!(
+                        "  {}  {}",
+                        if v.applies() {
+                            "applies".to_owned()
+                        } else {
+                            format!("not applicable ({})", why(v))
+                        },
+                        line(v)
+                    );
+                }
+                println!("runs:");
+                for r in &h.runs {
+                    let counted = r
+                        .counted
+                        .map_or("no result", |c| if c { "counted" } else { "history only" });
+                    println!(
+                        "  {} {} ({}) generation {} {} [{counted}]",
+                        r.run_id, r.verifier, r.class, r.generation, r.status
+                    );
+                }
+            }
+        }
+        C::Quickstart { common } => {
+            let ctx = Ctx::open(&common).await?;
+            let q = verdict_engine::quickstart::run(
+                ctx.engine.store().clone(),
+                &clock,
+                &mut |l: &str| println!("{l}"),
+            )
+            .await?;
+            let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
+            println!("final decision: {last}");
+            return Ok(crate::gate_cmd::exit_code(
+                q.decisions
+                    .last()
+                    .map_or(verdict_core::contracts::Outcome::Blocked, |d| d.outcome),
+            ));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn why(v: &DecisionView) -> String {
+    v.not_applicable
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn line(v: &DecisionView) -> String {
+    let key = v
+        .decision
+        .evaluation_key
+        .as_ref()
+        .map_or("-", |k| k.as_str());
+    let codes: Vec<&str> = v.decision.reasons.iter().map(|r| r.code.as_str()).collect();
+    format!(
+        "{} generation {} key {key}{}",
+        v.decision.outcome.as_str(),
+        v.generation,
+        if codes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", codes.join(", "))
+        }
+    )
+}

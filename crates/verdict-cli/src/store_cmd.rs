@@ -1,0 +1,70 @@
+//! `verdict store`: manage the evidence store itself.
+
+use anyhow::Context as _;
+use std::process::ExitCode;
+use verdict_store::Location;
+
+const STORE_HELP: &str = "Store: sqlite:PATH or postgres://USER@HOST:PORT/DB \
+    [default: $VERDICT_STORE, else $VERDICT_HOME/verdict.db, else ./.verdict/verdict.db]";
+
+/// Store commands.
+#[derive(clap::Subcommand)]
+pub enum StoreCommand {
+    /// Create or upgrade the store's schema; on PostgreSQL also its owner and principal roles.
+    #[command(after_help = "Examples:\n  \
+        verdict store migrate\n  \
+        verdict store migrate --store sqlite:/var/lib/verdict/verdict.db\n  \
+        verdict store migrate --store postgres://postgres@db:5432/verdict --role-prefix verdict_\n\n\
+        Running it again changes nothing. A store whose schema is newer than this binary is \
+        refused. On PostgreSQL, run it as a superuser: it creates NOLOGIN roles <prefix>owner, \
+        <prefix>operator, <prefix>producer, <prefix>runner, <prefix>verifier, <prefix>human \
+        and <prefix>gate.")]
+    Migrate(MigrateArgs),
+}
+
+/// Arguments of `verdict store migrate`.
+#[derive(clap::Args)]
+pub struct MigrateArgs {
+    #[arg(long, value_name = "URL", help = STORE_HELP)]
+    store: Option<String>,
+    /// PostgreSQL: prefix of the database role names (default verdict_; a migrated database
+    /// keeps the prefix it was created with).
+    #[arg(long, value_name = "PREFIX")]
+    role_prefix: Option<String>,
+}
+
+/// Runs a store command.
+pub fn run(cmd: StoreCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        StoreCommand::Migrate(args) => migrate(&args),
+    }
+}
+
+fn migrate(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let location = Location::resolve(args.store.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime
+        .block_on(verdict_store::migrate(
+            &location,
+            args.role_prefix.as_deref(),
+        ))
+        .with_context(|| format!("migrating {}", location.redacted()))?;
+    if report.from == report.to {
+        println!(
+            "{}: schema version {} is current",
+            location.redacted(),
+            report.to
+        );
+    } else {
+        println!(
+            "{}: migrated schema version {} -> {}",
+            location.redacted(),
+            report.from,
+            report.to
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

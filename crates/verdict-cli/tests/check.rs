@@ -1,0 +1,393 @@
+//! `verdict check` run as a program: exit statuses, formats, definitions, evidence the Gate
+//! accepts, baselines, Ctrl-C, and the examples (the Kubernetes one with a stand-in kubectl).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_verdict")
+}
+
+fn verdict(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env_remove("VERDICT_PRINCIPAL")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const SIMPLE: &str = "version: 1
+vars: {word: hello}
+criteria:
+  - id: says-hello
+    mode: assert
+    probe: {kind: command, argv: [echo, '{{word}}'], stdout: {equals: \"hello\\n\"}}
+  - id: no-marker
+    role: safety
+    probe: {kind: file, path: /nonexistent/marker, exists: false}
+";
+
+#[test]
+fn help_has_examples() {
+    let o = verdict(&["check", "--help"]);
+    assert!(o.status.success());
+    let text = stdout(&o);
+    assert!(text.contains("Examples:"), "{text}");
+    assert!(text.contains("verdict check spec.yaml --during -- ./run-agent.sh"), "{text}");
+}
+
+#[test]
+fn exit_status_follows_the_required_criteria() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let ok = verdict(&["check", &spec, "-q"]);
+    assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
+    assert!(stdout(&ok).contains("every required criterion passed"));
+    let bad = verdict(&["check", &spec, "-q", "--var", "word=bye", "--format", "json"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(report["schema"], "verdict.check-report/v1");
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["criteria"][0]["outcome"], "fail");
+    assert_eq!(report["rollup"]["rec_v"], 1.0);
+}
+
+#[test]
+fn an_invalid_spec_runs_nothing_and_names_the_criterion_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: first\n    mode: assert\n    probe: {{kind: command, argv: [touch, '{}']}}\n  - id: second\n    probe: {{kind: json, source: {{file: x}}, expect: 'self.a =='}}\n",
+            marker.display()
+        ),
+    );
+    let o = verdict(&["check", &spec]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("criterion \"second\""), "{e}");
+    assert!(e.contains("line 7"), "{e}");
+    assert!(e.contains("invalid cel expression"), "{e}");
+    assert!(!marker.exists(), "nothing runs before the whole spec is valid");
+    let o = verdict(&["check", &spec, "--var", "no-equals-sign"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = verdict(&["check", "/nonexistent/spec.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read spec"));
+}
+
+#[test]
+fn print_definitions_gives_what_a_subject_pins() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let text = stdout(&verdict(&["check", &spec, "--print-definitions"]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("says-hello sha256:"), "{text}");
+    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    assert_eq!(pins[0]["id"], "says-hello");
+    assert_eq!(pins[0]["criteria"], json!(["says-hello"]));
+    assert_eq!(lines[0], format!("says-hello {}", pins[0]["definition_digest"].as_str().unwrap()));
+    let other: Value =
+        serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json", "--var", "word=bye"]).stdout).unwrap();
+    assert_ne!(other[0]["definition_digest"], pins[0]["definition_digest"], "a --var that changes a probe changes its digest");
+    assert_eq!(other[1]["definition_digest"], pins[1]["definition_digest"]);
+    let normal: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-normalised"]).stdout).unwrap();
+    assert_eq!(normal[0]["definition"]["probe"]["argv"], json!(["echo", "hello"]));
+    assert_eq!(
+        verdict_core::digest::raw(&verdict_core::canonical::to_vec(&normal[0]["definition"])).to_string(),
+        pins[0]["definition_digest"].as_str().unwrap()
+    );
+}
+
+fn subject(pins: &Value) -> Value {
+    let criteria: Vec<Value> = pins
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| json!({"id": p["id"], "text": "checked by the spec", "role": if p["id"] == "no-marker" { "safety" } else { "correctness" }}))
+        .collect();
+    json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": "ex-9", "generation": 2},
+        "work_items": [{"kind": "work_package", "id": "wp-1", "version": "1"}],
+        "producer": {"principal": "agent-coder", "run": "run-77"},
+        "objective": {"revision": "o1", "digest": format!("sha256:{}", "a".repeat(64))},
+        "criteria": {"revision": "c1", "items": criteria},
+        "resources": [],
+        "checks": pins,
+        "workflow_revision": "wf-1",
+        "risk": {"class": "low", "revision": "r1", "capabilities": []}
+    })
+}
+
+#[test]
+fn evidence_written_for_a_subject_passes_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    let subj = subject(&pins);
+    let subject_path = write(dir.path(), "subject.json", &subj.to_string());
+    let ev_path = dir.path().join("evidence.json").display().to_string();
+    let o = Command::new(bin())
+        .args(["check", &spec, "-q", "--subject", &subject_path, "--evidence-out", &ev_path])
+        .env("VERDICT_PRINCIPAL", "ci-runner")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evidence: Value = serde_json::from_slice(&std::fs::read(&ev_path).unwrap()).unwrap();
+    assert_eq!(evidence.as_array().unwrap().len(), 2);
+    assert_eq!(evidence[0]["produced_by"], json!({"principal": "ci-runner", "role": "runner"}));
+    assert_eq!(evidence[0]["freshness"], json!({"kind": "time", "max_age_s": 900}));
+    assert_eq!(evidence[0]["definition_digest"], pins[0]["definition_digest"]);
+    let now = verdict_core::contracts::Timestamp::from_str_checked(evidence[0]["observed_at"].as_str().unwrap()).plus_seconds(30);
+    let bundle = json!({
+        "schema": "verdict.gate-bundle/v1",
+        "policy": {"schema": "verdict.policy/v1", "name": "deploy", "revision": 1, "required_checks": ["says-hello", "no-marker"]},
+        "subject": subj,
+        "evidence": evidence,
+        "verifications": [], "human_decisions": [], "prior_findings": [],
+        "now": now.to_string()
+    });
+    let bundle_path = write(dir.path(), "bundle.json", &bundle.to_string());
+    let gate = verdict(&["gate", "evaluate", &bundle_path]);
+    let decision: Value = serde_json::from_slice(&gate.stdout).unwrap();
+    assert_eq!(decision["outcome"], "pass", "{decision}");
+    assert_eq!(gate.status.code(), Some(0));
+}
+
+trait Checked {
+    fn from_str_checked(s: &str) -> Self;
+}
+
+impl Checked for verdict_core::contracts::Timestamp {
+    fn from_str_checked(s: &str) -> Self {
+        s.parse().unwrap()
+    }
+}
+
+#[test]
+fn evidence_needs_a_principal_and_a_subject_that_pins_this_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    let subject_path = write(dir.path(), "subject.json", &subject(&pins).to_string());
+    let ev = dir.path().join("ev.json");
+    let ev_s = ev.display().to_string();
+    let o = verdict(&["check", &spec, "--subject", &subject_path, "--evidence-out", &ev_s]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--principal"), "{}", stderr(&o));
+    // Another --var makes another definition than the subject pins: refused before running.
+    let o = verdict(&["check", &spec, "--var", "word=bye", "--subject", &subject_path, "--evidence-out", &ev_s, "--principal", "ci"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the subject pins check says-hello"), "{}", stderr(&o));
+    assert!(!ev.exists(), "nothing written");
+    let o = verdict(&["check", &spec, "--evidence-out", &ev_s, "--principal", "ci"]);
+    assert_eq!(o.status.code(), Some(2), "evidence needs a subject");
+}
+
+#[test]
+fn baseline_out_then_baseline_reports_the_changed_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = write(dir.path(), "cfg.json", r#"{"replicas": 2, "meta": {"rv": "1"}}"#);
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!("version: 1\ncriteria:\n  - id: cfg\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.meta.rv']\n    probe: {{kind: json, source: {{file: '{doc}'}}}}\n"),
+    );
+    let base = dir.path().join("base.json").display().to_string();
+    let o = verdict(&["check", &spec, "--baseline-out", &base]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(&doc, r#"{"replicas": 2, "meta": {"rv": "2"}}"#).unwrap();
+    let o = verdict(&["check", &spec, "-q", "--baseline", &base, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    std::fs::write(&doc, r#"{"replicas": 0, "meta": {"rv": "3"}}"#).unwrap();
+    let o = verdict(&["check", &spec, "-q", "--baseline", &base, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["criteria"][0]["changes"], json!([{"path": "$['replicas']", "change": "changed"}]));
+    assert_eq!(r["rollup"]["cat_v"], 0.0);
+    // A tampered or foreign baseline file is refused.
+    let bad = write(dir.path(), "bad.json", r#"{"schema": "other", "criteria": {}}"#);
+    assert_eq!(verdict(&["check", &spec, "--baseline", &bad]).status.code(), Some(2));
+    // A source that cannot be snapshotted writes no baseline at all.
+    std::fs::remove_file(&doc).unwrap();
+    let missing = dir.path().join("none.json");
+    let o = verdict(&["check", &spec, "--baseline-out", &missing.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_reports_what_was_observed() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        "version: 1\ncriteria:\n  - id: long-hold\n    role: safety\n    mode: hold\n    window: 60s\n    interval: 50ms\n    probe: {kind: file, path: /, type: dir}\n",
+    );
+    let child = Command::new(bin())
+        .args(["check", &spec, "-q", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["passed"], false);
+    let c = &r["criteria"][0];
+    assert_eq!(c["outcome"], "error", "a hold cut short is never a pass");
+    assert!(c["samples"].as_u64().unwrap() > 1);
+    assert!(c["reason"].as_str().unwrap().contains("interrupted"), "{c}");
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let under_tty = |no_color: bool| {
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &format!("{} check {spec} -q", bin()), "/dev/null"]);
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        let o = cmd.output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(under_tty(false).contains("\x1b[32mPASS"), "colour on a terminal");
+    assert!(!under_tty(true).contains("\x1b["), "NO_COLOR is respected");
+    let piped = verdict(&["check", &spec, "-q"]);
+    assert!(!stdout(&piped).contains('\x1b'));
+}
+
+/// A copy of the recorded kubectl outputs, first on PATH, that a test can swap files in.
+fn stand_in() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo().join("examples/checks/kubernetes/stand-in");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+fn kube(stand_in: &Path, extra: &[&str]) -> Output {
+    let spec = repo().join("examples/checks/kubernetes/kubernetes.yaml");
+    let path = format!("{}:{}", stand_in.display(), std::env::var("PATH").unwrap_or_default());
+    let mut args = vec![
+        "check".to_owned(),
+        spec.display().to_string(),
+        "-q".into(),
+        "--format".into(),
+        "json".into(),
+        "--var".into(),
+        "watch=600ms".into(),
+        "--var".into(),
+        "every=100ms".into(),
+        "--var".into(),
+        "timeout=1s".into(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    Command::new(bin()).args(&args).env("PATH", path).output().unwrap()
+}
+
+fn outcomes(o: &Output) -> Vec<(String, String)> {
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)));
+    r["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap().to_owned(), c["outcome"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn kubernetes_example_passes_against_recorded_state() {
+    let k = stand_in();
+    let o = kube(k.path(), &["--during", "--", "sleep", "0.3"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(outcomes(&o).iter().all(|(_, out)| out == "pass"), "{:?}", outcomes(&o));
+}
+
+#[test]
+fn kubernetes_example_catches_a_crash_loop_during_the_rollout_and_a_touched_namespace() {
+    let k = stand_in();
+    let d = k.path().display();
+    // The agent makes a pod crash-loop for a while, then recovers it, and relabels prod.
+    let agent = format!(
+        "sleep 0.3; cp {d}/pods-crashloop.json {d}/pods.json.new && mv {d}/pods.json {d}/pods.good && mv {d}/pods.json.new {d}/pods.json; sleep 0.4; mv {d}/pods.good {d}/pods.json; sed -i 's/\"payments\"/\"growth\"/; s/\"1001\"/\"1002\"/' {d}/namespace-prod.json"
+    );
+    let o = kube(k.path(), &["--during", "--", "sh", "-c", &agent]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let by_id = |id: &str| r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    assert_eq!(by_id("no-crash-loops")["outcome"], "fail", "{}", by_id("no-crash-loops"));
+    assert_eq!(by_id("pods-running")["outcome"], "pass", "recovered before the agent ended");
+    let prod = by_id("prod-untouched");
+    assert_eq!(prod["outcome"], "fail");
+    assert_eq!(prod["changes"], json!([{"path": "$['metadata']['labels']['team']", "change": "changed"}]));
+    assert_eq!(r["rollup"]["cat_v"], 0.0);
+}
+
+#[test]
+fn kubernetes_example_waits_for_availability_and_shows_the_last_observation() {
+    let k = stand_in();
+    std::fs::copy(k.path().join("deployment-unavailable.json"), k.path().join("deployment.json")).unwrap();
+    let o = kube(k.path(), &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &r["criteria"][0];
+    assert_eq!(d["id"], "deployment-available");
+    assert_eq!(d["outcome"], "fail");
+    assert!(d["reason"].as_str().unwrap().contains("did not pass within 1s"), "{d}");
+    assert!(d["samples"].as_u64().unwrap() >= 2);
+    // prod-untouched has no baseline without --during or --baseline: an error, not a pass.
+    assert_eq!(r["criteria"][4]["outcome"], "error");
+}
+
+#[test]
+fn web_example_runs_against_the_service_it_starts() {
+    let script = repo().join("examples/checks/web/run.sh");
+    let o = Command::new("sh")
+        .arg(&script)
+        .args(["-q", "--format", "json"])
+        .env("VERDICT", bin())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["passed"], true);
+    assert_eq!(r["criteria"].as_array().unwrap().len(), 8);
+    assert_eq!(r["agent"]["exit_code"], 0);
+}

@@ -1,0 +1,374 @@
+//! The [`Engine`]: who is calling, what their role and grants allow, and the audit of every
+//! refusal. The lifecycle steps live in their own modules as further `impl Engine` blocks.
+
+use crate::error::{EngineError, Result, invalid};
+use crate::token;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
+use verdict_core::digest::{Digest, DigestKind};
+use verdict_store::{
+    Access, Actor, ActorRole, DocKind, ExecutionHead, GateHead, GrantRecord, GrantScope,
+    PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, token_sha256,
+};
+
+/// The principal name the engine writes its own records under (pointer moves, admissions,
+/// evaluation records, denials). It is the system, not a person, and holds no token.
+pub const ENGINE_PRINCIPAL: &str = "verdict-engine";
+
+/// The gate used when none is named.
+pub const DEFAULT_GATE: &str = "default";
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Name.
+    pub name: Name,
+    /// Role.
+    pub role: Role,
+}
+
+impl Principal {
+    /// The store actor of this principal, in its own role.
+    #[must_use]
+    pub fn actor(&self) -> Actor {
+        Actor::new(self.name.as_str(), self.role)
+    }
+}
+
+/// The verification lifecycle over one store and one gate.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) gate: String,
+}
+
+impl Engine {
+    /// An engine over `store`, deciding with the policy of gate `gate`.
+    pub fn new(store: Arc<dyn Store>, gate: impl Into<String>) -> Self {
+        Self {
+            store,
+            gate: gate.into(),
+        }
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The gate name.
+    #[must_use]
+    pub fn gate(&self) -> &str {
+        &self.gate
+    }
+
+    pub(crate) fn system() -> Actor {
+        Actor::new(ENGINE_PRINCIPAL, ActorRole::Operator)
+    }
+
+    /// Creates the first operator of an empty store and returns its token (shown once).
+    /// Refused when the store already has that principal.
+    pub async fn init(&self, operator: &str) -> Result<String> {
+        let name: Name = operator
+            .parse()
+            .map_err(|e| invalid("principal name")(format!("{e}")))?;
+        if self.store.principal(operator).await?.is_some() {
+            return Err(EngineError::Conflict(format!(
+                "principal {operator:?} already exists; this store is initialised"
+            )));
+        }
+        let token = token::generate()?;
+        let record = PrincipalRecord {
+            name,
+            role: Role::Operator,
+            token_sha256: token_sha256(&token),
+        };
+        self.store.add_principal(&Self::system(), &record).await?;
+        Ok(token)
+    }
+
+    /// The principal holding `token`.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
+        if token.is_empty() {
+            return Err(EngineError::Unauthenticated);
+        }
+        match self
+            .store
+            .principal_by_token_hash(&token_sha256(token))
+            .await?
+        {
+            Some(p) => Ok(Principal {
+                name: p.name,
+                role: p.role,
+            }),
+            None => Err(EngineError::Unauthenticated),
+        }
+    }
+
+    /// Records a refusal in the store (so it is in the audit chain), then returns it.
+    pub(crate) async fn deny(
+        &self,
+        who: &Principal,
+        err: EngineError,
+        now: &Timestamp,
+    ) -> EngineError {
+        if err.is_denial() {
+            // Each refusal is its own event, even when it repeats another word for word.
+            let nonce = token::generate().unwrap_or_default();
+            let record = json!({
+                "schema": "verdict.denial/v1",
+                "nonce": nonce.trim_start_matches(token::TOKEN_PREFIX),
+                "principal": who.name.as_str(),
+                "role": who.role.as_str(),
+                "code": err.code(),
+                "message": err.to_string(),
+                "at": now.as_str(),
+            });
+            if let Err(e) = self
+                .store
+                .put(&Self::system(), DocKind::Request, &record)
+                .await
+            {
+                // The refusal stands either way; a failed audit write is reported with it.
+                return EngineError::Conflict(format!(
+                    "{err} (and recording the denial failed: {e})"
+                ));
+            }
+        }
+        err
+    }
+
+    pub(crate) async fn require_role(
+        &self,
+        who: &Principal,
+        allowed: &[Role],
+        action: &str,
+        now: &Timestamp,
+    ) -> Result<()> {
+        if allowed.contains(&who.role) {
+            return Ok(());
+        }
+        let names: Vec<&str> = allowed.iter().map(|r| r.as_str()).collect();
+        let err = EngineError::PermissionDenied {
+            principal: who.name.to_string(),
+            role: who.role.as_str(),
+            action: action.to_owned(),
+            why: format!("only {} principals may", names.join(" or ")),
+        };
+        Err(self.deny(who, err, now).await)
+    }
+
+    /// Registers a principal (operator only) and returns its token (shown once).
+    pub async fn add_principal(
+        &self,
+        caller: &Principal,
+        name: &str,
+        role: Role,
+        now: &Timestamp,
+    ) -> Result<String> {
+        self.require_role(caller, &[Role::Operator], "add principals", now)
+            .await?;
+        let name: Name = name
+            .parse()
+            .map_err(|e| invalid("principal name")(format!("{e}")))?;
+        if name.as_str() == ENGINE_PRINCIPAL {
+            return Err(invalid("principal name")(format!(
+                "{ENGINE_PRINCIPAL:?} is reserved"
+            )));
+        }
+        let token = token::generate()?;
+        let record = PrincipalRecord {
+            name,
+            role,
+            token_sha256: token_sha256(&token),
+        };
+        self.store.add_principal(&caller.actor(), &record).await?;
+        Ok(token)
+    }
+
+    /// Grants `principal` access to an execution or mission until `expires_at` (operator only).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a grant has this many parts; a struct would only rename them"
+    )]
+    pub async fn grant(
+        &self,
+        caller: &Principal,
+        grant_id: &str,
+        principal: &str,
+        scope: ScopeKind,
+        scope_id: &str,
+        access: Access,
+        expires_at: &Timestamp,
+        now: &Timestamp,
+    ) -> Result<()> {
+        self.require_role(caller, &[Role::Operator], "grant access", now)
+            .await?;
+        if self.store.principal(principal).await?.is_none() {
+            return Err(EngineError::NotFound {
+                what: "principal",
+                key: principal.to_owned(),
+            });
+        }
+        let parse = |s: &str, what: &'static str| {
+            s.parse::<Name>().map_err(|e| invalid(what)(format!("{e}")))
+        };
+        let record = GrantRecord {
+            grant_id: parse(grant_id, "grant id")?,
+            principal: parse(principal, "principal name")?,
+            scope: GrantScope {
+                kind: scope,
+                id: parse(scope_id, "grant scope")?,
+            },
+            access,
+            expires_at: expires_at.clone(),
+        };
+        self.store.add_grant(&caller.actor(), &record).await?;
+        Ok(())
+    }
+
+    /// Revokes a grant with immediate effect (operator only).
+    pub async fn revoke(
+        &self,
+        caller: &Principal,
+        grant_id: &str,
+        reason: &str,
+        now: &Timestamp,
+    ) -> Result<()> {
+        self.require_role(caller, &[Role::Operator], "revoke grants", now)
+            .await?;
+        let revocation = Revocation {
+            grant_id: grant_id
+                .parse()
+                .map_err(|e| invalid("grant id")(format!("{e}")))?,
+            revoked_at: now.clone(),
+            reason: reason.to_owned(),
+        };
+        self.store
+            .revoke_grant(&caller.actor(), &revocation)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether `who` holds a grant in force at `now` covering the subject's execution or mission
+    /// (with write access when `write`).
+    pub(crate) async fn has_grant(
+        &self,
+        who: &str,
+        subject: &Subject,
+        write: bool,
+        now: &Timestamp,
+    ) -> Result<bool> {
+        let grants = self.store.grants_for(who).await?;
+        Ok(grants.iter().any(|g| {
+            let scope = &g.record.scope;
+            let covers = match scope.kind {
+                ScopeKind::Execution => scope.id.as_str() == subject.execution.id.as_str(),
+                ScopeKind::Mission => {
+                    subject.mission.as_ref().map(Name::as_str) == Some(scope.id.as_str())
+                }
+            };
+            covers && g.is_active(now) && (!write || g.record.access == Access::Write)
+        }))
+    }
+
+    pub(crate) async fn require_grant(
+        &self,
+        who: &Principal,
+        subject: &Subject,
+        write: bool,
+        action: &str,
+        now: &Timestamp,
+    ) -> Result<()> {
+        if who.role == Role::Operator
+            || self
+                .has_grant(who.name.as_str(), subject, write, now)
+                .await?
+        {
+            return Ok(());
+        }
+        let err = EngineError::PermissionDenied {
+            principal: who.name.to_string(),
+            role: who.role.as_str(),
+            action: action.to_owned(),
+            why: format!(
+                "no {} grant in force on execution {:?}",
+                if write { "write" } else { "read" },
+                subject.execution.id.as_str()
+            ),
+        };
+        Err(self.deny(who, err, now).await)
+    }
+
+    /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).
+    /// Returns the policy digest.
+    pub async fn set_policy(
+        &self,
+        caller: &Principal,
+        policy: &Value,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        self.require_role(caller, &[Role::Operator], "set the gate policy", now)
+            .await?;
+        let (_, digest) = verdict_core::contracts::decode::<Policy>(DigestKind::Policy, policy)
+            .map_err(|e| invalid("policy")(e.to_string()))?;
+        self.store
+            .put(&caller.actor(), DocKind::Policy, policy)
+            .await?;
+        let expected = self.gate_head().await?;
+        self.store
+            .set_gate_policy(&Self::system(), &self.gate, expected.as_ref(), &digest)
+            .await?;
+        Ok(digest)
+    }
+
+    /// The gate's current policy, if set.
+    pub async fn gate_head(&self) -> Result<Option<GateHead>> {
+        Ok(
+            match self.store.pointer(PointerKind::Gate, &self.gate).await? {
+                Some(p) => p.gate()?,
+                None => None,
+            },
+        )
+    }
+
+    /// An execution's current subject and generation, if any.
+    pub async fn execution_head(&self, execution: &str) -> Result<Option<ExecutionHead>> {
+        Ok(
+            match self
+                .store
+                .pointer(PointerKind::Execution, execution)
+                .await?
+            {
+                Some(p) => p.execution()?,
+                None => None,
+            },
+        )
+    }
+
+    pub(crate) async fn subject(&self, digest: &Digest) -> Result<Subject> {
+        self.store
+            .get(DocKind::Subject, digest)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "subject",
+                key: digest.to_string(),
+            })?
+            .decode()
+            .map_err(EngineError::from)
+    }
+
+    pub(crate) async fn policy(&self, digest: &Digest) -> Result<Policy> {
+        self.store
+            .get(DocKind::Policy, digest)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "policy",
+                key: digest.to_string(),
+            })?
+            .decode()
+            .map_err(EngineError::from)
+    }
+}

@@ -1,0 +1,98 @@
+//! The engine's one error type, with the stable codes the CLI prints.
+
+use verdict_store::StoreError;
+
+/// Why an engine action failed. Nothing is half-written: each action either stores what it
+/// names or fails before its first write.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No principal holds the token given.
+    #[error("unauthenticated: no principal holds this token")]
+    Unauthenticated,
+    /// The action is outside the principal's role or grants.
+    #[error("permission_denied: {principal} ({role}) may not {action}: {why}")]
+    PermissionDenied {
+        /// Who asked.
+        principal: String,
+        /// Its role.
+        role: &'static str,
+        /// What it tried.
+        action: String,
+        /// Why not.
+        why: String,
+    },
+    /// The action would let the producer verify its own work.
+    #[error("self_verification_denied: {principal} may not {action}: {why}")]
+    SelfVerificationDenied {
+        /// Who asked.
+        principal: String,
+        /// What it tried.
+        action: String,
+        /// Why not.
+        why: String,
+    },
+    /// A document or argument breaks its contract.
+    #[error("invalid {what}: {message}")]
+    Invalid {
+        /// What was read.
+        what: &'static str,
+        /// What is wrong and where.
+        message: String,
+    },
+    /// Something the action depends on is not stored.
+    #[error("{what} {key:?} not found")]
+    NotFound {
+        /// What was looked for.
+        what: &'static str,
+        /// Its key.
+        key: String,
+    },
+    /// The state moved under the action (a compare-and-set lost, a subject no longer current).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Replaying a stored decision did not reproduce its bytes.
+    #[error("replay of decision {key} does not reproduce the stored bytes")]
+    ReplayMismatch {
+        /// The evaluation key.
+        key: String,
+    },
+    /// The store refused or failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The stable code of the error.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::PermissionDenied { .. } => "permission_denied",
+            Self::Store(StoreError::Forbidden { .. } | StoreError::Denied(_)) => {
+                "permission_denied"
+            }
+            Self::SelfVerificationDenied { .. } => "self_verification_denied",
+            Self::Invalid { .. } => "invalid_input",
+            Self::NotFound { .. } => "not_found",
+            Self::Conflict(_) | Self::Store(StoreError::CasFailed { .. }) => "conflict",
+            Self::ReplayMismatch { .. } => "replay_mismatch",
+            Self::Store(_) => "store_error",
+        }
+    }
+
+    /// Whether the error is a refusal of authority (and so is audited).
+    #[must_use]
+    pub fn is_denial(&self) -> bool {
+        matches!(
+            self.code(),
+            "permission_denied" | "self_verification_denied"
+        )
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+pub(crate) fn invalid(what: &'static str) -> impl Fn(String) -> EngineError {
+    move |message| EngineError::Invalid { what, message }
+}

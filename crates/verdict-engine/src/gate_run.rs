@@ -1,0 +1,386 @@
+//! `gate run` and `gate replay`: the bundle built from the store (counted items only), the pure
+//! Gate, the decision stored by its evaluation key, and a record of exactly which items were in
+//! the bundle so any stored decision can be rebuilt and replayed byte for byte.
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use verdict_core::contracts::{GateDecision, Id, Timestamp, UnavailableReason, VerificationResult};
+use verdict_core::digest::Digest;
+use verdict_store::{About, Actor, DocKind, ExecutionHead, RunStatus, Stored};
+
+/// Schema of the record naming the items of one evaluated bundle.
+pub const EVALUATION_RECORD_SCHEMA: &str = "verdict.evaluation-record/v1";
+
+/// The items the engine counts for an execution's current subject, read from the store.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    /// The execution's head when read.
+    pub head: ExecutionHead,
+    /// The gate's current policy digest.
+    pub policy_digest: Digest,
+    /// The subject document.
+    pub subject: Stored,
+    /// The policy document.
+    pub policy: Stored,
+    /// Every check evidence about the subject.
+    pub evidence: Vec<Stored>,
+    /// Every counted verification result about the subject.
+    pub verifications: Vec<Stored>,
+    /// Human decisions bound to the subject.
+    pub human_decisions: Vec<Stored>,
+    /// Open blocking findings of the execution's earlier subjects.
+    pub prior_findings: Vec<Stored>,
+}
+
+impl Collected {
+    /// The gate bundle of these items at `now`.
+    pub fn bundle(&self, now: &Timestamp) -> Result<Value> {
+        let values = |rows: &[Stored]| {
+            rows.iter()
+                .map(Stored::value)
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(json!({
+            "schema": "verdict.gate-bundle/v1",
+            "policy": self.policy.value()?,
+            "subject": self.subject.value()?,
+            "evidence": values(&self.evidence)?,
+            "verifications": values(&self.verifications)?,
+            "human_decisions": values(&self.human_decisions)?,
+            "prior_findings": values(&self.prior_findings)?,
+            "now": now.as_str(),
+        }))
+    }
+
+    /// The record naming these items (digests, and findings by id and version).
+    fn record(&self, evaluation_key: &Digest, now: &Timestamp) -> Result<Value> {
+        let digests = |rows: &[Stored]| {
+            rows.iter()
+                .map(|r| r.digest.to_string())
+                .collect::<BTreeSet<_>>()
+        };
+        let mut findings = BTreeSet::new();
+        for f in &self.prior_findings {
+            let v = f.value()?;
+            findings.insert((
+                v.get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                v.get("version").and_then(Value::as_u64).unwrap_or_default(),
+            ));
+        }
+        Ok(json!({
+            "schema": EVALUATION_RECORD_SCHEMA,
+            "evaluation_key": evaluation_key.as_str(),
+            "subject_digest": self.subject.digest.as_str(),
+            "policy_digest": self.policy.digest.as_str(),
+            "now": now.as_str(),
+            "evidence": digests(&self.evidence),
+            "verifications": digests(&self.verifications),
+            "human_decisions": digests(&self.human_decisions),
+            "prior_findings": findings.into_iter().map(|(id, version)| json!({"id": id, "version": version})).collect::<Vec<_>>(),
+        }))
+    }
+}
+
+/// What `gate run` did.
+#[derive(Debug, Clone)]
+pub struct GateRun {
+    /// The decision.
+    pub decision: GateDecision,
+    /// Its stored canonical bytes.
+    pub bytes: String,
+    /// Whether this run stored it (false: the same evaluation was already stored).
+    pub inserted: bool,
+}
+
+impl Engine {
+    /// Reads everything the engine counts for the execution's current subject.
+    pub async fn collect(&self, execution: &str) -> Result<Collected> {
+        let head = self
+            .execution_head(execution)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "execution",
+                key: execution.to_owned(),
+            })?;
+        let gate = self
+            .gate_head()
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "gate policy",
+                key: self.gate.clone(),
+            })?;
+        let get = |kind: DocKind, d: Digest, what: &'static str| async move {
+            self.store
+                .get(kind, &d)
+                .await?
+                .ok_or(EngineError::NotFound {
+                    what,
+                    key: d.to_string(),
+                })
+        };
+        let subject = get(DocKind::Subject, head.subject_digest.clone(), "subject").await?;
+        let policy = get(DocKind::Policy, gate.policy_digest.clone(), "policy").await?;
+        let about = About::Subject(head.subject_digest.clone());
+        let evidence = self.store.list(DocKind::Evidence, &about).await?;
+        let mut verifications = Vec::new();
+        for row in self.store.list(DocKind::Verification, &about).await? {
+            if self.counts(&row).await? {
+                verifications.push(row);
+            }
+        }
+        let human_decisions = self.store.list(DocKind::HumanDecision, &about).await?;
+        let mut prior_findings = Vec::new();
+        for (id, version) in self.prior_blockers(execution, &head.subject_digest).await? {
+            if let Some(f) = self.store.finding(&id, version).await? {
+                prior_findings.push(f);
+            }
+        }
+        Ok(Collected {
+            head,
+            policy_digest: gate.policy_digest,
+            subject,
+            policy,
+            evidence,
+            verifications,
+            human_decisions,
+            prior_findings,
+        })
+    }
+
+    /// Whether a stored verification result counts: the store marks results appended after
+    /// their subject or generation moved on as history, and the engine marks results whose
+    /// grant was revoked mid-run or whose run was cancelled.
+    pub async fn counts(&self, row: &Stored) -> Result<bool> {
+        if row.counted == Some(false) {
+            return Ok(false);
+        }
+        let r: VerificationResult = row.decode()?;
+        let Some(run) = self.store.run(r.verifier.run.as_str()).await? else {
+            return Ok(false);
+        };
+        Ok(!run.events.iter().any(|e| {
+            e.status == RunStatus::Cancelled || e.reason == Some(UnavailableReason::GrantRevoked)
+        }))
+    }
+
+    /// The open blocking findings of the execution's earlier subjects, by id and version: those
+    /// the latest decision on an earlier subject sent to rework or left unresolved (that
+    /// decision already carried the ones before it).
+    pub async fn prior_blockers(
+        &self,
+        execution: &str,
+        current: &Digest,
+    ) -> Result<Vec<(Id, u64)>> {
+        let decisions = self
+            .store
+            .list(DocKind::Decision, &About::Execution(execution.to_owned()))
+            .await?;
+        let Some(last) = decisions.iter().rev().find(|d| {
+            d.value()
+                .ok()
+                .and_then(|v| v.get("subject_digest").cloned())
+                != Some(json!(current.as_str()))
+        }) else {
+            return Ok(Vec::new());
+        };
+        let d: GateDecision = last.decode()?;
+        let refs: BTreeSet<(Id, u64)> = d
+            .rework
+            .iter()
+            .chain(&d.unresolved_prior_blockers)
+            .map(|f| (f.id.clone(), f.version))
+            .collect();
+        Ok(refs.into_iter().collect())
+    }
+
+    /// Builds the bundle for the execution's current subject, evaluates it with the core,
+    /// stores the decision by its evaluation key (with the record of its items) and returns it.
+    /// Any authenticated principal may ask; none can supply the decision.
+    pub async fn gate_run(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        now: &Timestamp,
+    ) -> Result<GateRun> {
+        let collected = self.collect(execution).await?;
+        let bundle = collected.bundle(now)?;
+        let decision = verdict_core::gate::evaluate_value(&bundle);
+        let key = decision
+            .evaluation_key
+            .clone()
+            .ok_or_else(|| EngineError::Invalid {
+                what: "gate bundle",
+                message: format!(
+                    "the gate could not read the bundle it was given: {:?}",
+                    decision.reasons
+                ),
+            })?;
+        let record = collected.record(&key, now)?;
+        // The record first: a stored decision must always be replayable.
+        self.store
+            .put(&Self::system(), DocKind::Request, &record)
+            .await?;
+        let value = serde_json::to_value(&decision).map_err(|e| EngineError::Invalid {
+            what: "gate decision",
+            message: e.to_string(),
+        })?;
+        let stored = self
+            .store
+            .put(
+                &Actor::gate(caller.name.as_str()),
+                DocKind::Decision,
+                &value,
+            )
+            .await?;
+        let decision = stored.decode()?;
+        Ok(GateRun {
+            decision,
+            bytes: stored.body,
+            inserted: stored.inserted,
+        })
+    }
+
+    /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the
+    /// bytes must equal the stored ones. `key` is the evaluation key.
+    pub async fn gate_replay(&self, key: &Digest) -> Result<GateRun> {
+        let stored =
+            self.store
+                .decision_by_key(key)
+                .await?
+                .ok_or_else(|| EngineError::NotFound {
+                    what: "gate decision",
+                    key: key.to_string(),
+                })?;
+        let decision: GateDecision = stored.decode()?;
+        let subject_digest =
+            decision
+                .subject_digest
+                .clone()
+                .ok_or_else(|| EngineError::NotFound {
+                    what: "subject of decision",
+                    key: key.to_string(),
+                })?;
+        let records = self
+            .store
+            .list(DocKind::Request, &About::Subject(subject_digest.clone()))
+            .await?;
+        let mut last_err = EngineError::NotFound {
+            what: "evaluation record of decision",
+            key: key.to_string(),
+        };
+        for row in records {
+            let v = row.value()?;
+            if v.get("schema") != Some(&json!(EVALUATION_RECORD_SCHEMA))
+                || v.get("evaluation_key") != Some(&json!(key.as_str()))
+            {
+                continue;
+            }
+            let bundle = self.rebuild(&v).await?;
+            let again = verdict_core::gate::evaluate_value(&bundle);
+            let bytes = again.canonical_bytes().map_err(|e| EngineError::Invalid {
+                what: "gate decision",
+                message: e.to_string(),
+            })?;
+            if bytes == stored.body.as_bytes() {
+                return Ok(GateRun {
+                    decision: again,
+                    bytes: stored.body,
+                    inserted: false,
+                });
+            }
+            last_err = EngineError::ReplayMismatch {
+                key: key.to_string(),
+            };
+        }
+        Err(last_err)
+    }
+
+    async fn rebuild(&self, record: &Value) -> Result<Value> {
+        let field = |name: &str| {
+            record
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let digest = |s: &str| {
+            s.parse::<Digest>().map_err(|e| EngineError::Invalid {
+                what: "evaluation record",
+                message: format!("{s:?}: {e}"),
+            })
+        };
+        let fetch = |kind: DocKind, d: Digest| async move {
+            self.store
+                .get(kind, &d)
+                .await?
+                .ok_or(EngineError::NotFound {
+                    what: "bundle item",
+                    key: d.to_string(),
+                })?
+                .value()
+                .map_err(EngineError::from)
+        };
+        let mut lists = Vec::new();
+        for (name, kind) in [
+            ("evidence", DocKind::Evidence),
+            ("verifications", DocKind::Verification),
+            ("human_decisions", DocKind::HumanDecision),
+        ] {
+            let mut items = Vec::new();
+            for d in record
+                .get(name)
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                items.push(fetch(kind, digest(d.as_str().unwrap_or_default())?).await?);
+            }
+            lists.push(Value::Array(items));
+        }
+        let mut prior = Vec::new();
+        for f in record
+            .get("prior_findings")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+        {
+            let id: Id = f
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| EngineError::Invalid {
+                    what: "evaluation record",
+                    message: format!("finding id: {e}"),
+                })?;
+            let version = f.get("version").and_then(Value::as_u64).unwrap_or_default();
+            let row =
+                self.store
+                    .finding(&id, version)
+                    .await?
+                    .ok_or_else(|| EngineError::NotFound {
+                        what: "finding",
+                        key: format!("{id}@{version}"),
+                    })?;
+            prior.push(row.value()?);
+        }
+        let [evidence, verifications, human_decisions] =
+            <[Value; 3]>::try_from(lists).map_err(|_| EngineError::Invalid {
+                what: "evaluation record",
+                message: "item lists missing".into(),
+            })?;
+        Ok(json!({
+            "schema": "verdict.gate-bundle/v1",
+            "policy": fetch(DocKind::Policy, digest(&field("policy_digest"))?).await?,
+            "subject": fetch(DocKind::Subject, digest(&field("subject_digest"))?).await?,
+            "evidence": evidence,
+            "verifications": verifications,
+            "human_decisions": human_decisions,
+            "prior_findings": prior,
+            "now": field("now"),
+        }))
+    }
+}

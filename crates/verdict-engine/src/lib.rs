@@ -1,0 +1,46 @@
+//! # verdict-engine: the verification lifecycle
+//!
+//! One job: run verification as a system, combining the store, the core Gate, the checks and
+//! the verifiers while enforcing CONTRACTS.md §7–§8 end to end. Every action is taken as an
+//! authenticated [`Principal`] and checked against its role and grants; every refusal is
+//! audited; decisions are only ever computed here, from the store, and replay byte for byte.
+//!
+//! Main items:
+//! - [`Engine`]: principals and tokens ([`Engine::init`], [`Engine::add_principal`]), grants,
+//!   the gate policy, subjects and evidence, requests, runs with preflight, results, human
+//!   decisions, [`Engine::gate_run`] / [`Engine::gate_replay`], and [`Engine::status`] /
+//!   [`Engine::history`] with derived applicability.
+//! - [`ModelVerifier`]: what the engine calls for a run that preflight did not settle.
+//! - [`quickstart`]: one real change walked through the whole flow.
+//! - [`EngineError`]: typed refusals with stable codes (`permission_denied`,
+//!   `self_verification_denied`, ...).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use verdict_engine::Engine;
+//! let store = verdict_store::open(&verdict_store::Location::resolve(None)?).await?;
+//! let engine = Engine::new(store, verdict_engine::DEFAULT_GATE);
+//! let token = engine.init("ops").await?; // shown once, stored only as its SHA-256
+//! let ops = engine.authenticate(&token).await?;
+//! let now: verdict_core::contracts::Timestamp = "2026-11-30T12:00:00Z".parse()?;
+//! let status = engine.status("ex-1", &now).await?;
+//! assert!(status.applicable.is_none());
+//! # let _ = ops; Ok(()) }
+//! ```
+
+mod applicability;
+mod engine;
+pub mod error;
+mod gate_run;
+pub mod quickstart;
+mod runs;
+mod subjects;
+pub mod token;
+
+pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
+pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
+pub use error::{EngineError, Result};
+pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
+pub use runs::{
+    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RunOutcome, Submitted, VerifyTask,
+};

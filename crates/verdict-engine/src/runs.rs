@@ -1,0 +1,622 @@
+//! Verification requests, verifier runs (admission, preflight, the model call) and results.
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result, invalid};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use verdict_core::contracts::{
+    Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp, VerificationResult, VerificationStatus,
+};
+use verdict_core::digest::{Digest, DigestKind};
+use verdict_store::{About, DocKind, RunAdmission, RunStatus};
+
+/// Schema of a verification request.
+pub const REQUEST_SCHEMA: &str = "verdict.request/v1";
+/// Schema of the engine's note of one admission and its preflight.
+pub const ADMISSION_SCHEMA: &str = "verdict.admission/v1";
+
+/// Reasons that deterministic evidence alone can raise; if preflight finds one that already
+/// means rework or blocked, no model verifier can change the outcome and none is called.
+const DETERMINISTIC: [ReasonCode; 10] = [
+    ReasonCode::InvalidInput,
+    ReasonCode::NothingToVerify,
+    ReasonCode::EvidenceMissing,
+    ReasonCode::EvidenceStale,
+    ReasonCode::EvidenceFromFuture,
+    ReasonCode::EvidenceTampered,
+    ReasonCode::EvidenceDefinitionMismatch,
+    ReasonCode::CheckError,
+    ReasonCode::CheckFailed,
+    ReasonCode::PriorBlockerStillPresent,
+];
+
+/// What a model verifier is given for one run.
+#[derive(Debug, Clone)]
+pub struct VerifyTask {
+    /// Run id (the result's `verifier.run`).
+    pub run_id: Name,
+    /// The admitted verifier principal.
+    pub verifier: Name,
+    /// Its class.
+    pub class: Id,
+    /// The subject.
+    pub subject: Subject,
+    /// Its digest.
+    pub subject_digest: Digest,
+    /// The generation admitted for.
+    pub generation: u64,
+    /// The request document.
+    pub request: Value,
+    /// The check evidence about the subject.
+    pub evidence: Vec<Value>,
+}
+
+/// A verifier the engine calls for a run: a model behind a provider, or a script.
+#[async_trait]
+pub trait ModelVerifier: Send + Sync {
+    /// Returns a verification result document for the task.
+    async fn verify(&self, task: &VerifyTask) -> std::result::Result<Value, String>;
+}
+
+/// Preflight: the pure Gate over the deterministic evidence alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preflight {
+    /// The outcome of that evaluation.
+    pub outcome: Outcome,
+    /// Whether the model verifier is skipped.
+    pub skipped: bool,
+    /// The deterministic reasons that decided it (`code: detail`).
+    pub reasons: Vec<String>,
+}
+
+/// What a submission became.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// The result's digest.
+    pub digest: Digest,
+    /// Whether it counts (false: history only).
+    pub counted: bool,
+    /// Why not, when it does not.
+    pub why_not: Option<String>,
+}
+
+/// What `run_model` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Preflight had already decided; the verifier was never called.
+    Skipped(Preflight),
+    /// The verifier answered and its result was submitted.
+    Submitted(Submitted),
+}
+
+impl Engine {
+    /// Creates the verification request for the execution's current subject: it pins the
+    /// subject, the gate's policy, the verifier classes the policy requires for the subject's
+    /// risk, the open prior blockers (by id and version), the risk class and a budget. Its
+    /// digest is its identity.
+    pub async fn create_request(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        budget: &Value,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        self.require_role(
+            caller,
+            &[Role::Producer, Role::Operator],
+            "create verification requests",
+            now,
+        )
+        .await?;
+        let head = self
+            .execution_head(execution)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "execution",
+                key: execution.to_owned(),
+            })?;
+        let subject = self.subject(&head.subject_digest).await?;
+        self.require_grant(caller, &subject, true, "create a verification request", now)
+            .await?;
+        let gate = self
+            .gate_head()
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "gate policy",
+                key: self.gate.clone(),
+            })?;
+        let policy = self.policy(&gate.policy_digest).await?;
+        let mut classes: BTreeSet<String> = policy
+            .required_verifiers
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if let Some(extra) = policy.risk.get(&subject.risk.class) {
+            classes.extend(extra.required_verifiers.iter().map(ToString::to_string));
+        }
+        let prior: Vec<Value> = self
+            .prior_blockers(execution, &head.subject_digest)
+            .await?
+            .into_iter()
+            .map(|(id, version)| json!({"id": id.as_str(), "version": version}))
+            .collect();
+        let doc = json!({
+            "schema": REQUEST_SCHEMA,
+            "execution": execution,
+            "subject_digest": head.subject_digest.as_str(),
+            "generation": head.generation,
+            "gate": self.gate,
+            "policy_digest": gate.policy_digest.as_str(),
+            "verifier_classes": classes,
+            "prior_blockers": prior,
+            "risk_class": serde_json::to_value(subject.risk.class).unwrap_or(Value::Null),
+            "budget": budget,
+        });
+        Ok(self
+            .store
+            .put(&caller.actor(), DocKind::Request, &doc)
+            .await?
+            .digest)
+    }
+
+    /// Admits `verifier` to run `run_id` of class `class` for a request (operator only), then
+    /// runs preflight. The verifier must hold a grant in force on the execution and must be
+    /// neither the producer's principal nor its run; the request's subject must still be the
+    /// execution's current one. When preflight already ends in rework or blocked, the run is
+    /// cancelled at once and records why.
+    pub async fn admit(
+        &self,
+        caller: &Principal,
+        request: &Digest,
+        verifier: &str,
+        class: &str,
+        run_id: &str,
+        now: &Timestamp,
+    ) -> Result<Preflight> {
+        self.require_role(caller, &[Role::Operator], "admit verifier runs", now)
+            .await?;
+        let req = self
+            .store
+            .get(DocKind::Request, request)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "verification request",
+                key: request.to_string(),
+            })?
+            .value()?;
+        if req.get("schema") != Some(&json!(REQUEST_SCHEMA)) {
+            return Err(invalid("verification request")(format!(
+                "{request} is not a {REQUEST_SCHEMA}"
+            )));
+        }
+        let subject_digest: Digest = req
+            .get("subject_digest")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| invalid("verification request")(format!("subject_digest: {e}")))?;
+        let subject = self.subject(&subject_digest).await?;
+        let execution = subject.execution.id.to_string();
+        let head = self.execution_head(&execution).await?;
+        if head.as_ref().map(|h| &h.subject_digest) != Some(&subject_digest) {
+            return Err(EngineError::Conflict(format!(
+                "request {request} is for subject {subject_digest}, which is no longer execution {execution:?}'s current subject"
+            )));
+        }
+        let Some(record) = self.store.principal(verifier).await? else {
+            return Err(EngineError::NotFound {
+                what: "principal",
+                key: verifier.to_owned(),
+            });
+        };
+        let who = Principal {
+            name: record.name,
+            role: record.role,
+        };
+        if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
+            let err = EngineError::SelfVerificationDenied {
+                principal: who.name.to_string(),
+                action: format!("be admitted to run {run_id:?}"),
+                why: "the producer's principal or run never verifies its own work".into(),
+            };
+            return Err(self.deny(&who, err, now).await);
+        }
+        if who.role != Role::Verifier {
+            let err = EngineError::PermissionDenied {
+                principal: who.name.to_string(),
+                role: who.role.as_str(),
+                action: format!("be admitted to run {run_id:?}"),
+                why: "only verifier principals run verifications".into(),
+            };
+            return Err(self.deny(&who, err, now).await);
+        }
+        self.require_grant(&who, &subject, false, "be admitted to a run", now)
+            .await?;
+        let classes = req
+            .get("verifier_classes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !classes.contains(&json!(class)) {
+            return Err(invalid("verifier class")(format!(
+                "request {request} does not ask for class {class:?}"
+            )));
+        }
+        let admission = RunAdmission {
+            run_id: run_id
+                .parse()
+                .map_err(|e| invalid("run id")(format!("{e}")))?,
+            request_digest: request.clone(),
+            subject_digest: subject_digest.clone(),
+            verifier: who.name.clone(),
+            class: class
+                .parse()
+                .map_err(|e| invalid("verifier class")(format!("{e}")))?,
+            admitted_generation: subject.execution.generation,
+        };
+        self.store.admit_run(&Self::system(), &admission).await?;
+        let preflight = self.preflight(&execution, now).await?;
+        if preflight.skipped {
+            self.store
+                .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                .await?;
+        }
+        let note = json!({
+            "schema": ADMISSION_SCHEMA,
+            "run_id": run_id,
+            "request_digest": request.as_str(),
+            "subject_digest": subject_digest.as_str(),
+            "generation": subject.execution.generation,
+            "verifier": who.name.as_str(),
+            "class": class,
+            "preflight": {
+                "outcome": preflight.outcome.as_str(),
+                "skipped": preflight.skipped,
+                "reasons": preflight.reasons,
+            },
+        });
+        self.store
+            .put(&Self::system(), DocKind::Request, &note)
+            .await?;
+        Ok(preflight)
+    }
+
+    /// The pure Gate over the execution's deterministic evidence alone.
+    pub async fn preflight(&self, execution: &str, now: &Timestamp) -> Result<Preflight> {
+        let mut collected = self.collect(execution).await?;
+        collected.verifications.clear();
+        collected.human_decisions.clear();
+        let decision = verdict_core::gate::evaluate_value(&collected.bundle(now)?);
+        let decisive: Vec<String> = decision
+            .reasons
+            .iter()
+            .filter(|r| {
+                DETERMINISTIC.contains(&r.code)
+                    && matches!(r.outcome, Outcome::Rework | Outcome::Blocked)
+            })
+            .map(|r| format!("{}: {}", r.code.as_str(), r.detail))
+            .collect();
+        let blocked = decision
+            .reasons
+            .iter()
+            .any(|r| DETERMINISTIC.contains(&r.code) && r.outcome == Outcome::Blocked);
+        Ok(Preflight {
+            // The outcome the deterministic evidence alone decides; a verifier cannot change it.
+            outcome: match (decisive.is_empty(), blocked) {
+                (true, _) => decision.outcome,
+                (false, true) => Outcome::Blocked,
+                (false, false) => Outcome::Rework,
+            },
+            skipped: !decisive.is_empty(),
+            reasons: decisive,
+        })
+    }
+
+    /// The admission notes of an execution's runs, in admission order.
+    pub async fn admission_notes(&self, execution: &str) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        for row in self
+            .store
+            .list(DocKind::Request, &About::Execution(execution.to_owned()))
+            .await?
+        {
+            let v = row.value()?;
+            if v.get("schema") == Some(&json!(ADMISSION_SCHEMA)) {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Calls the model verifier for an admitted run (operator only) and submits its result as
+    /// the run's verifier; a run preflight cancelled is never called.
+    pub async fn run_model(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        model: &dyn ModelVerifier,
+        now: &Timestamp,
+    ) -> Result<RunOutcome> {
+        self.require_role(caller, &[Role::Operator], "start verifier runs", now)
+            .await?;
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            })?;
+        if run.status().is_some_and(RunStatus::is_terminal) {
+            let subject = self.subject(&run.admission.subject_digest).await?;
+            let note = self
+                .admission_notes(subject.execution.id.as_str())
+                .await?
+                .into_iter()
+                .find(|n| n.get("run_id") == Some(&json!(run_id)));
+            let pre = note.as_ref().and_then(|n| n.get("preflight"));
+            if let Some(pre) = pre.filter(|p| p.get("skipped") == Some(&json!(true))) {
+                return Ok(RunOutcome::Skipped(Preflight {
+                    outcome: serde_json::from_value(
+                        pre.get("outcome").cloned().unwrap_or_default(),
+                    )
+                    .unwrap_or(Outcome::Blocked),
+                    skipped: true,
+                    reasons: serde_json::from_value(
+                        pre.get("reasons").cloned().unwrap_or_default(),
+                    )
+                    .unwrap_or_default(),
+                }));
+            }
+            return Err(EngineError::Conflict(format!(
+                "run {run_id:?} already ended"
+            )));
+        }
+        let a = &run.admission;
+        let subject = self.subject(&a.subject_digest).await?;
+        let request = self
+            .store
+            .get(DocKind::Request, &a.request_digest)
+            .await?
+            .map(|r| r.value())
+            .transpose()?
+            .unwrap_or_default();
+        let evidence = self
+            .store
+            .list(DocKind::Evidence, &About::Subject(a.subject_digest.clone()))
+            .await?
+            .iter()
+            .map(|s| s.value())
+            .collect::<Result<Vec<_>, _>>()?;
+        let task = VerifyTask {
+            run_id: a.run_id.clone(),
+            verifier: a.verifier.clone(),
+            class: a.class.clone(),
+            subject,
+            subject_digest: a.subject_digest.clone(),
+            generation: a.admitted_generation,
+            request,
+            evidence,
+        };
+        let verifier = Principal {
+            name: a.verifier.clone(),
+            role: Role::Verifier,
+        };
+        self.store
+            .record_run_status(&verifier.actor(), run_id, RunStatus::Started, None)
+            .await?;
+        let doc = model
+            .verify(&task)
+            .await
+            .map_err(|e| invalid("verifier output")(e))?;
+        Ok(RunOutcome::Submitted(
+            self.submit_result(&verifier, &doc, now).await?,
+        ))
+    }
+
+    /// A verifier submits its result for its run. The engine validates it (schema, criterion
+    /// ids against the subject, evidence refs exist, a disposition for every prior blocker the
+    /// request pinned) and stores it as the verifier's evidence. A result whose grant is no
+    /// longer in force is stored as history and not counted; one whose subject or generation
+    /// moved on is history too.
+    pub async fn submit_result(
+        &self,
+        caller: &Principal,
+        doc: &Value,
+        now: &Timestamp,
+    ) -> Result<Submitted> {
+        if caller.role == Role::Producer {
+            let err = EngineError::SelfVerificationDenied {
+                principal: caller.name.to_string(),
+                action: "submit a verification result".into(),
+                why: "producers never verify work".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
+        self.require_role(
+            caller,
+            &[Role::Verifier],
+            "submit verification results",
+            now,
+        )
+        .await?;
+        let (r, _) =
+            verdict_core::contracts::decode::<VerificationResult>(DigestKind::Verification, doc)
+                .map_err(|e| invalid("verification result")(e.to_string()))?;
+        let run = self.store.run(r.verifier.run.as_str()).await?;
+        let Some(run) = run.filter(|run| {
+            run.admission.verifier == caller.name && r.verifier.principal == caller.name
+        }) else {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!("submit a result for run {:?}", r.verifier.run.as_str()),
+                why: "it was not admitted to that run under that name".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        };
+        if run.status().is_some_and(RunStatus::is_terminal) {
+            return Err(EngineError::Conflict(format!(
+                "run {:?} already ended",
+                r.verifier.run.as_str()
+            )));
+        }
+        let subject = self.subject(&r.subject_digest).await?;
+        if subject.producer.principal == caller.name || subject.producer.run == r.verifier.run {
+            let err = EngineError::SelfVerificationDenied {
+                principal: caller.name.to_string(),
+                action: "verify".into(),
+                why: "the producer's principal or run never verifies its own work".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
+        self.validate_result(&r, &subject, &run.admission.request_digest)
+            .await?;
+        let grant_ok = self
+            .has_grant(caller.name.as_str(), &subject, false, now)
+            .await?;
+        let actor = caller.actor();
+        let run_id = r.verifier.run.as_str();
+        if !grant_ok {
+            // Marked first, so the result can never be read as counted.
+            self.store
+                .record_run_status(
+                    &actor,
+                    run_id,
+                    RunStatus::Unavailable,
+                    Some(verdict_core::contracts::UnavailableReason::GrantRevoked),
+                )
+                .await?;
+        }
+        let stored = self.store.put(&actor, DocKind::Verification, doc).await?;
+        if grant_ok {
+            let (status, reason) = match r.status {
+                VerificationStatus::Completed => (RunStatus::Completed, None),
+                VerificationStatus::Unavailable => (RunStatus::Unavailable, r.unavailable_reason),
+            };
+            self.store
+                .record_run_status(&actor, run_id, status, reason)
+                .await?;
+        }
+        let counted = grant_ok && stored.counted != Some(false);
+        let why_not = if !grant_ok {
+            Some("the verifier's grant was not in force at submission".to_owned())
+        } else if !counted {
+            Some("its subject or generation is no longer the execution's current one".to_owned())
+        } else {
+            None
+        };
+        Ok(Submitted {
+            digest: stored.digest,
+            counted,
+            why_not,
+        })
+    }
+
+    async fn validate_result(
+        &self,
+        r: &VerificationResult,
+        subject: &Subject,
+        request: &Digest,
+    ) -> Result<()> {
+        let bad = invalid("verification result");
+        let criteria: BTreeSet<&str> = subject
+            .criteria
+            .items
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        for (i, row) in r.criteria.iter().enumerate() {
+            if !criteria.contains(row.id.as_str()) {
+                return Err(bad(format!(
+                    "criterion {} is not in the subject at /criteria/{i}/id",
+                    row.id
+                )));
+            }
+        }
+        for (i, f) in r.findings.iter().enumerate() {
+            if !criteria.contains(f.criterion.as_str()) {
+                return Err(bad(format!(
+                    "criterion {} is not in the subject at /findings/{i}/criterion",
+                    f.criterion
+                )));
+            }
+        }
+        let mut known: BTreeSet<String> = subject
+            .resources
+            .iter()
+            .map(|x| x.name.to_string())
+            .collect();
+        let about = About::Subject(r.subject_digest.clone());
+        for kind in [DocKind::Evidence, DocKind::Verification, DocKind::Finding] {
+            for row in self.store.list(kind, &about).await? {
+                if let Some(id) = row.value()?.get("id").and_then(Value::as_str) {
+                    known.insert(id.to_owned());
+                }
+            }
+        }
+        known.insert(r.id.to_string());
+        known.extend(r.findings.iter().map(|f| f.id.to_string()));
+        let prior: Vec<(String, u64)> = self
+            .store
+            .get(DocKind::Request, request)
+            .await?
+            .map(|s| s.value())
+            .transpose()?
+            .and_then(|v| v.get("prior_blockers").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                (
+                    p.get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    p.get("version").and_then(Value::as_u64).unwrap_or_default(),
+                )
+            })
+            .collect();
+        known.extend(prior.iter().map(|(id, _)| id.clone()));
+        let refs = r
+            .criteria
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                c.evidence_refs
+                    .iter()
+                    .map(move |x| (format!("/criteria/{i}/evidence_refs"), x))
+            })
+            .chain(r.findings.iter().enumerate().flat_map(|(i, f)| {
+                f.evidence_refs
+                    .iter()
+                    .map(move |x| (format!("/findings/{i}/evidence_refs"), x))
+            }))
+            .chain(r.dispositions.iter().enumerate().flat_map(|(i, d)| {
+                d.evidence_refs
+                    .iter()
+                    .map(move |x| (format!("/dispositions/{i}/evidence_refs"), x))
+            }));
+        for (path, x) in refs {
+            if !known.contains(x.as_str()) {
+                return Err(bad(format!(
+                    "evidence ref {x:?} names nothing stored for this subject at {path}"
+                )));
+            }
+        }
+        if r.status == VerificationStatus::Completed {
+            for (id, version) in &prior {
+                if !r
+                    .dispositions
+                    .iter()
+                    .any(|d| d.finding.as_str() == id && d.version == *version)
+                {
+                    return Err(bad(format!(
+                        "no disposition for prior blocker {id} version {version} at /dispositions"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! Producers put subjects (moving the execution forward by compare-and-set); runners, and
+//! producers where policy lets them, append check evidence; people decide.
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result, invalid};
+use serde_json::{Value, json};
+use verdict_core::contracts::{CheckEvidence, HumanVerdict, Role, Subject, Timestamp};
+use verdict_core::digest::{Digest, DigestKind};
+use verdict_store::DocKind;
+
+impl Engine {
+    /// A producer (or operator) puts a subject for its execution; the execution's current
+    /// subject moves to it by compare-and-set from the head the caller saw. A new commit, a
+    /// replan or a criteria or risk revision is a new subject; a retry a new generation.
+    pub async fn put_subject(
+        &self,
+        caller: &Principal,
+        doc: &Value,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        self.require_role(
+            caller,
+            &[Role::Producer, Role::Operator],
+            "put subjects",
+            now,
+        )
+        .await?;
+        let (subject, digest) =
+            verdict_core::contracts::decode::<Subject>(DigestKind::Subject, doc)
+                .map_err(|e| invalid("subject")(e.to_string()))?;
+        if caller.role == Role::Producer && subject.producer.principal != caller.name {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: "put a subject".into(),
+                why: format!(
+                    "the subject names producer {:?}",
+                    subject.producer.principal.as_str()
+                ),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
+        self.require_grant(caller, &subject, true, "put a subject", now)
+            .await?;
+        let execution = subject.execution.id.as_str();
+        let head = self.execution_head(execution).await?;
+        if let Some(h) = &head
+            && subject.execution.generation < h.generation
+        {
+            return Err(EngineError::Conflict(format!(
+                "execution {execution:?} is at generation {}; a subject for generation {} would go back",
+                h.generation, subject.execution.generation
+            )));
+        }
+        self.store
+            .put(&caller.actor(), DocKind::Subject, doc)
+            .await?;
+        self.store
+            .set_current_subject(&Self::system(), execution, head.as_ref(), &digest)
+            .await?;
+        Ok(digest)
+    }
+
+    /// Appends check evidence documents (each may carry its digest). Runners need a write grant
+    /// on the subject's execution; a producer may add evidence about its own work, kept but
+    /// counted only where the policy's `check_evidence_from` lists `producer`. Returns the
+    /// evidence digests, in order.
+    pub async fn add_evidence(
+        &self,
+        caller: &Principal,
+        docs: &[Value],
+        now: &Timestamp,
+    ) -> Result<Vec<Digest>> {
+        self.require_role(
+            caller,
+            &[Role::Runner, Role::Producer],
+            "append check evidence",
+            now,
+        )
+        .await?;
+        let mut batch = Vec::with_capacity(docs.len());
+        for (i, doc) in docs.iter().enumerate() {
+            let (ev, _) =
+                verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc)
+                    .map_err(|e| invalid("check evidence")(format!("item {i}: {e}")))?;
+            let subject = self.subject(&ev.subject_digest).await?;
+            if caller.role == Role::Producer && subject.producer.principal != caller.name {
+                let err = EngineError::PermissionDenied {
+                    principal: caller.name.to_string(),
+                    role: caller.role.as_str(),
+                    action: "append check evidence".into(),
+                    why: format!("evidence {} is about another producer's subject", ev.id),
+                };
+                return Err(self.deny(caller, err, now).await);
+            }
+            if caller.role == Role::Runner {
+                self.require_grant(caller, &subject, true, "append check evidence", now)
+                    .await?;
+            }
+            batch.push((DocKind::Evidence, doc.clone()));
+        }
+        let stored = self.store.put_batch(&caller.actor(), &batch).await?;
+        Ok(stored.into_iter().map(|s| s.digest).collect())
+    }
+
+    /// A person approves or rejects the execution's current subject under the gate's current
+    /// policy. Refused to the subject's producer and to every role but `human`.
+    pub async fn decide(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        verdict: HumanVerdict,
+        reason: &str,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        let head = self
+            .execution_head(execution)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "execution",
+                key: execution.to_owned(),
+            })?;
+        let subject = self.subject(&head.subject_digest).await?;
+        if subject.producer.principal == caller.name {
+            let err = EngineError::SelfVerificationDenied {
+                principal: caller.name.to_string(),
+                action: "decide on its own work".into(),
+                why: format!("it produced subject {}", head.subject_digest),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
+        self.require_role(caller, &[Role::Human], "record human decisions", now)
+            .await?;
+        self.require_grant(caller, &subject, true, "decide", now)
+            .await?;
+        let gate = self
+            .gate_head()
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "gate policy",
+                key: self.gate.clone(),
+            })?;
+        if reason.trim().is_empty() {
+            return Err(invalid("human decision")("a reason is required".into()));
+        }
+        let seed = json!([
+            caller.name.as_str(),
+            head.subject_digest.as_str(),
+            gate.policy_digest.as_str(),
+            now.as_str()
+        ]);
+        let id = short_id("hd", &seed);
+        let doc = json!({
+            "id": id,
+            "principal": caller.name.as_str(),
+            "role": "human",
+            "subject_digest": head.subject_digest.as_str(),
+            "policy_digest": gate.policy_digest.as_str(),
+            "decision": match verdict { HumanVerdict::Approve => "approve", HumanVerdict::Reject => "reject" },
+            "reason": reason,
+            "decided_at": now.as_str(),
+        });
+        Ok(self
+            .store
+            .put(&caller.actor(), DocKind::HumanDecision, &doc)
+            .await?
+            .digest)
+    }
+
+    /// Refuses a document kind that clients never write directly: findings travel inside
+    /// verification results and gate decisions are only ever computed by the engine.
+    pub async fn refuse_direct(
+        &self,
+        caller: &Principal,
+        kind: DocKind,
+        now: &Timestamp,
+    ) -> EngineError {
+        let err = match (kind, caller.role) {
+            (DocKind::Finding, Role::Producer) => EngineError::SelfVerificationDenied {
+                principal: caller.name.to_string(),
+                action: "write a finding".into(),
+                why: "producers never write findings".into(),
+            },
+            (DocKind::Finding, _) => EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: "write a finding".into(),
+                why: "findings are accepted only inside a verification result for an admitted run"
+                    .into(),
+            },
+            _ => EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: "write a gate decision".into(),
+                why: "decisions are computed by the gate, never accepted from a client".into(),
+            },
+        };
+        self.deny(caller, err, now).await
+    }
+}
+
+/// `PREFIX-` and 24 hex digits of the SHA-256 of the canonical JSON of `seed`.
+pub(crate) fn short_id(prefix: &str, seed: &Value) -> String {
+    let d = verdict_core::digest::raw(&verdict_core::canonical::to_vec(seed));
+    let hex = d.as_str().trim_start_matches("sha256:");
+    format!("{prefix}-{}", hex.get(..24).unwrap_or(hex))
+}

@@ -1,0 +1,266 @@
+//! Shared by the engine's tests: one fresh store per test on each backend, a populated world
+//! (principals, grants, policy) and builders for the documents a change goes through.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use serde_json::{Value, json};
+use sqlx::{Connection as _, Executor as _};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use verdict_core::contracts::Timestamp;
+use verdict_core::digest::{Digest, DigestKind, digest};
+use verdict_engine::{Engine, Principal};
+use verdict_store::{Access, Location, OpenOptions, ScopeKind, Store};
+
+pub const EXEC: &str = "ex-1";
+pub const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
+
+pub fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+pub fn now() -> Timestamp {
+    ts("2026-11-30T12:00:00Z")
+}
+
+fn pg_admin() -> String {
+    std::env::var("VERDICT_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `body` once on a fresh SQLite store and once on a fresh PostgreSQL database, then
+/// checks each store's audit chain is intact.
+pub async fn on_both<F, Fut>(body: F)
+where
+    F: Fn(Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let store = verdict_store::open(&Location::Sqlite(dir.path().join("verdict.db")))
+        .await
+        .unwrap();
+    body(store.clone()).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "sqlite audit chain broken"
+    );
+
+    let tag = format!(
+        "ve{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let db = format!("verdict_engine_{tag}");
+    let mut admin = sqlx::PgConnection::connect(&pg_admin()).await.unwrap();
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{db}\""
+        ))))
+        .await
+        .unwrap();
+    let (base, _) = pg_admin()
+        .rsplit_once('/')
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .unwrap();
+    let options = OpenOptions {
+        role_prefix: Some(format!("{tag}_")),
+        max_connections: 4,
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&Location::Postgres(format!("{base}/{db}")), &options)
+        .await
+        .unwrap();
+    body(store.clone()).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "postgres audit chain broken"
+    );
+    drop(store);
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+        ))))
+        .await
+        .unwrap();
+    for role in verdict_store::role_names(&format!("{tag}_")) {
+        let _ = admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+}
+
+/// An engine with an operator, a producer, a runner, two verifiers and a human, each granted
+/// on [`EXEC`], and a policy that needs unit tests and a reviewer.
+pub struct World {
+    pub engine: Engine,
+    pub ops: Principal,
+    pub coder: Principal,
+    pub ci: Principal,
+    pub rev: Principal,
+    pub rev2: Principal,
+    pub alice: Principal,
+}
+
+pub async fn world(store: Arc<dyn Store>) -> World {
+    let engine = Engine::new(store, "merge");
+    let t = engine.init("ops").await.unwrap();
+    let ops = engine.authenticate(&t).await.unwrap();
+    let mut who = Vec::new();
+    for (name, role, access) in [
+        ("coder", "producer", Access::Write),
+        ("ci", "runner", Access::Write),
+        ("rev", "verifier", Access::Read),
+        ("rev2", "verifier", Access::Read),
+        ("alice", "human", Access::Write),
+    ] {
+        let role = serde_json::from_value(json!(role)).unwrap();
+        let token = engine
+            .add_principal(&ops, name, role, &now())
+            .await
+            .unwrap();
+        let p = engine.authenticate(&token).await.unwrap();
+        engine
+            .grant(
+                &ops,
+                &format!("g-{name}"),
+                name,
+                ScopeKind::Execution,
+                EXEC,
+                access,
+                &ts("2027-01-01T00:00:00Z"),
+                &now(),
+            )
+            .await
+            .unwrap();
+        who.push(p);
+    }
+    engine.set_policy(&ops, &policy(1), &now()).await.unwrap();
+    let [coder, ci, rev, rev2, alice] = <[Principal; 5]>::try_from(who).unwrap();
+    World {
+        engine,
+        ops,
+        coder,
+        ci,
+        rev,
+        rev2,
+        alice,
+    }
+}
+
+pub fn policy(revision: u64) -> Value {
+    json!({
+        "schema": "verdict.policy/v1",
+        "name": "merge",
+        "revision": revision,
+        "required_checks": ["unit-tests"],
+        "required_verifiers": ["reviewer"],
+    })
+}
+
+/// A subject of [`EXEC`] at `generation`; `diff` names the change's content.
+pub fn subject(generation: u64, diff: &str) -> Value {
+    json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": EXEC, "generation": generation},
+        "work_items": [{"kind": "work_package", "id": "wp-1", "version": "1"}],
+        "producer": {"principal": "coder", "run": "run-coder"},
+        "objective": {"revision": "obj-1", "digest": DEF},
+        "criteria": {"revision": "c-1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+        "resources": [{"name": "diff", "kind": "git_diff", "digest": verdict_core::digest::raw(diff.as_bytes()).as_str()}],
+        "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+        "workflow_revision": "wf-1",
+        "risk": {"class": "low", "revision": "r-1", "capabilities": []}
+    })
+}
+
+pub fn sd(subject: &Value) -> Digest {
+    digest(DigestKind::Subject, subject)
+}
+
+/// Runner check evidence for a subject.
+pub fn evidence(subject: &Digest, outcome: &str, principal: &str, role: &str) -> Value {
+    json!({
+        "id": format!("ev-{}-{}", &subject.as_str()[7..19], outcome),
+        "kind": "check",
+        "check": "unit-tests",
+        "subject_digest": subject.as_str(),
+        "definition_digest": DEF,
+        "produced_by": {"principal": principal, "role": role},
+        "outcome": outcome,
+        "content_digest": DEF,
+        "observed_at": "2026-11-30T11:59:00Z",
+        "freshness": {"kind": "content"}
+    })
+}
+
+/// A reviewer's result for a run, passing `tests-pass` on the given evidence.
+pub fn result(verifier: &str, run: &str, subject: &Digest, generation: u64, ev_id: &str) -> Value {
+    json!({
+        "id": format!("vr-{run}"),
+        "verifier": {"principal": verifier, "class": "reviewer", "run": run},
+        "subject_digest": subject.as_str(),
+        "generation": generation,
+        "status": "completed",
+        "criteria": [{"id": "tests-pass", "status": "passed", "method": "review", "evidence_refs": [ev_id]}],
+        "findings": [],
+        "dispositions": []
+    })
+}
+
+/// Puts a subject with passing evidence, a request and an admitted reviewer run; returns the
+/// subject digest, the evidence id and the request digest.
+pub async fn prepared(
+    w: &World,
+    generation: u64,
+    diff: &str,
+    run: &str,
+) -> (Digest, String, Digest) {
+    let s = subject(generation, diff);
+    let d = w.engine.put_subject(&w.coder, &s, &now()).await.unwrap();
+    let ev = evidence(&d, "pass", "ci", "runner");
+    w.engine
+        .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+        .await
+        .unwrap();
+    let req = w
+        .engine
+        .create_request(&w.coder, EXEC, &json!({"max_runs": 1}), &now())
+        .await
+        .unwrap();
+    let pre = w
+        .engine
+        .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+        .await
+        .unwrap();
+    assert!(!pre.skipped, "{pre:?}");
+    (d, ev["id"].as_str().unwrap().to_owned(), req)
+}
+
+/// A subject that passes the gate, from subject to decision.
+pub async fn passed(w: &World, generation: u64, diff: &str, run: &str) -> Digest {
+    let (d, ev, _) = prepared(w, generation, diff, run).await;
+    let sub = w
+        .engine
+        .submit_result(&w.rev, &result("rev", run, &d, generation, &ev), &now())
+        .await
+        .unwrap();
+    assert!(sub.counted);
+    let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+    assert_eq!(
+        g.decision.outcome.as_str(),
+        "pass",
+        "{:?}",
+        g.decision.reasons
+    );
+    d
+}

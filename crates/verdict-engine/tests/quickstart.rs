@@ -1,0 +1,55 @@
+//! The quickstart walks a real change through the flow, on both backends, and can run again.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use verdict_core::contracts::{Outcome, Timestamp};
+
+fn clock() -> Timestamp {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Timestamp::from_unix_nanos(i128::try_from(nanos).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_reworks_then_passes_and_runs_again_as_a_new_execution() {
+    common::on_both(|store| async move {
+        let mut lines = Vec::new();
+        let first = verdict_engine::quickstart::run(store.clone(), &clock, &mut |l: &str| {
+            lines.push(l.to_owned())
+        })
+        .await
+        .unwrap();
+        let outcomes: Vec<Outcome> = first.decisions.iter().map(|d| d.outcome).collect();
+        assert_eq!(outcomes, vec![Outcome::Rework, Outcome::Pass], "{lines:#?}");
+        assert!(
+            first.decisions[0]
+                .rework
+                .iter()
+                .any(|f| f.id.as_str().starts_with("f-unescaped-name-"))
+        );
+        let second = verdict_engine::quickstart::run(store.clone(), &clock, &mut |_: &str| {})
+            .await
+            .unwrap();
+        assert_ne!(first.execution, second.execution);
+        let engine = verdict_engine::Engine::new(store, "quickstart");
+        for ex in [&first.execution, &second.execution] {
+            let status = engine.status(ex, &clock()).await.unwrap();
+            assert_eq!(status.applicable.unwrap().decision.outcome, Outcome::Pass);
+            for d in engine.history(ex, &clock()).await.unwrap().decisions {
+                engine
+                    .gate_replay(d.decision.evaluation_key.as_ref().unwrap())
+                    .await
+                    .unwrap();
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,114 @@
+//! Caching valid results.
+//!
+//! A result may be reused only when everything that shaped it is the same: the criteria
+//! revision, the template, the provider with its model and parameters, the sampling, the exact
+//! context (its digest covers the subject, generation, criteria, data and budget) and the reply
+//! schema version. The key is the digest of all of these. Only valid results are stored;
+//! failures never are, so a transient outage is not remembered as an answer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use verdict_core::contracts::{CriterionRow, Disposition, Finding, Name, Runtime};
+use verdict_core::digest::{self, Digest};
+
+/// The key of a cached result.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CacheKey(pub Digest);
+
+/// What determines a result, for its cache key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyParts<'a> {
+    /// The criteria revision.
+    pub criteria_revision: &'a Name,
+    /// Digest of the class instructions.
+    pub template_digest: &'a Digest,
+    /// The provider's identity (endpoint or program, model, parameters).
+    pub provider: &'a Value,
+    /// Output cap.
+    pub max_output_tokens: u32,
+    /// Samples and needed valid samples.
+    pub sampling: (u32, u32),
+    /// The context digest.
+    pub context_digest: &'a Digest,
+    /// The reply schema version.
+    pub schema_version: &'a str,
+}
+
+impl KeyParts<'_> {
+    /// The key: raw SHA-256 of the canonical form of all parts.
+    #[must_use]
+    pub fn key(&self) -> CacheKey {
+        let doc = json!({
+            "criteria_revision": self.criteria_revision,
+            "template_digest": self.template_digest,
+            "provider": self.provider,
+            "max_output_tokens": self.max_output_tokens,
+            "sampling": [self.sampling.0, self.sampling.1],
+            "context_digest": self.context_digest,
+            "schema_version": self.schema_version,
+        });
+        CacheKey(digest::raw(&verdict_core::canonical::to_vec(&doc)))
+    }
+}
+
+/// A valid, combined result as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedResult {
+    /// Rows.
+    pub criteria: Vec<CriterionRow>,
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// Dispositions.
+    pub dispositions: Vec<Disposition>,
+    /// The runtime that produced it.
+    pub runtime: Runtime,
+}
+
+/// Somewhere to keep valid results.
+pub trait ResultCache: Send + Sync {
+    /// The result stored under `key`.
+    fn get(&self, key: &CacheKey) -> Option<CachedResult>;
+    /// Stores a valid result.
+    fn put(&self, key: CacheKey, value: CachedResult);
+}
+
+/// An in-process cache.
+#[derive(Debug, Default)]
+pub struct MemoryCache {
+    map: Mutex<BTreeMap<CacheKey, CachedResult>>,
+}
+
+impl MemoryCache {
+    /// An empty cache.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many results are stored.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether nothing is stored.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ResultCache for MemoryCache {
+    fn get(&self, key: &CacheKey) -> Option<CachedResult> {
+        // A poisoned lock means a writer panicked mid-way: serve nothing from it.
+        self.map.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: CacheKey, value: CachedResult) {
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(key, value);
+        }
+    }
+}

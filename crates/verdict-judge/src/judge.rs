@@ -1,0 +1,673 @@
+//! One verification run of one verifier class: plan the context, call the provider (with the
+//! deadline, bounded retries and budget), validate, combine samples, and produce the
+//! verification result with its manifest and receipts.
+//!
+//! Every way a run can go wrong ends in a result with status `unavailable`, the contract's
+//! reason and a precise detail; none of them can produce `passed` or `failed`. The only errors
+//! returned as `Err` are requests that break the request rules, which are the caller's fault
+//! and are refused before anything is sent.
+
+use crate::cache::{CacheKey, CachedResult, KeyParts, ResultCache};
+use crate::config::{ConfigError, ResolvedClass, VerifiersFile};
+use crate::manifest::{self, ContextManifest, ContextPlan, PlanInput};
+use crate::provider::{CallFailure, CallInput, Output, Provider};
+use crate::receipt::Receipt;
+use crate::render::Nonce;
+use crate::reply::{self, ReplyRules, ReplyValidator, SchemaError, ValidReply, clip};
+use crate::request::{JudgeRequest, RequestError};
+use crate::sampling;
+use serde::Serialize;
+use serde_json::Value;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use verdict_core::contracts::{
+    ContextRef, CriterionRow, Disposition, Finding, Id, Name, Runtime, UnavailableReason,
+    VerificationResult, VerificationStatus, Verifier,
+};
+use verdict_core::digest::Digest;
+
+/// The longest wait between retries, whatever a provider asks for.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+/// What a snapshot is recorded as when the provider reported none.
+pub const UNREPORTED: &str = "unreported";
+
+/// A run's record: the result plus everything needed to audit how it was reached.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgeRun {
+    /// The verification result (contract §4).
+    pub result: VerificationResult,
+    /// What the model was shown.
+    pub manifest: ContextManifest,
+    /// `digest("context", manifest)`, also in `result.context`.
+    pub context_digest: Digest,
+    /// One receipt per provider call, in order.
+    pub receipts: Vec<Receipt>,
+    /// Why the run is unavailable, precisely; `None` when it completed.
+    pub detail: Option<String>,
+    /// Whether the result came from the cache (then no call was made).
+    pub cache_hit: bool,
+    /// Criteria and prior findings on which samples disagreed.
+    pub disagreements: Vec<String>,
+    /// The rationale each valid sample gave per criterion.
+    pub rationales: Vec<Vec<(Id, String)>>,
+}
+
+/// Why a [`Judge`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JudgeError {
+    /// The verifiers file or class is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The result schema does not compile.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+}
+
+/// A failed run: the contract reason and the precise detail.
+#[derive(Debug, Clone)]
+struct Failure {
+    reason: UnavailableReason,
+    detail: String,
+}
+
+fn fail(reason: UnavailableReason, detail: impl Into<String>) -> Failure {
+    Failure {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// What the run loop keeps across calls; it outlives a cancelled run's future.
+#[derive(Debug, Default)]
+struct RunState {
+    receipts: Vec<Receipt>,
+    tokens: u64,
+    cost: f64,
+    snapshot: Option<String>,
+}
+
+/// Plans the context of `req` for `class` without any provider (nothing is sent, no key is
+/// needed).
+pub fn plan_request(
+    class: &ResolvedClass,
+    req: &JudgeRequest,
+) -> Result<ContextPlan, RequestError> {
+    plan_with(&class.template, class.config.budget.context_tokens, req)
+}
+
+/// Plans the context of `req` with class instructions `template` under a budget of
+/// `budget_tokens`: what `verdict judge render` shows.
+pub fn plan_with(
+    template: &str,
+    budget_tokens: u64,
+    req: &JudgeRequest,
+) -> Result<ContextPlan, RequestError> {
+    req.validate()?;
+    let schema = reply::result_schema();
+    Ok(manifest::plan(
+        req,
+        &PlanInput {
+            template,
+            schema: &schema,
+            schema_version: reply::RESULT_SCHEMA_VERSION,
+            budget_tokens,
+        },
+    ))
+}
+
+/// A model verifier for one class.
+pub struct Judge {
+    class: ResolvedClass,
+    provider: Arc<dyn Provider>,
+    cache: Option<Arc<dyn ResultCache>>,
+    validator: ReplyValidator,
+    schema: Value,
+}
+
+impl std::fmt::Debug for Judge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judge")
+            .field("class", &self.class.name)
+            .field("provider", &self.provider)
+            .field("cached", &self.cache.is_some())
+            .finish()
+    }
+}
+
+impl Judge {
+    /// A judge for `class` calling `provider`.
+    pub fn new(class: ResolvedClass, provider: Arc<dyn Provider>) -> Result<Self, JudgeError> {
+        Ok(Self {
+            class,
+            provider,
+            cache: None,
+            validator: ReplyValidator::new()?,
+            schema: reply::result_schema(),
+        })
+    }
+
+    /// A judge for class `name` of a verifiers file; template files are read relative to
+    /// `base`, the API key from the environment.
+    pub fn from_config(file: &VerifiersFile, name: &str, base: &Path) -> Result<Self, JudgeError> {
+        let class = file.class(name, base)?;
+        let provider = class.config.provider(name)?;
+        Self::new(class, provider)
+    }
+
+    /// Serves and stores valid results through `cache` (when the class allows caching).
+    #[must_use]
+    pub fn with_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The class this judge runs.
+    #[must_use]
+    pub fn class(&self) -> &ResolvedClass {
+        &self.class
+    }
+
+    /// Runs the verification.
+    pub async fn run(&self, req: &JudgeRequest) -> Result<JudgeRun, RequestError> {
+        self.run_until(req, std::future::pending()).await
+    }
+
+    /// Runs the verification until `cancel` completes; a cancelled run is `unavailable` with
+    /// reason `cancelled`, and keeps the receipts of the calls already made.
+    pub async fn run_until(
+        &self,
+        req: &JudgeRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<JudgeRun, RequestError> {
+        if req.verifier.class != self.class.name {
+            return Err(RequestError::ClassMismatch {
+                request: req.verifier.class.to_string(),
+                judge: self.class.name.to_string(),
+            });
+        }
+        let plan = plan_request(&self.class, req)?;
+        let state = Mutex::new(RunState::default());
+        if let Some(why) = &plan.incomplete {
+            let f = fail(UnavailableReason::ContextIncomplete, why.clone());
+            return Ok(self.finish(req, &plan, &state, Err(f)));
+        }
+        let key = self.cache_key(req, &plan);
+        if let (Some(cache), Some(key)) = (&self.cache, &key)
+            && let Some(hit) = cache.get(key)
+        {
+            return Ok(self.finish_cached(req, &plan, hit));
+        }
+        let outcome = {
+            let work = self.sample_all(&plan, &state);
+            tokio::select! {
+                biased;
+                () = cancel => Err(fail(UnavailableReason::Cancelled, "the run was cancelled by its caller")),
+                r = work => r,
+            }
+        };
+        let run = self.finish(req, &plan, &state, outcome);
+        if let (Some(cache), Some(key), Some(runtime)) =
+            (&self.cache, key, &run.result.verifier.runtime)
+            && run.result.status == VerificationStatus::Completed
+        {
+            cache.put(
+                key,
+                CachedResult {
+                    criteria: run.result.criteria.clone(),
+                    findings: run.result.findings.clone(),
+                    dispositions: run.result.dispositions.clone(),
+                    runtime: runtime.clone(),
+                },
+            );
+        }
+        Ok(run)
+    }
+
+    fn cache_key(&self, req: &JudgeRequest, plan: &ContextPlan) -> Option<CacheKey> {
+        if !self.class.config.cache {
+            return None;
+        }
+        let s = self.class.config.sampling;
+        Some(
+            KeyParts {
+                criteria_revision: &req.criteria.revision,
+                template_digest: &plan.manifest.template_digest,
+                provider: &self.provider.identity(),
+                max_output_tokens: self.class.config.budget.max_output_tokens,
+                sampling: (s.n, s.needed()),
+                context_digest: &plan.digest,
+                schema_version: reply::RESULT_SCHEMA_VERSION,
+            }
+            .key(),
+        )
+    }
+
+    async fn sample_all(
+        &self,
+        plan: &ContextPlan,
+        state: &Mutex<RunState>,
+    ) -> Result<Combined, Failure> {
+        let budget = &self.class.config.budget;
+        let timeout = Duration::try_from_secs_f64(budget.timeout_s).unwrap_or(Duration::ZERO);
+        let deadline = Instant::now() + timeout;
+        let n = self.class.config.sampling.n.max(1);
+        let needed = self.class.config.sampling.needed().clamp(1, n);
+        let mut valid: Vec<ValidReply> = Vec::new();
+        let mut first_failure: Option<Failure> = None;
+        let mut failures = 0u32;
+        for sample in 0..n {
+            match self.one_sample(sample, plan, deadline, state).await {
+                Ok(v) => valid.push(v),
+                Err(f) => {
+                    failures += 1;
+                    let f = if n > 1 {
+                        fail(
+                            f.reason,
+                            format!("sample {} of {n}: {}", sample + 1, f.detail),
+                        )
+                    } else {
+                        f
+                    };
+                    first_failure.get_or_insert(f);
+                    if failures > n - needed {
+                        return Err(first_failure.unwrap_or_else(|| {
+                            fail(UnavailableReason::ProviderError, "no sample")
+                        }));
+                    }
+                }
+            }
+        }
+        let combined = sampling::combine(&valid);
+        Ok(Combined {
+            rows: combined.rows,
+            findings: combined.findings,
+            dispositions: combined.dispositions,
+            disagreements: combined.disagreements,
+            rationales: valid.into_iter().map(|v| v.rationales).collect(),
+        })
+    }
+
+    async fn one_sample(
+        &self,
+        sample: u32,
+        plan: &ContextPlan,
+        deadline: Instant,
+        state: &Mutex<RunState>,
+    ) -> Result<ValidReply, Failure> {
+        let budget = self.class.config.budget;
+        let price = self.class.config.provider.price();
+        let nonce = loop {
+            let n = Nonce::random()
+                .map_err(|e| fail(UnavailableReason::ProviderError, e.to_string()))?;
+            if !plan.data_contains(&n) {
+                break n;
+            }
+        };
+        let prompt = plan.render(&nonce);
+        let prompt_tokens = prompt.estimated_tokens();
+        let p = &self.provider;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            {
+                let st = lock(state);
+                if let Some(cap) = budget.max_total_tokens
+                    && st.tokens.saturating_add(prompt_tokens) > cap
+                {
+                    return Err(fail(
+                        UnavailableReason::BudgetExhausted,
+                        format!(
+                            "token budget: {} tokens spent, the next call needs about {prompt_tokens} more, cap {cap}",
+                            st.tokens
+                        ),
+                    ));
+                }
+                if let (Some(cap), Some(price)) = (budget.max_cost, price)
+                    && st.cost + price.cost(prompt_tokens, 0) > cap
+                {
+                    return Err(fail(
+                        UnavailableReason::BudgetExhausted,
+                        format!(
+                            "cost budget: {:.6} spent, the next call would pass the cap {cap}",
+                            st.cost
+                        ),
+                    ));
+                }
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(fail(
+                    UnavailableReason::Timeout,
+                    format!("the run's time budget of {}s ran out", budget.timeout_s),
+                ));
+            }
+            let started = Instant::now();
+            let input = CallInput {
+                system: &prompt.system,
+                user: &prompt.user,
+                schema: &self.schema,
+                max_output_tokens: budget.max_output_tokens,
+                timeout: remaining,
+            };
+            let result = match tokio::time::timeout(remaining, p.call(input)).await {
+                Ok(r) => r,
+                Err(_) => Err(CallFailure::Timeout(millis(remaining))),
+            };
+            let latency_ms = millis(started.elapsed());
+            let mut receipt = Receipt {
+                sample,
+                attempt,
+                provider: p.name().to_owned(),
+                model: p.model().to_owned(),
+                snapshot: None,
+                nonce: nonce.as_str().to_owned(),
+                tokens_in: None,
+                tokens_out: None,
+                tokens_estimated: false,
+                cost_estimate: None,
+                latency_ms,
+                outcome: String::new(),
+            };
+            match result {
+                Ok(reply) => {
+                    receipt.snapshot = reply
+                        .snapshot
+                        .as_deref()
+                        .map(|s| clean_snapshot(&p.redact(s)));
+                    receipt.tokens_in = reply.tokens_in;
+                    receipt.tokens_out = reply.tokens_out;
+                    receipt.tokens_estimated = reply.tokens_estimated;
+                    let (tin, tout) = (
+                        reply.tokens_in.unwrap_or(prompt_tokens),
+                        reply.tokens_out.unwrap_or(0),
+                    );
+                    receipt.cost_estimate = price.map(|pr| pr.cost(tin, tout));
+                    let rules = ReplyRules {
+                        nonce: nonce.as_str(),
+                        manifest: &plan.manifest,
+                    };
+                    let (outcome, checked) = match &reply.output {
+                        Output::Document(text) => match self.validator.validate(text, rules) {
+                            Ok(v) => ("valid", Ok(redact_reply(v, p.as_ref()))),
+                            Err(e) => ("invalid_output", Err(e.detail)),
+                        },
+                        Output::Refused(said) => {
+                            ("refused", Err(format!("the model refused: {}", clip(said))))
+                        }
+                        Output::Truncated => (
+                            "truncated",
+                            Err(format!(
+                                "the reply was cut off at the output limit of {} tokens",
+                                budget.max_output_tokens
+                            )),
+                        ),
+                        Output::Missing(why) => ("no_result", Err(why.clone())),
+                    };
+                    receipt.outcome = outcome.to_owned();
+                    let mut st = lock(state);
+                    st.tokens = st.tokens.saturating_add(tin.saturating_add(tout));
+                    st.cost += receipt.cost_estimate.unwrap_or(0.0);
+                    if checked.is_ok() && st.snapshot.is_none() {
+                        st.snapshot.clone_from(&receipt.snapshot);
+                    }
+                    st.receipts.push(receipt);
+                    return checked
+                        .map_err(|d| fail(UnavailableReason::InvalidOutput, p.redact(&d)));
+                }
+                Err(failure) => {
+                    receipt.outcome = failure.label();
+                    lock(state).receipts.push(receipt);
+                    let detail = p.redact(&failure.to_string());
+                    if let CallFailure::Timeout(_) = failure {
+                        return Err(fail(
+                            UnavailableReason::Timeout,
+                            format!(
+                                "attempt {attempt}: {detail} (run time budget {}s)",
+                                budget.timeout_s
+                            ),
+                        ));
+                    }
+                    if !failure.retryable() {
+                        return Err(fail(
+                            UnavailableReason::ProviderError,
+                            format!("attempt {attempt}: {detail}"),
+                        ));
+                    }
+                    if attempt >= budget.max_attempts {
+                        return Err(fail(
+                            UnavailableReason::ProviderError,
+                            format!("gave up after {attempt} attempts; last: {detail}"),
+                        ));
+                    }
+                    let delay = retry_delay(&failure, budget.backoff_ms, attempt);
+                    if Instant::now() + delay >= deadline {
+                        return Err(fail(
+                            UnavailableReason::BudgetExhausted,
+                            format!(
+                                "attempt {attempt}: {detail}; retrying after {} ms would pass the run's time budget of {}s",
+                                millis(delay),
+                                budget.timeout_s
+                            ),
+                        ));
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    fn verifier(&self, req: &JudgeRequest, snapshot: Option<&str>) -> Verifier {
+        let runtime = snapshot.and_then(|s| {
+            Some(Runtime {
+                provider: Name::try_from(self.provider.name().to_owned()).ok()?,
+                model: Name::try_from(self.provider.model().to_owned()).ok()?,
+                snapshot: Name::try_from(s.to_owned()).ok()?,
+            })
+        });
+        Verifier {
+            principal: req.verifier.principal.clone(),
+            class: req.verifier.class.clone(),
+            run: req.verifier.run.clone(),
+            runtime,
+        }
+    }
+
+    fn finish(
+        &self,
+        req: &JudgeRequest,
+        plan: &ContextPlan,
+        state: &Mutex<RunState>,
+        outcome: Result<Combined, Failure>,
+    ) -> JudgeRun {
+        let st = std::mem::take(&mut *lock(state));
+        let context = Some(ContextRef {
+            digest: plan.digest.clone(),
+            complete: plan.manifest.complete,
+        });
+        let (
+            status,
+            reason,
+            detail,
+            rows,
+            findings,
+            dispositions,
+            disagreements,
+            rationales,
+            snapshot,
+        ) = match outcome {
+            Ok(c) => (
+                VerificationStatus::Completed,
+                None,
+                None,
+                c.rows,
+                c.findings,
+                c.dispositions,
+                c.disagreements,
+                c.rationales,
+                Some(st.snapshot.unwrap_or_else(|| UNREPORTED.to_owned())),
+            ),
+            Err(f) => (
+                VerificationStatus::Unavailable,
+                Some(f.reason),
+                Some(f.detail),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                st.snapshot,
+            ),
+        };
+        JudgeRun {
+            result: VerificationResult {
+                id: req.result_id.clone(),
+                verifier: self.verifier(req, snapshot.as_deref()),
+                subject_digest: req.subject_digest.clone(),
+                generation: req.generation,
+                context,
+                status,
+                unavailable_reason: reason,
+                criteria: rows,
+                findings,
+                dispositions,
+            },
+            manifest: plan.manifest.clone(),
+            context_digest: plan.digest.clone(),
+            receipts: st.receipts,
+            detail,
+            cache_hit: false,
+            disagreements,
+            rationales,
+        }
+    }
+
+    fn finish_cached(&self, req: &JudgeRequest, plan: &ContextPlan, hit: CachedResult) -> JudgeRun {
+        let mut verifier = self.verifier(req, None);
+        verifier.runtime = Some(hit.runtime);
+        JudgeRun {
+            result: VerificationResult {
+                id: req.result_id.clone(),
+                verifier,
+                subject_digest: req.subject_digest.clone(),
+                generation: req.generation,
+                context: Some(ContextRef {
+                    digest: plan.digest.clone(),
+                    complete: true,
+                }),
+                status: VerificationStatus::Completed,
+                unavailable_reason: None,
+                criteria: hit.criteria,
+                findings: hit.findings,
+                dispositions: hit.dispositions,
+            },
+            manifest: plan.manifest.clone(),
+            context_digest: plan.digest.clone(),
+            receipts: Vec::new(),
+            detail: None,
+            cache_hit: true,
+            disagreements: Vec::new(),
+            rationales: Vec::new(),
+        }
+    }
+}
+
+/// The combined valid samples of a run.
+#[derive(Debug)]
+struct Combined {
+    rows: Vec<CriterionRow>,
+    findings: Vec<Finding>,
+    dispositions: Vec<Disposition>,
+    disagreements: Vec<String>,
+    rationales: Vec<Vec<(Id, String)>>,
+}
+
+/// Removes the provider's secrets from every text of a reply the run keeps. A model never sees
+/// a key, but a hostile endpoint could put one into its answer.
+fn redact_reply(mut v: ValidReply, p: &dyn Provider) -> ValidReply {
+    for (_, r) in &mut v.rationales {
+        *r = p.redact(r);
+    }
+    for f in &mut v.findings {
+        f.kind = p.redact(&f.kind);
+        f.remediation = f.remediation.as_deref().map(|t| p.redact(t));
+        if let Some(l) = &mut f.location {
+            l.path = l.path.as_deref().map(|t| p.redact(t));
+        }
+    }
+    for d in &mut v.dispositions {
+        d.reason = d.reason.as_deref().map(|t| p.redact(t));
+    }
+    v
+}
+
+fn lock(state: &Mutex<RunState>) -> std::sync::MutexGuard<'_, RunState> {
+    // The state is only touched between awaits by this run; a poisoned lock still holds
+    // consistent data (every write is a single push or add).
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn retry_delay(failure: &CallFailure, backoff_ms: u64, attempt: u32) -> Duration {
+    let asked = match failure {
+        CallFailure::Status {
+            retry_after: Some(s),
+            ..
+        } => Some(Duration::from_secs(*s)),
+        _ => None,
+    };
+    let backoff =
+        Duration::from_millis(backoff_ms.saturating_mul(1u64 << attempt.saturating_sub(1).min(20)));
+    asked.unwrap_or(backoff).min(MAX_RETRY_DELAY)
+}
+
+/// A snapshot as recorded: printable, at most 256 characters, else [`UNREPORTED`].
+fn clean_snapshot(s: &str) -> String {
+    if verdict_core::contracts::primitives::is_printable_name(s) {
+        s.to_owned()
+    } else {
+        UNREPORTED.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_and_honour_retry_after() {
+        let e = CallFailure::Status {
+            status: 503,
+            retry_after: None,
+            detail: String::new(),
+        };
+        assert_eq!(retry_delay(&e, 100, 1), Duration::from_millis(100));
+        assert_eq!(retry_delay(&e, 100, 3), Duration::from_millis(400));
+        let e = CallFailure::Status {
+            status: 429,
+            retry_after: Some(7),
+            detail: String::new(),
+        };
+        assert_eq!(retry_delay(&e, 100, 1), Duration::from_secs(7));
+        let e = CallFailure::Status {
+            status: 429,
+            retry_after: Some(100_000),
+            detail: String::new(),
+        };
+        assert_eq!(retry_delay(&e, 100, 1), MAX_RETRY_DELAY);
+    }
+
+    #[test]
+    fn snapshots_must_be_printable() {
+        assert_eq!(clean_snapshot("fp_abc123"), "fp_abc123");
+        assert_eq!(clean_snapshot("a\u{202e}b"), UNREPORTED);
+        assert_eq!(clean_snapshot(&"x".repeat(300)), UNREPORTED);
+    }
+}

@@ -1,0 +1,138 @@
+//! Anthropic messages (`POST {base_url}/messages`, `x-api-key`, `anthropic-version`).
+//! Structured output is a forced call of one tool whose `input_schema` is the result schema;
+//! the tool input is the reply document. The snapshot is the exact model id the response
+//! reports.
+
+use super::http::{self, text, uint};
+use super::{CallFailure, CallFuture, CallInput, CallReply, Output, Provider};
+use crate::secret::Secret;
+use serde_json::{Value, json};
+
+/// The tool the model is made to call with its result.
+pub const TOOL_NAME: &str = "submit_verification_result";
+/// The API version header sent when none is configured.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+
+/// An Anthropic messages endpoint.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    base_url: String,
+    model: String,
+    key: Secret,
+    version: String,
+    temperature: Option<f64>,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    /// A provider for `model` at `base_url` (for example `https://api.anthropic.com/v1`).
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        key: Secret,
+        version: &str,
+        temperature: Option<f64>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            key,
+            version: version.to_owned(),
+            temperature,
+            client: http::client()?,
+        })
+    }
+
+    async fn run(&self, input: CallInput<'_>) -> Result<CallReply, CallFailure> {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": input.max_output_tokens,
+            "system": input.system,
+            "messages": [{"role": "user", "content": input.user}],
+            "tools": [{
+                "name": TOOL_NAME,
+                "description": "Submit the verification result. Call exactly once.",
+                "input_schema": input.schema,
+            }],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+        });
+        if let (Some(t), Some(obj)) = (self.temperature, body.as_object_mut()) {
+            obj.insert("temperature".into(), json!(t));
+        }
+        let headers = [
+            ("x-api-key", self.key.expose()),
+            ("anthropic-version", self.version.as_str()),
+        ];
+        let url = format!("{}/messages", self.base_url);
+        let resp = http::post_json(
+            &self.client,
+            &url,
+            &headers,
+            &body,
+            input.timeout,
+            &[&self.key],
+        )
+        .await?;
+        Ok(parse_response(&resp))
+    }
+}
+
+fn parse_response(resp: &Value) -> CallReply {
+    let stop = text(resp, "/stop_reason");
+    let blocks = resp.get("content").and_then(Value::as_array);
+    let tool_input = blocks.and_then(|bs| {
+        bs.iter().find_map(|b| {
+            (text(b, "/type") == Some("tool_use") && text(b, "/name") == Some(TOOL_NAME))
+                .then(|| b.get("input"))
+                .flatten()
+        })
+    });
+    let said: String = blocks
+        .map(|bs| {
+            bs.iter()
+                .filter_map(|b| text(b, "/text"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let output = match (stop, tool_input) {
+        (Some("refusal"), _) => Output::Refused(if said.is_empty() {
+            "refusal".into()
+        } else {
+            said
+        }),
+        (Some("max_tokens"), _) => Output::Truncated,
+        (_, Some(input)) => Output::Document(input.to_string()),
+        (_, None) => Output::Missing(format!("no {TOOL_NAME} tool call in the response")),
+    };
+    CallReply {
+        output,
+        snapshot: text(resp, "/model").map(str::to_owned),
+        tokens_in: uint(resp, "/usage/input_tokens"),
+        tokens_out: uint(resp, "/usage/output_tokens"),
+        tokens_estimated: false,
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn identity(&self) -> Value {
+        json!({"provider": self.name(), "base_url": self.base_url, "model": self.model,
+               "version": self.version, "temperature": self.temperature})
+    }
+
+    fn call<'a>(&'a self, input: CallInput<'a>) -> CallFuture<'a> {
+        Box::pin(self.run(input))
+    }
+
+    fn redact(&self, text: &str) -> String {
+        crate::secret::redact_all(text, Some(&self.key))
+    }
+}

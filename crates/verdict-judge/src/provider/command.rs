@@ -1,0 +1,174 @@
+//! The `command` provider: an external program (a coding agent's command line, a local model
+//! runner, a script) that reads the rendered request on standard input and prints one result
+//! document on standard output.
+//!
+//! The program runs without a shell, with a cleared environment (only `PATH`, `HOME`, `LANG`
+//! and the variables the configuration lists pass through), in its own process group so that a
+//! timeout kills it and everything it started. Output is bounded. A non-zero exit is a failure
+//! of the program, never a result. Token counts are the deterministic estimate.
+
+use super::{CallFailure, CallFuture, CallInput, CallReply, Output, Provider, excerpt};
+use crate::tokens;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The most standard output read from the program.
+const MAX_STDOUT: u64 = 8 * 1024 * 1024;
+/// The most standard error kept for a failure's detail.
+const STDERR_EXCERPT: usize = 512;
+/// Variables always passed through.
+const BASE_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// An external program.
+#[derive(Debug)]
+pub struct CommandProvider {
+    argv: Vec<String>,
+    model: String,
+    snapshot: Option<String>,
+    pass_env: Vec<String>,
+}
+
+impl CommandProvider {
+    /// A provider running `argv` (program and arguments). `model` and `snapshot` are recorded as
+    /// given, since a program cannot be asked reliably.
+    pub fn new(
+        argv: Vec<String>,
+        model: &str,
+        snapshot: Option<String>,
+        pass_env: Vec<String>,
+    ) -> Result<Self, String> {
+        if argv.first().is_none_or(String::is_empty) {
+            return Err("the command is empty".into());
+        }
+        Ok(Self {
+            argv,
+            model: model.to_owned(),
+            snapshot,
+            pass_env,
+        })
+    }
+
+    async fn run(&self, input: CallInput<'_>) -> Result<CallReply, CallFailure> {
+        let (program, args) = self
+            .argv
+            .split_first()
+            .ok_or_else(|| CallFailure::Command("the command is empty".into()))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for var in BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.pass_env.iter().map(String::as_str))
+        {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| CallFailure::Command(format!("cannot start {program:?}: {e}")))?;
+        let _group = GroupGuard(child.id());
+        let request = format!("{}\n\n{}", input.system, input.user);
+        let (mut stdin, stdout, stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(i), Some(o), Some(e)) => (i, o, e),
+                _ => return Err(CallFailure::Command("no pipes to the program".into())),
+            };
+        let write = async move {
+            // A program that exits without reading its input is judged by its exit status and
+            // output; a broken pipe here is not itself the failure.
+            let _ = stdin.write_all(request.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        };
+        let read_out = async move {
+            let mut buf = Vec::new();
+            let r = stdout.take(MAX_STDOUT + 1).read_to_end(&mut buf).await;
+            r.map(|_| buf)
+        };
+        let read_err = async move {
+            let mut buf = Vec::new();
+            let _ = stderr.take(64 * 1024).read_to_end(&mut buf).await;
+            buf
+        };
+        let ((), out, err) = tokio::join!(write, read_out, read_err);
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| CallFailure::Command(format!("cannot wait for {program:?}: {e}")))?;
+        let out = out.map_err(|e| {
+            CallFailure::Command(format!("cannot read the output of {program:?}: {e}"))
+        })?;
+        if !status.success() {
+            let err = String::from_utf8_lossy(&err);
+            return Err(CallFailure::Command(format!(
+                "{program:?} exited with {status}; stderr: {}",
+                excerpt(err.trim(), STDERR_EXCERPT)
+            )));
+        }
+        if u64::try_from(out.len()).unwrap_or(u64::MAX) > MAX_STDOUT {
+            return Err(CallFailure::Protocol(format!(
+                "{program:?} printed more than {MAX_STDOUT} bytes"
+            )));
+        }
+        let stdin_len = input.system.len() + input.user.len() + 2;
+        let out_len = out.len();
+        let output = match String::from_utf8(out) {
+            Ok(text) if text.trim().is_empty() => {
+                Output::Missing(format!("{program:?} printed nothing"))
+            }
+            Ok(text) => Output::Document(text),
+            Err(_) => Output::Missing(format!("{program:?} printed bytes that are not utf-8")),
+        };
+        Ok(CallReply {
+            output,
+            snapshot: self.snapshot.clone(),
+            tokens_in: Some(tokens::estimate(stdin_len)),
+            tokens_out: Some(tokens::estimate(out_len)),
+            tokens_estimated: true,
+        })
+    }
+}
+
+/// Kills the program's whole process group when the call ends, however it ends: on a timeout
+/// the call's future is dropped, and anything the program started must not outlive it.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .0
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            // The group may already be gone; nothing to do then.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Provider for CommandProvider {
+    fn name(&self) -> &str {
+        "command"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn identity(&self) -> Value {
+        json!({"provider": self.name(), "argv": self.argv, "model": self.model, "snapshot": self.snapshot})
+    }
+
+    fn call<'a>(&'a self, input: CallInput<'a>) -> CallFuture<'a> {
+        Box::pin(self.run(input))
+    }
+}

@@ -1,0 +1,104 @@
+//! The HTTP exchange shared by the HTTP providers: one POST of a JSON body, bounded reads, and
+//! a strict parse of the answer.
+
+use super::{CallFailure, excerpt};
+use crate::secret::{Secret, redact_all};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The largest response body read; a provider that sends more is refused.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+/// How much of an error body is kept as detail.
+const ERROR_EXCERPT: usize = 512;
+
+/// Builds the client the HTTP providers share: rustls, no cookies, no redirects (an API
+/// endpoint that redirects is a misconfiguration, and a redirect could carry the key elsewhere).
+pub(crate) fn client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("response body larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// POSTs `body` to `url` and returns the strictly parsed JSON answer of a 2xx response.
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+    timeout: Duration,
+    secrets: &[&Secret],
+) -> Result<Value, CallFailure> {
+    let clean = |s: String| redact_all(&s, secrets.iter().copied());
+    let mut req = client
+        .post(url)
+        .timeout(timeout)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(body).unwrap_or_default());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut resp = req.send().await.map_err(|e| {
+        if e.is_timeout() {
+            CallFailure::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+        } else {
+            CallFailure::Transport(clean(error_chain(&e)))
+        }
+    })?;
+    let status = resp.status();
+    if !status.is_success() {
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let body = read_bounded(&mut resp, 64 * 1024).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&body);
+        return Err(CallFailure::Status {
+            status: status.as_u16(),
+            retry_after,
+            detail: clean(excerpt(text.trim(), ERROR_EXCERPT)),
+        });
+    }
+    let body = read_bounded(&mut resp, MAX_BODY).await.map_err(|e| {
+        if e.contains("timed out") {
+            CallFailure::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+        } else {
+            CallFailure::Transport(clean(e))
+        }
+    })?;
+    verdict_core::json::parse(&body)
+        .map_err(|e| CallFailure::Protocol(clean(format!("response is not strict JSON: {e}"))))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// A non-negative integer field of a JSON object.
+pub(crate) fn uint(v: &Value, pointer: &str) -> Option<u64> {
+    v.pointer(pointer).and_then(Value::as_u64)
+}
+
+/// A string field of a JSON object.
+pub(crate) fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}

@@ -1,0 +1,122 @@
+//! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`), which vLLM,
+//! Ollama, llama.cpp's server and LiteLLM also speak. Structured output is requested with
+//! `response_format: {type: json_schema, strict: true}`; the snapshot is the response's
+//! `system_fingerprint`, or the model name it reports when there is none.
+
+use super::http::{self, text, uint};
+use super::{CallFailure, CallFuture, CallInput, CallReply, Output, Provider};
+use crate::secret::Secret;
+use serde_json::{Value, json};
+
+/// An OpenAI-compatible endpoint.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    base_url: String,
+    model: String,
+    key: Option<Secret>,
+    temperature: Option<f64>,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    /// A provider for `model` at `base_url` (for example `http://127.0.0.1:8000/v1`). No key is
+    /// sent when `key` is `None` (local servers); `temperature: None` omits the parameter for
+    /// models that refuse it.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        key: Option<Secret>,
+        temperature: Option<f64>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            key,
+            temperature,
+            client: http::client()?,
+        })
+    }
+
+    async fn run(&self, input: CallInput<'_>) -> Result<CallReply, CallFailure> {
+        let mut body = json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": input.system},
+                {"role": "user", "content": input.user},
+            ],
+            "max_tokens": input.max_output_tokens,
+            "n": 1,
+            "stream": false,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "verdict_result", "strict": true, "schema": input.schema},
+            },
+        });
+        if let (Some(t), Some(obj)) = (self.temperature, body.as_object_mut()) {
+            obj.insert("temperature".into(), json!(t));
+        }
+        let auth = self.key.as_ref().map(|k| format!("Bearer {}", k.expose()));
+        let headers: Vec<(&str, &str)> = auth
+            .as_deref()
+            .map(|a| ("authorization", a))
+            .into_iter()
+            .collect();
+        let secrets: Vec<&Secret> = self.key.iter().collect();
+        let url = format!("{}/chat/completions", self.base_url);
+        let resp =
+            http::post_json(&self.client, &url, &headers, &body, input.timeout, &secrets).await?;
+        Ok(parse_response(&resp))
+    }
+}
+
+fn parse_response(resp: &Value) -> CallReply {
+    let choice = resp.pointer("/choices/0");
+    let finish = choice.and_then(|c| text(c, "/finish_reason"));
+    let refusal = choice
+        .and_then(|c| text(c, "/message/refusal"))
+        .filter(|r| !r.is_empty());
+    let content = choice.and_then(|c| text(c, "/message/content"));
+    let output = match (choice, refusal, finish, content) {
+        (None, ..) => Output::Missing("the response has no choices".into()),
+        (_, Some(r), ..) => Output::Refused(r.to_owned()),
+        (_, _, Some("content_filter"), _) => {
+            Output::Refused("stopped by the provider's content filter".into())
+        }
+        (_, _, Some("length"), _) => Output::Truncated,
+        (_, _, _, Some(c)) => Output::Document(c.to_owned()),
+        (_, _, _, None) => Output::Missing("the first choice has no message content".into()),
+    };
+    let snapshot = text(resp, "/system_fingerprint")
+        .filter(|s| !s.is_empty())
+        .or_else(|| text(resp, "/model"))
+        .map(str::to_owned);
+    CallReply {
+        output,
+        snapshot,
+        tokens_in: uint(resp, "/usage/prompt_tokens"),
+        tokens_out: uint(resp, "/usage/completion_tokens"),
+        tokens_estimated: false,
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai-compatible"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn identity(&self) -> Value {
+        json!({"provider": self.name(), "base_url": self.base_url, "model": self.model, "temperature": self.temperature})
+    }
+
+    fn call<'a>(&'a self, input: CallInput<'a>) -> CallFuture<'a> {
+        Box::pin(self.run(input))
+    }
+
+    fn redact(&self, text: &str) -> String {
+        crate::secret::redact_all(text, self.key.as_ref())
+    }
+}

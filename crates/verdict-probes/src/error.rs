@@ -1,0 +1,59 @@
+//! Why a spec was refused: what, in which criterion, and where in the file.
+
+use std::fmt;
+
+/// One problem in a spec, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The criterion it is in, when it is in one.
+    pub criterion: Option<String>,
+    /// JSON pointer into the spec document.
+    pub pointer: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(c) = &self.criterion {
+            write!(f, "criterion {c:?}: ")?;
+        }
+        f.write_str(&self.message)?;
+        let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, " (line {l} column {c}, at {at})"),
+            _ => write!(f, " (at {at})"),
+        }
+    }
+}
+
+/// A spec that could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The file could not be read.
+    #[error("cannot read spec {path}: {message}")]
+    Read {
+        /// The path.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The spec breaks the format.
+    #[error("invalid spec: {0}")]
+    Invalid(Box<Problem>),
+}
+
+impl SpecError {
+    /// The located problem, when the spec was read but refused.
+    #[must_use]
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            Self::Invalid(p) => Some(p),
+            Self::Read { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Check evidence (CONTRACTS.md §4): one document per criterion, bound to a subject.
+//!
+//! - `check` is the criterion id and `definition_digest` its normalised definition's digest,
+//!   exactly what a subject pins in `checks[]`;
+//! - `subject_digest` is `digest("subject", subject)`;
+//! - `content_digest` is the raw SHA-256 of the canonical JSON of the criterion's kept
+//!   observations (each holding the digest of its whole output);
+//! - `observed_at` is when the criterion finished observing;
+//! - `freshness` is `{kind: time, max_age_s}` (the criterion's `max_age`, default 15 minutes) for
+//!   live observations, `{kind: content}` for a file probe that pins a SHA-256;
+//! - `id` is `ev-` and 32 hex digits of the SHA-256 of the canonical JSON of the fields above,
+//!   so the same observation always gets the same id and different ones never share it;
+//! - each document carries its own `digest` (`digest("evidence", doc)`), so tampering shows.
+
+use crate::check::Check;
+use crate::load::Spec;
+use crate::result::{CriterionResult, Report};
+use serde_json::{Value, json};
+use std::path::Path;
+use verdict_core::contracts::{CheckEvidence, EvidenceKind, Id, Name, ProducedBy, Role, Subject, Timestamp};
+use verdict_core::digest::{Digest, DigestKind};
+
+/// A subject read strictly, with its digest.
+#[derive(Debug, Clone)]
+pub struct BoundSubject {
+    /// The subject.
+    pub subject: Subject,
+    /// `digest("subject", subject)`.
+    pub digest: Digest,
+}
+
+/// Reads a subject document (strict JSON; a carried digest must match).
+pub fn read_subject(bytes: &[u8]) -> Result<BoundSubject, String> {
+    let v = verdict_core::json::parse(bytes).map_err(|e| format!("subject is not valid json: {e}"))?;
+    let (subject, digest) =
+        verdict_core::contracts::decode::<Subject>(DigestKind::Subject, &v).map_err(|e| format!("invalid subject: {e}"))?;
+    Ok(BoundSubject { subject, digest })
+}
+
+/// Compares the spec with what the subject pins. A pinned check whose definition differs is an
+/// error (its evidence could never count); criteria the subject does not pin are returned, as
+/// their evidence will be ignored by the Gate.
+pub fn check_pins(subject: &Subject, spec: &Spec) -> Result<Vec<String>, String> {
+    let mut unpinned = Vec::new();
+    for c in &spec.checks {
+        match subject.checks.iter().find(|p| p.id == c.id) {
+            Some(pin) if pin.definition_digest != c.definition_digest => {
+                return Err(format!(
+                    "the subject pins check {} with definition {}, but this spec defines {} (check the spec and its --var values)",
+                    c.id, pin.definition_digest, c.definition_digest
+                ));
+            }
+            Some(_) => {}
+            None => unpinned.push(c.id.to_string()),
+        }
+    }
+    Ok(unpinned)
+}
+
+/// `content_digest`: raw SHA-256 of the canonical JSON of the kept observations.
+pub fn content_digest(result: &CriterionResult) -> Result<Digest, String> {
+    let v = serde_json::to_value(&result.observations).map_err(|e| format!("cannot encode observations: {e}"))?;
+    Ok(verdict_core::digest::raw(&verdict_core::canonical::to_vec(&v)))
+}
+
+/// The evidence of one criterion's result.
+pub fn evidence_for(result: &CriterionResult, check: &Check, subject_digest: &Digest, principal: &Name) -> Result<CheckEvidence, String> {
+    let content = content_digest(result)?;
+    let observed_at: Timestamp = result
+        .finished_at
+        .parse()
+        .map_err(|e| format!("bad observation time {:?}: {e}", result.finished_at))?;
+    let seed = json!({
+        "check": check.id.as_str(),
+        "subject_digest": subject_digest.as_str(),
+        "definition_digest": check.definition_digest.as_str(),
+        "content_digest": content.as_str(),
+        "observed_at": observed_at.as_str(),
+        "outcome": result.outcome.as_str(),
+        "principal": principal.as_str(),
+    });
+    let hash = verdict_core::digest::raw(&verdict_core::canonical::to_vec(&seed));
+    let hex = hash.as_str().trim_start_matches("sha256:");
+    let id: Id = format!("ev-{}", hex.get(..32).unwrap_or(hex))
+        .parse()
+        .map_err(|e| format!("cannot form an evidence id: {e}"))?;
+    Ok(CheckEvidence {
+        id,
+        kind: EvidenceKind::Check,
+        check: check.id.clone(),
+        subject_digest: subject_digest.clone(),
+        definition_digest: check.definition_digest.clone(),
+        produced_by: ProducedBy {
+            principal: principal.clone(),
+            role: Role::Runner,
+        },
+        outcome: result.outcome,
+        hard: true,
+        content_digest: content,
+        observed_at,
+        freshness: check.freshness(),
+    })
+}
+
+/// Every criterion's evidence as JSON documents, each carrying its own digest.
+pub fn evidence_documents(report: &Report, spec: &Spec, subject_digest: &Digest, principal: &Name) -> Result<Vec<Value>, String> {
+    let mut out = Vec::with_capacity(report.criteria.len());
+    for r in &report.criteria {
+        let check = spec
+            .checks
+            .iter()
+            .find(|c| c.id == r.id)
+            .ok_or_else(|| format!("no criterion {} in the spec", r.id))?;
+        let ev = evidence_for(r, check, subject_digest, principal)?;
+        let mut v = serde_json::to_value(&ev).map_err(|e| format!("cannot encode evidence: {e}"))?;
+        let d = verdict_core::digest::digest(DigestKind::Evidence, &v);
+        if let Value::Object(m) = &mut v {
+            m.insert("digest".into(), Value::String(d.to_string()));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` all at once: a temporary file beside it, then a rename, so a reader
+/// never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    match std::fs::rename(&tmp, path) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

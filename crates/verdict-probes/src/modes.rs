@@ -1,0 +1,313 @@
+//! The four modes: how a criterion's observations are placed in time and what they add up to.
+//!
+//! - `assert`: one observation decides.
+//! - `converge`: observe until a pass or the deadline; waits start at `interval` and double up
+//!   to `max_interval`; the last wait is cut to end exactly at the deadline, where one more
+//!   observation is made. Failures and errors keep the poll going; the result at the deadline is
+//!   the last observation's, and its reason names the last error seen.
+//! - `hold`: samples at `start + k·interval` for `k = 0..=window/interval`. The first failing
+//!   sample fails the criterion and sampling stops (a violation sticks). A sample that could not
+//!   observe makes a would-be pass an `error`. A window cut short (criterion timeout, run
+//!   deadline, Ctrl-C) is an `error`, never a pass. Under `--during` a hold keeps sampling until
+//!   both its window is over and the agent has ended.
+//! - `unchanged`: one snapshot, compared with the baseline.
+
+use crate::check::{Check, Plan};
+use crate::diff;
+use crate::duration::Dur;
+use crate::result::{CriterionResult, Kept, Observed};
+use crate::runner::{Event, RunCtx, StopReason};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use verdict_core::contracts::CheckOutcome;
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn dur_text(d: Duration) -> String {
+    Dur::from_millis(ms(d)).to_string()
+}
+
+/// One observation: waits for a job slot, observes, reports the sample. Stopping is handled
+/// once per criterion by [`run_check`], which drops this future where it stands.
+async fn sample(ctx: &RunCtx, check: &Check, judge: bool, index: u64, scheduled: Instant) -> (Observed, Option<Value>) {
+    let permit = ctx.permits.acquire().await.ok();
+    let started = Instant::now();
+    let at_nanos = crate::clock::now_nanos();
+    let mut s = check.probe.observe(&ctx.env, judge).await;
+    drop(permit);
+    let took = started.elapsed();
+    ctx.observer.event(&Event::Sample {
+        check,
+        index,
+        scheduled: scheduled.into_std(),
+        started: started.into_std(),
+        outcome: s.outcome,
+    });
+    let snapshot = s.snapshot.take();
+    (
+        Observed {
+            index,
+            at_nanos,
+            duration_ms: ms(took),
+            sample: s,
+        },
+        snapshot,
+    )
+}
+
+/// What a mode concluded (the observations are in the [`Kept`] it was given).
+type Verdict = (CheckOutcome, String);
+
+fn stopped_reason(r: StopReason) -> &'static str {
+    match r {
+        StopReason::Interrupted => "interrupted",
+        StopReason::Deadline => "the run deadline was reached",
+    }
+}
+
+fn planned_samples(window: Dur, interval: Dur) -> u64 {
+    window.as_millis() / interval.as_millis().max(1) + 1
+}
+
+async fn assert(ctx: &RunCtx, check: &Check, kept: &mut Kept, first: &mut Option<oneshot::Sender<()>>) -> Verdict {
+    let (o, _) = sample(ctx, check, true, 0, Instant::now()).await;
+    let v = (o.outcome(), o.reason().to_owned());
+    kept.push(o);
+    signal(first);
+    v
+}
+
+async fn converge(ctx: &RunCtx, check: &Check, plan: (Dur, Dur, Dur), kept: &mut Kept, first: &mut Option<oneshot::Sender<()>>) -> Verdict {
+    let (timeout, interval, max_interval) = plan;
+    let start = Instant::now();
+    let deadline = start + timeout.std();
+    let mut wait = interval.std();
+    let mut next = start;
+    let mut index = 0;
+    loop {
+        let (o, _) = sample(ctx, check, true, index, next).await;
+        signal(first);
+        index += 1;
+        if o.outcome() == CheckOutcome::Pass {
+            let reason = format!(
+                "passed at observation {} after {}: {}",
+                kept.count + 1,
+                dur_text(start.elapsed()),
+                o.reason()
+            );
+            kept.push(o);
+            return (CheckOutcome::Pass, reason);
+        }
+        kept.push(o);
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        next = (now + wait).min(deadline);
+        tokio::time::sleep_until(next).await;
+        wait = (wait * 2).min(max_interval.std());
+    }
+    let (outcome, last_reason) = kept
+        .last()
+        .map_or((CheckOutcome::Error, String::new()), |o| (o.outcome(), o.reason().to_owned()));
+    let mut reason = format!("did not pass within {timeout} ({} observations); last: {last_reason}", kept.count);
+    if outcome == CheckOutcome::Fail
+        && let Some((i, e)) = &kept.last_error
+    {
+        reason.push_str(&format!("; last error (observation {}): {e}", i + 1));
+    }
+    (outcome, reason)
+}
+
+/// A hold's timing.
+#[derive(Clone, Copy)]
+struct HoldPlan {
+    window: Dur,
+    interval: Dur,
+    timeout: Dur,
+}
+
+async fn hold(
+    ctx: &RunCtx,
+    check: &Check,
+    plan: HoldPlan,
+    start: Instant,
+    during: bool,
+    kept: &mut Kept,
+    first: &mut Option<oneshot::Sender<()>>,
+) -> Verdict {
+    let HoldPlan { window, interval, timeout } = plan;
+    let deadline = start + timeout.std();
+    let planned = planned_samples(window, interval);
+    let mut k: u64 = 0;
+    loop {
+        let agent_running = during && !ctx.agent_done();
+        if k >= planned && !agent_running {
+            break;
+        }
+        let scheduled = start + interval.std().saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+        if !agent_running && scheduled > deadline {
+            return (
+                CheckOutcome::Error,
+                format!("window cut short after {} of {planned} samples: the criterion timeout {timeout} passed", kept.count),
+            );
+        }
+        if during && k >= planned {
+            // Past the window only the agent keeps us sampling: stop as soon as it ends.
+            if !ctx.sleep_until_or_agent_done(scheduled).await {
+                continue;
+            }
+        } else {
+            tokio::time::sleep_until(scheduled).await;
+        }
+        let (o, _) = sample(ctx, check, true, k, scheduled).await;
+        signal(first);
+        k += 1;
+        let failed = o.outcome() == CheckOutcome::Fail;
+        kept.push(o);
+        if failed {
+            let (i, why) = kept.first_failure().map(|f| (f.index, f.reason().to_owned())).unwrap_or_default();
+            return (CheckOutcome::Fail, format!("violated at sample {} of {planned}: {why}", i + 1));
+        }
+    }
+    if kept.errored > 0 {
+        let (i, e) = kept.last_error.clone().unwrap_or_default();
+        return (
+            CheckOutcome::Error,
+            format!("{} of {} samples could not observe; last error (sample {}): {e}", kept.errored, kept.count, i + 1),
+        );
+    }
+    let reason = if during {
+        format!("held for {} samples over the window {window} and the agent's run", kept.count)
+    } else {
+        format!("held for the window {window}: {} samples passed", kept.count)
+    };
+    (CheckOutcome::Pass, reason)
+}
+
+async fn unchanged(
+    ctx: &RunCtx,
+    check: &Check,
+    kept: &mut Kept,
+    changes: &mut Option<Vec<diff::Change>>,
+    first: &mut Option<oneshot::Sender<()>>,
+) -> Verdict {
+    let base = match ctx.baseline_for(check) {
+        Ok(b) => b,
+        Err(e) => return (CheckOutcome::Error, e),
+    };
+    let (o, snapshot) = sample(ctx, check, false, 0, Instant::now()).await;
+    signal(first);
+    let ok = o.outcome() == CheckOutcome::Pass;
+    let why = o.reason().to_owned();
+    kept.push(o);
+    let Some(current) = snapshot.filter(|_| ok) else {
+        return (CheckOutcome::Error, why);
+    };
+    let found = diff::changes(&base, &current, &check.ignore);
+    let verdict = if found.is_empty() {
+        (CheckOutcome::Pass, "unchanged since the baseline".to_owned())
+    } else {
+        let shown: Vec<&str> = found.iter().take(5).map(|c| c.path.as_str()).collect();
+        let more = if found.len() > 5 {
+            format!(" and {} more", found.len() - 5)
+        } else {
+            String::new()
+        };
+        (CheckOutcome::Fail, format!("{} paths changed: {}{more}", found.len(), shown.join(", ")))
+    };
+    *changes = Some(found);
+    verdict
+}
+
+fn signal(first: &mut Option<oneshot::Sender<()>>) {
+    if let Some(tx) = first.take() {
+        let _ = tx.send(());
+    }
+}
+
+/// What a criterion stopped from outside reports: never a pass. A hold that already saw a
+/// violation has returned before, so a stopped one has none.
+fn stopped(plan: Plan, kept: &Kept, r: StopReason) -> Verdict {
+    let why = stopped_reason(r);
+    let reason = match plan {
+        Plan::Hold { window, interval, .. } => {
+            format!("window cut short after {} of {} samples: {why}", kept.count, planned_samples(window, interval))
+        }
+        Plan::Converge { .. } => {
+            let last = kept.last().map(|o| format!("; last observation: {}", o.reason())).unwrap_or_default();
+            format!("{why} after {} observations{last}", kept.count)
+        }
+        Plan::Assert | Plan::Unchanged => format!("{why} before the observation completed"),
+    };
+    (CheckOutcome::Error, reason)
+}
+
+/// Runs one criterion to its result. `offset` delays the start of a hold (so many holds do
+/// not all sample on the same instant); `first` is told when the first observation is done.
+pub(crate) async fn run_check(
+    check: Arc<Check>,
+    ctx: Arc<RunCtx>,
+    offset: Duration,
+    during: bool,
+    mut first: Option<oneshot::Sender<()>>,
+) -> CriterionResult {
+    let started_at = crate::clock::now().to_string();
+    let t0 = Instant::now();
+    ctx.observer.event(&Event::Started { check: &check });
+    let mut kept = Kept::default();
+    let mut changes = None;
+    let run = {
+        let mode = async {
+            match check.plan {
+                Plan::Assert => assert(&ctx, &check, &mut kept, &mut first).await,
+                Plan::Converge {
+                    timeout,
+                    interval,
+                    max_interval,
+                } => converge(&ctx, &check, (timeout, interval, max_interval), &mut kept, &mut first).await,
+                Plan::Hold {
+                    window,
+                    interval,
+                    timeout,
+                } => {
+                    let plan = HoldPlan { window, interval, timeout };
+                    hold(&ctx, &check, plan, t0 + offset, during, &mut kept, &mut first).await
+                }
+                Plan::Unchanged => unchanged(&ctx, &check, &mut kept, &mut changes, &mut first).await,
+            }
+        };
+        tokio::select! {
+            v = mode => Ok(v),
+            r = ctx.stopped() => Err(r),
+        }
+    };
+    drop(first);
+    let (outcome, reason) = run.unwrap_or_else(|r| stopped(check.plan, &kept, r));
+    let result = CriterionResult {
+        id: check.id.clone(),
+        description: check.description.clone(),
+        role: check.role,
+        weight: check.weight,
+        required: check.required,
+        mode: check.mode(),
+        probe: check.probe_kind().to_owned(),
+        outcome,
+        reason,
+        definition_digest: check.definition_digest.clone(),
+        started_at,
+        finished_at: crate::clock::now().to_string(),
+        duration_ms: ms(t0.elapsed()),
+        samples: kept.count,
+        during,
+        changes,
+        observations: kept.into_vec(),
+    };
+    ctx.observer.event(&Event::Finished { result: &result });
+    result
+}

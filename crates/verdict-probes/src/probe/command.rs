@@ -1,0 +1,115 @@
+//! `command` probe: run a process, judge its exit code, output and JSON output.
+
+use super::{FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout};
+use crate::cel_expect::Expect;
+use crate::process::{self, ProcSpec};
+use crate::spec::CommandProbe;
+use crate::text_match::TextMatcher;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A compiled `command` probe.
+#[derive(Debug)]
+pub struct CommandCheck {
+    argv: Vec<String>,
+    def: CommandProbe,
+    exit_code: i32,
+    stdout: Option<TextMatcher>,
+    stderr: Option<TextMatcher>,
+    expect: Option<Expect>,
+    cap: u64,
+    pub(crate) timeout: Duration,
+}
+
+impl CommandCheck {
+    /// Compiles and normalises.
+    pub fn compile(mut p: CommandProbe, d: &ProbeDefaults) -> Result<(CommandProbe, Self), FieldError> {
+        let argv = match (&p.argv, &p.shell) {
+            (Some(a), None) if !a.is_empty() && a.first().is_some_and(|s| !s.is_empty()) => a.clone(),
+            (Some(_), None) => return Err(FieldError::new("/argv", "argv must name a program")),
+            (None, Some(s)) if !s.trim().is_empty() => vec!["sh".into(), "-c".into(), s.clone()],
+            (None, Some(_)) => return Err(FieldError::new("/shell", "shell script is empty")),
+            (Some(_), Some(_)) => return Err(FieldError::new("", "give argv or shell, not both")),
+            (None, None) => return Err(FieldError::new("", "a command probe needs argv (or shell)")),
+        };
+        let stdout = p.stdout.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/stdout", m))?;
+        let stderr = p.stderr.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/stderr", m))?;
+        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        p.exit_code = Some(p.exit_code.unwrap_or(0));
+        let timeout = positive_timeout(p.timeout, d)?;
+        p.timeout = Some(timeout);
+        let cap = positive_cap(p.max_output, d)?;
+        p.max_output = Some(cap);
+        let exit_code = p.exit_code.unwrap_or(0);
+        Ok((
+            p.clone(),
+            Self {
+                argv,
+                def: p,
+                exit_code,
+                stdout,
+                stderr,
+                expect,
+                cap,
+                timeout: timeout.std(),
+            },
+        ))
+    }
+
+    pub(crate) async fn observe(&self, judge: bool) -> Sample {
+        let out = match process::run(ProcSpec {
+            argv: &self.argv,
+            env: self.def.env.as_ref(),
+            cwd: self.def.cwd.as_deref(),
+            stdin: self.def.stdin.as_deref(),
+            cap: self.cap,
+        })
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => return Sample::error(e),
+        };
+        let stderr_excerpt = out.stderr.excerpt().0;
+        let f = facts([
+            ("exit_code", out.code.map_or(Value::Null, Value::from)),
+            ("signal", out.signal.map_or(Value::Null, Value::from)),
+            ("stderr", Value::String(stderr_excerpt)),
+        ]);
+        let mut sample = Sample::observed(f, Some(OutputInfo::of(&out.stdout)));
+        if !judge {
+            let stdout = serde_json::from_slice::<Value>(&out.stdout.bytes).unwrap_or_else(|_| Value::String(out.stdout.text()));
+            sample.snapshot = Some(json!({"exit_code": out.code, "stdout": stdout}));
+            if out.stdout.overflow {
+                return sample.judged(Err(Judged::Error(format!("output exceeds {} bytes", self.cap))));
+            }
+            return sample.judged(Ok("observed".into()));
+        }
+        let verdict = self.judge(&out);
+        sample.judged(verdict)
+    }
+
+    fn judge(&self, out: &process::ProcOutput) -> Result<String, Judged> {
+        if out.stdout.overflow || out.stderr.overflow {
+            return Err(Judged::Error(format!("output exceeds {} bytes", self.cap)));
+        }
+        if out.code != Some(self.exit_code) {
+            return Err(Judged::Fail(format!("{} (expected exit code {})", out.status_text(), self.exit_code)));
+        }
+        if let Some(m) = &self.stdout {
+            m.check("stdout", &out.stdout.text()).map_err(Judged::Fail)?;
+        }
+        if let Some(m) = &self.stderr {
+            m.check("stderr", &out.stderr.text()).map_err(Judged::Fail)?;
+        }
+        if let Some(e) = &self.expect {
+            let doc: Value = serde_json::from_slice(&out.stdout.bytes)
+                .map_err(|err| Judged::Error(format!("stdout is not json: {err}")))?;
+            match e.eval(&doc) {
+                Ok(true) => {}
+                Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),
+                Err(m) => return Err(Judged::Error(m)),
+            }
+        }
+        Ok(format!("{} as expected", out.status_text()))
+    }
+}

@@ -1,0 +1,356 @@
+//! `http` probe: one request, judged on status, headers, body text and CEL over a JSON body.
+//!
+//! Requests go out over HTTP/1.1 with connections pooled per TLS setting for the whole run, and
+//! never through a proxy: a probe observes the system it names. Redirects are observations
+//! unless `follow_redirects` is set (then at most 10 are followed).
+
+use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
+use super::{FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap, positive_timeout};
+use crate::cel_expect::Expect;
+use crate::output::Captured;
+use crate::spec::{HttpProbe, StatusExpect, TlsOptions};
+use crate::text_match::TextMatcher;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
+use http::{Method, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+use verdict_core::digest::RawHasher;
+
+/// The client type: HTTP/1.1 over TCP or TLS, pooled.
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// How many redirects `follow_redirects` follows.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// HTTP clients (and their connection pools) shared by every probe of a run, one per TLS
+/// setting.
+#[derive(Debug, Default)]
+pub struct Clients {
+    map: Mutex<HashMap<TlsSettings, HttpClient>>,
+}
+
+impl Clients {
+    /// The client for `tls`, built on first use.
+    pub fn get(&self, tls: &TlsSettings) -> Result<HttpClient, String> {
+        if let Ok(map) = self.map.lock()
+            && let Some(c) = map.get(tls)
+        {
+            return Ok(c.clone());
+        }
+        let config = client_config(CapturingVerifier::new(tls)?)?;
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(tls.clone(), client.clone());
+        }
+        Ok(client)
+    }
+}
+
+/// An error and its causes, on one line.
+#[must_use]
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if parts.last().is_none_or(|p| !p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = c.source();
+    }
+    parts.join(": ")
+}
+
+/// TLS settings from spec options.
+#[must_use]
+pub fn settings(o: Option<&TlsOptions>) -> TlsSettings {
+    TlsSettings {
+        ca: o.and_then(|o| o.ca.clone()),
+        insecure: o.and_then(|o| o.insecure).unwrap_or(false),
+    }
+}
+
+/// A response, read with a cap.
+#[derive(Debug)]
+pub struct Fetched {
+    /// Status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Captured,
+}
+
+/// Why a request did not produce a response.
+#[derive(Debug)]
+pub enum FetchError {
+    /// The server's certificate was refused: a finding about the server.
+    Certificate(String),
+    /// Anything else: could not observe.
+    Other(String),
+}
+
+fn classify(e: &(dyn std::error::Error + 'static)) -> FetchError {
+    match certificate_refusal(e) {
+        Some(why) => FetchError::Certificate(why),
+        None => FetchError::Other(chain(e)),
+    }
+}
+
+/// One request to send.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// Method.
+    pub method: &'a Method,
+    /// Absolute URI.
+    pub uri: &'a Uri,
+    /// Headers.
+    pub headers: &'a HeaderMap,
+    /// Body.
+    pub body: &'a Bytes,
+    /// Follow up to [`MAX_REDIRECTS`] redirects.
+    pub follow_redirects: bool,
+}
+
+/// Sends a request (following redirects if asked) and reads the body with a cap.
+pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetched, FetchError> {
+    let mut method = r.method.clone();
+    let mut uri = r.uri.clone();
+    let mut body = r.body.clone();
+    let mut hops = 0;
+    loop {
+        let mut req = http::Request::new(Full::new(body.clone()));
+        *req.method_mut() = method.clone();
+        *req.uri_mut() = uri.clone();
+        *req.headers_mut() = r.headers.clone();
+        let resp = client.request(req).await.map_err(|e| classify(&e))?;
+        let status = resp.status();
+        if r.follow_redirects && status.is_redirection() && hops < MAX_REDIRECTS {
+            if let Some(next) = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).and_then(|l| resolve(&uri, l)) {
+                hops += 1;
+                uri = next;
+                if status == http::StatusCode::SEE_OTHER {
+                    method = Method::GET;
+                    body = Bytes::new();
+                }
+                continue;
+            }
+        }
+        let (parts, mut incoming) = resp.into_parts();
+        let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
+        let mut bytes = Vec::new();
+        let mut hasher = RawHasher::new();
+        let mut total: u64 = 0;
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame.map_err(|e| classify(&e))?;
+            if let Ok(chunk) = frame.into_data() {
+                hasher.update(&chunk);
+                total += chunk.len() as u64;
+                let room = cap_usize.saturating_sub(bytes.len());
+                bytes.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+            }
+        }
+        return Ok(Fetched {
+            status: status.as_u16(),
+            headers: parts.headers,
+            body: Captured {
+                bytes,
+                total,
+                digest: hasher.finish(),
+                overflow: total > cap,
+            },
+        });
+    }
+}
+
+/// A redirect target, resolved against the URI that answered it.
+fn resolve(base: &Uri, location: &str) -> Option<Uri> {
+    let base = url::Url::parse(&base.to_string()).ok()?;
+    let next = base.join(location).ok()?;
+    if !matches!(next.scheme(), "http" | "https") {
+        return None;
+    }
+    next.as_str().parse().ok()
+}
+
+/// Parses request headers, naming the bad one.
+pub fn header_map(h: Option<&BTreeMap<String, String>>, at: &str) -> Result<HeaderMap, FieldError> {
+    let mut map = HeaderMap::new();
+    for (k, v) in h.into_iter().flatten() {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| FieldError::new(format!("{at}/{}", crate::positions::token(k)), format!("invalid header name {k:?}")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| FieldError::new(format!("{at}/{}", crate::positions::token(k)), format!("invalid value for header {k:?}")))?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// Parses and checks a probe URL (http or https with a host).
+pub fn parse_url(u: &str, at: &str) -> Result<Uri, FieldError> {
+    let url = url::Url::parse(u).map_err(|e| FieldError::new(at, format!("invalid url {u:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(FieldError::new(at, format!("url {u:?} must be http or https with a host")));
+    }
+    url.as_str()
+        .parse()
+        .map_err(|e| FieldError::new(at, format!("invalid url {u:?}: {e}")))
+}
+
+/// A compiled `http` probe.
+#[derive(Debug)]
+pub struct HttpCheck {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    request_body: Bytes,
+    status: StatusExpect,
+    response_headers: Vec<(HeaderName, TextMatcher)>,
+    body: Option<TextMatcher>,
+    expect: Option<Expect>,
+    tls: TlsSettings,
+    follow: bool,
+    cap: u64,
+    pub(crate) timeout: Duration,
+}
+
+impl HttpCheck {
+    /// Compiles and normalises.
+    pub fn compile(mut p: HttpProbe, d: &ProbeDefaults) -> Result<(HttpProbe, Self), FieldError> {
+        let uri = parse_url(&p.url, "/url")?;
+        let method_text = p.method.clone().unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        let method = Method::from_bytes(method_text.as_bytes())
+            .map_err(|_| FieldError::new("/method", format!("invalid method {method_text:?}")))?;
+        p.method = Some(method_text);
+        let headers = header_map(p.headers.as_ref(), "/headers")?;
+        let mut response_headers = Vec::new();
+        for (k, m) in p.response_headers.iter().flatten() {
+            let at = format!("/response_headers/{}", crate::positions::token(k));
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| FieldError::new(&at, format!("invalid header name {k:?}")))?;
+            response_headers.push((name, TextMatcher::compile(m).map_err(|e| FieldError::new(&at, e))?));
+        }
+        let body = p.body.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/body", m))?;
+        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        let status = p.status.clone().unwrap_or(StatusExpect::Class(2));
+        p.status = Some(status.clone());
+        let follow = p.follow_redirects.unwrap_or(false);
+        p.follow_redirects = Some(follow);
+        let tls = settings(p.tls.as_ref());
+        if uri.scheme_str() == Some("https") || p.tls.is_some() {
+            p.tls = Some(TlsOptions {
+                ca: tls.ca.clone(),
+                insecure: Some(tls.insecure),
+            });
+        }
+        let timeout = positive_timeout(p.timeout, d)?;
+        p.timeout = Some(timeout);
+        let cap = positive_cap(p.max_output, d)?;
+        p.max_output = Some(cap);
+        let request_body = Bytes::from(p.request_body.clone().unwrap_or_default());
+        Ok((
+            p,
+            Self {
+                method,
+                uri,
+                headers,
+                request_body,
+                status,
+                response_headers,
+                body,
+                expect,
+                tls,
+                follow,
+                cap,
+                timeout: timeout.std(),
+            },
+        ))
+    }
+
+    pub(crate) async fn observe(&self, env: &ProbeEnv, judge: bool) -> Sample {
+        let client = match env.http.get(&self.tls) {
+            Ok(c) => c,
+            Err(e) => return Sample::error(e),
+        };
+        let req = Request {
+            method: &self.method,
+            uri: &self.uri,
+            headers: &self.headers,
+            body: &self.request_body,
+            follow_redirects: self.follow,
+        };
+        let fetched = match fetch(&client, req, self.cap).await {
+            Ok(f) => f,
+            Err(FetchError::Certificate(why)) => {
+                return Sample::observed(facts([("tls", Value::String(why.clone()))]), None)
+                    .judged(Err(Judged::Fail(why)));
+            }
+            Err(FetchError::Other(e)) => return Sample::error(e),
+        };
+        let mut f = facts([("status", Value::from(fetched.status))]);
+        if !self.response_headers.is_empty() {
+            let mut seen_headers = serde_json::Map::new();
+            for (name, _) in &self.response_headers {
+                let v = fetched.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                seen_headers.insert(name.as_str().to_owned(), v.map_or(Value::Null, Value::String));
+            }
+            f.insert("headers".into(), Value::Object(seen_headers));
+        }
+        let mut sample = Sample::observed(f, Some(OutputInfo::of(&fetched.body)));
+        if !judge {
+            let body = serde_json::from_slice::<Value>(&fetched.body.bytes).unwrap_or_else(|_| Value::String(fetched.body.text()));
+            sample.snapshot = Some(json!({"status": fetched.status, "body": body}));
+            if fetched.body.overflow {
+                return sample.judged(Err(Judged::Error(format!("body exceeds {} bytes", self.cap))));
+            }
+            return sample.judged(Ok("observed".into()));
+        }
+        let verdict = self.judge(&fetched);
+        sample.judged(verdict)
+    }
+
+    fn judge(&self, r: &Fetched) -> Result<String, Judged> {
+        if !self.status.accepts(r.status) {
+            return Err(Judged::Fail(format!("status {} (expected {})", r.status, self.status)));
+        }
+        for (name, m) in &self.response_headers {
+            let v = r
+                .headers
+                .get(name)
+                .ok_or_else(|| Judged::Fail(format!("header {} missing", name.as_str())))?;
+            let text = v.to_str().map_err(|_| Judged::Fail(format!("header {} is not text", name.as_str())))?;
+            m.check(&format!("header {}", name.as_str()), text).map_err(Judged::Fail)?;
+        }
+        let needs_body = self.body.is_some() || self.expect.is_some();
+        if needs_body && r.body.overflow {
+            return Err(Judged::Error(format!("body exceeds {} bytes", self.cap)));
+        }
+        if let Some(m) = &self.body {
+            m.check("body", &r.body.text()).map_err(Judged::Fail)?;
+        }
+        if let Some(e) = &self.expect {
+            let doc: Value =
+                serde_json::from_slice(&r.body.bytes).map_err(|err| Judged::Error(format!("body is not json: {err}")))?;
+            match e.eval(&doc) {
+                Ok(true) => {}
+                Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),
+                Err(m) => return Err(Judged::Error(m)),
+            }
+        }
+        Ok(format!("status {}", r.status))
+    }
+}

@@ -1,0 +1,304 @@
+//! `json` probe: a document from a command, a file or an HTTP GET; objects selected with
+//! JSONPath; a CEL expectation over each; a quantifier over the results.
+//!
+//! Quantifiers use three-valued logic so an error never decides more than it must: `all` fails
+//! on any false, `any` passes on any true, `none` fails on any true; otherwise an evaluation
+//! error makes the observation an error. Zero selected objects fails `all`, `any` and `none`
+//! (a selector matching nothing is usually a mistake); `{count: {max: 0}}` requires absence.
+
+use super::http::{FetchError, Fetched, Request, fetch, header_map, parse_url, settings};
+use super::net::TlsSettings;
+use super::{FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap, positive_timeout};
+use crate::cel_expect::Expect;
+use crate::output::Captured;
+use crate::process::{self, ProcSpec};
+use crate::spec::{JsonProbe, Quantifier, TlsOptions};
+use bytes::Bytes;
+use http::header::HeaderMap;
+use http::{Method, Uri};
+use serde_json::Value;
+use serde_json_path::JsonPath;
+use std::time::Duration;
+
+#[derive(Debug)]
+enum Source {
+    Command(Vec<String>),
+    File(String),
+    Url {
+        url: Uri,
+        headers: HeaderMap,
+        tls: TlsSettings,
+    },
+}
+
+/// A compiled `json` probe.
+#[derive(Debug)]
+pub struct JsonCheck {
+    source: Source,
+    select: Option<JsonPath>,
+    expect: Option<Expect>,
+    quantifier: Quantifier,
+    cap: u64,
+    pub(crate) timeout: Duration,
+}
+
+/// The outcome of a quantifier over per-object results.
+pub fn quantify(q: Quantifier, results: &[(String, Result<bool, String>)]) -> Result<String, Judged> {
+    let n = results.len();
+    let trues = results.iter().filter(|(_, r)| matches!(r, Ok(true))).count();
+    let first_false = results.iter().find(|(_, r)| matches!(r, Ok(false))).map(|(p, _)| p.as_str());
+    let first_true = results.iter().find(|(_, r)| matches!(r, Ok(true))).map(|(p, _)| p.as_str());
+    let first_error = results.iter().find_map(|(p, r)| r.as_ref().err().map(|e| format!("at {p}: {e}")));
+    let nothing = || Judged::Fail("the selector matched no object (use {count: {max: 0}} to require absence)".into());
+    match q {
+        Quantifier::All => {
+            if n == 0 {
+                return Err(nothing());
+            }
+            if let Some(p) = first_false {
+                return Err(Judged::Fail(format!("{} of {n} objects satisfy the expectation; first that does not: {p}", trues)));
+            }
+            if let Some(e) = first_error {
+                return Err(Judged::Error(e));
+            }
+            Ok(format!("all {n} objects satisfy the expectation"))
+        }
+        Quantifier::Any => {
+            if n == 0 {
+                return Err(nothing());
+            }
+            if let Some(p) = first_true {
+                return Ok(format!("{trues} of {n} objects satisfy the expectation (first: {p})"));
+            }
+            if let Some(e) = first_error {
+                return Err(Judged::Error(e));
+            }
+            Err(Judged::Fail(format!("none of {n} objects satisfies the expectation")))
+        }
+        Quantifier::None => {
+            if n == 0 {
+                return Err(nothing());
+            }
+            if let Some(p) = first_true {
+                return Err(Judged::Fail(format!("{trues} of {n} objects satisfy the expectation; first: {p}")));
+            }
+            if let Some(e) = first_error {
+                return Err(Judged::Error(e));
+            }
+            Ok(format!("none of {n} objects satisfies the expectation"))
+        }
+        Quantifier::Count(range) => {
+            if let Some(e) = first_error {
+                return Err(Judged::Error(e));
+            }
+            if range.contains(trues as u64) {
+                Ok(format!("{trues} of {n} objects satisfy the expectation ({range})"))
+            } else {
+                Err(Judged::Fail(format!("{trues} of {n} objects satisfy the expectation (expected {range})")))
+            }
+        }
+    }
+}
+
+impl JsonCheck {
+    /// Compiles and normalises.
+    pub fn compile(mut p: JsonProbe, d: &ProbeDefaults) -> Result<(JsonProbe, Self), FieldError> {
+        let s = &p.source;
+        let given = [s.command.is_some(), s.file.is_some(), s.url.is_some()].iter().filter(|b| **b).count();
+        if given != 1 {
+            return Err(FieldError::new("/source", "source needs exactly one of command, file, url"));
+        }
+        if s.url.is_none() && (s.headers.is_some() || s.tls.is_some()) {
+            return Err(FieldError::new("/source", "headers and tls apply to a url source only"));
+        }
+        let source = if let Some(argv) = &s.command {
+            if argv.first().is_none_or(String::is_empty) {
+                return Err(FieldError::new("/source/command", "command must name a program"));
+            }
+            Source::Command(argv.clone())
+        } else if let Some(f) = &s.file {
+            if f.is_empty() {
+                return Err(FieldError::new("/source/file", "file path is empty"));
+            }
+            Source::File(f.clone())
+        } else {
+            let u = s.url.clone().unwrap_or_default();
+            let url = parse_url(&u, "/source/url")?;
+            let headers = header_map(s.headers.as_ref(), "/source/headers")?;
+            let tls = settings(s.tls.as_ref());
+            if url.scheme_str() == Some("https") || s.tls.is_some() {
+                p.source.tls = Some(TlsOptions {
+                    ca: tls.ca.clone(),
+                    insecure: Some(tls.insecure),
+                });
+            }
+            Source::Url { url, headers, tls }
+        };
+        let select = p
+            .select
+            .as_deref()
+            .map(|sel| JsonPath::parse(sel).map_err(|e| FieldError::new("/select", format!("invalid jsonpath {sel:?}: {e}"))))
+            .transpose()?;
+        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        let quantifier = p.quantifier.unwrap_or(Quantifier::All);
+        if let Quantifier::Count(r) = quantifier {
+            if r.min.is_none() && r.max.is_none() {
+                return Err(FieldError::new("/quantifier", "count needs min, max or both"));
+            }
+            if let (Some(a), Some(b)) = (r.min, r.max)
+                && a > b
+            {
+                return Err(FieldError::new("/quantifier", format!("count min {a} is above max {b}")));
+            }
+        }
+        p.quantifier = Some(quantifier);
+        let timeout = positive_timeout(p.timeout, d)?;
+        p.timeout = Some(timeout);
+        let cap = positive_cap(p.max_output, d)?;
+        p.max_output = Some(cap);
+        Ok((
+            p,
+            Self {
+                source,
+                select,
+                expect,
+                quantifier,
+                cap,
+                timeout: timeout.std(),
+            },
+        ))
+    }
+
+    async fn read(&self, env: &ProbeEnv) -> Result<Captured, Judged> {
+        match &self.source {
+            Source::Command(argv) => {
+                let out = process::run(ProcSpec {
+                    argv,
+                    env: None,
+                    cwd: None,
+                    stdin: None,
+                    cap: self.cap,
+                })
+                .await
+                .map_err(Judged::Error)?;
+                if out.code != Some(0) {
+                    let err = out.stderr.excerpt().0;
+                    return Err(Judged::Error(format!("source command ended with {}: {}", out.status_text(), err.trim())));
+                }
+                Ok(out.stdout)
+            }
+            Source::File(path) => {
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| Judged::Error(format!("cannot open {path:?}: {e}")))?;
+                crate::output::read_capped(file, self.cap)
+                    .await
+                    .map_err(|e| Judged::Error(format!("cannot read {path:?}: {e}")))
+            }
+            Source::Url { url, headers, tls } => {
+                let client = env.http.get(tls).map_err(Judged::Error)?;
+                let req = Request {
+                    method: &Method::GET,
+                    uri: url,
+                    headers,
+                    body: &Bytes::new(),
+                    follow_redirects: false,
+                };
+                match fetch(&client, req, self.cap).await {
+                    Ok(Fetched { status, body, .. }) if (200..300).contains(&status) => Ok(body),
+                    Ok(Fetched { status, .. }) => Err(Judged::Error(format!("source url answered status {status}"))),
+                    Err(FetchError::Certificate(why)) => Err(Judged::Fail(why)),
+                    Err(FetchError::Other(e)) => Err(Judged::Error(e)),
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn observe(&self, env: &ProbeEnv, judge: bool) -> Sample {
+        let captured = match self.read(env).await {
+            Ok(c) => c,
+            Err(j) => return Sample::observed(Default::default(), None).judged(Err(j)),
+        };
+        let mut sample = Sample::observed(Default::default(), Some(OutputInfo::of(&captured)));
+        if captured.overflow {
+            return sample.judged(Err(Judged::Error(format!("document exceeds {} bytes", self.cap))));
+        }
+        let doc: Value = match serde_json::from_slice(&captured.bytes) {
+            Ok(d) => d,
+            Err(e) => return sample.judged(Err(Judged::Error(format!("source is not json: {e}")))),
+        };
+        let located: Vec<(String, &Value)> = match &self.select {
+            Some(path) => path
+                .query_located(&doc)
+                .iter()
+                .map(|n| (n.location().to_string(), n.node()))
+                .collect(),
+            None => vec![("$".to_owned(), &doc)],
+        };
+        sample.facts = facts([("matched", Value::from(located.len()))]);
+        if !judge {
+            sample.snapshot = Some(match &self.select {
+                Some(_) => Value::Array(located.iter().map(|(_, v)| (*v).clone()).collect()),
+                None => doc.clone(),
+            });
+            return sample.judged(Ok("observed".into()));
+        }
+        let results: Vec<(String, Result<bool, String>)> = located
+            .iter()
+            .map(|(p, v)| (p.clone(), self.expect.as_ref().map_or(Ok(true), |e| e.eval(v))))
+            .collect();
+        let satisfied = results.iter().filter(|(_, r)| matches!(r, Ok(true))).count();
+        sample.facts.insert("satisfied".into(), Value::from(satisfied));
+        // Without a selector there is one object, the document: say so plainly.
+        let verdict = match (&self.select, results.first(), &self.expect) {
+            (None, Some((_, r)), Some(e)) if self.quantifier == Quantifier::All => match r {
+                Ok(true) => Ok(format!("{} holds", e.source())),
+                Ok(false) => Err(Judged::Fail(format!("{} is false", e.source()))),
+                Err(m) => Err(Judged::Error(m.clone())),
+            },
+            _ => quantify(self.quantifier, &results),
+        };
+        sample.judged(verdict)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Range;
+
+    fn r(v: &[Result<bool, &str>]) -> Vec<(String, Result<bool, String>)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| (format!("$[{i}]"), x.map_err(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn zero_matches_fail_all_any_and_none() {
+        for q in [Quantifier::All, Quantifier::Any, Quantifier::None] {
+            assert!(matches!(quantify(q, &[]), Err(Judged::Fail(m)) if m.contains("matched no object")));
+        }
+        let absent = Quantifier::Count(Range { min: None, max: Some(0) });
+        assert!(quantify(absent, &[]).is_ok());
+    }
+
+    #[test]
+    fn errors_decide_only_what_is_undecided() {
+        assert!(matches!(quantify(Quantifier::All, &r(&[Ok(false), Err("x")])), Err(Judged::Fail(_))));
+        assert!(matches!(quantify(Quantifier::All, &r(&[Ok(true), Err("x")])), Err(Judged::Error(_))));
+        assert!(quantify(Quantifier::Any, &r(&[Err("x"), Ok(true)])).is_ok());
+        assert!(matches!(quantify(Quantifier::Any, &r(&[Err("x"), Ok(false)])), Err(Judged::Error(_))));
+        assert!(matches!(quantify(Quantifier::None, &r(&[Err("x"), Ok(true)])), Err(Judged::Fail(_))));
+        let count = Quantifier::Count(Range { min: Some(1), max: None });
+        assert!(matches!(quantify(count, &r(&[Ok(true), Err("x")])), Err(Judged::Error(_))));
+    }
+
+    #[test]
+    fn count_bounds_are_inclusive() {
+        let q = Quantifier::Count(Range { min: Some(2), max: Some(3) });
+        assert!(quantify(q, &r(&[Ok(true), Ok(true), Ok(false)])).is_ok());
+        assert!(quantify(q, &r(&[Ok(true), Ok(false)])).is_err());
+        assert!(quantify(q, &r(&[Ok(true); 4])).is_err());
+    }
+}

@@ -1,0 +1,243 @@
+//! `log` probe: count the lines of a log file or a command's output that match a regex,
+//! optionally only those written since the run began.
+//!
+//! "Since the run began" is a position taken before anything else runs: for a file, its
+//! identity (device and inode), size and the digest of the bytes just before that size; for a
+//! command, the length and digest of what it
+//! printed then. If the file was replaced or truncated, or the command's output no longer starts
+//! with what it printed then (a rotated log), every line counts and the facts say so.
+
+use super::{FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout};
+use crate::output::{Captured, read_capped};
+use crate::process::{self, ProcSpec};
+use crate::spec::{LogProbe, Range};
+use crate::text_match::compile_regex;
+use regex::Regex;
+use serde_json::{Value, json};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+use tokio::io::AsyncSeekExt;
+use tokio::sync::Mutex;
+use verdict_core::digest::Digest;
+
+#[derive(Debug, Clone)]
+enum Mark {
+    /// The file did not exist when the run began: all of it is new.
+    NoFile,
+    /// The file's identity, size, and the digest of its last bytes before the mark (an inode
+    /// number can be reused by a new file at once, so identity alone proves nothing).
+    File { dev: u64, ino: u64, offset: u64, tail: Digest },
+    Command { len: usize, digest: Digest },
+}
+
+/// Bytes of a log before the mark whose digest identifies it.
+const TAIL_BYTES: u64 = 4096;
+
+/// Digest of the (at most [`TAIL_BYTES`]) bytes just before `end`.
+async fn tail_digest(path: &str, end: u64) -> std::io::Result<Digest> {
+    use tokio::io::AsyncReadExt;
+    let start = end.saturating_sub(TAIL_BYTES);
+    let mut f = tokio::fs::File::open(path).await?;
+    f.seek(std::io::SeekFrom::Start(start)).await?;
+    let mut buf = Vec::new();
+    f.take(end - start).read_to_end(&mut buf).await?;
+    Ok(verdict_core::digest::raw(&buf))
+}
+
+/// A compiled `log` probe.
+#[derive(Debug)]
+pub struct LogCheck {
+    file: Option<String>,
+    command: Option<Vec<String>>,
+    re: Regex,
+    count: Range,
+    since_start: bool,
+    mark: Mutex<Option<Result<Mark, String>>>,
+    cap: u64,
+    pub(crate) timeout: Duration,
+}
+
+impl LogCheck {
+    /// Compiles and normalises.
+    pub fn compile(mut p: LogProbe, d: &ProbeDefaults) -> Result<(LogProbe, Self), FieldError> {
+        match (&p.file, &p.command) {
+            (Some(f), None) if !f.is_empty() => {}
+            (None, Some(c)) if c.first().is_some_and(|s| !s.is_empty()) => {}
+            (Some(_), Some(_)) | (None, None) => return Err(FieldError::new("", "a log probe needs exactly one of file, command")),
+            (Some(_), None) => return Err(FieldError::new("/file", "file path is empty")),
+            (None, Some(_)) => return Err(FieldError::new("/command", "command must name a program")),
+        }
+        let re = compile_regex(&p.matches).map_err(|m| FieldError::new("/matches", m))?;
+        let count = p.count.unwrap_or(Range { min: Some(1), max: None });
+        if count.min.is_none() && count.max.is_none() {
+            return Err(FieldError::new("/count", "count needs min, max or both"));
+        }
+        if let (Some(a), Some(b)) = (count.min, count.max)
+            && a > b
+        {
+            return Err(FieldError::new("/count", format!("count min {a} is above max {b}")));
+        }
+        p.count = Some(count);
+        let since_start = p.since_start.unwrap_or(false);
+        p.since_start = Some(since_start);
+        let timeout = positive_timeout(p.timeout, d)?;
+        p.timeout = Some(timeout);
+        let cap = positive_cap(p.max_output, d)?;
+        p.max_output = Some(cap);
+        Ok((
+            p.clone(),
+            Self {
+                file: p.file,
+                command: p.command,
+                re,
+                count,
+                since_start,
+                mark: Mutex::new(None),
+                cap,
+                timeout: timeout.std(),
+            },
+        ))
+    }
+
+    async fn run_command(&self, argv: &[String]) -> Result<Captured, String> {
+        let out = process::run(ProcSpec {
+            argv,
+            env: None,
+            cwd: None,
+            stdin: None,
+            cap: self.cap,
+        })
+        .await?;
+        if out.code != Some(0) {
+            return Err(format!("log command ended with {}", out.status_text()));
+        }
+        Ok(out.stdout)
+    }
+
+    /// Records where "since the run began" starts (a no-op unless `since_start`).
+    pub async fn mark_start(&self) {
+        if !self.since_start {
+            return;
+        }
+        let mark = if let Some(path) = &self.file {
+            match tokio::fs::metadata(path).await {
+                Ok(m) => match tail_digest(path, m.size()).await {
+                    Ok(tail) => Ok(Mark::File {
+                        dev: m.dev(),
+                        ino: m.ino(),
+                        offset: m.size(),
+                        tail,
+                    }),
+                    Err(e) => Err(format!("cannot read {path:?} when the run began: {e}")),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Mark::NoFile),
+                Err(e) => Err(format!("cannot inspect {path:?} when the run began: {e}")),
+            }
+        } else if let Some(argv) = &self.command {
+            match tokio::time::timeout(self.timeout, self.run_command(argv)).await {
+                Ok(Ok(c)) if !c.overflow => Ok(Mark::Command {
+                    len: c.bytes.len(),
+                    digest: c.digest,
+                }),
+                Ok(Ok(_)) => Err(format!("log output exceeded {} bytes when the run began", self.cap)),
+                Ok(Err(e)) => Err(format!("{e} when the run began")),
+                Err(_) => Err("log command timed out when the run began".into()),
+            }
+        } else {
+            Err("log probe has no source".into())
+        };
+        *self.mark.lock().await = Some(mark);
+    }
+
+    /// The new part of the log and whether it is only the part since the start.
+    async fn read(&self) -> Result<(Captured, Option<bool>), String> {
+        let mark = if self.since_start {
+            match self.mark.lock().await.clone() {
+                Some(Ok(m)) => Some(m),
+                Some(Err(e)) => return Err(e),
+                None => return Err("the start of the run was not recorded".into()),
+            }
+        } else {
+            None
+        };
+        if let Some(path) = &self.file {
+            let mut f = tokio::fs::File::open(path).await.map_err(|e| format!("cannot open {path:?}: {e}"))?;
+            let m = f.metadata().await.map_err(|e| format!("cannot inspect {path:?}: {e}"))?;
+            let mut only_new = None;
+            match mark {
+                Some(Mark::File { dev, ino, offset, tail })
+                    if dev == m.dev()
+                        && ino == m.ino()
+                        && m.size() >= offset
+                        && tail_digest(path, offset).await.is_ok_and(|t| t == tail) =>
+                {
+                    f.seek(std::io::SeekFrom::Start(offset))
+                        .await
+                        .map_err(|e| format!("cannot seek in {path:?}: {e}"))?;
+                    only_new = Some(true);
+                }
+                Some(Mark::NoFile) => only_new = Some(true),
+                Some(_) => only_new = Some(false),
+                None => {}
+            }
+            let c = read_capped(f, self.cap).await.map_err(|e| format!("cannot read {path:?}: {e}"))?;
+            return Ok((c, only_new));
+        }
+        let argv = self.command.as_deref().ok_or("log probe has no source")?;
+        let c = self.run_command(argv).await?;
+        match mark {
+            Some(Mark::Command { len, digest }) => {
+                let prefix = c.bytes.get(..len);
+                if prefix.is_some_and(|p| verdict_core::digest::raw(p) == digest) {
+                    let rest = c.bytes.get(len..).unwrap_or_default();
+                    Ok((Captured::from_bytes(rest, self.cap), Some(true)))
+                } else {
+                    Ok((c, Some(false)))
+                }
+            }
+            _ => Ok((c, None)),
+        }
+    }
+
+    pub(crate) async fn observe(&self, judge: bool) -> Sample {
+        let (c, only_new) = match self.read().await {
+            Ok(x) => x,
+            Err(e) => return Sample::error(e),
+        };
+        if c.overflow {
+            return Sample::error(format!("log exceeds {} bytes", self.cap));
+        }
+        let text = c.text();
+        let matching: Vec<&str> = text.lines().filter(|l| self.re.is_match(l)).collect();
+        let n = matching.len() as u64;
+        let shown: Vec<Value> = matching
+            .iter()
+            .take(5)
+            .map(|l| Value::String(l.chars().take(200).collect()))
+            .collect();
+        let mut f = facts([("matches", Value::from(n)), ("first_matches", Value::Array(shown))]);
+        if let Some(new) = only_new {
+            f.insert("since_start".into(), Value::Bool(new));
+        }
+        let mut sample = Sample::observed(f, Some(OutputInfo::of(&c)));
+        if !judge {
+            sample.snapshot = Some(json!({"matches": n}));
+            return sample.judged(Ok("observed".into()));
+        }
+        let scope = match only_new {
+            Some(true) => " since the run began",
+            Some(false) => " (the log was replaced since the run began; all lines counted)",
+            None => "",
+        };
+        let verdict = if self.count.contains(n) {
+            Ok(format!("{n} lines match /{}/{scope}", self.re.as_str()))
+        } else {
+            Err(Judged::Fail(format!(
+                "{n} lines match /{}/{scope}, expected {}",
+                self.re.as_str(),
+                self.count
+            )))
+        };
+        sample.judged(verdict)
+    }
+}

@@ -1,0 +1,255 @@
+//! Real servers on loopback and small helpers shared by the tests.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::any;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use verdict_probes::load::{self, Format, Spec};
+use verdict_probes::result::{CriterionResult, Report};
+use verdict_probes::runner::{self, Quiet, RunOptions, Stopper};
+
+pub fn spec(yaml: &str) -> Spec {
+    spec_vars(yaml, &[])
+}
+
+pub fn spec_vars(yaml: &str, vars: &[(&str, &str)]) -> Spec {
+    let v: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    match load::load_bytes(yaml.as_bytes(), Format::Yaml, &v) {
+        Ok(s) => s,
+        Err(e) => panic!("spec refused: {e}\n{yaml}"),
+    }
+}
+
+pub fn problem(yaml: &str) -> verdict_probes::error::Problem {
+    match load::load_bytes(yaml.as_bytes(), Format::Yaml, &BTreeMap::new()) {
+        Ok(_) => panic!("spec accepted:\n{yaml}"),
+        Err(e) => e.problem().cloned().unwrap_or_else(|| panic!("not a located problem: {e}")),
+    }
+}
+
+pub async fn run(spec: &Spec) -> Report {
+    run_with(spec, RunOptions::default()).await
+}
+
+pub async fn run_with(spec: &Spec, opts: RunOptions) -> Report {
+    runner::run(spec, opts, Arc::new(Quiet), &Stopper::new()).await
+}
+
+pub fn result<'a>(report: &'a Report, id: &str) -> &'a CriterionResult {
+    report
+        .criteria
+        .iter()
+        .find(|r| r.id.as_str() == id)
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+/// One scripted HTTP answer.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub status: u16,
+    pub body: String,
+    pub delay_ms: u64,
+}
+
+pub fn step(status: u16, body: &str) -> Step {
+    Step {
+        status,
+        body: body.to_owned(),
+        delay_ms: 0,
+    }
+}
+
+pub fn slow(status: u16, body: &str, delay_ms: u64) -> Step {
+    Step {
+        status,
+        body: body.to_owned(),
+        delay_ms,
+    }
+}
+
+#[derive(Default)]
+struct Scripts {
+    queues: HashMap<String, VecDeque<Step>>,
+    hits: HashMap<String, usize>,
+}
+
+/// A loopback HTTP server whose answers the test scripts: `/s/NAME` answers the next step of
+/// queue NAME (the last step repeats); `/echo` answers the request as JSON.
+pub struct Http {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<Scripts>>,
+}
+
+async fn scripted(State(st): State<Arc<Mutex<Scripts>>>, Path(name): Path<String>) -> impl IntoResponse {
+    let step = {
+        let mut s = st.lock().unwrap();
+        *s.hits.entry(name.clone()).or_default() += 1;
+        let q = s.queues.entry(name).or_default();
+        if q.len() > 1 { q.pop_front() } else { q.front().cloned() }
+    };
+    let step = step.unwrap_or_else(|| self::step(404, "no script"));
+    if step.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert("x-served-by", "verdict-test".parse().unwrap());
+    (StatusCode::from_u16(step.status).unwrap(), headers, step.body)
+}
+
+async fn echo(method: Method, headers: HeaderMap, body: String) -> impl IntoResponse {
+    let h: BTreeMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    axum::Json(serde_json::json!({"method": method.as_str(), "headers": h, "body": body}))
+}
+
+impl Http {
+    pub async fn start() -> Self {
+        let state = Arc::new(Mutex::new(Scripts::default()));
+        let app = axum::Router::new()
+            .route("/s/{name}", any(scripted))
+            .route("/echo", any(echo))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { addr, state }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn script(&self, name: &str, steps: Vec<Step>) {
+        self.state.lock().unwrap().queues.insert(name.to_owned(), steps.into());
+    }
+
+    pub fn hits(&self, name: &str) -> usize {
+        self.state.lock().unwrap().hits.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// A certificate authority and a leaf it signed, made for one test.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca_path: std::path::PathBuf,
+    pub chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    pub key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+/// `not_after` as (year, month, day).
+pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "Verdict Test CA");
+    ca.distinguished_name.push(DnType::OrganizationName, "Verdict Tests");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, "localhost");
+    leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    leaf.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_path = dir.path().join("ca.pem");
+    std::fs::write(&ca_path, ca_cert.pem()).unwrap();
+    Pki {
+        dir,
+        ca_path,
+        chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
+        key: rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    }
+}
+
+/// A loopback HTTPS server answering every request `200 ok` (hand-written HTTP/1.1).
+pub async fn https(pki: &Pki) -> SocketAddr {
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = tls
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 9\r\nconnection: close\r\n\r\nsecure ok")
+                    .await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// A loopback DNS server on UDP answering A queries from `records`; other names are NXDOMAIN.
+pub async fn dns(records: &[(&str, &[Ipv4Addr])]) -> SocketAddr {
+    use hickory_proto::op::{Message, ResponseCode};
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{RData, Record, RecordType};
+    let table: HashMap<String, Vec<Ipv4Addr>> = records
+        .iter()
+        .map(|(n, ips)| (n.trim_end_matches('.').to_ascii_lowercase(), ips.to_vec()))
+        .collect();
+    let sock = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        loop {
+            let Ok((n, peer)) = sock.recv_from(&mut buf).await else { return };
+            let Ok(req) = Message::from_vec(&buf[..n]) else { continue };
+            let mut resp = Message::response(req.metadata.id, req.metadata.op_code);
+            resp.metadata.recursion_desired = req.metadata.recursion_desired;
+            resp.metadata.recursion_available = true;
+            resp.metadata.authoritative = true;
+            resp.add_queries(req.queries.iter().cloned());
+            if let Some(q) = req.queries.first() {
+                let name = q.name().to_ascii().trim_end_matches('.').to_ascii_lowercase();
+                match table.get(&name) {
+                    Some(ips) if q.query_type() == RecordType::A => {
+                        for ip in ips {
+                            resp.add_answer(Record::from_rdata(q.name().clone(), 60, RData::A(A(*ip))));
+                        }
+                    }
+                    Some(_) => {}
+                    None => resp.metadata.response_code = ResponseCode::NXDomain,
+                }
+            }
+            if let Ok(bytes) = resp.to_vec() {
+                let _ = sock.send_to(&bytes, peer).await;
+            }
+        }
+    });
+    addr
+}
+
+/// A TCP port that was just free (nothing listens on it).
+pub async fn closed_port() -> u16 {
+    let l = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    l.local_addr().unwrap().port()
+}

@@ -1,0 +1,380 @@
+//! The modes against scripted loopback servers and real files: converge, hold, unchanged,
+//! `--during`, stopping and the jobs bound.
+
+use crate::common::{Http, closed_port, result, run, run_with, slow, spec, step};
+use std::sync::Arc;
+use std::time::Duration;
+use verdict_core::contracts::CheckOutcome::{Error, Fail, Pass};
+use verdict_probes::runner::{self, Quiet, RunOptions, StopReason, Stopper};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converge_succeeds_late() {
+    let h = Http::start().await;
+    h.script("late", vec![step(503, "starting"), step(503, "starting"), step(200, "ok")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: web\n    timeout: 10s\n    interval: 50ms\n    probe: {{kind: http, url: '{}', status: 200}}\n",
+        h.url("/s/late")
+    ));
+    let r = run(&s).await;
+    let w = result(&r, "web");
+    assert_eq!(w.outcome, Pass, "{}", w.reason);
+    assert_eq!(w.samples, 3);
+    assert!(w.reason.contains("passed at observation 3"), "{}", w.reason);
+    assert_eq!(h.hits("late"), 3, "no observation after the pass");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_503_and_timeouts_do_not_end_a_converge() {
+    let h = Http::start().await;
+    h.script(
+        "flaky",
+        vec![step(503, "busy"), slow(200, "late", 2000), step(429, "slow down"), step(200, "ok")],
+    );
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: web\n    timeout: 10s\n    interval: 50ms\n    max_interval: 100ms\n    probe: {{kind: http, url: '{}', status: 200, timeout: 300ms}}\n",
+        h.url("/s/flaky")
+    ));
+    let r = run(&s).await;
+    let w = result(&r, "web");
+    assert_eq!(w.outcome, Pass, "{}", w.reason);
+    assert_eq!(w.samples, 4);
+    let outcomes: Vec<_> = w.observations.iter().map(|o| o.outcome).collect();
+    assert_eq!(outcomes, [Fail, Error, Fail, Pass]);
+    assert!(w.observations[1].reason.contains("timed out after 300ms"), "{}", w.observations[1].reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converge_that_times_out_shows_the_last_error() {
+    let h = Http::start().await;
+    h.script("bad", vec![slow(200, "late", 2000), step(500, "broken")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: web\n    timeout: 1s\n    interval: 100ms\n    probe: {{kind: http, url: '{}', status: 200, timeout: 200ms}}\n",
+        h.url("/s/bad")
+    ));
+    let r = run(&s).await;
+    let w = result(&r, "web");
+    assert_eq!(w.outcome, Fail, "{}", w.reason);
+    assert!(w.reason.contains("did not pass within 1s"), "{}", w.reason);
+    assert!(w.reason.contains("last: status 500"), "{}", w.reason);
+    assert!(w.reason.contains("last error (observation 1): timed out after 200ms"), "{}", w.reason);
+    assert!(w.samples >= 3, "kept polling after the error: {}", w.samples);
+
+    // Only errors: the criterion is an error, with the last one shown.
+    let port = closed_port().await;
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: down\n    timeout: 300ms\n    interval: 50ms\n    probe: {{kind: tcp, address: '127.0.0.1:{port}', expect: open}}\n  - id: refused\n    timeout: 300ms\n    interval: 50ms\n    probe: {{kind: http, url: 'http://127.0.0.1:{port}/'}}\n"
+    ));
+    let r = run(&s).await;
+    assert_eq!(result(&r, "down").outcome, Fail);
+    let e = result(&r, "refused");
+    assert_eq!(e.outcome, Error, "{}", e.reason);
+    assert!(e.reason.contains("did not pass within 300ms"), "{}", e.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converge_with_timeout_zero_observes_once() {
+    let h = Http::start().await;
+    h.script("down", vec![step(503, "no")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: web\n    timeout: 0\n    probe: {{kind: http, url: '{}'}}\n",
+        h.url("/s/down")
+    ));
+    let r = run(&s).await;
+    assert_eq!(result(&r, "web").outcome, Fail);
+    assert_eq!(result(&r, "web").samples, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_fails_on_one_bad_sample_in_the_middle() {
+    let h = Http::start().await;
+    h.script(
+        "svc",
+        vec![step(200, "ok"), step(200, "ok"), step(500, "oops"), step(200, "ok")],
+    );
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: no-5xx\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 50ms\n    probe: {{kind: http, url: '{}', status: 200}}\n",
+        h.url("/s/svc")
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "no-5xx");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert!(c.reason.contains("violated at sample 3 of 21"), "{}", c.reason);
+    assert_eq!(c.samples, 3, "a violation ends the hold");
+    assert!(!r.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_passes_when_every_sample_passes_and_window_zero_is_one_sample() {
+    let h = Http::start().await;
+    h.script("svc", vec![step(200, "ok")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: steady\n    role: safety\n    mode: hold\n    window: 300ms\n    interval: 100ms\n    probe: {{kind: http, url: '{u}'}}\n  - id: once\n    role: safety\n    mode: hold\n    window: 0\n    probe: {{kind: http, url: '{u}'}}\n",
+        u = h.url("/s/svc")
+    ));
+    let r = run(&s).await;
+    let steady = result(&r, "steady");
+    assert_eq!(steady.outcome, Pass, "{}", steady.reason);
+    assert_eq!(steady.samples, 4);
+    let once = result(&r, "once");
+    assert_eq!(once.outcome, Pass, "{}", once.reason);
+    assert_eq!(once.samples, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_with_a_sample_that_could_not_observe_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = dir.path().join("n");
+    std::fs::write(&n, "0").unwrap();
+    // The third sample hangs past the probe timeout.
+    let script = format!("n=$(cat '{p}'); echo $((n+1)) > '{p}'; if [ \"$n\" = 2 ]; then sleep 5; fi", p = n.display());
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: h\n    role: safety\n    mode: hold\n    window: 400ms\n    interval: 100ms\n    probe: {{kind: command, argv: [sh, -c, {}], timeout: 200ms}}\n",
+        serde_json::to_string(&script).unwrap()
+    ));
+    let r = run(&s).await;
+    let h = result(&r, "h");
+    assert_eq!(h.outcome, Error, "{}", h.reason);
+    assert!(h.reason.contains("could not observe"), "{}", h.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_cut_short_by_the_deadline_is_an_error_never_a_pass() {
+    let h = Http::start().await;
+    h.script("svc", vec![step(200, "ok")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: long\n    role: safety\n    mode: hold\n    window: 5s\n    interval: 100ms\n    probe: {{kind: http, url: '{}'}}\n",
+        h.url("/s/svc")
+    ));
+    let r = run_with(
+        &s,
+        RunOptions {
+            deadline: Some(Duration::from_millis(500)),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let l = result(&r, "long");
+    assert_eq!(l.outcome, Error, "{}", l.reason);
+    assert!(l.reason.contains("window cut short"), "{}", l.reason);
+    assert!(l.reason.contains("run deadline"), "{}", l.reason);
+    assert!(l.samples >= 2, "what was observed is reported: {}", l.samples);
+    assert!(r.interrupted);
+    assert!(!r.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_reports_what_was_observed() {
+    let h = Http::start().await;
+    h.script("svc", vec![step(200, "ok")]);
+    h.script("never", vec![step(503, "no")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: long\n    role: safety\n    mode: hold\n    window: 10s\n    interval: 50ms\n    probe: {{kind: http, url: '{}'}}\n  - id: waiting\n    timeout: 10s\n    interval: 50ms\n    probe: {{kind: http, url: '{}'}}\n",
+        h.url("/s/svc"),
+        h.url("/s/never")
+    ));
+    let stopper = Stopper::new();
+    let st = stopper.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        st.stop(StopReason::Interrupted);
+    });
+    let r = runner::run(&s, RunOptions::default(), Arc::new(Quiet), &stopper).await;
+    assert!(r.interrupted);
+    assert!(!r.passed);
+    let l = result(&r, "long");
+    assert_eq!(l.outcome, Error);
+    assert!(l.reason.contains("interrupted"), "{}", l.reason);
+    assert!(l.samples > 0);
+    let w = result(&r, "waiting");
+    assert_eq!(w.outcome, Error, "an interrupted converge is not a fail: {}", w.reason);
+    assert!(w.reason.contains("last observation: status 503"), "{}", w.reason);
+}
+
+fn json_file(dir: &std::path::Path, rv: &str, replicas: u32, label: &str) -> std::path::PathBuf {
+    let p = dir.join("ns.json");
+    let doc = serde_json::json!({
+        "metadata": {"name": "prod", "resourceVersion": rv, "labels": {"app.kubernetes.io/name": label},
+                     "managedFields": [{"time": rv}]},
+        "spec": {"replicas": replicas}
+    });
+    std::fs::write(&p, doc.to_string()).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_with_and_without_ignored_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = json_file(dir.path(), "1", 2, "web");
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: strict\n    role: catastrophic\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{p}'}}}}\n  - id: lenient\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.metadata.resourceVersion', '$.metadata.managedFields']\n    probe: {{kind: json, source: {{file: '{p}'}}}}\n",
+        p = f.display()
+    ));
+    let baseline = runner::take_baseline(&s, 4, &Stopper::new()).await.unwrap();
+    assert_eq!(baseline.criteria.len(), 2);
+
+    // Only bookkeeping changed.
+    json_file(dir.path(), "2", 2, "web");
+    let opts = RunOptions {
+        baseline: Some(baseline.clone()),
+        ..RunOptions::default()
+    };
+    let r = run_with(&s, opts.clone()).await;
+    let strict = result(&r, "strict");
+    assert_eq!(strict.outcome, Fail);
+    let paths: Vec<&str> = strict.changes.as_ref().unwrap().iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["$['metadata']['managedFields'][0]['time']", "$['metadata']['resourceVersion']"]);
+    let lenient = result(&r, "lenient");
+    assert_eq!(lenient.outcome, Pass, "{}", lenient.reason);
+    assert_eq!(r.rollup.cat_v, Some(0.0));
+
+    // A real change shows through the ignore list, by its exact path.
+    json_file(dir.path(), "3", 5, "api");
+    let r = run_with(&s, opts).await;
+    let lenient = result(&r, "lenient");
+    assert_eq!(lenient.outcome, Fail);
+    let paths: Vec<&str> = lenient.changes.as_ref().unwrap().iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["$['metadata']['labels']['app.kubernetes.io/name']", "$['spec']['replicas']"]);
+    assert!(lenient.reason.contains("2 paths changed"), "{}", lenient.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_without_a_matching_baseline_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = json_file(dir.path(), "1", 2, "web");
+    let text = |path: &str| format!("version: 1\ncriteria:\n  - id: same\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{path}'}}}}\n");
+    let s = spec(&text(&f.display().to_string()));
+    let r = run(&s).await;
+    assert_eq!(result(&r, "same").outcome, Error);
+    assert!(result(&r, "same").reason.contains("no baseline"));
+    // A baseline taken with another definition is not comparable.
+    let other = spec(&text(&format!("{}/../{}", dir.path().display(), f.strip_prefix(dir.path().parent().unwrap()).unwrap().display())));
+    let b = runner::take_baseline(&other, 1, &Stopper::new()).await.unwrap();
+    let r = run_with(
+        &s,
+        RunOptions {
+            baseline: Some(b),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(result(&r, "same").outcome, Error);
+    assert!(result(&r, "same").reason.contains("another definition"), "{}", result(&r, "same").reason);
+    // A source that cannot be read cannot be snapshotted: no baseline at all.
+    let missing = spec(&text("/nonexistent/ns.json"));
+    let failures = runner::take_baseline(&missing, 1, &Stopper::new()).await.unwrap_err();
+    assert_eq!(failures[0].0, "same");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_catches_a_violation_that_recovers_before_the_agent_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("serving");
+    std::fs::write(&f, "").unwrap();
+    let p = f.display().to_string();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 100ms\n    interval: 40ms\n    probe: {{kind: file, path: '{p}'}}\n  - id: up-after\n    probe: {{kind: file, path: '{p}'}}\n"
+    ));
+    // The agent breaks the service for a while, then repairs it before it ends.
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("sleep 0.3; rm '{p}'; sleep 0.4; touch '{p}'; sleep 0.3"),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let up = result(&r, "stays-up");
+    assert_eq!(up.outcome, Fail, "{}", up.reason);
+    assert!(up.during);
+    assert!(up.reason.contains("does not exist"), "{}", up.reason);
+    // After the agent, everything looks fine: only sampling during the run saw it.
+    assert_eq!(result(&r, "up-after").outcome, Pass);
+    let agent = r.agent.as_ref().unwrap();
+    assert_eq!(agent.exit_code, Some(0));
+    // Sampling started before the agent did.
+    let ts = |s: &str| s.parse::<verdict_core::contracts::Timestamp>().unwrap();
+    assert!(ts(&up.observations[0].at) <= ts(&agent.started_at), "{} > {}", up.observations[0].at, agent.started_at);
+    assert!(!r.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_holds_sample_for_the_whole_agent_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ok");
+    std::fs::write(&f, "").unwrap();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: stays\n    role: catastrophic\n    mode: hold\n    window: 100ms\n    interval: 50ms\n    probe: {{kind: file, path: '{}'}}\n",
+        f.display()
+    ));
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(vec!["sleep".into(), "0.6".into()]),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let c = result(&r, "stays");
+    assert_eq!(c.outcome, Pass, "{}", c.reason);
+    assert!(c.samples > 3, "kept sampling past its window while the agent ran: {}", c.samples);
+    assert_eq!(r.rollup.cat_v, Some(1.0));
+    assert!(r.passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_compares_unchanged_criteria_with_the_state_before_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = json_file(dir.path(), "1", 2, "web");
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: prod\n    role: catastrophic\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{}'}}}}\n",
+        f.display()
+    ));
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("sed -i 's/\"replicas\":2/\"replicas\":0/' '{}'", f.display()),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let c = result(&r, "prod");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert_eq!(c.changes.as_ref().unwrap()[0].path, "$['spec']['replicas']");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_bounds_the_observations_running_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("lock");
+    // Each observation holds a directory as a lock; two at once would fail mkdir.
+    let script = format!("mkdir '{l}' && sleep 0.1 && rmdir '{l}'", l = lock.display());
+    let mut text = String::from("version: 1\ncriteria:\n");
+    for i in 0..4 {
+        text.push_str(&format!(
+            "  - id: c{i}\n    mode: assert\n    probe: {{kind: command, argv: [sh, -c, {}]}}\n",
+            serde_json::to_string(&script).unwrap()
+        ));
+    }
+    let s = spec(&text);
+    let r = run_with(
+        &s,
+        RunOptions {
+            jobs: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    for c in &r.criteria {
+        assert_eq!(c.outcome, Pass, "{}: {}", c.id, c.reason);
+    }
+}

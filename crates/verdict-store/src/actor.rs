@@ -1,0 +1,130 @@
+//! Who writes: the actor of every write and the roles allowed to write each table.
+//!
+//! The same table is the application's check on both backends and, on PostgreSQL, the list of
+//! roles granted EXECUTE on each write routine (see the postgres migration).
+
+use crate::error::{Result, StoreError};
+use crate::records::{PointerKind, Table};
+use verdict_core::contracts::Role;
+use verdict_core::contracts::primitives::is_printable_name;
+
+/// The role an actor writes in: the principal roles of the contracts plus the Gate itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ActorRole {
+    /// Runs the system: principals, grants, policies, runs and pointers.
+    Operator,
+    /// Produces work: subjects, requests and its own check evidence.
+    Producer,
+    /// Runs deterministic checks: check evidence.
+    Runner,
+    /// Reviews independently: results and findings for runs it was admitted to.
+    Verifier,
+    /// A person: human decisions.
+    Human,
+    /// The Gate: gate decisions, nothing else.
+    Gate,
+}
+
+impl ActorRole {
+    /// Every role.
+    pub const ALL: [Self; 6] = [
+        Self::Operator,
+        Self::Producer,
+        Self::Runner,
+        Self::Verifier,
+        Self::Human,
+        Self::Gate,
+    ];
+
+    /// The name used in audit events and database role names.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Producer => "producer",
+            Self::Runner => "runner",
+            Self::Verifier => "verifier",
+            Self::Human => "human",
+            Self::Gate => "gate",
+        }
+    }
+}
+
+impl From<Role> for ActorRole {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::Operator => Self::Operator,
+            Role::Producer => Self::Producer,
+            Role::Runner => Self::Runner,
+            Role::Verifier => Self::Verifier,
+            Role::Human => Self::Human,
+        }
+    }
+}
+
+/// The principal performing a write and the role it acts in. The store records both in the
+/// audit event; authenticating the principal (token to principal) is the caller's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// Principal name (1-256 printable characters).
+    pub principal: String,
+    /// The role it acts in.
+    pub role: ActorRole,
+}
+
+impl Actor {
+    /// An actor in one of the contract roles (or [`ActorRole::Gate`]).
+    pub fn new(principal: impl Into<String>, role: impl Into<ActorRole>) -> Self {
+        Self {
+            principal: principal.into(),
+            role: role.into(),
+        }
+    }
+
+    /// The Gate, writing decisions under the given principal name.
+    pub fn gate(principal: impl Into<String>) -> Self {
+        Self::new(principal, ActorRole::Gate)
+    }
+
+    pub(crate) fn check_name(&self) -> Result<()> {
+        if is_printable_name(&self.principal) {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid {
+                what: "actor",
+                message: format!(
+                    "principal {:?} is not 1-256 printable characters",
+                    self.principal
+                ),
+            })
+        }
+    }
+
+    /// Fails unless this actor's role may append to `table`.
+    pub(crate) fn may_append(&self, table: Table) -> Result<()> {
+        self.check_name()?;
+        if table.writers().contains(&self.role) {
+            Ok(())
+        } else {
+            Err(self.forbidden(table.name()))
+        }
+    }
+
+    /// Fails unless this actor's role may move pointers of `kind`.
+    pub(crate) fn may_move(&self, kind: PointerKind) -> Result<()> {
+        self.check_name()?;
+        if kind.writers().contains(&self.role) {
+            Ok(())
+        } else {
+            Err(self.forbidden(kind.target()))
+        }
+    }
+
+    pub(crate) fn forbidden(&self, target: &'static str) -> StoreError {
+        StoreError::Forbidden {
+            principal: self.principal.clone(),
+            role: self.role.as_str(),
+            target,
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The audit chain: one event per append, each hashing its predecessor.
+//!
+//! An event is `{seq, prev_hash, hash, event_type, table, key, principal, role, payload_digest,
+//! correlation, recorded_at}`. Its hash is
+//! `"sha256:" + hex(SHA-256("verdict:audit-event:v1" + 0x00 + JCS(event without "hash")))`;
+//! since `prev_hash` is inside the hashed event, each hash commits to the whole chain before it.
+//! The first event's `prev_hash` is [`GENESIS_HASH`]. Events carry digests and ids only: the
+//! payload itself is the stored row the event names by table and key.
+
+use crate::records::row_digest;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt;
+use verdict_core::canonical;
+
+/// The `prev_hash` of the first event.
+pub const GENESIS_HASH: &str =
+    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The digest domain of audit events.
+pub const EVENT_DOMAIN: &str = "audit-event";
+
+/// One audit event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditEvent {
+    /// Position in the chain, from 1, without gaps.
+    pub seq: u64,
+    /// Hash of the event before (or [`GENESIS_HASH`]).
+    pub prev_hash: String,
+    /// Hash of this event.
+    pub hash: String,
+    /// `append` or `cas`.
+    pub event_type: String,
+    /// The table of the row appended.
+    pub table: String,
+    /// The row's key.
+    pub key: String,
+    /// Who wrote.
+    pub principal: String,
+    /// In which role.
+    pub role: String,
+    /// Digest of the row's body.
+    pub payload_digest: String,
+    /// What the row is about (subject digest, execution, run or pointer name).
+    pub correlation: Option<String>,
+    /// When the store recorded it (UTC, informative; covered by the hash).
+    pub recorded_at: String,
+}
+
+/// The last event of the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// Its seq.
+    pub seq: u64,
+    /// Its hash.
+    pub hash: String,
+}
+
+impl AuditEvent {
+    /// The hash this event's fields (all but `hash`) produce.
+    #[must_use]
+    pub fn compute_hash(&self) -> String {
+        self.hash_at(self.seq)
+    }
+
+    fn hash_at(&self, seq: u64) -> String {
+        let doc = json!({
+            "seq": seq,
+            "prev_hash": self.prev_hash,
+            "event_type": self.event_type,
+            "table": self.table,
+            "key": self.key,
+            "principal": self.principal,
+            "role": self.role,
+            "payload_digest": self.payload_digest,
+            "correlation": self.correlation,
+            "recorded_at": self.recorded_at,
+        });
+        row_digest(EVENT_DOMAIN, &canonical::to_vec(&doc)).to_string()
+    }
+
+    /// The event that follows `head`, with its hash computed.
+    #[expect(clippy::too_many_arguments, reason = "one argument per event field")]
+    pub(crate) fn next(
+        head: Option<&ChainHead>,
+        event_type: &str,
+        table: &str,
+        key: &str,
+        principal: &str,
+        role: &str,
+        payload_digest: &str,
+        correlation: Option<&str>,
+        recorded_at: &str,
+    ) -> Self {
+        let mut event = Self {
+            seq: head.map_or(1, |h| h.seq + 1),
+            prev_hash: head.map_or(GENESIS_HASH, |h| h.hash.as_str()).to_owned(),
+            hash: String::new(),
+            event_type: event_type.to_owned(),
+            table: table.to_owned(),
+            key: key.to_owned(),
+            principal: principal.to_owned(),
+            role: role.to_owned(),
+            payload_digest: payload_digest.to_owned(),
+            correlation: correlation.map(str::to_owned),
+            recorded_at: recorded_at.to_owned(),
+        };
+        event.hash = event.compute_hash();
+        event
+    }
+
+    /// This event as the head of the chain.
+    #[must_use]
+    pub fn head(&self) -> ChainHead {
+        ChainHead {
+            seq: self.seq,
+            hash: self.hash.clone(),
+        }
+    }
+}
+
+/// The current UTC time as RFC 3339 with microseconds, as both backends record it.
+pub(crate) fn now_utc() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let micros = i128::try_from(nanos / 1000).unwrap_or(0);
+    let t = verdict_core::contracts::Timestamp::from_unix_nanos(micros * 1000);
+    // Always six fraction digits, like PostgreSQL's to_char(..., 'US').
+    let text = t.as_str();
+    let base = text.get(..19).unwrap_or(text);
+    format!("{base}.{:06}Z", micros.rem_euclid(1_000_000))
+}
+
+/// What kind of damage a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// A row or event no longer matches what was hashed.
+    Modified,
+    /// A row or event is gone.
+    Deleted,
+    /// A row or event is there that the chain never recorded.
+    Inserted,
+    /// A row or event stands at another place than where it was recorded.
+    Reordered,
+    /// A pointer's current value is not the one its last audited change set.
+    Pointer,
+    /// The chain does not contain the head a signed checkpoint vouches for.
+    Checkpoint,
+}
+
+impl ProblemKind {
+    /// The wire name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Modified => "modified",
+            Self::Deleted => "deleted",
+            Self::Inserted => "inserted",
+            Self::Reordered => "reordered",
+            Self::Pointer => "pointer",
+            Self::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// One finding of `audit verify`: what, at which seq, in which table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// What kind of damage.
+    pub kind: ProblemKind,
+    /// The audit seq concerned, when there is one.
+    pub seq: Option<u64>,
+    /// The table concerned (`audit_events` for the chain itself, `pointers` for pointers).
+    pub table: String,
+    /// The row's key, when known.
+    pub key: Option<String>,
+    /// What exactly.
+    pub detail: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.seq {
+            Some(seq) => write!(f, "seq {seq} table {}: {}", self.table, self.kind.as_str())?,
+            None => write!(f, "table {}: {}", self.table, self.kind.as_str())?,
+        }
+        if let Some(key) = &self.key {
+            write!(f, " (key {key})")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// The result of walking the chain and re-hashing every stored row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// Events walked.
+    pub events: u64,
+    /// Rows re-hashed.
+    pub rows: u64,
+    /// The last event, if any.
+    pub head: Option<ChainHead>,
+    /// Everything found wrong; empty means the store is intact.
+    pub problems: Vec<Problem>,
+}
+
+impl AuditReport {
+    /// Whether nothing was found wrong.
+    #[must_use]
+    pub fn is_intact(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+pub(crate) fn problem(
+    kind: ProblemKind,
+    seq: Option<u64>,
+    table: &str,
+    key: Option<&str>,
+    detail: String,
+) -> Problem {
+    Problem {
+        kind,
+        seq,
+        table: table.to_owned(),
+        key: key.map(str::to_owned),
+        detail,
+    }
+}
+
+/// Checks a chain of events on its own (for example one exported from the database): seqs
+/// without gaps from 1, every hash recomputed, every `prev_hash` linking to the event before.
+/// `events` must be sorted by seq.
+#[must_use]
+pub fn check_chain(events: &[AuditEvent]) -> Vec<Problem> {
+    let by_hash: HashMap<&str, u64> = events.iter().map(|e| (e.hash.as_str(), e.seq)).collect();
+    let mut problems = Vec::new();
+    let mut expected_seq = 1u64;
+    let mut prev = GENESIS_HASH.to_owned();
+    for e in events {
+        let table = e.table.as_str();
+        if e.seq > expected_seq {
+            let range = if e.seq - 1 == expected_seq {
+                format!("seq {expected_seq}")
+            } else {
+                format!("seqs {expected_seq}..={}", e.seq - 1)
+            };
+            problems.push(problem(
+                ProblemKind::Deleted,
+                Some(expected_seq),
+                "audit_events",
+                None,
+                format!("audit event {range} missing from the chain"),
+            ));
+        } else if e.seq < expected_seq {
+            problems.push(problem(
+                ProblemKind::Reordered,
+                Some(e.seq),
+                "audit_events",
+                None,
+                format!("audit event seq {} out of order", e.seq),
+            ));
+        }
+        if e.compute_hash() != e.hash {
+            // An event moved from its place still hashes right at the seq after the event its
+            // prev_hash names.
+            let moved_from = by_hash
+                .get(e.prev_hash.as_str())
+                .map(|p| p + 1)
+                .filter(|&orig| orig != e.seq && e.hash_at(orig) == e.hash);
+            match moved_from {
+                Some(orig) => problems.push(problem(
+                    ProblemKind::Reordered,
+                    Some(e.seq),
+                    table,
+                    Some(&e.key),
+                    format!(
+                        "audit event recorded as seq {orig} now stands at seq {}",
+                        e.seq
+                    ),
+                )),
+                None => problems.push(problem(
+                    ProblemKind::Modified,
+                    Some(e.seq),
+                    table,
+                    Some(&e.key),
+                    "audit event no longer hashes to its recorded hash".into(),
+                )),
+            }
+        } else if e.prev_hash != prev {
+            let detail = match by_hash.get(e.prev_hash.as_str()) {
+                Some(p) => format!("audit event follows seq {p}, not the event before it"),
+                None => "audit event links to no event of the chain: inserted or rewritten".into(),
+            };
+            let kind = if by_hash.contains_key(e.prev_hash.as_str()) {
+                ProblemKind::Reordered
+            } else {
+                ProblemKind::Inserted
+            };
+            problems.push(problem(kind, Some(e.seq), table, Some(&e.key), detail));
+        }
+        prev.clone_from(&e.hash);
+        expected_seq = expected_seq.max(e.seq + 1);
+    }
+    problems
+}

@@ -1,0 +1,156 @@
+//! The primitive operations each database provides; everything else is shared.
+
+use crate::actor::Actor;
+use crate::audit::{AuditEvent, ChainHead};
+use crate::error::{Result, StoreError};
+use crate::records::{PointerKind, Table};
+use crate::store::{Pointer, Stored};
+use async_trait::async_trait;
+use verdict_core::digest::Digest;
+
+/// A record ready to append: validated, canonical, keyed and hashed.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    pub table: Table,
+    pub key: String,
+    pub digest: Digest,
+    pub body: String,
+    pub correlation: Option<String>,
+    /// Whether a different record already stored under the key is returned (gate decisions
+    /// converge on the first) instead of refused.
+    pub converge: bool,
+    /// For a verification result: its subject and generation, to decide whether it counts.
+    pub counts_for: Option<(String, u64)>,
+}
+
+impl Prepared {
+    /// What to return when the key is already stored as `existing`.
+    pub(crate) fn settle(&self, existing: Stored) -> Result<Stored> {
+        if existing.digest == self.digest || self.converge {
+            Ok(existing)
+        } else {
+            Err(StoreError::Conflict {
+                table: self.table.name(),
+                key: self.key.clone(),
+                existing: existing.digest.to_string(),
+                offered: self.digest.to_string(),
+            })
+        }
+    }
+}
+
+/// A compare-and-set ready to apply.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedCas {
+    pub kind: PointerKind,
+    pub name: String,
+    pub expected_revision: u64,
+    pub expected: Option<String>,
+    pub new: Option<String>,
+    /// The `pointer_changes` record of this change.
+    pub change: Prepared,
+}
+
+/// What a compare-and-set did.
+#[derive(Debug, Clone)]
+pub(crate) enum CasOutcome {
+    /// Applied; the pointer as it now is.
+    Done(Pointer),
+    /// Another value or revision was there; nothing changed.
+    Stale(Option<Pointer>),
+}
+
+/// Which rows to list (always in seq order).
+#[derive(Debug, Clone)]
+pub(crate) enum Filter {
+    /// The row with this key.
+    Key(String),
+    /// Rows whose generated column `column` (a fixed name, never input) equals the value.
+    Column(&'static str, String),
+    /// Rows about this subject digest.
+    Subject(String),
+    /// Rows about any subject of this execution (subjects: the execution's subjects).
+    Execution(String),
+}
+
+impl Filter {
+    /// The WHERE clause, with `$1` or `?1` as the one parameter.
+    pub(crate) fn clause(&self, table: Table, param: &str) -> String {
+        match self {
+            Self::Key(_) => format!("key = {param}"),
+            Self::Column(col, _) => format!("{col} = {param}"),
+            Self::Subject(_) if table == Table::Subjects => format!("key = {param}"),
+            Self::Subject(_) => format!("subject_digest = {param}"),
+            Self::Execution(_) if table == Table::Subjects => format!("execution_id = {param}"),
+            Self::Execution(_) => format!(
+                "subject_digest IN (SELECT key FROM {{schema}}subjects WHERE execution_id = {param})"
+            ),
+        }
+    }
+
+    pub(crate) fn value(&self) -> &str {
+        match self {
+            Self::Key(v) | Self::Column(_, v) | Self::Subject(v) | Self::Execution(v) => v,
+        }
+    }
+}
+
+/// A row exactly as stored, for `audit verify` (nothing parsed, so damage is reported, not
+/// an error).
+#[derive(Debug, Clone)]
+pub(crate) struct RawRow {
+    pub seq: i64,
+    pub key: String,
+    pub digest: String,
+    pub body: String,
+    pub counted: Option<bool>,
+}
+
+/// The operations a database backend provides.
+#[async_trait]
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// Backend name and location, without secrets.
+    fn describe(&self) -> String;
+    /// The schema version applied.
+    async fn schema_version(&self) -> Result<i64>;
+    /// Appends `items` in one transaction, each with its audit event, all or nothing. An item
+    /// whose key is stored is settled by [`Prepared::settle`] instead.
+    async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>>;
+    /// Applies one compare-and-set with its change record and audit event.
+    async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
+    /// Rows of `table` matching `filter`, in seq order.
+    async fn find(&self, table: Table, filter: Filter) -> Result<Vec<Stored>>;
+    /// A pointer's current state.
+    async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>>;
+    /// Every pointer.
+    async fn pointers(&self) -> Result<Vec<Pointer>>;
+    /// Up to `limit` rows of `table` with seq above `after_seq`, in seq order, as stored.
+    async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>>;
+    /// Up to `limit` audit events with seq above `after_seq`, in seq order.
+    async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
+    /// The last audit event.
+    async fn audit_head(&self) -> Result<Option<ChainHead>>;
+}
+
+pub(crate) fn seq_from(table: &str, key: &str, seq: i64) -> Result<u64> {
+    u64::try_from(seq).map_err(|_| StoreError::Corrupt {
+        table: Table::from_name(table).map_or("audit_events", Table::name),
+        key: key.to_owned(),
+        message: format!("negative seq {seq}"),
+    })
+}
+
+pub(crate) fn to_i64(n: u64, what: &'static str) -> Result<i64> {
+    i64::try_from(n).map_err(|_| StoreError::Invalid {
+        what,
+        message: format!("{n} does not fit a signed 64-bit integer"),
+    })
+}
+
+pub(crate) fn parse_digest(table: Table, key: &str, digest: &str) -> Result<Digest> {
+    digest.parse().map_err(|_| StoreError::Corrupt {
+        table: table.name(),
+        key: key.to_owned(),
+        message: format!("digest column {digest:?} is malformed"),
+    })
+}

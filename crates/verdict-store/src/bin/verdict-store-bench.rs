@@ -1,0 +1,420 @@
+//! Benchmark and load driver for verdict-store.
+//!
+//! `verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL] [--scale F]` measures
+//! durable appends per second (evidence plus audit event, fsync on) against the raw ceiling of
+//! the same database in the same run: single-row INSERTs of the same bytes with the same
+//! durability. It prints a Markdown table.
+//!
+//! `verdict-store-bench load --store URL --count N [--batch B]` appends N synthetic check
+//! evidence documents in batches of B, printing `committed K` after each commit; the crash test
+//! kills it mid-way.
+
+use serde_json::{Value, json};
+use sqlx::{Connection as _, Executor as _};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use verdict_core::contracts::Role;
+use verdict_core::digest;
+use verdict_store::{Actor, DocKind, Location, OpenOptions, Store};
+
+const USAGE: &str = "usage:
+  verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL] [--only postgres] [--scale F]
+  verdict-store-bench load --store URL --count N [--batch B]";
+
+const RUNNER: &str = "bench-runner";
+
+/// The i-th synthetic evidence document (about one fixed subject).
+fn evidence(i: u64) -> Value {
+    json!({
+        "id": format!("ev-{i}"),
+        "kind": "check",
+        "check": "unit-tests",
+        "subject_digest": digest::raw(b"bench-subject").as_str(),
+        "definition_digest": digest::raw(b"bench-definition").as_str(),
+        "produced_by": {"principal": RUNNER, "role": "runner"},
+        "outcome": "pass",
+        "hard": true,
+        "content_digest": digest::raw(&i.to_le_bytes()).as_str(),
+        "observed_at": "2026-11-30T11:50:00Z",
+        "freshness": {"kind": "content"}
+    })
+}
+
+fn runner() -> Actor {
+    Actor::new(RUNNER, Role::Runner)
+}
+
+struct Args(Vec<String>);
+
+impl Args {
+    fn value(&self, flag: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .position(|a| a == flag)
+            .and_then(|i| self.0.get(i + 1))
+            .map(String::as_str)
+    }
+    fn number<T: std::str::FromStr>(&self, flag: &str, default: T) -> Result<T, String> {
+        self.value(flag).map_or(Ok(default), |v| {
+            v.parse()
+                .map_err(|_| format!("{flag} {v:?} is not a number"))
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args(std::env::args().skip(1).collect());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("verdict-store-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.0.first().map(String::as_str) {
+        Some("load") => runtime.block_on(load(&args)),
+        Some("run") => runtime.block_on(run(&args)),
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("verdict-store-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn load(args: &Args) -> Result<(), String> {
+    let url = args.value("--store").ok_or(USAGE)?;
+    let count: u64 = args.number("--count", 1000)?;
+    let batch: u64 = args.number("--batch", 1)?;
+    let store = verdict_store::open(&Location::parse(url).map_err(|e| e.to_string())?)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout();
+    let mut i = 0;
+    while i < count {
+        let end = (i + batch.max(1)).min(count);
+        let docs: Vec<(DocKind, Value)> =
+            (i..end).map(|n| (DocKind::Evidence, evidence(n))).collect();
+        store
+            .put_batch(&runner(), &docs)
+            .await
+            .map_err(|e| e.to_string())?;
+        i = end;
+        writeln!(out, "committed {i}")
+            .and_then(|()| out.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One measured rate.
+struct Rate {
+    what: String,
+    ops: u64,
+    elapsed: Duration,
+}
+
+impl Rate {
+    fn per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+fn scaled(base: u64, scale: f64) -> u64 {
+    ((base as f64 * scale) as u64).max(10)
+}
+
+async fn run(args: &Args) -> Result<(), String> {
+    let scale: f64 = args.number("--scale", 1.0)?;
+    let mut lines = Vec::new();
+    let body_len = verdict_core::canonical::to_vec(&evidence(0)).len();
+    if args.value("--only") != Some("postgres") {
+        let dir = args.value("--sqlite-dir").map_or_else(
+            || std::env::temp_dir().join(format!("verdict-bench-{}", std::process::id())),
+            PathBuf::from,
+        );
+        let result = bench_sqlite(&dir, scale).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        lines.extend(result?);
+    }
+    if let Some(admin) = args.value("--postgres") {
+        lines.extend(bench_postgres(admin, scale).await?);
+    }
+    println!("Evidence body: {body_len} bytes of canonical JSON; every commit durable (fsync).\n");
+    println!("| measurement | operations | seconds | per second | ratio | target |");
+    println!("|---|---:|---:|---:|---:|---|");
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn row(rate: &Rate, ratio: Option<(f64, &str)>) -> String {
+    let (r, target) = ratio.map_or((String::new(), String::new()), |(r, t)| {
+        (format!("{r:.2}"), t.to_owned())
+    });
+    format!(
+        "| {} | {} | {:.2} | {:.0} | {r} | {target} |",
+        rate.what,
+        rate.ops,
+        rate.elapsed.as_secs_f64(),
+        rate.per_sec()
+    )
+}
+
+async fn store_single(
+    store: &Arc<dyn Store>,
+    what: &str,
+    start: u64,
+    n: u64,
+) -> Result<Rate, String> {
+    let t = Instant::now();
+    for i in start..start + n {
+        store
+            .put(&runner(), DocKind::Evidence, &evidence(i))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Rate {
+        what: what.to_owned(),
+        ops: n,
+        elapsed: t.elapsed(),
+    })
+}
+
+async fn store_batched(
+    store: &Arc<dyn Store>,
+    what: &str,
+    start: u64,
+    n: u64,
+    batch: u64,
+) -> Result<Rate, String> {
+    let docs: Vec<Vec<(DocKind, Value)>> = (0..n / batch)
+        .map(|b| {
+            (start + b * batch..start + (b + 1) * batch)
+                .map(|i| (DocKind::Evidence, evidence(i)))
+                .collect()
+        })
+        .collect();
+    let t = Instant::now();
+    for chunk in &docs {
+        store
+            .put_batch(&runner(), chunk)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Rate {
+        what: what.to_owned(),
+        ops: n / batch * batch,
+        elapsed: t.elapsed(),
+    })
+}
+
+async fn bench_sqlite(dir: &Path, scale: f64) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&evidence(0)))
+        .map_err(|e| e.to_string())?;
+    let n_single = scaled(3000, scale);
+    // The ceiling is measured before and after the store and the better run counts, so a
+    // noisy neighbour cannot flatter the ratio.
+    let raw_before = raw_sqlite_task(dir.join("raw-1.db"), body.clone(), n_single).await?;
+    let store = verdict_store::open(&Location::Sqlite(dir.join("store.db")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let single = store_single(&store, "SQLite store, single appends", 0, n_single).await?;
+    let batched = store_batched(
+        &store,
+        "SQLite store, batched appends (1000 per commit)",
+        1_000_000,
+        scaled(50_000, scale),
+        1000,
+    )
+    .await?;
+    let raw_after = raw_sqlite_task(dir.join("raw-2.db"), body, n_single).await?;
+    let raw = better(raw_before, raw_after);
+    let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
+    if !report.is_intact() {
+        return Err(format!(
+            "sqlite audit chain broken: {:?}",
+            report.problems.first()
+        ));
+    }
+    Ok(vec![
+        row(&raw, None),
+        row(
+            &single,
+            Some((single.per_sec() / raw.per_sec(), "≥ 0.5 × raw")),
+        ),
+        row(&batched, Some((batched.per_sec() / 20_000.0, "≥ 20,000/s"))),
+    ])
+}
+
+fn better(a: Rate, b: Rate) -> Rate {
+    if a.per_sec() >= b.per_sec() { a } else { b }
+}
+
+async fn raw_sqlite_task(path: PathBuf, body: String, n: u64) -> Result<Rate, String> {
+    tokio::task::spawn_blocking(move || raw_sqlite(&path, &body, n))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+fn raw_sqlite(path: &Path, body: &str, n: u64) -> Result<Rate, String> {
+    let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| e.to_string())?;
+    // The store's own WAL checkpoint interval, so both sides are tuned alike.
+    conn.pragma_update(None, "wal_autocheckpoint", 16_384)
+        .map_err(|e| e.to_string())?;
+    conn.execute_batch(
+        "CREATE TABLE raw (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, body TEXT NOT NULL)",
+    )
+    .map_err(|e| e.to_string())?;
+    let mut stmt = conn
+        .prepare("INSERT INTO raw (key, body) VALUES (?1, ?2)")
+        .map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    for i in 0..n {
+        stmt.execute(rusqlite::params![format!("k{i}"), body])
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Rate {
+        what: "SQLite raw ceiling: single-row INSERT, WAL, synchronous=FULL".into(),
+        ops: n,
+        elapsed: t.elapsed(),
+    })
+}
+
+async fn raw_pg(url: &str, body: &str, clients: u64, per_client: u64) -> Result<Rate, String> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut tasks = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(
+            sqlx::PgConnection::connect(url)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let t = Instant::now();
+    for (c, mut conn) in conns.into_iter().enumerate() {
+        let body = body.to_owned();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_client {
+                sqlx::query("INSERT INTO raw (key, body) VALUES ($1, $2)")
+                    .bind(format!("c{c}-{i}-{run}"))
+                    .bind(&body)
+                    .execute(&mut conn)
+                    .await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Rate {
+        what: format!("PostgreSQL raw ceiling: single-row INSERT, {clients} client(s)"),
+        ops: clients * per_client,
+        elapsed: t.elapsed(),
+    })
+}
+
+async fn bench_postgres(admin: &str, scale: f64) -> Result<Vec<String>, String> {
+    let db = format!("verdict_bench_{}", std::process::id());
+    let prefix = format!("vbench{}_", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{db}\""
+    ))))
+    .await
+    .map_err(|e| e.to_string())?;
+    let url = match admin.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{db}"),
+        None => return Err("--postgres needs a URL ending in /DATABASE".into()),
+    };
+    let result = bench_postgres_in(&url, &prefix, scale).await;
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+    ))))
+    .await
+    .map_err(|e| e.to_string())?;
+    for role in verdict_store::role_names(&prefix) {
+        let _ = conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+    result
+}
+
+async fn bench_postgres_in(url: &str, prefix: &str, scale: f64) -> Result<Vec<String>, String> {
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&evidence(0)))
+        .map_err(|e| e.to_string())?;
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    conn.execute(
+        "CREATE TABLE raw (id bigserial PRIMARY KEY, key text NOT NULL UNIQUE, body text NOT NULL)",
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let n_single = scaled(2000, scale);
+    let n_eight = scaled(1000, scale);
+    let raw1_before = raw_pg(url, &body, 1, n_single).await?;
+    let raw8_before = raw_pg(url, &body, 8, n_eight).await?;
+    let options = OpenOptions {
+        role_prefix: Some(prefix.to_owned()),
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&Location::Postgres(url.to_owned()), &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let single = store_single(&store, "PostgreSQL store, single appends", 0, n_single).await?;
+    let batched = store_batched(
+        &store,
+        "PostgreSQL store, batched appends (1000 per commit)",
+        1_000_000,
+        scaled(20_000, scale),
+        1000,
+    )
+    .await?;
+    let raw1 = better(raw1_before, raw_pg(url, &body, 1, n_single).await?);
+    let raw8 = better(raw8_before, raw_pg(url, &body, 8, n_eight).await?);
+    let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
+    if !report.is_intact() {
+        return Err(format!(
+            "postgres audit chain broken: {:?}",
+            report.problems.first()
+        ));
+    }
+    Ok(vec![
+        row(&raw1, None),
+        row(&raw8, None),
+        row(
+            &single,
+            Some((single.per_sec() / raw1.per_sec(), "≥ 0.5 × raw, 1 client")),
+        ),
+        row(
+            &batched,
+            Some((batched.per_sec() / raw8.per_sec(), "≥ 0.5 × raw, 8 clients")),
+        ),
+    ])
+}

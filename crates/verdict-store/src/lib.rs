@@ -1,0 +1,124 @@
+//! # verdict-store: the durable evidence store
+//!
+//! One job: keep every document the verdict engine relies on durably, append-only and audited,
+//! behind one interface with two backends: embedded SQLite (the default, one file in WAL mode)
+//! and PostgreSQL (for several machines; the database itself enforces who may write what).
+//!
+//! Main items:
+//! - [`Store`]: the object-safe async interface (`Arc<dyn Store>`), every write naming an
+//!   [`Actor`]; [`open`] and [`open_with`] give one for a [`Location`], [`migrate()`] applies the
+//!   schema.
+//! - [`DocKind`] and [`Stored`]: contract documents kept as the canonical bytes that were
+//!   hashed, keyed by digest; storing one twice returns the stored row.
+//! - [`Table`], [`PointerKind`]: the append-only tables and the only mutable rows, pointers
+//!   moved by compare-and-set, each move audited.
+//! - [`audit`]: the hash chain, [`AuditReport`] of `audit verify`, and [`checkpoint`]: ed25519
+//!   signatures over the chain head.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), verdict_store::StoreError> {
+//! use verdict_store::{Actor, DocKind, Location, Store};
+//! use verdict_core::contracts::Role;
+//!
+//! let store = verdict_store::open(&Location::resolve(None)?).await?;
+//! let runner = Actor::new("ci-runner", Role::Runner);
+//! let evidence = serde_json::json!({ /* a check evidence document */ });
+//! let stored = store.put(&runner, DocKind::Evidence, &evidence).await?;
+//! // Putting the same bytes again appends nothing and returns the same row.
+//! assert_eq!(store.put(&runner, DocKind::Evidence, &evidence).await?.seq, stored.seq);
+//! assert!(store.verify_audit(None).await?.is_intact());
+//! # Ok(()) }
+//! ```
+
+pub mod actor;
+pub mod audit;
+mod backend;
+pub mod checkpoint;
+pub mod error;
+pub mod location;
+pub mod migrations;
+mod postgres;
+pub mod records;
+mod sqlite;
+pub mod store;
+mod verify;
+
+pub use actor::{Actor, ActorRole};
+pub use audit::{AuditEvent, AuditReport, ChainHead, Problem, ProblemKind};
+pub use checkpoint::Checkpoint;
+pub use error::{Result, StoreError};
+pub use location::Location;
+pub use migrations::{MigrationReport, SCHEMA_VERSION};
+pub use postgres::{DEFAULT_ROLE_PREFIX, role_names};
+pub use records::{
+    Access, DocKind, GrantRecord, GrantScope, PointerKind, PrincipalRecord, Revocation,
+    RunAdmission, RunEvent, RunStatus, ScopeKind, Table, token_sha256,
+};
+pub use store::{About, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored};
+
+use std::sync::Arc;
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Apply pending migrations on open (default true). When false, an older schema is an error.
+    pub migrate: bool,
+    /// PostgreSQL: the prefix of the database role names (default [`DEFAULT_ROLE_PREFIX`]; a
+    /// migrated database remembers its own and refuses another).
+    pub role_prefix: Option<String>,
+    /// PostgreSQL: connections in the pool (default 8).
+    pub max_connections: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            migrate: true,
+            role_prefix: None,
+            max_connections: 8,
+        }
+    }
+}
+
+/// Opens the store at `location` with default options, creating and migrating it on first use.
+pub async fn open(location: &Location) -> Result<Arc<dyn Store>> {
+    open_with(location, &OpenOptions::default()).await
+}
+
+/// Opens the store at `location`. The schema version is checked first: a newer schema than
+/// this binary knows is refused.
+pub async fn open_with(location: &Location, options: &OpenOptions) -> Result<Arc<dyn Store>> {
+    match location {
+        Location::Sqlite(path) => {
+            let backend = sqlite::SqliteBackend::open(path, options.migrate).await?;
+            Ok(Arc::new(store::StoreImpl { backend }))
+        }
+        Location::Postgres(url) => {
+            let backend = postgres::PgBackend::open(
+                url,
+                options.migrate,
+                options.role_prefix.as_deref(),
+                options.max_connections,
+            )
+            .await?;
+            Ok(Arc::new(store::StoreImpl { backend }))
+        }
+    }
+}
+
+/// Applies pending migrations at `location` (on PostgreSQL also creating the owner and
+/// principal roles). Running it again changes nothing.
+pub async fn migrate(location: &Location, role_prefix: Option<&str>) -> Result<MigrationReport> {
+    match location {
+        Location::Sqlite(path) => {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || sqlite::migrate(&path))
+                .await
+                .map_err(|e| StoreError::Backend {
+                    backend: "sqlite",
+                    message: format!("migration task failed: {e}"),
+                })?
+        }
+        Location::Postgres(url) => postgres::migrate(url, role_prefix).await,
+    }
+}

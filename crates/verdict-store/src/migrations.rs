@@ -1,0 +1,38 @@
+//! The schema migrations of each backend, embedded in the binary.
+
+/// One schema migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Version it brings the schema to.
+    pub version: i64,
+    /// Short name.
+    pub name: &'static str,
+    /// The SQL.
+    pub sql: &'static str,
+}
+
+/// The newest schema version this binary knows (both backends share version numbers).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// SQLite migrations, in order.
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/sqlite/0001_init.sql"),
+}];
+
+/// PostgreSQL migrations, in order. Role names are placeholders filled in from the role prefix.
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+/// What `migrate` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// Schema version before.
+    pub from: i64,
+    /// Schema version after.
+    pub to: i64,
+}

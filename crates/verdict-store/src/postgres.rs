@@ -1,0 +1,556 @@
+//! The PostgreSQL backend. Every write runs in a transaction that first drops to the database
+//! role of the actor's role (`SET LOCAL ROLE`) and then calls the SECURITY DEFINER routine of
+//! the table, so the database enforces who may write what; the routine appends the audit event
+//! and computes its hash.
+
+use crate::actor::{Actor, ActorRole};
+use crate::audit::{AuditEvent, ChainHead};
+use crate::backend::{
+    Backend, CasOutcome, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from, to_i64,
+};
+use crate::error::{Result, StoreError};
+use crate::location::redact_url;
+use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
+use crate::records::{PointerKind, Table};
+use crate::store::{Pointer, Stored};
+use async_trait::async_trait;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Executor as _, Row as _};
+use std::time::Duration;
+
+/// The role prefix used when none is configured.
+pub const DEFAULT_ROLE_PREFIX: &str = "verdict_";
+
+/// Advisory lock key serialising migrations of one database.
+const MIGRATE_LOCK: i64 = 8_531_478_330_712_965_378;
+
+pub(crate) struct PgBackend {
+    pool: PgPool,
+    prefix: String,
+    describe: String,
+}
+
+fn pg_err(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        match db.code().as_deref() {
+            Some("42501") => return StoreError::Denied(db.message().to_owned()),
+            Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
+            _ => {}
+        }
+    }
+    StoreError::Backend {
+        backend: "postgres",
+        message: e.to_string(),
+    }
+}
+
+/// Whether `prefix` can start a role name without quoting surprises.
+fn check_prefix(prefix: &str) -> Result<()> {
+    let b = prefix.as_bytes();
+    let ok = matches!(b.first(), Some(b'a'..=b'z' | b'_'))
+        && b.len() <= 40
+        && b.iter()
+            .all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            what: "role prefix",
+            message: format!("{prefix:?} does not match ^[a-z_][a-z0-9_]{{0,39}}$"),
+        })
+    }
+}
+
+/// The database role names for a prefix: the owner, then one per actor role.
+#[must_use]
+pub fn role_names(prefix: &str) -> Vec<String> {
+    std::iter::once(format!("{prefix}owner"))
+        .chain(
+            ActorRole::ALL
+                .iter()
+                .map(|r| format!("{prefix}{}", r.as_str())),
+        )
+        .collect()
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+fn migration_sql(sql: &str, prefix: &str) -> String {
+    let mut out = sql.replace("__PREFIX_LITERAL__", &format!("'{prefix}'"));
+    out = out.replace("__OWNER__", &quote(&format!("{prefix}owner")));
+    for role in ActorRole::ALL {
+        let placeholder = format!("__{}__", role.as_str().to_uppercase());
+        out = out.replace(&placeholder, &quote(&format!("{prefix}{}", role.as_str())));
+    }
+    out
+}
+
+async fn version(conn: &mut sqlx::PgConnection) -> Result<i64> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('verdict.schema_migrations') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(pg_err)?;
+    if !exists {
+        return Ok(0);
+    }
+    sqlx::query_scalar("SELECT coalesce(max(version), 0)::bigint FROM verdict.schema_migrations")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(pg_err)
+}
+
+async fn pool_version(pool: &PgPool) -> Result<i64> {
+    let mut conn = pool.acquire().await.map_err(pg_err)?;
+    version(&mut conn).await
+}
+
+async fn stored_prefix(pool: &PgPool) -> Result<Option<String>> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('verdict.store_meta') IS NOT NULL")
+        .fetch_one(pool)
+        .await
+        .map_err(pg_err)?;
+    if !exists {
+        return Ok(None);
+    }
+    sqlx::query_scalar("SELECT value FROM verdict.store_meta WHERE key = 'role_prefix'")
+        .fetch_optional(pool)
+        .await
+        .map_err(pg_err)
+}
+
+/// Creates the roles that do not exist yet. Role names are global to the server, so several
+/// databases (and concurrent migrations) may share them; a lost creation race is retried.
+async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
+    for name in role_names(prefix) {
+        let sql = format!(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN \
+             CREATE ROLE {} NOLOGIN; END IF; END $$",
+            quote(&name)
+        );
+        let mut attempt = 0;
+        loop {
+            match pool
+                .execute(sqlx::raw_sql(AssertSqlSafe(sql.clone())))
+                .await
+            {
+                Ok(_) => break,
+                // Concurrent CREATE ROLE fails with unique_violation, duplicate_object or
+                // "tuple concurrently updated"; each means: look again.
+                Err(_) if attempt < 5 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+                Err(e) => return Err(pg_err(e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn grant_roles_to_session_user(pool: &PgPool, prefix: &str) -> Result<()> {
+    let superuser: bool =
+        sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = session_user")
+            .fetch_one(pool)
+            .await
+            .map_err(pg_err)?;
+    if superuser {
+        return Ok(());
+    }
+    for name in role_names(prefix) {
+        let sql = format!("GRANT {} TO SESSION_USER", quote(&name));
+        pool.execute(sqlx::raw_sql(AssertSqlSafe(sql)))
+            .await
+            .map_err(pg_err)?;
+    }
+    Ok(())
+}
+
+/// Applies pending migrations: creates the roles, then the schema, under an advisory lock.
+async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationReport, String)> {
+    let prefix = match (stored_prefix(pool).await?, prefix) {
+        (Some(stored), Some(asked)) if stored != asked => {
+            return Err(StoreError::Refused(format!(
+                "this database was migrated with role prefix {stored:?}, not {asked:?}"
+            )));
+        }
+        (Some(stored), _) => stored,
+        (None, asked) => asked.unwrap_or(DEFAULT_ROLE_PREFIX).to_owned(),
+    };
+    check_prefix(&prefix)?;
+    let found = pool_version(pool).await?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    ensure_roles(pool, &prefix).await?;
+    let mut tx = pool.begin().await.map_err(pg_err)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATE_LOCK)
+        .execute(&mut *tx)
+        .await
+        .map_err(pg_err)?;
+    let from = version(&mut tx).await?;
+    if from > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: from,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for m in migrations::POSTGRES.iter().filter(|m| m.version > from) {
+        tx.execute(sqlx::raw_sql(AssertSqlSafe(migration_sql(m.sql, &prefix))))
+            .await
+            .map_err(pg_err)?;
+        sqlx::query("INSERT INTO verdict.schema_migrations (version, name) VALUES ($1, $2)")
+            .bind(i32::try_from(m.version).unwrap_or(i32::MAX))
+            .bind(m.name)
+            .execute(&mut *tx)
+            .await
+            .map_err(pg_err)?;
+    }
+    let to = version(&mut tx).await?;
+    tx.commit().await.map_err(pg_err)?;
+    grant_roles_to_session_user(pool, &prefix).await?;
+    Ok((MigrationReport { from, to }, prefix))
+}
+
+async fn connect(url: &str, max_connections: u32) -> Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(Duration::from_secs(30))
+        .connect(url)
+        .await
+        .map_err(|e| StoreError::Location {
+            location: redact_url(url),
+            message: e.to_string(),
+        })
+}
+
+/// Applies pending migrations to the database at `url`.
+pub(crate) async fn migrate(url: &str, prefix: Option<&str>) -> Result<MigrationReport> {
+    let pool = connect(url, 2).await?;
+    let result = migrate_pool(&pool, prefix).await.map(|(r, _)| r);
+    pool.close().await;
+    result
+}
+
+fn counted_col(table: Table) -> &'static str {
+    if table == Table::VerificationResults {
+        "counted"
+    } else {
+        "NULL::boolean"
+    }
+}
+
+fn row_to_stored(table: Table, row: &PgRow) -> Result<Stored> {
+    let seq: i64 = row.try_get(0).map_err(pg_err)?;
+    let key: String = row.try_get(1).map_err(pg_err)?;
+    let digest: String = row.try_get(2).map_err(pg_err)?;
+    Ok(Stored {
+        table,
+        seq: seq_from(table.name(), &key, seq)?,
+        digest: parse_digest(table, &key, &digest)?,
+        body: row.try_get(3).map_err(pg_err)?,
+        counted: row.try_get(4).map_err(pg_err)?,
+        inserted: false,
+        key,
+    })
+}
+
+fn row_to_pointer(row: &PgRow) -> Result<Pointer> {
+    let kind: String = row.try_get(0).map_err(pg_err)?;
+    let name: String = row.try_get(1).map_err(pg_err)?;
+    let revision: i64 = row.try_get(2).map_err(pg_err)?;
+    let k = PointerKind::from_name(&kind).ok_or_else(|| StoreError::Corrupt {
+        table: "pointers",
+        key: format!("{kind}:{name}"),
+        message: "unknown pointer kind".into(),
+    })?;
+    Ok(Pointer {
+        kind: k,
+        revision: seq_from("pointers", &name, revision)?,
+        value: row.try_get(3).map_err(pg_err)?,
+        name,
+    })
+}
+
+impl PgBackend {
+    /// Connects, checks the schema version, and migrates on first use when `migrate` is set.
+    pub(crate) async fn open(
+        url: &str,
+        migrate: bool,
+        prefix: Option<&str>,
+        max_connections: u32,
+    ) -> Result<Self> {
+        let pool = connect(url, max_connections).await?;
+        let found = pool_version(&pool).await?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let prefix = if found < SCHEMA_VERSION {
+            if !migrate {
+                return Err(StoreError::SchemaTooOld {
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            migrate_pool(&pool, prefix).await?.1
+        } else {
+            let stored = stored_prefix(&pool)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt {
+                    table: "store_meta",
+                    key: "role_prefix".into(),
+                    message: "missing".into(),
+                })?;
+            if let Some(asked) = prefix.filter(|p| *p != stored) {
+                return Err(StoreError::Refused(format!(
+                    "this database was migrated with role prefix {stored:?}, not {asked:?}"
+                )));
+            }
+            stored
+        };
+        Ok(Self {
+            pool,
+            prefix,
+            describe: redact_url(url),
+        })
+    }
+
+    async fn begin_as(
+        &self,
+        role: ActorRole,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        // One round trip: open the transaction and drop to the role for its duration.
+        let begin = format!(
+            "BEGIN; SET LOCAL ROLE {}",
+            quote(&format!("{}{}", self.prefix, role.as_str()))
+        );
+        self.pool
+            .begin_with(AssertSqlSafe(begin))
+            .await
+            .map_err(pg_err)
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    async fn schema_version(&self) -> Result<i64> {
+        pool_version(&self.pool).await
+    }
+
+    async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
+        let mut tx = self.begin_as(actor.role).await?;
+        let mut out = Vec::with_capacity(items.len());
+        // One call per run of consecutive items of one table, in order.
+        for run in items.chunk_by(|a, b| a.table == b.table) {
+            let Some(first) = run.first() else { continue };
+            let sql = format!(
+                "SELECT r_seq, r_digest, r_body, r_inserted, r_counted FROM verdict.put_{}($1, $2, $3, $4, $5, $6)",
+                first.table.name()
+            );
+            let rows = sqlx::query(AssertSqlSafe(sql))
+                .bind(&actor.principal)
+                .bind(actor.role.as_str())
+                .bind(run.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
+                .bind(run.iter().map(|i| i.digest.as_str()).collect::<Vec<_>>())
+                .bind(run.iter().map(|i| i.body.as_str()).collect::<Vec<_>>())
+                .bind(
+                    run.iter()
+                        .map(|i| i.correlation.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(pg_err)?;
+            if rows.len() != run.len() {
+                return Err(StoreError::Backend {
+                    backend: "postgres",
+                    message: format!(
+                        "put_{} returned {} rows for {} records",
+                        first.table.name(),
+                        rows.len(),
+                        run.len()
+                    ),
+                });
+            }
+            for (item, row) in run.iter().zip(&rows) {
+                let seq: i64 = row.try_get(0).map_err(pg_err)?;
+                let digest: String = row.try_get(1).map_err(pg_err)?;
+                let inserted: bool = row.try_get(3).map_err(pg_err)?;
+                let stored = Stored {
+                    table: item.table,
+                    key: item.key.clone(),
+                    seq: seq_from(item.table.name(), &item.key, seq)?,
+                    digest: parse_digest(item.table, &item.key, &digest)?,
+                    body: row.try_get(2).map_err(pg_err)?,
+                    inserted,
+                    counted: row.try_get(4).map_err(pg_err)?,
+                };
+                // A refused item drops the transaction, rolling back the whole batch.
+                out.push(if inserted {
+                    stored
+                } else {
+                    item.settle(stored)?
+                });
+            }
+        }
+        tx.commit().await.map_err(pg_err)?;
+        Ok(out)
+    }
+
+    async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
+        let mut tx = self.begin_as(actor.role).await?;
+        let sql = format!(
+            "SELECT r_ok, r_revision, r_value, r_seq FROM verdict.cas_{}($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            cas.kind.as_str()
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(&cas.name)
+            .bind(to_i64(cas.expected_revision, "pointer revision")?)
+            .bind(cas.expected.as_deref())
+            .bind(cas.new.as_deref())
+            .bind(&cas.change.key)
+            .bind(cas.change.digest.as_str())
+            .bind(&cas.change.body)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(pg_err)?;
+        let ok: bool = row.try_get(0).map_err(pg_err)?;
+        let revision: i64 = row.try_get(1).map_err(pg_err)?;
+        let value: Option<String> = row.try_get(2).map_err(pg_err)?;
+        let pointer = Pointer {
+            kind: cas.kind,
+            name: cas.name.clone(),
+            revision: seq_from("pointers", &cas.name, revision)?,
+            value,
+        };
+        if ok {
+            tx.commit().await.map_err(pg_err)?;
+            Ok(CasOutcome::Done(pointer))
+        } else {
+            tx.rollback().await.map_err(pg_err)?;
+            let absent = pointer.revision == 0 && pointer.value.is_none();
+            Ok(CasOutcome::Stale((!absent).then_some(pointer)))
+        }
+    }
+
+    async fn find(&self, table: Table, filter: Filter) -> Result<Vec<Stored>> {
+        let sql = format!(
+            "SELECT seq, key, digest, body, {} FROM verdict.{} WHERE {} ORDER BY seq",
+            counted_col(table),
+            table.name(),
+            filter.clause(table, "$1").replace("{schema}", "verdict.")
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(filter.value())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(pg_err)?;
+        rows.iter().map(|r| row_to_stored(table, r)).collect()
+    }
+
+    async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
+        let row = sqlx::query("SELECT pointer, name, revision, value FROM verdict.pointers WHERE pointer = $1 AND name = $2")
+            .bind(kind.as_str())
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(pg_err)?;
+        row.as_ref().map(row_to_pointer).transpose()
+    }
+
+    async fn pointers(&self) -> Result<Vec<Pointer>> {
+        let rows = sqlx::query(
+            "SELECT pointer, name, revision, value FROM verdict.pointers ORDER BY pointer, name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(pg_err)?;
+        rows.iter().map(row_to_pointer).collect()
+    }
+
+    async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {
+        let sql = format!(
+            "SELECT seq, key, digest, body, {} FROM verdict.{} WHERE seq > $1 ORDER BY seq LIMIT $2",
+            counted_col(table),
+            table.name()
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(after_seq)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(pg_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(RawRow {
+                    seq: r.try_get(0).map_err(pg_err)?,
+                    key: r.try_get(1).map_err(pg_err)?,
+                    digest: r.try_get(2).map_err(pg_err)?,
+                    body: r.try_get(3).map_err(pg_err)?,
+                    counted: r.try_get(4).map_err(pg_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
+        let rows = sqlx::query(
+            "SELECT seq, prev_hash, hash, event_type, tbl, key, principal, role, payload_digest, correlation, \
+             recorded_at FROM verdict.audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .bind(to_i64(after_seq, "seq")?)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(pg_err)?;
+        rows.iter()
+            .map(|r| {
+                let key: String = r.try_get(5).map_err(pg_err)?;
+                let seq: i64 = r.try_get(0).map_err(pg_err)?;
+                Ok(AuditEvent {
+                    seq: seq_from("audit_events", &key, seq)?,
+                    prev_hash: r.try_get(1).map_err(pg_err)?,
+                    hash: r.try_get(2).map_err(pg_err)?,
+                    event_type: r.try_get(3).map_err(pg_err)?,
+                    table: r.try_get(4).map_err(pg_err)?,
+                    key,
+                    principal: r.try_get(6).map_err(pg_err)?,
+                    role: r.try_get(7).map_err(pg_err)?,
+                    payload_digest: r.try_get(8).map_err(pg_err)?,
+                    correlation: r.try_get(9).map_err(pg_err)?,
+                    recorded_at: r.try_get(10).map_err(pg_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn audit_head(&self) -> Result<Option<ChainHead>> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, hash FROM verdict.audit_events ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(pg_err)?;
+        row.map(|(seq, hash)| {
+            Ok(ChainHead {
+                seq: seq_from("audit_events", "", seq)?,
+                hash,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,606 @@
+//! What the store keeps: its tables, the record types it owns, and how each stored body is
+//! checked, keyed and hashed.
+//!
+//! Every append-only row is `(seq, key, digest, body)`: `body` is canonical JSON (RFC 8785),
+//! `digest = "sha256:" + hex(SHA-256("verdict:" + domain + ":v1" + 0x00 + body))` with the
+//! table's domain (the contract's digest kind for documents, `store.*` for the store's own
+//! records), and `key` is what the row is unique by. [`key_of`] derives the key from the body
+//! alone, so a writer and `audit verify` always agree on it.
+
+use crate::actor::ActorRole;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use verdict_core::canonical;
+use verdict_core::contracts::{
+    self, CheckEvidence, Finding, GateDecision, HumanDecision, Id, Name, Policy, Role, Subject,
+    Timestamp, UnavailableReason, VerificationResult,
+};
+use verdict_core::digest::{Digest, DigestKind};
+
+/// Largest canonical body the store accepts (documents carry digests, not content).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// An append-only table of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    /// Principals: name, role, SHA-256 of the token (never the token).
+    Principals,
+    /// Grants of a principal on an execution or mission.
+    Grants,
+    /// Revocations of grants (a grant is never updated).
+    GrantRevocations,
+    /// Subjects (CONTRACTS.md §2).
+    Subjects,
+    /// Policies (§3).
+    Policies,
+    /// Check evidence (§4).
+    CheckEvidence,
+    /// Verification requests.
+    VerificationRequests,
+    /// Verifier runs as admitted.
+    VerifierRuns,
+    /// Status transitions of verifier runs.
+    RunEvents,
+    /// Verification results (§4).
+    VerificationResults,
+    /// Findings, unique by id and version (§4).
+    Findings,
+    /// Human decisions (§4).
+    HumanDecisions,
+    /// Gate decisions, unique by evaluation key (§6.4).
+    GateDecisions,
+    /// Every change of a pointer.
+    PointerChanges,
+}
+
+impl Table {
+    /// Every table, in the order `audit verify` walks them.
+    pub const ALL: [Self; 14] = [
+        Self::Principals,
+        Self::Grants,
+        Self::GrantRevocations,
+        Self::Subjects,
+        Self::Policies,
+        Self::CheckEvidence,
+        Self::VerificationRequests,
+        Self::VerifierRuns,
+        Self::RunEvents,
+        Self::VerificationResults,
+        Self::Findings,
+        Self::HumanDecisions,
+        Self::GateDecisions,
+        Self::PointerChanges,
+    ];
+
+    /// The table's name in both databases.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Principals => "principals",
+            Self::Grants => "grants",
+            Self::GrantRevocations => "grant_revocations",
+            Self::Subjects => "subjects",
+            Self::Policies => "policies",
+            Self::CheckEvidence => "check_evidence",
+            Self::VerificationRequests => "verification_requests",
+            Self::VerifierRuns => "verifier_runs",
+            Self::RunEvents => "run_events",
+            Self::VerificationResults => "verification_results",
+            Self::Findings => "findings",
+            Self::HumanDecisions => "human_decisions",
+            Self::GateDecisions => "gate_decisions",
+            Self::PointerChanges => "pointer_changes",
+        }
+    }
+
+    /// The table named `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The digest domain of the table's bodies.
+    #[must_use]
+    pub const fn domain(self) -> &'static str {
+        match self {
+            Self::Principals => "store.principal",
+            Self::Grants => "store.grant",
+            Self::GrantRevocations => "store.grant-revocation",
+            Self::Subjects => DigestKind::Subject.as_str(),
+            Self::Policies => DigestKind::Policy.as_str(),
+            Self::CheckEvidence => DigestKind::Evidence.as_str(),
+            Self::VerificationRequests => DigestKind::Request.as_str(),
+            Self::VerifierRuns => "store.verifier-run",
+            Self::RunEvents => "store.run-event",
+            Self::VerificationResults => DigestKind::Verification.as_str(),
+            Self::Findings => DigestKind::Finding.as_str(),
+            Self::HumanDecisions => DigestKind::HumanDecision.as_str(),
+            Self::GateDecisions => DigestKind::Decision.as_str(),
+            Self::PointerChanges => "store.pointer-change",
+        }
+    }
+
+    /// Roles that may append to the table. Pointer changes are appended only by a
+    /// compare-and-set, so no role appends them directly.
+    #[must_use]
+    pub const fn writers(self) -> &'static [ActorRole] {
+        use ActorRole::{Gate, Human, Operator, Producer, Runner, Verifier};
+        match self {
+            Self::Principals
+            | Self::Grants
+            | Self::GrantRevocations
+            | Self::Policies
+            | Self::VerifierRuns => &[Operator],
+            Self::Subjects | Self::VerificationRequests => &[Producer, Operator],
+            Self::CheckEvidence => &[Runner, Producer],
+            Self::RunEvents => &[Operator, Verifier],
+            Self::VerificationResults | Self::Findings => &[Verifier],
+            Self::HumanDecisions => &[Human],
+            Self::GateDecisions => &[Gate],
+            Self::PointerChanges => &[],
+        }
+    }
+
+    /// Whether rows carry a `subject_digest` (and so can be listed by subject or execution).
+    #[must_use]
+    pub const fn has_subject(self) -> bool {
+        matches!(
+            self,
+            Self::CheckEvidence
+                | Self::VerificationRequests
+                | Self::VerifierRuns
+                | Self::VerificationResults
+                | Self::Findings
+                | Self::HumanDecisions
+                | Self::GateDecisions
+        )
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A contract document kind the store keeps, keyed by its digest (gate decisions by their
+/// evaluation key, findings by id and version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DocKind {
+    /// A subject.
+    Subject,
+    /// A policy.
+    Policy,
+    /// Check evidence.
+    Evidence,
+    /// A verification request (any JSON object; `subject_digest` is indexed when present).
+    Request,
+    /// A verification result; its findings are stored with it.
+    Verification,
+    /// A finding.
+    Finding,
+    /// A human decision.
+    HumanDecision,
+    /// A gate decision.
+    Decision,
+}
+
+impl DocKind {
+    /// Every kind.
+    pub const ALL: [Self; 8] = [
+        Self::Subject,
+        Self::Policy,
+        Self::Evidence,
+        Self::Request,
+        Self::Verification,
+        Self::Finding,
+        Self::HumanDecision,
+        Self::Decision,
+    ];
+
+    /// The table documents of this kind live in.
+    #[must_use]
+    pub const fn table(self) -> Table {
+        match self {
+            Self::Subject => Table::Subjects,
+            Self::Policy => Table::Policies,
+            Self::Evidence => Table::CheckEvidence,
+            Self::Request => Table::VerificationRequests,
+            Self::Verification => Table::VerificationResults,
+            Self::Finding => Table::Findings,
+            Self::HumanDecision => Table::HumanDecisions,
+            Self::Decision => Table::GateDecisions,
+        }
+    }
+
+    /// The contract digest kind.
+    #[must_use]
+    pub const fn digest_kind(self) -> DigestKind {
+        match self {
+            Self::Subject => DigestKind::Subject,
+            Self::Policy => DigestKind::Policy,
+            Self::Evidence => DigestKind::Evidence,
+            Self::Request => DigestKind::Request,
+            Self::Verification => DigestKind::Verification,
+            Self::Finding => DigestKind::Finding,
+            Self::HumanDecision => DigestKind::HumanDecision,
+            Self::Decision => DigestKind::Decision,
+        }
+    }
+}
+
+/// A mutable pointer kind. Pointers change only by compare-and-set, each change appended to
+/// `pointer_changes` and audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PointerKind {
+    /// Execution id to its current subject digest and generation.
+    Execution,
+    /// Gate name to its current policy digest and revision.
+    Gate,
+    /// Job name to its lease holder and expiry.
+    Lease,
+}
+
+impl PointerKind {
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Execution, Self::Gate, Self::Lease];
+
+    /// The kind's name in the `pointers` table.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Execution => "execution",
+            Self::Gate => "gate",
+            Self::Lease => "lease",
+        }
+    }
+
+    /// The kind named `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    pub(crate) const fn target(self) -> &'static str {
+        match self {
+            Self::Execution => "execution pointers",
+            Self::Gate => "gate pointers",
+            Self::Lease => "job leases",
+        }
+    }
+
+    /// Roles that may move pointers of this kind.
+    #[must_use]
+    pub const fn writers(self) -> &'static [ActorRole] {
+        use ActorRole::{Operator, Runner, Verifier};
+        match self {
+            Self::Execution | Self::Gate => &[Operator],
+            Self::Lease => &[Operator, Runner, Verifier],
+        }
+    }
+}
+
+/// A principal: its name, role and the SHA-256 of its token. The token itself is never stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalRecord {
+    /// Principal name.
+    pub name: Name,
+    /// The role it acts in.
+    pub role: Role,
+    /// `sha256:` of the token's bytes (see [`token_sha256`]).
+    pub token_sha256: Digest,
+}
+
+/// The digest under which a token is stored: plain SHA-256 of its bytes.
+#[must_use]
+pub fn token_sha256(token: &str) -> Digest {
+    verdict_core::digest::raw(token.as_bytes())
+}
+
+/// What a grant covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeKind {
+    /// One execution.
+    Execution,
+    /// Every execution of a mission.
+    Mission,
+}
+
+/// The scope of a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantScope {
+    /// Execution or mission.
+    pub kind: ScopeKind,
+    /// Its id.
+    pub id: Name,
+}
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// May read the scope.
+    Read,
+    /// May read and append within the scope.
+    Write,
+}
+
+/// A grant of access to a principal. Immutable; revoked by appending a [`Revocation`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantRecord {
+    /// Grant id.
+    pub grant_id: Name,
+    /// Who it is granted to.
+    pub principal: Name,
+    /// What it covers.
+    pub scope: GrantScope,
+    /// Read or write.
+    pub access: Access,
+    /// When it lapses.
+    pub expires_at: Timestamp,
+}
+
+/// The revocation of a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revocation {
+    /// The grant revoked.
+    pub grant_id: Name,
+    /// When.
+    pub revoked_at: Timestamp,
+    /// Why (at most 1024 characters).
+    pub reason: String,
+}
+
+/// A verifier run as admitted: which verifier, which class, for which request, subject and
+/// generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunAdmission {
+    /// Run id (the `verifier.run` of its results).
+    pub run_id: Name,
+    /// The request it serves.
+    pub request_digest: Digest,
+    /// The subject it verifies.
+    pub subject_digest: Digest,
+    /// The verifier principal admitted.
+    pub verifier: Name,
+    /// The verifier class.
+    pub class: Id,
+    /// The execution generation it was admitted for.
+    pub admitted_generation: u64,
+}
+
+/// A status a run moves to after admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The verifier started.
+    Started,
+    /// It returned a result (terminal).
+    Completed,
+    /// It could not (terminal; the event names why).
+    Unavailable,
+    /// It was cancelled (terminal).
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The wire name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Completed => "completed",
+            Self::Unavailable => "unavailable",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether no status may follow.
+    #[must_use]
+    pub const fn is_terminal(self) -> bool {
+        !matches!(self, Self::Started)
+    }
+}
+
+/// One status transition of a run, numbered from 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunEvent {
+    /// The run.
+    pub run_id: Name,
+    /// Position in the run's history, from 1.
+    pub n: u64,
+    /// New status.
+    pub status: RunStatus,
+    /// Why unavailable (required for `unavailable`, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<UnavailableReason>,
+}
+
+/// One change of a pointer: its name, new revision, and the values before and after (canonical
+/// JSON, `null` for none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointerChange {
+    /// `execution`, `gate` or `lease`.
+    pub pointer: String,
+    /// Pointer name.
+    pub name: String,
+    /// The revision this change creates (from 1).
+    pub revision: u64,
+    /// Value before.
+    pub old: Value,
+    /// Value after.
+    pub new: Value,
+}
+
+/// `digest(domain, body)`: SHA-256 over `"verdict:" + domain + ":v1" + 0x00 + body`.
+#[must_use]
+pub fn row_digest(domain: &str, body: &[u8]) -> Digest {
+    let mut h = Sha256::new();
+    h.update(b"verdict:");
+    h.update(domain.as_bytes());
+    h.update(b":v1\0");
+    h.update(body);
+    Digest::from_sha256(&h.finalize())
+}
+
+/// The key a body is stored under in `table`, after checking the body is canonical JSON of
+/// the table's type. Returns the key and the body's digest.
+pub fn key_of(table: Table, body: &[u8]) -> Result<(String, Digest), String> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(format!(
+            "body of {} bytes exceeds {MAX_BODY_BYTES}",
+            body.len()
+        ));
+    }
+    let value = verdict_core::json::parse(body).map_err(|e| e.to_string())?;
+    if canonical::to_vec(&value) != body {
+        return Err("body is not in canonical form".into());
+    }
+    let digest = row_digest(table.domain(), body);
+    let key = key_of_value(table, &value, &digest)?;
+    Ok((key, digest))
+}
+
+/// [`key_of`] for a body already known to be the canonical form of `value` and to hash to
+/// `digest`: decodes `value` as the table's type and derives the key.
+pub fn key_of_value(table: Table, value: &Value, digest: &Digest) -> Result<String, String> {
+    let key = match table {
+        Table::Principals => decode::<PrincipalRecord>(value)?.name.to_string(),
+        Table::Grants => decode::<GrantRecord>(value)?.grant_id.to_string(),
+        Table::GrantRevocations => {
+            let r = decode::<Revocation>(value)?;
+            check_reason(&r.reason)?;
+            r.grant_id.to_string()
+        }
+        Table::VerifierRuns => decode::<RunAdmission>(value)?.run_id.to_string(),
+        Table::RunEvents => {
+            let e = decode::<RunEvent>(value)?;
+            check_run_event(&e)?;
+            run_event_key(e.run_id.as_str(), e.n)
+        }
+        Table::PointerChanges => {
+            let c = decode::<PointerChange>(value)?;
+            if PointerKind::from_name(&c.pointer).is_none() || c.revision == 0 {
+                return Err(format!(
+                    "pointer change names pointer {:?} revision {}",
+                    c.pointer, c.revision
+                ));
+            }
+            pointer_change_key(&c.pointer, &c.name, c.revision)
+        }
+        Table::Subjects => doc_key::<Subject>(value, digest)?,
+        Table::Policies => doc_key::<Policy>(value, digest)?,
+        Table::CheckEvidence => doc_key::<CheckEvidence>(value, digest)?,
+        Table::VerificationRequests => {
+            check_request(value)?;
+            digest.to_string()
+        }
+        Table::VerificationResults => {
+            let r = decode::<VerificationResult>(value)?;
+            check_result(&r)?;
+            digest.to_string()
+        }
+        Table::Findings => {
+            let f = decode::<Finding>(value)?;
+            finding_key(f.id.as_str(), f.version)
+        }
+        Table::HumanDecisions => doc_key::<HumanDecision>(value, digest)?,
+        Table::GateDecisions => {
+            let d = decode::<GateDecision>(value)?;
+            match d.evaluation_key {
+                Some(k) => k.to_string(),
+                None => return Err("a stored gate decision needs an evaluation_key".into()),
+            }
+        }
+    };
+    Ok(key)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: &Value) -> Result<T, String> {
+    contracts::decode_plain::<T>(value).map_err(|e| e.to_string())
+}
+
+fn doc_key<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    digest: &Digest,
+) -> Result<String, String> {
+    decode::<T>(value)?;
+    Ok(digest.to_string())
+}
+
+/// The key of a finding version.
+#[must_use]
+pub fn finding_key(id: &str, version: u64) -> String {
+    format!("{id}@{version}")
+}
+
+/// The key of a run event.
+#[must_use]
+pub fn run_event_key(run_id: &str, n: u64) -> String {
+    format!("{run_id}#{n}")
+}
+
+/// The key of a pointer change.
+#[must_use]
+pub fn pointer_change_key(pointer: &str, name: &str, revision: u64) -> String {
+    format!("{pointer}:{revision}:{name}")
+}
+
+fn check_reason(reason: &str) -> Result<(), String> {
+    if reason.chars().count() > 1024 {
+        return Err("revocation reason is longer than 1024 characters".into());
+    }
+    Ok(())
+}
+
+fn check_run_event(e: &RunEvent) -> Result<(), String> {
+    if e.n == 0 {
+        return Err("run events are numbered from 1".into());
+    }
+    match (e.status, e.reason) {
+        (RunStatus::Unavailable, None) => Err("an unavailable run event needs a reason".into()),
+        (RunStatus::Unavailable, Some(_)) | (_, None) => Ok(()),
+        (s, Some(_)) => Err(format!("a {} run event takes no reason", s.as_str())),
+    }
+}
+
+fn check_request(value: &Value) -> Result<(), String> {
+    let Value::Object(map) = value else {
+        return Err("a verification request is a JSON object".into());
+    };
+    match map.get("subject_digest") {
+        None => Ok(()),
+        Some(Value::String(s)) if s.parse::<Digest>().is_ok() => Ok(()),
+        Some(other) => Err(format!(
+            "subject_digest {other} is not a digest at /subject_digest"
+        )),
+    }
+}
+
+fn check_result(r: &VerificationResult) -> Result<(), String> {
+    use verdict_core::contracts::VerificationStatus;
+    match (r.status, r.unavailable_reason) {
+        (VerificationStatus::Unavailable, None) => {
+            Err("an unavailable result needs unavailable_reason at /unavailable_reason".into())
+        }
+        (VerificationStatus::Completed, Some(_)) => {
+            Err("a completed result takes no unavailable_reason at /unavailable_reason".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Canonical JSON text of a serialisable record.
+pub(crate) fn canonical_text<T: Serialize>(record: &T) -> Result<String, String> {
+    let value = serde_json::to_value(record).map_err(|e| e.to_string())?;
+    String::from_utf8(canonical::to_vec(&value)).map_err(|e| e.to_string())
+}

@@ -1,0 +1,584 @@
+//! The embedded backend: one SQLite file in WAL mode with `synchronous=FULL`.
+//!
+//! Writers take `BEGIN IMMEDIATE`, which serialises them across threads and processes (the
+//! audit chain has one head); the busy timeout makes a second writer wait instead of failing.
+
+use crate::actor::Actor;
+use crate::audit::{AuditEvent, ChainHead, now_utc};
+use crate::backend::{
+    Backend, CasOutcome, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from, to_i64,
+};
+use crate::error::{Result, StoreError};
+use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
+use crate::records::{PointerKind, Table};
+use crate::store::{ExecutionHead, Pointer, Stored};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension as _, Row, Transaction, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+const WAL_CHECKPOINT_PAGES: i64 = 16_384;
+
+pub(crate) struct SqliteBackend {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn err(e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(f, Some(msg)) = &e
+        && (f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+    {
+        return StoreError::Duplicate(msg.clone());
+    }
+    StoreError::Backend {
+        backend: "sqlite",
+        message: e.to_string(),
+    }
+}
+
+fn location(path: &Path, message: String) -> StoreError {
+    StoreError::Location {
+        location: format!("sqlite:{}", path.display()),
+        message,
+    }
+}
+
+/// Opens (creating it if needed) the database file with the store's settings.
+fn connect(path: &Path) -> Result<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| location(path, format!("cannot create its directory: {e}")))?;
+    }
+    let conn = Connection::open(path).map_err(|e| location(path, e.to_string()))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(location(
+            path,
+            format!("cannot use WAL mode (journal mode is {mode})"),
+        ));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(err)?;
+    // Checkpoint the WAL every 64 MiB rather than every 4 MiB: a page changed by many commits
+    // (index pages above all) is then copied into the database file once, not once per commit.
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
+        .map_err(err)?;
+    conn.set_prepared_statement_cache_capacity(256);
+    Ok(conn)
+}
+
+fn version(conn: &Connection) -> Result<i64> {
+    let has_table: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if !has_table {
+        return Ok(0);
+    }
+    conn.query_row(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(err)
+}
+
+fn migrate_conn(conn: &mut Connection) -> Result<MigrationReport> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    let from = version(&tx)?;
+    if from > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: from,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for m in migrations::SQLITE.iter().filter(|m| m.version > from) {
+        tx.execute_batch(m.sql).map_err(err)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![m.version, m.name, now_utc()],
+        )
+        .map_err(err)?;
+    }
+    let to = version(&tx)?;
+    tx.commit().map_err(err)?;
+    Ok(MigrationReport { from, to })
+}
+
+/// Applies pending migrations to the database at `path`.
+pub(crate) fn migrate(path: &Path) -> Result<MigrationReport> {
+    let mut conn = connect(path)?;
+    migrate_conn(&mut conn)
+}
+
+fn counted_col(table: Table) -> &'static str {
+    if table == Table::VerificationResults {
+        "counted"
+    } else {
+        "NULL"
+    }
+}
+
+type Raw = (i64, String, String, String, Option<bool>);
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    ))
+}
+
+fn to_stored(table: Table, raw: Raw) -> Result<Stored> {
+    let (seq, key, digest, body, counted) = raw;
+    Ok(Stored {
+        table,
+        seq: seq_from(table.name(), &key, seq)?,
+        digest: parse_digest(table, &key, &digest)?,
+        key,
+        body,
+        inserted: false,
+        counted,
+    })
+}
+
+fn find_by_key(tx: &Connection, table: Table, key: &str) -> Result<Option<Stored>> {
+    let sql = format!(
+        "SELECT seq, key, digest, body, {} FROM {} WHERE key = ?1",
+        counted_col(table),
+        table.name()
+    );
+    let raw = tx
+        .prepare_cached(&sql)
+        .map_err(err)?
+        .query_row([key], raw)
+        .optional()
+        .map_err(err)?;
+    raw.map(|r| to_stored(table, r)).transpose()
+}
+
+fn head(tx: &Connection) -> Result<Option<ChainHead>> {
+    let row: Option<(i64, String)> = tx
+        .prepare_cached("SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")
+        .map_err(err)?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(err)?;
+    row.map(|(seq, hash)| {
+        Ok(ChainHead {
+            seq: seq_from("audit_events", "", seq)?,
+            hash,
+        })
+    })
+    .transpose()
+}
+
+fn insert_event(tx: &Connection, e: &AuditEvent) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_events (seq, prev_hash, hash, event_type, tbl, key, principal, role, \
+         payload_digest, correlation, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .map_err(err)?
+    .execute(params![
+        to_i64(e.seq, "audit seq")?,
+        e.prev_hash,
+        e.hash,
+        e.event_type,
+        e.table,
+        e.key,
+        e.principal,
+        e.role,
+        e.payload_digest,
+        e.correlation,
+        e.recorded_at
+    ])
+    .map_err(err)?;
+    Ok(())
+}
+
+fn insert_row(tx: &Connection, item: &Prepared, seq: u64, counted: Option<bool>) -> Result<()> {
+    let seq = to_i64(seq, "audit seq")?;
+    let digest = item.digest.as_str();
+    if let Some(counted) = counted {
+        let sql = format!(
+            "INSERT INTO {} (seq, key, digest, body, counted) VALUES (?1, ?2, ?3, ?4, ?5)",
+            item.table.name()
+        );
+        tx.prepare_cached(&sql)
+            .map_err(err)?
+            .execute(params![seq, item.key, digest, item.body, counted])
+            .map_err(err)?;
+    } else {
+        let sql = format!(
+            "INSERT INTO {} (seq, key, digest, body) VALUES (?1, ?2, ?3, ?4)",
+            item.table.name()
+        );
+        tx.prepare_cached(&sql)
+            .map_err(err)?
+            .execute(params![seq, item.key, digest, item.body])
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Whether a result about `subject` at `generation` counts now: the subject is its
+/// execution's current one at that generation.
+fn counts_now(tx: &Connection, subject: &str, generation: u64) -> Result<bool> {
+    let value: Option<Option<String>> = tx
+        .prepare_cached(
+            "SELECT p.value FROM subjects s JOIN pointers p ON p.pointer = 'execution' AND p.name = s.execution_id \
+             WHERE s.key = ?1",
+        )
+        .map_err(err)?
+        .query_row([subject], |r| r.get(0))
+        .optional()
+        .map_err(err)?;
+    let head = value
+        .flatten()
+        .and_then(|v| serde_json::from_str::<ExecutionHead>(&v).ok());
+    Ok(head.is_some_and(|h| h.subject_digest.as_str() == subject && h.generation == generation))
+}
+
+fn pointer_row(tx: &Connection, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
+    let row: Option<(i64, Option<String>)> = tx
+        .prepare_cached("SELECT revision, value FROM pointers WHERE pointer = ?1 AND name = ?2")
+        .map_err(err)?
+        .query_row([kind.as_str(), name], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(err)?;
+    row.map(|(revision, value)| {
+        Ok(Pointer {
+            kind,
+            name: name.to_owned(),
+            revision: seq_from("pointers", name, revision)?,
+            value,
+        })
+    })
+    .transpose()
+}
+
+fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: &[Prepared]) -> Result<Vec<Stored>> {
+    let mut head = head(tx)?;
+    let now = now_utc();
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        if let Some(existing) = find_by_key(tx, item.table, &item.key)? {
+            out.push(item.settle(existing)?);
+            continue;
+        }
+        let counted = match &item.counts_for {
+            Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
+            None => None,
+        };
+        let event = AuditEvent::next(
+            head.as_ref(),
+            "append",
+            item.table.name(),
+            &item.key,
+            &actor.principal,
+            actor.role.as_str(),
+            item.digest.as_str(),
+            item.correlation.as_deref(),
+            &now,
+        );
+        insert_event(tx, &event)?;
+        insert_row(tx, item, event.seq, counted)?;
+        out.push(Stored {
+            table: item.table,
+            key: item.key.clone(),
+            digest: item.digest.clone(),
+            body: item.body.clone(),
+            seq: event.seq,
+            inserted: true,
+            counted,
+        });
+        head = Some(event.head());
+    }
+    Ok(out)
+}
+
+fn cas_tx(tx: &Transaction<'_>, actor: &Actor, cas: &PreparedCas) -> Result<CasOutcome> {
+    let current = pointer_row(tx, cas.kind, &cas.name)?;
+    let (revision, value) = current
+        .as_ref()
+        .map_or((0, None), |p| (p.revision, p.value.clone()));
+    if revision != cas.expected_revision || value != cas.expected {
+        return Ok(CasOutcome::Stale(current));
+    }
+    let event = AuditEvent::next(
+        head(tx)?.as_ref(),
+        "cas",
+        Table::PointerChanges.name(),
+        &cas.change.key,
+        &actor.principal,
+        actor.role.as_str(),
+        cas.change.digest.as_str(),
+        cas.change.correlation.as_deref(),
+        &now_utc(),
+    );
+    insert_event(tx, &event)?;
+    insert_row(tx, &cas.change, event.seq, None)?;
+    let new_revision = to_i64(revision + 1, "pointer revision")?;
+    if current.is_none() {
+        tx.prepare_cached(
+            "INSERT INTO pointers (pointer, name, revision, value) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(err)?
+        .execute(params![cas.kind.as_str(), cas.name, new_revision, cas.new])
+        .map_err(err)?;
+    } else {
+        tx.prepare_cached(
+            "UPDATE pointers SET revision = ?3, value = ?4 WHERE pointer = ?1 AND name = ?2",
+        )
+        .map_err(err)?
+        .execute(params![cas.kind.as_str(), cas.name, new_revision, cas.new])
+        .map_err(err)?;
+    }
+    Ok(CasOutcome::Done(Pointer {
+        kind: cas.kind,
+        name: cas.name.clone(),
+        revision: revision + 1,
+        value: cas.new.clone(),
+    }))
+}
+
+impl SqliteBackend {
+    /// Opens the store at `path`, creating and migrating it on first use when `migrate` is set.
+    pub(crate) async fn open(path: &Path, migrate: bool) -> Result<Self> {
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || Self::open_blocking(path, migrate))
+            .await
+            .map_err(|e| StoreError::Backend {
+                backend: "sqlite",
+                message: format!("open task failed: {e}"),
+            })?
+    }
+
+    fn open_blocking(path: PathBuf, migrate: bool) -> Result<Self> {
+        let mut conn = connect(&path)?;
+        let found = version(&conn)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            if !migrate {
+                return Err(StoreError::SchemaTooOld {
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            migrate_conn(&mut conn)?;
+        }
+        Ok(Self {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| StoreError::Backend {
+                backend: "sqlite",
+                message: "connection lock poisoned by a panicked writer".into(),
+            })?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Backend {
+            backend: "sqlite",
+            message: format!("database task failed: {e}"),
+        })?
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
+    async fn schema_version(&self) -> Result<i64> {
+        self.with(|c| version(c)).await
+    }
+
+    async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
+        let actor = actor.clone();
+        self.with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let out = append_tx(&tx, &actor, &items)?;
+            tx.commit().map_err(err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
+        let actor = actor.clone();
+        self.with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let outcome = cas_tx(&tx, &actor, &cas)?;
+            if matches!(outcome, CasOutcome::Done(_)) {
+                tx.commit().map_err(err)?;
+            }
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn find(&self, table: Table, filter: Filter) -> Result<Vec<Stored>> {
+        self.with(move |conn| {
+            let sql = format!(
+                "SELECT seq, key, digest, body, {} FROM {} WHERE {} ORDER BY seq",
+                counted_col(table),
+                table.name(),
+                filter.clause(table, "?1").replace("{schema}", "")
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(err)?;
+            let rows = stmt
+                .query_map([filter.value()], raw)
+                .map_err(err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err)?;
+            rows.into_iter().map(|r| to_stored(table, r)).collect()
+        })
+        .await
+    }
+
+    async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
+        let name = name.to_owned();
+        self.with(move |conn| pointer_row(conn, kind, &name)).await
+    }
+
+    async fn pointers(&self) -> Result<Vec<Pointer>> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT pointer, name, revision, value FROM pointers ORDER BY pointer, name",
+                )
+                .map_err(err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })
+                .map_err(err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err)?;
+            rows.into_iter()
+                .map(|(kind, name, revision, value)| {
+                    let kind =
+                        PointerKind::from_name(&kind).ok_or_else(|| StoreError::Corrupt {
+                            table: "pointers",
+                            key: format!("{kind}:{name}"),
+                            message: "unknown pointer kind".into(),
+                        })?;
+                    Ok(Pointer {
+                        kind,
+                        revision: seq_from("pointers", &name, revision)?,
+                        name,
+                        value,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {
+        self.with(move |conn| {
+            let sql = format!(
+                "SELECT seq, key, digest, body, {} FROM {} WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                counted_col(table),
+                table.name()
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(err)?;
+            stmt.query_map(params![after_seq, limit], |r| {
+                Ok(RawRow {
+                    seq: r.get(0)?,
+                    key: r.get(1)?,
+                    digest: r.get(2)?,
+                    body: r.get(3)?,
+                    counted: r.get(4)?,
+                })
+            })
+            .map_err(err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(err)
+        })
+        .await
+    }
+
+    async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
+        let after = to_i64(after_seq, "seq")?;
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, prev_hash, hash, event_type, tbl, key, principal, role, payload_digest, \
+                     correlation, recorded_at FROM audit_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                )
+                .map_err(err)?;
+            let rows = stmt
+                .query_map(params![after, limit], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        AuditEvent {
+                            seq: 0,
+                            prev_hash: r.get(1)?,
+                            hash: r.get(2)?,
+                            event_type: r.get(3)?,
+                            table: r.get(4)?,
+                            key: r.get(5)?,
+                            principal: r.get(6)?,
+                            role: r.get(7)?,
+                            payload_digest: r.get(8)?,
+                            correlation: r.get(9)?,
+                            recorded_at: r.get(10)?,
+                        },
+                    ))
+                })
+                .map_err(err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err)?;
+            rows.into_iter()
+                .map(|(seq, mut e)| {
+                    e.seq = seq_from("audit_events", &e.key, seq)?;
+                    Ok(e)
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn audit_head(&self) -> Result<Option<ChainHead>> {
+        self.with(|conn| head(conn)).await
+    }
+}

@@ -1,0 +1,1010 @@
+//! The [`Store`] interface and its one implementation over either backend.
+
+use crate::actor::{Actor, ActorRole};
+use crate::audit::{AuditEvent, AuditReport, ChainHead};
+use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
+use crate::error::{Result, StoreError};
+use crate::records::{
+    self, DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord, Revocation,
+    RunAdmission, RunEvent, RunStatus, Table, canonical_text, finding_key, key_of,
+};
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use verdict_core::contracts::{
+    CheckEvidence, HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason,
+    VerificationResult,
+};
+use verdict_core::digest::{self, Digest};
+
+/// A stored row: its canonical bytes, the digest they hash to, its key and audit seq.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Table.
+    pub table: Table,
+    /// What the row is unique by (the digest for most documents).
+    pub key: String,
+    /// Digest of `body` under the table's domain.
+    pub digest: Digest,
+    /// Canonical JSON, exactly the bytes that were hashed.
+    pub body: String,
+    /// Seq of the audit event that appended it.
+    pub seq: u64,
+    /// Whether this call appended it (false: it was already stored and is returned as it is).
+    pub inserted: bool,
+    /// For a verification result: whether its subject and generation were the execution's
+    /// current ones when it was appended (otherwise it is history).
+    pub counted: Option<bool>,
+}
+
+impl Stored {
+    /// The body as a JSON value.
+    pub fn value(&self) -> Result<Value> {
+        verdict_core::json::parse(self.body.as_bytes()).map_err(|e| self.corrupt(e.to_string()))
+    }
+
+    /// The body decoded as `T`.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        verdict_core::contracts::decode_plain(&self.value()?)
+            .map_err(|e| self.corrupt(e.to_string()))
+    }
+
+    fn corrupt(&self, message: String) -> StoreError {
+        StoreError::Corrupt {
+            table: self.table.name(),
+            key: self.key.clone(),
+            message,
+        }
+    }
+}
+
+/// What a listing is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum About {
+    /// One subject.
+    Subject(Digest),
+    /// Every subject of one execution.
+    Execution(String),
+}
+
+/// A pointer's current state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pointer {
+    /// Kind.
+    pub kind: PointerKind,
+    /// Name (execution id, gate name, job name).
+    pub name: String,
+    /// How many times it changed (the revision of its last change).
+    pub revision: u64,
+    /// Canonical JSON of the value, or none (a released lease).
+    pub value: Option<String>,
+}
+
+impl Pointer {
+    fn decode<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        self.value
+            .as_deref()
+            .map(|v| {
+                verdict_core::json::parse(v.as_bytes())
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| {
+                        verdict_core::contracts::decode_plain(&v).map_err(|e| e.to_string())
+                    })
+                    .map_err(|message| StoreError::Corrupt {
+                        table: "pointers",
+                        key: format!("{}:{}", self.kind.as_str(), self.name),
+                        message,
+                    })
+            })
+            .transpose()
+    }
+
+    /// The value of an execution pointer.
+    pub fn execution(&self) -> Result<Option<ExecutionHead>> {
+        self.decode()
+    }
+
+    /// The value of a gate pointer.
+    pub fn gate(&self) -> Result<Option<GateHead>> {
+        self.decode()
+    }
+
+    /// The value of a lease.
+    pub fn lease(&self) -> Result<Option<LeaseHolder>> {
+        self.decode()
+    }
+}
+
+/// An execution's current subject and generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionHead {
+    /// Current subject.
+    pub subject_digest: Digest,
+    /// Its generation.
+    pub generation: u64,
+}
+
+/// A gate's current policy and its revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateHead {
+    /// Current policy.
+    pub policy_digest: Digest,
+    /// Its revision.
+    pub revision: u64,
+}
+
+/// Who holds a job's lease, until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseHolder {
+    /// The holder's principal.
+    pub holder: Name,
+    /// When the lease lapses (the caller compares with its own clock).
+    pub expires_at: Timestamp,
+}
+
+/// A grant with its revocation, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The grant.
+    pub record: GrantRecord,
+    /// Its revocation.
+    pub revocation: Option<Revocation>,
+    /// Audit seq of the grant.
+    pub seq: u64,
+}
+
+impl Grant {
+    /// Whether the grant is in force at `now` (not revoked by then, not expired).
+    #[must_use]
+    pub fn is_active(&self, now: &Timestamp) -> bool {
+        *now < self.record.expires_at
+            && self.revocation.as_ref().is_none_or(|r| *now < r.revoked_at)
+    }
+}
+
+/// A verifier run: its admission and status history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// As admitted.
+    pub admission: RunAdmission,
+    /// Status transitions, in order.
+    pub events: Vec<RunEvent>,
+    /// Audit seq of the admission.
+    pub seq: u64,
+}
+
+impl Run {
+    /// The latest status; `None` while only admitted.
+    #[must_use]
+    pub fn status(&self) -> Option<RunStatus> {
+        self.events.last().map(|e| e.status)
+    }
+}
+
+/// The durable evidence store: append-only documents and records, compare-and-set pointers,
+/// and an audit chain. Every write names its [`Actor`]; the role is checked here on every
+/// backend, and on PostgreSQL again by the database.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Backend and location, without secrets.
+    fn describe(&self) -> String;
+
+    /// The schema version of the database.
+    async fn schema_version(&self) -> Result<i64>;
+
+    /// Appends a contract document (its carried `"digest"`, if any, is checked and dropped).
+    /// Storing the same document again appends nothing and returns the stored row; a gate
+    /// decision whose evaluation key is stored returns the stored decision. A verification
+    /// result is appended with its findings, in one transaction.
+    async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored>;
+
+    /// Appends many documents in one transaction (all or nothing), returning one row per
+    /// document, in order.
+    async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>>;
+
+    /// A document by kind and digest.
+    async fn get(&self, kind: DocKind, digest: &Digest) -> Result<Option<Stored>>;
+
+    /// The gate decision stored for an evaluation key.
+    async fn decision_by_key(&self, evaluation_key: &Digest) -> Result<Option<Stored>>;
+
+    /// One version of a finding.
+    async fn finding(&self, id: &Id, version: u64) -> Result<Option<Stored>>;
+
+    /// Documents of `kind` about a subject or an execution, in the order they were appended.
+    async fn list(&self, kind: DocKind, about: &About) -> Result<Vec<Stored>>;
+
+    /// Registers a principal (operator only).
+    async fn add_principal(&self, actor: &Actor, principal: &PrincipalRecord) -> Result<Stored>;
+
+    /// A principal by name.
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
+
+    /// A principal by the SHA-256 of its token.
+    async fn principal_by_token_hash(
+        &self,
+        token_sha256: &Digest,
+    ) -> Result<Option<PrincipalRecord>>;
+
+    /// Grants access (operator only).
+    async fn add_grant(&self, actor: &Actor, grant: &GrantRecord) -> Result<Stored>;
+
+    /// Revokes a grant by appending its revocation (operator only).
+    async fn revoke_grant(&self, actor: &Actor, revocation: &Revocation) -> Result<Stored>;
+
+    /// A principal's grants, each with its revocation.
+    async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>>;
+
+    /// Admits a verifier run (operator only). The request and the subject must be stored and
+    /// the generation must be the subject's.
+    async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored>;
+
+    /// Appends a status transition of a run (the operator, or the run's own verifier). Nothing
+    /// follows a terminal status; repeating the latest status is a no-op.
+    async fn record_run_status(
+        &self,
+        actor: &Actor,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored>;
+
+    /// A run with its history.
+    async fn run(&self, run_id: &str) -> Result<Option<Run>>;
+
+    /// A pointer's current state.
+    async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>>;
+
+    /// Moves an execution to a stored subject of that execution, if its current head is
+    /// `expected` (`None`: the execution has none yet). The generation never goes back.
+    async fn set_current_subject(
+        &self,
+        actor: &Actor,
+        execution: &str,
+        expected: Option<&ExecutionHead>,
+        subject: &Digest,
+    ) -> Result<Pointer>;
+
+    /// Moves a gate to a stored policy, if its current head is `expected`. The revision only
+    /// goes up.
+    async fn set_gate_policy(
+        &self,
+        actor: &Actor,
+        gate: &str,
+        expected: Option<&GateHead>,
+        policy: &Digest,
+    ) -> Result<Pointer>;
+
+    /// Takes, renews, hands over or releases (`new: None`) a job lease, if its holder is
+    /// `expected`. Runners and verifiers take leases only for themselves and release only
+    /// their own.
+    async fn cas_lease(
+        &self,
+        actor: &Actor,
+        job: &str,
+        expected: Option<&LeaseHolder>,
+        new: Option<&LeaseHolder>,
+    ) -> Result<Pointer>;
+
+    /// The last audit event.
+    async fn audit_head(&self) -> Result<Option<ChainHead>>;
+
+    /// Up to `limit` audit events after `after_seq`, in order.
+    async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
+
+    /// Walks the chain and re-hashes every stored row. With `anchor` (the head of a verified
+    /// checkpoint), also checks the chain still holds that head.
+    async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport>;
+}
+
+/// The store over one backend.
+pub(crate) struct StoreImpl<B> {
+    pub(crate) backend: B,
+}
+
+fn invalid(what: &'static str) -> impl Fn(String) -> StoreError {
+    move |message| StoreError::Invalid { what, message }
+}
+
+fn invalid_utf8(e: std::string::FromUtf8Error) -> StoreError {
+    StoreError::Invalid {
+        what: "document",
+        message: e.to_string(),
+    }
+}
+
+fn doc_what(kind: DocKind) -> &'static str {
+    match kind {
+        DocKind::Subject => "subject",
+        DocKind::Policy => "policy",
+        DocKind::Evidence => "check evidence",
+        DocKind::Request => "verification request",
+        DocKind::Verification => "verification result",
+        DocKind::Finding => "finding",
+        DocKind::HumanDecision => "human decision",
+        DocKind::Decision => "gate decision",
+    }
+}
+
+fn record(table: Table, body: String, correlation: Option<String>) -> Result<Prepared> {
+    let (key, digest) = key_of(table, body.as_bytes()).map_err(invalid(table.name()))?;
+    Ok(Prepared {
+        table,
+        key,
+        digest,
+        body,
+        correlation,
+        converge: false,
+        counts_for: None,
+    })
+}
+
+fn text_of<T: Serialize>(table: Table, value: &T) -> Result<String> {
+    canonical_text(value).map_err(invalid(table.name()))
+}
+
+fn decoded<T: DeserializeOwned>(kind: DocKind, value: &Value) -> Result<T> {
+    verdict_core::contracts::decode_plain(value).map_err(|e| StoreError::Invalid {
+        what: doc_what(kind),
+        message: e.to_string(),
+    })
+}
+
+fn one(mut rows: Vec<Stored>) -> Option<Stored> {
+    rows.pop()
+}
+
+fn show(value: Option<&str>) -> String {
+    value.unwrap_or("none").to_owned()
+}
+
+impl<B: Backend> StoreImpl<B> {
+    async fn prepare_doc(
+        &self,
+        actor: &Actor,
+        kind: DocKind,
+        doc: &Value,
+    ) -> Result<Vec<Prepared>> {
+        let table = kind.table();
+        actor.may_append(table)?;
+        let what = doc_what(kind);
+        // The stored body is the canonical form of the document without its carried digest;
+        // a carried digest must be the digest of exactly that body.
+        let (value, carried) = match doc {
+            Value::Object(map) if map.contains_key(digest::CARRIED_FIELD) => {
+                let mut map = map.clone();
+                let carried = map.remove(digest::CARRIED_FIELD);
+                (Value::Object(map), carried)
+            }
+            other => (other.clone(), None),
+        };
+        let body =
+            String::from_utf8(verdict_core::canonical::to_vec(&value)).map_err(invalid_utf8)?;
+        if body.len() > records::MAX_BODY_BYTES {
+            return Err(StoreError::Invalid {
+                what,
+                message: format!(
+                    "document of {} bytes exceeds {}",
+                    body.len(),
+                    records::MAX_BODY_BYTES
+                ),
+            });
+        }
+        let digest = records::row_digest(kind.table().domain(), body.as_bytes());
+        match carried {
+            None => {}
+            Some(Value::String(c)) if c == digest.as_str() => {}
+            Some(other) => {
+                return Err(StoreError::Invalid {
+                    what,
+                    message: format!(
+                        "carried digest {other} does not match the document's digest {digest}"
+                    ),
+                });
+            }
+        }
+        let key = records::key_of_value(table, &value, &digest).map_err(invalid(what))?;
+        let subject_ref = value
+            .get("subject_digest")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut items = Vec::new();
+        let mut counts_for = None;
+        let correlation = match kind {
+            DocKind::Subject => {
+                let s: Subject = decoded(kind, &value)?;
+                if actor.role == ActorRole::Producer
+                    && s.producer.principal.as_str() != actor.principal
+                {
+                    return Err(StoreError::Refused(format!(
+                        "producer {:?} may not register work of producer {:?}",
+                        actor.principal,
+                        s.producer.principal.as_str()
+                    )));
+                }
+                Some(s.execution.id.to_string())
+            }
+            DocKind::Policy => Some(decoded::<Policy>(kind, &value)?.name.to_string()),
+            DocKind::Evidence => {
+                let e: CheckEvidence = decoded(kind, &value)?;
+                if e.produced_by.principal.as_str() != actor.principal
+                    || ActorRole::from(e.produced_by.role) != actor.role
+                {
+                    return Err(StoreError::Refused(format!(
+                        "evidence {} says it was produced by {:?} as {}, but {:?} as {} is writing it",
+                        e.id,
+                        e.produced_by.principal.as_str(),
+                        e.produced_by.role.as_str(),
+                        actor.principal,
+                        actor.role.as_str()
+                    )));
+                }
+                subject_ref
+            }
+            DocKind::HumanDecision => {
+                let d: HumanDecision = decoded(kind, &value)?;
+                if d.principal.as_str() != actor.principal {
+                    return Err(StoreError::Refused(format!(
+                        "human decision {} is signed by {:?}, not by {:?}",
+                        d.id,
+                        d.principal.as_str(),
+                        actor.principal
+                    )));
+                }
+                subject_ref
+            }
+            DocKind::Verification => {
+                let r: VerificationResult = decoded(kind, &value)?;
+                self.check_admitted(actor, &r).await?;
+                // Each finding is stored as the verifier wrote it, so its digest is the one
+                // anyone computes from the result.
+                let findings = value
+                    .get("findings")
+                    .and_then(Value::as_array)
+                    .map_or(&[][..], Vec::as_slice);
+                for (finding, doc) in r.findings.iter().zip(findings) {
+                    let text = String::from_utf8(verdict_core::canonical::to_vec(doc))
+                        .map_err(invalid_utf8)?;
+                    items.push(record(
+                        Table::Findings,
+                        text,
+                        Some(finding.subject_digest.to_string()),
+                    )?);
+                }
+                counts_for = Some((r.subject_digest.to_string(), r.generation));
+                subject_ref
+            }
+            DocKind::Request | DocKind::Finding | DocKind::Decision => subject_ref,
+        };
+        items.push(Prepared {
+            table,
+            key,
+            digest,
+            body,
+            correlation,
+            converge: kind == DocKind::Decision,
+            counts_for,
+        });
+        Ok(items)
+    }
+
+    /// A verifier appends results only as itself, for a run it was admitted to, about the
+    /// subject, class and generation of that admission.
+    async fn check_admitted(&self, actor: &Actor, r: &VerificationResult) -> Result<()> {
+        if r.verifier.principal.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "result {} names verifier {:?}, but {:?} is writing it",
+                r.id,
+                r.verifier.principal.as_str(),
+                actor.principal
+            )));
+        }
+        let run = self.run(r.verifier.run.as_str()).await?.ok_or_else(|| {
+            StoreError::Refused(format!(
+                "run {:?} of result {} was never admitted",
+                r.verifier.run.as_str(),
+                r.id
+            ))
+        })?;
+        let a = &run.admission;
+        let mismatch = if a.verifier.as_str() != actor.principal {
+            Some(format!(
+                "was admitted for verifier {:?}",
+                a.verifier.as_str()
+            ))
+        } else if a.class != r.verifier.class {
+            Some(format!("was admitted for class {}", a.class))
+        } else if a.subject_digest != r.subject_digest {
+            Some(format!("was admitted for subject {}", a.subject_digest))
+        } else if a.admitted_generation != r.generation {
+            Some(format!(
+                "was admitted for generation {}",
+                a.admitted_generation
+            ))
+        } else {
+            None
+        };
+        match mismatch {
+            Some(why) => Err(StoreError::Refused(format!(
+                "run {:?} {why}",
+                a.run_id.as_str()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    async fn find_one(&self, table: Table, filter: Filter) -> Result<Option<Stored>> {
+        Ok(one(self.backend.find(table, filter).await?))
+    }
+
+    async fn append_one(&self, actor: &Actor, item: Prepared) -> Result<Stored> {
+        let table = item.table.name();
+        let key = item.key.clone();
+        one(self.backend.append(actor, vec![item]).await?)
+            .ok_or(StoreError::NotFound { what: table, key })
+    }
+
+    async fn cas(
+        &self,
+        actor: &Actor,
+        kind: PointerKind,
+        name: &str,
+        expected: Option<String>,
+        new: Option<String>,
+    ) -> Result<Pointer> {
+        let current = self.backend.pointer(kind, name).await?;
+        let (revision, value) = current
+            .as_ref()
+            .map_or((0, None), |p| (p.revision, p.value.clone()));
+        let stale = |found: Option<&str>| StoreError::CasFailed {
+            pointer: kind.as_str(),
+            name: name.to_owned(),
+            expected: show(expected.as_deref()),
+            found: show(found),
+        };
+        if value != expected {
+            return Err(stale(value.as_deref()));
+        }
+        if new == expected {
+            // Nothing to change: no record, no event.
+            return Ok(current.unwrap_or(Pointer {
+                kind,
+                name: name.to_owned(),
+                revision: 0,
+                value: None,
+            }));
+        }
+        let json = |v: &Option<String>| -> Result<Value> {
+            v.as_deref().map_or(Ok(Value::Null), |t| {
+                verdict_core::json::parse(t.as_bytes())
+                    .map_err(|e| invalid("pointer value")(e.to_string()))
+            })
+        };
+        let change = PointerChange {
+            pointer: kind.as_str().to_owned(),
+            name: name.to_owned(),
+            revision: revision + 1,
+            old: json(&expected)?,
+            new: json(&new)?,
+        };
+        let body = text_of(Table::PointerChanges, &change)?;
+        let change = record(Table::PointerChanges, body, Some(name.to_owned()))?;
+        let cas = PreparedCas {
+            kind,
+            name: name.to_owned(),
+            expected_revision: revision,
+            expected: expected.clone(),
+            new,
+            change,
+        };
+        match self.backend.cas(actor, cas).await? {
+            CasOutcome::Done(p) => Ok(p),
+            CasOutcome::Stale(found) => Err(stale(found.as_ref().and_then(|p| p.value.as_deref()))),
+        }
+    }
+}
+
+fn check_pointer_name(name: &str, what: &'static str) -> Result<()> {
+    if verdict_core::contracts::primitives::is_printable_name(name) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            what,
+            message: format!("{name:?} is not 1-256 printable characters"),
+        })
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Store for StoreImpl<B> {
+    fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    async fn schema_version(&self) -> Result<i64> {
+        self.backend.schema_version().await
+    }
+
+    async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored> {
+        let items = self.prepare_doc(actor, kind, doc).await?;
+        one(self.backend.append(actor, items).await?).ok_or(StoreError::NotFound {
+            what: kind.table().name(),
+            key: String::new(),
+        })
+    }
+
+    async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>> {
+        let mut items = Vec::with_capacity(docs.len());
+        let mut positions = Vec::with_capacity(docs.len());
+        for (kind, doc) in docs {
+            let mut prepared = self.prepare_doc(actor, *kind, doc).await?;
+            items.append(&mut prepared);
+            positions.push(items.len() - 1);
+        }
+        let stored = self.backend.append(actor, items).await?;
+        Ok(positions
+            .into_iter()
+            .filter_map(|i| stored.get(i).cloned())
+            .collect())
+    }
+
+    async fn get(&self, kind: DocKind, digest: &Digest) -> Result<Option<Stored>> {
+        let filter = match kind {
+            DocKind::Finding | DocKind::Decision => Filter::Column("digest", digest.to_string()),
+            _ => Filter::Key(digest.to_string()),
+        };
+        self.find_one(kind.table(), filter).await
+    }
+
+    async fn decision_by_key(&self, evaluation_key: &Digest) -> Result<Option<Stored>> {
+        self.find_one(
+            Table::GateDecisions,
+            Filter::Key(evaluation_key.to_string()),
+        )
+        .await
+    }
+
+    async fn finding(&self, id: &Id, version: u64) -> Result<Option<Stored>> {
+        self.find_one(
+            Table::Findings,
+            Filter::Key(finding_key(id.as_str(), version)),
+        )
+        .await
+    }
+
+    async fn list(&self, kind: DocKind, about: &About) -> Result<Vec<Stored>> {
+        let table = kind.table();
+        if !table.has_subject() && table != Table::Subjects {
+            return Err(StoreError::Invalid {
+                what: "listing",
+                message: format!("{} are not listed by subject or execution", table.name()),
+            });
+        }
+        let filter = match about {
+            About::Subject(d) => Filter::Subject(d.to_string()),
+            About::Execution(e) => Filter::Execution(e.clone()),
+        };
+        self.backend.find(table, filter).await
+    }
+
+    async fn add_principal(&self, actor: &Actor, principal: &PrincipalRecord) -> Result<Stored> {
+        actor.may_append(Table::Principals)?;
+        let body = text_of(Table::Principals, principal)?;
+        let item = record(Table::Principals, body, Some(principal.name.to_string()))?;
+        self.append_one(actor, item).await
+    }
+
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>> {
+        self.find_one(Table::Principals, Filter::Key(name.to_owned()))
+            .await?
+            .map(|s| s.decode())
+            .transpose()
+    }
+
+    async fn principal_by_token_hash(
+        &self,
+        token_sha256: &Digest,
+    ) -> Result<Option<PrincipalRecord>> {
+        self.find_one(
+            Table::Principals,
+            Filter::Column("token_sha256", token_sha256.to_string()),
+        )
+        .await?
+        .map(|s| s.decode())
+        .transpose()
+    }
+
+    async fn add_grant(&self, actor: &Actor, grant: &GrantRecord) -> Result<Stored> {
+        actor.may_append(Table::Grants)?;
+        let body = text_of(Table::Grants, grant)?;
+        let item = record(Table::Grants, body, Some(grant.principal.to_string()))?;
+        self.append_one(actor, item).await
+    }
+
+    async fn revoke_grant(&self, actor: &Actor, revocation: &Revocation) -> Result<Stored> {
+        actor.may_append(Table::GrantRevocations)?;
+        let grant_id = revocation.grant_id.to_string();
+        if self
+            .find_one(Table::Grants, Filter::Key(grant_id.clone()))
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::NotFound {
+                what: "grant",
+                key: grant_id,
+            });
+        }
+        let body = text_of(Table::GrantRevocations, revocation)?;
+        let item = record(Table::GrantRevocations, body, Some(grant_id))?;
+        self.append_one(actor, item).await
+    }
+
+    async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>> {
+        let rows = self
+            .backend
+            .find(
+                Table::Grants,
+                Filter::Column("principal", principal.to_owned()),
+            )
+            .await?;
+        let mut grants = Vec::with_capacity(rows.len());
+        for row in rows {
+            let revocation = self
+                .find_one(Table::GrantRevocations, Filter::Key(row.key.clone()))
+                .await?
+                .map(|r| r.decode())
+                .transpose()?;
+            grants.push(Grant {
+                record: row.decode()?,
+                revocation,
+                seq: row.seq,
+            });
+        }
+        Ok(grants)
+    }
+
+    async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored> {
+        actor.may_append(Table::VerifierRuns)?;
+        if self
+            .get(DocKind::Request, &admission.request_digest)
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::NotFound {
+                what: "verification request",
+                key: admission.request_digest.to_string(),
+            });
+        }
+        let subject: Subject = self
+            .get(DocKind::Subject, &admission.subject_digest)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: admission.subject_digest.to_string(),
+            })?
+            .decode()?;
+        if subject.execution.generation != admission.admitted_generation {
+            return Err(StoreError::Refused(format!(
+                "run {:?} admitted for generation {}, but subject {} is generation {}",
+                admission.run_id.as_str(),
+                admission.admitted_generation,
+                admission.subject_digest,
+                subject.execution.generation
+            )));
+        }
+        let body = text_of(Table::VerifierRuns, admission)?;
+        let item = record(
+            Table::VerifierRuns,
+            body,
+            Some(admission.run_id.to_string()),
+        )?;
+        self.append_one(actor, item).await
+    }
+
+    async fn record_run_status(
+        &self,
+        actor: &Actor,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored> {
+        actor.may_append(Table::RunEvents)?;
+        let run = self
+            .run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            })?;
+        if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "run {run_id:?} belongs to verifier {:?}, not {:?}",
+                run.admission.verifier.as_str(),
+                actor.principal
+            )));
+        }
+        if let Some(last) = run.events.last() {
+            if last.status == status && last.reason == reason {
+                let key = records::run_event_key(run_id, last.n);
+                return self
+                    .find_one(Table::RunEvents, Filter::Key(key.clone()))
+                    .await?
+                    .ok_or(StoreError::NotFound {
+                        what: "run event",
+                        key,
+                    });
+            }
+            if last.status.is_terminal() {
+                return Err(StoreError::Refused(format!(
+                    "run {run_id:?} already ended {}; it cannot become {}",
+                    last.status.as_str(),
+                    status.as_str()
+                )));
+            }
+        }
+        let event = RunEvent {
+            run_id: run.admission.run_id.clone(),
+            n: run.events.last().map_or(1, |e| e.n + 1),
+            status,
+            reason,
+        };
+        let body = text_of(Table::RunEvents, &event)?;
+        let item = record(Table::RunEvents, body, Some(run_id.to_owned()))?;
+        self.append_one(actor, item).await
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<Run>> {
+        let Some(row) = self
+            .find_one(Table::VerifierRuns, Filter::Key(run_id.to_owned()))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut events = self
+            .backend
+            .find(
+                Table::RunEvents,
+                Filter::Column("run_id", run_id.to_owned()),
+            )
+            .await?
+            .iter()
+            .map(Stored::decode::<RunEvent>)
+            .collect::<Result<Vec<_>>>()?;
+        events.sort_by_key(|e| e.n);
+        Ok(Some(Run {
+            admission: row.decode()?,
+            events,
+            seq: row.seq,
+        }))
+    }
+
+    async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
+        self.backend.pointer(kind, name).await
+    }
+
+    async fn set_current_subject(
+        &self,
+        actor: &Actor,
+        execution: &str,
+        expected: Option<&ExecutionHead>,
+        subject: &Digest,
+    ) -> Result<Pointer> {
+        actor.may_move(PointerKind::Execution)?;
+        check_pointer_name(execution, "execution id")?;
+        let s: Subject = self
+            .get(DocKind::Subject, subject)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: subject.to_string(),
+            })?
+            .decode()?;
+        if s.execution.id.as_str() != execution {
+            return Err(StoreError::Refused(format!(
+                "subject {subject} belongs to execution {:?}, not {execution:?}",
+                s.execution.id.as_str()
+            )));
+        }
+        let new = ExecutionHead {
+            subject_digest: subject.clone(),
+            generation: s.execution.generation,
+        };
+        if let Some(old) = expected
+            && new.generation < old.generation
+        {
+            return Err(StoreError::Refused(format!(
+                "execution {execution:?} cannot go back from generation {} to {}",
+                old.generation, new.generation
+            )));
+        }
+        let expected = expected
+            .map(|e| text_of(Table::PointerChanges, e))
+            .transpose()?;
+        let new = Some(text_of(Table::PointerChanges, &new)?);
+        self.cas(actor, PointerKind::Execution, execution, expected, new)
+            .await
+    }
+
+    async fn set_gate_policy(
+        &self,
+        actor: &Actor,
+        gate: &str,
+        expected: Option<&GateHead>,
+        policy: &Digest,
+    ) -> Result<Pointer> {
+        actor.may_move(PointerKind::Gate)?;
+        check_pointer_name(gate, "gate name")?;
+        let p: Policy = self
+            .get(DocKind::Policy, policy)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "policy",
+                key: policy.to_string(),
+            })?
+            .decode()?;
+        if let Some(old) = expected
+            && p.revision <= old.revision
+            && old.policy_digest != *policy
+        {
+            return Err(StoreError::Refused(format!(
+                "gate {gate:?} is at policy revision {}; revision {} does not move it forward",
+                old.revision, p.revision
+            )));
+        }
+        let new = GateHead {
+            policy_digest: policy.clone(),
+            revision: p.revision,
+        };
+        let expected = expected
+            .map(|e| text_of(Table::PointerChanges, e))
+            .transpose()?;
+        let new = Some(text_of(Table::PointerChanges, &new)?);
+        self.cas(actor, PointerKind::Gate, gate, expected, new)
+            .await
+    }
+
+    async fn cas_lease(
+        &self,
+        actor: &Actor,
+        job: &str,
+        expected: Option<&LeaseHolder>,
+        new: Option<&LeaseHolder>,
+    ) -> Result<Pointer> {
+        actor.may_move(PointerKind::Lease)?;
+        check_pointer_name(job, "job name")?;
+        if actor.role != ActorRole::Operator {
+            let own =
+                |h: Option<&LeaseHolder>| h.is_some_and(|h| h.holder.as_str() == actor.principal);
+            let taking_own = new.is_none_or(|n| n.holder.as_str() == actor.principal);
+            let releasing_own = new.is_some() || own(expected);
+            if !taking_own || !releasing_own {
+                return Err(StoreError::Refused(format!(
+                    "{:?} may take and release only its own leases",
+                    actor.principal
+                )));
+            }
+        }
+        let expected = expected
+            .map(|e| text_of(Table::PointerChanges, e))
+            .transpose()?;
+        let new = new.map(|n| text_of(Table::PointerChanges, n)).transpose()?;
+        self.cas(actor, PointerKind::Lease, job, expected, new)
+            .await
+    }
+
+    async fn audit_head(&self) -> Result<Option<ChainHead>> {
+        self.backend.audit_head().await
+    }
+
+    async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
+        self.backend.audit_events(after_seq, limit).await
+    }
+
+    async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {
+        crate::verify::verify(&self.backend, anchor).await
+    }
+}

@@ -1,0 +1,533 @@
+//! Append-only, enforced by the database: hand-written UPDATE, DELETE, TRUNCATE and REPLACE
+//! fail on every evidence table; pointers move only by an audited compare-and-set; on
+//! PostgreSQL a producer connection cannot write what judges its work, even by hand.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use common::*;
+use sqlx::{Connection as _, Executor as _};
+use verdict_core::contracts::Role;
+use verdict_store::{
+    Actor, ActorRole, DocKind, ExecutionHead, LeaseHolder, PointerKind, StoreError, Table,
+};
+
+/// Every append-only table, with the audit log and the migration log.
+fn evidence_tables() -> Vec<&'static str> {
+    let mut v: Vec<&str> = Table::ALL.iter().map(|t| t.name()).collect();
+    v.extend(["audit_events", "schema_migrations"]);
+    v
+}
+
+async fn row_counts(t: &TestStore) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for name in evidence_tables() {
+        counts.push(
+            t.count(&format!("SELECT count(*) FROM {}", t.table(name)))
+                .await,
+        );
+    }
+    counts
+}
+
+async fn hand_written_changes_fail_on_every_evidence_table(t: &TestStore) {
+    populate(t.store.as_ref()).await;
+    let before = row_counts(t).await;
+    assert!(
+        before.iter().all(|&n| n > 0),
+        "every table holds rows: {before:?}"
+    );
+    for name in evidence_tables() {
+        let table = t.table(name);
+        let column = match name {
+            "audit_events" => "hash",
+            "schema_migrations" => "name",
+            _ => "body",
+        };
+        let update = t
+            .raw(&format!("UPDATE {table} SET {column} = '{{}}'"))
+            .await;
+        let err = update.expect_err(&format!("UPDATE on {name} must fail"));
+        assert!(err.contains("append-only"), "{name}: {err}");
+        let err = t
+            .raw(&format!("DELETE FROM {table}"))
+            .await
+            .expect_err(&format!("DELETE on {name} must fail"));
+        assert!(err.contains("append-only"), "{name}: {err}");
+        match t.kind {
+            Kind::Postgres => {
+                let err = t
+                    .raw(&format!("TRUNCATE {table}"))
+                    .await
+                    .expect_err(&format!("TRUNCATE on {name} must fail"));
+                assert!(err.contains("append-only"), "{name}: {err}");
+                let err = t
+                    .raw(&format!("TRUNCATE {table} CASCADE"))
+                    .await
+                    .expect_err(&format!("TRUNCATE CASCADE on {name} must fail"));
+                assert!(err.contains("append-only"), "{name}: {err}");
+            }
+            Kind::Sqlite => {
+                // REPLACE deletes the old row without firing DELETE triggers; it must fail too.
+                let sql = if name == "schema_migrations" {
+                    format!(
+                        "INSERT OR REPLACE INTO {table} SELECT version, 'evil', applied_at FROM {table}"
+                    )
+                } else if name == "audit_events" {
+                    format!("INSERT OR REPLACE INTO {table} SELECT * FROM {table}")
+                } else if name == "verification_results" {
+                    format!(
+                        "INSERT OR REPLACE INTO {table} (seq, key, digest, body, counted) SELECT seq, key, digest, body, 1 FROM {table}"
+                    )
+                } else {
+                    format!(
+                        "INSERT OR REPLACE INTO {table} (seq, key, digest, body) SELECT seq, key, digest, body || ' ' FROM {table}"
+                    )
+                };
+                let err = t
+                    .raw(&sql)
+                    .await
+                    .expect_err(&format!("REPLACE on {name} must fail"));
+                assert!(err.contains("append-only"), "{name}: {err}");
+                let upsert = format!(
+                    "INSERT INTO {table} SELECT * FROM {table} WHERE true ON CONFLICT DO UPDATE SET {column} = 'x'"
+                );
+                if name != "verification_results"
+                    && name != "schema_migrations"
+                    && name != "audit_events"
+                {
+                    // Generated columns cannot be inserted; the upsert is spelled with the stored ones.
+                    let upsert = format!(
+                        "INSERT INTO {table} (seq, key, digest, body) SELECT seq, key, digest, body FROM {table} WHERE true \
+                         ON CONFLICT DO UPDATE SET body = 'x'"
+                    );
+                    assert!(t.raw(&upsert).await.is_err(), "upsert on {name}");
+                } else {
+                    assert!(t.raw(&upsert).await.is_err(), "upsert on {name}");
+                }
+            }
+        }
+    }
+    assert_eq!(row_counts(t).await, before, "nothing changed");
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(hand_written_changes_fail_on_every_evidence_table);
+
+async fn pointers_move_only_with_an_audited_change(t: &TestStore) {
+    populate(t.store.as_ref()).await;
+    let pointers = t.table("pointers");
+    let changes_before = t
+        .count(&format!(
+            "SELECT count(*) FROM {}",
+            t.table("pointer_changes")
+        ))
+        .await;
+    for sql in [
+        format!("DELETE FROM {pointers}"),
+        format!("UPDATE {pointers} SET value = NULL WHERE pointer = 'execution'"),
+        format!(
+            "UPDATE {pointers} SET revision = revision + 1, value = NULL WHERE pointer = 'execution'"
+        ),
+        format!("UPDATE {pointers} SET name = 'ex-2' WHERE pointer = 'execution'"),
+        format!(
+            "INSERT INTO {pointers} (pointer, name, revision, value) VALUES ('gate', 'other', 1, NULL)"
+        ),
+    ] {
+        let err = t.raw(&sql).await.expect_err(&sql);
+        assert!(err.contains("pointer"), "{sql}: {err}");
+    }
+    if t.kind == Kind::Postgres {
+        assert!(t.raw(&format!("TRUNCATE {pointers}")).await.is_err());
+    }
+    let head = t
+        .store
+        .pointer(PointerKind::Execution, "ex-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.revision, 1);
+    assert!(head.execution().unwrap().is_some());
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {}",
+            t.table("pointer_changes")
+        ))
+        .await,
+        changes_before
+    );
+}
+both!(pointers_move_only_with_an_audited_change);
+
+async fn a_stale_compare_and_set_fails_and_changes_nothing(t: &TestStore) {
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let (s1, s2) = (subject("ex-1", 1), subject("ex-1", 2));
+    let (d1, d2) = (subject_digest(&s1), subject_digest(&s2));
+    t.store.put(&producer, DocKind::Subject, &s1).await.unwrap();
+    t.store.put(&producer, DocKind::Subject, &s2).await.unwrap();
+    let first = t
+        .store
+        .set_current_subject(&op, "ex-1", None, &d1)
+        .await
+        .unwrap();
+    assert_eq!(first.revision, 1);
+    let snapshot = || async {
+        (
+            t.store
+                .pointer(PointerKind::Execution, "ex-1")
+                .await
+                .unwrap(),
+            t.store.audit_head().await.unwrap(),
+            t.count(&format!(
+                "SELECT count(*) FROM {}",
+                t.table("pointer_changes")
+            ))
+            .await,
+        )
+    };
+    let before = snapshot().await;
+    // Expecting no subject when there is one.
+    let err = t
+        .store
+        .set_current_subject(&op, "ex-1", None, &d2)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
+    // Expecting another head than the current one.
+    let wrong = ExecutionHead {
+        subject_digest: d2.clone(),
+        generation: 2,
+    };
+    let err = t
+        .store
+        .set_current_subject(&op, "ex-1", Some(&wrong), &d2)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("expected"), "{err}");
+    assert_eq!(
+        snapshot().await,
+        before,
+        "a failed compare-and-set changes nothing"
+    );
+
+    // Generations never go back, and a subject of another execution is not this one's.
+    let current = ExecutionHead {
+        subject_digest: d1.clone(),
+        generation: 1,
+    };
+    t.store
+        .set_current_subject(&op, "ex-1", Some(&current), &d2)
+        .await
+        .unwrap();
+    let now = ExecutionHead {
+        subject_digest: d2.clone(),
+        generation: 2,
+    };
+    let err = t
+        .store
+        .set_current_subject(&op, "ex-1", Some(&now), &d1)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    let err = t
+        .store
+        .set_current_subject(&op, "ex-9", None, &d1)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    let err = t
+        .store
+        .set_current_subject(&producer, "ex-1", Some(&now), &d2)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+
+    // Eight writers race from the same expected value: exactly one wins.
+    let s3 = subject("ex-1", 3);
+    let d3 = subject_digest(&s3);
+    t.store.put(&producer, DocKind::Subject, &s3).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = t.store.clone();
+        let (op, now, d3) = (op.clone(), now.clone(), d3.clone());
+        tasks.push(tokio::spawn(async move {
+            store
+                .set_current_subject(&op, "ex-1", Some(&now), &d3)
+                .await
+        }));
+    }
+    let mut wins = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => wins += 1,
+            Err(StoreError::CasFailed { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(
+        t.store
+            .pointer(PointerKind::Execution, "ex-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .revision,
+        3
+    );
+
+    // Gate pointers: the revision only goes forward.
+    let p4 = t.store.put(&op, DocKind::Policy, &policy(4)).await.unwrap();
+    let p3 = t.store.put(&op, DocKind::Policy, &policy(3)).await.unwrap();
+    let g = t
+        .store
+        .set_gate_policy(&op, "merge", None, &p4.digest)
+        .await
+        .unwrap();
+    let at4 = g.gate().unwrap().unwrap();
+    let err = t
+        .store
+        .set_gate_policy(&op, "merge", Some(&at4), &p3.digest)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    let err = t
+        .store
+        .set_gate_policy(&op, "merge", None, &p4.digest)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
+
+    // Leases: taken for oneself only, released only by the holder, stale ones refused.
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let mine = LeaseHolder {
+        holder: RUNNER.parse().unwrap(),
+        expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
+    };
+    let theirs = LeaseHolder {
+        holder: VERIFIER.parse().unwrap(),
+        expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
+    };
+    let err = t
+        .store
+        .cas_lease(&runner, "job-1", None, Some(&theirs))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    t.store
+        .cas_lease(&runner, "job-1", None, Some(&mine))
+        .await
+        .unwrap();
+    let verifier = Actor::new(VERIFIER, Role::Verifier);
+    let err = t
+        .store
+        .cas_lease(&verifier, "job-1", None, Some(&theirs))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
+    let err = t
+        .store
+        .cas_lease(&verifier, "job-1", Some(&mine), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    let released = t
+        .store
+        .cas_lease(&runner, "job-1", Some(&mine), None)
+        .await
+        .unwrap();
+    assert_eq!((released.revision, released.value.as_deref()), (2, None));
+    t.store
+        .cas_lease(&verifier, "job-1", None, Some(&theirs))
+        .await
+        .unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(a_stale_compare_and_set_fails_and_changes_nothing);
+
+/// Connects to the test database as a login role that is a member of one principal role.
+async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
+    let login = format!("{}{}_login", t.prefix, role.as_str());
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}{}\"",
+        t.prefix,
+        role.as_str()
+    ))
+    .await
+    .unwrap();
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    (sqlx::PgConnection::connect(&url).await.unwrap(), login)
+}
+
+async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let body = serde_json::to_string(&result(&s, 1, "vrun-1", vec![])).unwrap();
+    for table in [
+        "verification_results",
+        "findings",
+        "human_decisions",
+        "gate_decisions",
+    ] {
+        let sql = format!(
+            "INSERT INTO verdict.{table} (seq, key, digest, body) SELECT seq + 1000, key || 'x', digest, body FROM verdict.{table}"
+        );
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(err.contains("permission denied"), "{table}: {err}");
+    }
+    for sql in [
+        "INSERT INTO verdict.audit_events (seq, key) VALUES (999, 'k')",
+        "INSERT INTO verdict.pointers (pointer, name, revision) VALUES ('gate', 'x', 1)",
+    ] {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(err.contains("permission denied"), "{sql}: {err}");
+    }
+    for (table, call) in [
+        ("verification_results", "put_verification_results"),
+        ("findings", "put_findings"),
+        ("human_decisions", "put_human_decisions"),
+        ("gate_decisions", "put_gate_decisions"),
+    ] {
+        let sql = format!(
+            "SELECT * FROM verdict.{call}('{PRODUCER}', 'producer', ARRAY['k'], ARRAY['d'], ARRAY['{}'], ARRAY[NULL])",
+            body.replace('\'', "''")
+        );
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(err.contains("permission denied"), "{table}: {err}");
+    }
+    // Nor can it pass itself off as another role through a routine it may call.
+    let ev = evidence(&s, "ev-forged");
+    let canon = String::from_utf8(verdict_core::canonical::to_vec(&ev)).unwrap();
+    let dg = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, &ev);
+    let sql = format!(
+        "SELECT * FROM verdict.put_check_evidence('{RUNNER}', 'runner', ARRAY['{dg}'], ARRAY['{dg}'], ARRAY['{}'], ARRAY[NULL])",
+        canon.replace('\'', "''")
+    );
+    let err = try_sql(&mut conn, &sql).await.unwrap_err();
+    assert!(err.contains("not a member"), "{err}");
+    for sql in [
+        "UPDATE verdict.check_evidence SET body = body",
+        "DELETE FROM verdict.check_evidence",
+        "TRUNCATE verdict.check_evidence",
+        "UPDATE verdict.pointers SET value = NULL",
+        "SELECT * FROM verdict._audit('append', 'subjects', 'k', 'd', 'p', 'producer', NULL)",
+        "SELECT verdict._claim('gate')",
+    ] {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(err.contains("permission denied"), "{sql}: {err}");
+    }
+    // What it may do, it does through its routine.
+    let sql = format!(
+        "SELECT * FROM verdict.put_check_evidence('{PRODUCER}', 'producer', ARRAY['{dg}'], ARRAY['{dg}'], ARRAY['{}'], ARRAY[NULL])",
+        canon.replace('\'', "''")
+    );
+    try_sql(&mut conn, &sql).await.unwrap();
+    // Reading is allowed.
+    try_sql(&mut conn, "SELECT count(*) FROM verdict.gate_decisions")
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_is_granted_exactly_as_the_role_table_says() {
+    let t = postgres().await;
+    let role = |r: ActorRole| format!("{}{}", t.prefix, r.as_str());
+    let check = |sql: String| {
+        let t = &t;
+        async move { t.count(&format!("SELECT ({sql})::int::bigint")).await == 1 }
+    };
+    for table in Table::ALL {
+        if table == Table::PointerChanges {
+            continue;
+        }
+        for r in ActorRole::ALL {
+            let may = check(format!(
+                "has_function_privilege('{}', 'verdict.put_{}(text, text, text[], text[], text[], text[])', 'EXECUTE')",
+                role(r),
+                table.name()
+            ))
+            .await;
+            assert_eq!(
+                may,
+                table.writers().contains(&r),
+                "{} {}",
+                r.as_str(),
+                table.name()
+            );
+            for privilege in ["INSERT", "UPDATE", "DELETE", "TRUNCATE"] {
+                let has = check(format!(
+                    "has_table_privilege('{}', 'verdict.{}', '{privilege}')",
+                    role(r),
+                    table.name()
+                ))
+                .await;
+                assert!(!has, "{} has {privilege} on {}", r.as_str(), table.name());
+            }
+        }
+    }
+    for kind in PointerKind::ALL {
+        for r in ActorRole::ALL {
+            let may = check(format!(
+                "has_function_privilege('{}', 'verdict.cas_{}(text, text, text, bigint, text, text, text, text, text)', 'EXECUTE')",
+                role(r),
+                kind.as_str()
+            ))
+            .await;
+            assert_eq!(
+                may,
+                kind.writers().contains(&r),
+                "{} {}",
+                r.as_str(),
+                kind.as_str()
+            );
+        }
+    }
+    // Every table forces row security, and every routine has a fixed search_path.
+    let unforced = t
+        .count(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'verdict' AND c.relkind = 'r' AND NOT (c.relrowsecurity AND c.relforcerowsecurity)",
+        )
+        .await;
+    assert_eq!(unforced, 0);
+    let loose = t
+        .count(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = 'verdict' AND NOT coalesce(p.proconfig::text LIKE '%search_path=verdict, pg_temp%', false)",
+        )
+        .await;
+    assert_eq!(loose, 0);
+    let definers = t
+        .count(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = 'verdict' AND p.prosecdef",
+        )
+        .await;
+    assert_eq!(
+        definers, 16,
+        "13 put routines and 3 compare-and-set routines"
+    );
+    t.cleanup().await;
+}

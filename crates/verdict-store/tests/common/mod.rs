@@ -1,0 +1,500 @@
+//! Shared by the integration tests: a fresh store on each backend, raw access for tampering,
+//! and contract documents to store.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use serde_json::{Value, json};
+use sqlx::{Connection as _, Executor as _};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use verdict_core::digest::{Digest, DigestKind, digest};
+use verdict_store::{Location, OpenOptions, Store};
+
+/// The PostgreSQL server the tests use (a superuser connection to an existing database).
+pub fn pg_admin_url() -> String {
+    std::env::var("VERDICT_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn pg_url_for(db: &str) -> String {
+    let admin = pg_admin_url();
+    let (base, _) = admin.rsplit_once('/').expect("database in VERDICT_TEST_PG");
+    format!("{base}/{db}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A store of its own: a temporary SQLite file, or a fresh PostgreSQL database with role names
+/// of its own.
+pub struct TestStore {
+    pub kind: Kind,
+    pub store: Arc<dyn Store>,
+    pub location: Location,
+    pub prefix: String,
+    pub db: String,
+    dir: Option<tempfile::TempDir>,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+pub fn unique(tag: &str) -> String {
+    format!(
+        "{tag}{}_{}_",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+pub async fn sqlite() -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
+    let location = Location::Sqlite(dir.path().join("verdict.db"));
+    let store = verdict_store::open(&location).await.unwrap();
+    TestStore {
+        kind: Kind::Sqlite,
+        store,
+        location,
+        prefix: String::new(),
+        db: String::new(),
+        dir: Some(dir),
+    }
+}
+
+/// Creates an empty database named after the test process and a counter.
+pub async fn create_pg_db() -> (String, String) {
+    let db = unique("verdict_t");
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{db}\""
+        ))))
+        .await
+        .unwrap();
+    let url = pg_url_for(&db);
+    (db, url)
+}
+
+pub async fn postgres() -> TestStore {
+    postgres_with(16).await
+}
+
+pub async fn postgres_with(max_connections: u32) -> TestStore {
+    let (db, url) = create_pg_db().await;
+    let prefix = unique("vt");
+    let location = Location::Postgres(url);
+    let options = OpenOptions {
+        role_prefix: Some(prefix.clone()),
+        max_connections,
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&location, &options).await.unwrap();
+    TestStore {
+        kind: Kind::Postgres,
+        store,
+        location,
+        prefix,
+        db,
+        dir: None,
+    }
+}
+
+pub async fn drop_pg(db: &str, prefix: &str) {
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+        ))))
+        .await
+        .unwrap();
+    if !prefix.is_empty() {
+        for role in verdict_store::role_names(prefix) {
+            let _ = admin
+                .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP ROLE IF EXISTS \"{role}\""
+                ))))
+                .await;
+        }
+    }
+}
+
+impl TestStore {
+    pub async fn cleanup(self) {
+        if self.kind == Kind::Postgres {
+            drop_pg(&self.db, &self.prefix).await;
+        }
+    }
+
+    /// Another handle on the same store (its own connection or pool).
+    pub async fn reopen(&self) -> Arc<dyn Store> {
+        let options = OpenOptions {
+            role_prefix: (!self.prefix.is_empty()).then(|| self.prefix.clone()),
+            ..OpenOptions::default()
+        };
+        verdict_store::open_with(&self.location, &options)
+            .await
+            .unwrap()
+    }
+
+    /// The qualified name of a table in hand-written SQL.
+    pub fn table(&self, name: &str) -> String {
+        match self.kind {
+            Kind::Sqlite => name.to_owned(),
+            Kind::Postgres => format!("verdict.{name}"),
+        }
+    }
+
+    /// Runs hand-written SQL as the database superuser (PostgreSQL) or through a raw
+    /// connection to the file (SQLite). Returns the database's error message on failure.
+    pub async fn raw(&self, sql: &str) -> Result<(), String> {
+        match &self.location {
+            Location::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))
+                    .unwrap();
+                conn.execute_batch(sql).map_err(|e| e.to_string())
+            }
+            Location::Postgres(url) => {
+                let mut conn = sqlx::PgConnection::connect(url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Tampering as someone who can switch the append-only triggers off.
+    pub async fn tamper(&self, table: &str, sql: &str) {
+        let wrapped = match self.kind {
+            Kind::Sqlite => {
+                // A raw connection with the file's triggers dropped and put back afterwards is
+                // what an attacker with the file can do.
+                let triggers = self.sqlite_triggers(table);
+                let drops: String = triggers
+                    .iter()
+                    .map(|(n, _)| format!("DROP TRIGGER {n};"))
+                    .collect();
+                let creates: String = triggers.iter().map(|(_, s)| format!("{s};")).collect();
+                format!("BEGIN; {drops} {sql}; {creates} COMMIT;")
+            }
+            Kind::Postgres => {
+                format!("BEGIN; SET LOCAL session_replication_role = replica; {sql}; COMMIT;")
+            }
+        };
+        self.raw(&wrapped)
+            .await
+            .unwrap_or_else(|e| panic!("tampering failed: {e}\n{wrapped}"));
+    }
+
+    fn sqlite_triggers(&self, table: &str) -> Vec<(String, String)> {
+        let Location::Sqlite(path) = &self.location else {
+            unreachable!()
+        };
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1")
+            .unwrap();
+        stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+    }
+
+    /// One value from a hand-written query (integer).
+    pub async fn count(&self, sql: &str) -> i64 {
+        match &self.location {
+            Location::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.query_row(sql, [], |r| r.get(0)).unwrap()
+            }
+            Location::Postgres(url) => {
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap()
+            }
+        }
+    }
+}
+
+/// Runs one async test body on both backends.
+#[macro_export]
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let t = $crate::common::sqlite().await;
+                super::$name(&t).await;
+                t.cleanup().await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let t = $crate::common::postgres().await;
+                super::$name(&t).await;
+                t.cleanup().await;
+            }
+        }
+    };
+}
+
+// ---- documents -------------------------------------------------------------------------
+
+pub const PRODUCER: &str = "agent-coder-1";
+pub const RUNNER: &str = "ci-runner";
+pub const VERIFIER: &str = "reviewer-1";
+pub const HUMAN: &str = "alice";
+pub const OPERATOR: &str = "engine";
+
+pub fn d(seed: &str) -> String {
+    verdict_core::digest::raw(seed.as_bytes()).to_string()
+}
+
+pub fn subject(execution: &str, generation: u64) -> Value {
+    json!({
+        "schema": "verdict.subject/v1",
+        "mission": "m-17",
+        "execution": {"id": execution, "generation": generation},
+        "work_items": [{"kind": "work_package", "id": "wp-7", "version": "2"}],
+        "producer": {"principal": PRODUCER, "run": "run-991"},
+        "objective": {"revision": "obj-r4", "digest": d("objective")},
+        "criteria": {"revision": "crit-r4", "items": [
+            {"id": "tests-pass", "text": "All unit tests pass", "required": true}
+        ]},
+        "resources": [{"name": "diff", "kind": "git_diff", "digest": d("diff")}],
+        "checks": [{"id": "unit-tests", "definition_digest": d("def"), "criteria": ["tests-pass"]}],
+        "workflow_revision": "wf-2",
+        "risk": {"class": "low", "revision": "risk-r1", "capabilities": []}
+    })
+}
+
+pub fn subject_digest(s: &Value) -> Digest {
+    digest(DigestKind::Subject, s)
+}
+
+pub fn policy(revision: u64) -> Value {
+    json!({
+        "schema": "verdict.policy/v1",
+        "name": "merge",
+        "revision": revision,
+        "required_checks": ["unit-tests"],
+        "required_verifiers": ["reviewer"]
+    })
+}
+
+pub fn evidence(subject: &Digest, id: &str) -> Value {
+    json!({
+        "id": id,
+        "kind": "check",
+        "check": "unit-tests",
+        "subject_digest": subject.as_str(),
+        "definition_digest": d("def"),
+        "produced_by": {"principal": RUNNER, "role": "runner"},
+        "outcome": "pass",
+        "hard": true,
+        "content_digest": d(id),
+        "observed_at": "2026-11-30T11:50:00Z",
+        "freshness": {"kind": "content"}
+    })
+}
+
+pub fn request(subject: &Digest) -> Value {
+    json!({"schema": "verdict.verification-request/v1", "subject_digest": subject.as_str(), "classes": ["reviewer"]})
+}
+
+pub fn finding(subject: &Digest, id: &str, version: u64) -> Value {
+    json!({
+        "id": id,
+        "version": version,
+        "criterion": "tests-pass",
+        "type": "bug",
+        "severity": "blocker",
+        "scope": "change",
+        "subject_digest": subject.as_str(),
+        "evidence_refs": ["diff"],
+        "method": "model_review"
+    })
+}
+
+pub fn result(subject: &Digest, generation: u64, run: &str, findings: Vec<Value>) -> Value {
+    json!({
+        "id": format!("vr-{run}"),
+        "verifier": {"principal": VERIFIER, "class": "reviewer", "run": run},
+        "subject_digest": subject.as_str(),
+        "generation": generation,
+        "status": "completed",
+        "criteria": [{"id": "tests-pass", "status": "passed", "method": "model_review", "evidence_refs": ["diff"]}],
+        "findings": findings,
+        "dispositions": []
+    })
+}
+
+pub fn human(subject: &Digest, policy: &Digest) -> Value {
+    json!({
+        "id": "hd-1",
+        "principal": HUMAN,
+        "role": "human",
+        "subject_digest": subject.as_str(),
+        "policy_digest": policy.as_str(),
+        "decision": "approve",
+        "reason": "looked at it",
+        "decided_at": "2026-11-30T12:00:00Z"
+    })
+}
+
+pub fn decision(subject: &Digest, policy: &Digest, key: &str, outcome: &str) -> Value {
+    json!({
+        "schema": "verdict.gate-decision/v1",
+        "outcome": outcome,
+        "evaluation_key": key,
+        "subject_digest": subject.as_str(),
+        "policy_digest": policy.as_str(),
+        "evidence_set_digest": d("set"),
+        "criteria": [],
+        "reasons": [],
+        "rework": [],
+        "follow_ups": [],
+        "unresolved_prior_blockers": [],
+        "scores": {"c": null, "rec_v": null, "cat_v": null}
+    })
+}
+
+/// Writes at least one row into every table and moves one pointer of each kind.
+pub async fn populate(store: &dyn Store) {
+    use verdict_core::contracts::Role;
+    use verdict_store::*;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let subj = subject("ex-1", 1);
+    let s = subject_digest(&subj);
+    store
+        .add_principal(
+            &op,
+            &PrincipalRecord {
+                name: VERIFIER.parse().unwrap(),
+                role: Role::Verifier,
+                token_sha256: token_sha256("token-1"),
+            },
+        )
+        .await
+        .unwrap();
+    let grant = GrantRecord {
+        grant_id: "g-1".parse().unwrap(),
+        principal: VERIFIER.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: "ex-1".parse().unwrap(),
+        },
+        access: Access::Read,
+        expires_at: "2026-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store.add_grant(&op, &grant).await.unwrap();
+    store
+        .revoke_grant(
+            &op,
+            &Revocation {
+                grant_id: "g-1".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "done".into(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &subj,
+        )
+        .await
+        .unwrap();
+    let p = store.put(&op, DocKind::Policy, &policy(4)).await.unwrap();
+    store
+        .set_gate_policy(&op, "merge", None, &p.digest)
+        .await
+        .unwrap();
+    store
+        .set_current_subject(&op, "ex-1", None, &s)
+        .await
+        .unwrap();
+    let runner = Actor::new(RUNNER, Role::Runner);
+    for i in 0..3 {
+        store
+            .put(
+                &runner,
+                DocKind::Evidence,
+                &evidence(&s, &format!("ev-{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    let req = store
+        .put(&op, DocKind::Request, &request(&s))
+        .await
+        .unwrap();
+    store
+        .admit_run(
+            &op,
+            &RunAdmission {
+                run_id: "vrun-1".parse().unwrap(),
+                request_digest: req.digest.clone(),
+                subject_digest: s.clone(),
+                verifier: VERIFIER.parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: 1,
+            },
+        )
+        .await
+        .unwrap();
+    let verifier = Actor::new(VERIFIER, Role::Verifier);
+    store
+        .record_run_status(&verifier, "vrun-1", RunStatus::Started, None)
+        .await
+        .unwrap();
+    store
+        .put(
+            &verifier,
+            DocKind::Verification,
+            &result(&s, 1, "vrun-1", vec![finding(&s, "f-1", 1)]),
+        )
+        .await
+        .unwrap();
+    store
+        .record_run_status(&verifier, "vrun-1", RunStatus::Completed, None)
+        .await
+        .unwrap();
+    store
+        .put(
+            &Actor::new(HUMAN, Role::Human),
+            DocKind::HumanDecision,
+            &human(&s, &p.digest),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &Actor::gate("gate"),
+            DocKind::Decision,
+            &decision(&s, &p.digest, &d("key-1"), "pass"),
+        )
+        .await
+        .unwrap();
+    let holder = LeaseHolder {
+        holder: RUNNER.parse().unwrap(),
+        expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
+    };
+    store
+        .cas_lease(&runner, "job-1", None, Some(&holder))
+        .await
+        .unwrap();
+}

@@ -1,0 +1,158 @@
+//! Migrations: applied on first use and by `migrate`, idempotent, safe to run concurrently on
+//! databases that share role names, and a schema newer than the binary is refused.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use common::*;
+use verdict_store::{Location, OpenOptions, SCHEMA_VERSION, StoreError};
+
+async fn a_newer_schema_is_refused(t: &TestStore) {
+    let table = t.table("schema_migrations");
+    t.raw(&format!("INSERT INTO {table} (version, name, applied_at) VALUES (99, 'from the future', '2030-01-01T00:00:00Z')"))
+        .await
+        .unwrap();
+    let options = OpenOptions {
+        role_prefix: (!t.prefix.is_empty()).then(|| t.prefix.clone()),
+        ..OpenOptions::default()
+    };
+    let err = verdict_store::open_with(&t.location, &options)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(err, StoreError::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("newer than this verdict supports"),
+        "{err}"
+    );
+    let err = verdict_store::migrate(&t.location, options.role_prefix.as_deref())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::SchemaTooNew { .. }), "{err}");
+    // The store that was open before keeps working on what it knows, but says what it found.
+    assert_eq!(t.store.schema_version().await.unwrap(), 99);
+}
+both!(a_newer_schema_is_refused);
+
+async fn migrate_is_idempotent(t: &TestStore) {
+    let prefix = (!t.prefix.is_empty()).then(|| t.prefix.clone());
+    let report = verdict_store::migrate(&t.location, prefix.as_deref())
+        .await
+        .unwrap();
+    assert_eq!((report.from, report.to), (SCHEMA_VERSION, SCHEMA_VERSION));
+    assert_eq!(t.store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let rows = t
+        .count(&format!(
+            "SELECT count(*) FROM {}",
+            t.table("schema_migrations")
+        ))
+        .await;
+    assert_eq!(rows, SCHEMA_VERSION);
+}
+both!(migrate_is_idempotent);
+
+#[tokio::test]
+async fn sqlite_is_created_on_first_use_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("home").join("verdict.db");
+    let location = Location::Sqlite(path.clone());
+    let no_migrate = OpenOptions {
+        migrate: false,
+        ..OpenOptions::default()
+    };
+    let err = verdict_store::open_with(&location, &no_migrate)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(err, StoreError::SchemaTooOld { found: 0, .. }),
+        "{err}"
+    );
+    let store = verdict_store::open(&location).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // Not a database at all: a clear error, not a guess.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, b"this is not a database file, not at all, really").unwrap();
+    let err = verdict_store::open(&Location::Sqlite(junk))
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string().contains("junk.db") || err.to_string().contains("not a database"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn databases_sharing_role_names_migrate_concurrently() {
+    // Role names are global to the server: four databases with one prefix, migrated at once.
+    let prefix = unique("vshared");
+    let mut dbs = Vec::new();
+    for _ in 0..4 {
+        dbs.push(create_pg_db().await);
+    }
+    let mut tasks = Vec::new();
+    for (_, url) in &dbs {
+        let location = Location::Postgres(url.clone());
+        let prefix = prefix.clone();
+        tasks.push(tokio::spawn(async move {
+            verdict_store::migrate(&location, Some(&prefix)).await
+        }));
+    }
+    for task in tasks {
+        let report = task.await.unwrap().unwrap();
+        assert_eq!((report.from, report.to), (0, SCHEMA_VERSION));
+    }
+    // Each works, and each refuses to be reopened under other role names.
+    for (_, url) in &dbs {
+        let location = Location::Postgres(url.clone());
+        let store = verdict_store::open(&location).await.unwrap();
+        populate(store.as_ref()).await;
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        let other = OpenOptions {
+            role_prefix: Some("verdict_other_".into()),
+            ..OpenOptions::default()
+        };
+        let err = verdict_store::open_with(&location, &other)
+            .await
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains(&prefix), "{err}");
+    }
+    let bad = OpenOptions {
+        role_prefix: Some("Bad-Prefix".into()),
+        ..OpenOptions::default()
+    };
+    let (db, url) = create_pg_db().await;
+    let err = verdict_store::open_with(&Location::Postgres(url), &bad)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                what: "role prefix",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    drop_pg(&db, "").await;
+    for (i, (db, _)) in dbs.iter().enumerate() {
+        drop_pg(db, if i + 1 == dbs.len() { &prefix } else { "" }).await;
+    }
+}
