@@ -629,3 +629,60 @@ async fn tokens_authenticate_only_their_principal_and_only_operators_manage_prin
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let d = w
+            .engine
+            .put_subject(&w.coder, &subject(1, "live"), &now())
+            .await
+            .unwrap();
+        let mut ev = evidence(&d, "pass", "ci", "runner");
+        ev["freshness"] = json!({"kind": "time", "max_age_s": 600});
+        w.engine
+            .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+            .await
+            .unwrap();
+        let req = w
+            .engine
+            .create_request(&w.coder, EXEC, &json!({}), &now())
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .await
+            .unwrap();
+        let r = result("rev", "run-a", &d, 1, ev["id"].as_str().unwrap());
+        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert_eq!(g.decision.outcome, Outcome::Pass);
+        assert_eq!(
+            g.decision
+                .valid_until
+                .as_ref()
+                .map(|t| t.as_str().to_owned()),
+            Some("2026-11-30T12:09:00Z".into())
+        );
+        assert!(
+            w.engine
+                .status(EXEC, &ts("2026-11-30T12:08:59Z"))
+                .await
+                .unwrap()
+                .applicable
+                .is_some()
+        );
+        let later = w
+            .engine
+            .status(EXEC, &ts("2026-11-30T12:09:00Z"))
+            .await
+            .unwrap();
+        assert!(later.applicable.is_none());
+        assert_eq!(
+            later.latest.unwrap().not_applicable,
+            vec![NotApplicable::Expired]
+        );
+    })
+    .await;
+}

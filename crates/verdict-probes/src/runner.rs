@@ -259,19 +259,24 @@ pub async fn take_baseline(spec: &Spec, jobs: usize, stopper: &Stopper) -> Resul
     if failures.is_empty() { Ok(baseline) } else { Err(failures) }
 }
 
+/// Hold start offsets are multiples of this: criteria that share a slot sample together, so
+/// the runtime wakes once for a few of them rather than once for each.
+pub const STAGGER_STEP: Duration = Duration::from_millis(10);
+
 /// Phase offsets so hold criteria do not all sample on the same instant: the k-th of n holds
-/// starts `k/n` of its interval (at most one second) late.
+/// starts `k/n` of its interval (at most one second) late, rounded down to [`STAGGER_STEP`].
 fn offsets(checks: &[Arc<Check>]) -> Vec<Duration> {
-    let holds = checks.iter().filter(|c| matches!(c.plan, Plan::Hold { .. })).count().max(1);
-    let mut k = 0u32;
+    let holds = checks.iter().filter(|c| matches!(c.plan, Plan::Hold { .. })).count().max(1) as u128;
+    let step = STAGGER_STEP.as_nanos();
+    let mut k: u128 = 0;
     checks
         .iter()
         .map(|c| match c.plan {
             Plan::Hold { interval, .. } => {
-                let spread = interval.std().min(Duration::from_secs(1));
-                let o = spread.mul_f64(f64::from(k) / holds as f64);
+                let spread = interval.std().min(Duration::from_secs(1)).as_nanos();
+                let raw = spread * k / holds;
                 k += 1;
-                o
+                Duration::from_nanos(u64::try_from(raw / step * step).unwrap_or(0))
             }
             _ => Duration::ZERO,
         })

@@ -9,10 +9,8 @@
 
 use crate::records::row_digest;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::HashMap;
 use std::fmt;
-use verdict_core::canonical;
 
 /// The `prev_hash` of the first event.
 pub const GENESIS_HASH: &str =
@@ -66,19 +64,39 @@ impl AuditEvent {
     }
 
     fn hash_at(&self, seq: u64) -> String {
-        let doc = json!({
-            "seq": seq,
-            "prev_hash": self.prev_hash,
-            "event_type": self.event_type,
-            "table": self.table,
-            "key": self.key,
-            "principal": self.principal,
-            "role": self.role,
-            "payload_digest": self.payload_digest,
-            "correlation": self.correlation,
-            "recorded_at": self.recorded_at,
-        });
-        row_digest(EVENT_DOMAIN, &canonical::to_vec(&doc)).to_string()
+        // RFC 8785 form of the event without its hash, written directly: the keys in their
+        // sorted order, strings escaped as JCS escapes them (serde_json escapes the same set,
+        // with lowercase hex).
+        fn string(out: &mut Vec<u8>, s: &str) {
+            // Writing a &str to a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, s);
+        }
+        let mut out = Vec::with_capacity(512);
+        out.extend_from_slice(b"{\"correlation\":");
+        match &self.correlation {
+            Some(c) => string(&mut out, c),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"event_type\":");
+        string(&mut out, &self.event_type);
+        out.extend_from_slice(b",\"key\":");
+        string(&mut out, &self.key);
+        out.extend_from_slice(b",\"payload_digest\":");
+        string(&mut out, &self.payload_digest);
+        out.extend_from_slice(b",\"prev_hash\":");
+        string(&mut out, &self.prev_hash);
+        out.extend_from_slice(b",\"principal\":");
+        string(&mut out, &self.principal);
+        out.extend_from_slice(b",\"recorded_at\":");
+        string(&mut out, &self.recorded_at);
+        out.extend_from_slice(b",\"role\":");
+        string(&mut out, &self.role);
+        out.extend_from_slice(b",\"seq\":");
+        out.extend_from_slice(seq.to_string().as_bytes());
+        out.extend_from_slice(b",\"table\":");
+        string(&mut out, &self.table);
+        out.push(b'}');
+        row_digest(EVENT_DOMAIN, &out).to_string()
     }
 
     /// The event that follows `head`, with its hash computed.
@@ -307,4 +325,40 @@ pub fn check_chain(events: &[AuditEvent]) -> Vec<Problem> {
         expected_seq = expected_seq.max(e.seq + 1);
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hashed_form_is_the_canonical_form() {
+        let e = AuditEvent::next(
+            None,
+            "append",
+            "check_evidence",
+            "k\u{1}\"\\é\u{2028}",
+            "p \u{7f} ünï",
+            "runner",
+            "sha256:00",
+            Some("ex\n1"),
+            "2026-11-30T12:00:00.000001Z",
+        );
+        let doc = serde_json::json!({
+            "seq": 1, "prev_hash": GENESIS_HASH, "event_type": "append", "table": "check_evidence",
+            "key": e.key, "principal": e.principal, "role": "runner", "payload_digest": "sha256:00",
+            "correlation": e.correlation, "recorded_at": e.recorded_at,
+        });
+        let canonical = verdict_core::canonical::to_vec(&doc);
+        assert_eq!(e.hash, row_digest(EVENT_DOMAIN, &canonical).to_string());
+        let none = AuditEvent::next(Some(&e.head()), "cas", "t", "k", "p", "r", "d", None, "now");
+        let doc = serde_json::json!({
+            "seq": 2, "prev_hash": e.hash, "event_type": "cas", "table": "t", "key": "k",
+            "principal": "p", "role": "r", "payload_digest": "d", "correlation": null, "recorded_at": "now",
+        });
+        assert_eq!(
+            none.hash,
+            row_digest(EVENT_DOMAIN, &verdict_core::canonical::to_vec(&doc)).to_string()
+        );
+    }
 }

@@ -270,7 +270,7 @@ fn pointer_row(tx: &Connection, kind: PointerKind, name: &str) -> Result<Option<
     .transpose()
 }
 
-fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: &[Prepared]) -> Result<Vec<Stored>> {
+fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
     let mut head = head(tx)?;
     let now = now_utc();
     let mut out = Vec::with_capacity(items.len());
@@ -295,12 +295,12 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: &[Prepared]) -> Result<
             &now,
         );
         insert_event(tx, &event)?;
-        insert_row(tx, item, event.seq, counted)?;
+        insert_row(tx, &item, event.seq, counted)?;
         out.push(Stored {
             table: item.table,
-            key: item.key.clone(),
-            digest: item.digest.clone(),
-            body: item.body.clone(),
+            key: item.key,
+            digest: item.digest,
+            body: item.body,
             seq: event.seq,
             inserted: true,
             counted,
@@ -428,7 +428,7 @@ impl Backend for SqliteBackend {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
-            let out = append_tx(&tx, &actor, &items)?;
+            let out = append_tx(&tx, &actor, items)?;
             tx.commit().map_err(err)?;
             Ok(out)
         })

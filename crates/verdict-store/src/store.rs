@@ -13,8 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verdict_core::contracts::{
-    CheckEvidence, HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason,
-    VerificationResult,
+    HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason, VerificationResult,
 };
 use verdict_core::digest::{self, Digest};
 
@@ -378,12 +377,13 @@ impl<B: Backend> StoreImpl<B> {
             Value::Object(map) if map.contains_key(digest::CARRIED_FIELD) => {
                 let mut map = map.clone();
                 let carried = map.remove(digest::CARRIED_FIELD);
-                (Value::Object(map), carried)
+                (std::borrow::Cow::Owned(Value::Object(map)), carried)
             }
-            other => (other.clone(), None),
+            other => (std::borrow::Cow::Borrowed(other), None),
         };
+        let value: &Value = &value;
         let body =
-            String::from_utf8(verdict_core::canonical::to_vec(&value)).map_err(invalid_utf8)?;
+            String::from_utf8(verdict_core::canonical::to_vec(value)).map_err(invalid_utf8)?;
         if body.len() > records::MAX_BODY_BYTES {
             return Err(StoreError::Invalid {
                 what,
@@ -407,7 +407,7 @@ impl<B: Backend> StoreImpl<B> {
                 });
             }
         }
-        let key = records::key_of_value(table, &value, &digest).map_err(invalid(what))?;
+        let key = records::key_of_value(table, value, &digest).map_err(invalid(what))?;
         let subject_ref = value
             .get("subject_digest")
             .and_then(Value::as_str)
@@ -416,7 +416,7 @@ impl<B: Backend> StoreImpl<B> {
         let mut counts_for = None;
         let correlation = match kind {
             DocKind::Subject => {
-                let s: Subject = decoded(kind, &value)?;
+                let s: Subject = decoded(kind, value)?;
                 if actor.role == ActorRole::Producer
                     && s.producer.principal.as_str() != actor.principal
                 {
@@ -428,17 +428,16 @@ impl<B: Backend> StoreImpl<B> {
                 }
                 Some(s.execution.id.to_string())
             }
-            DocKind::Policy => Some(decoded::<Policy>(kind, &value)?.name.to_string()),
+            DocKind::Policy => Some(decoded::<Policy>(kind, value)?.name.to_string()),
             DocKind::Evidence => {
-                let e: CheckEvidence = decoded(kind, &value)?;
-                if e.produced_by.principal.as_str() != actor.principal
-                    || ActorRole::from(e.produced_by.role) != actor.role
-                {
+                // Already decoded by key_of_value; only who produced it matters here.
+                let field = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or("");
+                let (principal, role) =
+                    (field("/produced_by/principal"), field("/produced_by/role"));
+                if principal != actor.principal || role != actor.role.as_str() {
                     return Err(StoreError::Refused(format!(
-                        "evidence {} says it was produced by {:?} as {}, but {:?} as {} is writing it",
-                        e.id,
-                        e.produced_by.principal.as_str(),
-                        e.produced_by.role.as_str(),
+                        "evidence {} says it was produced by {principal:?} as {role}, but {:?} as {} is writing it",
+                        field("/id"),
                         actor.principal,
                         actor.role.as_str()
                     )));
@@ -446,7 +445,7 @@ impl<B: Backend> StoreImpl<B> {
                 subject_ref
             }
             DocKind::HumanDecision => {
-                let d: HumanDecision = decoded(kind, &value)?;
+                let d: HumanDecision = decoded(kind, value)?;
                 if d.principal.as_str() != actor.principal {
                     return Err(StoreError::Refused(format!(
                         "human decision {} is signed by {:?}, not by {:?}",
@@ -458,7 +457,7 @@ impl<B: Backend> StoreImpl<B> {
                 subject_ref
             }
             DocKind::Verification => {
-                let r: VerificationResult = decoded(kind, &value)?;
+                let r: VerificationResult = decoded(kind, value)?;
                 self.check_admitted(actor, &r).await?;
                 // Each finding is stored as the verifier wrote it, so its digest is the one
                 // anyone computes from the result.

@@ -48,13 +48,14 @@ pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeM
     let s = &l.subject;
     let from = &l.policy.check_evidence_from;
     let producer_allowed = from.contains(&Role::Producer);
+    let pins: BTreeMap<&Id, &crate::contracts::CheckPin> = s.checks.iter().map(|p| (&p.id, p)).collect();
     let mut counted: BTreeMap<&Id, Vec<&CheckEvidence>> = BTreeMap::new();
     for item in &l.evidence {
         let e = &item.doc;
         if e.subject_digest != l.subject_digest {
             continue; // about another subject
         }
-        let Some(pin) = s.checks.iter().find(|p| p.id == e.check) else {
+        let Some(pin) = pins.get(&e.check) else {
             continue; // a check the subject does not pin
         };
         let id = e.id.as_str();
@@ -139,8 +140,8 @@ fn output_problem(l: &Loaded, index: &CriterionIndex<'_>, v: &VerificationResult
         return Some("a completed result carries an unavailable_reason".into());
     }
     let mut seen = vec![false; index.len()];
-    for row in &v.criteria {
-        let Some(slot) = index.get(row.id.as_str()).and_then(|k| seen.get_mut(k)) else {
+    for (j, row) in v.criteria.iter().enumerate() {
+        let Some(slot) = index.get_hinted(row.id.as_str(), j).and_then(|k| seen.get_mut(k)) else {
             return Some(format!("row names unknown criterion {:?}", row.id.as_str()));
         };
         if std::mem::replace(slot, true) {

@@ -37,12 +37,13 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
             }
         }
     }
-    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> = vec![Vec::new(); n];
+    let per = i.verifications.counted.len();
+    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> = (0..n).map(|_| Vec::with_capacity(per)).collect();
     let mut required_results: Vec<(&VerificationResult, Vec<bool>)> = Vec::new();
     for r in &i.verifications.counted {
         let mut has = vec![false; n];
-        for row in &r.criteria {
-            if let Some(k) = i.index.get(row.id.as_str()) {
+        for (j, row) in r.criteria.iter().enumerate() {
+            if let Some(k) = i.index.get_hinted(row.id.as_str(), j) {
                 if let Some(slot) = rows.get_mut(k) {
                     slot.push((r, row));
                 }
