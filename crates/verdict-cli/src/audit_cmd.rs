@@ -129,10 +129,10 @@ async fn open(
 ) -> anyhow::Result<(std::sync::Arc<dyn verdict_store::Store>, String)> {
     let location = Location::resolve(store)?;
     let name = location.redacted();
-    if let Location::Sqlite(path) = &location {
-        if !path.exists() {
-            bail!("{name}: no store there (run `verdict store migrate` to create one)");
-        }
+    if let Location::Sqlite(path) = &location
+        && !path.exists()
+    {
+        bail!("{name}: no store there (run `verdict store migrate` to create one)");
     }
     let options = verdict_store::OpenOptions {
         migrate: false,

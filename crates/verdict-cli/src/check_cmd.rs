@@ -126,43 +126,64 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         bail!("a command after -- needs --during");
     }
     let vars = parse_vars(&args.vars)?;
-    let spec = load::load_file(&args.spec, &vars).map_err(|e| anyhow::anyhow!("{}: {e}", args.spec.display()))?;
+    let spec = load::load_file(&args.spec, &vars)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.spec.display()))?;
     if args.print_definitions || args.print_normalised {
         print_definitions(&spec, &args.format, args.print_normalised)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let format: Format = args.format.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let format: Format = args
+        .format
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))?;
     let deadline = args
         .deadline
         .as_deref()
-        .map(|d| Dur::parse(d).map(Dur::std).map_err(|e| anyhow::anyhow!("--deadline: {e}")))
+        .map(|d| {
+            Dur::parse(d)
+                .map(Dur::std)
+                .map_err(|e| anyhow::anyhow!("--deadline: {e}"))
+        })
         .transpose()?;
     let bound = match &args.subject {
         Some(path) => {
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let b = evidence::read_subject(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            let unpinned = evidence::check_pins(&b.subject, &spec).map_err(|e| anyhow::anyhow!(e))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let b = evidence::read_subject(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let unpinned =
+                evidence::check_pins(&b.subject, &spec).map_err(|e| anyhow::anyhow!(e))?;
             for id in unpinned {
-                eprintln!("verdict: warning: the subject does not pin {id}; the Gate will ignore its evidence");
+                eprintln!(
+                    "verdict: warning: the subject does not pin {id}; the Gate will ignore its evidence"
+                );
             }
             Some(b)
         }
         None => None,
     };
     let principal: Option<Name> = match (&args.evidence_out, &args.principal) {
-        (Some(_), None) => bail!("--evidence-out needs --principal (or VERDICT_PRINCIPAL): the runner that produces it"),
+        (Some(_), None) => bail!(
+            "--evidence-out needs --principal (or VERDICT_PRINCIPAL): the runner that produces it"
+        ),
         (_, Some(p)) => Some(p.parse().map_err(|e| anyhow::anyhow!("--principal: {e}"))?),
         (None, None) => None,
     };
     if let (Some(b), Some(p)) = (&bound, &principal)
         && b.subject.producer.principal == *p
     {
-        eprintln!("verdict: warning: {p} is the subject's producer; the Gate will not count its evidence");
+        eprintln!(
+            "verdict: warning: {p} is the subject's producer; the Gate will not count its evidence"
+        );
     }
     let baseline = match &args.baseline {
         Some(path) => {
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            Some(Baseline::from_bytes(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?)
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(
+                Baseline::from_bytes(&bytes)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            )
         }
         None => None,
     };
@@ -189,9 +210,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         match taken {
             Ok(b) => {
                 let bytes = serde_json::to_vec_pretty(&b)?;
-                evidence::write_atomic(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+                evidence::write_atomic(out, &bytes)
+                    .with_context(|| format!("cannot write {}", out.display()))?;
                 if !args.quiet {
-                    eprintln!("verdict: baseline of {} criteria written to {}", b.criteria.len(), out.display());
+                    eprintln!(
+                        "verdict: baseline of {} criteria written to {}",
+                        b.criteria.len(),
+                        out.display()
+                    );
                 }
                 if !args.during {
                     return Ok(ExitCode::SUCCESS);
@@ -203,13 +229,21 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                     eprintln!("verdict: cannot snapshot {id}: {why}");
                 }
                 eprintln!("verdict: no baseline written");
-                return Ok(if stopper.reason().is_some() { ExitCode::from(130) } else { ExitCode::from(1) });
+                return Ok(if stopper.reason().is_some() {
+                    ExitCode::from(130)
+                } else {
+                    ExitCode::from(1)
+                });
             }
         }
     }
 
     let progress = Arc::new(Progress::new(spec.checks.len(), !args.quiet));
-    let observer: Arc<dyn runner::Observer> = if args.quiet { Arc::new(runner::Quiet) } else { progress.clone() };
+    let observer: Arc<dyn runner::Observer> = if args.quiet {
+        Arc::new(runner::Quiet)
+    } else {
+        progress.clone()
+    };
     let opts = RunOptions {
         jobs: args.jobs,
         deadline,
@@ -220,13 +254,17 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     progress.finish();
 
     let color = format == Format::Table && color_wanted(std::io::stdout().is_terminal());
-    std::io::stdout().lock().write_all(report::render(&report, format, color).as_bytes())?;
+    std::io::stdout()
+        .lock()
+        .write_all(report::render(&report, format, color).as_bytes())?;
 
     if let (Some(out), Some(b), Some(p)) = (&args.evidence_out, &bound, &principal) {
-        let docs = evidence::evidence_documents(&report, &spec, &b.digest, p).map_err(|e| anyhow::anyhow!(e))?;
+        let docs = evidence::evidence_documents(&report, &spec, &b.digest, p)
+            .map_err(|e| anyhow::anyhow!(e))?;
         let mut bytes = serde_json::to_vec_pretty(&docs)?;
         bytes.push(b'\n');
-        evidence::write_atomic(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+        evidence::write_atomic(out, &bytes)
+            .with_context(|| format!("cannot write {}", out.display()))?;
     }
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(match stopper.reason() {

@@ -11,7 +11,9 @@ use verdict_core::digest::{self, DigestKind};
 /// `digest(kind, doc)`; a carried `"digest"` field is left out of the hash and checked: a
 /// mismatch prints the real digest and exits 1.
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  verdict digest --kind subject subject.json\n  cat policy.json | verdict digest --kind policy -\n  verdict digest --raw build/artifact.tar")]
+#[command(
+    after_help = "Examples:\n  verdict digest --kind subject subject.json\n  cat policy.json | verdict digest --kind policy -\n  verdict digest --raw build/artifact.tar"
+)]
 pub struct Args {
     /// Document kind: subject, policy, evidence, verification, finding, human-decision,
     /// evidence-set, evaluation, context, decision, request.
@@ -36,7 +38,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let kind: DigestKind = kind.parse()?;
     let bytes = input::read_all(&args.file)?;
-    let doc = verdict_core::json::parse(&bytes).with_context(|| format!("{} is not strict json", args.file))?;
+    let doc = verdict_core::json::parse(&bytes)
+        .with_context(|| format!("{} is not strict json", args.file))?;
     match digest::verify_carried(kind, &doc) {
         Ok(d) => {
             println!("{d}");

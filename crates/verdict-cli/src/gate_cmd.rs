@@ -15,7 +15,9 @@ pub enum GateCommand {
     /// Exit status: 0 on pass; 1 on any other outcome (a bundle that breaks the contract still
     /// prints a decision, with outcome blocked and reason invalid_input); 2 when the input cannot
     /// be read or the arguments are wrong.
-    #[command(after_help = "Examples:\n  verdict gate evaluate examples/merge-gate/bundle.json\n  verdict gate evaluate --format text - < bundle.json")]
+    #[command(
+        after_help = "Examples:\n  verdict gate evaluate examples/merge-gate/bundle.json\n  verdict gate evaluate --format text - < bundle.json"
+    )]
     Evaluate(EvaluateArgs),
     /// Build an execution's bundle from the store, evaluate it and store the decision.
     Run(crate::lifecycle_cmd::GateRunArgs),
@@ -60,7 +62,11 @@ fn evaluate(args: &EvaluateArgs) -> Result<ExitCode> {
 
 /// 0 on pass, 1 otherwise.
 pub fn exit_code(outcome: Outcome) -> ExitCode {
-    if outcome == Outcome::Pass { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if outcome == Outcome::Pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Prints a decision in the chosen format.
@@ -104,31 +110,68 @@ pub fn text(d: &GateDecision) -> String {
         let _ = writeln!(out, "valid     until {v}");
     }
     if !d.criteria.is_empty() {
-        let w = d.criteria.iter().map(|c| c.id.as_str().len()).max().unwrap_or(0).max(9);
-        let _ = writeln!(out, "\n{:<w$}  {:<8}  {:<12}  sources", "criterion", "required", "status");
+        let w = d
+            .criteria
+            .iter()
+            .map(|c| c.id.as_str().len())
+            .max()
+            .unwrap_or(0)
+            .max(9);
+        let _ = writeln!(
+            out,
+            "\n{:<w$}  {:<8}  {:<12}  sources",
+            "criterion", "required", "status"
+        );
         for c in &d.criteria {
-            let sources: Vec<String> =
-                c.sources.iter().map(|s| format!("{} {}", s.reference, s.status.as_str())).collect();
+            let sources: Vec<String> = c
+                .sources
+                .iter()
+                .map(|s| format!("{} {}", s.reference, s.status.as_str()))
+                .collect();
             let _ = writeln!(
                 out,
                 "{:<w$}  {:<8}  {:<12}  {}",
                 c.id.as_str(),
                 if c.required { "yes" } else { "no" },
                 c.status.as_str(),
-                if sources.is_empty() { "-".to_owned() } else { sources.join(", ") }
+                if sources.is_empty() {
+                    "-".to_owned()
+                } else {
+                    sources.join(", ")
+                }
             );
         }
     }
     if !d.reasons.is_empty() {
         let _ = writeln!(out, "\nreasons");
         for r in &d.reasons {
-            let _ = writeln!(out, "  [{}] {}: {}", r.outcome.as_str(), r.code.as_str(), r.detail);
+            let _ = writeln!(
+                out,
+                "  [{}] {}: {}",
+                r.outcome.as_str(),
+                r.code.as_str(),
+                r.detail
+            );
         }
     }
     refs(&mut out, "rework", &d.rework);
-    refs(&mut out, "unresolved prior blockers", &d.unresolved_prior_blockers);
-    refs(&mut out, "follow-ups (separate triage; never change the outcome)", &d.follow_ups);
+    refs(
+        &mut out,
+        "unresolved prior blockers",
+        &d.unresolved_prior_blockers,
+    );
+    refs(
+        &mut out,
+        "follow-ups (separate triage; never change the outcome)",
+        &d.follow_ups,
+    );
     let s = &d.scores;
-    let _ = writeln!(out, "\nscores    c={} rec_v={} cat_v={}", score(s.c), score(s.rec_v), score(s.cat_v));
+    let _ = writeln!(
+        out,
+        "\nscores    c={} rec_v={} cat_v={}",
+        score(s.c),
+        score(s.rec_v),
+        score(s.cat_v)
+    );
     out
 }

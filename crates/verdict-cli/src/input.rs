@@ -14,7 +14,9 @@ pub fn read_all(path: &str) -> Result<Vec<u8>> {
     let reader: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(std::fs::File::open(Path::new(path)).with_context(|| format!("cannot open {path}"))?)
+        Box::new(
+            std::fs::File::open(Path::new(path)).with_context(|| format!("cannot open {path}"))?,
+        )
     };
     reader
         .take(MAX_INPUT + 1)

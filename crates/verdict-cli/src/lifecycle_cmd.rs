@@ -307,14 +307,15 @@ pub struct GateReplayArgs {
     common: Common,
 }
 
-struct Ctx {
-    engine: Engine,
-    now: Timestamp,
+/// An opened store with the caller's token and the time to act at.
+pub(crate) struct Ctx {
+    pub(crate) engine: Engine,
+    pub(crate) now: Timestamp,
     token: Option<String>,
 }
 
 impl Ctx {
-    async fn open(common: &Common) -> Result<Self> {
+    pub(crate) async fn open(common: &Common) -> Result<Self> {
         let location = Location::resolve(common.store.as_deref())?;
         if let Location::Sqlite(path) = &location
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -334,7 +335,7 @@ impl Ctx {
         })
     }
 
-    async fn caller(&self) -> Result<Principal> {
+    pub(crate) async fn caller(&self) -> Result<Principal> {
         let Some(token) = self.token.as_deref() else {
             bail!("unauthenticated: give a token with --token or VERDICT_TOKEN");
         };
@@ -355,7 +356,7 @@ fn read_json(file: &str) -> Result<Value> {
     verdict_core::json::parse(&bytes).map_err(|e| anyhow::anyhow!("{file}: {e}"))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

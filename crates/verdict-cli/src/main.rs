@@ -16,6 +16,7 @@ mod lifecycle_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
+mod verify_cmd;
 
 /// verdict: independent verification with a deterministic Gate.
 #[derive(Parser)]
@@ -49,6 +50,8 @@ enum Command {
     /// run, result, decide, status, history, quickstart.
     #[command(flatten)]
     Lifecycle(lifecycle_cmd::LifecycleCommand),
+    /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
+    Verify(Box<verify_cmd::Args>),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
+        Command::Verify(args) => verify_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

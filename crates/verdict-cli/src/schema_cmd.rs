@@ -14,7 +14,11 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<ExitCode> {
     let Some(s) = schema::schema(&args.name) else {
-        bail!("unknown schema {:?}; expected one of {}", args.name, schema::NAMES.join(", "));
+        bail!(
+            "unknown schema {:?}; expected one of {}",
+            args.name,
+            schema::NAMES.join(", ")
+        );
     };
     println!("{}", serde_json::to_string_pretty(&s)?);
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,11 @@
 //! `verdict check` run as a program: exit statuses, formats, definitions, evidence the Gate
 //! accepts, baselines, Ctrl-C, and the examples (the Kubernetes one with a stand-in kubectl).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -55,7 +60,10 @@ fn help_has_examples() {
     assert!(o.status.success());
     let text = stdout(&o);
     assert!(text.contains("Examples:"), "{text}");
-    assert!(text.contains("verdict check spec.yaml --during -- ./run-agent.sh"), "{text}");
+    assert!(
+        text.contains("verdict check spec.yaml --during -- ./run-agent.sh"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -65,7 +73,9 @@ fn exit_status_follows_the_required_criteria() {
     let ok = verdict(&["check", &spec, "-q"]);
     assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
     assert!(stdout(&ok).contains("every required criterion passed"));
-    let bad = verdict(&["check", &spec, "-q", "--var", "word=bye", "--format", "json"]);
+    let bad = verdict(&[
+        "check", &spec, "-q", "--var", "word=bye", "--format", "json",
+    ]);
     assert_eq!(bad.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(report["schema"], "verdict.check-report/v1");
@@ -92,7 +102,10 @@ fn an_invalid_spec_runs_nothing_and_names_the_criterion_and_line() {
     assert!(e.contains("criterion \"second\""), "{e}");
     assert!(e.contains("line 7"), "{e}");
     assert!(e.contains("invalid cel expression"), "{e}");
-    assert!(!marker.exists(), "nothing runs before the whole spec is valid");
+    assert!(
+        !marker.exists(),
+        "nothing runs before the whole spec is valid"
+    );
     let o = verdict(&["check", &spec, "--var", "no-equals-sign"]);
     assert_eq!(o.status.code(), Some(2));
     let o = verdict(&["check", "/nonexistent/spec.yaml"]);
@@ -108,18 +121,46 @@ fn print_definitions_gives_what_a_subject_pins() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(lines[0].starts_with("says-hello sha256:"), "{text}");
-    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    let pins: Value = serde_json::from_slice(
+        &verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout,
+    )
+    .unwrap();
     assert_eq!(pins[0]["id"], "says-hello");
     assert_eq!(pins[0]["criteria"], json!(["says-hello"]));
-    assert_eq!(lines[0], format!("says-hello {}", pins[0]["definition_digest"].as_str().unwrap()));
-    let other: Value =
-        serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json", "--var", "word=bye"]).stdout).unwrap();
-    assert_ne!(other[0]["definition_digest"], pins[0]["definition_digest"], "a --var that changes a probe changes its digest");
-    assert_eq!(other[1]["definition_digest"], pins[1]["definition_digest"]);
-    let normal: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-normalised"]).stdout).unwrap();
-    assert_eq!(normal[0]["definition"]["probe"]["argv"], json!(["echo", "hello"]));
     assert_eq!(
-        verdict_core::digest::raw(&verdict_core::canonical::to_vec(&normal[0]["definition"])).to_string(),
+        lines[0],
+        format!(
+            "says-hello {}",
+            pins[0]["definition_digest"].as_str().unwrap()
+        )
+    );
+    let other: Value = serde_json::from_slice(
+        &verdict(&[
+            "check",
+            &spec,
+            "--print-definitions",
+            "--format",
+            "json",
+            "--var",
+            "word=bye",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert_ne!(
+        other[0]["definition_digest"], pins[0]["definition_digest"],
+        "a --var that changes a probe changes its digest"
+    );
+    assert_eq!(other[1]["definition_digest"], pins[1]["definition_digest"]);
+    let normal: Value =
+        serde_json::from_slice(&verdict(&["check", &spec, "--print-normalised"]).stdout).unwrap();
+    assert_eq!(
+        normal[0]["definition"]["probe"]["argv"],
+        json!(["echo", "hello"])
+    );
+    assert_eq!(
+        verdict_core::digest::raw(&verdict_core::canonical::to_vec(&normal[0]["definition"]))
+            .to_string(),
         pins[0]["definition_digest"].as_str().unwrap()
     );
 }
@@ -149,22 +190,47 @@ fn subject(pins: &Value) -> Value {
 fn evidence_written_for_a_subject_passes_the_gate() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write(dir.path(), "s.yaml", SIMPLE);
-    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    let pins: Value = serde_json::from_slice(
+        &verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout,
+    )
+    .unwrap();
     let subj = subject(&pins);
     let subject_path = write(dir.path(), "subject.json", &subj.to_string());
     let ev_path = dir.path().join("evidence.json").display().to_string();
     let o = Command::new(bin())
-        .args(["check", &spec, "-q", "--subject", &subject_path, "--evidence-out", &ev_path])
+        .args([
+            "check",
+            &spec,
+            "-q",
+            "--subject",
+            &subject_path,
+            "--evidence-out",
+            &ev_path,
+        ])
         .env("VERDICT_PRINCIPAL", "ci-runner")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let evidence: Value = serde_json::from_slice(&std::fs::read(&ev_path).unwrap()).unwrap();
     assert_eq!(evidence.as_array().unwrap().len(), 2);
-    assert_eq!(evidence[0]["produced_by"], json!({"principal": "ci-runner", "role": "runner"}));
-    assert_eq!(evidence[0]["freshness"], json!({"kind": "time", "max_age_s": 900}));
-    assert_eq!(evidence[0]["definition_digest"], pins[0]["definition_digest"]);
-    let now = verdict_core::contracts::Timestamp::from_str_checked(evidence[0]["observed_at"].as_str().unwrap()).plus_seconds(30);
+    assert_eq!(
+        evidence[0]["produced_by"],
+        json!({"principal": "ci-runner", "role": "runner"})
+    );
+    assert_eq!(
+        evidence[0]["freshness"],
+        json!({"kind": "time", "max_age_s": 900})
+    );
+    assert_eq!(
+        evidence[0]["definition_digest"],
+        pins[0]["definition_digest"]
+    );
+    let observed: verdict_core::contracts::Timestamp = evidence[0]["observed_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let now = observed.plus_seconds(30);
     let bundle = json!({
         "schema": "verdict.gate-bundle/v1",
         "policy": {"schema": "verdict.policy/v1", "name": "deploy", "revision": 1, "required_checks": ["says-hello", "no-marker"]},
@@ -180,31 +246,46 @@ fn evidence_written_for_a_subject_passes_the_gate() {
     assert_eq!(gate.status.code(), Some(0));
 }
 
-trait Checked {
-    fn from_str_checked(s: &str) -> Self;
-}
-
-impl Checked for verdict_core::contracts::Timestamp {
-    fn from_str_checked(s: &str) -> Self {
-        s.parse().unwrap()
-    }
-}
-
 #[test]
 fn evidence_needs_a_principal_and_a_subject_that_pins_this_definition() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write(dir.path(), "s.yaml", SIMPLE);
-    let pins: Value = serde_json::from_slice(&verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout).unwrap();
+    let pins: Value = serde_json::from_slice(
+        &verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout,
+    )
+    .unwrap();
     let subject_path = write(dir.path(), "subject.json", &subject(&pins).to_string());
     let ev = dir.path().join("ev.json");
     let ev_s = ev.display().to_string();
-    let o = verdict(&["check", &spec, "--subject", &subject_path, "--evidence-out", &ev_s]);
+    let o = verdict(&[
+        "check",
+        &spec,
+        "--subject",
+        &subject_path,
+        "--evidence-out",
+        &ev_s,
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--principal"), "{}", stderr(&o));
     // Another --var makes another definition than the subject pins: refused before running.
-    let o = verdict(&["check", &spec, "--var", "word=bye", "--subject", &subject_path, "--evidence-out", &ev_s, "--principal", "ci"]);
+    let o = verdict(&[
+        "check",
+        &spec,
+        "--var",
+        "word=bye",
+        "--subject",
+        &subject_path,
+        "--evidence-out",
+        &ev_s,
+        "--principal",
+        "ci",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("the subject pins check says-hello"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the subject pins check says-hello"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!ev.exists(), "nothing written");
     let o = verdict(&["check", &spec, "--evidence-out", &ev_s, "--principal", "ci"]);
     assert_eq!(o.status.code(), Some(2), "evidence needs a subject");
@@ -213,31 +294,68 @@ fn evidence_needs_a_principal_and_a_subject_that_pins_this_definition() {
 #[test]
 fn baseline_out_then_baseline_reports_the_changed_paths() {
     let dir = tempfile::tempdir().unwrap();
-    let doc = write(dir.path(), "cfg.json", r#"{"replicas": 2, "meta": {"rv": "1"}}"#);
+    let doc = write(
+        dir.path(),
+        "cfg.json",
+        r#"{"replicas": 2, "meta": {"rv": "1"}}"#,
+    );
     let spec = write(
         dir.path(),
         "s.yaml",
-        &format!("version: 1\ncriteria:\n  - id: cfg\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.meta.rv']\n    probe: {{kind: json, source: {{file: '{doc}'}}}}\n"),
+        &format!(
+            "version: 1\ncriteria:\n  - id: cfg\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.meta.rv']\n    probe: {{kind: json, source: {{file: '{doc}'}}}}\n"
+        ),
     );
     let base = dir.path().join("base.json").display().to_string();
     let o = verdict(&["check", &spec, "--baseline-out", &base]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     std::fs::write(&doc, r#"{"replicas": 2, "meta": {"rv": "2"}}"#).unwrap();
-    let o = verdict(&["check", &spec, "-q", "--baseline", &base, "--format", "json"]);
+    let o = verdict(&[
+        "check",
+        &spec,
+        "-q",
+        "--baseline",
+        &base,
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     std::fs::write(&doc, r#"{"replicas": 0, "meta": {"rv": "3"}}"#).unwrap();
-    let o = verdict(&["check", &spec, "-q", "--baseline", &base, "--format", "json"]);
+    let o = verdict(&[
+        "check",
+        &spec,
+        "-q",
+        "--baseline",
+        &base,
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(r["criteria"][0]["changes"], json!([{"path": "$['replicas']", "change": "changed"}]));
+    assert_eq!(
+        r["criteria"][0]["changes"],
+        json!([{"path": "$['replicas']", "change": "changed"}])
+    );
     assert_eq!(r["rollup"]["cat_v"], 0.0);
     // A tampered or foreign baseline file is refused.
-    let bad = write(dir.path(), "bad.json", r#"{"schema": "other", "criteria": {}}"#);
-    assert_eq!(verdict(&["check", &spec, "--baseline", &bad]).status.code(), Some(2));
+    let bad = write(
+        dir.path(),
+        "bad.json",
+        r#"{"schema": "other", "criteria": {}}"#,
+    );
+    assert_eq!(
+        verdict(&["check", &spec, "--baseline", &bad]).status.code(),
+        Some(2)
+    );
     // A source that cannot be snapshotted writes no baseline at all.
     std::fs::remove_file(&doc).unwrap();
     let missing = dir.path().join("none.json");
-    let o = verdict(&["check", &spec, "--baseline-out", &missing.display().to_string()]);
+    let o = verdict(&[
+        "check",
+        &spec,
+        "--baseline-out",
+        &missing.display().to_string(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(!missing.exists());
 }
@@ -257,7 +375,10 @@ fn ctrl_c_stops_cleanly_and_reports_what_was_observed() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
-    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -285,7 +406,10 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
         let o = cmd.output().unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    assert!(under_tty(false).contains("\x1b[32mPASS"), "colour on a terminal");
+    assert!(
+        under_tty(false).contains("\x1b[32mPASS"),
+        "colour on a terminal"
+    );
     assert!(!under_tty(true).contains("\x1b["), "NO_COLOR is respected");
     let piped = verdict(&["check", &spec, "-q"]);
     assert!(!stdout(&piped).contains('\x1b'));
@@ -304,7 +428,11 @@ fn stand_in() -> tempfile::TempDir {
 
 fn kube(stand_in: &Path, extra: &[&str]) -> Output {
     let spec = repo().join("examples/checks/kubernetes/kubernetes.yaml");
-    let path = format!("{}:{}", stand_in.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        stand_in.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut args = vec![
         "check".to_owned(),
         spec.display().to_string(),
@@ -319,16 +447,26 @@ fn kube(stand_in: &Path, extra: &[&str]) -> Output {
         "timeout=1s".into(),
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
-    Command::new(bin()).args(&args).env("PATH", path).output().unwrap()
+    Command::new(bin())
+        .args(&args)
+        .env("PATH", path)
+        .output()
+        .unwrap()
 }
 
 fn outcomes(o: &Output) -> Vec<(String, String)> {
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)));
+    let r: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)));
     r["criteria"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["id"].as_str().unwrap().to_owned(), c["outcome"].as_str().unwrap().to_owned()))
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -337,7 +475,11 @@ fn kubernetes_example_passes_against_recorded_state() {
     let k = stand_in();
     let o = kube(k.path(), &["--during", "--", "sleep", "0.3"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    assert!(outcomes(&o).iter().all(|(_, out)| out == "pass"), "{:?}", outcomes(&o));
+    assert!(
+        outcomes(&o).iter().all(|(_, out)| out == "pass"),
+        "{:?}",
+        outcomes(&o)
+    );
 }
 
 #[test]
@@ -351,26 +493,56 @@ fn kubernetes_example_catches_a_crash_loop_during_the_rollout_and_a_touched_name
     let o = kube(k.path(), &["--during", "--", "sh", "-c", &agent]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let by_id = |id: &str| r["criteria"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
-    assert_eq!(by_id("no-crash-loops")["outcome"], "fail", "{}", by_id("no-crash-loops"));
-    assert_eq!(by_id("pods-running")["outcome"], "pass", "recovered before the agent ended");
+    let by_id = |id: &str| {
+        r["criteria"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by_id("no-crash-loops")["outcome"],
+        "fail",
+        "{}",
+        by_id("no-crash-loops")
+    );
+    assert_eq!(
+        by_id("pods-running")["outcome"],
+        "pass",
+        "recovered before the agent ended"
+    );
     let prod = by_id("prod-untouched");
     assert_eq!(prod["outcome"], "fail");
-    assert_eq!(prod["changes"], json!([{"path": "$['metadata']['labels']['team']", "change": "changed"}]));
+    assert_eq!(
+        prod["changes"],
+        json!([{"path": "$['metadata']['labels']['team']", "change": "changed"}])
+    );
     assert_eq!(r["rollup"]["cat_v"], 0.0);
 }
 
 #[test]
 fn kubernetes_example_waits_for_availability_and_shows_the_last_observation() {
     let k = stand_in();
-    std::fs::copy(k.path().join("deployment-unavailable.json"), k.path().join("deployment.json")).unwrap();
+    std::fs::copy(
+        k.path().join("deployment-unavailable.json"),
+        k.path().join("deployment.json"),
+    )
+    .unwrap();
     let o = kube(k.path(), &[]);
     assert_eq!(o.status.code(), Some(1));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let d = &r["criteria"][0];
     assert_eq!(d["id"], "deployment-available");
     assert_eq!(d["outcome"], "fail");
-    assert!(d["reason"].as_str().unwrap().contains("did not pass within 1s"), "{d}");
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not pass within 1s"),
+        "{d}"
+    );
     assert!(d["samples"].as_u64().unwrap() >= 2);
     // prod-untouched has no baseline without --during or --baseline: an error, not a pass.
     assert_eq!(r["criteria"][4]["outcome"], "error");

@@ -15,6 +15,8 @@ use verdict_store::{About, DocKind, RunAdmission, RunStatus};
 pub const REQUEST_SCHEMA: &str = "verdict.request/v1";
 /// Schema of the engine's note of one admission and its preflight.
 pub const ADMISSION_SCHEMA: &str = "verdict.admission/v1";
+/// Schema of the note that records the context manifest a run's model was shown.
+pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
 
 /// Reasons that deterministic evidence alone can raise; if preflight finds one that already
 /// means rework or blocked, no model verifier can change the outcome and none is called.
@@ -50,6 +52,8 @@ pub struct VerifyTask {
     pub request: Value,
     /// The check evidence about the subject.
     pub evidence: Vec<Value>,
+    /// The prior blocking findings the request pinned, by id and version.
+    pub prior_findings: Vec<Value>,
 }
 
 /// A verifier the engine calls for a run: a model behind a provider, or a script.
@@ -160,8 +164,9 @@ impl Engine {
             .digest)
     }
 
-    /// Admits `verifier` to run `run_id` of class `class` for a request (operator only), then
-    /// runs preflight. The verifier must hold a grant in force on the execution and must be
+    /// Admits `verifier` to run `run_id` of class `class` for a request, then runs preflight.
+    /// An operator admits any verifier; a verifier may only admit itself (the checks below are
+    /// the same either way, so self-admission grants nothing an operator's would not). The verifier must hold a grant in force on the execution and must be
     /// neither the producer's principal nor its run; the request's subject must still be the
     /// execution's current one. When preflight already ends in rework or blocked, the run is
     /// cancelled at once and records why.
@@ -174,8 +179,22 @@ impl Engine {
         run_id: &str,
         now: &Timestamp,
     ) -> Result<Preflight> {
-        self.require_role(caller, &[Role::Operator], "admit verifier runs", now)
-            .await?;
+        self.require_role(
+            caller,
+            &[Role::Operator, Role::Verifier],
+            "admit verifier runs",
+            now,
+        )
+        .await?;
+        if caller.role == Role::Verifier && caller.name.as_str() != verifier {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!("admit {verifier:?} to run {run_id:?}"),
+                why: "a verifier may only admit itself".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
         let req = self
             .store
             .get(DocKind::Request, request)
@@ -329,8 +348,8 @@ impl Engine {
         Ok(out)
     }
 
-    /// Calls the model verifier for an admitted run (operator only) and submits its result as
-    /// the run's verifier; a run preflight cancelled is never called.
+    /// Calls the model verifier for an admitted run (an operator, or the run's own verifier) and
+    /// submits its result as the run's verifier; a run preflight cancelled is never called.
     pub async fn run_model(
         &self,
         caller: &Principal,
@@ -338,8 +357,13 @@ impl Engine {
         model: &dyn ModelVerifier,
         now: &Timestamp,
     ) -> Result<RunOutcome> {
-        self.require_role(caller, &[Role::Operator], "start verifier runs", now)
-            .await?;
+        self.require_role(
+            caller,
+            &[Role::Operator, Role::Verifier],
+            "start verifier runs",
+            now,
+        )
+        .await?;
         let run = self
             .store
             .run(run_id)
@@ -348,6 +372,15 @@ impl Engine {
                 what: "run",
                 key: run_id.to_owned(),
             })?;
+        if caller.role == Role::Verifier && run.admission.verifier != caller.name {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!("start run {run_id:?}"),
+                why: "it was admitted for another verifier".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
         if run.status().is_some_and(RunStatus::is_terminal) {
             let subject = self.subject(&run.admission.subject_digest).await?;
             let note = self
@@ -389,6 +422,7 @@ impl Engine {
             .iter()
             .map(|s| s.value())
             .collect::<Result<Vec<_>, _>>()?;
+        let prior_findings = self.pinned_prior_findings(&request).await?;
         let task = VerifyTask {
             run_id: a.run_id.clone(),
             verifier: a.verifier.clone(),
@@ -398,6 +432,7 @@ impl Engine {
             generation: a.admitted_generation,
             request,
             evidence,
+            prior_findings,
         };
         let verifier = Principal {
             name: a.verifier.clone(),
@@ -413,6 +448,112 @@ impl Engine {
         Ok(RunOutcome::Submitted(
             self.submit_result(&verifier, &doc, now).await?,
         ))
+    }
+
+    /// The prior blocking findings a request pinned, read by id and version; a pin whose
+    /// finding is not stored is refused rather than silently dropped.
+    pub async fn pinned_prior_findings(&self, request: &Value) -> Result<Vec<Value>> {
+        let bad = invalid("verification request");
+        let mut out = Vec::new();
+        let pins = request
+            .get("prior_blockers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (i, pin) in pins.iter().enumerate() {
+            let id: Id = pin
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| bad(format!("prior_blockers/{i}/id: {e}")))?;
+            let version = pin
+                .get("version")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(format!("prior_blockers/{i}/version is not a count")))?;
+            let found =
+                self.store
+                    .finding(&id, version)
+                    .await?
+                    .ok_or_else(|| EngineError::NotFound {
+                        what: "prior finding",
+                        key: format!("{id} version {version}"),
+                    })?;
+            out.push(found.value()?);
+        }
+        Ok(out)
+    }
+
+    /// Records the context manifest the model of run `run_id` was shown, with its digest
+    /// (`digest("context", manifest)`), as a note about the run's subject. Only the run's own
+    /// verifier or an operator may record it; the digest is computed here, never taken on trust.
+    pub async fn record_run_context(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        manifest: &Value,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        self.require_role(
+            caller,
+            &[Role::Operator, Role::Verifier],
+            "record a run's context",
+            now,
+        )
+        .await?;
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            })?;
+        if caller.role == Role::Verifier && run.admission.verifier != caller.name {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!("record the context of run {run_id:?}"),
+                why: "it was admitted for another verifier".into(),
+            };
+            return Err(self.deny(caller, err, now).await);
+        }
+        let digest = verdict_core::digest::digest(DigestKind::Context, manifest);
+        let note = json!({
+            "schema": RUN_CONTEXT_SCHEMA,
+            "run_id": run_id,
+            "subject_digest": run.admission.subject_digest.as_str(),
+            "context_digest": digest.as_str(),
+            "manifest": manifest,
+        });
+        // Stored by the engine, as admission notes are: the caller was checked above.
+        self.store
+            .put(&Self::system(), DocKind::Request, &note)
+            .await?;
+        Ok(digest)
+    }
+
+    /// The context notes recorded for a run, in the order they were stored.
+    pub async fn run_contexts(&self, run_id: &str) -> Result<Vec<Value>> {
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            })?;
+        let about = About::Subject(run.admission.subject_digest.clone());
+        let mut out = Vec::new();
+        for row in self.store.list(DocKind::Request, &about).await? {
+            let v = row.value()?;
+            if v.get("schema") == Some(&json!(RUN_CONTEXT_SCHEMA))
+                && v.get("run_id") == Some(&json!(run_id))
+            {
+                out.push(v);
+            }
+        }
+        Ok(out)
     }
 
     /// A verifier submits its result for its run. The engine validates it (schema, criterion

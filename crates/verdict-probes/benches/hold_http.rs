@@ -7,7 +7,12 @@
 //! targets: under 10 % of one core, under 100 MiB, p99 lateness under 20 ms.
 //!
 //! `cargo bench -p verdict-probes --bench hold_http [-- --criteria N --seconds S --multi-thread 1]`
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -18,7 +23,11 @@ use verdict_probes::runner::{self, Event, Observer, RunOptions, Stopper};
 const SERVE_ENV: &str = "VERDICT_HOLD_BENCH_SERVE";
 
 fn serve() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -48,8 +57,14 @@ struct Lateness(Mutex<Vec<Duration>>);
 
 impl Observer for Lateness {
     fn event(&self, e: &Event<'_>) {
-        if let Event::Sample { scheduled, started, .. } = e {
-            self.0.lock().unwrap().push(started.saturating_duration_since(*scheduled));
+        if let Event::Sample {
+            scheduled, started, ..
+        } = e
+        {
+            self.0
+                .lock()
+                .unwrap()
+                .push(started.saturating_duration_since(*scheduled));
         }
     }
 }
@@ -75,7 +90,9 @@ fn main() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let port: u16 = line.trim().parse().unwrap();
 
     let mut spec = String::from("version: 1\ncriteria:\n");
@@ -84,19 +101,35 @@ fn main() {
             "  - id: up-{i}\n    role: safety\n    mode: hold\n    window: {secs}s\n    interval: 1s\n    probe: {{kind: http, url: 'http://127.0.0.1:{port}/healthz', status: 200, body: {{equals: ok}}}}\n"
         ));
     }
-    let spec = verdict_probes::load::load_bytes(spec.as_bytes(), verdict_probes::load::Format::Yaml, &Default::default()).unwrap();
+    let spec = verdict_probes::load::load_bytes(
+        spec.as_bytes(),
+        verdict_probes::load::Format::Yaml,
+        &Default::default(),
+    )
+    .unwrap();
     // The runtime `verdict check` uses (current thread); `--multi-thread 1` measures tokio's
     // work-stealing runtime instead.
     let multi = arg("--multi-thread", 0) == 1;
     let rt = if multi {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap()
     } else {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
     };
     let late = Arc::new(Lateness(Mutex::new(Vec::new())));
     let (cpu0, _) = usage();
     let t0 = Instant::now();
-    let report = rt.block_on(runner::run(&spec, RunOptions::default(), late.clone(), &Stopper::new()));
+    let report = rt.block_on(runner::run(
+        &spec,
+        RunOptions::default(),
+        late.clone(),
+        &Stopper::new(),
+    ));
     let wall = t0.elapsed().as_secs_f64();
     let (cpu1, peak) = usage();
     let _ = server.kill();
@@ -109,13 +142,30 @@ fn main() {
     let core_share = cpu / wall;
     let mib = peak as f64 / (1024.0 * 1024.0);
     let p99 = pct(0.99);
-    let flavour = if multi { "multi-thread" } else { "current-thread" };
-    println!("hold_http: {n} hold criteria, 1 s interval, {secs} s window, loopback HTTP, {flavour} runtime");
-    println!("  samples         {} (expected {})", l.len(), n * (secs + 1));
+    let flavour = if multi {
+        "multi-thread"
+    } else {
+        "current-thread"
+    };
+    println!(
+        "hold_http: {n} hold criteria, 1 s interval, {secs} s window, loopback HTTP, {flavour} runtime"
+    );
+    println!(
+        "  samples         {} (expected {})",
+        l.len(),
+        n * (secs + 1)
+    );
     println!("  passed          {} of {n}", report.rollup.counts.pass);
     println!("  wall            {wall:.1} s");
-    println!("  cpu (runner)    {cpu:.2} s = {:.1} % of one core   target < 10 %   {}", core_share * 100.0, ok(core_share < 0.10));
-    println!("  peak rss        {mib:.1} MiB                    target < 100 MiB {}", ok(mib < 100.0));
+    println!(
+        "  cpu (runner)    {cpu:.2} s = {:.1} % of one core   target < 10 %   {}",
+        core_share * 100.0,
+        ok(core_share < 0.10)
+    );
+    println!(
+        "  peak rss        {mib:.1} MiB                    target < 100 MiB {}",
+        ok(mib < 100.0)
+    );
     println!(
         "  lateness        p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms   target p99 < 20 ms {}",
         ms(pct(0.50)),

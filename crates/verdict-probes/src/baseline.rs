@@ -42,10 +42,15 @@ impl Baseline {
 
     /// Reads a baseline file strictly.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let v = verdict_core::json::parse(bytes).map_err(|e| format!("baseline is not valid json: {e}"))?;
-        let b: Self = verdict_core::contracts::decode_plain(&v).map_err(|e| format!("invalid baseline: {e}"))?;
+        let v = verdict_core::json::parse(bytes)
+            .map_err(|e| format!("baseline is not valid json: {e}"))?;
+        let b: Self = verdict_core::contracts::decode_plain(&v)
+            .map_err(|e| format!("invalid baseline: {e}"))?;
         if b.schema != BASELINE_SCHEMA {
-            return Err(format!("baseline schema is {:?}, expected {BASELINE_SCHEMA:?}", b.schema));
+            return Err(format!(
+                "baseline schema is {:?}, expected {BASELINE_SCHEMA:?}",
+                b.schema
+            ));
         }
         Ok(b)
     }

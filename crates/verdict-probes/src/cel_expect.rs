@@ -43,7 +43,9 @@ impl Expect {
             .collect();
         unknown.sort_unstable();
         if let Some(v) = unknown.first() {
-            return Err(format!("invalid cel expression: unknown variable {v:?} (the object is `self`)"));
+            return Err(format!(
+                "invalid cel expression: unknown variable {v:?} (the object is `self`)"
+            ));
         }
         Ok(Self {
             source: source.to_owned(),
@@ -63,22 +65,35 @@ impl Expect {
         ctx.add_variable_from_value(SELF, to_cel(value));
         match self.program.execute(&ctx) {
             Ok(cel::Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("cel expression {:?} gave {} instead of a boolean", self.source, type_name(&other))),
-            Err(e) => Err(format!("cel expression {:?} could not be evaluated: {}", self.source, one_line(&e.to_string()))),
+            Ok(other) => Err(format!(
+                "cel expression {:?} gave {} instead of a boolean",
+                self.source,
+                type_name(&other)
+            )),
+            Err(e) => Err(format!(
+                "cel expression {:?} could not be evaluated: {}",
+                self.source,
+                one_line(&e.to_string())
+            )),
         }
     }
 }
 
 /// Whether `name` is bound by a comprehension macro in `source` (`x.all(name, ...)` and kin).
 fn source_binds(source: &str, name: &str) -> bool {
-    ["all", "exists", "exists_one", "map", "filter"].iter().any(|m| {
-        source.match_indices(&format!(".{m}(")).any(|(i, pat)| {
-            source
-                .get(i + pat.len()..)
-                .map(|rest| rest.trim_start())
-                .is_some_and(|rest| rest.strip_prefix(name).is_some_and(|r| r.trim_start().starts_with(',')))
+    ["all", "exists", "exists_one", "map", "filter"]
+        .iter()
+        .any(|m| {
+            source.match_indices(&format!(".{m}(")).any(|(i, pat)| {
+                source
+                    .get(i + pat.len()..)
+                    .map(|rest| rest.trim_start())
+                    .is_some_and(|rest| {
+                        rest.strip_prefix(name)
+                            .is_some_and(|r| r.trim_start().starts_with(','))
+                    })
+            })
         })
-    })
 }
 
 fn one_line(s: &str) -> String {
@@ -112,7 +127,10 @@ pub fn to_cel(value: &Value) -> cel::Value {
         Value::String(s) => cel::Value::String(Arc::new(s.clone())),
         Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
         Value::Object(map) => {
-            let m: HashMap<Key, cel::Value> = map.iter().map(|(k, v)| (Key::from(k.as_str()), to_cel(v))).collect();
+            let m: HashMap<Key, cel::Value> = map
+                .iter()
+                .map(|(k, v)| (Key::from(k.as_str()), to_cel(v)))
+                .collect();
             cel::Value::Map(Map { map: Arc::new(m) })
         }
     }
@@ -126,8 +144,14 @@ mod tests {
     #[test]
     fn booleans_over_self() {
         let e = Expect::compile("self.status.readyReplicas == self.spec.replicas").unwrap();
-        assert_eq!(e.eval(&json!({"status": {"readyReplicas": 2}, "spec": {"replicas": 2}})), Ok(true));
-        assert_eq!(e.eval(&json!({"status": {"readyReplicas": 1}, "spec": {"replicas": 2}})), Ok(false));
+        assert_eq!(
+            e.eval(&json!({"status": {"readyReplicas": 2}, "spec": {"replicas": 2}})),
+            Ok(true)
+        );
+        assert_eq!(
+            e.eval(&json!({"status": {"readyReplicas": 1}, "spec": {"replicas": 2}})),
+            Ok(false)
+        );
     }
 
     #[test]

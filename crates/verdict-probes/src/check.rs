@@ -93,7 +93,8 @@ impl Check {
     /// The freshness its evidence carries.
     #[must_use]
     pub fn freshness(&self) -> Freshness {
-        if self.probe.is_content_fact() && matches!(self.plan, Plan::Assert | Plan::Converge { .. }) {
+        if self.probe.is_content_fact() && matches!(self.plan, Plan::Assert | Plan::Converge { .. })
+        {
             Freshness::Content
         } else {
             Freshness::Time {

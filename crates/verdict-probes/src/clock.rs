@@ -6,9 +6,9 @@ use verdict_core::contracts::Timestamp;
 /// Now, in nanoseconds since the Unix epoch, truncated to milliseconds.
 #[must_use]
 pub fn now_nanos() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_millis()).unwrap_or(0) * 1_000_000)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        i128::try_from(d.as_millis()).unwrap_or(0) * 1_000_000
+    })
 }
 
 /// Now, in RFC 3339 UTC with millisecond precision.

@@ -93,7 +93,13 @@ fn locations(paths: &[(String, JsonPath)], doc: &Value) -> Vec<Vec<Seg>> {
     out
 }
 
-fn walk(a: Option<&Value>, b: Option<&Value>, path: &mut Vec<Seg>, ignored: &[Vec<Seg>], out: &mut Vec<Change>) {
+fn walk(
+    a: Option<&Value>,
+    b: Option<&Value>,
+    path: &mut Vec<Seg>,
+    ignored: &[Vec<Seg>],
+    out: &mut Vec<Change>,
+) {
     if ignored.iter().any(|ig| path.starts_with(ig)) {
         return;
     }
@@ -141,7 +147,13 @@ pub fn changes(baseline: &Value, current: &Value, ignore: &[(String, JsonPath)])
     let mut ignored = locations(ignore, baseline);
     ignored.extend(locations(ignore, current));
     let mut out = Vec::new();
-    walk(Some(baseline), Some(current), &mut Vec::new(), &ignored, &mut out);
+    walk(
+        Some(baseline),
+        Some(current),
+        &mut Vec::new(),
+        &ignored,
+        &mut out,
+    );
     out
 }
 
@@ -151,7 +163,10 @@ mod tests {
     use serde_json::json;
 
     fn ig(paths: &[&str]) -> Vec<(String, JsonPath)> {
-        paths.iter().map(|p| ((*p).to_owned(), JsonPath::parse(p).unwrap())).collect()
+        paths
+            .iter()
+            .map(|p| ((*p).to_owned(), JsonPath::parse(p).unwrap()))
+            .collect()
     }
 
     #[test]
@@ -159,11 +174,15 @@ mod tests {
         let a = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}, "rv": "1"}, "spec": [1, 2]});
         let b = json!({"metadata": {"labels": {"app.kubernetes.io/name": "api"}, "rv": "2", "new": true}, "spec": [1]});
         let c = changes(&a, &b, &[]);
-        let paths: Vec<(&str, ChangeKind)> = c.iter().map(|c| (c.path.as_str(), c.change)).collect();
+        let paths: Vec<(&str, ChangeKind)> =
+            c.iter().map(|c| (c.path.as_str(), c.change)).collect();
         assert_eq!(
             paths,
             vec![
-                ("$['metadata']['labels']['app.kubernetes.io/name']", ChangeKind::Changed),
+                (
+                    "$['metadata']['labels']['app.kubernetes.io/name']",
+                    ChangeKind::Changed
+                ),
                 ("$['metadata']['new']", ChangeKind::Added),
                 ("$['metadata']['rv']", ChangeKind::Changed),
                 ("$['spec'][1]", ChangeKind::Removed),
@@ -175,9 +194,20 @@ mod tests {
     fn ignored_locations_and_everything_under_them_are_skipped() {
         let a = json!({"metadata": {"resourceVersion": "1", "managedFields": [{"t": 1}], "name": "prod"}});
         let b = json!({"metadata": {"resourceVersion": "2", "managedFields": [{"t": 2}, {"t": 3}], "name": "prod"}});
-        assert!(changes(&a, &b, &ig(&["$.metadata.resourceVersion", "$.metadata.managedFields"])).is_empty());
+        assert!(
+            changes(
+                &a,
+                &b,
+                &ig(&["$.metadata.resourceVersion", "$.metadata.managedFields"])
+            )
+            .is_empty()
+        );
         let only_rv = changes(&a, &b, &ig(&["$.metadata.resourceVersion"]));
-        assert!(only_rv.iter().all(|c| c.path.starts_with("$['metadata']['managedFields']")));
+        assert!(
+            only_rv
+                .iter()
+                .all(|c| c.path.starts_with("$['metadata']['managedFields']"))
+        );
         assert!(!only_rv.is_empty());
     }
 
@@ -192,6 +222,9 @@ mod tests {
     fn equal_documents_have_no_changes() {
         let a = json!({"x": [1, {"y": null}]});
         assert!(changes(&a, &a.clone(), &[]).is_empty());
-        assert_eq!(normalized(&[Seg::Key("it's".into()), Seg::Index(3)]), "$['it\\'s'][3]");
+        assert_eq!(
+            normalized(&[Seg::Key("it's".into()), Seg::Index(3)]),
+            "$['it\\'s'][3]"
+        );
     }
 }

@@ -70,14 +70,20 @@ impl Dur {
                 .find(|c: char| !(c.is_ascii_digit() || c == '.'))
                 .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m or h)"))?;
             let (num, tail) = rest.split_at(num_len);
-            let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+            let unit_len = tail
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(tail.len());
             let (unit, next) = tail.split_at(unit_len);
             let (rank, unit_ms) = match unit {
                 "h" => (0, 3_600_000u64),
                 "m" => (1, 60_000),
                 "s" => (2, 1000),
                 "ms" => (3, 1),
-                _ => return Err(format!("duration {text:?} has unknown unit {unit:?} (use ms, s, m or h)")),
+                _ => {
+                    return Err(format!(
+                        "duration {text:?} has unknown unit {unit:?} (use ms, s, m or h)"
+                    ));
+                }
             };
             if num.is_empty() {
                 return Err(format!("duration {text:?} has a unit without a number"));
@@ -86,10 +92,13 @@ impl Dur {
                 return Err(format!("duration {text:?} repeats or misorders its units"));
             }
             last_rank = rank;
-            let ms = parse_scaled(num, unit_ms)
-                .ok_or_else(|| format!("duration {text:?} is not a whole number of milliseconds"))?;
+            let ms = parse_scaled(num, unit_ms).ok_or_else(|| {
+                format!("duration {text:?} is not a whole number of milliseconds")
+            })?;
             if num.contains('.') && !next.is_empty() {
-                return Err(format!("duration {text:?}: only the last part may have a fraction"));
+                return Err(format!(
+                    "duration {text:?}: only the last part may have a fraction"
+                ));
             }
             total = total
                 .checked_add(ms)
@@ -159,18 +168,24 @@ impl<'de> Deserialize<'de> for Dur {
                 if v == 0 {
                     Ok(Dur(0))
                 } else {
-                    Err(E::custom(format!("duration {v} needs a unit (ms, s, m or h)")))
+                    Err(E::custom(format!(
+                        "duration {v} needs a unit (ms, s, m or h)"
+                    )))
                 }
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Dur, E> {
                 if v == 0 {
                     Ok(Dur(0))
                 } else {
-                    Err(E::custom(format!("duration {v} needs a unit (ms, s, m or h)")))
+                    Err(E::custom(format!(
+                        "duration {v} needs a unit (ms, s, m or h)"
+                    )))
                 }
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Dur, E> {
-                Err(E::custom(format!("duration {v} needs a unit (ms, s, m or h)")))
+                Err(E::custom(format!(
+                    "duration {v} needs a unit (ms, s, m or h)"
+                )))
             }
         }
         d.deserialize_any(V)
@@ -201,7 +216,8 @@ mod tests {
     #[test]
     fn refuses_ambiguous_or_malformed() {
         for bad in [
-            "", "30", "1.5", "s", "5d", "1s1m", "1s1s", "1.5m30s", "0.0001s", "1..5s", "-1s", "1 s", "9999h",
+            "", "30", "1.5", "s", "5d", "1s1m", "1s1s", "1.5m30s", "0.0001s", "1..5s", "-1s",
+            "1 s", "9999h",
         ] {
             assert!(Dur::parse(bad).is_err(), "{bad:?}");
         }
@@ -219,7 +235,10 @@ mod tests {
 
     #[test]
     fn bare_numbers_other_than_zero_are_refused() {
-        assert_eq!(serde_json::from_value::<Dur>(serde_json::json!(0)).ok(), Some(Dur(0)));
+        assert_eq!(
+            serde_json::from_value::<Dur>(serde_json::json!(0)).ok(),
+            Some(Dur(0))
+        );
         assert!(serde_json::from_value::<Dur>(serde_json::json!(30)).is_err());
         assert!(serde_json::from_value::<Dur>(serde_json::json!(1.5)).is_err());
     }

@@ -23,7 +23,11 @@ impl fmt::Display for Problem {
             write!(f, "criterion {c:?}: ")?;
         }
         f.write_str(&self.message)?;
-        let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        let at = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
         match (self.line, self.column) {
             (Some(l), Some(c)) => write!(f, " (line {l} column {c}, at {at})"),
             _ => write!(f, " (at {at})"),

@@ -17,7 +17,9 @@ use crate::load::Spec;
 use crate::result::{CriterionResult, Report};
 use serde_json::{Value, json};
 use std::path::Path;
-use verdict_core::contracts::{CheckEvidence, EvidenceKind, Id, Name, ProducedBy, Role, Subject, Timestamp};
+use verdict_core::contracts::{
+    CheckEvidence, EvidenceKind, Id, Name, ProducedBy, Role, Subject, Timestamp,
+};
 use verdict_core::digest::{Digest, DigestKind};
 
 /// A subject read strictly, with its digest.
@@ -31,9 +33,10 @@ pub struct BoundSubject {
 
 /// Reads a subject document (strict JSON; a carried digest must match).
 pub fn read_subject(bytes: &[u8]) -> Result<BoundSubject, String> {
-    let v = verdict_core::json::parse(bytes).map_err(|e| format!("subject is not valid json: {e}"))?;
-    let (subject, digest) =
-        verdict_core::contracts::decode::<Subject>(DigestKind::Subject, &v).map_err(|e| format!("invalid subject: {e}"))?;
+    let v =
+        verdict_core::json::parse(bytes).map_err(|e| format!("subject is not valid json: {e}"))?;
+    let (subject, digest) = verdict_core::contracts::decode::<Subject>(DigestKind::Subject, &v)
+        .map_err(|e| format!("invalid subject: {e}"))?;
     Ok(BoundSubject { subject, digest })
 }
 
@@ -59,12 +62,20 @@ pub fn check_pins(subject: &Subject, spec: &Spec) -> Result<Vec<String>, String>
 
 /// `content_digest`: raw SHA-256 of the canonical JSON of the kept observations.
 pub fn content_digest(result: &CriterionResult) -> Result<Digest, String> {
-    let v = serde_json::to_value(&result.observations).map_err(|e| format!("cannot encode observations: {e}"))?;
-    Ok(verdict_core::digest::raw(&verdict_core::canonical::to_vec(&v)))
+    let v = serde_json::to_value(&result.observations)
+        .map_err(|e| format!("cannot encode observations: {e}"))?;
+    Ok(verdict_core::digest::raw(&verdict_core::canonical::to_vec(
+        &v,
+    )))
 }
 
 /// The evidence of one criterion's result.
-pub fn evidence_for(result: &CriterionResult, check: &Check, subject_digest: &Digest, principal: &Name) -> Result<CheckEvidence, String> {
+pub fn evidence_for(
+    result: &CriterionResult,
+    check: &Check,
+    subject_digest: &Digest,
+    principal: &Name,
+) -> Result<CheckEvidence, String> {
     let content = content_digest(result)?;
     let observed_at: Timestamp = result
         .finished_at
@@ -103,7 +114,12 @@ pub fn evidence_for(result: &CriterionResult, check: &Check, subject_digest: &Di
 }
 
 /// Every criterion's evidence as JSON documents, each carrying its own digest.
-pub fn evidence_documents(report: &Report, spec: &Spec, subject_digest: &Digest, principal: &Name) -> Result<Vec<Value>, String> {
+pub fn evidence_documents(
+    report: &Report,
+    spec: &Spec,
+    subject_digest: &Digest,
+    principal: &Name,
+) -> Result<Vec<Value>, String> {
     let mut out = Vec::with_capacity(report.criteria.len());
     for r in &report.criteria {
         let check = spec
@@ -112,7 +128,8 @@ pub fn evidence_documents(report: &Report, spec: &Spec, subject_digest: &Digest,
             .find(|c| c.id == r.id)
             .ok_or_else(|| format!("no criterion {} in the spec", r.id))?;
         let ev = evidence_for(r, check, subject_digest, principal)?;
-        let mut v = serde_json::to_value(&ev).map_err(|e| format!("cannot encode evidence: {e}"))?;
+        let mut v =
+            serde_json::to_value(&ev).map_err(|e| format!("cannot encode evidence: {e}"))?;
         let d = verdict_core::digest::digest(DigestKind::Evidence, &v);
         if let Value::Object(m) = &mut v {
             m.insert("digest".into(), Value::String(d.to_string()));
@@ -129,7 +146,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     match std::fs::rename(&tmp, path) {

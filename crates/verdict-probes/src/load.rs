@@ -25,15 +25,17 @@
 //!
 //! A normalised definition is itself a valid criterion and normalises to itself.
 
-use crate::check::{Check, DEFAULT_BACKOFF_FACTOR, DEFAULT_INTERVAL, DEFAULT_MAX_AGE, DEFAULT_TIMEOUT, Plan};
+use crate::check::{
+    Check, DEFAULT_BACKOFF_FACTOR, DEFAULT_INTERVAL, DEFAULT_MAX_AGE, DEFAULT_TIMEOUT, Plan,
+};
 use crate::duration::Dur;
 use crate::error::{Problem, SpecError};
 use crate::output::DEFAULT_MAX_OUTPUT;
 use crate::positions::Positions;
 use crate::probe::{DEFAULT_PROBE_TIMEOUT, Probe, ProbeDefaults};
 use crate::spec::{
-    CommandProbe, CriterionDef, Defaults, DnsProbe, FileProbe, HttpProbe, JsonProbe, LogProbe, Mode, ProbeDef, SpecDoc,
-    TcpProbe, TlsProbe,
+    CommandProbe, CriterionDef, Defaults, DnsProbe, FileProbe, HttpProbe, JsonProbe, LogProbe,
+    Mode, ProbeDef, SpecDoc, TcpProbe, TlsProbe,
 };
 use crate::vars;
 use serde::de::DeserializeOwned;
@@ -94,10 +96,16 @@ impl Ctx<'_> {
     fn decode<T: DeserializeOwned>(&self, value: &Value, base: &str) -> Result<T, SpecError> {
         verdict_core::contracts::decode_plain::<T>(value).map_err(|e| match e {
             verdict_core::contracts::DecodeError::Schema { path, message } => {
-                let p = if path == "/" { base.to_owned() } else { format!("{base}{path}") };
+                let p = if path == "/" {
+                    base.to_owned()
+                } else {
+                    format!("{base}{path}")
+                };
                 // serde reports unknown fields at their object; name the field itself.
                 let p = match unknown_field(&message) {
-                    Some(field) if !p.ends_with(&format!("/{field}")) => format!("{p}/{}", crate::positions::token(&field)),
+                    Some(field) if !p.ends_with(&format!("/{field}")) => {
+                        format!("{p}/{}", crate::positions::token(&field))
+                    }
                     _ => p,
                 };
                 self.problem(&p, message)
@@ -118,7 +126,10 @@ pub fn load_file(path: &Path, overrides: &BTreeMap<String, String>) -> Result<Sp
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
-    let format = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+    let format = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
         Format::Json
     } else {
         Format::Yaml
@@ -137,11 +148,16 @@ fn plain(message: String, line: usize, column: usize) -> SpecError {
 }
 
 /// Loads a spec from bytes.
-pub fn load_bytes(bytes: &[u8], format: Format, overrides: &BTreeMap<String, String>) -> Result<Spec, SpecError> {
+pub fn load_bytes(
+    bytes: &[u8],
+    format: Format,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Spec, SpecError> {
     let source_digest = verdict_core::digest::raw(bytes);
     let (mut doc, positions) = match format {
         Format::Json => {
-            let v = verdict_core::json::parse(bytes).map_err(|e| plain(e.kind.to_string(), e.line, e.column))?;
+            let v = verdict_core::json::parse(bytes)
+                .map_err(|e| plain(e.kind.to_string(), e.line, e.column))?;
             // Positions only: JSON is YAML 1.2, and the strict reader above already decided.
             let pos = std::str::from_utf8(bytes)
                 .ok()
@@ -151,7 +167,8 @@ pub fn load_bytes(bytes: &[u8], format: Format, overrides: &BTreeMap<String, Str
             (v, pos)
         }
         Format::Yaml => {
-            let text = std::str::from_utf8(bytes).map_err(|e| plain(format!("invalid utf-8: {e}"), 1, 1))?;
+            let text = std::str::from_utf8(bytes)
+                .map_err(|e| plain(format!("invalid utf-8: {e}"), 1, 1))?;
             crate::yaml::parse(text).map_err(|e| plain(e.message, e.line, e.column))?
         }
     };
@@ -172,7 +189,10 @@ pub fn load_bytes(bytes: &[u8], format: Format, overrides: &BTreeMap<String, Str
     }
     let spec: SpecDoc = ctx.decode(&doc, "")?;
     if spec.version != 1 {
-        return Err(ctx.problem("/version", format!("unsupported spec version {} (expected 1)", spec.version)));
+        return Err(ctx.problem(
+            "/version",
+            format!("unsupported spec version {} (expected 1)", spec.version),
+        ));
     }
     if spec.criteria.is_empty() {
         return Err(ctx.problem("/criteria", "a spec needs at least one criterion"));
@@ -184,14 +204,24 @@ pub fn load_bytes(bytes: &[u8], format: Format, overrides: &BTreeMap<String, Str
         let base = format!("/criteria/{i}");
         let check = compile_criterion(&ctx, c, &base, &defaults)?;
         if !seen.insert(check.id.clone()) {
-            return Err(ctx.problem(&format!("{base}/id"), format!("duplicate criterion id {:?}", check.id.as_str())));
+            return Err(ctx.problem(
+                &format!("{base}/id"),
+                format!("duplicate criterion id {:?}", check.id.as_str()),
+            ));
         }
         checks.push(Arc::new(check));
     }
-    Ok(Spec { source_digest, checks })
+    Ok(Spec {
+        source_digest,
+        checks,
+    })
 }
 
-fn build_vars(ctx: &Ctx<'_>, raw: Option<&Value>, overrides: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, SpecError> {
+fn build_vars(
+    ctx: &Ctx<'_>,
+    raw: Option<&Value>,
+    overrides: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, SpecError> {
     let mut out = BTreeMap::new();
     match raw {
         None | Some(Value::Null) => {}
@@ -202,7 +232,12 @@ fn build_vars(ctx: &Ctx<'_>, raw: Option<&Value>, overrides: &BTreeMap<String, S
                     Value::String(s) => s.clone(),
                     Value::Number(n) => n.to_string(),
                     Value::Bool(b) => b.to_string(),
-                    _ => return Err(ctx.problem(&p, format!("variable {k:?} must be a string, number or boolean"))),
+                    _ => {
+                        return Err(ctx.problem(
+                            &p,
+                            format!("variable {k:?} must be a string, number or boolean"),
+                        ));
+                    }
                 };
                 if !is_var_name(k) {
                     return Err(ctx.problem(&p, format!("invalid variable name {k:?}")));
@@ -214,7 +249,10 @@ fn build_vars(ctx: &Ctx<'_>, raw: Option<&Value>, overrides: &BTreeMap<String, S
     }
     for (k, v) in overrides {
         if !is_var_name(k) {
-            return Err(ctx.problem("/vars", format!("invalid variable name {k:?} given with --var")));
+            return Err(ctx.problem(
+                "/vars",
+                format!("invalid variable name {k:?} given with --var"),
+            ));
         }
         out.insert(k.clone(), v.clone());
     }
@@ -239,7 +277,10 @@ struct Resolved {
 fn check_defaults(ctx: &Ctx<'_>, d: &Defaults) -> Result<Resolved, SpecError> {
     let probe_timeout = d.probe_timeout.unwrap_or(DEFAULT_PROBE_TIMEOUT);
     if probe_timeout.is_zero() {
-        return Err(ctx.problem("/defaults/probe_timeout", "probe_timeout must be greater than 0"));
+        return Err(ctx.problem(
+            "/defaults/probe_timeout",
+            "probe_timeout must be greater than 0",
+        ));
     }
     let max_output = d.max_output.unwrap_or(DEFAULT_MAX_OUTPUT);
     if max_output == 0 {
@@ -260,7 +301,10 @@ fn check_defaults(ctx: &Ctx<'_>, d: &Defaults) -> Result<Resolved, SpecError> {
 
 fn check_max_age(ctx: &Ctx<'_>, d: Dur, at: &str) -> Result<(), SpecError> {
     if d.is_zero() || !d.as_millis().is_multiple_of(1000) {
-        return Err(ctx.problem(at, format!("max_age must be a whole number of seconds greater than 0, not {d}")));
+        return Err(ctx.problem(
+            at,
+            format!("max_age must be a whole number of seconds greater than 0, not {d}"),
+        ));
     }
     Ok(())
 }
@@ -272,7 +316,12 @@ fn decode_probe(ctx: &Ctx<'_>, raw: &Value, base: &str) -> Result<ProbeDef, Spec
     let kind = match map.get("kind") {
         Some(Value::String(k)) => k.clone(),
         Some(_) => return Err(ctx.problem(&format!("{base}/kind"), "kind must be a string")),
-        None => return Err(ctx.problem(base, format!("probe needs a kind ({})", ProbeDef::KINDS.join(", ")))),
+        None => {
+            return Err(ctx.problem(
+                base,
+                format!("probe needs a kind ({})", ProbeDef::KINDS.join(", ")),
+            ));
+        }
     };
     let mut rest = map.clone();
     rest.remove("kind");
@@ -289,33 +338,54 @@ fn decode_probe(ctx: &Ctx<'_>, raw: &Value, base: &str) -> Result<ProbeDef, Spec
         other => {
             return Err(ctx.problem(
                 &format!("{base}/kind"),
-                format!("unknown probe kind {other:?} (expected one of {})", ProbeDef::KINDS.join(", ")),
+                format!(
+                    "unknown probe kind {other:?} (expected one of {})",
+                    ProbeDef::KINDS.join(", ")
+                ),
             ));
         }
     })
 }
 
 /// Refuses a field the mode does not use: a spec that sets it expects an effect it would not get.
-fn unused(ctx: &Ctx<'_>, base: &str, field: &str, given: bool, mode: Mode) -> Result<(), SpecError> {
+fn unused(
+    ctx: &Ctx<'_>,
+    base: &str,
+    field: &str,
+    given: bool,
+    mode: Mode,
+) -> Result<(), SpecError> {
     if given {
-        return Err(ctx.problem(&format!("{base}/{field}"), format!("{field} does not apply to {} mode", mode.as_str())));
+        return Err(ctx.problem(
+            &format!("{base}/{field}"),
+            format!("{field} does not apply to {} mode", mode.as_str()),
+        ));
     }
     Ok(())
 }
 
-fn compile_criterion(ctx: &Ctx<'_>, raw: &Value, base: &str, d: &Resolved) -> Result<Check, SpecError> {
+fn compile_criterion(
+    ctx: &Ctx<'_>,
+    raw: &Value,
+    base: &str,
+    d: &Resolved,
+) -> Result<Check, SpecError> {
     let mut c: CriterionDef = ctx.decode(raw, base)?;
     let role = c.role.unwrap_or_default();
     let weight = c.weight.unwrap_or(1.0);
     if !weight.is_finite() || weight <= 0.0 {
-        return Err(ctx.problem(&format!("{base}/weight"), format!("weight must be a finite number greater than 0, not {weight}")));
+        return Err(ctx.problem(
+            &format!("{base}/weight"),
+            format!("weight must be a finite number greater than 0, not {weight}"),
+        ));
     }
     let required = c.required.unwrap_or(true);
     let mode = c.mode.unwrap_or(Mode::default_for(role));
     let probe_def = decode_probe(ctx, &c.probe, &format!("{base}/probe"))?;
-    let (normal_probe, probe) =
-        Probe::compile(probe_def, &d.probe).map_err(|e| ctx.problem(&format!("{base}/probe{}", e.pointer), e.message))?;
-    let probe_timeout = Dur::from_millis(u64::try_from(probe.timeout().as_millis()).unwrap_or(u64::MAX));
+    let (normal_probe, probe) = Probe::compile(probe_def, &d.probe)
+        .map_err(|e| ctx.problem(&format!("{base}/probe{}", e.pointer), e.message))?;
+    let probe_timeout =
+        Dur::from_millis(u64::try_from(probe.timeout().as_millis()).unwrap_or(u64::MAX));
     let max_age = c.max_age.unwrap_or(d.max_age);
     check_max_age(ctx, max_age, &format!("{base}/max_age"))?;
     let interval = c.interval.unwrap_or(d.interval);
@@ -333,13 +403,19 @@ fn compile_criterion(ctx: &Ctx<'_>, raw: &Value, base: &str, d: &Resolved) -> Re
             unused(ctx, base, "window", c.window.is_some(), mode)?;
             unused(ctx, base, "ignore", c.ignore.is_some(), mode)?;
             if interval.is_zero() {
-                return Err(ctx.problem(&format!("{base}/interval"), "interval must be greater than 0 in converge mode"));
+                return Err(ctx.problem(
+                    &format!("{base}/interval"),
+                    "interval must be greater than 0 in converge mode",
+                ));
             }
-            let max_interval = c
-                .max_interval
-                .unwrap_or(Dur::from_millis(interval.as_millis().saturating_mul(DEFAULT_BACKOFF_FACTOR)));
+            let max_interval = c.max_interval.unwrap_or(Dur::from_millis(
+                interval.as_millis().saturating_mul(DEFAULT_BACKOFF_FACTOR),
+            ));
             if max_interval < interval {
-                return Err(ctx.problem(&format!("{base}/max_interval"), "max_interval must not be shorter than interval"));
+                return Err(ctx.problem(
+                    &format!("{base}/max_interval"),
+                    "max_interval must not be shorter than interval",
+                ));
             }
             Plan::Converge {
                 timeout: c.timeout.unwrap_or(d.timeout),
@@ -354,16 +430,28 @@ fn compile_criterion(ctx: &Ctx<'_>, raw: &Value, base: &str, d: &Resolved) -> Re
                 .window
                 .ok_or_else(|| ctx.problem(base, "hold mode needs a window"))?;
             if interval.is_zero() {
-                return Err(ctx.problem(&format!("{base}/interval"), "interval: 0 is refused in hold mode"));
+                return Err(ctx.problem(
+                    &format!("{base}/interval"),
+                    "interval: 0 is refused in hold mode",
+                ));
             }
             let timeout = match c.timeout {
                 Some(t) if t < window => {
-                    return Err(ctx.problem(&format!("{base}/timeout"), format!("timeout {t} is shorter than the window {window}")));
+                    return Err(ctx.problem(
+                        &format!("{base}/timeout"),
+                        format!("timeout {t} is shorter than the window {window}"),
+                    ));
                 }
                 Some(t) => t,
-                None => Dur::from_millis(window.as_millis().saturating_add(probe_timeout.as_millis())),
+                None => {
+                    Dur::from_millis(window.as_millis().saturating_add(probe_timeout.as_millis()))
+                }
             };
-            Plan::Hold { window, interval, timeout }
+            Plan::Hold {
+                window,
+                interval,
+                timeout,
+            }
         }
         Mode::Unchanged => {
             unused(ctx, base, "timeout", c.timeout.is_some(), mode)?;
@@ -371,8 +459,12 @@ fn compile_criterion(ctx: &Ctx<'_>, raw: &Value, base: &str, d: &Resolved) -> Re
             unused(ctx, base, "max_interval", c.max_interval.is_some(), mode)?;
             unused(ctx, base, "window", c.window.is_some(), mode)?;
             for (i, p) in c.ignore.iter().flatten().enumerate() {
-                let path = JsonPath::parse(p)
-                    .map_err(|e| ctx.problem(&format!("{base}/ignore/{i}"), format!("invalid jsonpath {p:?}: {e}")))?;
+                let path = JsonPath::parse(p).map_err(|e| {
+                    ctx.problem(
+                        &format!("{base}/ignore/{i}"),
+                        format!("invalid jsonpath {p:?}: {e}"),
+                    )
+                })?;
                 ignore.push((p.clone(), path));
             }
             Plan::Unchanged
@@ -405,12 +497,15 @@ fn compile_criterion(ctx: &Ctx<'_>, raw: &Value, base: &str, d: &Resolved) -> Re
         },
         ignore: matches!(plan, Plan::Unchanged).then(|| c.ignore.clone().unwrap_or_default()),
         max_age: Some(max_age),
-        probe: normal_probe
-            .to_value()
-            .map_err(|e| ctx.problem(&format!("{base}/probe"), format!("cannot normalise the probe: {e}")))?,
+        probe: normal_probe.to_value().map_err(|e| {
+            ctx.problem(
+                &format!("{base}/probe"),
+                format!("cannot normalise the probe: {e}"),
+            )
+        })?,
     };
-    let definition =
-        serde_json::to_value(&normal).map_err(|e| ctx.problem(base, format!("cannot normalise the criterion: {e}")))?;
+    let definition = serde_json::to_value(&normal)
+        .map_err(|e| ctx.problem(base, format!("cannot normalise the criterion: {e}")))?;
     let definition_digest = definition_digest(&definition);
     Ok(Check {
         id: c.id,

@@ -34,7 +34,13 @@ fn dur_text(d: Duration) -> String {
 
 /// One observation: waits for a job slot, observes, reports the sample. Stopping is handled
 /// once per criterion by [`run_check`], which drops this future where it stands.
-async fn sample(ctx: &RunCtx, check: &Check, judge: bool, index: u64, scheduled: Instant) -> (Observed, Option<Value>) {
+async fn sample(
+    ctx: &RunCtx,
+    check: &Check,
+    judge: bool,
+    index: u64,
+    scheduled: Instant,
+) -> (Observed, Option<Value>) {
     let permit = ctx.permits.acquire().await.ok();
     let started = Instant::now();
     let at_nanos = crate::clock::now_nanos();
@@ -74,7 +80,12 @@ fn planned_samples(window: Dur, interval: Dur) -> u64 {
     window.as_millis() / interval.as_millis().max(1) + 1
 }
 
-async fn assert(ctx: &RunCtx, check: &Check, kept: &mut Kept, first: &mut Option<oneshot::Sender<()>>) -> Verdict {
+async fn assert(
+    ctx: &RunCtx,
+    check: &Check,
+    kept: &mut Kept,
+    first: &mut Option<oneshot::Sender<()>>,
+) -> Verdict {
     let (o, _) = sample(ctx, check, true, 0, Instant::now()).await;
     let v = (o.outcome(), o.reason().to_owned());
     kept.push(o);
@@ -82,7 +93,13 @@ async fn assert(ctx: &RunCtx, check: &Check, kept: &mut Kept, first: &mut Option
     v
 }
 
-async fn converge(ctx: &RunCtx, check: &Check, plan: (Dur, Dur, Dur), kept: &mut Kept, first: &mut Option<oneshot::Sender<()>>) -> Verdict {
+async fn converge(
+    ctx: &RunCtx,
+    check: &Check,
+    plan: (Dur, Dur, Dur),
+    kept: &mut Kept,
+    first: &mut Option<oneshot::Sender<()>>,
+) -> Verdict {
     let (timeout, interval, max_interval) = plan;
     let start = Instant::now();
     let deadline = start + timeout.std();
@@ -114,8 +131,13 @@ async fn converge(ctx: &RunCtx, check: &Check, plan: (Dur, Dur, Dur), kept: &mut
     }
     let (outcome, last_reason) = kept
         .last()
-        .map_or((CheckOutcome::Error, String::new()), |o| (o.outcome(), o.reason().to_owned()));
-    let mut reason = format!("did not pass within {timeout} ({} observations); last: {last_reason}", kept.count);
+        .map_or((CheckOutcome::Error, String::new()), |o| {
+            (o.outcome(), o.reason().to_owned())
+        });
+    let mut reason = format!(
+        "did not pass within {timeout} ({} observations); last: {last_reason}",
+        kept.count
+    );
     if outcome == CheckOutcome::Fail
         && let Some((i, e)) = &kept.last_error
     {
@@ -141,7 +163,11 @@ async fn hold(
     kept: &mut Kept,
     first: &mut Option<oneshot::Sender<()>>,
 ) -> Verdict {
-    let HoldPlan { window, interval, timeout } = plan;
+    let HoldPlan {
+        window,
+        interval,
+        timeout,
+    } = plan;
     let deadline = start + timeout.std();
     let planned = planned_samples(window, interval);
     let mut k: u64 = 0;
@@ -150,11 +176,17 @@ async fn hold(
         if k >= planned && !agent_running {
             break;
         }
-        let scheduled = start + interval.std().saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+        let scheduled = start
+            + interval
+                .std()
+                .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
         if !agent_running && scheduled > deadline {
             return (
                 CheckOutcome::Error,
-                format!("window cut short after {} of {planned} samples: the criterion timeout {timeout} passed", kept.count),
+                format!(
+                    "window cut short after {} of {planned} samples: the criterion timeout {timeout} passed",
+                    kept.count
+                ),
             );
         }
         if during && k >= planned {
@@ -171,21 +203,38 @@ async fn hold(
         let failed = o.outcome() == CheckOutcome::Fail;
         kept.push(o);
         if failed {
-            let (i, why) = kept.first_failure().map(|f| (f.index, f.reason().to_owned())).unwrap_or_default();
-            return (CheckOutcome::Fail, format!("violated at sample {} of {planned}: {why}", i + 1));
+            let (i, why) = kept
+                .first_failure()
+                .map(|f| (f.index, f.reason().to_owned()))
+                .unwrap_or_default();
+            return (
+                CheckOutcome::Fail,
+                format!("violated at sample {} of {planned}: {why}", i + 1),
+            );
         }
     }
     if kept.errored > 0 {
         let (i, e) = kept.last_error.clone().unwrap_or_default();
         return (
             CheckOutcome::Error,
-            format!("{} of {} samples could not observe; last error (sample {}): {e}", kept.errored, kept.count, i + 1),
+            format!(
+                "{} of {} samples could not observe; last error (sample {}): {e}",
+                kept.errored,
+                kept.count,
+                i + 1
+            ),
         );
     }
     let reason = if during {
-        format!("held for {} samples over the window {window} and the agent's run", kept.count)
+        format!(
+            "held for {} samples over the window {window} and the agent's run",
+            kept.count
+        )
     } else {
-        format!("held for the window {window}: {} samples passed", kept.count)
+        format!(
+            "held for the window {window}: {} samples passed",
+            kept.count
+        )
     };
     (CheckOutcome::Pass, reason)
 }
@@ -211,7 +260,10 @@ async fn unchanged(
     };
     let found = diff::changes(&base, &current, &check.ignore);
     let verdict = if found.is_empty() {
-        (CheckOutcome::Pass, "unchanged since the baseline".to_owned())
+        (
+            CheckOutcome::Pass,
+            "unchanged since the baseline".to_owned(),
+        )
     } else {
         let shown: Vec<&str> = found.iter().take(5).map(|c| c.path.as_str()).collect();
         let more = if found.len() > 5 {
@@ -219,7 +271,10 @@ async fn unchanged(
         } else {
             String::new()
         };
-        (CheckOutcome::Fail, format!("{} paths changed: {}{more}", found.len(), shown.join(", ")))
+        (
+            CheckOutcome::Fail,
+            format!("{} paths changed: {}{more}", found.len(), shown.join(", ")),
+        )
     };
     *changes = Some(found);
     verdict
@@ -236,11 +291,20 @@ fn signal(first: &mut Option<oneshot::Sender<()>>) {
 fn stopped(plan: Plan, kept: &Kept, r: StopReason) -> Verdict {
     let why = stopped_reason(r);
     let reason = match plan {
-        Plan::Hold { window, interval, .. } => {
-            format!("window cut short after {} of {} samples: {why}", kept.count, planned_samples(window, interval))
+        Plan::Hold {
+            window, interval, ..
+        } => {
+            format!(
+                "window cut short after {} of {} samples: {why}",
+                kept.count,
+                planned_samples(window, interval)
+            )
         }
         Plan::Converge { .. } => {
-            let last = kept.last().map(|o| format!("; last observation: {}", o.reason())).unwrap_or_default();
+            let last = kept
+                .last()
+                .map(|o| format!("; last observation: {}", o.reason()))
+                .unwrap_or_default();
             format!("{why} after {} observations{last}", kept.count)
         }
         Plan::Assert | Plan::Unchanged => format!("{why} before the observation completed"),
@@ -270,16 +334,40 @@ pub(crate) async fn run_check(
                     timeout,
                     interval,
                     max_interval,
-                } => converge(&ctx, &check, (timeout, interval, max_interval), &mut kept, &mut first).await,
+                } => {
+                    converge(
+                        &ctx,
+                        &check,
+                        (timeout, interval, max_interval),
+                        &mut kept,
+                        &mut first,
+                    )
+                    .await
+                }
                 Plan::Hold {
                     window,
                     interval,
                     timeout,
                 } => {
-                    let plan = HoldPlan { window, interval, timeout };
-                    hold(&ctx, &check, plan, t0 + offset, during, &mut kept, &mut first).await
+                    let plan = HoldPlan {
+                        window,
+                        interval,
+                        timeout,
+                    };
+                    hold(
+                        &ctx,
+                        &check,
+                        plan,
+                        t0 + offset,
+                        during,
+                        &mut kept,
+                        &mut first,
+                    )
+                    .await
                 }
-                Plan::Unchanged => unchanged(&ctx, &check, &mut kept, &mut changes, &mut first).await,
+                Plan::Unchanged => {
+                    unchanged(&ctx, &check, &mut kept, &mut changes, &mut first).await
+                }
             }
         };
         tokio::select! {

@@ -67,7 +67,10 @@ pub fn excerpt(bytes: &[u8], already_cut: bool) -> (String, bool) {
 }
 
 /// Reads `reader` to its end, keeping at most `cap` bytes and hashing all of them.
-pub async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: u64) -> std::io::Result<Captured> {
+pub async fn read_capped<R: AsyncRead + Unpin>(
+    mut reader: R,
+    cap: u64,
+) -> std::io::Result<Captured> {
     let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
     let mut bytes = Vec::new();
     let mut hasher = RawHasher::new();

@@ -42,7 +42,11 @@ impl Positions {
                 Some(0) if p.len() > 1 => p = "",
                 Some(i) if i > 0 => p = p.get(..i)?,
                 _ => {
-                    return self.values.get("").or_else(|| self.values.get("/")).copied();
+                    return self
+                        .values
+                        .get("")
+                        .or_else(|| self.values.get("/"))
+                        .copied();
                 }
             }
         }

@@ -66,7 +66,11 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     let (program, args) = spec.argv.split_first().ok_or("empty command")?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -77,7 +81,9 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     if let Some(dir) = spec.cwd {
         cmd.current_dir(dir);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
     let mut guard = GroupGuard(
         child
             .id()
@@ -95,8 +101,15 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
             let _ = w.shutdown().await;
         }
     };
-    let (_, out, err) = tokio::join!(feed, read_capped(stdout, spec.cap), read_capped(stderr, spec.cap));
-    let status = child.wait().await.map_err(|e| format!("cannot wait for {program:?}: {e}"))?;
+    let (_, out, err) = tokio::join!(
+        feed,
+        read_capped(stdout, spec.cap),
+        read_capped(stderr, spec.cap)
+    );
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| format!("cannot wait for {program:?}: {e}"))?;
     guard.0 = None;
     use std::os::unix::process::ExitStatusExt;
     Ok(ProcOutput {
@@ -146,9 +159,16 @@ mod tests {
             stdin: None,
             cap: 1024,
         };
-        assert!(tokio::time::timeout(Duration::from_millis(200), run(spec)).await.is_err());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), run(spec))
+                .await
+                .is_err()
+        );
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert!(!marker.exists(), "a grandchild outlived the abandoned probe");
+        assert!(
+            !marker.exists(),
+            "a grandchild outlived the abandoned probe"
+        );
     }
 
     #[tokio::test]

@@ -24,7 +24,9 @@ pub struct Progress {
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress").field("live", &self.bars.is_some()).finish()
+        f.debug_struct("Progress")
+            .field("live", &self.bars.is_some())
+            .finish()
     }
 }
 
@@ -76,11 +78,16 @@ impl Observer for Progress {
             Event::Started { check } => {
                 if let Some((mp, _)) = &self.bars {
                     let planned = match check.plan {
-                        Plan::Hold { window, interval, .. } => window.as_millis() / interval.as_millis().max(1) + 1,
+                        Plan::Hold {
+                            window, interval, ..
+                        } => window.as_millis() / interval.as_millis().max(1) + 1,
                         _ => 0,
                     };
                     let pb = mp.add(ProgressBar::new_spinner());
-                    pb.set_style(ProgressStyle::with_template("  {spinner} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    pb.set_style(
+                        ProgressStyle::with_template("  {spinner} {msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
                     pb.set_message(format!("{} ({})", check.id, check.mode().as_str()));
                     pb.enable_steady_tick(std::time::Duration::from_millis(120));
                     if let Ok(mut r) = self.running.lock() {
@@ -88,12 +95,27 @@ impl Observer for Progress {
                     }
                 }
             }
-            Event::Sample { check, index, outcome, .. } => {
+            Event::Sample {
+                check,
+                index,
+                outcome,
+                ..
+            } => {
                 if let Ok(r) = self.running.lock()
                     && let Some((pb, planned)) = r.get(check.id.as_str())
                 {
-                    let of = if *planned > 0 { format!("/{planned}") } else { String::new() };
-                    pb.set_message(format!("{} ({}): sample {}{of} {}", check.id, check.mode().as_str(), index + 1, outcome.as_str()));
+                    let of = if *planned > 0 {
+                        format!("/{planned}")
+                    } else {
+                        String::new()
+                    };
+                    pb.set_message(format!(
+                        "{} ({}): sample {}{of} {}",
+                        check.id,
+                        check.mode().as_str(),
+                        index + 1,
+                        outcome.as_str()
+                    ));
                 }
             }
             Event::Finished { result } => {
@@ -113,11 +135,15 @@ impl Observer for Progress {
                     result.reason
                 ));
             }
-            Event::AgentStarted { argv } => self.line(&format!("agent started: {}", argv.join(" "))),
+            Event::AgentStarted { argv } => {
+                self.line(&format!("agent started: {}", argv.join(" ")))
+            }
             Event::AgentEnded { run } => self.line(&format!(
                 "agent ended: {}",
-                run.exit_code
-                    .map_or_else(|| run.note.clone().unwrap_or_default(), |c| format!("exit code {c}"))
+                run.exit_code.map_or_else(
+                    || run.note.clone().unwrap_or_default(),
+                    |c| format!("exit code {c}")
+                )
             )),
         }
     }

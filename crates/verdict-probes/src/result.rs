@@ -143,7 +143,12 @@ impl Kept {
     /// The kept observations in order, without repeats.
     #[must_use]
     pub fn into_vec(self) -> Vec<Observation> {
-        let mut v: Vec<Observed> = self.first.into_iter().chain(self.non_passing).chain(self.last).collect();
+        let mut v: Vec<Observed> = self
+            .first
+            .into_iter()
+            .chain(self.non_passing)
+            .chain(self.last)
+            .collect();
         v.sort_by_key(|o| o.index);
         v.dedup_by_key(|o| o.index);
         v.into_iter().map(Observed::into_observation).collect()
@@ -195,7 +200,12 @@ pub struct CriterionResult {
 impl CriterionResult {
     /// A result for a criterion that produced no observation.
     #[must_use]
-    pub fn without_observation(check: &Check, outcome: CheckOutcome, reason: String, at: String) -> Self {
+    pub fn without_observation(
+        check: &Check,
+        outcome: CheckOutcome,
+        reason: String,
+        at: String,
+    ) -> Self {
         Self {
             id: check.id.clone(),
             description: check.description.clone(),
@@ -250,7 +260,10 @@ pub struct Rollup {
 }
 
 fn weighted(results: &[CriterionResult], role: CriterionRole) -> Option<f64> {
-    let of_role: Vec<&CriterionResult> = results.iter().filter(|r| r.required && r.role == role).collect();
+    let of_role: Vec<&CriterionResult> = results
+        .iter()
+        .filter(|r| r.required && r.role == role)
+        .collect();
     if of_role.is_empty() {
         return None;
     }
@@ -352,7 +365,9 @@ impl Report {
     ) -> Self {
         let rollup = Rollup::of(&criteria);
         let required: Vec<&CriterionResult> = criteria.iter().filter(|r| r.required).collect();
-        let passed = !interrupted && !required.is_empty() && required.iter().all(|r| r.outcome == CheckOutcome::Pass);
+        let passed = !interrupted
+            && !required.is_empty()
+            && required.iter().all(|r| r.outcome == CheckOutcome::Pass);
         Self {
             schema: REPORT_SCHEMA.into(),
             spec_digest,

@@ -153,7 +153,11 @@ impl RunCtx {
     /// Resolves when the run is stopped.
     pub(crate) async fn stopped(&self) -> StopReason {
         let mut rx = self.stop.clone();
-        let reason = rx.wait_for(Option::is_some).await.ok().map(|r| (*r).unwrap_or(StopReason::Interrupted));
+        let reason = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .map(|r| (*r).unwrap_or(StopReason::Interrupted));
         match reason {
             Some(r) => r,
             // The stopper is gone: nobody can stop this run any more.
@@ -177,10 +181,9 @@ impl RunCtx {
 
     /// The baseline snapshot of an `unchanged` criterion, or why there is none.
     pub(crate) fn baseline_for(&self, check: &Check) -> Result<serde_json::Value, String> {
-        let b = self
-            .baseline
-            .as_ref()
-            .ok_or("no baseline: take one with --baseline-out before the agent acts, or use --during")?;
+        let b = self.baseline.as_ref().ok_or(
+            "no baseline: take one with --baseline-out before the agent acts, or use --during",
+        )?;
         let s = b
             .criteria
             .get(check.id.as_str())
@@ -195,7 +198,12 @@ impl RunCtx {
     }
 }
 
-fn context(opts: &RunOptions, stopper: &Stopper, observer: Arc<dyn Observer>, agent_done: watch::Receiver<bool>) -> RunCtx {
+fn context(
+    opts: &RunOptions,
+    stopper: &Stopper,
+    observer: Arc<dyn Observer>,
+    agent_done: watch::Receiver<bool>,
+) -> RunCtx {
     RunCtx {
         env: ProbeEnv::default(),
         permits: Semaphore::new(opts.jobs.clamp(1, Semaphore::MAX_PERMITS)),
@@ -210,7 +218,11 @@ type SnapshotTask = tokio::task::JoinHandle<Result<crate::probe::Sample, StopRea
 
 /// Takes snapshots of every `unchanged` criterion (for `--baseline-out`). Every snapshot must
 /// succeed; otherwise the failures are returned and no baseline exists.
-pub async fn take_baseline(spec: &Spec, jobs: usize, stopper: &Stopper) -> Result<Baseline, Vec<(String, String)>> {
+pub async fn take_baseline(
+    spec: &Spec,
+    jobs: usize,
+    stopper: &Stopper,
+) -> Result<Baseline, Vec<(String, String)>> {
     let (_tx, done) = watch::channel(true);
     let opts = RunOptions {
         jobs,
@@ -256,7 +268,11 @@ pub async fn take_baseline(spec: &Spec, jobs: usize, stopper: &Stopper) -> Resul
             Err(e) => failures.push((id, format!("the snapshot task failed: {e}"))),
         }
     }
-    if failures.is_empty() { Ok(baseline) } else { Err(failures) }
+    if failures.is_empty() {
+        Ok(baseline)
+    } else {
+        Err(failures)
+    }
 }
 
 /// Hold start offsets are multiples of this: criteria that share a slot sample together, so
@@ -266,7 +282,11 @@ pub const STAGGER_STEP: Duration = Duration::from_millis(10);
 /// Phase offsets so hold criteria do not all sample on the same instant: the k-th of n holds
 /// starts `k/n` of its interval (at most one second) late, rounded down to [`STAGGER_STEP`].
 fn offsets(checks: &[Arc<Check>]) -> Vec<Duration> {
-    let holds = checks.iter().filter(|c| matches!(c.plan, Plan::Hold { .. })).count().max(1) as u128;
+    let holds = checks
+        .iter()
+        .filter(|c| matches!(c.plan, Plan::Hold { .. }))
+        .count()
+        .max(1) as u128;
     let step = STAGGER_STEP.as_nanos();
     let mut k: u128 = 0;
     checks
@@ -295,7 +315,11 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
     let Some((program, args)) = argv.split_first() else {
         return finish(None, Some("empty agent command".into()));
     };
-    let mut child = match tokio::process::Command::new(program).args(args).kill_on_drop(true).spawn() {
+    let mut child = match tokio::process::Command::new(program)
+        .args(args)
+        .kill_on_drop(true)
+        .spawn()
+    {
         Ok(c) => c,
         Err(e) => return finish(None, Some(format!("cannot start {program:?}: {e}"))),
     };
@@ -319,7 +343,12 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
 }
 
 /// Runs every criterion of `spec` and assembles the report.
-pub async fn run(spec: &Spec, mut opts: RunOptions, observer: Arc<dyn Observer>, stopper: &Stopper) -> Report {
+pub async fn run(
+    spec: &Spec,
+    mut opts: RunOptions,
+    observer: Arc<dyn Observer>,
+    stopper: &Stopper,
+) -> Report {
     let started_at = crate::clock::now().to_string();
     if opts.jobs == 0 {
         opts.jobs = DEFAULT_JOBS;
@@ -338,13 +367,18 @@ pub async fn run(spec: &Spec, mut opts: RunOptions, observer: Arc<dyn Observer>,
     let during = opts.agent.is_some();
     if during {
         // Unchanged criteria without a baseline file compare with the state before the agent.
-        let missing = spec
-            .checks
-            .iter()
-            .any(|c| c.plan == Plan::Unchanged && opts.baseline.as_ref().is_none_or(|b| !b.criteria.contains_key(c.id.as_str())));
+        let missing = spec.checks.iter().any(|c| {
+            c.plan == Plan::Unchanged
+                && opts
+                    .baseline
+                    .as_ref()
+                    .is_none_or(|b| !b.criteria.contains_key(c.id.as_str()))
+        });
         if missing {
             // Failures leave those criteria without a snapshot; each then reports why.
-            let taken = take_baseline(spec, opts.jobs, stopper).await.unwrap_or_default();
+            let taken = take_baseline(spec, opts.jobs, stopper)
+                .await
+                .unwrap_or_default();
             let mut b = opts.baseline.take().unwrap_or_default();
             for (k, v) in taken.criteria {
                 b.criteria.entry(k).or_insert(v);
@@ -355,7 +389,8 @@ pub async fn run(spec: &Spec, mut opts: RunOptions, observer: Arc<dyn Observer>,
     let (agent_tx, agent_rx) = watch::channel(!during);
     let ctx = Arc::new(context(&opts, stopper, observer.clone(), agent_rx));
     let offsets = offsets(&spec.checks);
-    let mut handles: Vec<Option<tokio::task::JoinHandle<CriterionResult>>> = (0..spec.checks.len()).map(|_| None).collect();
+    let mut handles: Vec<Option<tokio::task::JoinHandle<CriterionResult>>> =
+        (0..spec.checks.len()).map(|_| None).collect();
     let mut agent = None;
     if let Some(argv) = &opts.agent {
         let mut firsts = Vec::new();
@@ -365,7 +400,13 @@ pub async fn run(spec: &Spec, mut opts: RunOptions, observer: Arc<dyn Observer>,
                 firsts.push(rx);
                 let offset = offsets.get(i).copied().unwrap_or_default();
                 if let Some(slot) = handles.get_mut(i) {
-                    *slot = Some(tokio::spawn(crate::modes::run_check(c.clone(), ctx.clone(), offset, true, Some(tx))));
+                    *slot = Some(tokio::spawn(crate::modes::run_check(
+                        c.clone(),
+                        ctx.clone(),
+                        offset,
+                        true,
+                        Some(tx),
+                    )));
                 }
             }
         }
@@ -384,12 +425,20 @@ pub async fn run(spec: &Spec, mut opts: RunOptions, observer: Arc<dyn Observer>,
             && slot.is_none()
         {
             let offset = offsets.get(i).copied().unwrap_or_default();
-            *slot = Some(tokio::spawn(crate::modes::run_check(c.clone(), ctx.clone(), offset, false, None)));
+            *slot = Some(tokio::spawn(crate::modes::run_check(
+                c.clone(),
+                ctx.clone(),
+                offset,
+                false,
+                None,
+            )));
         }
     }
     let mut results = Vec::with_capacity(handles.len());
     for (i, h) in handles.into_iter().enumerate() {
-        let Some(check) = spec.checks.get(i) else { continue };
+        let Some(check) = spec.checks.get(i) else {
+            continue;
+        };
         let r = match h {
             Some(h) => match h.await {
                 Ok(r) => r,

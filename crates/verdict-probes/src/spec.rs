@@ -222,7 +222,9 @@ impl<'de> Deserialize<'de> for Quantifier {
             Value::Object(_) => serde_json::from_value::<C>(v)
                 .map(|c| Self::Count(c.count))
                 .map_err(serde::de::Error::custom),
-            _ => Err(serde::de::Error::custom("expected all, any, none or {count: {min, max}}")),
+            _ => Err(serde::de::Error::custom(
+                "expected all, any, none or {count: {min, max}}",
+            )),
         }
     }
 }
@@ -289,7 +291,11 @@ impl<'de> Deserialize<'de> for StatusExpect {
         match &v {
             Value::Number(_) => status_code(&v).map(Self::Code).map_err(e),
             Value::Array(items) if !items.is_empty() => {
-                let mut codes = items.iter().map(status_code).collect::<Result<Vec<_>, _>>().map_err(e::<D::Error>)?;
+                let mut codes = items
+                    .iter()
+                    .map(status_code)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(e::<D::Error>)?;
                 codes.sort_unstable();
                 codes.dedup();
                 Ok(Self::Codes(codes))
@@ -298,7 +304,9 @@ impl<'de> Deserialize<'de> for StatusExpect {
                 [k @ b'1'..=b'5', b'x', b'x'] => Ok(Self::Class(k - b'0')),
                 _ => Err(e(format!("status {s:?} is not a class such as \"2xx\""))),
             },
-            _ => Err(e("status must be a code, a non-empty list of codes or a class such as \"2xx\"")),
+            _ => Err(e(
+                "status must be a code, a non-empty list of codes or a class such as \"2xx\"",
+            )),
         }
     }
 }
@@ -642,7 +650,9 @@ pub enum ProbeDef {
 
 impl ProbeDef {
     /// Every kind name.
-    pub const KINDS: [&'static str; 8] = ["command", "json", "http", "tcp", "dns", "file", "log", "tls"];
+    pub const KINDS: [&'static str; 8] = [
+        "command", "json", "http", "tcp", "dns", "file", "log", "tls",
+    ];
 
     /// The kind name.
     #[must_use]

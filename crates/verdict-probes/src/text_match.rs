@@ -11,7 +11,15 @@ pub fn compile_regex(pattern: &str) -> Result<Regex, String> {
     regex::RegexBuilder::new(pattern)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| format!("invalid regex {pattern:?}: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")))
+        .map_err(|e| {
+            format!(
+                "invalid regex {pattern:?}: {}",
+                e.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
 }
 
 /// A [`TextMatch`] with its regexes compiled.
@@ -26,8 +34,15 @@ pub struct TextMatcher {
 impl TextMatcher {
     /// Compiles; a match with no condition at all is refused (it would pass anything).
     pub fn compile(m: &TextMatch) -> Result<Self, String> {
-        if m.equals.is_none() && m.contains.is_none() && m.matches.is_none() && m.not_matches.is_none() {
-            return Err("a text expectation needs at least one of equals, contains, matches, not_matches".into());
+        if m.equals.is_none()
+            && m.contains.is_none()
+            && m.matches.is_none()
+            && m.not_matches.is_none()
+        {
+            return Err(
+                "a text expectation needs at least one of equals, contains, matches, not_matches"
+                    .into(),
+            );
         }
         Ok(Self {
             equals: m.equals.clone(),
@@ -77,8 +92,16 @@ mod tests {
         })
         .unwrap();
         assert!(m.check("body", "all ok").is_ok());
-        assert!(m.check("body", "all good").unwrap_err().contains("does not contain"));
-        assert!(m.check("body", "ok, Error 5").unwrap_err().contains("found \"Error\""));
+        assert!(
+            m.check("body", "all good")
+                .unwrap_err()
+                .contains("does not contain")
+        );
+        assert!(
+            m.check("body", "ok, Error 5")
+                .unwrap_err()
+                .contains("found \"Error\"")
+        );
     }
 
     #[test]
@@ -88,6 +111,10 @@ mod tests {
             matches: Some("(unclosed".into()),
             ..TextMatch::default()
         };
-        assert!(TextMatcher::compile(&bad).unwrap_err().contains("invalid regex"));
+        assert!(
+            TextMatcher::compile(&bad)
+                .unwrap_err()
+                .contains("invalid regex")
+        );
     }
 }

@@ -57,7 +57,11 @@ pub fn substitute_str(s: &str, vars: &BTreeMap<String, String>) -> Result<String
 }
 
 /// Substitutes in every string value (not in object keys) under `value`.
-pub fn substitute(value: &mut Value, vars: &BTreeMap<String, String>, pointer: &str) -> Result<(), UndefinedVar> {
+pub fn substitute(
+    value: &mut Value,
+    vars: &BTreeMap<String, String>,
+    pointer: &str,
+) -> Result<(), UndefinedVar> {
     match value {
         Value::String(s) => {
             if s.contains("{{") {
@@ -95,13 +99,19 @@ mod tests {
 
     #[test]
     fn substitutes_names_with_optional_spaces() {
-        assert_eq!(substitute_str("-n {{ns}} :{{ port }}", &vars()).unwrap(), "-n shop :8080");
+        assert_eq!(
+            substitute_str("-n {{ns}} :{{ port }}", &vars()).unwrap(),
+            "-n shop :8080"
+        );
         assert_eq!(substitute_str("no refs", &vars()).unwrap(), "no refs");
     }
 
     #[test]
     fn leaves_non_references_alone_and_does_not_rescan() {
-        assert_eq!(substitute_str("{{ 1 + 2 }} {{", &vars()).unwrap(), "{{ 1 + 2 }} {{");
+        assert_eq!(
+            substitute_str("{{ 1 + 2 }} {{", &vars()).unwrap(),
+            "{{ 1 + 2 }} {{"
+        );
         let v = BTreeMap::from([("a".into(), "{{b}}".into()), ("b".into(), "x".into())]);
         assert_eq!(substitute_str("{{a}}", &v).unwrap(), "{{b}}");
     }

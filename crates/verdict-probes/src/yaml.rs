@@ -62,9 +62,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn node(&mut self, ev: Event<'a>, span: Span, pointer: &str, depth: usize) -> Result<Value, YamlError> {
+    fn node(
+        &mut self,
+        ev: Event<'a>,
+        span: Span,
+        pointer: &str,
+        depth: usize,
+    ) -> Result<Value, YamlError> {
         if depth > MAX_DEPTH {
-            return Err(err(&span, format!("nesting deeper than {MAX_DEPTH} levels")));
+            return Err(err(
+                &span,
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+            ));
         }
         self.positions.set_value(pointer, pos_of(&span));
         match ev {
@@ -135,8 +144,8 @@ fn scalar(text: &str, style: ScalarStyle) -> Result<Value, String> {
         "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
         "true" | "True" | "TRUE" => return Ok(Value::Bool(true)),
         "false" | "False" | "FALSE" => return Ok(Value::Bool(false)),
-        ".nan" | ".NaN" | ".NAN" | ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf"
-        | "-.INF" => return Err(format!("number {text} is not finite")),
+        ".nan" | ".NaN" | ".NAN" | ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF"
+        | "-.inf" | "-.Inf" | "-.INF" => return Err(format!("number {text} is not finite")),
         _ => {}
     }
     if let Some(i) = parse_int(text) {
@@ -144,7 +153,9 @@ fn scalar(text: &str, style: ScalarStyle) -> Result<Value, String> {
         return Ok(Value::Number(Number::from(i)));
     }
     if is_float(text) {
-        let f: f64 = text.parse().map_err(|_| format!("number {text} is not valid"))?;
+        let f: f64 = text
+            .parse()
+            .map_err(|_| format!("number {text} is not valid"))?;
         if !f.is_finite() {
             return Err(format!("number {text} is not finite"));
         }
@@ -162,9 +173,11 @@ fn parse_int(text: &str) -> Option<Result<i64, String>> {
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
     let parsed = if let Some(hex) = body.strip_prefix("0x") {
-        (!neg && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| i128::from_str_radix(hex, 16))
+        (!neg && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| i128::from_str_radix(hex, 16))
     } else if let Some(oct) = body.strip_prefix("0o") {
-        (!neg && !oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b))).then(|| i128::from_str_radix(oct, 8))
+        (!neg && !oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)))
+            .then(|| i128::from_str_radix(oct, 8))
     } else {
         (!body.is_empty() && body.bytes().all(|b| b.is_ascii_digit())).then(|| body.parse::<i128>())
     }?;
@@ -282,8 +295,17 @@ mod tests {
     #[test]
     fn records_positions_of_keys_and_values() {
         let (_, p) = parse("criteria:\n  - id: x\n    probe: {kind: tcp}\n").unwrap();
-        assert_eq!(p.find("/criteria/0/probe"), Some(Pos { line: 3, column: 5 }));
-        assert_eq!(p.find("/criteria/0/probe/kind"), Some(Pos { line: 3, column: 13 }));
+        assert_eq!(
+            p.find("/criteria/0/probe"),
+            Some(Pos { line: 3, column: 5 })
+        );
+        assert_eq!(
+            p.find("/criteria/0/probe/kind"),
+            Some(Pos {
+                line: 3,
+                column: 13
+            })
+        );
         assert_eq!(p.find("/criteria/0/id"), Some(Pos { line: 2, column: 5 }));
     }
 
@@ -291,6 +313,12 @@ mod tests {
     fn json_text_is_read_with_positions() {
         let (v, p) = parse("{\n  \"a\": {\"b\": [1, \"x\"]}\n}").unwrap();
         assert_eq!(v, json!({"a": {"b": [1, "x"]}}));
-        assert_eq!(p.find("/a/b/1"), Some(Pos { line: 2, column: 18 }));
+        assert_eq!(
+            p.find("/a/b/1"),
+            Some(Pos {
+                line: 2,
+                column: 18
+            })
+        );
     }
 }

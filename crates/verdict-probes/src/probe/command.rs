@@ -1,6 +1,8 @@
 //! `command` probe: run a process, judge its exit code, output and JSON output.
 
-use super::{FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout};
+use super::{
+    FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout,
+};
 use crate::cel_expect::Expect;
 use crate::process::{self, ProcSpec};
 use crate::spec::CommandProbe;
@@ -23,18 +25,40 @@ pub struct CommandCheck {
 
 impl CommandCheck {
     /// Compiles and normalises.
-    pub fn compile(mut p: CommandProbe, d: &ProbeDefaults) -> Result<(CommandProbe, Self), FieldError> {
+    pub fn compile(
+        mut p: CommandProbe,
+        d: &ProbeDefaults,
+    ) -> Result<(CommandProbe, Self), FieldError> {
         let argv = match (&p.argv, &p.shell) {
-            (Some(a), None) if !a.is_empty() && a.first().is_some_and(|s| !s.is_empty()) => a.clone(),
+            (Some(a), None) if !a.is_empty() && a.first().is_some_and(|s| !s.is_empty()) => {
+                a.clone()
+            }
             (Some(_), None) => return Err(FieldError::new("/argv", "argv must name a program")),
             (None, Some(s)) if !s.trim().is_empty() => vec!["sh".into(), "-c".into(), s.clone()],
             (None, Some(_)) => return Err(FieldError::new("/shell", "shell script is empty")),
             (Some(_), Some(_)) => return Err(FieldError::new("", "give argv or shell, not both")),
-            (None, None) => return Err(FieldError::new("", "a command probe needs argv (or shell)")),
+            (None, None) => {
+                return Err(FieldError::new("", "a command probe needs argv (or shell)"));
+            }
         };
-        let stdout = p.stdout.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/stdout", m))?;
-        let stderr = p.stderr.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/stderr", m))?;
-        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        let stdout = p
+            .stdout
+            .as_ref()
+            .map(TextMatcher::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/stdout", m))?;
+        let stderr = p
+            .stderr
+            .as_ref()
+            .map(TextMatcher::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/stderr", m))?;
+        let expect = p
+            .expect
+            .as_deref()
+            .map(Expect::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/expect", m))?;
         p.exit_code = Some(p.exit_code.unwrap_or(0));
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
@@ -77,10 +101,14 @@ impl CommandCheck {
         ]);
         let mut sample = Sample::observed(f, Some(OutputInfo::of(&out.stdout)));
         if !judge {
-            let stdout = serde_json::from_slice::<Value>(&out.stdout.bytes).unwrap_or_else(|_| Value::String(out.stdout.text()));
+            let stdout = serde_json::from_slice::<Value>(&out.stdout.bytes)
+                .unwrap_or_else(|_| Value::String(out.stdout.text()));
             sample.snapshot = Some(json!({"exit_code": out.code, "stdout": stdout}));
             if out.stdout.overflow {
-                return sample.judged(Err(Judged::Error(format!("output exceeds {} bytes", self.cap))));
+                return sample.judged(Err(Judged::Error(format!(
+                    "output exceeds {} bytes",
+                    self.cap
+                ))));
             }
             return sample.judged(Ok("observed".into()));
         }
@@ -93,13 +121,19 @@ impl CommandCheck {
             return Err(Judged::Error(format!("output exceeds {} bytes", self.cap)));
         }
         if out.code != Some(self.exit_code) {
-            return Err(Judged::Fail(format!("{} (expected exit code {})", out.status_text(), self.exit_code)));
+            return Err(Judged::Fail(format!(
+                "{} (expected exit code {})",
+                out.status_text(),
+                self.exit_code
+            )));
         }
         if let Some(m) = &self.stdout {
-            m.check("stdout", &out.stdout.text()).map_err(Judged::Fail)?;
+            m.check("stdout", &out.stdout.text())
+                .map_err(Judged::Fail)?;
         }
         if let Some(m) = &self.stderr {
-            m.check("stderr", &out.stderr.text()).map_err(Judged::Fail)?;
+            m.check("stderr", &out.stderr.text())
+                .map_err(Judged::Fail)?;
         }
         if let Some(e) = &self.expect {
             let doc: Value = serde_json::from_slice(&out.stdout.bytes)

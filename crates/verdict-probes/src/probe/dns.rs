@@ -42,7 +42,9 @@ fn record_type(k: RecordKind) -> RecordType {
 /// One answer in comparable form.
 fn normalise(kind: RecordKind, text: &str) -> String {
     match kind {
-        RecordKind::A | RecordKind::Aaaa => text.parse::<IpAddr>().map_or_else(|_| text.to_owned(), |ip| ip.to_string()),
+        RecordKind::A | RecordKind::Aaaa => text
+            .parse::<IpAddr>()
+            .map_or_else(|_| text.to_owned(), |ip| ip.to_string()),
         RecordKind::Txt => text.to_owned(),
         RecordKind::Cname | RecordKind::Mx | RecordKind::Ns | RecordKind::Srv => {
             text.trim_end_matches('.').to_ascii_lowercase()
@@ -65,25 +67,41 @@ impl DnsCheck {
         let kind = p.record_type.unwrap_or(RecordKind::A);
         p.record_type = Some(kind);
         let server = match &p.server {
-            Some(s) => Some(parse_server(s).ok_or_else(|| FieldError::new("/server", format!("server {s:?} must be an ip or ip:port")))?),
+            Some(s) => Some(parse_server(s).ok_or_else(|| {
+                FieldError::new("/server", format!("server {s:?} must be an ip or ip:port"))
+            })?),
             None => None,
         };
         let resolves = p.resolves.unwrap_or(true);
         p.resolves = Some(resolves);
         if !resolves && (p.contains.is_some() || p.equals.is_some()) {
-            return Err(FieldError::new("/resolves", "resolves: false cannot be combined with contains or equals"));
+            return Err(FieldError::new(
+                "/resolves",
+                "resolves: false cannot be combined with contains or equals",
+            ));
         }
         if matches!(kind, RecordKind::A | RecordKind::Aaaa) {
             for (field, list) in [("contains", &p.contains), ("equals", &p.equals)] {
                 for (i, a) in list.iter().flatten().enumerate() {
                     if a.parse::<IpAddr>().is_err() {
-                        return Err(FieldError::new(format!("/{field}/{i}"), format!("{a:?} is not an ip address")));
+                        return Err(FieldError::new(
+                            format!("/{field}/{i}"),
+                            format!("{a:?} is not an ip address"),
+                        ));
                     }
                 }
             }
         }
-        let contains = p.contains.iter().flatten().map(|s| normalise(kind, s)).collect();
-        let equals = p.equals.as_ref().map(|l| l.iter().map(|s| normalise(kind, s)).collect());
+        let contains = p
+            .contains
+            .iter()
+            .flatten()
+            .map(|s| normalise(kind, s))
+            .collect();
+        let equals = p
+            .equals
+            .as_ref()
+            .map(|l| l.iter().map(|s| normalise(kind, s)).collect());
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
         Ok((
@@ -114,13 +132,16 @@ impl DnsCheck {
                 b.options_mut().use_hosts_file = ResolveHosts::Never;
                 b
             }
-            None => Resolver::builder_tokio().map_err(|e| format!("cannot read the system's dns configuration: {e}"))?,
+            None => Resolver::builder_tokio()
+                .map_err(|e| format!("cannot read the system's dns configuration: {e}"))?,
         };
         let opts = builder.options_mut();
         opts.cache_size = 0;
         opts.timeout = self.timeout;
         opts.attempts = 1;
-        builder.build().map_err(|e| format!("cannot build a dns resolver: {e}"))
+        builder
+            .build()
+            .map_err(|e| format!("cannot build a dns resolver: {e}"))
     }
 
     pub(crate) async fn observe(&self, judge: bool) -> Sample {
@@ -128,7 +149,10 @@ impl DnsCheck {
             Ok(r) => r,
             Err(e) => return Sample::error(e),
         };
-        let answers: BTreeSet<String> = match resolver.lookup(self.name.as_str(), record_type(self.kind)).await {
+        let answers: BTreeSet<String> = match resolver
+            .lookup(self.name.as_str(), record_type(self.kind))
+            .await
+        {
             Ok(lookup) => lookup
                 .answers()
                 .iter()
@@ -147,19 +171,28 @@ impl DnsCheck {
         let shown = answers.iter().cloned().collect::<Vec<_>>().join(", ");
         let verdict = if answers.is_empty() {
             if self.resolves {
-                Err(Judged::Fail(format!("{} has no {:?} record", self.name, self.kind)))
+                Err(Judged::Fail(format!(
+                    "{} has no {:?} record",
+                    self.name, self.kind
+                )))
             } else {
                 Ok(format!("{} does not resolve", self.name))
             }
         } else if !self.resolves {
             Err(Judged::Fail(format!("{} resolves to {shown}", self.name)))
         } else if let Some(missing) = self.contains.iter().find(|c| !answers.contains(*c)) {
-            Err(Judged::Fail(format!("{} resolves to {shown}, without {missing}", self.name)))
+            Err(Judged::Fail(format!(
+                "{} resolves to {shown}, without {missing}",
+                self.name
+            )))
         } else if let Some(eq) = &self.equals
             && *eq != answers
         {
             let want = eq.iter().cloned().collect::<Vec<_>>().join(", ");
-            Err(Judged::Fail(format!("{} resolves to {shown}, expected exactly {want}", self.name)))
+            Err(Judged::Fail(format!(
+                "{} resolves to {shown}, expected exactly {want}",
+                self.name
+            )))
         } else {
             Ok(format!("{} resolves to {shown}", self.name))
         };

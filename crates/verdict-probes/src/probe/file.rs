@@ -1,6 +1,8 @@
 //! `file` probe: existence, type, permissions, ownership, size, SHA-256 and content of a path.
 
-use super::{FieldError, Judged, OutputInfo, ProbeDefaults, Sample, positive_cap, positive_timeout};
+use super::{
+    FieldError, Judged, OutputInfo, ProbeDefaults, Sample, positive_cap, positive_timeout,
+};
 use crate::output::{Captured, read_capped};
 use crate::spec::{FileKind, FileProbe, Range};
 use crate::text_match::TextMatcher;
@@ -65,7 +67,10 @@ impl FileCheck {
             || p.sha256.is_some()
             || p.content.is_some();
         if !exists && any_property {
-            return Err(FieldError::new("/exists", "exists: false cannot be combined with other expectations"));
+            return Err(FieldError::new(
+                "/exists",
+                "exists: false cannot be combined with other expectations",
+            ));
         }
         let mode = match &p.mode {
             Some(m) => {
@@ -73,7 +78,12 @@ impl FileCheck {
                 let v = u32::from_str_radix(digits, 8)
                     .ok()
                     .filter(|v| *v <= 0o7777 && !digits.is_empty())
-                    .ok_or_else(|| FieldError::new("/mode", format!("mode {m:?} is not octal permission bits such as \"0644\"")))?;
+                    .ok_or_else(|| {
+                        FieldError::new(
+                            "/mode",
+                            format!("mode {m:?} is not octal permission bits such as \"0644\""),
+                        )
+                    })?;
                 p.mode = Some(format!("{v:04o}"));
                 Some(v)
             }
@@ -83,24 +93,41 @@ impl FileCheck {
             Some(s) => {
                 let hex = s.strip_prefix("sha256:").unwrap_or(s).to_owned();
                 if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                    return Err(FieldError::new("/sha256", "sha256 must be 64 lowercase hex digits"));
+                    return Err(FieldError::new(
+                        "/sha256",
+                        "sha256 must be 64 lowercase hex digits",
+                    ));
                 }
                 p.sha256 = Some(hex.clone());
                 Some(hex)
             }
             None => None,
         };
-        if let Some(Range { min: Some(a), max: Some(b) }) = p.size
+        if let Some(Range {
+            min: Some(a),
+            max: Some(b),
+        }) = p.size
             && a > b
         {
-            return Err(FieldError::new("/size", format!("size min {a} is above max {b}")));
+            return Err(FieldError::new(
+                "/size",
+                format!("size min {a} is above max {b}"),
+            ));
         }
         for (field, v) in [("owner", &p.owner), ("group", &p.group)] {
             if v.as_deref().is_some_and(str::is_empty) {
-                return Err(FieldError::new(format!("/{field}"), format!("{field} is empty")));
+                return Err(FieldError::new(
+                    format!("/{field}"),
+                    format!("{field} is empty"),
+                ));
             }
         }
-        let content = p.content.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/content", m))?;
+        let content = p
+            .content
+            .as_ref()
+            .map(TextMatcher::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/content", m))?;
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
         let cap = positive_cap(p.max_output, d)?;
@@ -133,7 +160,9 @@ impl FileCheck {
         let f = tokio::fs::File::open(&self.path)
             .await
             .map_err(|e| format!("cannot open {:?}: {e}", self.path))?;
-        read_capped(f, self.cap).await.map_err(|e| format!("cannot read {:?}: {e}", self.path))
+        read_capped(f, self.cap)
+            .await
+            .map_err(|e| format!("cannot read {:?}: {e}", self.path))
     }
 
     pub(crate) async fn observe(&self, judge: bool) -> Sample {
@@ -163,11 +192,15 @@ impl FileCheck {
         let mut f = Map::new();
         f.insert("exists".into(), Value::Bool(true));
         f.insert("type".into(), Value::String(kind_name(&meta).into()));
-        f.insert("mode".into(), Value::String(format!("{:04o}", meta.permissions().mode() & 0o7777)));
+        f.insert(
+            "mode".into(),
+            Value::String(format!("{:04o}", meta.permissions().mode() & 0o7777)),
+        );
         f.insert("uid".into(), Value::from(meta.uid()));
         f.insert("gid".into(), Value::from(meta.gid()));
         f.insert("size".into(), Value::from(meta.size()));
-        let wants_content = meta.is_file() && (self.sha256.is_some() || self.content.is_some() || !judge);
+        let wants_content =
+            meta.is_file() && (self.sha256.is_some() || self.content.is_some() || !judge);
         let captured = if wants_content {
             match self.read().await {
                 Ok(c) => Some(c),
@@ -177,7 +210,10 @@ impl FileCheck {
             None
         };
         if let Some(c) = &captured {
-            f.insert("sha256".into(), Value::String(c.digest.as_str().trim_start_matches("sha256:").to_owned()));
+            f.insert(
+                "sha256".into(),
+                Value::String(c.digest.as_str().trim_start_matches("sha256:").to_owned()),
+            );
         }
         let mut sample = Sample::observed(f.clone(), captured.as_ref().map(OutputInfo::of));
         if !judge {
@@ -188,7 +224,12 @@ impl FileCheck {
         sample.judged(verdict)
     }
 
-    fn judge(&self, lmeta: &std::fs::Metadata, meta: &std::fs::Metadata, content: Option<&Captured>) -> Result<String, Judged> {
+    fn judge(
+        &self,
+        lmeta: &std::fs::Metadata,
+        meta: &std::fs::Metadata,
+        content: Option<&Captured>,
+    ) -> Result<String, Judged> {
         let p = &self.path;
         if !self.exists {
             return Err(Judged::Fail(format!("{p} exists")));
@@ -201,13 +242,17 @@ impl FileCheck {
                 FileKind::Symlink => "symlink",
             };
             if actual != want {
-                return Err(Judged::Fail(format!("{p} is a {actual}, expected a {want}")));
+                return Err(Judged::Fail(format!(
+                    "{p} is a {actual}, expected a {want}"
+                )));
             }
         }
         if let Some(m) = self.mode {
             let actual = meta.permissions().mode() & 0o7777;
             if actual != m {
-                return Err(Judged::Fail(format!("{p} has mode {actual:04o}, expected {m:04o}")));
+                return Err(Judged::Fail(format!(
+                    "{p} has mode {actual:04o}, expected {m:04o}"
+                )));
             }
         }
         for (what, want, actual, db) in [
@@ -217,31 +262,43 @@ impl FileCheck {
             if let Some(w) = want {
                 let id = match w.parse::<u32>() {
                     Ok(n) => n,
-                    Err(_) => id_of(db, w).ok_or_else(|| Judged::Error(format!("unknown {what} {w:?}")))?,
+                    Err(_) => id_of(db, w)
+                        .ok_or_else(|| Judged::Error(format!("unknown {what} {w:?}")))?,
                 };
                 if id != actual {
-                    return Err(Judged::Fail(format!("{p} has {what} id {actual}, expected {w}")));
+                    return Err(Judged::Fail(format!(
+                        "{p} has {what} id {actual}, expected {w}"
+                    )));
                 }
             }
         }
         if let Some(r) = &self.size
             && !r.contains(meta.size())
         {
-            return Err(Judged::Fail(format!("{p} has {} bytes, expected {r}", meta.size())));
+            return Err(Judged::Fail(format!(
+                "{p} has {} bytes, expected {r}",
+                meta.size()
+            )));
         }
         if self.sha256.is_some() || self.content.is_some() {
             let c = content.ok_or_else(|| Judged::Fail(format!("{p} is not a regular file")))?;
             if c.overflow {
-                return Err(Judged::Error(format!("{p} is larger than {} bytes", self.cap)));
+                return Err(Judged::Error(format!(
+                    "{p} is larger than {} bytes",
+                    self.cap
+                )));
             }
             if let Some(want) = &self.sha256 {
                 let got = c.digest.as_str().trim_start_matches("sha256:");
                 if got != want {
-                    return Err(Judged::Fail(format!("{p} has sha256 {got}, expected {want}")));
+                    return Err(Judged::Fail(format!(
+                        "{p} has sha256 {got}, expected {want}"
+                    )));
                 }
             }
             if let Some(m) = &self.content {
-                m.check(&format!("content of {p}"), &c.text()).map_err(Judged::Fail)?;
+                m.check(&format!("content of {p}"), &c.text())
+                    .map_err(Judged::Fail)?;
             }
         }
         Ok(format!("{p} is as expected"))

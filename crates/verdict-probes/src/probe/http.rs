@@ -5,7 +5,10 @@
 //! unless `follow_redirects` is set (then at most 10 are followed).
 
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
-use super::{FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap, positive_timeout};
+use super::{
+    FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap,
+    positive_timeout,
+};
 use crate::cel_expect::Expect;
 use crate::output::Captured;
 use crate::spec::{HttpProbe, StatusExpect, TlsOptions};
@@ -140,16 +143,22 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
         *req.headers_mut() = r.headers.clone();
         let resp = client.request(req).await.map_err(|e| classify(&e))?;
         let status = resp.status();
-        if r.follow_redirects && status.is_redirection() && hops < MAX_REDIRECTS {
-            if let Some(next) = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).and_then(|l| resolve(&uri, l)) {
-                hops += 1;
-                uri = next;
-                if status == http::StatusCode::SEE_OTHER {
-                    method = Method::GET;
-                    body = Bytes::new();
-                }
-                continue;
+        if r.follow_redirects
+            && status.is_redirection()
+            && hops < MAX_REDIRECTS
+            && let Some(next) = resp
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| resolve(&uri, l))
+        {
+            hops += 1;
+            uri = next;
+            if status == http::StatusCode::SEE_OTHER {
+                method = Method::GET;
+                body = Bytes::new();
             }
+            continue;
         }
         let (parts, mut incoming) = resp.into_parts();
         let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
@@ -192,10 +201,18 @@ fn resolve(base: &Uri, location: &str) -> Option<Uri> {
 pub fn header_map(h: Option<&BTreeMap<String, String>>, at: &str) -> Result<HeaderMap, FieldError> {
     let mut map = HeaderMap::new();
     for (k, v) in h.into_iter().flatten() {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| FieldError::new(format!("{at}/{}", crate::positions::token(k)), format!("invalid header name {k:?}")))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| FieldError::new(format!("{at}/{}", crate::positions::token(k)), format!("invalid value for header {k:?}")))?;
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+            FieldError::new(
+                format!("{at}/{}", crate::positions::token(k)),
+                format!("invalid header name {k:?}"),
+            )
+        })?;
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            FieldError::new(
+                format!("{at}/{}", crate::positions::token(k)),
+                format!("invalid value for header {k:?}"),
+            )
+        })?;
         map.insert(name, value);
     }
     Ok(map)
@@ -203,9 +220,13 @@ pub fn header_map(h: Option<&BTreeMap<String, String>>, at: &str) -> Result<Head
 
 /// Parses and checks a probe URL (http or https with a host).
 pub fn parse_url(u: &str, at: &str) -> Result<Uri, FieldError> {
-    let url = url::Url::parse(u).map_err(|e| FieldError::new(at, format!("invalid url {u:?}: {e}")))?;
+    let url =
+        url::Url::parse(u).map_err(|e| FieldError::new(at, format!("invalid url {u:?}: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(FieldError::new(at, format!("url {u:?} must be http or https with a host")));
+        return Err(FieldError::new(
+            at,
+            format!("url {u:?} must be http or https with a host"),
+        ));
     }
     url.as_str()
         .parse()
@@ -233,7 +254,11 @@ impl HttpCheck {
     /// Compiles and normalises.
     pub fn compile(mut p: HttpProbe, d: &ProbeDefaults) -> Result<(HttpProbe, Self), FieldError> {
         let uri = parse_url(&p.url, "/url")?;
-        let method_text = p.method.clone().unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        let method_text = p
+            .method
+            .clone()
+            .unwrap_or_else(|| "GET".into())
+            .to_ascii_uppercase();
         let method = Method::from_bytes(method_text.as_bytes())
             .map_err(|_| FieldError::new("/method", format!("invalid method {method_text:?}")))?;
         p.method = Some(method_text);
@@ -241,11 +266,25 @@ impl HttpCheck {
         let mut response_headers = Vec::new();
         for (k, m) in p.response_headers.iter().flatten() {
             let at = format!("/response_headers/{}", crate::positions::token(k));
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| FieldError::new(&at, format!("invalid header name {k:?}")))?;
-            response_headers.push((name, TextMatcher::compile(m).map_err(|e| FieldError::new(&at, e))?));
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| FieldError::new(&at, format!("invalid header name {k:?}")))?;
+            response_headers.push((
+                name,
+                TextMatcher::compile(m).map_err(|e| FieldError::new(&at, e))?,
+            ));
         }
-        let body = p.body.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/body", m))?;
-        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        let body = p
+            .body
+            .as_ref()
+            .map(TextMatcher::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/body", m))?;
+        let expect = p
+            .expect
+            .as_deref()
+            .map(Expect::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/expect", m))?;
         let status = p.status.clone().unwrap_or(StatusExpect::Class(2));
         p.status = Some(status.clone());
         let follow = p.follow_redirects.unwrap_or(false);
@@ -305,17 +344,28 @@ impl HttpCheck {
         if !self.response_headers.is_empty() {
             let mut seen_headers = serde_json::Map::new();
             for (name, _) in &self.response_headers {
-                let v = fetched.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-                seen_headers.insert(name.as_str().to_owned(), v.map_or(Value::Null, Value::String));
+                let v = fetched
+                    .headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                seen_headers.insert(
+                    name.as_str().to_owned(),
+                    v.map_or(Value::Null, Value::String),
+                );
             }
             f.insert("headers".into(), Value::Object(seen_headers));
         }
         let mut sample = Sample::observed(f, Some(OutputInfo::of(&fetched.body)));
         if !judge {
-            let body = serde_json::from_slice::<Value>(&fetched.body.bytes).unwrap_or_else(|_| Value::String(fetched.body.text()));
+            let body = serde_json::from_slice::<Value>(&fetched.body.bytes)
+                .unwrap_or_else(|_| Value::String(fetched.body.text()));
             sample.snapshot = Some(json!({"status": fetched.status, "body": body}));
             if fetched.body.overflow {
-                return sample.judged(Err(Judged::Error(format!("body exceeds {} bytes", self.cap))));
+                return sample.judged(Err(Judged::Error(format!(
+                    "body exceeds {} bytes",
+                    self.cap
+                ))));
             }
             return sample.judged(Ok("observed".into()));
         }
@@ -325,15 +375,21 @@ impl HttpCheck {
 
     fn judge(&self, r: &Fetched) -> Result<String, Judged> {
         if !self.status.accepts(r.status) {
-            return Err(Judged::Fail(format!("status {} (expected {})", r.status, self.status)));
+            return Err(Judged::Fail(format!(
+                "status {} (expected {})",
+                r.status, self.status
+            )));
         }
         for (name, m) in &self.response_headers {
             let v = r
                 .headers
                 .get(name)
                 .ok_or_else(|| Judged::Fail(format!("header {} missing", name.as_str())))?;
-            let text = v.to_str().map_err(|_| Judged::Fail(format!("header {} is not text", name.as_str())))?;
-            m.check(&format!("header {}", name.as_str()), text).map_err(Judged::Fail)?;
+            let text = v
+                .to_str()
+                .map_err(|_| Judged::Fail(format!("header {} is not text", name.as_str())))?;
+            m.check(&format!("header {}", name.as_str()), text)
+                .map_err(Judged::Fail)?;
         }
         let needs_body = self.body.is_some() || self.expect.is_some();
         if needs_body && r.body.overflow {
@@ -343,8 +399,8 @@ impl HttpCheck {
             m.check("body", &r.body.text()).map_err(Judged::Fail)?;
         }
         if let Some(e) = &self.expect {
-            let doc: Value =
-                serde_json::from_slice(&r.body.bytes).map_err(|err| Judged::Error(format!("body is not json: {err}")))?;
+            let doc: Value = serde_json::from_slice(&r.body.bytes)
+                .map_err(|err| Judged::Error(format!("body is not json: {err}")))?;
             match e.eval(&doc) {
                 Ok(true) => {}
                 Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),

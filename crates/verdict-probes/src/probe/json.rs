@@ -8,7 +8,10 @@
 
 use super::http::{FetchError, Fetched, Request, fetch, header_map, parse_url, settings};
 use super::net::TlsSettings;
-use super::{FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap, positive_timeout};
+use super::{
+    FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap,
+    positive_timeout,
+};
 use crate::cel_expect::Expect;
 use crate::output::Captured;
 use crate::process::{self, ProcSpec};
@@ -43,20 +46,41 @@ pub struct JsonCheck {
 }
 
 /// The outcome of a quantifier over per-object results.
-pub fn quantify(q: Quantifier, results: &[(String, Result<bool, String>)]) -> Result<String, Judged> {
+pub fn quantify(
+    q: Quantifier,
+    results: &[(String, Result<bool, String>)],
+) -> Result<String, Judged> {
     let n = results.len();
-    let trues = results.iter().filter(|(_, r)| matches!(r, Ok(true))).count();
-    let first_false = results.iter().find(|(_, r)| matches!(r, Ok(false))).map(|(p, _)| p.as_str());
-    let first_true = results.iter().find(|(_, r)| matches!(r, Ok(true))).map(|(p, _)| p.as_str());
-    let first_error = results.iter().find_map(|(p, r)| r.as_ref().err().map(|e| format!("at {p}: {e}")));
-    let nothing = || Judged::Fail("the selector matched no object (use {count: {max: 0}} to require absence)".into());
+    let trues = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(true)))
+        .count();
+    let first_false = results
+        .iter()
+        .find(|(_, r)| matches!(r, Ok(false)))
+        .map(|(p, _)| p.as_str());
+    let first_true = results
+        .iter()
+        .find(|(_, r)| matches!(r, Ok(true)))
+        .map(|(p, _)| p.as_str());
+    let first_error = results
+        .iter()
+        .find_map(|(p, r)| r.as_ref().err().map(|e| format!("at {p}: {e}")));
+    let nothing = || {
+        Judged::Fail(
+            "the selector matched no object (use {count: {max: 0}} to require absence)".into(),
+        )
+    };
     match q {
         Quantifier::All => {
             if n == 0 {
                 return Err(nothing());
             }
             if let Some(p) = first_false {
-                return Err(Judged::Fail(format!("{} of {n} objects satisfy the expectation; first that does not: {p}", trues)));
+                return Err(Judged::Fail(format!(
+                    "{} of {n} objects satisfy the expectation; first that does not: {p}",
+                    trues
+                )));
             }
             if let Some(e) = first_error {
                 return Err(Judged::Error(e));
@@ -68,19 +92,25 @@ pub fn quantify(q: Quantifier, results: &[(String, Result<bool, String>)]) -> Re
                 return Err(nothing());
             }
             if let Some(p) = first_true {
-                return Ok(format!("{trues} of {n} objects satisfy the expectation (first: {p})"));
+                return Ok(format!(
+                    "{trues} of {n} objects satisfy the expectation (first: {p})"
+                ));
             }
             if let Some(e) = first_error {
                 return Err(Judged::Error(e));
             }
-            Err(Judged::Fail(format!("none of {n} objects satisfies the expectation")))
+            Err(Judged::Fail(format!(
+                "none of {n} objects satisfies the expectation"
+            )))
         }
         Quantifier::None => {
             if n == 0 {
                 return Err(nothing());
             }
             if let Some(p) = first_true {
-                return Err(Judged::Fail(format!("{trues} of {n} objects satisfy the expectation; first: {p}")));
+                return Err(Judged::Fail(format!(
+                    "{trues} of {n} objects satisfy the expectation; first: {p}"
+                )));
             }
             if let Some(e) = first_error {
                 return Err(Judged::Error(e));
@@ -92,9 +122,13 @@ pub fn quantify(q: Quantifier, results: &[(String, Result<bool, String>)]) -> Re
                 return Err(Judged::Error(e));
             }
             if range.contains(trues as u64) {
-                Ok(format!("{trues} of {n} objects satisfy the expectation ({range})"))
+                Ok(format!(
+                    "{trues} of {n} objects satisfy the expectation ({range})"
+                ))
             } else {
-                Err(Judged::Fail(format!("{trues} of {n} objects satisfy the expectation (expected {range})")))
+                Err(Judged::Fail(format!(
+                    "{trues} of {n} objects satisfy the expectation (expected {range})"
+                )))
             }
         }
     }
@@ -104,16 +138,28 @@ impl JsonCheck {
     /// Compiles and normalises.
     pub fn compile(mut p: JsonProbe, d: &ProbeDefaults) -> Result<(JsonProbe, Self), FieldError> {
         let s = &p.source;
-        let given = [s.command.is_some(), s.file.is_some(), s.url.is_some()].iter().filter(|b| **b).count();
+        let given = [s.command.is_some(), s.file.is_some(), s.url.is_some()]
+            .iter()
+            .filter(|b| **b)
+            .count();
         if given != 1 {
-            return Err(FieldError::new("/source", "source needs exactly one of command, file, url"));
+            return Err(FieldError::new(
+                "/source",
+                "source needs exactly one of command, file, url",
+            ));
         }
         if s.url.is_none() && (s.headers.is_some() || s.tls.is_some()) {
-            return Err(FieldError::new("/source", "headers and tls apply to a url source only"));
+            return Err(FieldError::new(
+                "/source",
+                "headers and tls apply to a url source only",
+            ));
         }
         let source = if let Some(argv) = &s.command {
             if argv.first().is_none_or(String::is_empty) {
-                return Err(FieldError::new("/source/command", "command must name a program"));
+                return Err(FieldError::new(
+                    "/source/command",
+                    "command must name a program",
+                ));
             }
             Source::Command(argv.clone())
         } else if let Some(f) = &s.file {
@@ -137,18 +183,33 @@ impl JsonCheck {
         let select = p
             .select
             .as_deref()
-            .map(|sel| JsonPath::parse(sel).map_err(|e| FieldError::new("/select", format!("invalid jsonpath {sel:?}: {e}"))))
+            .map(|sel| {
+                JsonPath::parse(sel).map_err(|e| {
+                    FieldError::new("/select", format!("invalid jsonpath {sel:?}: {e}"))
+                })
+            })
             .transpose()?;
-        let expect = p.expect.as_deref().map(Expect::compile).transpose().map_err(|m| FieldError::new("/expect", m))?;
+        let expect = p
+            .expect
+            .as_deref()
+            .map(Expect::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/expect", m))?;
         let quantifier = p.quantifier.unwrap_or(Quantifier::All);
         if let Quantifier::Count(r) = quantifier {
             if r.min.is_none() && r.max.is_none() {
-                return Err(FieldError::new("/quantifier", "count needs min, max or both"));
+                return Err(FieldError::new(
+                    "/quantifier",
+                    "count needs min, max or both",
+                ));
             }
             if let (Some(a), Some(b)) = (r.min, r.max)
                 && a > b
             {
-                return Err(FieldError::new("/quantifier", format!("count min {a} is above max {b}")));
+                return Err(FieldError::new(
+                    "/quantifier",
+                    format!("count min {a} is above max {b}"),
+                ));
             }
         }
         p.quantifier = Some(quantifier);
@@ -183,7 +244,11 @@ impl JsonCheck {
                 .map_err(Judged::Error)?;
                 if out.code != Some(0) {
                     let err = out.stderr.excerpt().0;
-                    return Err(Judged::Error(format!("source command ended with {}: {}", out.status_text(), err.trim())));
+                    return Err(Judged::Error(format!(
+                        "source command ended with {}: {}",
+                        out.status_text(),
+                        err.trim()
+                    )));
                 }
                 Ok(out.stdout)
             }
@@ -206,7 +271,9 @@ impl JsonCheck {
                 };
                 match fetch(&client, req, self.cap).await {
                     Ok(Fetched { status, body, .. }) if (200..300).contains(&status) => Ok(body),
-                    Ok(Fetched { status, .. }) => Err(Judged::Error(format!("source url answered status {status}"))),
+                    Ok(Fetched { status, .. }) => Err(Judged::Error(format!(
+                        "source url answered status {status}"
+                    ))),
                     Err(FetchError::Certificate(why)) => Err(Judged::Fail(why)),
                     Err(FetchError::Other(e)) => Err(Judged::Error(e)),
                 }
@@ -221,7 +288,10 @@ impl JsonCheck {
         };
         let mut sample = Sample::observed(Default::default(), Some(OutputInfo::of(&captured)));
         if captured.overflow {
-            return sample.judged(Err(Judged::Error(format!("document exceeds {} bytes", self.cap))));
+            return sample.judged(Err(Judged::Error(format!(
+                "document exceeds {} bytes",
+                self.cap
+            ))));
         }
         let doc: Value = match serde_json::from_slice(&captured.bytes) {
             Ok(d) => d,
@@ -245,10 +315,20 @@ impl JsonCheck {
         }
         let results: Vec<(String, Result<bool, String>)> = located
             .iter()
-            .map(|(p, v)| (p.clone(), self.expect.as_ref().map_or(Ok(true), |e| e.eval(v))))
+            .map(|(p, v)| {
+                (
+                    p.clone(),
+                    self.expect.as_ref().map_or(Ok(true), |e| e.eval(v)),
+                )
+            })
             .collect();
-        let satisfied = results.iter().filter(|(_, r)| matches!(r, Ok(true))).count();
-        sample.facts.insert("satisfied".into(), Value::from(satisfied));
+        let satisfied = results
+            .iter()
+            .filter(|(_, r)| matches!(r, Ok(true)))
+            .count();
+        sample
+            .facts
+            .insert("satisfied".into(), Value::from(satisfied));
         // Without a selector there is one object, the document: say so plainly.
         let verdict = match (&self.select, results.first(), &self.expect) {
             (None, Some((_, r)), Some(e)) if self.quantifier == Quantifier::All => match r {
@@ -277,26 +357,52 @@ mod tests {
     #[test]
     fn zero_matches_fail_all_any_and_none() {
         for q in [Quantifier::All, Quantifier::Any, Quantifier::None] {
-            assert!(matches!(quantify(q, &[]), Err(Judged::Fail(m)) if m.contains("matched no object")));
+            assert!(
+                matches!(quantify(q, &[]), Err(Judged::Fail(m)) if m.contains("matched no object"))
+            );
         }
-        let absent = Quantifier::Count(Range { min: None, max: Some(0) });
+        let absent = Quantifier::Count(Range {
+            min: None,
+            max: Some(0),
+        });
         assert!(quantify(absent, &[]).is_ok());
     }
 
     #[test]
     fn errors_decide_only_what_is_undecided() {
-        assert!(matches!(quantify(Quantifier::All, &r(&[Ok(false), Err("x")])), Err(Judged::Fail(_))));
-        assert!(matches!(quantify(Quantifier::All, &r(&[Ok(true), Err("x")])), Err(Judged::Error(_))));
+        assert!(matches!(
+            quantify(Quantifier::All, &r(&[Ok(false), Err("x")])),
+            Err(Judged::Fail(_))
+        ));
+        assert!(matches!(
+            quantify(Quantifier::All, &r(&[Ok(true), Err("x")])),
+            Err(Judged::Error(_))
+        ));
         assert!(quantify(Quantifier::Any, &r(&[Err("x"), Ok(true)])).is_ok());
-        assert!(matches!(quantify(Quantifier::Any, &r(&[Err("x"), Ok(false)])), Err(Judged::Error(_))));
-        assert!(matches!(quantify(Quantifier::None, &r(&[Err("x"), Ok(true)])), Err(Judged::Fail(_))));
-        let count = Quantifier::Count(Range { min: Some(1), max: None });
-        assert!(matches!(quantify(count, &r(&[Ok(true), Err("x")])), Err(Judged::Error(_))));
+        assert!(matches!(
+            quantify(Quantifier::Any, &r(&[Err("x"), Ok(false)])),
+            Err(Judged::Error(_))
+        ));
+        assert!(matches!(
+            quantify(Quantifier::None, &r(&[Err("x"), Ok(true)])),
+            Err(Judged::Fail(_))
+        ));
+        let count = Quantifier::Count(Range {
+            min: Some(1),
+            max: None,
+        });
+        assert!(matches!(
+            quantify(count, &r(&[Ok(true), Err("x")])),
+            Err(Judged::Error(_))
+        ));
     }
 
     #[test]
     fn count_bounds_are_inclusive() {
-        let q = Quantifier::Count(Range { min: Some(2), max: Some(3) });
+        let q = Quantifier::Count(Range {
+            min: Some(2),
+            max: Some(3),
+        });
         assert!(quantify(q, &r(&[Ok(true), Ok(true), Ok(false)])).is_ok());
         assert!(quantify(q, &r(&[Ok(true), Ok(false)])).is_err());
         assert!(quantify(q, &r(&[Ok(true); 4])).is_err());

@@ -7,7 +7,9 @@
 //! printed then. If the file was replaced or truncated, or the command's output no longer starts
 //! with what it printed then (a rotated log), every line counts and the facts say so.
 
-use super::{FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout};
+use super::{
+    FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout,
+};
 use crate::output::{Captured, read_capped};
 use crate::process::{self, ProcSpec};
 use crate::spec::{LogProbe, Range};
@@ -26,8 +28,16 @@ enum Mark {
     NoFile,
     /// The file's identity, size, and the digest of its last bytes before the mark (an inode
     /// number can be reused by a new file at once, so identity alone proves nothing).
-    File { dev: u64, ino: u64, offset: u64, tail: Digest },
-    Command { len: usize, digest: Digest },
+    File {
+        dev: u64,
+        ino: u64,
+        offset: u64,
+        tail: Digest,
+    },
+    Command {
+        len: usize,
+        digest: Digest,
+    },
 }
 
 /// Bytes of a log before the mark whose digest identifies it.
@@ -63,19 +73,32 @@ impl LogCheck {
         match (&p.file, &p.command) {
             (Some(f), None) if !f.is_empty() => {}
             (None, Some(c)) if c.first().is_some_and(|s| !s.is_empty()) => {}
-            (Some(_), Some(_)) | (None, None) => return Err(FieldError::new("", "a log probe needs exactly one of file, command")),
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(FieldError::new(
+                    "",
+                    "a log probe needs exactly one of file, command",
+                ));
+            }
             (Some(_), None) => return Err(FieldError::new("/file", "file path is empty")),
-            (None, Some(_)) => return Err(FieldError::new("/command", "command must name a program")),
+            (None, Some(_)) => {
+                return Err(FieldError::new("/command", "command must name a program"));
+            }
         }
         let re = compile_regex(&p.matches).map_err(|m| FieldError::new("/matches", m))?;
-        let count = p.count.unwrap_or(Range { min: Some(1), max: None });
+        let count = p.count.unwrap_or(Range {
+            min: Some(1),
+            max: None,
+        });
         if count.min.is_none() && count.max.is_none() {
             return Err(FieldError::new("/count", "count needs min, max or both"));
         }
         if let (Some(a), Some(b)) = (count.min, count.max)
             && a > b
         {
-            return Err(FieldError::new("/count", format!("count min {a} is above max {b}")));
+            return Err(FieldError::new(
+                "/count",
+                format!("count min {a} is above max {b}"),
+            ));
         }
         p.count = Some(count);
         let since_start = p.since_start.unwrap_or(false);
@@ -139,7 +162,10 @@ impl LogCheck {
                     len: c.bytes.len(),
                     digest: c.digest,
                 }),
-                Ok(Ok(_)) => Err(format!("log output exceeded {} bytes when the run began", self.cap)),
+                Ok(Ok(_)) => Err(format!(
+                    "log output exceeded {} bytes when the run began",
+                    self.cap
+                )),
                 Ok(Err(e)) => Err(format!("{e} when the run began")),
                 Err(_) => Err("log command timed out when the run began".into()),
             }
@@ -161,15 +187,24 @@ impl LogCheck {
             None
         };
         if let Some(path) = &self.file {
-            let mut f = tokio::fs::File::open(path).await.map_err(|e| format!("cannot open {path:?}: {e}"))?;
-            let m = f.metadata().await.map_err(|e| format!("cannot inspect {path:?}: {e}"))?;
+            let mut f = tokio::fs::File::open(path)
+                .await
+                .map_err(|e| format!("cannot open {path:?}: {e}"))?;
+            let m = f
+                .metadata()
+                .await
+                .map_err(|e| format!("cannot inspect {path:?}: {e}"))?;
             let mut only_new = None;
             match mark {
-                Some(Mark::File { dev, ino, offset, tail })
-                    if dev == m.dev()
-                        && ino == m.ino()
-                        && m.size() >= offset
-                        && tail_digest(path, offset).await.is_ok_and(|t| t == tail) =>
+                Some(Mark::File {
+                    dev,
+                    ino,
+                    offset,
+                    tail,
+                }) if dev == m.dev()
+                    && ino == m.ino()
+                    && m.size() >= offset
+                    && tail_digest(path, offset).await.is_ok_and(|t| t == tail) =>
                 {
                     f.seek(std::io::SeekFrom::Start(offset))
                         .await
@@ -180,7 +215,9 @@ impl LogCheck {
                 Some(_) => only_new = Some(false),
                 None => {}
             }
-            let c = read_capped(f, self.cap).await.map_err(|e| format!("cannot read {path:?}: {e}"))?;
+            let c = read_capped(f, self.cap)
+                .await
+                .map_err(|e| format!("cannot read {path:?}: {e}"))?;
             return Ok((c, only_new));
         }
         let argv = self.command.as_deref().ok_or("log probe has no source")?;
@@ -215,7 +252,10 @@ impl LogCheck {
             .take(5)
             .map(|l| Value::String(l.chars().take(200).collect()))
             .collect();
-        let mut f = facts([("matches", Value::from(n)), ("first_matches", Value::Array(shown))]);
+        let mut f = facts([
+            ("matches", Value::from(n)),
+            ("first_matches", Value::Array(shown)),
+        ]);
         if let Some(new) = only_new {
             f.insert("since_start".into(), Value::Bool(new));
         }

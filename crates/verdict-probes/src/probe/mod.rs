@@ -154,7 +154,6 @@ pub struct ProbeDefaults {
 
 /// A probe compiled and ready to observe.
 #[derive(Debug)]
-#[expect(clippy::large_enum_variant, reason = "one probe per criterion, built once; boxing would buy nothing")]
 pub enum Probe {
     /// `command`.
     Command(command::CommandCheck),
@@ -184,7 +183,10 @@ pub struct ProbeEnv {
 fn positive_timeout(t: Option<Dur>, d: &ProbeDefaults) -> Result<Dur, FieldError> {
     let t = t.unwrap_or(d.timeout);
     if t.is_zero() {
-        return Err(FieldError::new("/timeout", "a probe timeout must be greater than 0"));
+        return Err(FieldError::new(
+            "/timeout",
+            "a probe timeout must be greater than 0",
+        ));
     }
     Ok(t)
 }
@@ -192,7 +194,10 @@ fn positive_timeout(t: Option<Dur>, d: &ProbeDefaults) -> Result<Dur, FieldError
 fn positive_cap(c: Option<u64>, d: &ProbeDefaults) -> Result<u64, FieldError> {
     let c = c.unwrap_or(d.max_output);
     if c == 0 {
-        return Err(FieldError::new("/max_output", "max_output must be greater than 0"));
+        return Err(FieldError::new(
+            "/max_output",
+            "max_output must be greater than 0",
+        ));
     }
     Ok(c)
 }
@@ -297,7 +302,10 @@ impl Probe {
         let limit = self.timeout();
         match tokio::time::timeout(limit, fut).await {
             Ok(s) => s,
-            Err(_) => Sample::error(format!("timed out after {}", Dur::from_millis(limit.as_millis() as u64))),
+            Err(_) => Sample::error(format!(
+                "timed out after {}",
+                Dur::from_millis(limit.as_millis() as u64)
+            )),
         }
     }
 }

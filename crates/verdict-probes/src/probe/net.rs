@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[must_use]
 pub fn provider() -> Arc<CryptoProvider> {
     static P: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    P.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
+    P.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
 }
 
 /// The system's trust store, read once.
@@ -46,9 +47,13 @@ fn roots(settings: &TlsSettings) -> Result<Arc<RootCertStore>, String> {
         Some(path) => {
             let mut store = RootCertStore::empty();
             let mut n = 0;
-            for cert in CertificateDer::pem_file_iter(path).map_err(|e| format!("cannot read ca file {path:?}: {e}"))? {
+            for cert in CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("cannot read ca file {path:?}: {e}"))?
+            {
                 let cert = cert.map_err(|e| format!("ca file {path:?} is not valid pem: {e}"))?;
-                store.add(cert).map_err(|e| format!("ca file {path:?}: {e}"))?;
+                store
+                    .add(cert)
+                    .map_err(|e| format!("ca file {path:?}: {e}"))?;
                 n += 1;
             }
             if n == 0 {
@@ -109,7 +114,9 @@ impl ServerCertVerifier for CapturingVerifier {
             seen.extend(intermediates.iter().map(|c| c.clone().into_owned()));
         }
         match &self.inner {
-            Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now),
+            Some(v) => {
+                v.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            }
             None => Ok(ServerCertVerified::assertion()),
         }
     }
@@ -120,7 +127,12 @@ impl ServerCertVerifier for CapturingVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -129,11 +141,18 @@ impl ServerCertVerifier for CapturingVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -158,7 +177,8 @@ pub fn certificate_refusal(err: &(dyn std::error::Error + 'static)) -> Option<St
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>()
             && let Some(inner) = io.get_ref()
-            && let Some(rustls::Error::InvalidCertificate(c)) = inner.downcast_ref::<rustls::Error>()
+            && let Some(rustls::Error::InvalidCertificate(c)) =
+                inner.downcast_ref::<rustls::Error>()
         {
             return Some(format!("certificate refused: {c:?}"));
         }

@@ -22,7 +22,10 @@ pub fn check_address(a: &str, at: &str) -> Result<(), FieldError> {
         .rsplit_once(':')
         .ok_or_else(|| FieldError::new(at, format!("address {a:?} must be host:port")))?;
     if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(FieldError::new(at, format!("address {a:?} must be host:port")));
+        return Err(FieldError::new(
+            at,
+            format!("address {a:?} must be host:port"),
+        ));
     }
     Ok(())
 }
@@ -49,7 +52,9 @@ impl TcpCheck {
         let open = match tokio::net::TcpStream::connect(&self.address).await {
             Ok(_) => true,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => false,
-            Err(e) => return Sample::error(format!("cannot tell whether {} is open: {e}", self.address)),
+            Err(e) => {
+                return Sample::error(format!("cannot tell whether {} is open: {e}", self.address));
+            }
         };
         let mut sample = Sample::observed(facts([("open", Value::Bool(open))]), None);
         if !judge {
@@ -58,9 +63,15 @@ impl TcpCheck {
         }
         let verdict = match (self.expect, open) {
             (TcpExpect::Open, true) => Ok(format!("{} accepted a connection", self.address)),
-            (TcpExpect::Open, false) => Err(Judged::Fail(format!("{} refused the connection", self.address))),
+            (TcpExpect::Open, false) => Err(Judged::Fail(format!(
+                "{} refused the connection",
+                self.address
+            ))),
             (TcpExpect::Closed, false) => Ok(format!("{} refused the connection", self.address)),
-            (TcpExpect::Closed, true) => Err(Judged::Fail(format!("{} accepted a connection", self.address))),
+            (TcpExpect::Closed, true) => Err(Judged::Fail(format!(
+                "{} accepted a connection",
+                self.address
+            ))),
         };
         sample.judged(verdict)
     }

@@ -37,12 +37,15 @@ struct Leaf {
 }
 
 fn normalise_name(s: &str) -> String {
-    s.parse::<IpAddr>()
-        .map_or_else(|_| s.trim_end_matches('.').to_ascii_lowercase(), |ip| ip.to_string())
+    s.parse::<IpAddr>().map_or_else(
+        |_| s.trim_end_matches('.').to_ascii_lowercase(),
+        |ip| ip.to_string(),
+    )
 }
 
 fn read_leaf(der: &[u8]) -> Result<Leaf, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("cannot parse the certificate: {e}"))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("cannot parse the certificate: {e}"))?;
     let mut san = Vec::new();
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
         for name in &ext.value.general_names {
@@ -80,12 +83,21 @@ impl TlsCheck {
             .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']').to_owned())
             .unwrap_or_default();
         let name = p.server_name.clone().unwrap_or(host);
-        let server_name = ServerName::try_from(name.clone())
-            .map_err(|_| FieldError::new("/server_name", format!("{name:?} is not a valid server name")))?;
+        let server_name = ServerName::try_from(name.clone()).map_err(|_| {
+            FieldError::new(
+                "/server_name",
+                format!("{name:?} is not a valid server name"),
+            )
+        })?;
         p.server_name = Some(name);
         let insecure = p.insecure.unwrap_or(false);
         p.insecure = Some(insecure);
-        let issuer = p.issuer.as_ref().map(TextMatcher::compile).transpose().map_err(|m| FieldError::new("/issuer", m))?;
+        let issuer = p
+            .issuer
+            .as_ref()
+            .map(TextMatcher::compile)
+            .transpose()
+            .map_err(|m| FieldError::new("/issuer", m))?;
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
         let san = p.san.iter().flatten().map(|s| normalise_name(s)).collect();
@@ -94,10 +106,7 @@ impl TlsCheck {
             Self {
                 address: p.address,
                 server_name,
-                settings: TlsSettings {
-                    ca: p.ca,
-                    insecure,
-                },
+                settings: TlsSettings { ca: p.ca, insecure },
                 min_days: p.min_days,
                 san,
                 issuer,
@@ -124,7 +133,12 @@ impl TlsCheck {
             Ok(_) => None,
             Err(e) => match certificate_refusal(&e) {
                 Some(why) => Some(why),
-                None => return Sample::error(format!("tls handshake with {} failed: {e}", self.address)),
+                None => {
+                    return Sample::error(format!(
+                        "tls handshake with {} failed: {e}",
+                        self.address
+                    ));
+                }
             },
         };
         let Some(der) = verifier.seen().into_iter().next() else {
@@ -139,16 +153,30 @@ impl TlsCheck {
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let days_left = (leaf.not_after - now).div_euclid(86_400);
         let mut f = Map::new();
-        f.insert("verified".into(), Value::Bool(refusal.is_none() && !self.settings.insecure));
+        f.insert(
+            "verified".into(),
+            Value::Bool(refusal.is_none() && !self.settings.insecure),
+        );
         f.insert(
             "not_after".into(),
-            Value::String(verdict_core::contracts::Timestamp::from_unix_nanos(i128::from(leaf.not_after) * 1_000_000_000).to_string()),
+            Value::String(
+                verdict_core::contracts::Timestamp::from_unix_nanos(
+                    i128::from(leaf.not_after) * 1_000_000_000,
+                )
+                .to_string(),
+            ),
         );
         f.insert("days_left".into(), Value::from(days_left));
-        f.insert("san".into(), Value::Array(leaf.san.iter().cloned().map(Value::String).collect()));
+        f.insert(
+            "san".into(),
+            Value::Array(leaf.san.iter().cloned().map(Value::String).collect()),
+        );
         f.insert("issuer".into(), Value::String(leaf.issuer.clone()));
         f.insert("subject".into(), Value::String(leaf.subject.clone()));
-        f.insert("certificate_sha256".into(), Value::String(verdict_core::digest::raw(&der).to_string()));
+        f.insert(
+            "certificate_sha256".into(),
+            Value::String(verdict_core::digest::raw(&der).to_string()),
+        );
         let mut sample = Sample::observed(f.clone(), None);
         if !judge {
             f.remove("days_left");
@@ -159,17 +187,27 @@ impl TlsCheck {
         sample.judged(verdict)
     }
 
-    fn judge(&self, refusal: Option<String>, leaf: &Leaf, days_left: i64) -> Result<String, Judged> {
+    fn judge(
+        &self,
+        refusal: Option<String>,
+        leaf: &Leaf,
+        days_left: i64,
+    ) -> Result<String, Judged> {
         if let Some(why) = refusal {
             return Err(Judged::Fail(why));
         }
         if let Some(min) = self.min_days
             && days_left < i64::try_from(min).unwrap_or(i64::MAX)
         {
-            return Err(Judged::Fail(format!("certificate expires in {days_left} days, expected at least {min}")));
+            return Err(Judged::Fail(format!(
+                "certificate expires in {days_left} days, expected at least {min}"
+            )));
         }
         if let Some(missing) = self.san.iter().find(|s| !leaf.san.contains(s)) {
-            return Err(Judged::Fail(format!("certificate SAN {:?} lacks {missing}", leaf.san)));
+            return Err(Judged::Fail(format!(
+                "certificate SAN {:?} lacks {missing}",
+                leaf.san
+            )));
         }
         if let Some(m) = &self.issuer {
             m.check("issuer", &leaf.issuer).map_err(Judged::Fail)?;

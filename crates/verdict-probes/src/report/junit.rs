@@ -32,7 +32,12 @@ fn secs(ms: u64) -> String {
 #[must_use]
 pub fn render(report: &Report) -> String {
     let c = &report.rollup.counts;
-    let time: u64 = report.criteria.iter().map(|r| r.duration_ms).max().unwrap_or(0);
+    let time: u64 = report
+        .criteria
+        .iter()
+        .map(|r| r.duration_ms)
+        .max()
+        .unwrap_or(0);
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
@@ -64,7 +69,11 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(s, "    </properties>");
     for r in &report.criteria {
         let role = format!("{:?}", r.role).to_lowercase();
-        let class = format!("verdict.{role}.{}{}", r.mode.as_str(), if r.required { "" } else { ".optional" });
+        let class = format!(
+            "verdict.{role}.{}{}",
+            r.mode.as_str(),
+            if r.required { "" } else { ".optional" }
+        );
         let _ = write!(
             s,
             "    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"",
@@ -79,17 +88,30 @@ pub fn render(report: &Report) -> String {
             }
             CheckOutcome::Fail => {
                 let _ = writeln!(s, ">");
-                let _ = writeln!(s, "      <failure message=\"{}\" type=\"fail\">{}</failure>", esc(&r.reason), esc(&detail));
+                let _ = writeln!(
+                    s,
+                    "      <failure message=\"{}\" type=\"fail\">{}</failure>",
+                    esc(&r.reason),
+                    esc(&detail)
+                );
             }
             CheckOutcome::Error => {
                 let _ = writeln!(s, ">");
-                let _ = writeln!(s, "      <error message=\"{}\" type=\"error\">{}</error>", esc(&r.reason), esc(&detail));
+                let _ = writeln!(
+                    s,
+                    "      <error message=\"{}\" type=\"error\">{}</error>",
+                    esc(&r.reason),
+                    esc(&detail)
+                );
             }
         }
         let _ = writeln!(
             s,
             "      <system-out>{}</system-out>",
-            esc(&format!("{}\ndefinition_digest: {}\nsamples: {}", r.reason, r.definition_digest, r.samples))
+            esc(&format!(
+                "{}\ndefinition_digest: {}\nsamples: {}",
+                r.reason, r.definition_digest, r.samples
+            ))
         );
         let _ = writeln!(s, "    </testcase>");
     }

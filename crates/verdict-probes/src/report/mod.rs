@@ -27,7 +27,9 @@ impl std::str::FromStr for Format {
             "json" => Ok(Self::Json),
             "junit" => Ok(Self::Junit),
             "tap" => Ok(Self::Tap),
-            other => Err(format!("unknown format {other:?} (expected table, json, junit or tap)")),
+            other => Err(format!(
+                "unknown format {other:?} (expected table, json, junit or tap)"
+            )),
         }
     }
 }
@@ -38,7 +40,8 @@ pub fn render(report: &Report, format: Format, color: bool) -> String {
     match format {
         Format::Table => table::render(report, color),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+            let mut s = serde_json::to_string_pretty(report)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
             s.push('\n');
             s
         }

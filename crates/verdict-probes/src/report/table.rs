@@ -28,9 +28,19 @@ pub fn secs(ms: u64) -> String {
 /// Renders the table.
 #[must_use]
 pub fn render(report: &Report, color: bool) -> String {
-    let idw = report.criteria.iter().map(|r| r.id.as_str().len()).max().unwrap_or(9).max(9);
+    let idw = report
+        .criteria
+        .iter()
+        .map(|r| r.id.as_str().len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
     let mut s = String::new();
-    let _ = writeln!(s, "{:<6}  {:<idw$}  {:<12}  {:<9}  {:>7}  REASON", "STATUS", "CRITERION", "ROLE", "MODE", "TIME");
+    let _ = writeln!(
+        s,
+        "{:<6}  {:<idw$}  {:<12}  {:<9}  {:>7}  REASON",
+        "STATUS", "CRITERION", "ROLE", "MODE", "TIME"
+    );
     for r in &report.criteria {
         let role = format!("{:?}", r.role).to_lowercase() + if r.required { "" } else { "?" };
         let _ = writeln!(
@@ -58,14 +68,23 @@ pub fn render(report: &Report, color: bool) -> String {
         super::score(report.rollup.cat_v)
     );
     if let Some(a) = &report.agent {
-        let how = a
-            .exit_code
-            .map_or_else(|| a.note.clone().unwrap_or_default(), |c| format!("exit code {c}"));
+        let how = a.exit_code.map_or_else(
+            || a.note.clone().unwrap_or_default(),
+            |c| format!("exit code {c}"),
+        );
         let _ = writeln!(s, "agent: {} ({how})", a.argv.join(" "));
     }
     if report.interrupted {
         let _ = writeln!(s, "the run was stopped before every criterion finished");
     }
-    let _ = writeln!(s, "{}", if report.passed { "every required criterion passed" } else { "NOT every required criterion passed" });
+    let _ = writeln!(
+        s,
+        "{}",
+        if report.passed {
+            "every required criterion passed"
+        } else {
+            "NOT every required criterion passed"
+        }
+    );
     s
 }

@@ -22,8 +22,16 @@ pub fn render(report: &Report) -> String {
     let mut s = String::from("TAP version 14\n");
     let _ = writeln!(s, "1..{}", report.criteria.len());
     for (i, r) in report.criteria.iter().enumerate() {
-        let ok = if r.outcome == CheckOutcome::Pass { "ok" } else { "not ok" };
-        let todo = if !r.required && r.outcome != CheckOutcome::Pass { " # TODO optional criterion" } else { "" };
+        let ok = if r.outcome == CheckOutcome::Pass {
+            "ok"
+        } else {
+            "not ok"
+        };
+        let todo = if !r.required && r.outcome != CheckOutcome::Pass {
+            " # TODO optional criterion"
+        } else {
+            ""
+        };
         let _ = writeln!(s, "{ok} {} - {}{todo}", i + 1, desc(r.id.as_str()));
         let _ = writeln!(s, "  ---");
         let _ = writeln!(s, "  outcome: {}", r.outcome.as_str());
@@ -33,7 +41,11 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(s, "  required: {}", r.required);
         let _ = writeln!(s, "  samples: {}", r.samples);
         let _ = writeln!(s, "  duration_ms: {}", r.duration_ms);
-        let _ = writeln!(s, "  definition_digest: {}", q(r.definition_digest.as_str()));
+        let _ = writeln!(
+            s,
+            "  definition_digest: {}",
+            q(r.definition_digest.as_str())
+        );
         if let Some(ch) = &r.changes
             && !ch.is_empty()
         {

@@ -18,7 +18,10 @@ pub fn spec(yaml: &str) -> Spec {
 }
 
 pub fn spec_vars(yaml: &str, vars: &[(&str, &str)]) -> Spec {
-    let v: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let v: BTreeMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     match load::load_bytes(yaml.as_bytes(), Format::Yaml, &v) {
         Ok(s) => s,
         Err(e) => panic!("spec refused: {e}\n{yaml}"),
@@ -28,7 +31,10 @@ pub fn spec_vars(yaml: &str, vars: &[(&str, &str)]) -> Spec {
 pub fn problem(yaml: &str) -> verdict_probes::error::Problem {
     match load::load_bytes(yaml.as_bytes(), Format::Yaml, &BTreeMap::new()) {
         Ok(_) => panic!("spec accepted:\n{yaml}"),
-        Err(e) => e.problem().cloned().unwrap_or_else(|| panic!("not a located problem: {e}")),
+        Err(e) => e
+            .problem()
+            .cloned()
+            .unwrap_or_else(|| panic!("not a located problem: {e}")),
     }
 }
 
@@ -79,18 +85,26 @@ struct Scripts {
 }
 
 /// A loopback HTTP server whose answers the test scripts: `/s/NAME` answers the next step of
-/// queue NAME (the last step repeats); `/echo` answers the request as JSON.
+/// queue NAME (the last step repeats); `/redirect/NAME` redirects there; `/echo` answers the
+/// request as JSON.
 pub struct Http {
     pub addr: SocketAddr,
     state: Arc<Mutex<Scripts>>,
 }
 
-async fn scripted(State(st): State<Arc<Mutex<Scripts>>>, Path(name): Path<String>) -> impl IntoResponse {
+async fn scripted(
+    State(st): State<Arc<Mutex<Scripts>>>,
+    Path(name): Path<String>,
+) -> impl IntoResponse {
     let step = {
         let mut s = st.lock().unwrap();
         *s.hits.entry(name.clone()).or_default() += 1;
         let q = s.queues.entry(name).or_default();
-        if q.len() > 1 { q.pop_front() } else { q.front().cloned() }
+        if q.len() > 1 {
+            q.pop_front()
+        } else {
+            q.front().cloned()
+        }
     };
     let step = step.unwrap_or_else(|| self::step(404, "no script"));
     if step.delay_ms > 0 {
@@ -98,7 +112,19 @@ async fn scripted(State(st): State<Arc<Mutex<Scripts>>>, Path(name): Path<String
     }
     let mut headers = HeaderMap::new();
     headers.insert("x-served-by", "verdict-test".parse().unwrap());
-    (StatusCode::from_u16(step.status).unwrap(), headers, step.body)
+    (
+        StatusCode::from_u16(step.status).unwrap(),
+        headers,
+        step.body,
+    )
+}
+
+async fn redirect(Path(name): Path<String>) -> impl IntoResponse {
+    (
+        StatusCode::FOUND,
+        [(axum::http::header::LOCATION, format!("/s/{name}"))],
+        "moved",
+    )
 }
 
 async fn echo(method: Method, headers: HeaderMap, body: String) -> impl IntoResponse {
@@ -115,8 +141,11 @@ impl Http {
         let app = axum::Router::new()
             .route("/s/{name}", any(scripted))
             .route("/echo", any(echo))
+            .route("/redirect/{name}", any(redirect))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -129,17 +158,28 @@ impl Http {
     }
 
     pub fn script(&self, name: &str, steps: Vec<Step>) {
-        self.state.lock().unwrap().queues.insert(name.to_owned(), steps.into());
+        self.state
+            .lock()
+            .unwrap()
+            .queues
+            .insert(name.to_owned(), steps.into());
     }
 
     pub fn hits(&self, name: &str) -> usize {
-        self.state.lock().unwrap().hits.get(name).copied().unwrap_or(0)
+        self.state
+            .lock()
+            .unwrap()
+            .hits
+            .get(name)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
 /// A certificate authority and a leaf it signed, made for one test.
 pub struct Pki {
-    pub dir: tempfile::TempDir,
+    /// Keeps the CA file alive as long as the test needs it.
+    _dir: tempfile::TempDir,
     pub ca_path: std::path::PathBuf,
     pub chain: Vec<rustls::pki_types::CertificateDer<'static>>,
     pub key: rustls::pki_types::PrivateKeyDer<'static>,
@@ -151,13 +191,17 @@ pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "Verdict Test CA");
-    ca.distinguished_name.push(DnType::OrganizationName, "Verdict Tests");
+    ca.distinguished_name
+        .push(DnType::CommonName, "Verdict Test CA");
+    ca.distinguished_name
+        .push(DnType::OrganizationName, "Verdict Tests");
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca, ca_key);
     let leaf_key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
-    leaf.distinguished_name.push(DnType::CommonName, "localhost");
+    let mut leaf =
+        CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "localhost");
     leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
     leaf.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
@@ -165,7 +209,7 @@ pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
     let ca_path = dir.path().join("ca.pem");
     std::fs::write(&ca_path, ca_cert.pem()).unwrap();
     Pki {
-        dir,
+        _dir: dir,
         ca_path,
         chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
         key: rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
@@ -174,21 +218,29 @@ pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
 
 /// A loopback HTTPS server answering every request `200 ok` (hand-written HTTP/1.1).
 pub async fn https(pki: &Pki) -> SocketAddr {
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(pki.chain.clone(), pki.key.clone_key())
-        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+    .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 1024];
                 while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -216,24 +268,38 @@ pub async fn dns(records: &[(&str, &[Ipv4Addr])]) -> SocketAddr {
         .iter()
         .map(|(n, ips)| (n.trim_end_matches('.').to_ascii_lowercase(), ips.to_vec()))
         .collect();
-    let sock = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let sock = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
     let addr = sock.local_addr().unwrap();
     tokio::spawn(async move {
         let mut buf = [0u8; 1500];
         loop {
-            let Ok((n, peer)) = sock.recv_from(&mut buf).await else { return };
-            let Ok(req) = Message::from_vec(&buf[..n]) else { continue };
+            let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
+                return;
+            };
+            let Ok(req) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
             let mut resp = Message::response(req.metadata.id, req.metadata.op_code);
             resp.metadata.recursion_desired = req.metadata.recursion_desired;
             resp.metadata.recursion_available = true;
             resp.metadata.authoritative = true;
             resp.add_queries(req.queries.iter().cloned());
             if let Some(q) = req.queries.first() {
-                let name = q.name().to_ascii().trim_end_matches('.').to_ascii_lowercase();
+                let name = q
+                    .name()
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase();
                 match table.get(&name) {
                     Some(ips) if q.query_type() == RecordType::A => {
                         for ip in ips {
-                            resp.add_answer(Record::from_rdata(q.name().clone(), 60, RData::A(A(*ip))));
+                            resp.add_answer(Record::from_rdata(
+                                q.name().clone(),
+                                60,
+                                RData::A(A(*ip)),
+                            ));
                         }
                     }
                     Some(_) => {}
@@ -250,6 +316,8 @@ pub async fn dns(records: &[(&str, &[Ipv4Addr])]) -> SocketAddr {
 
 /// A TCP port that was just free (nothing listens on it).
 pub async fn closed_port() -> u16 {
-    let l = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let l = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
     l.local_addr().unwrap().port()
 }

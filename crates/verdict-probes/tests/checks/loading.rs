@@ -21,14 +21,21 @@ fn unknown_fields_are_refused_with_criterion_and_position() {
 
     let top = problem("version: 1\ncritera: []\n");
     assert!(top.message.contains("unknown field `critera`"), "{top}");
-    let crit = problem(&one("  - id: web\n    requried: true\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n"));
+    let crit = problem(&one(
+        "  - id: web\n    requried: true\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
     assert!(crit.message.contains("requried"), "{crit}");
     assert_eq!(crit.line, Some(4));
 }
 
 #[test]
 fn bad_durations_are_refused() {
-    for (bad, why) in [("30", "needs a unit"), ("5d", "unknown unit"), ("1s1m", "misorders"), ("-1s", "unknown unit")] {
+    for (bad, why) in [
+        ("30", "needs a unit"),
+        ("5d", "unknown unit"),
+        ("1s1m", "misorders"),
+        ("-1s", "unknown unit"),
+    ] {
         let p = problem(&one(&format!(
             "  - id: slow\n    timeout: {bad}\n    probe: {{kind: tcp, address: '127.0.0.1:1'}}\n"
         )));
@@ -44,10 +51,15 @@ fn weights_must_be_finite_and_positive() {
         let p = problem(&one(&format!(
             "  - id: w\n    weight: {bad}\n    mode: assert\n    probe: {{kind: tcp, address: '127.0.0.1:1'}}\n"
         )));
-        assert!(p.message.contains("weight") || p.message.contains("not finite"), "{bad}: {p}");
+        assert!(
+            p.message.contains("weight") || p.message.contains("not finite"),
+            "{bad}: {p}"
+        );
         assert_eq!(p.line, Some(4), "{bad}: {p}");
     }
-    let ok = spec(&one("  - id: w\n    weight: 2.5\n    mode: assert\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n"));
+    let ok = spec(&one(
+        "  - id: w\n    weight: 2.5\n    mode: assert\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
     assert!((ok.checks[0].weight - 2.5).abs() < f64::EPSILON);
 }
 
@@ -56,9 +68,14 @@ fn hold_refuses_interval_zero_and_needs_a_window() {
     let p = problem(&one(
         "  - id: h\n    role: safety\n    mode: hold\n    window: 10s\n    interval: 0\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
     ));
-    assert!(p.message.contains("interval: 0 is refused in hold mode"), "{p}");
+    assert!(
+        p.message.contains("interval: 0 is refused in hold mode"),
+        "{p}"
+    );
     assert_eq!(p.line, Some(7));
-    let p = problem(&one("  - id: h\n    mode: hold\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n"));
+    let p = problem(&one(
+        "  - id: h\n    mode: hold\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
     assert!(p.message.contains("needs a window"), "{p}");
     let p = problem(&one(
         "  - id: h\n    mode: hold\n    window: 10s\n    timeout: 5s\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
@@ -98,7 +115,9 @@ fn invalid_regex_cel_and_jsonpath_are_refused_at_load() {
     ));
     assert_eq!(ignore.pointer, "/criteria/0/ignore/1");
 
-    let log = problem(&one("  - id: log\n    probe: {kind: log, file: x.log, matches: '['}\n"));
+    let log = problem(&one(
+        "  - id: log\n    probe: {kind: log, file: x.log, matches: '['}\n",
+    ));
     assert!(log.message.contains("invalid regex"), "{log}");
 }
 
@@ -113,10 +132,24 @@ fn duplicate_ids_are_an_error_not_an_overwrite() {
 
 #[test]
 fn duplicate_keys_are_refused_in_yaml_and_json() {
-    let yaml = load::load_bytes(b"version: 1\nversion: 1\ncriteria: []\n", Format::Yaml, &BTreeMap::new()).unwrap_err();
-    assert!(yaml.to_string().contains("duplicate object key \"version\""), "{yaml}");
+    let yaml = load::load_bytes(
+        b"version: 1\nversion: 1\ncriteria: []\n",
+        Format::Yaml,
+        &BTreeMap::new(),
+    )
+    .unwrap_err();
+    assert!(
+        yaml.to_string()
+            .contains("duplicate object key \"version\""),
+        "{yaml}"
+    );
     assert_eq!(yaml.problem().unwrap().line, Some(2));
-    let json = load::load_bytes(br#"{"version": 1, "criteria": [], "version": 1}"#, Format::Json, &BTreeMap::new()).unwrap_err();
+    let json = load::load_bytes(
+        br#"{"version": 1, "criteria": [], "version": 1}"#,
+        Format::Json,
+        &BTreeMap::new(),
+    )
+    .unwrap_err();
     assert!(json.to_string().contains("duplicate object key"), "{json}");
 }
 
@@ -132,7 +165,11 @@ fn json_specs_are_read_strictly_and_located() {
     let p = e.problem().unwrap();
     assert_eq!(p.criterion.as_deref(), Some("x"));
     assert_eq!(p.line, Some(4), "{p}");
-    let big = load::load_bytes(br#"{"version": 9007199254740993, "criteria": []}"#, Format::Json, &BTreeMap::new());
+    let big = load::load_bytes(
+        br#"{"version": 9007199254740993, "criteria": []}"#,
+        Format::Json,
+        &BTreeMap::new(),
+    );
     assert!(big.is_err());
 }
 
@@ -142,12 +179,23 @@ fn variables_are_substituted_and_change_the_digest() {
     let a = spec(text);
     let same = spec_vars(text, &[("ns", "shop")]);
     let b = spec_vars(text, &[("ns", "prod")]);
-    assert_eq!(a.checks[0].definition_digest, same.checks[0].definition_digest);
+    assert_eq!(
+        a.checks[0].definition_digest,
+        same.checks[0].definition_digest
+    );
     assert_ne!(a.checks[0].definition_digest, b.checks[0].definition_digest);
-    assert_eq!(b.checks[0].definition["probe"]["source"]["command"][4], "prod");
+    assert_eq!(
+        b.checks[0].definition["probe"]["source"]["command"][4],
+        "prod"
+    );
 
-    let undefined = problem("version: 1\ncriteria:\n  - id: x\n    probe: {kind: tcp, address: '{{host}}:80'}\n");
-    assert!(undefined.message.contains("undefined variable \"host\""), "{undefined}");
+    let undefined = problem(
+        "version: 1\ncriteria:\n  - id: x\n    probe: {kind: tcp, address: '{{host}}:80'}\n",
+    );
+    assert!(
+        undefined.message.contains("undefined variable \"host\""),
+        "{undefined}"
+    );
     assert_eq!(undefined.criterion.as_deref(), Some("x"));
     assert_eq!(undefined.pointer, "/criteria/0/probe/address");
 }
@@ -159,7 +207,10 @@ fn a_variable_cannot_change_the_structure_of_a_spec() {
         "version: 1\ncriteria:\n  - id: x\n    mode: assert\n    probe: {kind: command, argv: [echo, '{{v}}']}\n",
         &[("v", "a]\n    extra: [1")],
     );
-    assert_eq!(s.checks[0].definition["probe"]["argv"][1], "a]\n    extra: [1");
+    assert_eq!(
+        s.checks[0].definition["probe"]["argv"][1],
+        "a]\n    extra: [1"
+    );
 }
 
 #[test]
@@ -181,21 +232,32 @@ fn normalisation_fills_defaults_and_is_idempotent() {
     assert!(d.get("window").is_none());
 
     // The normalised definition is itself a criterion and normalises to itself.
-    let again = format!("version: 1\ncriteria:\n  - {}\n", serde_json::to_string(d).unwrap());
+    let again = format!(
+        "version: 1\ncriteria:\n  - {}\n",
+        serde_json::to_string(d).unwrap()
+    );
     let s2 = spec(&again);
     assert_eq!(&s2.checks[0].definition, d);
-    assert_eq!(s2.checks[0].definition_digest, s.checks[0].definition_digest);
+    assert_eq!(
+        s2.checks[0].definition_digest,
+        s.checks[0].definition_digest
+    );
 
     // Without the description, the same digest.
     let s3 = spec(
         "version: 1\ndefaults: {timeout: 120s}\ncriteria:\n  - id: web\n    probe: {kind: http, url: 'http://127.0.0.1:8080/healthz'}\n",
     );
-    assert_eq!(s3.checks[0].definition_digest, s.checks[0].definition_digest);
+    assert_eq!(
+        s3.checks[0].definition_digest,
+        s.checks[0].definition_digest
+    );
 }
 
 #[test]
 fn the_digest_is_the_raw_sha256_of_the_canonical_definition() {
-    let s = spec("version: 1\ncriteria:\n  - id: t\n    mode: assert\n    probe: {kind: tcp, address: '127.0.0.1:9'}\n");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: t\n    mode: assert\n    probe: {kind: tcp, address: '127.0.0.1:9'}\n",
+    );
     let c = &s.checks[0];
     let canonical = verdict_core::canonical::to_vec(&c.definition);
     assert_eq!(c.definition_digest, verdict_core::digest::raw(&canonical));
@@ -207,10 +269,20 @@ fn the_digest_is_the_raw_sha256_of_the_canonical_definition() {
 
 #[test]
 fn mode_fields_that_do_not_apply_are_refused() {
-    let p = problem(&one("  - id: a\n    mode: assert\n    window: 5s\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n"));
-    assert!(p.message.contains("window does not apply to assert mode"), "{p}");
-    let p = problem(&one("  - id: a\n    ignore: ['$.x']\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n"));
-    assert!(p.message.contains("ignore does not apply to converge mode"), "{p}");
+    let p = problem(&one(
+        "  - id: a\n    mode: assert\n    window: 5s\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
+    assert!(
+        p.message.contains("window does not apply to assert mode"),
+        "{p}"
+    );
+    let p = problem(&one(
+        "  - id: a\n    ignore: ['$.x']\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
+    assert!(
+        p.message.contains("ignore does not apply to converge mode"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -222,20 +294,49 @@ fn probe_definitions_are_checked() {
         ("{kind: tcp, address: 'nohost'}", "host:port"),
         ("{kind: command}", "needs argv"),
         ("{kind: command, argv: [a], shell: b}", "not both"),
-        ("{kind: json, source: {}}", "exactly one of command, file, url"),
-        ("{kind: json, source: {file: a, url: 'http://x/'}}", "exactly one of command, file, url"),
-        ("{kind: json, source: {file: a}, quantifier: most}", "unknown quantifier"),
-        ("{kind: json, source: {file: a}, quantifier: {count: {min: 3, max: 1}}}", "above max"),
+        (
+            "{kind: json, source: {}}",
+            "exactly one of command, file, url",
+        ),
+        (
+            "{kind: json, source: {file: a, url: 'http://x/'}}",
+            "exactly one of command, file, url",
+        ),
+        (
+            "{kind: json, source: {file: a}, quantifier: most}",
+            "unknown quantifier",
+        ),
+        (
+            "{kind: json, source: {file: a}, quantifier: {count: {min: 3, max: 1}}}",
+            "above max",
+        ),
         ("{kind: file, path: a, mode: '999'}", "octal"),
         ("{kind: file, path: a, sha256: 'abc'}", "64 lowercase hex"),
-        ("{kind: file, path: a, exists: false, size: {min: 1}}", "cannot be combined"),
-        ("{kind: dns, name: x, contains: [not-an-ip]}", "not an ip address"),
-        ("{kind: http, url: 'http://x/', status: 700}", "not an http status"),
-        ("{kind: http, url: 'http://x/', body: {}}", "at least one of"),
+        (
+            "{kind: file, path: a, exists: false, size: {min: 1}}",
+            "cannot be combined",
+        ),
+        (
+            "{kind: dns, name: x, contains: [not-an-ip]}",
+            "not an ip address",
+        ),
+        (
+            "{kind: http, url: 'http://x/', status: 700}",
+            "not an http status",
+        ),
+        (
+            "{kind: http, url: 'http://x/', body: {}}",
+            "at least one of",
+        ),
         ("{kind: tcp, address: 'h:1', timeout: 0}", "greater than 0"),
-        ("{kind: log, file: a, command: [b], matches: x}", "exactly one of file, command"),
+        (
+            "{kind: log, file: a, command: [b], matches: x}",
+            "exactly one of file, command",
+        ),
     ] {
-        let p = problem(&one(&format!("  - id: p\n    mode: assert\n    probe: {probe}\n")));
+        let p = problem(&one(&format!(
+            "  - id: p\n    mode: assert\n    probe: {probe}\n"
+        )));
         assert!(p.message.contains(needle), "{probe}: {p}");
         assert_eq!(p.criterion.as_deref(), Some("p"));
     }
@@ -243,8 +344,16 @@ fn probe_definitions_are_checked() {
 
 #[test]
 fn specs_need_version_one_and_criteria() {
-    assert!(problem("version: 2\ncriteria: []\n").message.contains("unsupported spec version"));
-    assert!(problem("version: 1\ncriteria: []\n").message.contains("at least one criterion"));
+    assert!(
+        problem("version: 2\ncriteria: []\n")
+            .message
+            .contains("unsupported spec version")
+    );
+    assert!(
+        problem("version: 1\ncriteria: []\n")
+            .message
+            .contains("at least one criterion")
+    );
     assert!(problem("criteria: []\n").message.contains("version"));
     assert!(problem("- 1\n").message.contains("object"));
 }

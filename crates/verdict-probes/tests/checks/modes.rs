@@ -10,7 +10,14 @@ use verdict_probes::runner::{self, Quiet, RunOptions, StopReason, Stopper};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn converge_succeeds_late() {
     let h = Http::start().await;
-    h.script("late", vec![step(503, "starting"), step(503, "starting"), step(200, "ok")]);
+    h.script(
+        "late",
+        vec![
+            step(503, "starting"),
+            step(503, "starting"),
+            step(200, "ok"),
+        ],
+    );
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: web\n    timeout: 10s\n    interval: 50ms\n    probe: {{kind: http, url: '{}', status: 200}}\n",
         h.url("/s/late")
@@ -28,7 +35,12 @@ async fn transient_503_and_timeouts_do_not_end_a_converge() {
     let h = Http::start().await;
     h.script(
         "flaky",
-        vec![step(503, "busy"), slow(200, "late", 2000), step(429, "slow down"), step(200, "ok")],
+        vec![
+            step(503, "busy"),
+            slow(200, "late", 2000),
+            step(429, "slow down"),
+            step(200, "ok"),
+        ],
     );
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: web\n    timeout: 10s\n    interval: 50ms\n    max_interval: 100ms\n    probe: {{kind: http, url: '{}', status: 200, timeout: 300ms}}\n",
@@ -40,7 +52,11 @@ async fn transient_503_and_timeouts_do_not_end_a_converge() {
     assert_eq!(w.samples, 4);
     let outcomes: Vec<_> = w.observations.iter().map(|o| o.outcome).collect();
     assert_eq!(outcomes, [Fail, Error, Fail, Pass]);
-    assert!(w.observations[1].reason.contains("timed out after 300ms"), "{}", w.observations[1].reason);
+    assert!(
+        w.observations[1].reason.contains("timed out after 300ms"),
+        "{}",
+        w.observations[1].reason
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,8 +72,17 @@ async fn converge_that_times_out_shows_the_last_error() {
     assert_eq!(w.outcome, Fail, "{}", w.reason);
     assert!(w.reason.contains("did not pass within 1s"), "{}", w.reason);
     assert!(w.reason.contains("last: status 500"), "{}", w.reason);
-    assert!(w.reason.contains("last error (observation 1): timed out after 200ms"), "{}", w.reason);
-    assert!(w.samples >= 3, "kept polling after the error: {}", w.samples);
+    assert!(
+        w.reason
+            .contains("last error (observation 1): timed out after 200ms"),
+        "{}",
+        w.reason
+    );
+    assert!(
+        w.samples >= 3,
+        "kept polling after the error: {}",
+        w.samples
+    );
 
     // Only errors: the criterion is an error, with the last one shown.
     let port = closed_port().await;
@@ -68,7 +93,11 @@ async fn converge_that_times_out_shows_the_last_error() {
     assert_eq!(result(&r, "down").outcome, Fail);
     let e = result(&r, "refused");
     assert_eq!(e.outcome, Error, "{}", e.reason);
-    assert!(e.reason.contains("did not pass within 300ms"), "{}", e.reason);
+    assert!(
+        e.reason.contains("did not pass within 300ms"),
+        "{}",
+        e.reason
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +118,12 @@ async fn hold_fails_on_one_bad_sample_in_the_middle() {
     let h = Http::start().await;
     h.script(
         "svc",
-        vec![step(200, "ok"), step(200, "ok"), step(500, "oops"), step(200, "ok")],
+        vec![
+            step(200, "ok"),
+            step(200, "ok"),
+            step(500, "oops"),
+            step(200, "ok"),
+        ],
     );
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: no-5xx\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 50ms\n    probe: {{kind: http, url: '{}', status: 200}}\n",
@@ -98,7 +132,11 @@ async fn hold_fails_on_one_bad_sample_in_the_middle() {
     let r = run(&s).await;
     let c = result(&r, "no-5xx");
     assert_eq!(c.outcome, Fail, "{}", c.reason);
-    assert!(c.reason.contains("violated at sample 3 of 21"), "{}", c.reason);
+    assert!(
+        c.reason.contains("violated at sample 3 of 21"),
+        "{}",
+        c.reason
+    );
     assert_eq!(c.samples, 3, "a violation ends the hold");
     assert!(!r.passed);
 }
@@ -126,7 +164,10 @@ async fn hold_with_a_sample_that_could_not_observe_is_an_error() {
     let n = dir.path().join("n");
     std::fs::write(&n, "0").unwrap();
     // The third sample hangs past the probe timeout.
-    let script = format!("n=$(cat '{p}'); echo $((n+1)) > '{p}'; if [ \"$n\" = 2 ]; then sleep 5; fi", p = n.display());
+    let script = format!(
+        "n=$(cat '{p}'); echo $((n+1)) > '{p}'; if [ \"$n\" = 2 ]; then sleep 5; fi",
+        p = n.display()
+    );
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: h\n    role: safety\n    mode: hold\n    window: 400ms\n    interval: 100ms\n    probe: {{kind: command, argv: [sh, -c, {}], timeout: 200ms}}\n",
         serde_json::to_string(&script).unwrap()
@@ -157,7 +198,11 @@ async fn hold_cut_short_by_the_deadline_is_an_error_never_a_pass() {
     assert_eq!(l.outcome, Error, "{}", l.reason);
     assert!(l.reason.contains("window cut short"), "{}", l.reason);
     assert!(l.reason.contains("run deadline"), "{}", l.reason);
-    assert!(l.samples >= 2, "what was observed is reported: {}", l.samples);
+    assert!(
+        l.samples >= 2,
+        "what was observed is reported: {}",
+        l.samples
+    );
     assert!(r.interrupted);
     assert!(!r.passed);
 }
@@ -186,8 +231,16 @@ async fn stopping_a_run_reports_what_was_observed() {
     assert!(l.reason.contains("interrupted"), "{}", l.reason);
     assert!(l.samples > 0);
     let w = result(&r, "waiting");
-    assert_eq!(w.outcome, Error, "an interrupted converge is not a fail: {}", w.reason);
-    assert!(w.reason.contains("last observation: status 503"), "{}", w.reason);
+    assert_eq!(
+        w.outcome, Error,
+        "an interrupted converge is not a fail: {}",
+        w.reason
+    );
+    assert!(
+        w.reason.contains("last observation: status 503"),
+        "{}",
+        w.reason
+    );
 }
 
 fn json_file(dir: &std::path::Path, rv: &str, replicas: u32, label: &str) -> std::path::PathBuf {
@@ -221,8 +274,20 @@ async fn unchanged_with_and_without_ignored_paths() {
     let r = run_with(&s, opts.clone()).await;
     let strict = result(&r, "strict");
     assert_eq!(strict.outcome, Fail);
-    let paths: Vec<&str> = strict.changes.as_ref().unwrap().iter().map(|c| c.path.as_str()).collect();
-    assert_eq!(paths, ["$['metadata']['managedFields'][0]['time']", "$['metadata']['resourceVersion']"]);
+    let paths: Vec<&str> = strict
+        .changes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "$['metadata']['managedFields'][0]['time']",
+            "$['metadata']['resourceVersion']"
+        ]
+    );
     let lenient = result(&r, "lenient");
     assert_eq!(lenient.outcome, Pass, "{}", lenient.reason);
     assert_eq!(r.rollup.cat_v, Some(0.0));
@@ -232,23 +297,51 @@ async fn unchanged_with_and_without_ignored_paths() {
     let r = run_with(&s, opts).await;
     let lenient = result(&r, "lenient");
     assert_eq!(lenient.outcome, Fail);
-    let paths: Vec<&str> = lenient.changes.as_ref().unwrap().iter().map(|c| c.path.as_str()).collect();
-    assert_eq!(paths, ["$['metadata']['labels']['app.kubernetes.io/name']", "$['spec']['replicas']"]);
-    assert!(lenient.reason.contains("2 paths changed"), "{}", lenient.reason);
+    let paths: Vec<&str> = lenient
+        .changes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "$['metadata']['labels']['app.kubernetes.io/name']",
+            "$['spec']['replicas']"
+        ]
+    );
+    assert!(
+        lenient.reason.contains("2 paths changed"),
+        "{}",
+        lenient.reason
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_without_a_matching_baseline_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = json_file(dir.path(), "1", 2, "web");
-    let text = |path: &str| format!("version: 1\ncriteria:\n  - id: same\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{path}'}}}}\n");
+    let text = |path: &str| {
+        format!(
+            "version: 1\ncriteria:\n  - id: same\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{path}'}}}}\n"
+        )
+    };
     let s = spec(&text(&f.display().to_string()));
     let r = run(&s).await;
     assert_eq!(result(&r, "same").outcome, Error);
     assert!(result(&r, "same").reason.contains("no baseline"));
     // A baseline taken with another definition is not comparable.
-    let other = spec(&text(&format!("{}/../{}", dir.path().display(), f.strip_prefix(dir.path().parent().unwrap()).unwrap().display())));
-    let b = runner::take_baseline(&other, 1, &Stopper::new()).await.unwrap();
+    let other = spec(&text(&format!(
+        "{}/../{}",
+        dir.path().display(),
+        f.strip_prefix(dir.path().parent().unwrap())
+            .unwrap()
+            .display()
+    )));
+    let b = runner::take_baseline(&other, 1, &Stopper::new())
+        .await
+        .unwrap();
     let r = run_with(
         &s,
         RunOptions {
@@ -258,10 +351,16 @@ async fn unchanged_without_a_matching_baseline_is_an_error() {
     )
     .await;
     assert_eq!(result(&r, "same").outcome, Error);
-    assert!(result(&r, "same").reason.contains("another definition"), "{}", result(&r, "same").reason);
+    assert!(
+        result(&r, "same").reason.contains("another definition"),
+        "{}",
+        result(&r, "same").reason
+    );
     // A source that cannot be read cannot be snapshotted: no baseline at all.
     let missing = spec(&text("/nonexistent/ns.json"));
-    let failures = runner::take_baseline(&missing, 1, &Stopper::new()).await.unwrap_err();
+    let failures = runner::take_baseline(&missing, 1, &Stopper::new())
+        .await
+        .unwrap_err();
     assert_eq!(failures[0].0, "same");
 }
 
@@ -298,7 +397,12 @@ async fn during_catches_a_violation_that_recovers_before_the_agent_ends() {
     assert_eq!(agent.exit_code, Some(0));
     // Sampling started before the agent did.
     let ts = |s: &str| s.parse::<verdict_core::contracts::Timestamp>().unwrap();
-    assert!(ts(&up.observations[0].at) <= ts(&agent.started_at), "{} > {}", up.observations[0].at, agent.started_at);
+    assert!(
+        ts(&up.observations[0].at) <= ts(&agent.started_at),
+        "{} > {}",
+        up.observations[0].at,
+        agent.started_at
+    );
     assert!(!r.passed);
 }
 
@@ -321,7 +425,11 @@ async fn during_holds_sample_for_the_whole_agent_run() {
     .await;
     let c = result(&r, "stays");
     assert_eq!(c.outcome, Pass, "{}", c.reason);
-    assert!(c.samples > 3, "kept sampling past its window while the agent ran: {}", c.samples);
+    assert!(
+        c.samples > 3,
+        "kept sampling past its window while the agent ran: {}",
+        c.samples
+    );
     assert_eq!(r.rollup.cat_v, Some(1.0));
     assert!(r.passed);
 }
@@ -337,7 +445,10 @@ async fn during_compares_unchanged_criteria_with_the_state_before_the_agent() {
     let agent = vec![
         "sh".to_owned(),
         "-c".to_owned(),
-        format!("sed -i 's/\"replicas\":2/\"replicas\":0/' '{}'", f.display()),
+        format!(
+            "sed -i 's/\"replicas\":2/\"replicas\":0/' '{}'",
+            f.display()
+        ),
     ];
     let r = run_with(
         &s,
@@ -357,7 +468,10 @@ async fn jobs_bounds_the_observations_running_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let lock = dir.path().join("lock");
     // Each observation holds a directory as a lock; two at once would fail mkdir.
-    let script = format!("mkdir '{l}' && sleep 0.1 && rmdir '{l}'", l = lock.display());
+    let script = format!(
+        "mkdir '{l}' && sleep 0.1 && rmdir '{l}'",
+        l = lock.display()
+    );
     let mut text = String::from("version: 1\ncriteria:\n");
     for i in 0..4 {
         text.push_str(&format!(

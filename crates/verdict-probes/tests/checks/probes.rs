@@ -7,17 +7,22 @@ use verdict_probes::runner::RunOptions;
 
 /// Runs one assert-mode criterion with `probe` and returns its outcome and reason.
 async fn probe(probe: &str) -> (CheckOutcome, String, serde_json::Value) {
-    let s = spec(&format!("version: 1\ncriteria:\n  - id: p\n    mode: assert\n    probe: {probe}\n"));
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: p\n    mode: assert\n    probe: {probe}\n"
+    ));
     let r = run(&s).await;
     let p = result(&r, "p");
-    let facts = serde_json::to_value(&p.observations.first().map(|o| o.facts.clone())).unwrap();
+    let facts = serde_json::to_value(p.observations.first().map(|o| o.facts.clone())).unwrap();
     (p.outcome, p.reason.clone(), facts)
 }
 
 #[tokio::test]
 async fn http_status_headers_body_and_cel() {
     let h = Http::start().await;
-    h.script("ok", vec![step(200, r#"{"status": "ok", "items": [1, 2]}"#)]);
+    h.script(
+        "ok",
+        vec![step(200, r#"{"status": "ok", "items": [1, 2]}"#)],
+    );
     h.script("down", vec![step(503, "unavailable")]);
     let ok = h.url("/s/ok");
     let (o, why, facts) = probe(&format!(
@@ -27,15 +32,28 @@ async fn http_status_headers_body_and_cel() {
     assert_eq!(o, Pass, "{why}");
     assert_eq!(facts["status"], 200);
 
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{}', status: [200, 204]}}", h.url("/s/down"))).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{}', status: [200, 204]}}",
+        h.url("/s/down")
+    ))
+    .await;
     assert_eq!(o, Fail);
     assert!(why.contains("status 503"), "{why}");
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{ok}', body: {{not_matches: 'items'}}}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{ok}', body: {{not_matches: 'items'}}}}"
+    ))
+    .await;
     assert_eq!(o, Fail, "{why}");
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{ok}', response_headers: {{x-missing: {{contains: a}}}}}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{ok}', response_headers: {{x-missing: {{contains: a}}}}}}"
+    ))
+    .await;
     assert_eq!(o, Fail);
     assert!(why.contains("header x-missing missing"), "{why}");
-    let (o, _, _) = probe(&format!("{{kind: http, url: '{ok}', expect: \"self.status == 'down'\"}}")).await;
+    let (o, _, _) = probe(&format!(
+        "{{kind: http, url: '{ok}', expect: \"self.status == 'down'\"}}"
+    ))
+    .await;
     assert_eq!(o, Fail);
 }
 
@@ -43,11 +61,19 @@ async fn http_status_headers_body_and_cel() {
 async fn http_cel_over_a_missing_field_is_an_error_not_a_fail() {
     let h = Http::start().await;
     h.script("ok", vec![step(200, r#"{"status": "ok"}"#)]);
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{}', expect: \"self.ready == true\"}}", h.url("/s/ok"))).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{}', expect: \"self.ready == true\"}}",
+        h.url("/s/ok")
+    ))
+    .await;
     assert_eq!(o, Error, "{why}");
     assert!(why.contains("could not be evaluated"), "{why}");
     h.script("text", vec![step(200, "not json")]);
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{}', expect: \"self.ok\"}}", h.url("/s/text"))).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{}', expect: \"self.ok\"}}",
+        h.url("/s/text")
+    ))
+    .await;
     assert_eq!(o, Error);
     assert!(why.contains("not json"), "{why}");
 }
@@ -64,6 +90,28 @@ async fn http_sends_method_headers_and_body() {
 }
 
 #[tokio::test]
+async fn redirects_are_observations_unless_followed() {
+    let h = Http::start().await;
+    h.script("target", vec![step(200, "arrived")]);
+    let url = h.url("/redirect/target");
+    let (o, why, facts) = probe(&format!("{{kind: http, url: '{url}'}}")).await;
+    assert_eq!(o, Fail, "{why}");
+    assert_eq!(facts["status"], 302);
+    assert_eq!(
+        probe(&format!("{{kind: http, url: '{url}', status: 302}}"))
+            .await
+            .0,
+        Pass
+    );
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{url}', follow_redirects: true, body: {{equals: arrived}}}}"
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+    assert_eq!(h.hits("target"), 1);
+}
+
+#[tokio::test]
 async fn http_connection_refused_is_an_error() {
     let port = closed_port().await;
     let (o, why, _) = probe(&format!("{{kind: http, url: 'http://127.0.0.1:{port}/'}}")).await;
@@ -76,13 +124,21 @@ async fn https_verifies_against_the_given_ca_and_refuses_otherwise() {
     let addr = https(&p).await;
     let ca = p.ca_path.display();
     let url = format!("https://localhost:{}/", addr.port());
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{url}', body: {{equals: 'secure ok'}}, tls: {{ca: '{ca}'}}}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{url}', body: {{equals: 'secure ok'}}, tls: {{ca: '{ca}'}}}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
     // Verification is on by default: the test CA is not in the system store.
     let (o, why, facts) = probe(&format!("{{kind: http, url: '{url}'}}")).await;
     assert_eq!(o, Fail, "{why}");
     assert!(why.contains("certificate refused"), "{why}");
-    assert!(facts["tls"].as_str().unwrap().contains("certificate refused"));
+    assert!(
+        facts["tls"]
+            .as_str()
+            .unwrap()
+            .contains("certificate refused")
+    );
     // A name the certificate does not cover is refused too.
     let other = pki(&["example.invalid"], (2035, 1, 1));
     let addr2 = https(&other).await;
@@ -94,7 +150,10 @@ async fn https_verifies_against_the_given_ca_and_refuses_otherwise() {
     .await;
     assert_eq!(o, Fail, "{why}");
     // Only an explicit insecure turns verification off.
-    let (o, why, _) = probe(&format!("{{kind: http, url: '{url}', tls: {{insecure: true}}}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{url}', tls: {{insecure: true}}}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
 }
 
@@ -102,26 +161,73 @@ async fn https_verifies_against_the_given_ca_and_refuses_otherwise() {
 async fn tcp_open_and_closed() {
     let h = Http::start().await;
     let port = closed_port().await;
-    assert_eq!(probe(&format!("{{kind: tcp, address: '{}'}}", h.addr)).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: tcp, address: '127.0.0.1:{port}'}}")).await.0, Fail);
-    assert_eq!(probe(&format!("{{kind: tcp, address: '127.0.0.1:{port}', expect: closed}}")).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: tcp, address: '{}', expect: closed}}", h.addr)).await.0, Fail);
+    assert_eq!(
+        probe(&format!("{{kind: tcp, address: '{}'}}", h.addr))
+            .await
+            .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!("{{kind: tcp, address: '127.0.0.1:{port}'}}"))
+            .await
+            .0,
+        Fail
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: tcp, address: '127.0.0.1:{port}', expect: closed}}"
+        ))
+        .await
+        .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: tcp, address: '{}', expect: closed}}",
+            h.addr
+        ))
+        .await
+        .0,
+        Fail
+    );
 }
 
 #[tokio::test]
 async fn dns_against_a_given_server() {
-    let server = dns(&[("web.test", &[Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(10, 0, 0, 8)])]).await;
-    let (o, why, facts) = probe(&format!("{{kind: dns, name: web.test., server: '{server}', contains: [10.0.0.7]}}")).await;
+    let server = dns(&[(
+        "web.test",
+        &[Ipv4Addr::new(10, 0, 0, 7), Ipv4Addr::new(10, 0, 0, 8)],
+    )])
+    .await;
+    let (o, why, facts) = probe(&format!(
+        "{{kind: dns, name: web.test., server: '{server}', contains: [10.0.0.7]}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
-    assert_eq!(facts["answers"], serde_json::json!(["10.0.0.7", "10.0.0.8"]));
-    let (o, why, _) = probe(&format!("{{kind: dns, name: web.test., server: '{server}', equals: [10.0.0.8, 10.0.0.7]}}")).await;
+    assert_eq!(
+        facts["answers"],
+        serde_json::json!(["10.0.0.7", "10.0.0.8"])
+    );
+    let (o, why, _) = probe(&format!(
+        "{{kind: dns, name: web.test., server: '{server}', equals: [10.0.0.8, 10.0.0.7]}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
-    let (o, why, _) = probe(&format!("{{kind: dns, name: web.test., server: '{server}', equals: [10.0.0.7]}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: dns, name: web.test., server: '{server}', equals: [10.0.0.7]}}"
+    ))
+    .await;
     assert_eq!(o, Fail, "{why}");
-    let (o, why, _) = probe(&format!("{{kind: dns, name: gone.test., server: '{server}'}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: dns, name: gone.test., server: '{server}'}}"
+    ))
+    .await;
     assert_eq!(o, Fail, "{why}");
     assert!(why.contains("has no"), "{why}");
-    let (o, why, _) = probe(&format!("{{kind: dns, name: gone.test., server: '{server}', resolves: false}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: dns, name: gone.test., server: '{server}', resolves: false}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
 }
 
@@ -145,16 +251,77 @@ async fn files_by_type_mode_size_hash_and_content() {
     let (o, why, _) = probe(&format!("{{kind: file, path: '{p}', mode: '0644'}}")).await;
     assert_eq!(o, Fail);
     assert!(why.contains("mode 0640"), "{why}");
-    let uid = std::fs::metadata(&f).map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
-    assert_eq!(probe(&format!("{{kind: file, path: '{p}', owner: '{uid}'}}")).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: file, path: '{p}', owner: '{}'}}", uid + 1)).await.0, Fail);
-    assert_eq!(probe(&format!("{{kind: file, path: '{p}', sha256: '{}'}}", "0".repeat(64))).await.0, Fail);
-    assert_eq!(probe(&format!("{{kind: file, path: '{}', type: symlink}}", link.display())).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: file, path: '{}', type: dir}}", dir.path().display())).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: file, path: '{}/nope', exists: false}}", dir.path().display())).await.0, Pass);
-    assert_eq!(probe(&format!("{{kind: file, path: '{}/nope'}}", dir.path().display())).await.0, Fail);
-    let (o, why, _) = probe(&format!("{{kind: file, path: '{p}', content: {{contains: port}}, max_output: 5}}")).await;
-    assert_eq!(o, Error, "content larger than the cap cannot be judged: {why}");
+    let uid = std::fs::metadata(&f)
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    assert_eq!(
+        probe(&format!("{{kind: file, path: '{p}', owner: '{uid}'}}"))
+            .await
+            .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{p}', owner: '{}'}}",
+            uid + 1
+        ))
+        .await
+        .0,
+        Fail
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{p}', sha256: '{}'}}",
+            "0".repeat(64)
+        ))
+        .await
+        .0,
+        Fail
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{}', type: symlink}}",
+            link.display()
+        ))
+        .await
+        .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{}', type: dir}}",
+            dir.path().display()
+        ))
+        .await
+        .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{}/nope', exists: false}}",
+            dir.path().display()
+        ))
+        .await
+        .0,
+        Pass
+    );
+    assert_eq!(
+        probe(&format!(
+            "{{kind: file, path: '{}/nope'}}",
+            dir.path().display()
+        ))
+        .await
+        .0,
+        Fail
+    );
+    let (o, why, _) = probe(&format!(
+        "{{kind: file, path: '{p}', content: {{contains: port}}, max_output: 5}}"
+    ))
+    .await;
+    assert_eq!(
+        o, Error,
+        "content larger than the cap cannot be judged: {why}"
+    );
 }
 
 #[tokio::test]
@@ -168,8 +335,14 @@ async fn file_probes_pinning_a_hash_give_content_freshness() {
         f.display(),
         f.display()
     ));
-    assert_eq!(s.checks[0].freshness(), verdict_core::contracts::Freshness::Content);
-    assert_eq!(s.checks[1].freshness(), verdict_core::contracts::Freshness::Time { max_age_s: 120 });
+    assert_eq!(
+        s.checks[0].freshness(),
+        verdict_core::contracts::Freshness::Content
+    );
+    assert_eq!(
+        s.checks[1].freshness(),
+        verdict_core::contracts::Freshness::Time { max_age_s: 120 }
+    );
 }
 
 #[tokio::test]
@@ -180,23 +353,36 @@ async fn commands_exit_code_streams_and_json() {
     let (o, why, _) = probe("{kind: command, argv: [sh, -c, 'exit 4']}").await;
     assert_eq!(o, Fail);
     assert!(why.contains("exit code 4"), "{why}");
-    assert_eq!(probe("{kind: command, argv: [sh, -c, 'exit 4'], exit_code: 4}").await.0, Pass);
-    assert_eq!(probe("{kind: command, shell: 'test 1 -eq 1'}").await.0, Pass);
-    let (o, why, _) = probe("{kind: command, argv: [sh, -c, 'echo {}'], expect: 'self.missing > 1'}").await;
+    assert_eq!(
+        probe("{kind: command, argv: [sh, -c, 'exit 4'], exit_code: 4}")
+            .await
+            .0,
+        Pass
+    );
+    assert_eq!(
+        probe("{kind: command, shell: 'test 1 -eq 1'}").await.0,
+        Pass
+    );
+    let (o, why, _) =
+        probe("{kind: command, argv: [sh, -c, 'echo {}'], expect: 'self.missing > 1'}").await;
     assert_eq!(o, Error, "{why}");
     let (o, why, _) = probe("{kind: command, argv: [sleep, '5'], timeout: 300ms}").await;
     assert_eq!(o, Error);
     assert!(why.contains("timed out after 300ms"), "{why}");
-    let (o, why, _) = probe("{kind: command, argv: [sh, -c, 'head -c 5000 /dev/zero'], max_output: 1000}").await;
+    let (o, why, _) =
+        probe("{kind: command, argv: [sh, -c, 'head -c 5000 /dev/zero'], max_output: 1000}").await;
     assert_eq!(o, Error);
     assert!(why.contains("exceeds 1000 bytes"), "{why}");
-    let (o, _, _) = probe("{kind: command, argv: [cat], stdin: hello, stdout: {equals: hello}}").await;
+    let (o, _, _) =
+        probe("{kind: command, argv: [cat], stdin: hello, stdout: {equals: hello}}").await;
     assert_eq!(o, Pass);
 }
 
 #[tokio::test]
 async fn output_is_bounded_in_results_with_the_digest_of_all_of_it() {
-    let s = spec("version: 1\ncriteria:\n  - id: big\n    mode: assert\n    probe: {kind: command, argv: [sh, -c, 'head -c 100000 /dev/zero | tr \"\\\\0\" a']}\n");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: big\n    mode: assert\n    probe: {kind: command, argv: [sh, -c, 'head -c 100000 /dev/zero | tr \"\\\\0\" a']}\n",
+    );
     let r = run(&s).await;
     let o = &result(&r, "big").observations[0];
     let out = o.output.as_ref().unwrap();
@@ -220,7 +406,11 @@ async fn json_probe(doc: &str, rest: &str) -> (CheckOutcome, String) {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("doc.json");
     std::fs::write(&f, doc).unwrap();
-    let (o, why, _) = probe(&format!("{{kind: json, source: {{file: '{}'}}, {rest}}}", f.display())).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: json, source: {{file: '{}'}}, {rest}}}",
+        f.display()
+    ))
+    .await;
     (o, why)
 }
 
@@ -229,11 +419,42 @@ async fn json_quantifiers_including_zero_matches() {
     let mixed = pods(&[("a", "Running"), ("b", "Pending"), ("c", "Running")]);
     let running = "expect: \"self.status.phase == 'Running'\"";
     let sel = "select: '$.items[*]'";
-    assert_eq!(json_probe(&mixed, &format!("{sel}, {running}, quantifier: all")).await.0, Fail);
-    assert_eq!(json_probe(&mixed, &format!("{sel}, {running}, quantifier: any")).await.0, Pass);
-    assert_eq!(json_probe(&mixed, &format!("{sel}, {running}, quantifier: none")).await.0, Fail);
-    assert_eq!(json_probe(&mixed, &format!("{sel}, {running}, quantifier: {{count: {{min: 2, max: 2}}}}")).await.0, Pass);
-    assert_eq!(json_probe(&mixed, &format!("{sel}, {running}, quantifier: {{count: {{min: 3}}}}")).await.0, Fail);
+    assert_eq!(
+        json_probe(&mixed, &format!("{sel}, {running}, quantifier: all"))
+            .await
+            .0,
+        Fail
+    );
+    assert_eq!(
+        json_probe(&mixed, &format!("{sel}, {running}, quantifier: any"))
+            .await
+            .0,
+        Pass
+    );
+    assert_eq!(
+        json_probe(&mixed, &format!("{sel}, {running}, quantifier: none"))
+            .await
+            .0,
+        Fail
+    );
+    assert_eq!(
+        json_probe(
+            &mixed,
+            &format!("{sel}, {running}, quantifier: {{count: {{min: 2, max: 2}}}}")
+        )
+        .await
+        .0,
+        Pass
+    );
+    assert_eq!(
+        json_probe(
+            &mixed,
+            &format!("{sel}, {running}, quantifier: {{count: {{min: 3}}}}")
+        )
+        .await
+        .0,
+        Fail
+    );
     let (o, why) = json_probe(&mixed, &format!("{sel}, {running}")).await;
     assert_eq!(o, Fail);
     assert!(why.contains("first that does not: $['items'][1]"), "{why}");
@@ -244,14 +465,28 @@ async fn json_quantifiers_including_zero_matches() {
         assert_eq!(o, Fail, "{q} over zero matches");
         assert!(why.contains("matched no object"), "{why}");
     }
-    assert_eq!(json_probe(&empty, &format!("{sel}, quantifier: {{count: {{max: 0}}}}")).await.0, Pass);
-    assert_eq!(json_probe(&mixed, &format!("{sel}, quantifier: {{count: {{max: 0}}}}")).await.0, Fail);
+    assert_eq!(
+        json_probe(&empty, &format!("{sel}, quantifier: {{count: {{max: 0}}}}"))
+            .await
+            .0,
+        Pass
+    );
+    assert_eq!(
+        json_probe(&mixed, &format!("{sel}, quantifier: {{count: {{max: 0}}}}"))
+            .await
+            .0,
+        Fail
+    );
 }
 
 #[tokio::test]
 async fn json_cel_missing_field_is_error_and_dotted_keys_work() {
     let doc = pods(&[("a", "Running")]);
-    let (o, why) = json_probe(&doc, "select: '$.items[*]', expect: \"self.status.ready == true\"").await;
+    let (o, why) = json_probe(
+        &doc,
+        "select: '$.items[*]', expect: \"self.status.ready == true\"",
+    )
+    .await;
     assert_eq!(o, Error, "{why}");
     let (o, why) = json_probe(
         &doc,
@@ -266,7 +501,13 @@ async fn json_cel_missing_field_is_error_and_dotted_keys_work() {
 #[tokio::test]
 async fn json_from_a_url_and_from_a_command() {
     let h = Http::start().await;
-    h.script("deploy", vec![step(200, r#"{"spec": {"replicas": 2}, "status": {"readyReplicas": 2}}"#)]);
+    h.script(
+        "deploy",
+        vec![step(
+            200,
+            r#"{"spec": {"replicas": 2}, "status": {"readyReplicas": 2}}"#,
+        )],
+    );
     let (o, why, _) = probe(&format!(
         "{{kind: json, source: {{url: '{}'}}, expect: 'self.status.readyReplicas == self.spec.replicas'}}",
         h.url("/s/deploy")
@@ -275,7 +516,9 @@ async fn json_from_a_url_and_from_a_command() {
     assert_eq!(o, Pass, "{why}");
     let (o, why, _) = probe(r#"{kind: json, source: {command: [sh, -c, 'echo "[1,2,3]"']}, select: '$[*]', expect: 'self > 0'}"#).await;
     assert_eq!(o, Pass, "{why}");
-    let (o, why, _) = probe("{kind: json, source: {command: [sh, -c, 'echo oops >&2; exit 1']}, expect: 'true'}").await;
+    let (o, why, _) =
+        probe("{kind: json, source: {command: [sh, -c, 'echo oops >&2; exit 1']}, expect: 'true'}")
+            .await;
     assert_eq!(o, Error);
     assert!(why.contains("oops"), "{why}");
 }
@@ -294,20 +537,32 @@ async fn tls_expiry_san_issuer_and_trust() {
     assert_eq!(facts["verified"], true);
     assert!(facts["days_left"].as_i64().unwrap() > 30);
     assert_eq!(facts["not_after"], "2035-01-01T00:00:00Z");
-    let (o, why, _) = probe(&format!("{{kind: tls, address: '{a}', server_name: localhost, ca: '{ca}', min_days: 100000}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: tls, address: '{a}', server_name: localhost, ca: '{ca}', min_days: 100000}}"
+    ))
+    .await;
     assert_eq!(o, Fail);
     assert!(why.contains("expires in"), "{why}");
-    let (o, _, _) = probe(&format!("{{kind: tls, address: '{a}', server_name: localhost, ca: '{ca}', san: [other.test]}}")).await;
+    let (o, _, _) = probe(&format!(
+        "{{kind: tls, address: '{a}', server_name: localhost, ca: '{ca}', san: [other.test]}}"
+    ))
+    .await;
     assert_eq!(o, Fail);
     let (o, _, _) = probe(&format!("{{kind: tls, address: '{a}', server_name: localhost, ca: '{ca}', issuer: {{contains: Acme}}}}")).await;
     assert_eq!(o, Fail);
     // Untrusted by default, but what it presented is still reported.
-    let (o, why, facts) = probe(&format!("{{kind: tls, address: '{a}', server_name: localhost}}")).await;
+    let (o, why, facts) = probe(&format!(
+        "{{kind: tls, address: '{a}', server_name: localhost}}"
+    ))
+    .await;
     assert_eq!(o, Fail, "{why}");
     assert!(why.contains("certificate refused"), "{why}");
     assert_eq!(facts["verified"], false);
     assert_eq!(facts["not_after"], "2035-01-01T00:00:00Z");
-    let (o, why, _) = probe(&format!("{{kind: tls, address: '{a}', server_name: localhost, insecure: true, min_days: 1}}")).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: tls, address: '{a}', server_name: localhost, insecure: true, min_days: 1}}"
+    ))
+    .await;
     assert_eq!(o, Pass, "{why}");
 }
 
@@ -335,7 +590,11 @@ async fn logs_count_only_lines_written_since_the_run_began() {
         "version: 1\ncriteria:\n  - id: new-errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ERROR', count: {{max: 0}}, since_start: true}}\n  - id: all-errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ERROR', count: {{min: 2, max: 2}}}}\n  - id: new-from-command\n    mode: assert\n    probe: {{kind: log, command: [cat, '{l}'], matches: '^ERROR', count: {{min: 1, max: 1}}, since_start: true}}\n"
     ));
     // The agent writes one new error line while the run is on.
-    let agent = vec!["sh".to_owned(), "-c".to_owned(), format!("echo 'ERROR new failure' >> '{l}'")];
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("echo 'ERROR new failure' >> '{l}'"),
+    ];
     let r = run_with(
         &s,
         RunOptions {
@@ -348,12 +607,27 @@ async fn logs_count_only_lines_written_since_the_run_began() {
     assert_eq!(new.outcome, Fail, "{}", new.reason);
     assert!(new.reason.contains("1 lines match"), "{}", new.reason);
     assert!(new.reason.contains("since the run began"), "{}", new.reason);
-    assert_eq!(result(&r, "all-errors").outcome, Pass, "{}", result(&r, "all-errors").reason);
-    assert_eq!(result(&r, "new-from-command").outcome, Pass, "{}", result(&r, "new-from-command").reason);
+    assert_eq!(
+        result(&r, "all-errors").outcome,
+        Pass,
+        "{}",
+        result(&r, "all-errors").reason
+    );
+    assert_eq!(
+        result(&r, "new-from-command").outcome,
+        Pass,
+        "{}",
+        result(&r, "new-from-command").reason
+    );
 
     // Nothing new since the start: the old error does not count.
     let quiet = run(&s).await;
-    assert_eq!(result(&quiet, "new-errors").outcome, Pass, "{}", result(&quiet, "new-errors").reason);
+    assert_eq!(
+        result(&quiet, "new-errors").outcome,
+        Pass,
+        "{}",
+        result(&quiet, "new-errors").reason
+    );
 }
 
 #[tokio::test]
@@ -365,7 +639,11 @@ async fn a_replaced_log_is_counted_whole_and_says_so() {
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ERROR, count: {{max: 0}}, since_start: true}}\n"
     ));
-    let agent = vec!["sh".to_owned(), "-c".to_owned(), format!("rm '{l}' && echo 'ERROR rotated' > '{l}'")];
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("rm '{l}' && echo 'ERROR rotated' > '{l}'"),
+    ];
     let r = run_with(
         &s,
         RunOptions {

@@ -30,7 +30,8 @@ criteria:
 async fn junit_is_read_back_by_a_junit_parser() {
     let r = run(&spec(MIXED)).await;
     let xml = report::render(&r, Format::Junit, false);
-    let parsed = quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let parsed =
+        quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
     assert_eq!(parsed.test_suites.len(), 1);
     let suite = &parsed.test_suites[0];
     assert_eq!(suite.tests, 4);
@@ -62,9 +63,15 @@ async fn junit_is_read_back_by_a_junit_parser() {
     );
     let broken = &suite.test_cases[2];
     if let quick_junit::TestCaseStatus::NonSuccess { message, .. } = &broken.status {
-        assert!(message.as_ref().unwrap().contains("cannot start"), "{message:?}");
+        assert!(
+            message.as_ref().unwrap().contains("cannot start"),
+            "{message:?}"
+        );
     }
-    assert_eq!(broken.classname.as_deref(), Some("verdict.correctness.assert"));
+    assert_eq!(
+        broken.classname.as_deref(),
+        Some("verdict.correctness.assert")
+    );
 }
 
 #[tokio::test]
@@ -74,7 +81,8 @@ async fn junit_escapes_hostile_text() {
     );
     let r = run(&s).await;
     let xml = report::render(&r, Format::Junit, false);
-    let parsed = quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let parsed =
+        quick_junit::Report::deserialize_from_str(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
     assert_eq!(parsed.test_suites[0].failures, 1);
 }
 
@@ -85,7 +93,10 @@ async fn tap_has_a_plan_a_point_per_criterion_and_todo_for_optional_ones() {
     let mut lines = tap.lines();
     assert_eq!(lines.next(), Some("TAP version 14"));
     assert_eq!(lines.next(), Some("1..4"));
-    let points: Vec<&str> = tap.lines().filter(|l| l.starts_with("ok ") || l.starts_with("not ok ")).collect();
+    let points: Vec<&str> = tap
+        .lines()
+        .filter(|l| l.starts_with("ok ") || l.starts_with("not ok "))
+        .collect();
     assert_eq!(
         points,
         [
@@ -116,13 +127,23 @@ async fn rollup_weights_correctness_and_ignores_optional_criteria() {
     let r = run(&spec(MIXED)).await;
     // ok-1 (weight 3) passed, bad-1 and broken-1 (weight 1 each) did not.
     assert_eq!(r.rollup.c, Some(0.6));
-    assert_eq!(r.rollup.rec_v, None, "no safety criteria: null, not a division by zero");
+    assert_eq!(
+        r.rollup.rec_v, None,
+        "no safety criteria: null, not a division by zero"
+    );
     assert_eq!(r.rollup.cat_v, None);
     assert!(report::render(&r, Format::Tap, false).contains("c=0.60 rec_v=null cat_v=null"));
     assert_eq!(r.rollup.counts.total, 4);
     assert_eq!(r.rollup.counts.required, 3);
     assert_eq!(r.rollup.counts.unscored, 1);
-    assert_eq!((r.rollup.counts.pass, r.rollup.counts.fail, r.rollup.counts.error), (1, 2, 1));
+    assert_eq!(
+        (
+            r.rollup.counts.pass,
+            r.rollup.counts.fail,
+            r.rollup.counts.error
+        ),
+        (1, 2, 1)
+    );
     assert!(!r.passed);
 }
 
@@ -144,10 +165,15 @@ async fn a_failed_catastrophic_criterion_gives_cat_v_zero() {
 
 #[tokio::test]
 async fn a_run_with_only_optional_criteria_does_not_pass() {
-    let s = spec("version: 1\ncriteria:\n  - id: x\n    required: false\n    probe: {kind: command, argv: ['true']}\n");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: x\n    required: false\n    probe: {kind: command, argv: ['true']}\n",
+    );
     let r = run(&s).await;
     assert_eq!(result(&r, "x").outcome, CheckOutcome::Pass);
-    assert!(!r.passed, "exit 0 needs at least one required criterion, all passed");
+    assert!(
+        !r.passed,
+        "exit 0 needs at least one required criterion, all passed"
+    );
 }
 
 fn subject(pins: Vec<Value>, criteria: Vec<Value>) -> Value {
@@ -175,18 +201,24 @@ async fn evidence_is_bound_to_the_subject_and_counted_by_the_gate() {
     ));
     let check = &s.checks[0];
     let subj = subject(
-        vec![json!({"id": "web-ready", "definition_digest": check.definition_digest, "criteria": ["web-ready"]})],
+        vec![
+            json!({"id": "web-ready", "definition_digest": check.definition_digest, "criteria": ["web-ready"]}),
+        ],
         vec![json!({"id": "web-ready", "text": "the web service answers"})],
     );
     let bound = evidence::read_subject(subj.to_string().as_bytes()).unwrap();
     assert_eq!(bound.digest, digest(DigestKind::Subject, &subj));
-    assert_eq!(evidence::check_pins(&bound.subject, &s).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        evidence::check_pins(&bound.subject, &s).unwrap(),
+        Vec::<String>::new()
+    );
 
     let r = run(&s).await;
     let principal: Name = "ci-runner".parse().unwrap();
     let docs = evidence::evidence_documents(&r, &s, &bound.digest, &principal).unwrap();
     assert_eq!(docs.len(), 1);
-    let (ev, d) = verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, &docs[0]).unwrap();
+    let (ev, d) =
+        verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, &docs[0]).unwrap();
     assert_eq!(docs[0]["digest"], d.as_str());
     assert_eq!(ev.check.as_str(), "web-ready");
     assert_eq!(ev.subject_digest, bound.digest);
@@ -221,10 +253,14 @@ async fn evidence_is_bound_to_the_subject_and_counted_by_the_gate() {
 
 #[tokio::test]
 async fn a_failed_check_is_rework_and_tampering_is_caught() {
-    let s = spec("version: 1\ncriteria:\n  - id: tests-pass\n    mode: assert\n    probe: {kind: command, argv: ['false']}\n");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: tests-pass\n    mode: assert\n    probe: {kind: command, argv: ['false']}\n",
+    );
     let check = &s.checks[0];
     let subj = subject(
-        vec![json!({"id": "tests-pass", "definition_digest": check.definition_digest, "criteria": ["tests-pass"]})],
+        vec![
+            json!({"id": "tests-pass", "definition_digest": check.definition_digest, "criteria": ["tests-pass"]}),
+        ],
         vec![json!({"id": "tests-pass", "text": "tests pass"})],
     );
     let bound = evidence::read_subject(subj.to_string().as_bytes()).unwrap();
@@ -238,24 +274,40 @@ async fn a_failed_check_is_rework_and_tampering_is_caught() {
         "verifications": [], "human_decisions": [], "prior_findings": [],
         "now": r.finished_at
     });
-    assert_eq!(verdict_core::gate::evaluate(bundle.to_string().as_bytes()).outcome, Outcome::Rework);
+    assert_eq!(
+        verdict_core::gate::evaluate(bundle.to_string().as_bytes()).outcome,
+        Outcome::Rework
+    );
     bundle["evidence"][0]["outcome"] = json!("pass");
     let d = verdict_core::gate::evaluate(bundle.to_string().as_bytes());
-    assert_eq!(d.outcome, Outcome::Blocked, "an edited outcome no longer matches its digest");
+    assert_eq!(
+        d.outcome,
+        Outcome::Blocked,
+        "an edited outcome no longer matches its digest"
+    );
 }
 
 #[tokio::test]
 async fn a_subject_pinning_another_definition_is_refused_before_running() {
-    let s = spec("version: 1\ncriteria:\n  - id: a\n    probe: {kind: command, argv: ['true']}\n  - id: b\n    probe: {kind: command, argv: ['true']}\n");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: a\n    probe: {kind: command, argv: ['true']}\n  - id: b\n    probe: {kind: command, argv: ['true']}\n",
+    );
     let subj = subject(
-        vec![json!({"id": "a", "definition_digest": format!("sha256:{}", "0".repeat(64)), "criteria": ["a"]})],
+        vec![
+            json!({"id": "a", "definition_digest": format!("sha256:{}", "0".repeat(64)), "criteria": ["a"]}),
+        ],
         vec![json!({"id": "a", "text": "a"})],
     );
     let bound = evidence::read_subject(subj.to_string().as_bytes()).unwrap();
     let e = evidence::check_pins(&bound.subject, &s).unwrap_err();
-    assert!(e.contains("pins check a with definition sha256:0000"), "{e}");
+    assert!(
+        e.contains("pins check a with definition sha256:0000"),
+        "{e}"
+    );
     let ok = subject(
-        vec![json!({"id": "a", "definition_digest": s.checks[0].definition_digest, "criteria": ["a"]})],
+        vec![
+            json!({"id": "a", "definition_digest": s.checks[0].definition_digest, "criteria": ["a"]}),
+        ],
         vec![json!({"id": "a", "text": "a"})],
     );
     let bound = evidence::read_subject(ok.to_string().as_bytes()).unwrap();
@@ -264,5 +316,9 @@ async fn a_subject_pinning_another_definition_is_refused_before_running() {
     assert!(evidence::read_subject(b"{\"schema\": \"verdict.subject/v1\"}").is_err());
     let mut tampered = ok.clone();
     tampered["digest"] = json!(format!("sha256:{}", "2".repeat(64)));
-    assert!(evidence::read_subject(tampered.to_string().as_bytes()).unwrap_err().contains("does not match"));
+    assert!(
+        evidence::read_subject(tampered.to_string().as_bytes())
+            .unwrap_err()
+            .contains("does not match")
+    );
 }

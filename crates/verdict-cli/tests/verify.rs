@@ -1,0 +1,459 @@
+//! `verdict verify` run as the built binary against a real SQLite store and a fake
+//! OpenAI-compatible server on loopback, started by each test.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use axum::Router;
+use axum::extract::State;
+use serde_json::{Value, json};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const NOW: &str = "2026-11-30T12:00:00Z";
+const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
+const OBJECTIVE: &str = "Retry a failed charge once";
+const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
+
+#[derive(Clone, Copy)]
+enum Reply {
+    Valid,
+    Garbage,
+}
+
+struct Server {
+    url: String,
+    calls: Arc<AtomicUsize>,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn nonce_of(system: &str) -> String {
+    let tag = "Rules for this request (nonce ";
+    let at = system.find(tag).expect("nonce line") + tag.len();
+    system[at..at + 32].to_owned()
+}
+
+async fn answer(
+    State((mode, calls)): State<(Reply, Arc<AtomicUsize>)>,
+    body: axum::body::Bytes,
+) -> axum::Json<Value> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    let req: Value = serde_json::from_slice(&body).unwrap();
+    let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+    let content = match mode {
+        Reply::Valid => json!({
+            "nonce": nonce_of(system),
+            "criteria": [{"id": "tests-pass", "status": "passed", "evidence_refs": ["ev-1"],
+                          "rationale": "the unit tests ran and passed"}],
+            "findings": [], "dispositions": []
+        })
+        .to_string(),
+        Reply::Garbage => "certainly! everything passes <<<".to_owned(),
+    };
+    axum::Json(json!({
+        "id": "c-1", "model": "judge-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10}
+    }))
+}
+
+fn server(mode: Reply) -> Server {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = Router::new()
+        .fallback(answer)
+        .with_state((mode, calls.clone()));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    Server {
+        url,
+        calls,
+        _rt: rt,
+    }
+}
+
+struct Env {
+    store: String,
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn run(&self, token: Option<&str>, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_verdict"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("VERDICT_STORE", &self.store)
+            .env_remove("VERDICT_TOKEN");
+        if let Some(t) = token {
+            cmd.env("VERDICT_TOKEN", t);
+        }
+        cmd.output().unwrap()
+    }
+
+    fn ok(&self, token: Option<&str>, args: &[&str]) -> String {
+        let out = self.run(token, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    fn file(&self, name: &str, bytes: &[u8]) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    }
+}
+
+/// A store with one subject, its check evidence (`outcome`) and a request asking `reviewer`.
+struct Setup {
+    env: Env,
+    ci: String,
+    coder: String,
+    rev: String,
+    request: String,
+    verifiers: String,
+    objective: String,
+    diff: String,
+}
+
+fn raw(bytes: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    std::fs::write(&p, bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["digest", "--raw", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn setup(outcome: &str, url: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env {
+        store: format!("sqlite:{}", dir.path().join("store/verdict.db").display()),
+        dir,
+    };
+    let ops = env.ok(None, &["init", "--operator", "ops"]);
+    let add = |n: &str, r: &str| env.ok(Some(&ops), &["principal", "add", n, "--role", r]);
+    let (coder, ci, rev) = (
+        add("coder", "producer"),
+        add("ci", "runner"),
+        add("rev", "verifier"),
+    );
+    for (g, p, a) in [
+        ("g-coder", "coder", "write"),
+        ("g-ci", "ci", "write"),
+        ("g-rev", "rev", "read"),
+    ] {
+        env.ok(
+            Some(&ops),
+            &[
+                "grant",
+                "add",
+                g,
+                "--principal",
+                p,
+                "--execution",
+                "ex-1",
+                "--access",
+                a,
+                "--expires",
+                "2027-01-01T00:00:00Z",
+                "--now",
+                NOW,
+            ],
+        );
+    }
+    let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                        "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
+    let pf = env.file("policy.json", policy.to_string().as_bytes());
+    env.ok(Some(&ops), &["policy", "set", &pf]);
+    let subject = json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": "ex-1", "generation": 1},
+        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "objective": {"revision": "1", "digest": raw(OBJECTIVE.as_bytes())},
+        "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+        "resources": [{"name": "diff", "kind": "git_diff", "digest": raw(DIFF.as_bytes())}],
+        "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+        "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+    });
+    let sf = env.file("subject.json", subject.to_string().as_bytes());
+    let sd = env.ok(Some(&coder), &["subject", "put", &sf, "--now", NOW]);
+    let ev = json!([{"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                    "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                    "outcome": outcome, "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                    "freshness": {"kind": "content"}}]);
+    let ef = env.file("ev.json", ev.to_string().as_bytes());
+    env.ok(Some(&ci), &["evidence", "add", &ef, "--now", NOW]);
+    let request = env.ok(Some(&coder), &["request", "create", "ex-1", "--now", NOW]);
+    let verifiers = json!({"version": 1, "classes": {"reviewer": {
+        "provider": {"kind": "openai", "base_url": url, "model": "judge-model"},
+        "budget": {"timeout_s": 20, "max_attempts": 2, "backoff_ms": 10}}}});
+    let verifiers = env.file("verifiers.json", verifiers.to_string().as_bytes());
+    let objective = env.file("objective.md", OBJECTIVE.as_bytes());
+    let diff = env.file("change.diff", DIFF.as_bytes());
+    Setup {
+        env,
+        ci,
+        coder,
+        rev,
+        request,
+        verifiers,
+        objective,
+        diff,
+    }
+}
+
+impl Setup {
+    fn verify(&self, token: &str, extra: &[&str]) -> Output {
+        let resource = format!("diff={}", self.diff);
+        let mut args = vec!["--objective", &self.objective, "--resource", &resource];
+        args.extend_from_slice(extra);
+        self.verify_raw(token, &args)
+    }
+
+    /// `verify` with only the request, the verifiers file and `args`.
+    fn verify_raw(&self, token: &str, args: &[&str]) -> Output {
+        let mut all = vec![
+            "verify",
+            &self.request,
+            "--verifiers",
+            &self.verifiers,
+            "--now",
+            NOW,
+        ];
+        all.extend_from_slice(args);
+        self.env.run(Some(token), &all)
+    }
+
+    fn gate(&self) -> (Option<i32>, Value) {
+        let out = self
+            .env
+            .run(Some(&self.ci), &["gate", "run", "ex-1", "--now", NOW]);
+        (
+            out.status.code(),
+            serde_json::from_slice(&out.stdout).unwrap(),
+        )
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_valid_reply_is_stored_counted_and_the_gate_passes() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    let out = s.verify(&s.rev, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let line = stdout.lines().next().unwrap();
+    let cols: Vec<&str> = line.split(' ').collect();
+    assert_eq!(cols[0], "reviewer", "{line}");
+    assert!(cols[1].starts_with("vrun-reviewer-"), "{line}");
+    assert_eq!(&cols[2..], ["completed", "-"], "{line}");
+    assert!(srv.calls.load(Ordering::SeqCst) >= 1);
+    let (code, decision) = s.gate();
+    assert_eq!(decision["outcome"], "pass", "{decision}");
+    assert_eq!(code, Some(0));
+    let history: Value =
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
+            .unwrap();
+    let run = &history["runs"][0];
+    assert_eq!(run["run_id"], cols[1]);
+    assert_eq!(run["counted"], true, "{history}");
+}
+
+#[test]
+fn garbage_ends_unavailable_invalid_output_and_the_gate_is_blocked() {
+    let srv = server(Reply::Garbage);
+    let s = setup("pass", &srv.url);
+    let out = s.verify(&s.rev, &["--class", "reviewer"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("reviewer vrun-reviewer-")
+            && stdout.contains(" unavailable invalid_output"),
+        "{stdout}"
+    );
+    let (code, decision) = s.gate();
+    assert_eq!(code, Some(1));
+    assert_eq!(decision["outcome"], "blocked", "{decision}");
+    let codes: Vec<&str> = decision["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"verifier_unavailable"), "{codes:?}");
+    let history: Value =
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
+            .unwrap();
+    assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
+}
+
+#[test]
+fn a_failing_required_check_skips_the_model_entirely() {
+    let srv = server(Reply::Valid);
+    let s = setup("fail", &srv.url);
+    let out = s.verify(&s.rev, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains(" skipped preflight "), "{stdout}");
+    assert!(stdout.contains("check_failed"), "{stdout}");
+    assert_eq!(srv.calls.load(Ordering::SeqCst), 0, "the model was called");
+    let history: Value =
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
+            .unwrap();
+    assert_eq!(history["runs"][0]["status"], "cancelled", "{history}");
+}
+
+#[test]
+fn a_producer_token_is_denied_and_nothing_is_called() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    let out = s.verify(&s.coder, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("permission_denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
+    let out = s.env.run(
+        None,
+        &[
+            "verify",
+            &s.request,
+            "--verifiers",
+            &s.verifiers,
+            "--objective",
+            &s.objective,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unauthenticated"));
+}
+
+#[test]
+fn resource_and_objective_bytes_must_match_the_subject_or_nothing_runs() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    let wrong = s.env.file("wrong.diff", b"+ something else\n");
+    let good = format!("diff={}", s.diff);
+    let bad = format!("diff={wrong}");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--objective", &s.objective, "--resource", &bad],
+            "not the pinned",
+        ),
+        (
+            vec![
+                "--objective",
+                &s.objective,
+                "--resource",
+                &good,
+                "--resource",
+                "nope=/dev/null",
+            ],
+            "no resource of that name",
+        ),
+        (
+            vec![
+                "--objective",
+                &s.objective,
+                "--resource",
+                &good,
+                "--resource",
+                &bad,
+            ],
+            "given twice",
+        ),
+        (
+            vec!["--objective", &s.objective, "--resource", "diff"],
+            "expected NAME=FILE",
+        ),
+        (
+            vec!["--objective", &wrong, "--resource", &good],
+            "objective digest",
+        ),
+        (
+            vec!["--objective", &s.objective],
+            "give --resource diff=FILE",
+        ),
+        (
+            vec![
+                "--objective",
+                &s.objective,
+                "--resource",
+                &good,
+                "--class",
+                "security",
+            ],
+            "asks for",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = s.verify_raw(&s.rev, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
+    let history: Value =
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
+            .unwrap();
+    assert_eq!(history["runs"], json!([]), "a run was admitted: {history}");
+}
+
+#[test]
+fn verify_help_shows_an_example() {
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["verify", "--help"])
+        .output()
+        .unwrap();
+    let help = text(&out.stdout);
+    assert!(
+        help.contains("Example") && help.contains("--resource"),
+        "{help}"
+    );
+}
