@@ -1,7 +1,12 @@
 //! The layering of ARCHITECTURE.md, checked on the manifests: only the store knows SQL, only the
 //! probes and the model verifier speak HTTP, the engine and the CLI reach databases and networks
 //! only through those crates, and the core reaches nothing at all.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::path::PathBuf;
 
@@ -27,7 +32,13 @@ fn names(table: &str) -> Vec<String> {
         .collect()
 }
 
-const SQL: [&str; 5] = ["sqlx", "rusqlite", "postgres", "tokio-postgres", "libsqlite3-sys"];
+const SQL: [&str; 5] = [
+    "sqlx",
+    "rusqlite",
+    "postgres",
+    "tokio-postgres",
+    "libsqlite3-sys",
+];
 const HTTP: [&str; 5] = ["reqwest", "hyper", "hyper-util", "axum", "ureq"];
 
 #[test]
@@ -39,7 +50,10 @@ fn only_the_store_knows_sql() {
             continue;
         }
         for n in names(&table) {
-            assert!(!SQL.contains(&n.as_str()), "{krate} depends on {n}; only verdict-store may speak SQL");
+            assert!(
+                !SQL.contains(&n.as_str()),
+                "{krate} depends on {n}; only verdict-store may speak SQL"
+            );
         }
     }
 }
@@ -54,7 +68,10 @@ fn only_probes_judge_and_server_speak_http() {
             continue;
         }
         for n in names(&table) {
-            assert!(!HTTP.contains(&n.as_str()), "{krate} depends on {n}; HTTP belongs to probes, judge and server");
+            assert!(
+                !HTTP.contains(&n.as_str()),
+                "{krate} depends on {n}; HTTP belongs to probes, judge and server"
+            );
         }
     }
 }
@@ -64,7 +81,10 @@ fn core_depends_on_no_other_verdict_crate_and_no_runtime() {
     let table = deps("verdict-core").unwrap();
     for n in names(&table) {
         assert!(!n.starts_with("verdict-"), "verdict-core depends on {n}");
-        assert!(!["tokio", "async-trait", "futures"].contains(&n.as_str()), "verdict-core depends on {n}");
+        assert!(
+            !["tokio", "async-trait", "futures"].contains(&n.as_str()),
+            "verdict-core depends on {n}"
+        );
     }
 }
 
@@ -77,12 +97,21 @@ fn every_crate_is_in_the_code_map() {
         if !crates_dir().join(&krate).join("Cargo.toml").exists() {
             continue;
         }
-        assert!(map.contains(&format!("## {krate}")), "ARCHITECTURE.md has no section for {krate}");
-        assert!(readme.contains(&format!("`{krate}`")), "README.md does not list {krate}");
+        assert!(
+            map.contains(&format!("## {krate}")),
+            "ARCHITECTURE.md has no section for {krate}"
+        );
+        assert!(
+            readme.contains(&format!("`{krate}`")),
+            "README.md does not list {krate}"
+        );
         let lib = crates_dir().join(&krate).join("src/lib.rs");
         if lib.exists() {
             let text = std::fs::read_to_string(&lib).unwrap();
-            assert!(text.starts_with("//!"), "{krate}'s lib.rs does not open with its crate doc");
+            assert!(
+                text.starts_with("//!"),
+                "{krate}'s lib.rs does not open with its crate doc"
+            );
         }
     }
 }

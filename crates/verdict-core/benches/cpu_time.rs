@@ -55,13 +55,20 @@ impl ValueFormatter for NanosFormatter {
         values.iter_mut().for_each(|v| *v /= d);
         u
     }
-    fn scale_throughputs(&self, _typical: f64, throughput: &Throughput, values: &mut [f64]) -> &'static str {
+    fn scale_throughputs(
+        &self,
+        _typical: f64,
+        throughput: &Throughput,
+        values: &mut [f64],
+    ) -> &'static str {
         let bytes = match throughput {
             Throughput::Bytes(b) | Throughput::BytesDecimal(b) => *b as f64,
             Throughput::Bits(b) => *b as f64 / 8.0,
             Throughput::Elements(e) | Throughput::ElementsAndBytes { elements: e, .. } => *e as f64,
         };
-        values.iter_mut().for_each(|v| *v = bytes * 1e9 / *v / (1024.0 * 1024.0));
+        values
+            .iter_mut()
+            .for_each(|v| *v = bytes * 1e9 / *v / (1024.0 * 1024.0));
         "MiB/s (cpu)"
     }
     fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {

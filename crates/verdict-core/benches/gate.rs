@@ -1,6 +1,12 @@
 //! Gate and canonical-form benchmarks, in thread CPU time. Reproduce with
 //! `cargo bench -p verdict-core --bench gate`; BENCHMARKS.md records the figures.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    missing_docs
+)]
 
 mod cpu_time;
 
@@ -68,8 +74,13 @@ fn bench_gate(c: &mut Criterion<CpuTime>) {
         let b = bundle(n, e, r);
         let bytes = serde_json::to_vec(&b).unwrap();
         let prepared = gate::Prepared::new(&b).unwrap_or_else(|d| panic!("{d:?}"));
-        assert_eq!(prepared.decide().outcome, verdict_core::contracts::Outcome::Pass);
-        g.bench_with_input(BenchmarkId::new("decide", name), &prepared, |bch, p| bch.iter(|| black_box(p.decide())));
+        assert_eq!(
+            prepared.decide().outcome,
+            verdict_core::contracts::Outcome::Pass
+        );
+        g.bench_with_input(BenchmarkId::new("decide", name), &prepared, |bch, p| {
+            bch.iter(|| black_box(p.decide()))
+        });
         g.bench_with_input(BenchmarkId::new("evaluate", name), &bytes, |bch, x| {
             bch.iter(|| black_box(gate::evaluate(black_box(x)).canonical_bytes().unwrap()))
         });
@@ -83,13 +94,16 @@ fn manifest() -> Vec<u8> {
         .map(|i| {
             let kind = ["diff", "log", "artifact"][i % 3];
             json!({
-            "ref": format!("resource-{i}"), "kind": kind, "digest": CONTENT,
-            "bytes_included": i * 37, "truncated": i % 7 == 0, "score": (i as f64) / 7.0,
-            "note": format!("line {i}: naïve café \u{1f600} \"quoted\" \\ tab\t")
-        })
+                "ref": format!("resource-{i}"), "kind": kind, "digest": CONTENT,
+                "bytes_included": i * 37, "truncated": i % 7 == 0, "score": (i as f64) / 7.0,
+                "note": format!("line {i}: naïve café \u{1f600} \"quoted\" \\ tab\t")
+            })
         })
         .collect();
-    serde_json::to_vec(&json!({"schema": "verdict.context/v1", "entries": entries, "policy_revision": 3})).unwrap()
+    serde_json::to_vec(
+        &json!({"schema": "verdict.context/v1", "entries": entries, "policy_revision": 3}),
+    )
+    .unwrap()
 }
 
 fn bench_canonical(c: &mut Criterion<CpuTime>) {
@@ -97,13 +111,25 @@ fn bench_canonical(c: &mut Criterion<CpuTime>) {
     let mut g = c.benchmark_group("canonical_1mib");
     g.throughput(Throughput::Bytes(doc.len() as u64));
     g.bench_function("serde_json_parse_serialise", |b| {
-        b.iter(|| black_box(serde_json::to_vec(&serde_json::from_slice::<Value>(black_box(&doc)).unwrap()).unwrap()))
+        b.iter(|| {
+            black_box(
+                serde_json::to_vec(&serde_json::from_slice::<Value>(black_box(&doc)).unwrap())
+                    .unwrap(),
+            )
+        })
     });
     g.bench_function("verdict_strict_parse_canonical", |b| {
         b.iter(|| black_box(canonical::to_vec(&strict::parse(black_box(&doc)).unwrap())))
     });
     g.bench_function("serde_json_canonicalizer", |b| {
-        b.iter(|| black_box(serde_json_canonicalizer::to_vec(&serde_json::from_slice::<Value>(black_box(&doc)).unwrap()).unwrap()))
+        b.iter(|| {
+            black_box(
+                serde_json_canonicalizer::to_vec(
+                    &serde_json::from_slice::<Value>(black_box(&doc)).unwrap(),
+                )
+                .unwrap(),
+            )
+        })
     });
     g.finish();
 }

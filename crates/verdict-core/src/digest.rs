@@ -81,7 +81,9 @@ impl fmt::Display for DigestKind {
 
 /// A kind name that is not one of [`DigestKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown digest kind {0:?} (expected one of subject, policy, evidence, verification, finding, human-decision, evidence-set, evaluation, context, decision, request)")]
+#[error(
+    "unknown digest kind {0:?} (expected one of subject, policy, evidence, verification, finding, human-decision, evidence-set, evaluation, context, decision, request)"
+)]
 pub struct UnknownKind(pub String);
 
 impl FromStr for DigestKind {
@@ -134,7 +136,9 @@ impl FromStr for Digest {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let ok = s.len() == 71
             && s.starts_with("sha256:")
-            && s.bytes().skip(7).all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            && s.bytes()
+                .skip(7)
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if ok {
             Ok(Self(s.to_owned()))
         } else {
@@ -294,7 +298,10 @@ mod tests {
         let doc = json!({"a": 1});
         let d = digest(DigestKind::Evidence, &doc);
         let carried = json!({"a": 1, "digest": d.as_str()});
-        assert_eq!(verify_carried(DigestKind::Evidence, &carried), Ok(d.clone()));
+        assert_eq!(
+            verify_carried(DigestKind::Evidence, &carried),
+            Ok(d.clone())
+        );
         let tampered = json!({"a": 2, "digest": d.as_str()});
         assert!(matches!(
             verify_carried(DigestKind::Evidence, &tampered),
@@ -316,7 +323,11 @@ mod tests {
         assert!(upper.parse::<Digest>().is_err());
         let good = format!("sha256:{}", "a".repeat(64));
         assert!(good.parse::<Digest>().is_ok());
-        assert!(format!("sha512:{}", "a".repeat(64)).parse::<Digest>().is_err());
+        assert!(
+            format!("sha512:{}", "a".repeat(64))
+                .parse::<Digest>()
+                .is_err()
+        );
     }
 
     #[test]

@@ -125,7 +125,9 @@ struct Parser<'a> {
 
 fn line_column(prefix: &str) -> (usize, usize) {
     let line = prefix.bytes().filter(|b| *b == b'\n').count() + 1;
-    let last = prefix.rfind('\n').map_or(prefix, |i| prefix.get(i + 1..).unwrap_or(""));
+    let last = prefix
+        .rfind('\n')
+        .map_or(prefix, |i| prefix.get(i + 1..).unwrap_or(""));
     (line, last.chars().count() + 1)
 }
 
@@ -197,7 +199,9 @@ impl Parser<'_> {
 
     fn word(&self) -> String {
         let rest = self.text.get(self.pos..).unwrap_or("");
-        rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect()
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect()
     }
 
     fn object(&mut self, depth: usize) -> Result<Value, JsonError> {
@@ -305,7 +309,9 @@ impl Parser<'_> {
                 }
                 Some(b'\\') => {
                     self.pos += 1;
-                    let esc = self.peek().ok_or_else(|| self.syntax("unterminated string"))?;
+                    let esc = self
+                        .peek()
+                        .ok_or_else(|| self.syntax("unterminated string"))?;
                     self.pos += 1;
                     match esc {
                         b'"' => out.push('"'),
@@ -362,7 +368,9 @@ impl Parser<'_> {
             Some(b'1'..=b'9') => {
                 self.digits();
             }
-            Some(b'I') => return Err(self.error(JsonErrorKind::NonFinite(format!("-{}", self.word())))),
+            Some(b'I') => {
+                return Err(self.error(JsonErrorKind::NonFinite(format!("-{}", self.word()))));
+            }
             _ => return Err(self.syntax("invalid number")),
         }
         let mut integral = true;
@@ -393,9 +401,7 @@ impl Parser<'_> {
                 }
             };
         }
-        let f: f64 = lit
-            .parse()
-            .map_err(|_| self.syntax("invalid number"))?;
+        let f: f64 = lit.parse().map_err(|_| self.syntax("invalid number"))?;
         if !f.is_finite() {
             self.pos = start;
             return Err(self.error(JsonErrorKind::NonFinite(lit.to_owned())));
@@ -419,11 +425,19 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_documents() {
-        let v = parse(br#" {"a": [1, -2, 3.5, "x\u00e9\ud83d\ude00", true, false, null], "b": {}} "#).unwrap();
+        let v =
+            parse(br#" {"a": [1, -2, 3.5, "x\u00e9\ud83d\ude00", true, false, null], "b": {}} "#)
+                .unwrap();
         assert_eq!(v["a"][3], "xé😀");
         assert_eq!(v["a"][1], -2);
-        assert_eq!(parse(b"9007199254740991").unwrap(), 9_007_199_254_740_991_i64);
-        assert_eq!(parse(b"-9007199254740991").unwrap(), -9_007_199_254_740_991_i64);
+        assert_eq!(
+            parse(b"9007199254740991").unwrap(),
+            9_007_199_254_740_991_i64
+        );
+        assert_eq!(
+            parse(b"-9007199254740991").unwrap(),
+            -9_007_199_254_740_991_i64
+        );
     }
 
     #[test]
@@ -436,10 +450,22 @@ mod tests {
 
     #[test]
     fn refuses_integers_outside_the_safe_range() {
-        assert!(matches!(kind(b"9007199254740992"), JsonErrorKind::IntegerOutOfRange(_)));
-        assert!(matches!(kind(b"-9007199254740992"), JsonErrorKind::IntegerOutOfRange(_)));
-        assert!(matches!(kind(b"1e300"), JsonErrorKind::IntegerOutOfRange(_)));
-        assert!(matches!(kind(b"[1, 99999999999999999999]"), JsonErrorKind::IntegerOutOfRange(_)));
+        assert!(matches!(
+            kind(b"9007199254740992"),
+            JsonErrorKind::IntegerOutOfRange(_)
+        ));
+        assert!(matches!(
+            kind(b"-9007199254740992"),
+            JsonErrorKind::IntegerOutOfRange(_)
+        ));
+        assert!(matches!(
+            kind(b"1e300"),
+            JsonErrorKind::IntegerOutOfRange(_)
+        ));
+        assert!(matches!(
+            kind(b"[1, 99999999999999999999]"),
+            JsonErrorKind::IntegerOutOfRange(_)
+        ));
         assert!(parse(b"1.5e3").is_ok());
     }
 
@@ -474,7 +500,11 @@ mod tests {
             b"'a'",
             b"\xef\xbb\xbf{}",
         ] {
-            assert!(parse(bad).is_err(), "accepted {:?}", String::from_utf8_lossy(bad));
+            assert!(
+                parse(bad).is_err(),
+                "accepted {:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

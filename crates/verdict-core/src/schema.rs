@@ -1,11 +1,20 @@
 //! JSON Schemas of the contract documents, derived from the Rust types.
 
-use crate::contracts::{CheckEvidence, GateBundle, GateDecision, Policy, Subject, VerificationResult};
+use crate::contracts::{
+    CheckEvidence, GateBundle, GateDecision, Policy, Subject, VerificationResult,
+};
 use schemars::{JsonSchema, schema_for};
 use serde_json::Value;
 
 /// The documents a schema can be printed for.
-pub const NAMES: [&str; 6] = ["bundle", "subject", "policy", "decision", "evidence", "verification"];
+pub const NAMES: [&str; 6] = [
+    "bundle",
+    "subject",
+    "policy",
+    "decision",
+    "evidence",
+    "verification",
+];
 
 fn of<T: JsonSchema>() -> Value {
     schema_for!(T).to_value()

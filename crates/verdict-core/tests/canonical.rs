@@ -1,7 +1,12 @@
 //! The focused canonical writer and the strict reader, checked differentially: against
 //! `serde_json_canonicalizer` for RFC 8785 output, and against `serde_json` for what a
 //! well-formed document means.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -11,16 +16,32 @@ fn arb_string() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-zA-Z0-9 _.-]{0,12}",
         any::<String>(),
-        prop::collection::vec(prop_oneof![Just('\u{0}'), Just('\u{1f}'), Just('"'), Just('\\'), Just('\u{7f}'),
-            Just('\u{2028}'), Just('\u{e000}'), Just('\u{fb33}'), Just('\u{1f600}'), Just('\u{10ffff}'), Just('é')], 0..8)
-            .prop_map(|v| v.into_iter().collect()),
+        prop::collection::vec(
+            prop_oneof![
+                Just('\u{0}'),
+                Just('\u{1f}'),
+                Just('"'),
+                Just('\\'),
+                Just('\u{7f}'),
+                Just('\u{2028}'),
+                Just('\u{e000}'),
+                Just('\u{fb33}'),
+                Just('\u{1f600}'),
+                Just('\u{10ffff}'),
+                Just('é')
+            ],
+            0..8
+        )
+        .prop_map(|v| v.into_iter().collect()),
     ]
 }
 
 fn arb_number() -> impl Strategy<Value = Value> {
     prop_oneof![
         (-9_007_199_254_740_991i64..=9_007_199_254_740_991).prop_map(|n| json!(n)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         prop::num::f64::NORMAL.prop_map(|f| json!(f)),
         prop::num::f64::SUBNORMAL.prop_map(|f| json!(f)),
         (-1e6f64..1e6).prop_map(|f| json!(f)),
@@ -29,7 +50,10 @@ fn arb_number() -> impl Strategy<Value = Value> {
 
 /// Numbers the strict reader accepts: any notation, magnitude at most 2^53 - 1.
 fn arb_safe_number() -> impl Strategy<Value = Value> {
-    arb_number().prop_filter("within the safe range", |v| v.as_f64().is_some_and(|f| f.abs() <= 9_007_199_254_740_991.0))
+    arb_number().prop_filter("within the safe range", |v| {
+        v.as_f64()
+            .is_some_and(|f| f.abs() <= 9_007_199_254_740_991.0)
+    })
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {
@@ -41,11 +65,17 @@ fn arb_safe_json() -> impl Strategy<Value = Value> {
 }
 
 fn json_of(numbers: BoxedStrategy<Value>) -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::Bool), numbers, arb_string().prop_map(Value::String)];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        numbers,
+        arb_string().prop_map(Value::String)
+    ];
     leaf.prop_recursive(4, 64, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map(arb_string(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(arb_string(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }

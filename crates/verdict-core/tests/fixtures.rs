@@ -1,6 +1,11 @@
 //! Data-driven hostile cases: every `fixtures/gate/*.json` names the outcome and the exact set
 //! of reason codes its bundle must produce.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::path::Path;
 use verdict_core::contracts::ReasonCode;
@@ -11,17 +16,32 @@ fn every_gate_fixture_decides_as_expected() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gate");
     let mut seen = 0;
     let mut failures = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
-    for path in entries.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
-        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for path in entries
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         let bundle = serde_json::to_vec(&doc["bundle"]).unwrap();
         let d = gate::evaluate(&bundle);
         let want_outcome = doc["expect"]["outcome"].as_str().unwrap();
-        let mut want: Vec<String> =
-            doc["expect"]["reasons"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_owned()).collect();
+        let mut want: Vec<String> = doc["expect"]["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_owned())
+            .collect();
         want.sort();
-        let mut got: Vec<String> = d.reasons.iter().map(|r| ReasonCode::as_str(r.code).to_owned()).collect();
+        let mut got: Vec<String> = d
+            .reasons
+            .iter()
+            .map(|r| ReasonCode::as_str(r.code).to_owned())
+            .collect();
         got.sort();
         got.dedup();
         if d.outcome.as_str() != want_outcome || got != want {
@@ -34,6 +54,10 @@ fn every_gate_fixture_decides_as_expected() {
         }
         seen += 1;
     }
-    assert!(seen >= 15, "only {seen} fixtures found in {}", dir.display());
+    assert!(
+        seen >= 15,
+        "only {seen} fixtures found in {}",
+        dir.display()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

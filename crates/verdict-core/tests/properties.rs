@@ -1,6 +1,11 @@
 //! Properties of the Gate over generated bundles: order does not matter, more bad news never
 //! makes a decision more lenient, withholding evidence never helps, and nothing panics.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -17,12 +22,12 @@ const CLASSES: [&str; 2] = ["reviewer", "security"];
 /// to 3 verification results with random rows, optional human decisions and a prior blocker.
 #[derive(Debug, Clone)]
 struct Spec {
-    criteria: Vec<(bool, u8, u8)>,           // required, role, weight 1..4
-    required_checks: Vec<bool>,              // per criterion's check
-    evidence: Vec<(usize, u8, bool)>,        // check index, outcome 0..3, time-sensitive
+    criteria: Vec<(bool, u8, u8)>,    // required, role, weight 1..4
+    required_checks: Vec<bool>,       // per criterion's check
+    evidence: Vec<(usize, u8, bool)>, // check index, outcome 0..3, time-sensitive
     results: Vec<(usize, Vec<Option<usize>>, i8)>, // class, row status per criterion, generation delta
-    humans: Vec<bool>,                       // approve?
-    prior: Option<u8>,                       // disposition kind of the prior blocker, 4 = none
+    humans: Vec<bool>,                             // approve?
+    prior: Option<u8>, // disposition kind of the prior blocker, 4 = none
     risk_human: bool,
     required_classes: Vec<bool>,
 }
@@ -33,22 +38,40 @@ fn spec() -> impl Strategy<Value = Spec> {
             prop::collection::vec((any::<bool>(), 0u8..3, 1u8..4), n),
             prop::collection::vec(any::<bool>(), n),
             prop::collection::vec((0..n, 0u8..3, any::<bool>()), 0..5),
-            prop::collection::vec((0usize..2, prop::collection::vec(prop::option::of(0usize..4), n), -1i8..=0), 0..4),
+            prop::collection::vec(
+                (
+                    0usize..2,
+                    prop::collection::vec(prop::option::of(0usize..4), n),
+                    -1i8..=0,
+                ),
+                0..4,
+            ),
             prop::collection::vec(any::<bool>(), 0..2),
             prop::option::of(0u8..5),
             any::<bool>(),
             prop::collection::vec(any::<bool>(), 2),
         )
-            .prop_map(|(criteria, required_checks, evidence, results, humans, prior, risk_human, required_classes)| Spec {
-                criteria,
-                required_checks,
-                evidence,
-                results,
-                humans,
-                prior,
-                risk_human,
-                required_classes,
-            })
+            .prop_map(
+                |(
+                    criteria,
+                    required_checks,
+                    evidence,
+                    results,
+                    humans,
+                    prior,
+                    risk_human,
+                    required_classes,
+                )| Spec {
+                    criteria,
+                    required_checks,
+                    evidence,
+                    results,
+                    humans,
+                    prior,
+                    risk_human,
+                    required_classes,
+                },
+            )
     })
 }
 
@@ -66,10 +89,20 @@ fn build(s: &Spec) -> Bundle {
         (0..s.criteria.len()).map(|i| json!({"id": format!("k{i}"), "definition_digest": DEF, "criteria": [format!("c{i}")]})).collect::<Vec<_>>()
     );
     b.v["policy"]["required_checks"] = json!(
-        s.required_checks.iter().enumerate().filter(|(_, r)| **r).map(|(i, _)| format!("k{i}")).collect::<Vec<_>>()
+        s.required_checks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| format!("k{i}"))
+            .collect::<Vec<_>>()
     );
     b.v["policy"]["required_verifiers"] = json!(
-        s.required_classes.iter().enumerate().filter(|(_, r)| **r).map(|(i, _)| CLASSES[i]).collect::<Vec<_>>()
+        s.required_classes
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| CLASSES[i])
+            .collect::<Vec<_>>()
     );
     if s.risk_human {
         b.v["policy"]["risk"] = json!({"low": {"human": true}});
@@ -79,7 +112,11 @@ fn build(s: &Spec) -> Bundle {
             .iter()
             .enumerate()
             .map(|(n, (k, o, timed))| {
-                let mut e = evidence(&format!("ev{n}"), &format!("k{k}"), ["pass", "fail", "error"][*o as usize]);
+                let mut e = evidence(
+                    &format!("ev{n}"),
+                    &format!("k{k}"),
+                    ["pass", "fail", "error"][*o as usize],
+                );
                 if *timed {
                     e["freshness"] = json!({"kind": "time", "max_age_s": 300});
                 }
@@ -108,7 +145,15 @@ fn build(s: &Spec) -> Bundle {
             .collect::<Vec<_>>()
     );
     b.v["human_decisions"] = json!(
-        s.humans.iter().enumerate().map(|(n, a)| human(&format!("hd{n}"), "alice", if *a { "approve" } else { "reject" })).collect::<Vec<_>>()
+        s.humans
+            .iter()
+            .enumerate()
+            .map(|(n, a)| human(
+                &format!("hd{n}"),
+                "alice",
+                if *a { "approve" } else { "reject" }
+            ))
+            .collect::<Vec<_>>()
     );
     if s.prior.is_some() {
         let mut f = finding("f-old", 1, "c0", "blocker", "change");
@@ -130,7 +175,10 @@ fn canonical(b: &Bundle) -> Vec<u8> {
 }
 
 fn assert_no_fault(d: &verdict_core::contracts::GateDecision) {
-    assert!(!d.reasons.iter().any(|r| r.code == ReasonCode::GateError), "gate fault: {d:#?}");
+    assert!(
+        !d.reasons.iter().any(|r| r.code == ReasonCode::GateError),
+        "gate fault: {d:#?}"
+    );
 }
 
 proptest! {
@@ -241,7 +289,8 @@ fn arb_json() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -250,8 +299,13 @@ fn arb_json() -> impl Strategy<Value = Value> {
 fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
     out.push(at.clone());
     match v {
-        Value::Object(m) => m.iter().for_each(|(k, x)| pointers(x, format!("{at}/{k}"), out)),
-        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| pointers(x, format!("{at}/{i}"), out)),
+        Value::Object(m) => m
+            .iter()
+            .for_each(|(k, x)| pointers(x, format!("{at}/{k}"), out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| pointers(x, format!("{at}/{i}"), out)),
         _ => {}
     }
 }

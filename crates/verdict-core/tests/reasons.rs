@@ -1,6 +1,11 @@
 //! One test per reason code of CONTRACTS.md §6.2, each on the smallest bundle that triggers it,
 //! plus the boundaries around it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -24,11 +29,19 @@ fn invalid_input_duplicate_key_in_the_raw_bytes() {
     let mut bytes = Bundle::base().bytes();
     let text = String::from_utf8(bytes.clone()).unwrap();
     // Give the policy a second "name": a reader that keeps the last one would see another policy.
-    let text = text.replacen("\"name\":\"merge\"", "\"name\":\"merge\",\"name\":\"lax\"", 1);
+    let text = text.replacen(
+        "\"name\":\"merge\"",
+        "\"name\":\"merge\",\"name\":\"lax\"",
+        1,
+    );
     bytes = text.into_bytes();
     let d = verdict_core::gate::evaluate(&bytes);
     assert_reason(&d, Outcome::Blocked, R::InvalidInput);
-    assert!(d.reasons[0].detail.contains("duplicate object key"), "{}", d.reasons[0].detail);
+    assert!(
+        d.reasons[0].detail.contains("duplicate object key"),
+        "{}",
+        d.reasons[0].detail
+    );
     assert!(d.evaluation_key.is_none());
 }
 
@@ -38,38 +51,121 @@ fn invalid_input_misspelled_policy_field() {
     b.v["policy"]["requried_checks"] = json!([]);
     let d = b.eval();
     assert_reason(&d, Outcome::Blocked, R::InvalidInput);
-    assert!(d.reasons.iter().any(|r| r.detail.contains("requried_checks")), "{:?}", d.reasons);
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.detail.contains("requried_checks")),
+        "{:?}",
+        d.reasons
+    );
 }
 
 #[test]
 fn invalid_input_cases() {
     let cases: Vec<Edit> = vec![
-        ("uppercase identifier", Box::new(|b| b.v["subject"]["criteria"]["items"][0]["id"] = json!("Works"))),
-        ("unsafe integer", Box::new(|b| b.v["subject"]["execution"]["generation"] = json!(9_007_199_254_740_992_u64))),
-        ("zero weight", Box::new(|b| b.v["subject"]["criteria"]["items"][0]["weight"] = json!(0))),
-        ("negative weight", Box::new(|b| b.v["subject"]["criteria"]["items"][0]["weight"] = json!(-1.5))),
-        ("non-utc now", Box::new(|b| b.v["now"] = json!("2026-11-30T12:00:00+01:00"))),
-        ("rule with outcome pass", Box::new(|b| b.v["policy"]["rules"] = json!([{"id": "r", "when": "true", "outcome": "pass", "reason": "x"}]))),
-        ("rule that does not parse", Box::new(|b| b.v["policy"]["rules"] = json!([{"id": "r", "when": "((", "outcome": "rework", "reason": "x"}]))),
-        ("on_inconclusive pass", Box::new(|b| b.v["policy"]["on_inconclusive"] = json!("pass"))),
-        ("on_contradiction pass", Box::new(|b| b.v["policy"]["on_contradiction"] = json!("pass"))),
-        ("unknown bundle field", Box::new(|b| b.v["extra"] = json!(1))),
-        ("missing bundle field", Box::new(|b| { b.v.as_object_mut().unwrap().remove("prior_findings"); })),
-        ("wrong schema", Box::new(|b| b.v["schema"] = json!("verdict.gate-bundle/v2"))),
-        ("check pin on unknown criterion", Box::new(|b| b.v["subject"]["checks"][0]["criteria"] = json!(["nope"]))),
-        ("repeated criterion id", Box::new(|b| { b.add_criterion(json!({"id": "works", "text": "again"})); })),
-        ("evidence id reused for another document", Box::new(|b| { b.push("evidence", evidence("ev-unit", "unit", "fail")); })),
-        ("evidence id equal to a resource name", Box::new(|b| { b.push("evidence", evidence("diff", "unit", "pass")); })),
-        ("evidence with unknown field", Box::new(|b| b.v["evidence"][0]["extra"] = json!(true))),
-        ("malformed digest", Box::new(|b| b.v["subject"]["objective"]["digest"] = json!("sha256:XYZ"))),
-        ("invisible char in principal", Box::new(|b| b.v["subject"]["producer"]["principal"] = json!("agent\u{200b}1"))),
+        (
+            "uppercase identifier",
+            Box::new(|b| b.v["subject"]["criteria"]["items"][0]["id"] = json!("Works")),
+        ),
+        (
+            "unsafe integer",
+            Box::new(|b| {
+                b.v["subject"]["execution"]["generation"] = json!(9_007_199_254_740_992_u64)
+            }),
+        ),
+        (
+            "zero weight",
+            Box::new(|b| b.v["subject"]["criteria"]["items"][0]["weight"] = json!(0)),
+        ),
+        (
+            "negative weight",
+            Box::new(|b| b.v["subject"]["criteria"]["items"][0]["weight"] = json!(-1.5)),
+        ),
+        (
+            "non-utc now",
+            Box::new(|b| b.v["now"] = json!("2026-11-30T12:00:00+01:00")),
+        ),
+        (
+            "rule with outcome pass",
+            Box::new(|b| {
+                b.v["policy"]["rules"] =
+                    json!([{"id": "r", "when": "true", "outcome": "pass", "reason": "x"}])
+            }),
+        ),
+        (
+            "rule that does not parse",
+            Box::new(|b| {
+                b.v["policy"]["rules"] =
+                    json!([{"id": "r", "when": "((", "outcome": "rework", "reason": "x"}])
+            }),
+        ),
+        (
+            "on_inconclusive pass",
+            Box::new(|b| b.v["policy"]["on_inconclusive"] = json!("pass")),
+        ),
+        (
+            "on_contradiction pass",
+            Box::new(|b| b.v["policy"]["on_contradiction"] = json!("pass")),
+        ),
+        (
+            "unknown bundle field",
+            Box::new(|b| b.v["extra"] = json!(1)),
+        ),
+        (
+            "missing bundle field",
+            Box::new(|b| {
+                b.v.as_object_mut().unwrap().remove("prior_findings");
+            }),
+        ),
+        (
+            "wrong schema",
+            Box::new(|b| b.v["schema"] = json!("verdict.gate-bundle/v2")),
+        ),
+        (
+            "check pin on unknown criterion",
+            Box::new(|b| b.v["subject"]["checks"][0]["criteria"] = json!(["nope"])),
+        ),
+        (
+            "repeated criterion id",
+            Box::new(|b| {
+                b.add_criterion(json!({"id": "works", "text": "again"}));
+            }),
+        ),
+        (
+            "evidence id reused for another document",
+            Box::new(|b| {
+                b.push("evidence", evidence("ev-unit", "unit", "fail"));
+            }),
+        ),
+        (
+            "evidence id equal to a resource name",
+            Box::new(|b| {
+                b.push("evidence", evidence("diff", "unit", "pass"));
+            }),
+        ),
+        (
+            "evidence with unknown field",
+            Box::new(|b| b.v["evidence"][0]["extra"] = json!(true)),
+        ),
+        (
+            "malformed digest",
+            Box::new(|b| b.v["subject"]["objective"]["digest"] = json!("sha256:XYZ")),
+        ),
+        (
+            "invisible char in principal",
+            Box::new(|b| b.v["subject"]["producer"]["principal"] = json!("agent\u{200b}1")),
+        ),
     ];
     for (name, edit) in cases {
         let mut b = Bundle::base();
         edit(&mut b);
         let d = b.eval();
         assert_eq!(d.outcome, Outcome::Blocked, "{name}: {d:#?}");
-        assert!(codes(&d).contains(&R::InvalidInput), "{name}: {:?}", codes(&d));
+        assert!(
+            codes(&d).contains(&R::InvalidInput),
+            "{name}: {:?}",
+            codes(&d)
+        );
         assert!(d.evaluation_key.is_none(), "{name}");
     }
 }
@@ -80,7 +176,8 @@ fn gate_error_when_a_rule_fails_to_evaluate() {
     b.v["policy"]["rules"] = json!([{"id": "r", "when": "criteria['missing'] == 'passed'", "outcome": "rework", "reason": "x"}]);
     assert_reason(&b.eval(), Outcome::Blocked, R::GateError);
     // A rule that yields a non-bool is an error too, not "false".
-    b.v["policy"]["rules"] = json!([{"id": "r", "when": "1 + 1", "outcome": "rework", "reason": "x"}]);
+    b.v["policy"]["rules"] =
+        json!([{"id": "r", "when": "1 + 1", "outcome": "rework", "reason": "x"}]);
     assert_reason(&b.eval(), Outcome::Blocked, R::GateError);
 }
 
@@ -136,7 +233,11 @@ fn evidence_tampered() {
     let real = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, &ev);
     ev["digest"] = json!(real.as_str());
     b.v["evidence"] = json!([ev.clone()]);
-    assert_eq!(b.eval().outcome, Outcome::Pass, "an intact carried digest is accepted");
+    assert_eq!(
+        b.eval().outcome,
+        Outcome::Pass,
+        "an intact carried digest is accepted"
+    );
     // Change what was observed after the digest was taken.
     b.v["evidence"][0]["content_digest"] = json!(OTHER_DEF);
     assert_reason(&b.eval(), Outcome::Blocked, R::EvidenceTampered);
@@ -156,19 +257,35 @@ fn evidence_definition_mismatch() {
 #[test]
 fn self_verification_denied_for_every_kind_of_item() {
     let edits: Vec<Edit> = vec![
-        ("verifier principal", Box::new(|b| b.v["verifications"][0]["verifier"]["principal"] = json!("agent-1"))),
-        ("verifier run", Box::new(|b| b.v["verifications"][0]["verifier"]["run"] = json!("run-1"))),
-        ("evidence principal", Box::new(|b| b.v["evidence"][0]["produced_by"]["principal"] = json!("agent-1"))),
-        ("human approver", Box::new(|b| {
-            b.v["policy"]["risk"] = json!({"low": {"human": true}});
-            b.push("human_decisions", human("hd-1", "agent-1", "approve"));
-        })),
+        (
+            "verifier principal",
+            Box::new(|b| b.v["verifications"][0]["verifier"]["principal"] = json!("agent-1")),
+        ),
+        (
+            "verifier run",
+            Box::new(|b| b.v["verifications"][0]["verifier"]["run"] = json!("run-1")),
+        ),
+        (
+            "evidence principal",
+            Box::new(|b| b.v["evidence"][0]["produced_by"]["principal"] = json!("agent-1")),
+        ),
+        (
+            "human approver",
+            Box::new(|b| {
+                b.v["policy"]["risk"] = json!({"low": {"human": true}});
+                b.push("human_decisions", human("hd-1", "agent-1", "approve"));
+            }),
+        ),
     ];
     for (name, edit) in edits {
         let mut b = Bundle::base();
         edit(&mut b);
         let d = b.eval();
-        assert!(codes(&d).contains(&R::SelfVerificationDenied), "{name}: {:?}", codes(&d));
+        assert!(
+            codes(&d).contains(&R::SelfVerificationDenied),
+            "{name}: {:?}",
+            codes(&d)
+        );
         assert_eq!(d.outcome, Outcome::Blocked, "{name}");
     }
 }
@@ -195,13 +312,27 @@ fn verifier_missing() {
 
 #[test]
 fn verifier_unavailable_keeps_the_cause() {
-    for cause in ["timeout", "provider_error", "budget_exhausted", "context_incomplete", "grant_revoked", "cancelled", "invalid_output"] {
+    for cause in [
+        "timeout",
+        "provider_error",
+        "budget_exhausted",
+        "context_incomplete",
+        "grant_revoked",
+        "cancelled",
+        "invalid_output",
+    ] {
         let mut b = Bundle::base();
         b.v["verifications"] = json!([unavailable("vr-u", "reviewer", cause)]);
         let d = b.eval();
         assert_reason(&d, Outcome::Blocked, R::VerifierUnavailable);
-        assert!(!codes(&d).contains(&R::CriterionFailed), "an outage is not a failure");
-        assert!(d.reasons.iter().any(|r| r.detail.contains(cause)), "{cause}");
+        assert!(
+            !codes(&d).contains(&R::CriterionFailed),
+            "an outage is not a failure"
+        );
+        assert!(
+            d.reasons.iter().any(|r| r.detail.contains(cause)),
+            "{cause}"
+        );
     }
     // An unavailable run next to a completed one of the same class changes nothing.
     let mut b = Bundle::base();
@@ -212,21 +343,62 @@ fn verifier_unavailable_keeps_the_cause() {
 #[test]
 fn verifier_output_invalid_cases() {
     let cases: Vec<Edit> = vec![
-        ("unknown criterion", Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("works-2"))),
-        ("look-alike criterion", Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("wоrks"))),
-        ("repeated row", Box::new(|b| { b.v["verifications"][0]["criteria"].as_array_mut().unwrap().push(row("works", "failed", &["diff"])); })),
-        ("unknown status", Box::new(|b| b.v["verifications"][0]["criteria"][0]["status"] = json!("pass"))),
-        ("extra field", Box::new(|b| b.v["verifications"][0]["verdict"] = json!("pass"))),
-        ("newer generation", Box::new(|b| b.v["verifications"][0]["generation"] = json!(4))),
-        ("completed with unavailable_reason", Box::new(|b| b.v["verifications"][0]["unavailable_reason"] = json!("timeout"))),
-        ("finding on unknown criterion", Box::new(|b| { b.v["verifications"][0]["findings"] = json!([finding("f-1", 1, "other", "minor", "change")]); })),
-        ("disposition of unknown prior finding", Box::new(|b| { b.v["verifications"][0]["dispositions"] = json!([{"finding": "f-9", "version": 1, "disposition": "still_present", "evidence_refs": []}]); })),
+        (
+            "unknown criterion",
+            Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("works-2")),
+        ),
+        (
+            "look-alike criterion",
+            Box::new(|b| b.v["verifications"][0]["criteria"][0]["id"] = json!("wоrks")),
+        ),
+        (
+            "repeated row",
+            Box::new(|b| {
+                b.v["verifications"][0]["criteria"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(row("works", "failed", &["diff"]));
+            }),
+        ),
+        (
+            "unknown status",
+            Box::new(|b| b.v["verifications"][0]["criteria"][0]["status"] = json!("pass")),
+        ),
+        (
+            "extra field",
+            Box::new(|b| b.v["verifications"][0]["verdict"] = json!("pass")),
+        ),
+        (
+            "newer generation",
+            Box::new(|b| b.v["verifications"][0]["generation"] = json!(4)),
+        ),
+        (
+            "completed with unavailable_reason",
+            Box::new(|b| b.v["verifications"][0]["unavailable_reason"] = json!("timeout")),
+        ),
+        (
+            "finding on unknown criterion",
+            Box::new(|b| {
+                b.v["verifications"][0]["findings"] =
+                    json!([finding("f-1", 1, "other", "minor", "change")]);
+            }),
+        ),
+        (
+            "disposition of unknown prior finding",
+            Box::new(|b| {
+                b.v["verifications"][0]["dispositions"] = json!([{"finding": "f-9", "version": 1, "disposition": "still_present", "evidence_refs": []}]);
+            }),
+        ),
     ];
     for (name, edit) in cases {
         let mut b = Bundle::base();
         edit(&mut b);
         let d = b.eval();
-        assert!(codes(&d).contains(&R::VerifierOutputInvalid), "{name}: {:?}", codes(&d));
+        assert!(
+            codes(&d).contains(&R::VerifierOutputInvalid),
+            "{name}: {:?}",
+            codes(&d)
+        );
         assert_eq!(d.outcome, Outcome::Blocked, "{name}");
     }
 }
@@ -239,7 +411,14 @@ fn stale_generation_is_history() {
     assert_reason(&d, Outcome::Blocked, R::StaleGeneration);
     assert!(!codes(&d).contains(&R::VerifierMissing));
     // With a current result of the class as well, the old one is silent history.
-    b.push("verifications", verification("vr-2", "reviewer", vec![row("works", "passed", &["ev-unit"])]));
+    b.push(
+        "verifications",
+        verification(
+            "vr-2",
+            "reviewer",
+            vec![row("works", "passed", &["ev-unit"])],
+        ),
+    );
     assert_eq!(b.eval().outcome, Outcome::Pass);
 }
 
@@ -251,7 +430,10 @@ fn criterion_row_missing() {
     let d = b.eval();
     assert_reason(&d, Outcome::Blocked, R::CriterionRowMissing);
     // The check passed "fast", but a required reviewer's missing row still blocks.
-    assert_eq!(d.criteria[1].status, verdict_core::contracts::CriterionStatus::Passed);
+    assert_eq!(
+        d.criteria[1].status,
+        verdict_core::contracts::CriterionStatus::Passed
+    );
 }
 
 #[test]
@@ -270,7 +452,12 @@ fn check_error_proves_nothing() {
     b.v["evidence"][0]["outcome"] = json!("error");
     let d = b.eval();
     assert_reason(&d, Outcome::Blocked, R::CheckError);
-    assert!(d.criteria[0].sources.iter().all(|s| s.reference.as_str() != "ev-unit"));
+    assert!(
+        d.criteria[0]
+            .sources
+            .iter()
+            .all(|s| s.reference.as_str() != "ev-unit")
+    );
 }
 
 #[test]
@@ -297,7 +484,10 @@ fn check_failed_is_rework() {
 fn criterion_failed_is_rework() {
     let mut b = Bundle::base();
     b.add_criterion(json!({"id": "fast", "text": "it is fast"}));
-    b.v["verifications"][0]["criteria"].as_array_mut().unwrap().push(row("fast", "failed", &["diff"]));
+    b.v["verifications"][0]["criteria"]
+        .as_array_mut()
+        .unwrap()
+        .push(row("fast", "failed", &["diff"]));
     assert_reason(&b.eval(), Outcome::Rework, R::CriterionFailed);
 }
 
@@ -308,7 +498,11 @@ fn blocking_finding_only_when_change_scoped_blocker_on_required_criterion() {
     let d = b.eval();
     assert_reason(&d, Outcome::Rework, R::BlockingFinding);
     assert_eq!(d.rework.len(), 1);
-    for (sev, scope) in [("blocker", "adjacent"), ("blocker", "pre_existing"), ("major", "change")] {
+    for (sev, scope) in [
+        ("blocker", "adjacent"),
+        ("blocker", "pre_existing"),
+        ("major", "change"),
+    ] {
         let mut b = Bundle::base();
         b.v["verifications"][0]["findings"] = json!([finding("f-1", 1, "works", sev, scope)]);
         let d = b.eval();
@@ -334,7 +528,9 @@ fn with_prior(disposition: serde_json::Value) -> Bundle {
 
 #[test]
 fn prior_blocker_still_present_is_rework() {
-    let b = with_prior(json!({"finding": "f-1", "version": 1, "disposition": "still_present", "evidence_refs": ["diff"]}));
+    let b = with_prior(
+        json!({"finding": "f-1", "version": 1, "disposition": "still_present", "evidence_refs": ["diff"]}),
+    );
     let d = b.eval();
     assert_reason(&d, Outcome::Rework, R::PriorBlockerStillPresent);
     assert_eq!(d.rework.len(), 1);
@@ -342,7 +538,9 @@ fn prior_blocker_still_present_is_rework() {
 
 #[test]
 fn prior_blocker_resolution_needs_refs_and_supersession_needs_a_reason() {
-    let ok = with_prior(json!({"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": ["ev-unit"]}));
+    let ok = with_prior(
+        json!({"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": ["ev-unit"]}),
+    );
     assert_eq!(ok.eval().outcome, Outcome::Pass);
     for d in [
         json!({"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": []}),
@@ -350,16 +548,28 @@ fn prior_blocker_resolution_needs_refs_and_supersession_needs_a_reason() {
         json!({"finding": "f-1", "version": 1, "disposition": "superseded_by_subject_change", "evidence_refs": []}),
         json!({"finding": "f-1", "version": 1, "disposition": "superseded_by_subject_change", "evidence_refs": [], "reason": "  "}),
     ] {
-        assert_reason(&with_prior(d.clone()).eval(), Outcome::Blocked, R::PriorBlockerUnaddressed);
+        assert_reason(
+            &with_prior(d.clone()).eval(),
+            Outcome::Blocked,
+            R::PriorBlockerUnaddressed,
+        );
     }
-    let sup = with_prior(json!({"finding": "f-1", "version": 1, "disposition": "superseded_by_subject_change", "evidence_refs": [], "reason": "file deleted"}));
+    let sup = with_prior(
+        json!({"finding": "f-1", "version": 1, "disposition": "superseded_by_subject_change", "evidence_refs": [], "reason": "file deleted"}),
+    );
     assert_eq!(sup.eval().outcome, Outcome::Pass);
 }
 
 #[test]
 fn strictest_disposition_stands() {
-    let mut b = with_prior(json!({"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": ["ev-unit"]}));
-    let mut other = verification("vr-2", "security", vec![row("works", "passed", &["ev-unit"])]);
+    let mut b = with_prior(
+        json!({"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": ["ev-unit"]}),
+    );
+    let mut other = verification(
+        "vr-2",
+        "security",
+        vec![row("works", "passed", &["ev-unit"])],
+    );
     other["dispositions"] = json!([{"finding": "f-1", "version": 1, "disposition": "still_present", "evidence_refs": []}]);
     b.push("verifications", other);
     assert_reason(&b.eval(), Outcome::Rework, R::PriorBlockerStillPresent);
@@ -384,7 +594,10 @@ fn criterion_inconclusive_follows_on_inconclusive() {
 #[test]
 fn contradiction_follows_on_contradiction_without_voting() {
     let mut b = Bundle::base();
-    b.push("verifications", verification("vr-2", "security", vec![row("works", "failed", &["diff"])]));
+    b.push(
+        "verifications",
+        verification("vr-2", "security", vec![row("works", "failed", &["diff"])]),
+    );
     let d = b.eval();
     assert!(codes(&d).contains(&R::Contradiction));
     assert!(codes(&d).contains(&R::CriterionFailed));
@@ -403,7 +616,11 @@ fn unsupported_pass() {
         b.v["evidence"] = json!([]);
         let d = b.eval();
         assert_reason(&d, Outcome::HumanRequired, R::UnsupportedPass);
-        assert_eq!(d.criteria[0].status, verdict_core::contracts::CriterionStatus::Inconclusive, "{refs}");
+        assert_eq!(
+            d.criteria[0].status,
+            verdict_core::contracts::CriterionStatus::Inconclusive,
+            "{refs}"
+        );
         b.v["policy"]["require_evidence_refs"] = json!(false);
         assert_eq!(b.eval().outcome, Outcome::Pass, "{refs}");
     }
@@ -439,7 +656,10 @@ fn high_risk_requires_extra_verifier_classes() {
     b.v["subject"]["risk"]["class"] = json!("critical");
     b.v["policy"]["risk"] = json!({"critical": {"required_verifiers": ["security"]}});
     assert_reason(&b.eval(), Outcome::Blocked, R::VerifierMissing);
-    b.push("verifications", verification("vr-s", "security", vec![row("works", "passed", &["diff"])]));
+    b.push(
+        "verifications",
+        verification("vr-s", "security", vec![row("works", "passed", &["diff"])]),
+    );
     assert_eq!(b.eval().outcome, Outcome::Pass);
 }
 

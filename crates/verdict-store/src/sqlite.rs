@@ -71,7 +71,8 @@ fn connect(path: &Path) -> Result<Connection> {
         .map_err(err)?;
     // A 64 MiB page cache keeps the indexes a batch touches in memory instead of re-reading
     // them from the WAL for every lookup (the default is 2 MiB).
-    conn.pragma_update(None, "cache_size", -65_536).map_err(err)?;
+    conn.pragma_update(None, "cache_size", -65_536)
+        .map_err(err)?;
     conn.set_prepared_statement_cache_capacity(256);
     Ok(conn)
 }

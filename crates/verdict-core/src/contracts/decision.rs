@@ -7,7 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A decision's outcome. The order is the precedence: `Blocked` is the strongest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Everything required was shown.
@@ -34,7 +36,9 @@ impl Outcome {
 }
 
 /// The stable reason codes of §6.2. Exhaustive on purpose: a new code breaks every `match`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
     /// The bundle breaks the contract.
@@ -152,7 +156,10 @@ impl ReasonCode {
             | Self::PriorBlockerStillPresent
             | Self::HumanRejected => Some(Outcome::Rework),
             Self::HumanReviewRequired => Some(Outcome::HumanRequired),
-            Self::CriterionInconclusive | Self::Contradiction | Self::UnsupportedPass | Self::PolicyRule => None,
+            Self::CriterionInconclusive
+            | Self::Contradiction
+            | Self::UnsupportedPass
+            | Self::PolicyRule => None,
         }
     }
 
@@ -221,7 +228,9 @@ pub struct Reason {
 }
 
 /// A reference to one version of a finding.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct FindingRef {
     /// Finding id.
@@ -233,7 +242,9 @@ pub struct FindingRef {
 }
 
 /// What kind of item a criterion source is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     /// Check evidence.

@@ -6,7 +6,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A principal's role (CONTRACTS.md §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Runs the system; manages principals and grants.
@@ -23,7 +25,13 @@ pub enum Role {
 
 impl Role {
     /// Every role.
-    pub const ALL: [Self; 5] = [Self::Operator, Self::Producer, Self::Runner, Self::Verifier, Self::Human];
+    pub const ALL: [Self; 5] = [
+        Self::Operator,
+        Self::Producer,
+        Self::Runner,
+        Self::Verifier,
+        Self::Human,
+    ];
 
     /// The wire name.
     #[must_use]
@@ -57,7 +65,9 @@ pub struct ProducedBy {
 }
 
 /// What a check observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckOutcome {
     /// The expectation held.
@@ -174,7 +184,9 @@ pub enum VerificationStatus {
 }
 
 /// Why a verification run is unavailable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UnavailableReason {
     /// The call ran out of time.
@@ -210,7 +222,9 @@ impl UnavailableReason {
 }
 
 /// A criterion's status, as a source reports it or as the Gate derives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CriterionStatus {
     /// Shown to hold.
@@ -279,7 +293,9 @@ pub struct VerificationResult {
 }
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// Must be fixed before passing.
@@ -293,7 +309,9 @@ pub enum Severity {
 }
 
 /// Whether the change caused a finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Caused, exposed or materially worsened by this change.
@@ -353,7 +371,9 @@ pub struct Finding {
 }
 
 /// What became of a prior blocking finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DispositionKind {
     /// Fixed; needs evidence refs that exist in the bundle.

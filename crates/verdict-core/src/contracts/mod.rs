@@ -14,19 +14,20 @@ mod subject;
 
 pub use bundle::{BundleSchema, GateBundle};
 pub use decision::{
-    CriterionDecision, DecisionSchema, FindingRef, GateDecision, Outcome, Reason, ReasonCode, Scores, Source,
-    SourceKind,
+    CriterionDecision, DecisionSchema, FindingRef, GateDecision, Outcome, Reason, ReasonCode,
+    Scores, Source, SourceKind,
 };
 pub use evidence::{
-    CheckEvidence, CheckOutcome, ContextRef, CriterionRow, CriterionStatus, Disposition, DispositionKind,
-    EvidenceKind, Finding, Freshness, HumanDecision, HumanRole, HumanVerdict, Location, ProducedBy, Role, Runtime,
-    Scope, Severity, UnavailableReason, VerificationResult, VerificationStatus, Verifier,
+    CheckEvidence, CheckOutcome, ContextRef, CriterionRow, CriterionStatus, Disposition,
+    DispositionKind, EvidenceKind, Finding, Freshness, HumanDecision, HumanRole, HumanVerdict,
+    Location, ProducedBy, Role, Runtime, Scope, Severity, UnavailableReason, VerificationResult,
+    VerificationStatus, Verifier,
 };
 pub use policy::{Policy, PolicySchema, RiskRequirement, Rule};
 pub use primitives::{Id, Name, ScalarError, Timestamp};
 pub use subject::{
-    CheckPin, Criteria, Criterion, CriterionRole, Execution, Objective, Producer, Resource, Risk, RiskClass,
-    Subject, SubjectSchema, WorkItem,
+    CheckPin, Criteria, Criterion, CriterionRole, Execution, Objective, Producer, Resource, Risk,
+    RiskClass, Subject, SubjectSchema, WorkItem,
 };
 
 use crate::digest::{self, CarriedDigestError, Digest, DigestKind};
@@ -51,7 +52,10 @@ pub enum DecodeError {
 
 /// Reads a document of `kind` as `T`: checks a carried `"digest"`, strips it, then decodes
 /// strictly. Returns the document and its digest.
-pub fn decode<T: DeserializeOwned>(kind: DigestKind, doc: &Value) -> Result<(T, Digest), DecodeError> {
+pub fn decode<T: DeserializeOwned>(
+    kind: DigestKind,
+    doc: &Value,
+) -> Result<(T, Digest), DecodeError> {
     let d = digest::verify_carried(kind, doc).map_err(DecodeError::Tampered)?;
     let value = match doc {
         Value::Object(map) if map.contains_key(digest::CARRIED_FIELD) => {
@@ -77,8 +81,12 @@ pub fn decode_plain<T: DeserializeOwned>(value: &Value) -> Result<T, DecodeError
             path.push('/');
             match seg {
                 serde_path_to_error::Segment::Seq { index } => path.push_str(&index.to_string()),
-                serde_path_to_error::Segment::Map { key } => path.push_str(&crate::json::pointer_token(key)),
-                serde_path_to_error::Segment::Enum { variant } => path.push_str(&crate::json::pointer_token(variant)),
+                serde_path_to_error::Segment::Map { key } => {
+                    path.push_str(&crate::json::pointer_token(key))
+                }
+                serde_path_to_error::Segment::Enum { variant } => {
+                    path.push_str(&crate::json::pointer_token(variant))
+                }
                 serde_path_to_error::Segment::Unknown => path.push('?'),
             }
         }

@@ -1,9 +1,9 @@
 //! The policy: how the Gate decides (CONTRACTS.md §3).
 
+use super::Outcome;
 use super::evidence::Role;
 use super::primitives::Id;
 use super::subject::RiskClass;
-use super::Outcome;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -25,7 +25,8 @@ pub fn is_identifier(s: &str) -> bool {
     let b = s.as_bytes();
     matches!(b.first(), Some(b'a'..=b'z' | b'0'..=b'9'))
         && b.len() <= 128
-        && b.iter().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+        && b.iter()
+            .all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
 }
 
 /// Characters that render as nothing or reorder text: controls (Cc), format characters (Cf) and
@@ -252,14 +253,20 @@ fn parse_timestamp(s: &str) -> Option<i128> {
             None
         }
     };
-    if b.len() < 20 || b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || b.get(10) != Some(&b'T')
-        || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') || b.last() != Some(&b'Z')
+    if b.len() < 20
+        || b.get(4) != Some(&b'-')
+        || b.get(7) != Some(&b'-')
+        || b.get(10) != Some(&b'T')
+        || b.get(13) != Some(&b':')
+        || b.get(16) != Some(&b':')
+        || b.last() != Some(&b'Z')
     {
         return None;
     }
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59 {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59
+    {
         return None;
     }
     let mut frac: i128 = 0;
@@ -303,7 +310,9 @@ impl Serialize for Timestamp {
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -329,7 +338,17 @@ mod tests {
         for ok in ["a", "0", "tests-pass", "a.b_c-d", &"a".repeat(128)] {
             assert!(is_identifier(ok), "{ok}");
         }
-        for bad in ["", "A", "-a", ".a", "a b", "tests-pasѕ", "a/b", &"a".repeat(129), "é"] {
+        for bad in [
+            "",
+            "A",
+            "-a",
+            ".a",
+            "a b",
+            "tests-pasѕ",
+            "a/b",
+            &"a".repeat(129),
+            "é",
+        ] {
             assert!(!is_identifier(bad), "{bad}");
         }
     }
@@ -338,7 +357,14 @@ mod tests {
     fn printable_names() {
         assert!(is_printable_name("agent coder #1"));
         assert!(is_printable_name(&"é".repeat(256)));
-        for bad in ["", "a\u{200b}b", "a\u{202e}b", "a\nb", "a\u{feff}", &"x".repeat(257)] {
+        for bad in [
+            "",
+            "a\u{200b}b",
+            "a\u{202e}b",
+            "a\nb",
+            "a\u{feff}",
+            &"x".repeat(257),
+        ] {
             assert!(!is_printable_name(bad), "{bad:?}");
         }
     }
@@ -347,13 +373,25 @@ mod tests {
     fn timestamps_round_trip() {
         let t: Timestamp = "2026-11-30T12:00:00Z".parse().unwrap();
         assert_eq!(t.unix_nanos(), 1_796_040_000 * NANOS_PER_SEC);
-        assert_eq!(Timestamp::from_unix_nanos(t.unix_nanos()).as_str(), "2026-11-30T12:00:00Z");
+        assert_eq!(
+            Timestamp::from_unix_nanos(t.unix_nanos()).as_str(),
+            "2026-11-30T12:00:00Z"
+        );
         let f: Timestamp = "2024-02-29T23:59:59.5Z".parse().unwrap();
         assert_eq!(f.plus_seconds(1).as_str(), "2024-03-01T00:00:00.5Z");
-        assert_eq!("1970-01-01T00:00:00Z".parse::<Timestamp>().unwrap().unix_nanos(), 0);
+        assert_eq!(
+            "1970-01-01T00:00:00Z"
+                .parse::<Timestamp>()
+                .unwrap()
+                .unix_nanos(),
+            0
+        );
         let early: Timestamp = "1969-12-31T23:59:59Z".parse().unwrap();
         assert_eq!(early.unix_nanos(), -NANOS_PER_SEC);
-        assert_eq!(Timestamp::from_unix_nanos(-NANOS_PER_SEC).as_str(), "1969-12-31T23:59:59Z");
+        assert_eq!(
+            Timestamp::from_unix_nanos(-NANOS_PER_SEC).as_str(),
+            "1969-12-31T23:59:59Z"
+        );
     }
 
     #[test]

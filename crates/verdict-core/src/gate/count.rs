@@ -44,11 +44,15 @@ pub(crate) fn is_stale(e: &CheckEvidence, now: &Timestamp) -> bool {
 }
 
 /// Check evidence that counts, by check id.
-pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeMap<&'a Id, Vec<&'a CheckEvidence>> {
+pub(crate) fn count_evidence<'a>(
+    l: &'a Loaded,
+    reasons: &mut Reasons,
+) -> BTreeMap<&'a Id, Vec<&'a CheckEvidence>> {
     let s = &l.subject;
     let from = &l.policy.check_evidence_from;
     let producer_allowed = from.contains(&Role::Producer);
-    let pins: BTreeMap<&Id, &crate::contracts::CheckPin> = s.checks.iter().map(|p| (&p.id, p)).collect();
+    let pins: BTreeMap<&Id, &crate::contracts::CheckPin> =
+        s.checks.iter().map(|p| (&p.id, p)).collect();
     let mut counted: BTreeMap<&Id, Vec<&CheckEvidence>> = BTreeMap::new();
     for item in &l.evidence {
         let e = &item.doc;
@@ -62,7 +66,10 @@ pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeM
         if e.definition_digest != pin.definition_digest {
             reasons.add(
                 fixed(ReasonCode::EvidenceDefinitionMismatch).check(&e.check),
-                format!("evidence {id:?} ran definition {} but the subject pins {}", e.definition_digest, pin.definition_digest),
+                format!(
+                    "evidence {id:?} ran definition {} but the subject pins {}",
+                    e.definition_digest, pin.definition_digest
+                ),
             );
             continue;
         }
@@ -87,7 +94,10 @@ pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeM
             let x = expiry(e).map(|t| t.to_string()).unwrap_or_default();
             reasons.add(
                 fixed(ReasonCode::EvidenceStale).check(&e.check),
-                format!("evidence {id:?} observed at {} went stale at {x}", e.observed_at),
+                format!(
+                    "evidence {id:?} observed at {} went stale at {x}",
+                    e.observed_at
+                ),
             );
             continue;
         }
@@ -97,14 +107,25 @@ pub(crate) fn count_evidence<'a>(l: &'a Loaded, reasons: &mut Reasons) -> BTreeM
 }
 
 /// Reasons about required checks: missing, errored, failed.
-pub(crate) fn required_checks(l: &Loaded, counted: &BTreeMap<&Id, Vec<&CheckEvidence>>, reasons: &mut Reasons) {
+pub(crate) fn required_checks(
+    l: &Loaded,
+    counted: &BTreeMap<&Id, Vec<&CheckEvidence>>,
+    reasons: &mut Reasons,
+) {
     let required: BTreeSet<&Id> = l.policy.required_checks.iter().collect();
     for check in required {
         let evs = counted.get(check).map(Vec::as_slice).unwrap_or_default();
         if evs.is_empty() {
             let pinned = l.subject.checks.iter().any(|p| p.id == *check);
-            let why = if pinned { "no counted evidence for this subject" } else { "the subject does not pin it" };
-            reasons.add(fixed(ReasonCode::EvidenceMissing).check(check), format!("required check {:?}: {why}", check.as_str()));
+            let why = if pinned {
+                "no counted evidence for this subject"
+            } else {
+                "the subject does not pin it"
+            };
+            reasons.add(
+                fixed(ReasonCode::EvidenceMissing).check(check),
+                format!("required check {:?}: {why}", check.as_str()),
+            );
             continue;
         }
         for e in evs {
@@ -112,11 +133,19 @@ pub(crate) fn required_checks(l: &Loaded, counted: &BTreeMap<&Id, Vec<&CheckEvid
                 CheckOutcome::Pass => {}
                 CheckOutcome::Fail => reasons.add(
                     fixed(ReasonCode::CheckFailed).check(check),
-                    format!("required check {:?} failed (evidence {:?})", check.as_str(), e.id.as_str()),
+                    format!(
+                        "required check {:?} failed (evidence {:?})",
+                        check.as_str(),
+                        e.id.as_str()
+                    ),
                 ),
                 CheckOutcome::Error => reasons.add(
                     fixed(ReasonCode::CheckError).check(check),
-                    format!("required check {:?} errored (evidence {:?}); errors prove nothing", check.as_str(), e.id.as_str()),
+                    format!(
+                        "required check {:?} errored (evidence {:?}); errors prove nothing",
+                        check.as_str(),
+                        e.id.as_str()
+                    ),
                 ),
             }
         }
@@ -135,33 +164,56 @@ pub(crate) struct Verifications<'a> {
 }
 
 /// Why a completed result's output cannot be counted, if it cannot.
-fn output_problem(l: &Loaded, index: &CriterionIndex<'_>, v: &VerificationResult) -> Option<String> {
+fn output_problem(
+    l: &Loaded,
+    index: &CriterionIndex<'_>,
+    v: &VerificationResult,
+) -> Option<String> {
     if v.unavailable_reason.is_some() {
         return Some("a completed result carries an unavailable_reason".into());
     }
     let mut seen = vec![false; index.len()];
     for (j, row) in v.criteria.iter().enumerate() {
-        let Some(slot) = index.get_hinted(row.id.as_str(), j).and_then(|k| seen.get_mut(k)) else {
+        let Some(slot) = index
+            .get_hinted(row.id.as_str(), j)
+            .and_then(|k| seen.get_mut(k))
+        else {
             return Some(format!("row names unknown criterion {:?}", row.id.as_str()));
         };
         if std::mem::replace(slot, true) {
-            return Some(format!("row for criterion {:?} is repeated", row.id.as_str()));
+            return Some(format!(
+                "row for criterion {:?} is repeated",
+                row.id.as_str()
+            ));
         }
     }
     for f in &v.findings {
         if index.get(f.criterion.as_str()).is_none() {
-            return Some(format!("finding {:?} names unknown criterion {:?}", f.id.as_str(), f.criterion.as_str()));
+            return Some(format!(
+                "finding {:?} names unknown criterion {:?}",
+                f.id.as_str(),
+                f.criterion.as_str()
+            ));
         }
         if f.subject_digest != l.subject_digest {
-            return Some(format!("finding {:?} is about another subject", f.id.as_str()));
+            return Some(format!(
+                "finding {:?} is about another subject",
+                f.id.as_str()
+            ));
         }
         if f.version == 0 {
-            return Some(format!("finding {:?} has version 0; versions start at 1", f.id.as_str()));
+            return Some(format!(
+                "finding {:?} has version 0; versions start at 1",
+                f.id.as_str()
+            ));
         }
     }
     let mut disposed = BTreeSet::new();
     for d in &v.dispositions {
-        let known_prior = l.prior_findings.iter().any(|p| p.doc.id == d.finding && p.doc.version == d.version);
+        let known_prior = l
+            .prior_findings
+            .iter()
+            .any(|p| p.doc.id == d.finding && p.doc.version == d.version);
         if !known_prior {
             return Some(format!(
                 "disposition names finding {:?} version {}, which is not a prior blocker in the bundle",
@@ -170,7 +222,11 @@ fn output_problem(l: &Loaded, index: &CriterionIndex<'_>, v: &VerificationResult
             ));
         }
         if !disposed.insert((&d.finding, d.version)) {
-            return Some(format!("finding {:?} version {} is disposed of twice", d.finding.as_str(), d.version));
+            return Some(format!(
+                "finding {:?} version {} is disposed of twice",
+                d.finding.as_str(),
+                d.version
+            ));
         }
     }
     None
@@ -194,7 +250,10 @@ pub(crate) fn count_verifications<'a>(
         if v.verifier.principal == s.producer.principal || v.verifier.run == s.producer.run {
             reasons.add(
                 fixed(ReasonCode::SelfVerificationDenied),
-                format!("verification {id:?} ({}) was made by the producer's principal or run", class.as_str()),
+                format!(
+                    "verification {id:?} ({}) was made by the producer's principal or run",
+                    class.as_str()
+                ),
             );
             continue;
         }
@@ -215,7 +274,10 @@ pub(crate) fn count_verifications<'a>(
             continue;
         }
         if v.status == VerificationStatus::Unavailable {
-            out.unavailable.entry(class).or_default().insert(v.unavailable_reason);
+            out.unavailable
+                .entry(class)
+                .or_default()
+                .insert(v.unavailable_reason);
             continue;
         }
         if let Some(problem) = output_problem(l, index, v) {
@@ -250,17 +312,27 @@ pub(crate) fn required_verifiers(l: &Loaded, v: &Verifications<'_>, reasons: &mu
             explained = true;
         }
         if let Some(why) = v.unavailable.get(class) {
-            let why: Vec<&str> = why.iter().map(|r| r.map_or("no reason given", UnavailableReason::as_str)).collect();
+            let why: Vec<&str> = why
+                .iter()
+                .map(|r| r.map_or("no reason given", UnavailableReason::as_str))
+                .collect();
             reasons.add(
                 fixed(ReasonCode::VerifierUnavailable),
-                format!("required verifier {:?} was unavailable: {}", class.as_str(), why.join(", ")),
+                format!(
+                    "required verifier {:?} was unavailable: {}",
+                    class.as_str(),
+                    why.join(", ")
+                ),
             );
             explained = true;
         }
         if !explained {
             reasons.add(
                 fixed(ReasonCode::VerifierMissing),
-                format!("required verifier {:?} has no completed, counted result", class.as_str()),
+                format!(
+                    "required verifier {:?} has no completed, counted result",
+                    class.as_str()
+                ),
             );
         }
     }

@@ -6,8 +6,8 @@ use super::index::CriterionIndex;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed, reason};
 use crate::contracts::{
-    CheckEvidence, CheckOutcome, CriterionDecision, CriterionRow, CriterionStatus, Id, ReasonCode, Source, SourceKind,
-    VerificationResult,
+    CheckEvidence, CheckOutcome, CriterionDecision, CriterionRow, CriterionStatus, Id, ReasonCode,
+    Source, SourceKind, VerificationResult,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +38,8 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
         }
     }
     let per = i.verifications.counted.len();
-    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> = (0..n).map(|_| Vec::with_capacity(per)).collect();
+    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> =
+        (0..n).map(|_| Vec::with_capacity(per)).collect();
     let mut required_results: Vec<(&VerificationResult, Vec<bool>)> = Vec::new();
     for r in &i.verifications.counted {
         let mut has = vec![false; n];
@@ -85,20 +86,33 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                         // A pass on a context that left something out is not a pass.
                         status = CriterionStatus::Inconclusive;
                     } else if p.require_evidence_refs
-                        && (row.evidence_refs.is_empty() || row.evidence_refs.iter().any(|x| !i.refs.contains(x.as_str())))
+                        && (row.evidence_refs.is_empty()
+                            || row
+                                .evidence_refs
+                                .iter()
+                                .any(|x| !i.refs.contains(x.as_str())))
                     {
                         status = CriterionStatus::Inconclusive;
                         if required {
-                            let foreign: Vec<&str> =
-                                row.evidence_refs.iter().map(String::as_str).filter(|x| !i.refs.contains(x)).collect();
+                            let foreign: Vec<&str> = row
+                                .evidence_refs
+                                .iter()
+                                .map(String::as_str)
+                                .filter(|x| !i.refs.contains(x))
+                                .collect();
                             let why = if row.evidence_refs.is_empty() {
                                 "cites no ref".to_owned()
                             } else {
                                 format!("cites refs not in the bundle: {foreign:?}")
                             };
                             reasons.add(
-                                reason(ReasonCode::UnsupportedPass, p.on_inconclusive).criterion(&c.id),
-                                format!("verification {:?} passed {:?} but {why}", r.id.as_str(), c.id.as_str()),
+                                reason(ReasonCode::UnsupportedPass, p.on_inconclusive)
+                                    .criterion(&c.id),
+                                format!(
+                                    "verification {:?} passed {:?} but {why}",
+                                    r.id.as_str(),
+                                    c.id.as_str()
+                                ),
                             );
                         }
                     }
@@ -113,8 +127,11 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
         sources.sort();
         sources.dedup();
         let any = |s: CriterionStatus| sources.iter().any(|x| x.status == s);
-        let (failed, passed, inconclusive) =
-            (any(CriterionStatus::Failed), any(CriterionStatus::Passed), any(CriterionStatus::Inconclusive));
+        let (failed, passed, inconclusive) = (
+            any(CriterionStatus::Failed),
+            any(CriterionStatus::Passed),
+            any(CriterionStatus::Inconclusive),
+        );
         let status = if failed {
             CriterionStatus::Failed
         } else if inconclusive {
@@ -127,14 +144,21 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
         if required {
             let id = c.id.as_str();
             let list = |want: CriterionStatus| -> String {
-                let v: Vec<&str> = sources.iter().filter(|x| x.status == want).map(|x| x.reference.as_str()).collect();
+                let v: Vec<&str> = sources
+                    .iter()
+                    .filter(|x| x.status == want)
+                    .map(|x| x.reference.as_str())
+                    .collect();
                 v.join(", ")
             };
             match status {
                 CriterionStatus::Failed => {
                     reasons.add(
                         fixed(ReasonCode::CriterionFailed).criterion(&c.id),
-                        format!("criterion {id:?} failed ({})", list(CriterionStatus::Failed)),
+                        format!(
+                            "criterion {id:?} failed ({})",
+                            list(CriterionStatus::Failed)
+                        ),
                     );
                     if passed {
                         reasons.add(
@@ -149,7 +173,10 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 }
                 CriterionStatus::Inconclusive => reasons.add(
                     reason(ReasonCode::CriterionInconclusive, p.on_inconclusive).criterion(&c.id),
-                    format!("criterion {id:?} is inconclusive ({})", list(CriterionStatus::Inconclusive)),
+                    format!(
+                        "criterion {id:?} is inconclusive ({})",
+                        list(CriterionStatus::Inconclusive)
+                    ),
                 ),
                 CriterionStatus::NotTested => reasons.add(
                     fixed(ReasonCode::CriterionNotTested).criterion(&c.id),

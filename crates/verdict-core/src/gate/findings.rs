@@ -6,7 +6,9 @@
 use super::count::Verifications;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
-use crate::contracts::{Disposition, DispositionKind, Finding, FindingRef, Id, ReasonCode, Scope, Severity};
+use crate::contracts::{
+    Disposition, DispositionKind, Finding, FindingRef, Id, ReasonCode, Scope, Severity,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The decision's three finding lists.
@@ -41,7 +43,9 @@ fn counts(d: &Disposition, refs: &BTreeSet<&str>) -> bool {
         DispositionKind::Resolved => {
             !d.evidence_refs.is_empty() && d.evidence_refs.iter().all(|r| refs.contains(r.as_str()))
         }
-        DispositionKind::SupersededBySubjectChange => d.reason.as_deref().is_some_and(|r| !r.trim().is_empty()),
+        DispositionKind::SupersededBySubjectChange => {
+            d.reason.as_deref().is_some_and(|r| !r.trim().is_empty())
+        }
         DispositionKind::StillPresent | DispositionKind::HumanRequired => true,
     }
 }
@@ -57,7 +61,10 @@ pub(crate) fn findings(
     for r in &v.counted {
         for f in &r.findings {
             let fr = finding_ref(f);
-            if f.scope == Scope::Change && f.severity == Severity::Blocker && required.contains(&f.criterion) {
+            if f.scope == Scope::Change
+                && f.severity == Severity::Blocker
+                && required.contains(&f.criterion)
+            {
                 reasons.add(
                     fixed(ReasonCode::BlockingFinding).criterion(&f.criterion).finding(&f.id),
                     format!(
@@ -78,7 +85,9 @@ pub(crate) fn findings(
     let mut standing: BTreeMap<(&Id, u64), DispositionKind> = BTreeMap::new();
     for r in &v.counted {
         for d in r.dispositions.iter().filter(|d| counts(d, refs)) {
-            let e = standing.entry((&d.finding, d.version)).or_insert(d.disposition);
+            let e = standing
+                .entry((&d.finding, d.version))
+                .or_insert(d.disposition);
             if strictness(d.disposition) > strictness(*e) {
                 *e = d.disposition;
             }
@@ -91,14 +100,20 @@ pub(crate) fn findings(
         match standing.get(&(&f.id, f.version)) {
             None => {
                 reasons.add(
-                    fixed(ReasonCode::PriorBlockerUnaddressed).criterion(&f.criterion).finding(&f.id),
-                    format!("prior blocker {id:?} version {ver} is not addressed by any counted result"),
+                    fixed(ReasonCode::PriorBlockerUnaddressed)
+                        .criterion(&f.criterion)
+                        .finding(&f.id),
+                    format!(
+                        "prior blocker {id:?} version {ver} is not addressed by any counted result"
+                    ),
                 );
                 lists.unresolved.insert(fr);
             }
             Some(DispositionKind::StillPresent) => {
                 reasons.add(
-                    fixed(ReasonCode::PriorBlockerStillPresent).criterion(&f.criterion).finding(&f.id),
+                    fixed(ReasonCode::PriorBlockerStillPresent)
+                        .criterion(&f.criterion)
+                        .finding(&f.id),
                     format!("prior blocker {id:?} version {ver} is reported still present"),
                 );
                 lists.rework.insert(fr.clone());
@@ -106,7 +121,9 @@ pub(crate) fn findings(
             }
             Some(DispositionKind::HumanRequired) => {
                 reasons.add(
-                    fixed(ReasonCode::HumanReviewRequired).criterion(&f.criterion).finding(&f.id),
+                    fixed(ReasonCode::HumanReviewRequired)
+                        .criterion(&f.criterion)
+                        .finding(&f.id),
                     format!("a disposition of prior blocker {id:?} version {ver} requires a human"),
                 );
                 lists.unresolved.insert(fr);

@@ -34,14 +34,24 @@ pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
             HumanVerdict::Approve => approved = true,
             HumanVerdict::Reject => reasons.add(
                 fixed(ReasonCode::HumanRejected),
-                format!("human decision {id:?} by {:?} rejected this subject under this policy", h.principal.as_str()),
+                format!(
+                    "human decision {id:?} by {:?} rejected this subject under this policy",
+                    h.principal.as_str()
+                ),
             ),
         }
     }
-    if l.policy.risk.get(&l.subject.risk.class).is_some_and(|r| r.human) {
+    if l.policy
+        .risk
+        .get(&l.subject.risk.class)
+        .is_some_and(|r| r.human)
+    {
         reasons.add(
             fixed(ReasonCode::HumanReviewRequired),
-            format!("risk class {} requires a human approval bound to this subject and policy", l.subject.risk.class.as_str()),
+            format!(
+                "risk class {} requires a human approval bound to this subject and policy",
+                l.subject.risk.class.as_str()
+            ),
         );
     }
     approved

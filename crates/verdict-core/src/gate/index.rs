@@ -11,11 +11,19 @@ pub(crate) struct CriterionIndex<'a> {
 
 impl<'a> CriterionIndex<'a> {
     pub(crate) fn new(subject: &'a Subject) -> Self {
-        let mut sorted: Vec<(&str, usize)> =
-            subject.criteria.items.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect();
+        let mut sorted: Vec<(&str, usize)> = subject
+            .criteria
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.as_str(), i))
+            .collect();
         let by_position = sorted.iter().map(|(id, _)| *id).collect();
         sorted.sort_unstable();
-        Self { by_position, sorted }
+        Self {
+            by_position,
+            sorted,
+        }
     }
 
     /// Like [`get`](Self::get), trying position `hint` first: verifiers usually answer in the

@@ -8,13 +8,13 @@
 
 use super::reasons::{Reasons, fixed};
 use crate::contracts::{
-    CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp, VerificationResult,
-    decode, decode_plain,
+    CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp,
+    VerificationResult, decode, decode_plain,
 };
 use crate::digest::{self, CarriedDigestError, Digest, DigestKind};
-use std::collections::BTreeSet;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::collections::BTreeSet;
 
 /// A document with its digest.
 pub(crate) struct Item<T> {
@@ -70,7 +70,9 @@ pub(crate) const BUNDLE_SCHEMA: &str = "verdict.gate-bundle/v1";
 /// Names an item for a reason's detail: by id where it has one, always by digest.
 pub(crate) fn describe(doc: &Value, d: &Digest) -> String {
     match doc.get("id").and_then(Value::as_str) {
-        Some(id) if crate::contracts::primitives::is_printable_name(id) => format!("id {id:?} ({d})"),
+        Some(id) if crate::contracts::primitives::is_printable_name(id) => {
+            format!("id {id:?} ({d})")
+        }
         _ => format!("({d})"),
     }
 }
@@ -81,7 +83,11 @@ fn evidence_set(digests: &[Vec<Digest>]) -> Digest {
     let mut all: Vec<&Digest> = digests.iter().flatten().collect();
     all.sort();
     all.dedup();
-    let list = Value::Array(all.into_iter().map(|d| Value::String(d.as_str().to_owned())).collect());
+    let list = Value::Array(
+        all.into_iter()
+            .map(|d| Value::String(d.as_str().to_owned()))
+            .collect(),
+    );
     digest::digest(DigestKind::EvidenceSet, &list)
 }
 
@@ -89,47 +95,72 @@ fn evidence_set(digests: &[Vec<Digest>]) -> Digest {
 fn item_digests(top: &Map<String, Value>) -> Option<Vec<Vec<Digest>>> {
     ARRAYS
         .iter()
-        .map(|(field, kind)| top.get(*field)?.as_array().map(|a| a.iter().map(|v| digest::digest(*kind, v)).collect()))
+        .map(|(field, kind)| {
+            top.get(*field)?
+                .as_array()
+                .map(|a| a.iter().map(|v| digest::digest(*kind, v)).collect())
+        })
         .collect()
 }
 
 fn object_digest(top: &Map<String, Value>, field: &str, kind: DigestKind) -> Option<Digest> {
-    top.get(field).filter(|v| v.is_object()).map(|v| digest::digest(kind, v))
+    top.get(field)
+        .filter(|v| v.is_object())
+        .map(|v| digest::digest(kind, v))
 }
 
 /// Reads the bundle, or says why it cannot be evaluated.
 pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
     let mut inv = Invalid::default();
     let Some(top) = v.as_object() else {
-        inv.reasons.add(fixed(ReasonCode::InvalidInput), "the bundle is not a json object");
+        inv.reasons.add(
+            fixed(ReasonCode::InvalidInput),
+            "the bundle is not a json object",
+        );
         return Err(inv);
     };
     inv.subject_digest = object_digest(top, "subject", DigestKind::Subject);
     inv.policy_digest = object_digest(top, "policy", DigestKind::Policy);
     let digests = item_digests(top);
     inv.evidence_set_digest = digests.as_deref().map(evidence_set);
-    let digests_of = |i: usize| digests.as_ref().and_then(|d| d.get(i)).map(Vec::as_slice).unwrap_or_default();
+    let digests_of = |i: usize| {
+        digests
+            .as_ref()
+            .and_then(|d| d.get(i))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
 
     for k in top.keys() {
         if !FIELDS.contains(&k.as_str()) {
-            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("unknown field {k:?} in the bundle"));
+            inv.reasons.add(
+                fixed(ReasonCode::InvalidInput),
+                format!("unknown field {k:?} in the bundle"),
+            );
         }
     }
     for f in FIELDS {
         if !top.contains_key(f) {
-            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("missing field {f:?} in the bundle"));
+            inv.reasons.add(
+                fixed(ReasonCode::InvalidInput),
+                format!("missing field {f:?} in the bundle"),
+            );
         }
     }
     match top.get("schema") {
         Some(Value::String(s)) if s == BUNDLE_SCHEMA => {}
-        Some(_) => inv
-            .reasons
-            .add(fixed(ReasonCode::InvalidInput), format!("/schema: expected {BUNDLE_SCHEMA:?}")),
+        Some(_) => inv.reasons.add(
+            fixed(ReasonCode::InvalidInput),
+            format!("/schema: expected {BUNDLE_SCHEMA:?}"),
+        ),
         None => {}
     }
     for (field, _) in ARRAYS {
         if top.get(field).is_some_and(|a| !a.is_array()) {
-            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("/{field}: expected an array"));
+            inv.reasons.add(
+                fixed(ReasonCode::InvalidInput),
+                format!("/{field}: expected an array"),
+            );
         }
     }
 
@@ -139,19 +170,47 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
     let subject = top
         .get("subject")
         .and_then(|s| top_document::<Subject>(s, "subject", DigestKind::Subject, &mut inv.reasons));
-    let now = top.get("now").and_then(|n| match decode_plain::<Timestamp>(n) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            inv.reasons.add(fixed(ReasonCode::InvalidInput), format!("/now: {}", schema_message(&e)));
-            None
-        }
-    });
+    let now = top
+        .get("now")
+        .and_then(|n| match decode_plain::<Timestamp>(n) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                inv.reasons.add(
+                    fixed(ReasonCode::InvalidInput),
+                    format!("/now: {}", schema_message(&e)),
+                );
+                None
+            }
+        });
 
     let mut reasons = Reasons::default();
-    let evidence = items::<CheckEvidence>(top, "evidence", digests_of(0), &mut inv.reasons, &mut reasons);
-    let verifications = verification_items(top, digests_of(1), subject.as_ref().map(|s| &s.1), &mut reasons);
-    let human_decisions = items::<HumanDecision>(top, "human_decisions", digests_of(2), &mut inv.reasons, &mut reasons);
-    let prior_findings = items::<Finding>(top, "prior_findings", digests_of(3), &mut inv.reasons, &mut reasons);
+    let evidence = items::<CheckEvidence>(
+        top,
+        "evidence",
+        digests_of(0),
+        &mut inv.reasons,
+        &mut reasons,
+    );
+    let verifications = verification_items(
+        top,
+        digests_of(1),
+        subject.as_ref().map(|s| &s.1),
+        &mut reasons,
+    );
+    let human_decisions = items::<HumanDecision>(
+        top,
+        "human_decisions",
+        digests_of(2),
+        &mut inv.reasons,
+        &mut reasons,
+    );
+    let prior_findings = items::<Finding>(
+        top,
+        "prior_findings",
+        digests_of(3),
+        &mut inv.reasons,
+        &mut reasons,
+    );
 
     match (policy, subject, now, inv.evidence_set_digest.clone()) {
         (Some((policy, policy_digest)), Some((subject, subject_digest)), Some(now), Some(esd))
@@ -173,7 +232,10 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
         }
         _ => {
             if inv.reasons.is_empty() {
-                inv.reasons.add(fixed(ReasonCode::InvalidInput), "the bundle could not be read");
+                inv.reasons.add(
+                    fixed(ReasonCode::InvalidInput),
+                    "the bundle could not be read",
+                );
             }
             Err(inv)
         }
@@ -196,12 +258,18 @@ fn top_document<T: DeserializeOwned>(
     match decode::<T>(kind, v) {
         Ok(x) => Some(x),
         Err(DecodeError::Tampered(t)) => {
-            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("the {field}: {t}"));
+            reasons.add(
+                fixed(ReasonCode::EvidenceTampered),
+                format!("the {field}: {t}"),
+            );
             None
         }
         Err(DecodeError::Schema { path, message }) => {
             let path = if path == "/" { String::new() } else { path };
-            reasons.add(fixed(ReasonCode::InvalidInput), format!("/{field}{path}: {message}"));
+            reasons.add(
+                fixed(ReasonCode::InvalidInput),
+                format!("/{field}{path}: {message}"),
+            );
             None
         }
     }
@@ -220,7 +288,10 @@ fn carried(v: &Value, d: &Digest) -> Result<Option<Value>, CarriedDigestError> {
                 }
                 Ok(Some(stripped))
             } else {
-                Err(CarriedDigestError::Mismatch { carried: s.clone(), actual: d.clone() })
+                Err(CarriedDigestError::Mismatch {
+                    carried: s.clone(),
+                    actual: d.clone(),
+                })
             }
         }
         Some(other) => Err(CarriedDigestError::Malformed(other.to_string())),
@@ -238,7 +309,11 @@ fn items<T: DeserializeOwned>(
 ) -> Vec<Item<T>> {
     let mut out: Vec<Item<T>> = Vec::new();
     let mut seen = BTreeSet::new();
-    let values = top.get(field).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let values = top
+        .get(field)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     for (v, d) in values.iter().zip(digests) {
         if !seen.insert(d) {
             continue; // the same document twice is the same member of the set
@@ -246,12 +321,18 @@ fn items<T: DeserializeOwned>(
         let stripped = match carried(v, d) {
             Ok(s) => s,
             Err(t) => {
-                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("{field} item {}: {t}", describe(v, d)));
+                reasons.add(
+                    fixed(ReasonCode::EvidenceTampered),
+                    format!("{field} item {}: {t}", describe(v, d)),
+                );
                 continue;
             }
         };
         match decode_plain::<T>(stripped.as_ref().unwrap_or(v)) {
-            Ok(doc) => out.push(Item { doc, digest: d.clone() }),
+            Ok(doc) => out.push(Item {
+                doc,
+                digest: d.clone(),
+            }),
             Err(e) => invalid.add(
                 fixed(ReasonCode::InvalidInput),
                 format!("{field} item {} at {}", describe(v, d), schema_message(&e)),
@@ -271,9 +352,14 @@ fn strip_nested_findings(v: &Value) -> Result<Value, String> {
     }
     if let Some(findings) = v.get_mut("findings").and_then(Value::as_array_mut) {
         for f in findings.iter_mut() {
-            if f.as_object().is_some_and(|o| o.contains_key(digest::CARRIED_FIELD)) {
+            if f.as_object()
+                .is_some_and(|o| o.contains_key(digest::CARRIED_FIELD))
+            {
                 digest::verify_carried(DigestKind::Finding, f).map_err(|e| {
-                    format!("nested finding {}: {e}", describe(f, &digest::digest(DigestKind::Finding, f)))
+                    format!(
+                        "nested finding {}: {e}",
+                        describe(f, &digest::digest(DigestKind::Finding, f))
+                    )
                 })?;
                 if let Some(o) = f.as_object_mut() {
                     o.remove(digest::CARRIED_FIELD);
@@ -294,31 +380,51 @@ fn verification_items(
 ) -> Vec<Item<VerificationResult>> {
     let mut out: Vec<Item<VerificationResult>> = Vec::new();
     let mut seen = BTreeSet::new();
-    let values = top.get("verifications").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let values = top
+        .get("verifications")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     for (v, d) in values.iter().zip(digests) {
         if !seen.insert(d) {
             continue;
         }
-        let about_other = match (v.get("subject_digest").and_then(Value::as_str), subject_digest) {
+        let about_other = match (
+            v.get("subject_digest").and_then(Value::as_str),
+            subject_digest,
+        ) {
             (Some(s), Some(sd)) => s != sd.as_str(),
             _ => false,
         };
         if let Err(t) = carried(v, d) {
-            reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, d)));
+            reasons.add(
+                fixed(ReasonCode::EvidenceTampered),
+                format!("verifications item {}: {t}", describe(v, d)),
+            );
             continue;
         }
         let stripped = match strip_nested_findings(v) {
             Ok(s) => s,
             Err(t) => {
-                reasons.add(fixed(ReasonCode::EvidenceTampered), format!("verifications item {}: {t}", describe(v, d)));
+                reasons.add(
+                    fixed(ReasonCode::EvidenceTampered),
+                    format!("verifications item {}: {t}", describe(v, d)),
+                );
                 continue;
             }
         };
         match decode_plain::<VerificationResult>(&stripped) {
-            Ok(doc) => out.push(Item { doc, digest: d.clone() }),
+            Ok(doc) => out.push(Item {
+                doc,
+                digest: d.clone(),
+            }),
             Err(e) if !about_other => reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
-                format!("verification {} breaks the schema: {}", describe(v, d), schema_message(&e)),
+                format!(
+                    "verification {} breaks the schema: {}",
+                    describe(v, d),
+                    schema_message(&e)
+                ),
             ),
             Err(_) => {} // about another subject: not counted either way
         }

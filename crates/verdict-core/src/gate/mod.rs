@@ -30,9 +30,7 @@ mod validate;
 pub use count::FUTURE_TOLERANCE_S;
 
 use crate::canonical;
-use crate::contracts::{
-    DecisionSchema, GateDecision, Id, Outcome, ReasonCode, Scores,
-};
+use crate::contracts::{DecisionSchema, GateDecision, Id, Outcome, ReasonCode, Scores};
 use crate::digest::{self, Digest, DigestKind};
 use crate::json;
 use load::{Invalid, Loaded};
@@ -60,7 +58,8 @@ pub fn evaluate(input: &[u8]) -> GateDecision {
         Ok(v) => evaluate_value_unguarded(&v),
         Err(e) => {
             let mut inv = Invalid::default();
-            inv.reasons.add(fixed(ReasonCode::InvalidInput), e.to_string());
+            inv.reasons
+                .add(fixed(ReasonCode::InvalidInput), e.to_string());
             invalid_decision(inv)
         }
     })
@@ -102,7 +101,10 @@ impl GateDecision {
 
     /// `digest("decision", self)`.
     pub fn digest(&self) -> Result<Digest, serde_json::Error> {
-        Ok(digest::digest(DigestKind::Decision, &serde_json::to_value(self)?))
+        Ok(digest::digest(
+            DigestKind::Decision,
+            &serde_json::to_value(self)?,
+        ))
     }
 }
 
@@ -112,7 +114,10 @@ fn guarded(f: impl FnOnce() -> GateDecision) -> GateDecision {
 
 fn fault_decision() -> GateDecision {
     let mut inv = Invalid::default();
-    inv.reasons.add(fixed(ReasonCode::GateError), "internal fault in the gate; nothing was decided");
+    inv.reasons.add(
+        fixed(ReasonCode::GateError),
+        "internal fault in the gate; nothing was decided",
+    );
     invalid_decision(inv)
 }
 
@@ -174,9 +179,23 @@ fn time_invalid_ids(l: &Loaded) -> Vec<String> {
 /// Names a bundle item can be cited by (CONTRACTS.md §4 "Refs"), restricted to items about
 /// this subject, plus prior findings and the subject's resources.
 fn citable(l: &Loaded) -> BTreeSet<&str> {
-    let mut refs: BTreeSet<&str> = l.subject.resources.iter().map(|r| r.name.as_str()).collect();
-    refs.extend(l.evidence.iter().filter(|e| e.doc.subject_digest == l.subject_digest).map(|e| e.doc.id.as_str()));
-    for v in l.verifications.iter().filter(|v| v.doc.subject_digest == l.subject_digest) {
+    let mut refs: BTreeSet<&str> = l
+        .subject
+        .resources
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    refs.extend(
+        l.evidence
+            .iter()
+            .filter(|e| e.doc.subject_digest == l.subject_digest)
+            .map(|e| e.doc.id.as_str()),
+    );
+    for v in l
+        .verifications
+        .iter()
+        .filter(|v| v.doc.subject_digest == l.subject_digest)
+    {
         refs.insert(v.doc.id.as_str());
         refs.extend(v.doc.findings.iter().map(|f| f.id.as_str()));
     }
@@ -230,7 +249,10 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
         let context = rule_context(l, &criteria, &required, &scores, &reasons);
         for r in rules {
             match r.fires(&context) {
-                Ok(true) => reasons.add(reason(ReasonCode::PolicyRule, r.outcome), format!("rule {:?}: {}", r.id.as_str(), r.reason)),
+                Ok(true) => reasons.add(
+                    reason(ReasonCode::PolicyRule, r.outcome),
+                    format!("rule {:?}: {}", r.id.as_str(), r.reason),
+                ),
                 Ok(false) => {}
                 Err(e) => reasons.add(
                     fixed(ReasonCode::GateError),

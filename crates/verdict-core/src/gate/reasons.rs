@@ -72,7 +72,11 @@ impl Reasons {
 
     /// The strongest outcome of any reason; `pass` when there is none.
     pub(crate) fn outcome(&self) -> Outcome {
-        self.set.iter().map(|r| r.outcome).max().unwrap_or(Outcome::Pass)
+        self.set
+            .iter()
+            .map(|r| r.outcome)
+            .max()
+            .unwrap_or(Outcome::Pass)
     }
 
     /// Drops every reason whose outcome is `human_required` (what a human approval clears).

@@ -24,7 +24,8 @@ pub(crate) struct CompiledRule {
 
 impl CompiledRule {
     pub(crate) fn compile(rule: &Rule) -> Result<Self, String> {
-        let program = cel::Program::compile(&rule.when).map_err(|e| e.to_string().replace('\n', " "))?;
+        let program =
+            cel::Program::compile(&rule.when).map_err(|e| e.to_string().replace('\n', " "))?;
         Ok(Self {
             id: rule.id.clone(),
             outcome: rule.outcome,

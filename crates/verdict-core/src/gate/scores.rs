@@ -11,7 +11,10 @@ fn share(items: &[(f64, bool)]) -> Option<f64> {
     }
     // fold from +0.0: `sum` starts at -0.0, which would print as "-0" outside JCS.
     let total = items.iter().fold(0.0, |acc, (w, _)| acc + w / max);
-    let passed = items.iter().filter(|(_, p)| *p).fold(0.0, |acc, (w, _)| acc + w / max);
+    let passed = items
+        .iter()
+        .filter(|(_, p)| *p)
+        .fold(0.0, |acc, (w, _)| acc + w / max);
     Some(passed / total)
 }
 

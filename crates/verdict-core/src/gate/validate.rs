@@ -17,70 +17,114 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
     let mut criteria = BTreeSet::new();
     for c in &s.criteria.items {
         if !criteria.insert(c.id.as_str()) {
-            add(format!("/subject/criteria/items: criterion id {:?} is repeated", c.id.as_str()));
+            add(format!(
+                "/subject/criteria/items: criterion id {:?} is repeated",
+                c.id.as_str()
+            ));
         }
         if let Some(w) = c.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
-            add(format!("/subject/criteria/items: criterion {:?} has weight {w}, expected a finite number > 0", c.id.as_str()));
+            add(format!(
+                "/subject/criteria/items: criterion {:?} has weight {w}, expected a finite number > 0",
+                c.id.as_str()
+            ));
         }
     }
     let mut checks = BTreeSet::new();
     for pin in &s.checks {
         if !checks.insert(pin.id.as_str()) {
-            add(format!("/subject/checks: check id {:?} is pinned twice", pin.id.as_str()));
+            add(format!(
+                "/subject/checks: check id {:?} is pinned twice",
+                pin.id.as_str()
+            ));
         }
         for c in &pin.criteria {
             if !criteria.contains(c.as_str()) {
-                add(format!("/subject/checks: check {:?} bears on unknown criterion {:?}", pin.id.as_str(), c.as_str()));
+                add(format!(
+                    "/subject/checks: check {:?} bears on unknown criterion {:?}",
+                    pin.id.as_str(),
+                    c.as_str()
+                ));
             }
         }
     }
 
     // Policy: nothing in it may turn a doubt into a pass.
     let p = &l.policy;
-    for (field, o) in [("on_inconclusive", p.on_inconclusive), ("on_contradiction", p.on_contradiction)] {
+    for (field, o) in [
+        ("on_inconclusive", p.on_inconclusive),
+        ("on_contradiction", p.on_contradiction),
+    ] {
         if o == Outcome::Pass {
-            add(format!("/policy/{field}: pass is refused; a doubt can never pass"));
+            add(format!(
+                "/policy/{field}: pass is refused; a doubt can never pass"
+            ));
         }
     }
     let mut rule_ids = BTreeSet::new();
     let mut rules = Vec::new();
     for r in &p.rules {
         if !rule_ids.insert(r.id.as_str()) {
-            add(format!("/policy/rules: rule id {:?} is repeated", r.id.as_str()));
+            add(format!(
+                "/policy/rules: rule id {:?} is repeated",
+                r.id.as_str()
+            ));
         }
         if r.outcome == Outcome::Pass {
-            add(format!("/policy/rules: rule {:?} has outcome pass; rules may only make a decision stricter", r.id.as_str()));
+            add(format!(
+                "/policy/rules: rule {:?} has outcome pass; rules may only make a decision stricter",
+                r.id.as_str()
+            ));
         }
         match CompiledRule::compile(r) {
             Ok(c) => rules.push(c),
-            Err(e) => add(format!("/policy/rules: rule {:?} does not compile: {e}", r.id.as_str())),
+            Err(e) => add(format!(
+                "/policy/rules: rule {:?} does not compile: {e}",
+                r.id.as_str()
+            )),
         }
     }
 
     // One namespace for refs: every item id and resource name names one thing only.
-    let mut names: BTreeMap<String, (&str, String)> = BTreeMap::new();
-    let mut claim = |name: &str, what: &'static str, digest: String, add: &mut dyn FnMut(String)| {
-        match names.get(name) {
-            Some((w, d)) if *w == what && *d == digest => {}
-            Some((w, _)) => add(format!("id {name:?} names both a {w} and a {what}")),
-            None => {
-                names.insert(name.to_owned(), (what, digest));
+    let mut names = Names::default();
+    let mut claim =
+        |name: &str, what: &'static str, identity: String, add: &mut dyn FnMut(String)| {
+            if let Some(clash) = names.claim(name, what, identity) {
+                add(clash);
             }
-        }
-    };
+        };
     // A name may collide with itself only as the same document (or, for findings, as versions
     // of the same finding, which are checked separately below).
     for r in &s.resources {
-        claim(r.name.as_str(), "resource", format!("{} {} {:?}", r.kind, r.digest, r.uri), &mut add);
+        claim(
+            r.name.as_str(),
+            "resource",
+            format!("{} {} {:?}", r.kind, r.digest, r.uri),
+            &mut add,
+        );
     }
     for e in &l.evidence {
-        claim(e.doc.id.as_str(), "evidence", e.digest.to_string(), &mut add);
+        claim(
+            e.doc.id.as_str(),
+            "evidence",
+            e.digest.to_string(),
+            &mut add,
+        );
     }
     for v in &l.verifications {
-        claim(v.doc.id.as_str(), "verification", v.digest.to_string(), &mut add);
+        claim(
+            v.doc.id.as_str(),
+            "verification",
+            v.digest.to_string(),
+            &mut add,
+        );
     }
     for h in &l.human_decisions {
-        claim(h.doc.id.as_str(), "human decision", h.digest.to_string(), &mut add);
+        claim(
+            h.doc.id.as_str(),
+            "human decision",
+            h.digest.to_string(),
+            &mut add,
+        );
     }
     let mut versions: BTreeMap<(&str, u64), &crate::contracts::Finding> = BTreeMap::new();
     let nested = l.verifications.iter().flat_map(|v| v.doc.findings.iter());
@@ -99,9 +143,33 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
     }
     for f in &l.prior_findings {
         if f.doc.version == 0 {
-            add(format!("prior finding {:?}: version must be at least 1", f.doc.id.as_str()));
+            add(format!(
+                "prior finding {:?}: version must be at least 1",
+                f.doc.id.as_str()
+            ));
         }
     }
 
     if bad.is_empty() { Ok(rules) } else { Err(bad) }
+}
+
+/// Who each name in the ref namespace belongs to.
+#[derive(Default)]
+struct Names {
+    owners: BTreeMap<String, (&'static str, String)>,
+}
+
+impl Names {
+    /// Records that `name` is a `what` with this `identity`; says so if it already names
+    /// something else.
+    fn claim(&mut self, name: &str, what: &'static str, identity: String) -> Option<String> {
+        match self.owners.get(name) {
+            Some((w, i)) if *w == what && *i == identity => None,
+            Some((w, _)) => Some(format!("id {name:?} names both a {w} and a {what}")),
+            None => {
+                self.owners.insert(name.to_owned(), (what, identity));
+                None
+            }
+        }
+    }
 }

@@ -1,7 +1,13 @@
 //! A small bundle builder for tests. Items say `"$S"` / `"$P"` where they mean the subject's
 //! or the policy's digest; [`Bundle::value`] fills them in after every change, so a test edits
 //! the subject freely and its evidence keeps pointing at it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use serde_json::{Value, json};
 use verdict_core::contracts::{GateDecision, Outcome, ReasonCode};
@@ -9,7 +15,8 @@ use verdict_core::digest::{DigestKind, digest};
 use verdict_core::gate;
 
 pub const DEF: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
-pub const OTHER_DEF: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+pub const OTHER_DEF: &str =
+    "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 pub const CONTENT: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
 pub const NOW: &str = "2026-11-30T12:00:00Z";
 
@@ -116,7 +123,12 @@ impl Bundle {
     pub fn value(&self) -> Value {
         let (s, p) = (self.subject_digest(), self.policy_digest());
         let mut v = self.v.clone();
-        for field in ["evidence", "verifications", "human_decisions", "prior_findings"] {
+        for field in [
+            "evidence",
+            "verifications",
+            "human_decisions",
+            "prior_findings",
+        ] {
             fill(&mut v[field], &s, &p);
         }
         v
@@ -136,7 +148,10 @@ impl Bundle {
     }
 
     pub fn add_criterion(&mut self, c: Value) -> &mut Self {
-        self.v["subject"]["criteria"]["items"].as_array_mut().unwrap().push(c);
+        self.v["subject"]["criteria"]["items"]
+            .as_array_mut()
+            .unwrap()
+            .push(c);
         self
     }
 }
@@ -156,5 +171,10 @@ pub fn assert_reason(d: &GateDecision, outcome: Outcome, code: ReasonCode) {
         codes(d),
         serde_json::to_string_pretty(d).unwrap()
     );
-    assert_eq!(d.outcome, outcome, "{}", serde_json::to_string_pretty(d).unwrap());
+    assert_eq!(
+        d.outcome,
+        outcome,
+        "{}",
+        serde_json::to_string_pretty(d).unwrap()
+    );
 }
