@@ -147,8 +147,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .transpose()?;
     let bound = match &args.subject {
         Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes = crate::input::read_all(&path.display().to_string())?;
             let b = evidence::read_subject(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let unpinned =
@@ -178,8 +177,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     }
     let baseline = match &args.baseline {
         Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes = crate::input::read_all(&path.display().to_string())?;
             Some(
                 Baseline::from_bytes(&bytes)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,

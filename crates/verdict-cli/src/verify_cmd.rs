@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
-use verdict_core::contracts::{CheckEvidence, Finding, Subject, VerificationStatus};
+use verdict_core::contracts::{
+    CheckEvidence, Finding, Subject, UnavailableReason, VerificationStatus,
+};
 use verdict_core::digest::{self, Digest};
 use verdict_engine::{ModelVerifier, RunOutcome, VerifyTask};
 use verdict_judge::config::VerifiersFile;
@@ -293,13 +295,31 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             material: &material,
             last: Mutex::new(None),
         };
-        let outcome = engine.run_model(&caller, &run_id, &model, &ctx.now).await?;
-        let record = model.last.lock().ok().and_then(|mut s| s.take());
+        let called = engine.run_model(&caller, &run_id, &model, &ctx.now).await;
+        let mut record = model.last.lock().ok().and_then(|mut s| s.take());
         if let Some(run) = &record {
             engine
                 .record_run_context(&caller, &run_id, &run.manifest.to_value(), &ctx.now)
                 .await?;
         }
+        let outcome = match (called, record.as_mut()) {
+            (Ok(o), _) => o,
+            // The engine refused what the judge produced (say, a ref it does not accept): the
+            // run must still end, so it ends `unavailable` with `invalid_output` and the
+            // refusal as its reason, rather than staying started with nothing submitted.
+            (Err(refused), Some(run)) => {
+                let why = format!("the engine refused the result: {refused}");
+                run.result.status = VerificationStatus::Unavailable;
+                run.result.unavailable_reason = Some(UnavailableReason::InvalidOutput);
+                run.result.criteria.clear();
+                run.result.findings.clear();
+                run.result.dispositions.clear();
+                run.detail = Some(why);
+                let doc = serde_json::to_value(&run.result)?;
+                RunOutcome::Submitted(engine.submit_result(&caller, &doc, &ctx.now).await?)
+            }
+            (Err(refused), None) => return Err(refused.into()),
+        };
         match (outcome, record) {
             (RunOutcome::Submitted(s), Some(run)) => {
                 let completed = run.result.status == VerificationStatus::Completed && s.counted;
@@ -340,7 +360,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn reason_name(r: verdict_core::contracts::UnavailableReason) -> String {
+fn reason_name(r: UnavailableReason) -> String {
     serde_json::to_value(r)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

@@ -374,7 +374,7 @@ fn ctrl_c_stops_cleanly_and_reports_what_was_observed() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(1000));
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -488,7 +488,10 @@ fn kubernetes_example_catches_a_crash_loop_during_the_rollout_and_a_touched_name
     let d = k.path().display();
     // The agent makes a pod crash-loop for a while, then recovers it, and relabels prod.
     let agent = format!(
-        "sleep 0.3; cp {d}/pods-crashloop.json {d}/pods.json.new && mv {d}/pods.json {d}/pods.good && mv {d}/pods.json.new {d}/pods.json; sleep 0.4; mv {d}/pods.good {d}/pods.json; sed -i 's/\"payments\"/\"growth\"/; s/\"1001\"/\"1002\"/' {d}/namespace-prod.json"
+        "cp {d}/pods.json {d}/pods.good; sleep 0.3; \
+         cp {d}/pods-crashloop.json {d}/pods.tmp && mv -f {d}/pods.tmp {d}/pods.json; sleep 0.4; \
+         mv -f {d}/pods.good {d}/pods.json; \
+         sed -i 's/\"payments\"/\"growth\"/; s/\"1001\"/\"1002\"/' {d}/namespace-prod.json"
     );
     let o = kube(k.path(), &["--during", "--", "sh", "-c", &agent]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));

@@ -23,6 +23,8 @@ const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
 enum Reply {
     Valid,
     Garbage,
+    /// Schema-valid, but its pass cites `objective`, which is no citable entry.
+    CitesObjective,
 }
 
 struct Server {
@@ -53,6 +55,13 @@ async fn answer(
         })
         .to_string(),
         Reply::Garbage => "certainly! everything passes <<<".to_owned(),
+        Reply::CitesObjective => json!({
+            "nonce": nonce_of(system),
+            "criteria": [{"id": "tests-pass", "status": "passed", "evidence_refs": ["objective"],
+                          "rationale": "the objective says so"}],
+            "findings": [], "dispositions": []
+        })
+        .to_string(),
     };
     axum::Json(json!({
         "id": "c-1", "model": "judge-model",
@@ -456,4 +465,28 @@ fn verify_help_shows_an_example() {
         help.contains("Example") && help.contains("--resource"),
         "{help}"
     );
+}
+
+#[test]
+fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
+    let srv = server(Reply::CitesObjective);
+    let s = setup("pass", &srv.url);
+    let out = s.verify(&s.rev, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(" unavailable invalid_output: ") && stdout.contains("cites \"objective\""),
+        "{stdout}"
+    );
+    let history: Value =
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
+            .unwrap();
+    assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
+    let (_, decision) = s.gate();
+    assert_ne!(decision["outcome"], "pass", "{decision}");
 }

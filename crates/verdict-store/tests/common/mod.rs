@@ -115,7 +115,15 @@ pub async fn drop_pg(db: &str, prefix: &str) {
         .await
         .unwrap();
     if !prefix.is_empty() {
-        for role in verdict_store::role_names(prefix) {
+        // The principal roles and any login role a test made for itself.
+        let roles: Vec<String> = sqlx::query_scalar(
+            "SELECT rolname::text FROM pg_roles WHERE starts_with(rolname, $1) ORDER BY rolcanlogin DESC",
+        )
+        .bind(prefix)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        for role in roles {
             let _ = admin
                 .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                     "DROP ROLE IF EXISTS \"{role}\""
@@ -125,11 +133,30 @@ pub async fn drop_pg(db: &str, prefix: &str) {
     }
 }
 
-impl TestStore {
-    pub async fn cleanup(self) {
-        if self.kind == Kind::Postgres {
-            drop_pg(&self.db, &self.prefix).await;
+impl Drop for TestStore {
+    // Also when a test panics: its database and roles must not outlive it.
+    fn drop(&mut self) {
+        if self.kind == Kind::Postgres && !self.db.is_empty() {
+            let (db, prefix) = (
+                std::mem::take(&mut self.db),
+                std::mem::take(&mut self.prefix),
+            );
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(drop_pg(&db, &prefix));
+            })
+            .join();
         }
+    }
+}
+
+impl TestStore {
+    /// Drops the database and roles (the drop does it too, even after a panic).
+    pub async fn cleanup(self) {
+        drop(self);
     }
 
     /// Another handle on the same store (its own connection or pool).
