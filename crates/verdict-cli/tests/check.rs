@@ -70,9 +70,16 @@ fn help_has_examples() {
 fn exit_status_follows_the_required_criteria() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write(dir.path(), "s.yaml", SIMPLE);
-    let ok = verdict(&["check", &spec, "-q"]);
+    let ok = verdict(&["check", &spec]);
     assert_eq!(ok.status.code(), Some(0), "{}{}", stdout(&ok), stderr(&ok));
     assert!(stdout(&ok).contains("every required criterion passed"));
+    // Not a terminal: progress is one plain line per finished criterion, on stderr.
+    assert!(
+        stderr(&ok).contains("PASS   says-hello ("),
+        "{}",
+        stderr(&ok)
+    );
+    assert!(!stderr(&ok).contains('\x1b'));
     let bad = verdict(&[
         "check", &spec, "-q", "--var", "word=bye", "--format", "json",
     ]);

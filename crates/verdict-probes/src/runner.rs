@@ -12,6 +12,7 @@ use crate::check::{Check, Plan};
 use crate::load::Spec;
 use crate::probe::ProbeEnv;
 use crate::result::{AgentRun, CriterionResult, Report};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -146,6 +147,8 @@ pub(crate) struct RunCtx {
     stop: watch::Receiver<Option<StopReason>>,
     agent_done: watch::Receiver<bool>,
     baseline: Option<Baseline>,
+    /// Why the snapshot of a criterion taken before the agent failed, by criterion id.
+    snapshot_failures: HashMap<String, String>,
     pub(crate) observer: Arc<dyn Observer>,
 }
 
@@ -181,6 +184,11 @@ impl RunCtx {
 
     /// The baseline snapshot of an `unchanged` criterion, or why there is none.
     pub(crate) fn baseline_for(&self, check: &Check) -> Result<serde_json::Value, String> {
+        if let Some(why) = self.snapshot_failures.get(check.id.as_str()) {
+            return Err(format!(
+                "no snapshot could be taken before the agent: {why}"
+            ));
+        }
         let b = self.baseline.as_ref().ok_or(
             "no baseline: take one with --baseline-out before the agent acts, or use --during",
         )?;
@@ -210,19 +218,19 @@ fn context(
         stop: stopper.subscribe(),
         agent_done,
         baseline: opts.baseline.clone(),
+        snapshot_failures: HashMap::new(),
         observer,
     }
 }
 
 type SnapshotTask = tokio::task::JoinHandle<Result<crate::probe::Sample, StopReason>>;
 
-/// Takes snapshots of every `unchanged` criterion (for `--baseline-out`). Every snapshot must
-/// succeed; otherwise the failures are returned and no baseline exists.
-pub async fn take_baseline(
+/// Snapshots every `unchanged` criterion: the ones taken, and why the others could not be.
+async fn snapshot_all(
     spec: &Spec,
     jobs: usize,
     stopper: &Stopper,
-) -> Result<Baseline, Vec<(String, String)>> {
+) -> (Baseline, Vec<(String, String)>) {
     let (_tx, done) = watch::channel(true);
     let opts = RunOptions {
         jobs,
@@ -268,6 +276,17 @@ pub async fn take_baseline(
             Err(e) => failures.push((id, format!("the snapshot task failed: {e}"))),
         }
     }
+    (baseline, failures)
+}
+
+/// Takes snapshots of every `unchanged` criterion (for `--baseline-out`). Every snapshot must
+/// succeed; otherwise the failures are returned and no baseline exists.
+pub async fn take_baseline(
+    spec: &Spec,
+    jobs: usize,
+    stopper: &Stopper,
+) -> Result<Baseline, Vec<(String, String)>> {
+    let (baseline, failures) = snapshot_all(spec, jobs, stopper).await;
     if failures.is_empty() {
         Ok(baseline)
     } else {
@@ -365,6 +384,7 @@ pub async fn run(
         c.probe.mark_start().await;
     }
     let during = opts.agent.is_some();
+    let mut snapshot_failures = HashMap::new();
     if during {
         // Unchanged criteria without a baseline file compare with the state before the agent.
         let missing = spec.checks.iter().any(|c| {
@@ -375,19 +395,20 @@ pub async fn run(
                     .is_none_or(|b| !b.criteria.contains_key(c.id.as_str()))
         });
         if missing {
-            // Failures leave those criteria without a snapshot; each then reports why.
-            let taken = take_baseline(spec, opts.jobs, stopper)
-                .await
-                .unwrap_or_default();
+            // A snapshot that fails leaves its criterion without one; it then reports why.
+            let (taken, failed) = snapshot_all(spec, opts.jobs, stopper).await;
             let mut b = opts.baseline.take().unwrap_or_default();
             for (k, v) in taken.criteria {
                 b.criteria.entry(k).or_insert(v);
             }
             opts.baseline = Some(b);
+            snapshot_failures = failed.into_iter().collect();
         }
     }
     let (agent_tx, agent_rx) = watch::channel(!during);
-    let ctx = Arc::new(context(&opts, stopper, observer.clone(), agent_rx));
+    let mut ctx = context(&opts, stopper, observer.clone(), agent_rx);
+    ctx.snapshot_failures = snapshot_failures;
+    let ctx = Arc::new(ctx);
     let offsets = offsets(&spec.checks);
     let mut handles: Vec<Option<tokio::task::JoinHandle<CriterionResult>>> =
         (0..spec.checks.len()).map(|_| None).collect();

@@ -464,6 +464,40 @@ async fn during_compares_unchanged_criteria_with_the_state_before_the_agent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_a_failed_snapshot_spoils_only_its_own_criterion() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = json_file(dir.path(), "1", 2, "web");
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: readable\n    role: catastrophic\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{}'}}}}\n  - id: missing\n    role: catastrophic\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{}/absent.json'}}}}\n",
+        f.display(),
+        dir.path().display()
+    ));
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(vec!["true".into()]),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        result(&r, "readable").outcome,
+        Pass,
+        "{}",
+        result(&r, "readable").reason
+    );
+    let m = result(&r, "missing");
+    assert_eq!(m.outcome, Error);
+    assert!(
+        m.reason
+            .contains("no snapshot could be taken before the agent"),
+        "{}",
+        m.reason
+    );
+    assert!(m.reason.contains("absent.json"), "{}", m.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_bounds_the_observations_running_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let lock = dir.path().join("lock");

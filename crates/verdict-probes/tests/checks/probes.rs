@@ -379,6 +379,21 @@ async fn commands_exit_code_streams_and_json() {
 }
 
 #[tokio::test]
+async fn argv_never_goes_through_a_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("marker");
+    let text = format!("$(touch {m}); touch {m}", m = marker.display());
+    let (o, why, _) = probe(&format!(
+        "{{kind: command, argv: [echo, {}], stdout: {{equals: {}}}}}",
+        serde_json::to_string(&text).unwrap(),
+        serde_json::to_string(&format!("{text}\n")).unwrap()
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+    assert!(!marker.exists(), "shell syntax in argv was interpreted");
+}
+
+#[tokio::test]
 async fn output_is_bounded_in_results_with_the_digest_of_all_of_it() {
     let s = spec(
         "version: 1\ncriteria:\n  - id: big\n    mode: assert\n    probe: {kind: command, argv: [sh, -c, 'head -c 100000 /dev/zero | tr \"\\\\0\" a']}\n",
