@@ -9,7 +9,7 @@ use verdict_core::contracts::{
     Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::{Digest, DigestKind};
-use verdict_store::{About, DocKind, RunAdmission, RunStatus};
+use verdict_store::{About, DocKind, Run, RunAdmission, RunStatus};
 
 /// Schema of a verification request.
 pub const REQUEST_SCHEMA: &str = "verdict.request/v1";
@@ -348,22 +348,18 @@ impl Engine {
         Ok(out)
     }
 
-    /// Calls the model verifier for an admitted run (an operator, or the run's own verifier) and
-    /// submits its result as the run's verifier; a run preflight cancelled is never called.
-    pub async fn run_model(
+    /// The run `run_id`, for an operator or for the verifier it was admitted for; anyone else
+    /// is refused (and the refusal audited).
+    async fn own_run(
         &self,
         caller: &Principal,
         run_id: &str,
-        model: &dyn ModelVerifier,
+        what: &'static str,
+        action: String,
         now: &Timestamp,
-    ) -> Result<RunOutcome> {
-        self.require_role(
-            caller,
-            &[Role::Operator, Role::Verifier],
-            "start verifier runs",
-            now,
-        )
-        .await?;
+    ) -> Result<Run> {
+        self.require_role(caller, &[Role::Operator, Role::Verifier], what, now)
+            .await?;
         let run = self
             .store
             .run(run_id)
@@ -376,11 +372,32 @@ impl Engine {
             let err = EngineError::PermissionDenied {
                 principal: caller.name.to_string(),
                 role: caller.role.as_str(),
-                action: format!("start run {run_id:?}"),
+                action,
                 why: "it was admitted for another verifier".into(),
             };
             return Err(self.deny(caller, err, now).await);
         }
+        Ok(run)
+    }
+
+    /// Calls the model verifier for an admitted run (an operator, or the run's own verifier) and
+    /// submits its result as the run's verifier; a run preflight cancelled is never called.
+    pub async fn run_model(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        model: &dyn ModelVerifier,
+        now: &Timestamp,
+    ) -> Result<RunOutcome> {
+        let run = self
+            .own_run(
+                caller,
+                run_id,
+                "start verifier runs",
+                format!("start run {run_id:?}"),
+                now,
+            )
+            .await?;
         if run.status().is_some_and(RunStatus::is_terminal) {
             let subject = self.subject(&run.admission.subject_digest).await?;
             let note = self
@@ -494,30 +511,15 @@ impl Engine {
         manifest: &Value,
         now: &Timestamp,
     ) -> Result<Digest> {
-        self.require_role(
-            caller,
-            &[Role::Operator, Role::Verifier],
-            "record a run's context",
-            now,
-        )
-        .await?;
         let run = self
-            .store
-            .run(run_id)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "run",
-                key: run_id.to_owned(),
-            })?;
-        if caller.role == Role::Verifier && run.admission.verifier != caller.name {
-            let err = EngineError::PermissionDenied {
-                principal: caller.name.to_string(),
-                role: caller.role.as_str(),
-                action: format!("record the context of run {run_id:?}"),
-                why: "it was admitted for another verifier".into(),
-            };
-            return Err(self.deny(caller, err, now).await);
-        }
+            .own_run(
+                caller,
+                run_id,
+                "record a run's context",
+                format!("record the context of run {run_id:?}"),
+                now,
+            )
+            .await?;
         let digest = verdict_core::digest::digest(DigestKind::Context, manifest);
         let note = json!({
             "schema": RUN_CONTEXT_SCHEMA,
