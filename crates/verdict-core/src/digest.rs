@@ -237,15 +237,21 @@ pub enum CarriedDigestError {
 /// Computes `digest(kind, doc)` and, when `doc` carries a `"digest"`, checks that it matches.
 pub fn verify_carried(kind: DigestKind, doc: &Value) -> Result<Digest, CarriedDigestError> {
     let actual = digest(kind, doc);
+    check_carried(doc, &actual)?;
+    Ok(actual)
+}
+
+/// Checks a carried `"digest"` (if any) against `actual`, the digest already computed for `doc`.
+pub fn check_carried(doc: &Value, actual: &Digest) -> Result<(), CarriedDigestError> {
     match doc.get(CARRIED_FIELD) {
-        None => Ok(actual),
+        None => Ok(()),
         Some(Value::String(s)) if s.parse::<Digest>().is_ok() => {
             if *s == actual.0 {
-                Ok(actual)
+                Ok(())
             } else {
                 Err(CarriedDigestError::Mismatch {
                     carried: s.clone(),
-                    actual,
+                    actual: actual.clone(),
                 })
             }
         }

@@ -278,24 +278,15 @@ fn top_document<T: DeserializeOwned>(
 /// Checks a carried digest against the digest already computed for the document, and returns
 /// the document without it.
 fn carried(v: &Value, d: &Digest) -> Result<Option<Value>, CarriedDigestError> {
-    match v.get(digest::CARRIED_FIELD) {
-        None => Ok(None),
-        Some(Value::String(s)) if s.parse::<Digest>().is_ok() => {
-            if s == d.as_str() {
-                let mut stripped = v.clone();
-                if let Some(o) = stripped.as_object_mut() {
-                    o.remove(digest::CARRIED_FIELD);
-                }
-                Ok(Some(stripped))
-            } else {
-                Err(CarriedDigestError::Mismatch {
-                    carried: s.clone(),
-                    actual: d.clone(),
-                })
-            }
-        }
-        Some(other) => Err(CarriedDigestError::Malformed(other.to_string())),
+    digest::check_carried(v, d)?;
+    if v.get(digest::CARRIED_FIELD).is_none() {
+        return Ok(None);
     }
+    let mut stripped = v.clone();
+    if let Some(o) = stripped.as_object_mut() {
+        o.remove(digest::CARRIED_FIELD);
+    }
+    Ok(Some(stripped))
 }
 
 /// Reads one array of documents whose digests are known. Unreadable items make the bundle
