@@ -238,7 +238,9 @@ pub enum RequestCommand {
     Create {
         /// Execution id.
         execution: String,
-        /// Budget (JSON).
+        /// Budget (JSON object, every field optional): `max_runs` caps admissions for the
+        /// request; `max_total_tokens`, `max_cost` and `timeout_s` cap each model run. Unknown
+        /// fields are refused.
         #[arg(long, default_value = "{}")]
         budget: String,
         #[command(flatten)]
@@ -335,11 +337,19 @@ impl Ctx {
         })
     }
 
+    /// The principal of the token given. Every command that acts as someone comes through
+    /// here, so an attempt with a wrong or missing token is recorded as a denial.
     pub(crate) async fn caller(&self) -> Result<Principal> {
         let Some(token) = self.token.as_deref() else {
-            bail!("unauthenticated: give a token with --token or VERDICT_TOKEN");
+            let err = self.engine.authenticate("", &self.now).await.err();
+            bail!(
+                "unauthenticated: give a token with --token or VERDICT_TOKEN{}",
+                err.filter(|e| e.code() != "unauthenticated")
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            );
         };
-        Ok(self.engine.authenticate(token).await?)
+        Ok(self.engine.authenticate(token, &self.now).await?)
     }
 }
 

@@ -229,7 +229,14 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         subject,
         subject_digest,
     };
-    let file = VerifiersFile::load(&args.verifiers)?;
+    let mut file = VerifiersFile::load(&args.verifiers)?;
+    let cap = verdict_engine::RequestBudget::of_request(&request)
+        .with_context(|| format!("request {request_digest}"))?;
+    for class in &classes {
+        if let Some(config) = file.classes.iter_mut().find(|(k, _)| k.as_str() == class) {
+            capped(&mut config.1.budget, &cap);
+        }
+    }
     let base = args.verifiers.parent().unwrap_or_else(|| Path::new("."));
     let mut judges = Vec::new();
     for class in &classes {
@@ -358,6 +365,19 @@ async fn verify(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Lowers a class's budget to the caps the request pins; a cap never raises a limit.
+fn capped(budget: &mut verdict_judge::config::Budget, cap: &verdict_engine::RequestBudget) {
+    if let Some(t) = cap.max_total_tokens {
+        budget.max_total_tokens = Some(budget.max_total_tokens.map_or(t, |b| b.min(t)));
+    }
+    if let Some(c) = cap.max_cost {
+        budget.max_cost = Some(budget.max_cost.map_or(c, |b| b.min(c)));
+    }
+    if let Some(t) = cap.timeout_s {
+        budget.timeout_s = budget.timeout_s.min(t);
+    }
 }
 
 fn reason_name(r: UnavailableReason) -> String {

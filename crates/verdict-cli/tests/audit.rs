@@ -322,17 +322,9 @@ fn every_audit_command_shows_an_example() {
 
 #[tokio::test]
 async fn verify_on_postgres_names_seq_and_table() {
-    let admin = std::env::var("VERDICT_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let db = format!("verdict_cli_audit_{}", std::process::id());
-    let prefix = format!("vcliaudit{}_", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{db}\""
-    ))))
-    .await
-    .unwrap();
-    let url = format!("{}/{db}", admin.rsplit_once('/').unwrap().0);
+    // Dropped with its roles when the test ends, whether it passes or not.
+    let scratch = verdict_store::scratch::ScratchPostgres::create("cliaudit").unwrap();
+    let (url, prefix) = (scratch.url().to_owned(), scratch.role_prefix());
     let options = OpenOptions {
         role_prefix: Some(prefix.clone()),
         ..OpenOptions::default()
@@ -355,16 +347,4 @@ async fn verify_on_postgres_names_seq_and_table() {
         out.contains("seq 4 table check_evidence: modified"),
         "{out}"
     );
-    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{db}\" WITH (FORCE)"
-    ))))
-    .await
-    .unwrap();
-    for role in verdict_store::role_names(&prefix) {
-        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP ROLE IF EXISTS \"{role}\""
-        ))))
-        .await
-        .unwrap();
-    }
 }

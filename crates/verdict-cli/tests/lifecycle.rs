@@ -7,35 +7,33 @@
 )]
 
 use serde_json::{Value, json};
-use sqlx::{Connection as _, Executor as _};
 use std::path::Path;
 use std::process::{Command, Output};
 
 struct Env {
     store: String,
     dir: tempfile::TempDir,
-    pg_db: Option<String>,
+    /// Dropped with the environment, also when a test panics.
+    _pg: Option<verdict_store::scratch::ScratchPostgres>,
 }
 
-fn pg_admin() -> String {
-    std::env::var("VERDICT_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-async fn sqlx_exec(sql: String) {
-    let mut admin = sqlx::PgConnection::connect(&pg_admin()).await.unwrap();
-    admin
-        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)))
-        .await
-        .unwrap();
-}
-
-fn pg_sql(sql: String) {
+/// The bodies of the store's denials of unauthenticated attempts.
+fn unauthenticated_denials(store: &str) -> Vec<String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(sqlx_exec(sql));
+        .block_on(async {
+            let location = verdict_store::Location::resolve(Some(store)).unwrap();
+            let store = verdict_store::open(&location).await.unwrap();
+            store
+                .denials_of(verdict_store::UNAUTHENTICATED)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|row| row.body)
+                .collect()
+        })
 }
 
 impl Env {
@@ -45,21 +43,16 @@ impl Env {
         Self {
             store,
             dir,
-            pg_db: None,
+            _pg: None,
         }
     }
 
-    fn postgres(tag: &str) -> Self {
-        let db = format!("verdict_cli_{tag}_{}", std::process::id());
-        pg_sql(format!("CREATE DATABASE \"{db}\""));
-        let (base, _) = pg_admin()
-            .rsplit_once('/')
-            .map(|(a, b)| (a.to_owned(), b.to_owned()))
-            .unwrap();
+    fn postgres() -> Self {
+        let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
         Self {
-            store: format!("{base}/{db}"),
+            store: pg.url().to_owned(),
             dir: tempfile::tempdir().unwrap(),
-            pg_db: Some(db),
+            _pg: Some(pg),
         }
     }
 
@@ -94,17 +87,9 @@ impl Env {
     }
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(db) = &self.pg_db {
-            pg_sql(format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"));
-        }
-    }
-}
-
-fn both(tag: &str, body: impl Fn(&Env)) {
+fn both(body: impl Fn(&Env)) {
     body(&Env::sqlite());
-    body(&Env::postgres(tag));
+    body(&Env::postgres());
 }
 
 const NOW: &str = "2026-11-30T12:00:00Z";
@@ -112,7 +97,7 @@ const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce
 
 #[test]
 fn quickstart_twice_then_status_history_and_audit() {
-    both("qs", |env| {
+    both(|env| {
         let first = env.ok(None, &["quickstart"]);
         assert!(
             first.contains("gate: rework") && first.ends_with("final decision: pass"),
@@ -171,7 +156,7 @@ fn quickstart_touches_nothing_outside_verdict_home() {
 
 #[test]
 fn a_change_through_the_commands_with_every_refusal_as_documented() {
-    both("flow", |env| {
+    both(|env| {
         let ops = env.ok(None, &["init", "--operator", "ops"]);
         assert!(ops.starts_with("vdt_"));
         assert!(
@@ -287,6 +272,24 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         assert!(
             String::from_utf8_lossy(&env.run(None, &["result", "submit", &rf]).stderr)
                 .contains("unauthenticated")
+        );
+        // A wrong token is refused too, and both attempts are on record without the token.
+        let wrong = format!("vdt_{}", "ab".repeat(32));
+        let out = env.run(Some(&wrong), &["result", "submit", &rf, "--now", NOW]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("unauthenticated"));
+        let denials = unauthenticated_denials(&env.store);
+        assert_eq!(denials.len(), 2, "{denials:?}");
+        assert!(
+            denials.iter().all(|d| !d.contains(&wrong[4..])),
+            "{denials:?}"
+        );
+        assert_eq!(
+            denials
+                .iter()
+                .filter(|d| d.contains("token_fingerprint"))
+                .count(),
+            1
         );
         env.ok(Some(&rev), &["result", "submit", &rf, "--now", NOW]);
         let decision: Value =

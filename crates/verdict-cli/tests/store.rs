@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-use sqlx::{Connection as _, Executor as _};
+use sqlx::Connection as _;
 use std::process::{Command, Output};
 
 fn verdict(args: &[&str], home: Option<&std::path::Path>, cwd: &std::path::Path) -> Output {
@@ -31,7 +31,7 @@ fn migrate_creates_the_store_where_the_defaults_say_and_is_idempotent() {
     let out = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("migrated schema version 0 -> 1"),
+        text(&out.stdout).contains("migrated schema version 0 -> 2"),
         "{}",
         text(&out.stdout)
     );
@@ -39,7 +39,7 @@ fn migrate_creates_the_store_where_the_defaults_say_and_is_idempotent() {
     let again = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert!(again.status.success());
     assert!(
-        text(&again.stdout).contains("schema version 1 is current"),
+        text(&again.stdout).contains("schema version 2 is current"),
         "{}",
         text(&again.stdout)
     );
@@ -132,20 +132,14 @@ fn pg_admin() -> String {
 
 #[tokio::test]
 async fn migrate_on_postgres_creates_the_roles_once() {
-    let db = format!("verdict_cli_store_{}", std::process::id());
-    let prefix = format!("vcli{}_", std::process::id());
-    let admin = pg_admin();
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{db}\""
-    ))))
-    .await
-    .unwrap();
-    let url = format!("{}/{db}", admin.rsplit_once('/').unwrap().0);
+    // Dropped with its roles when the test ends, whether it passes or not.
+    let scratch = verdict_store::scratch::ScratchPostgres::create("clistore").unwrap();
+    let (url, prefix) = (scratch.url().to_owned(), scratch.role_prefix());
+    let mut conn = sqlx::PgConnection::connect(&pg_admin()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     for expected in [
-        "migrated schema version 0 -> 1",
-        "schema version 1 is current",
+        "migrated schema version 0 -> 2",
+        "schema version 2 is current",
     ] {
         let out = verdict(
             &[
@@ -173,8 +167,8 @@ async fn migrate_on_postgres_creates_the_roles_once() {
     .await
     .unwrap();
     assert_eq!(
-        roles, 7,
-        "owner and six principal roles, none able to log in"
+        roles, 8,
+        "owner, six principal roles and the system role, none able to log in"
     );
     // Another prefix for the same database is refused rather than half-applied.
     let out = verdict(
@@ -191,18 +185,4 @@ async fn migrate_on_postgres_creates_the_roles_once() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains(&prefix), "{}", text(&out.stderr));
-    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{db}\" WITH (FORCE)"
-    ))))
-    .await
-    .unwrap();
-    for role in [
-        "owner", "operator", "producer", "runner", "verifier", "human", "gate",
-    ] {
-        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP ROLE IF EXISTS \"{prefix}{role}\""
-        ))))
-        .await
-        .unwrap();
-    }
 }

@@ -238,17 +238,26 @@ fn setup(outcome: &str, url: &str) -> Setup {
 
 impl Setup {
     fn verify(&self, token: &str, extra: &[&str]) -> Output {
+        self.verify_request(&self.request, token, extra)
+    }
+
+    /// `verify` of another request, with the setup's objective and resource.
+    fn verify_request(&self, request: &str, token: &str, extra: &[&str]) -> Output {
         let resource = format!("diff={}", self.diff);
         let mut args = vec!["--objective", &self.objective, "--resource", &resource];
         args.extend_from_slice(extra);
-        self.verify_raw(token, &args)
+        self.verify_raw_request(request, token, &args)
     }
 
     /// `verify` with only the request, the verifiers file and `args`.
     fn verify_raw(&self, token: &str, args: &[&str]) -> Output {
+        self.verify_raw_request(&self.request, token, args)
+    }
+
+    fn verify_raw_request(&self, request: &str, token: &str, args: &[&str]) -> Output {
         let mut all = vec![
             "verify",
-            &self.request,
+            request,
             "--verifiers",
             &self.verifiers,
             "--now",
@@ -269,6 +278,18 @@ impl Setup {
     }
 }
 
+/// Stdout of a run that must exit with `code` (both streams shown if it did not).
+fn exits(out: &Output, code: i32) -> String {
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    stdout
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -278,13 +299,7 @@ fn a_valid_reply_is_stored_counted_and_the_gate_passes() {
     let srv = server(Reply::Valid);
     let s = setup("pass", &srv.url);
     let out = s.verify(&s.rev, &[]);
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = exits(&out, 0);
     let line = stdout.lines().next().unwrap();
     let cols: Vec<&str> = line.split(' ').collect();
     assert_eq!(cols[0], "reviewer", "{line}");
@@ -307,13 +322,7 @@ fn garbage_ends_unavailable_invalid_output_and_the_gate_is_blocked() {
     let srv = server(Reply::Garbage);
     let s = setup("pass", &srv.url);
     let out = s.verify(&s.rev, &["--class", "reviewer"]);
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = exits(&out, 1);
     assert!(
         stdout.starts_with("reviewer vrun-reviewer-")
             && stdout.contains(" unavailable invalid_output"),
@@ -340,13 +349,7 @@ fn a_failing_required_check_skips_the_model_entirely() {
     let srv = server(Reply::Valid);
     let s = setup("fail", &srv.url);
     let out = s.verify(&s.rev, &[]);
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = exits(&out, 1);
     assert!(stdout.contains(" skipped preflight "), "{stdout}");
     assert!(stdout.contains("check_failed"), "{stdout}");
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0, "the model was called");
@@ -472,13 +475,7 @@ fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
     let srv = server(Reply::CitesObjective);
     let s = setup("pass", &srv.url);
     let out = s.verify(&s.rev, &[]);
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let stdout = exits(&out, 1);
     assert!(
         stdout.contains(" unavailable invalid_output: ") && stdout.contains("cites \"objective\""),
         "{stdout}"
@@ -489,4 +486,47 @@ fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
     let (_, decision) = s.gate();
     assert_ne!(decision["outcome"], "pass", "{decision}");
+}
+
+#[test]
+fn the_request_budget_caps_the_class_budget() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    // The class allows any number of tokens; the request allows five, fewer than any prompt.
+    let capped = s.env.ok(
+        Some(&s.coder),
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--budget",
+            r#"{"max_total_tokens": 5}"#,
+            "--now",
+            NOW,
+        ],
+    );
+    let out = s.verify_request(&capped, &s.rev, &[]);
+    let stdout = exits(&out, 1);
+    assert!(stdout.contains(" unavailable budget_exhausted"), "{stdout}");
+    let (_, decision) = s.gate();
+    assert_ne!(decision["outcome"], "pass", "{decision}");
+    // A budget with a typo is refused before anything is stored.
+    let out = s.env.run(
+        Some(&s.coder),
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--budget",
+            r#"{"max_token": 5}"#,
+            "--now",
+            NOW,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("max_token"),
+        "{}",
+        text(&out.stderr)
+    );
 }

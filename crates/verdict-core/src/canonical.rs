@@ -47,25 +47,50 @@ fn utf16_cmp(a: &str, b: &str) -> Ordering {
 }
 
 fn write_object(map: &Map<String, Value>, out: &mut Vec<u8>) {
-    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    write_members(map, None, out);
+}
+
+/// Writes `map` as a canonical object, leaving out the member named `skip` if there is one.
+pub(crate) fn write_members(map: &Map<String, Value>, skip: Option<&str>, out: &mut Vec<u8>) {
     // UTF-8 byte order equals UTF-16 order unless a key holds a supplementary-plane character
-    // (4-byte UTF-8), so the common case only needs a sortedness check.
-    let byte_sorted = entries.windows(2).all(|w| match w {
-        [(a, _), (b, _)] => a.as_bytes() < b.as_bytes(),
-        _ => true,
-    });
-    let has_astral = entries.iter().any(|(k, _)| k.bytes().any(|b| b >= 0xF0));
-    if !byte_sorted || has_astral {
-        entries.sort_by(|(a, _), (b, _)| utf16_cmp(a, b));
-    }
+    // (4-byte UTF-8), so the common case only needs a sortedness check, and no copy.
+    let mut keys = map.keys();
+    let byte_sorted = match keys.next() {
+        None => true,
+        Some(first) => {
+            let mut prev = first;
+            keys.all(|k| {
+                let ok = prev.as_bytes() < k.as_bytes();
+                prev = k;
+                ok
+            })
+        }
+    };
+    let has_astral = map.keys().any(|k| k.bytes().any(|b| b >= 0xF0));
     out.push(b'{');
-    for (i, (k, v)) in entries.into_iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    let mut member = |k: &str, v: &Value, out: &mut Vec<u8>| {
+        if skip == Some(k) {
+            return;
+        }
+        if !first {
             out.push(b',');
         }
+        first = false;
         write_string(k, out);
         out.push(b':');
         write(v, out);
+    };
+    if byte_sorted && !has_astral {
+        for (k, v) in map {
+            member(k, v, out);
+        }
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_by(|(a, _), (b, _)| utf16_cmp(a, b));
+        for (k, v) in entries {
+            member(k, v, out);
+        }
     }
     out.push(b'}');
 }
@@ -75,11 +100,49 @@ pub(crate) fn hex_digit(n: u8) -> u8 {
     if n < 10 { b'0' + n } else { b'a' + (n - 10) }
 }
 
+/// Writes `s` as a canonical JSON string.
+pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
+    write_string(s, out);
+}
+
+/// The length of the prefix of `bytes` that a JSON string holds as it is: up to the first
+/// control, quote or backslash. Eight bytes at a time, since most text needs no escape at all.
+pub(crate) fn plain_prefix(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Whether any byte of `w` is a control (below 0x20), a quote or a backslash.
+    let stop = |w: u64| {
+        let below = w.wrapping_sub(ONES * 0x20) & !w;
+        let q = w ^ (ONES * u64::from(b'"'));
+        let bs = w ^ (ONES * u64::from(b'\\'));
+        (below | (q.wrapping_sub(ONES) & !q) | (bs.wrapping_sub(ONES) & !bs)) & HIGH != 0
+    };
+    let mut at = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        if stop(u64::from_le_bytes(word)) {
+            break;
+        }
+        at += 8;
+    }
+    let rest = bytes.get(at..).unwrap_or_default();
+    at + rest
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .unwrap_or(rest.len())
+}
+
 fn write_string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    let plain = plain_prefix(bytes);
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    for (i, &b) in bytes.iter().enumerate().skip(plain) {
+        // Only controls, the quote and the backslash need escaping.
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
         let esc: Option<&[u8]> = match b {
             b'"' => Some(b"\\\""),
             b'\\' => Some(b"\\\\"),
@@ -88,8 +151,7 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
             b'\t' => Some(b"\\t"),
             0x08 => Some(b"\\b"),
             0x0c => Some(b"\\f"),
-            0x00..=0x1f => None,
-            _ => continue,
+            _ => None,
         };
         out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
         match esc {
@@ -106,24 +168,61 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Integers up to 2^53 are written as integers; beyond that a number is the double it reads as.
+const EXACT: u64 = 1 << 53;
+
 fn write_number(n: &Number, out: &mut Vec<u8>) {
-    const EXACT: u64 = 1 << 53;
     if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT) {
-        out.extend_from_slice(i.to_string().as_bytes());
+        write_int(i.unsigned_abs(), i < 0, out);
         return;
     }
     if let Some(u) = n.as_u64().filter(|u| *u <= EXACT) {
-        out.extend_from_slice(u.to_string().as_bytes());
+        write_int(u, false, out);
         return;
     }
     // Every other number is an IEEE double, as ECMAScript sees it.
-    let f = n.as_f64().unwrap_or(0.0);
+    write_f64(n.as_f64().unwrap_or(0.0), out);
+}
+
+/// Writes an unsigned integer as a JSON number the way [`write`] writes a `Number` holding it.
+pub(crate) fn write_u64(u: u64, out: &mut Vec<u8>) {
+    if u <= EXACT {
+        write_int(u, false, out);
+    } else {
+        // Beyond 2^53 a number is the double it reads as, by definition.
+        write_f64(u as f64, out);
+    }
+}
+
+/// Writes a finite double in ECMAScript's shortest round-trip form (`-0` as `0`).
+pub(crate) fn write_f64(f: f64, out: &mut Vec<u8>) {
     if f == 0.0 {
         out.push(b'0'); // -0 serialises as 0
         return;
     }
     let mut buf = ryu_js::Buffer::new();
     out.extend_from_slice(buf.format_finite(f).as_bytes());
+}
+
+/// Decimal digits of `magnitude`, with a minus sign when `negative`, without allocating.
+fn write_int(mut magnitude: u64, negative: bool, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        if let Some(d) = digits.get_mut(at) {
+            // `magnitude % 10` is below 10, so the cast cannot truncate.
+            *d = b'0' + (magnitude % 10) as u8;
+        }
+        magnitude /= 10;
+        if magnitude == 0 || at == 0 {
+            break;
+        }
+    }
+    if negative {
+        out.push(b'-');
+    }
+    out.extend_from_slice(digits.get(at..).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -160,6 +259,22 @@ mod tests {
         // U+1F600 (surrogates D83D..) sorts before U+FB33 in UTF-16, after it in UTF-8.
         let v = json!({"\u{fb33}": 1, "\u{1f600}": 2, "a": 3});
         assert_eq!(canon(&v), "{\"a\":3,\"\u{1f600}\":2,\"\u{fb33}\":1}");
+    }
+
+    #[test]
+    fn plain_prefix_stops_at_the_first_byte_to_escape() {
+        for (s, want) in [
+            ("", 0),
+            ("abc", 3),
+            ("0123456789abcdef", 16),
+            ("01234567\"9", 8),
+            ("0123456\\", 7),
+            ("0123456789\u{1f}", 10),
+            ("\u{7f}\u{80}é\u{1f600} long enough to span words", 35),
+            ("\ttab first", 0),
+        ] {
+            assert_eq!(plain_prefix(s.as_bytes()), want, "{s:?}");
+        }
     }
 
     #[test]

@@ -155,8 +155,24 @@ impl Serialize for Digest {
 
 impl<'de> Deserialize<'de> for Digest {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        // Reads like `String` (same errors), copying the text once.
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Digest;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Digest, E> {
+                s.parse().map_err(E::custom)
+            }
+            fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Digest, E> {
+                match std::str::from_utf8(b) {
+                    Ok(s) => self.visit_str(s),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Bytes(b), &self)),
+                }
+            }
+        }
+        d.deserialize_string(Visitor)
     }
 }
 
@@ -208,14 +224,24 @@ pub fn digest(kind: DigestKind, doc: &Value) -> Digest {
 /// The canonical bytes that [`digest`] hashes: `doc` without its top-level `"digest"` field.
 #[must_use]
 pub fn canonical_without_carried(doc: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_without_carried(doc, &mut out);
+    out
+}
+
+fn write_without_carried(doc: &Value, out: &mut Vec<u8>) {
     match doc {
-        Value::Object(map) if map.contains_key(CARRIED_FIELD) => {
-            let mut stripped = map.clone();
-            stripped.remove(CARRIED_FIELD);
-            canonical::to_vec(&Value::Object(stripped))
-        }
-        _ => canonical::to_vec(doc),
+        Value::Object(map) => canonical::write_members(map, Some(CARRIED_FIELD), out),
+        _ => canonical::write(doc, out),
     }
+}
+
+/// [`digest`], writing the canonical bytes into `buf` (cleared first), so that hashing many
+/// documents reuses one buffer.
+pub(crate) fn digest_into(kind: DigestKind, doc: &Value, buf: &mut Vec<u8>) -> Digest {
+    buf.clear();
+    write_without_carried(doc, buf);
+    digest_canonical(kind, buf)
 }
 
 /// A carried digest that does not match its document.

@@ -6,6 +6,7 @@
 //! mark, trailing data and nesting deeper than [`MAX_DEPTH`]. Every error names the line, the
 //! column and the JSON pointer of the place it was found.
 
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
@@ -112,7 +113,9 @@ pub fn parse_str(input: &str) -> Result<Value, JsonError> {
 }
 
 enum Seg {
-    Key(String),
+    /// An object key, by the position of its opening quote: it is only read again to name the
+    /// place of an error, so reading a document never copies its keys for the path.
+    Key(usize),
     Index(usize),
 }
 
@@ -144,7 +147,7 @@ impl Parser<'_> {
         for seg in &self.path {
             path.push('/');
             match seg {
-                Seg::Key(k) => path.push_str(&pointer_token(k)),
+                Seg::Key(at) => path.push_str(&pointer_token(&self.key_at(*at))),
                 Seg::Index(i) => path.push_str(&i.to_string()),
             }
         }
@@ -157,6 +160,17 @@ impl Parser<'_> {
             column,
             path,
         }
+    }
+
+    /// The key whose opening quote is at `at` (already read once without error).
+    fn key_at(&self, at: usize) -> String {
+        let mut p = Parser {
+            text: self.text,
+            bytes: self.bytes,
+            pos: at,
+            path: Vec::new(),
+        };
+        p.string().unwrap_or_default()
     }
 
     fn syntax(&self, msg: &str) -> JsonError {
@@ -220,11 +234,15 @@ impl Parser<'_> {
             if self.peek() != Some(b'"') {
                 return Err(self.syntax("expected an object key"));
             }
+            let key_at = self.pos;
             let key = self.string()?;
-            self.path.push(Seg::Key(key.clone()));
-            if map.contains_key(&key) {
-                return Err(self.error(JsonErrorKind::DuplicateKey(key)));
-            }
+            self.path.push(Seg::Key(key_at));
+            let slot = match map.entry(key) {
+                Entry::Vacant(slot) => slot,
+                Entry::Occupied(o) => {
+                    return Err(self.error(JsonErrorKind::DuplicateKey(o.key().clone())));
+                }
+            };
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.syntax("expected ':' after an object key"));
@@ -233,7 +251,7 @@ impl Parser<'_> {
             self.skip_ws();
             let v = self.value(depth)?;
             self.path.pop();
-            map.insert(key, v);
+            slot.insert(v);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -293,12 +311,7 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos += crate::canonical::plain_prefix(self.bytes.get(start..).unwrap_or_default());
             // `start..pos` only ends on ASCII bytes, so it is a char boundary.
             out.push_str(self.text.get(start..self.pos).unwrap_or(""));
             match self.peek() {

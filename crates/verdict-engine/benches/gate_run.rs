@@ -30,12 +30,12 @@ fn setup(
         let store = verdict_store::open(&Location::Sqlite(dir.join("v.db"))).await.unwrap();
         let engine = Engine::new(store, "bench");
         let now = ts("2026-11-30T12:00:00Z");
-        let ops = engine.authenticate(&engine.init("ops").await.unwrap()).await.unwrap();
+        let ops = engine.authenticate(&engine.init("ops").await.unwrap(), &now).await.unwrap();
         let mut p = std::collections::BTreeMap::new();
         for (name, role, access) in [("coder", Role::Producer, Access::Write), ("ci", Role::Runner, Access::Write), ("rev", Role::Verifier, Access::Read)] {
             let t = engine.add_principal(&ops, name, role, &now).await.unwrap();
             engine.grant(&ops, &format!("g-{name}"), name, ScopeKind::Execution, "ex", access, &ts("2027-01-01T00:00:00Z"), &now).await.unwrap();
-            p.insert(name, engine.authenticate(&t).await.unwrap());
+            p.insert(name, engine.authenticate(&t, &now).await.unwrap());
         }
         let checks: Vec<Value> = (0..20).map(|i| json!({"id": format!("c{i}"), "definition_digest": DEF, "criteria": ["ok"]})).collect();
         let ids: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();

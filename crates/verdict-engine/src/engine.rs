@@ -3,17 +3,18 @@
 
 use crate::error::{EngineError, Result, invalid};
 use crate::token;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
-    Access, Actor, ActorRole, DocKind, ExecutionHead, GateHead, GrantRecord, GrantScope,
-    PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, token_sha256,
+    Access, Actor, ActorRole, DenialRecord, DocKind, ExecutionHead, GateHead, GrantRecord,
+    GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, StoreError,
+    UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 
 /// The principal name the engine writes its own records under (pointer moves, admissions,
-/// evaluation records, denials). It is the system, not a person, and holds no token.
+/// denials). It is the system, not a person, and holds no token.
 pub const ENGINE_PRINCIPAL: &str = "verdict-engine";
 
 /// The gate used when none is named.
@@ -68,12 +69,23 @@ impl Engine {
         Actor::new(ENGINE_PRINCIPAL, ActorRole::Operator)
     }
 
+    /// The actor denials are written as: the engine in the system role, which no principal
+    /// holds, so no caller can forge or pre-empt a denial record.
+    pub(crate) fn recorder() -> Actor {
+        Actor::system(ENGINE_PRINCIPAL)
+    }
+
     /// Creates the first operator of an empty store and returns its token (shown once).
     /// Refused when the store already has that principal.
     pub async fn init(&self, operator: &str) -> Result<String> {
         let name: Name = operator
             .parse()
             .map_err(|e| invalid("principal name")(format!("{e}")))?;
+        if operator == ENGINE_PRINCIPAL || operator == UNAUTHENTICATED {
+            return Err(invalid("principal name")(format!(
+                "{operator:?} is reserved"
+            )));
+        }
         if self.store.principal(operator).await?.is_some() {
             return Err(EngineError::Conflict(format!(
                 "principal {operator:?} already exists; this store is initialised"
@@ -89,21 +101,28 @@ impl Engine {
         Ok(token)
     }
 
-    /// The principal holding `token`.
-    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
-        if token.is_empty() {
-            return Err(EngineError::Unauthenticated);
-        }
-        match self
-            .store
-            .principal_by_token_hash(&token_sha256(token))
-            .await?
-        {
+    /// The principal holding `token`. A token no principal holds (or none at all) is refused,
+    /// and the attempt is recorded as a denial of [`UNAUTHENTICATED`] carrying at most a short
+    /// fingerprint of the token, never the token or its hash.
+    pub async fn authenticate(&self, token: &str, now: &Timestamp) -> Result<Principal> {
+        let found = if token.is_empty() {
+            None
+        } else {
+            self.store
+                .principal_by_token_hash(&token_sha256(token))
+                .await?
+        };
+        match found {
             Some(p) => Ok(Principal {
                 name: p.name,
                 role: p.role,
             }),
-            None => Err(EngineError::Unauthenticated),
+            None => {
+                let fingerprint = (!token.is_empty()).then(|| token_fingerprint(token));
+                Err(self
+                    .record_denial(None, fingerprint, EngineError::Unauthenticated, now)
+                    .await)
+            }
         }
     }
 
@@ -115,29 +134,61 @@ impl Engine {
         now: &Timestamp,
     ) -> EngineError {
         if err.is_denial() {
-            // Each refusal is its own event, even when it repeats another word for word.
-            let nonce = token::generate().unwrap_or_default();
-            let record = json!({
-                "schema": "verdict.denial/v1",
-                "nonce": nonce.trim_start_matches(token::TOKEN_PREFIX),
-                "principal": who.name.as_str(),
-                "role": who.role.as_str(),
-                "code": err.code(),
-                "message": err.to_string(),
-                "at": now.as_str(),
-            });
-            if let Err(e) = self
-                .store
-                .put(&Self::system(), DocKind::Request, &record)
-                .await
-            {
-                // The refusal stands either way; a failed audit write is reported with it.
+            self.record_denial(Some(who), None, err, now).await
+        } else {
+            err
+        }
+    }
+
+    /// Appends the denial record of `err` (by `who`, or unauthenticated) and returns `err`.
+    async fn record_denial(
+        &self,
+        who: Option<&Principal>,
+        token_fingerprint: Option<String>,
+        err: EngineError,
+        now: &Timestamp,
+    ) -> EngineError {
+        let action = match &err {
+            EngineError::PermissionDenied { action, .. }
+            | EngineError::SelfVerificationDenied { action, .. } => action.clone(),
+            EngineError::Store(StoreError::Forbidden { target, .. }) => format!("write {target}"),
+            _ => "authenticate".to_owned(),
+        };
+        // Each refusal is its own row, even when it repeats another word for word.
+        let nonce = match token::generate() {
+            Ok(n) => n.trim_start_matches(token::TOKEN_PREFIX).to_owned(),
+            Err(e) => {
                 return EngineError::Conflict(format!(
                     "{err} (and recording the denial failed: {e})"
                 ));
             }
+        };
+        let record = DenialRecord {
+            nonce,
+            principal: who.map_or(UNAUTHENTICATED, |p| p.name.as_str()).to_owned(),
+            role: who.map(|p| p.role),
+            code: err.code().to_owned(),
+            action,
+            message: err.to_string(),
+            at: now.clone(),
+            token_fingerprint,
+        };
+        let written = match serde_json::to_value(&record) {
+            Ok(doc) => self
+                .store
+                .put(&Self::recorder(), DocKind::Denial, &doc)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match written {
+            Ok(()) => err,
+            // The refusal stands either way; a failed audit write is reported with it.
+            Err(e) => {
+                EngineError::Conflict(format!("{err} (and recording the denial failed: {e})"))
+            }
         }
-        err
     }
 
     pub(crate) async fn require_role(
@@ -173,9 +224,10 @@ impl Engine {
         let name: Name = name
             .parse()
             .map_err(|e| invalid("principal name")(format!("{e}")))?;
-        if name.as_str() == ENGINE_PRINCIPAL {
+        if name.as_str() == ENGINE_PRINCIPAL || name.as_str() == UNAUTHENTICATED {
             return Err(invalid("principal name")(format!(
-                "{ENGINE_PRINCIPAL:?} is reserved"
+                "{:?} is reserved",
+                name.as_str()
             )));
         }
         let token = token::generate()?;

@@ -10,8 +10,9 @@ use verdict_core::contracts::{GateDecision, Id, Timestamp, UnavailableReason, Ve
 use verdict_core::digest::Digest;
 use verdict_store::{About, Actor, DocKind, ExecutionHead, RunStatus, Stored};
 
-/// Schema of the record naming the items of one evaluated bundle.
-pub const EVALUATION_RECORD_SCHEMA: &str = "verdict.evaluation-record/v1";
+/// Schema of the record naming the items of one evaluated bundle (stored in
+/// `gate_evaluations`).
+pub const EVALUATION_RECORD_SCHEMA: &str = verdict_store::EVALUATION_SCHEMA;
 
 /// The items the engine counts for an execution's current subject, read from the store.
 #[derive(Debug, Clone)]
@@ -168,36 +169,6 @@ impl Engine {
         }))
     }
 
-    /// The open blocking findings of the execution's earlier subjects, by id and version: those
-    /// the latest decision on an earlier subject sent to rework or left unresolved (that
-    /// decision already carried the ones before it).
-    pub async fn prior_blockers(
-        &self,
-        execution: &str,
-        current: &Digest,
-    ) -> Result<Vec<(Id, u64)>> {
-        let decisions = self
-            .store
-            .list(DocKind::Decision, &About::Execution(execution.to_owned()))
-            .await?;
-        let Some(last) = decisions.iter().rev().find(|d| {
-            d.value()
-                .ok()
-                .and_then(|v| v.get("subject_digest").cloned())
-                != Some(json!(current.as_str()))
-        }) else {
-            return Ok(Vec::new());
-        };
-        let d: GateDecision = last.decode()?;
-        let refs: BTreeSet<(Id, u64)> = d
-            .rework
-            .iter()
-            .chain(&d.unresolved_prior_blockers)
-            .map(|f| (f.id.clone(), f.version))
-            .collect();
-        Ok(refs.into_iter().collect())
-    }
-
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
     /// stores the decision by its evaluation key (with the record of its items) and returns it.
     /// Any authenticated principal may ask; none can supply the decision.
@@ -221,22 +192,24 @@ impl Engine {
                 ),
             })?;
         let record = collected.record(&key, now)?;
-        // The record first: a stored decision must always be replayable.
-        self.store
-            .put(&Self::system(), DocKind::Request, &record)
-            .await?;
         let value = serde_json::to_value(&decision).map_err(|e| EngineError::Invalid {
             what: "gate decision",
             message: e.to_string(),
         })?;
+        // The record and the decision in one transaction, both as the Gate: a stored decision is
+        // always replayable, and nothing else may write either.
         let stored = self
             .store
-            .put(
+            .put_batch(
                 &Actor::gate(caller.name.as_str()),
-                DocKind::Decision,
-                &value,
+                &[(DocKind::Evaluation, record), (DocKind::Decision, value)],
             )
-            .await?;
+            .await?
+            .pop()
+            .ok_or_else(|| EngineError::NotFound {
+                what: "stored gate decision",
+                key: key.to_string(),
+            })?;
         let decision = stored.decode()?;
         Ok(GateRun {
             decision,
@@ -265,10 +238,15 @@ impl Engine {
                     what: "subject of decision",
                     key: key.to_string(),
                 })?;
-        let records = self
-            .store
-            .list(DocKind::Request, &About::Subject(subject_digest.clone()))
-            .await?;
+        let mut records = self.store.evaluations(key).await?;
+        if records.is_empty() {
+            // A decision stored before schema version 2 has its record among the requests. Any
+            // record is only a claim: the replayed bytes must still equal the stored ones.
+            records = self
+                .store
+                .list(DocKind::Request, &About::Subject(subject_digest.clone()))
+                .await?;
+        }
         let mut last_err = EngineError::NotFound {
             what: "evaluation record of decision",
             key: key.to_string(),

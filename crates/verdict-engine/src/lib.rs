@@ -21,23 +21,27 @@
 //! let store = verdict_store::open(&verdict_store::Location::resolve(None)?).await?;
 //! let engine = Engine::new(store, verdict_engine::DEFAULT_GATE);
 //! let token = engine.init("ops").await?; // shown once, stored only as its SHA-256
-//! let ops = engine.authenticate(&token).await?;
 //! let now: verdict_core::contracts::Timestamp = "2026-11-30T12:00:00Z".parse()?;
+//! // A wrong token is refused, and the attempt is recorded as a denial.
+//! let ops = engine.authenticate(&token, &now).await?;
 //! let status = engine.status("ex-1", &now).await?;
 //! assert!(status.applicable.is_none());
 //! # let _ = ops; Ok(()) }
 //! ```
 
 mod applicability;
+mod budget;
 mod engine;
 pub mod error;
 mod gate_run;
+mod lineage;
 pub mod quickstart;
 mod runs;
 mod subjects;
 pub mod token;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
+pub use budget::RequestBudget;
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};

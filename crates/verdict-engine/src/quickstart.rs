@@ -60,7 +60,7 @@ pub async fn run(
 
     // Principals: each acts with its own token; none of these tokens is ever printed.
     let ops_token = engine.init(&format!("qs{n}-operator")).await?;
-    let ops = engine.authenticate(&ops_token).await?;
+    let ops = engine.authenticate(&ops_token, &clock()).await?;
     let far = clock().plus_seconds(86_400);
     let mut who = BTreeMap::new();
     for (role, access) in [
@@ -82,7 +82,7 @@ pub async fn run(
                 &clock(),
             )
             .await?;
-        who.insert(role.as_str(), engine.authenticate(&token).await?);
+        who.insert(role.as_str(), engine.authenticate(&token, &clock()).await?);
     }
     let get = |r: &str| {
         who.get(r)

@@ -1,5 +1,6 @@
 //! Verification requests, verifier runs (admission, preflight, the model call) and results.
 
+use crate::budget::RequestBudget;
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use async_trait::async_trait;
@@ -123,6 +124,7 @@ impl Engine {
         let subject = self.subject(&head.subject_digest).await?;
         self.require_grant(caller, &subject, true, "create a verification request", now)
             .await?;
+        let budget = RequestBudget::from_value(budget)?.to_value()?;
         let gate = self
             .gate_head()
             .await?
@@ -166,10 +168,12 @@ impl Engine {
 
     /// Admits `verifier` to run `run_id` of class `class` for a request, then runs preflight.
     /// An operator admits any verifier; a verifier may only admit itself (the checks below are
-    /// the same either way, so self-admission grants nothing an operator's would not). The verifier must hold a grant in force on the execution and must be
-    /// neither the producer's principal nor its run; the request's subject must still be the
-    /// execution's current one. When preflight already ends in rework or blocked, the run is
-    /// cancelled at once and records why.
+    /// the same either way, so self-admission grants nothing an operator's would not). The
+    /// verifier must hold a grant in force on the execution and must be neither the producer's
+    /// principal nor its run; the request's subject must still be the execution's current one
+    /// and its policy the gate's current revision, and the request's `max_runs` must not be
+    /// used up. When preflight already ends in rework or blocked, the run is cancelled at once
+    /// and records why.
     pub async fn admit(
         &self,
         caller: &Principal,
@@ -223,82 +227,170 @@ impl Engine {
                 "request {request} is for subject {subject_digest}, which is no longer execution {execution:?}'s current subject"
             )));
         }
-        let Some(record) = self.store.principal(verifier).await? else {
-            return Err(EngineError::NotFound {
-                what: "principal",
-                key: verifier.to_owned(),
-            });
-        };
-        let who = Principal {
-            name: record.name,
-            role: record.role,
-        };
-        if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
-            let err = EngineError::SelfVerificationDenied {
-                principal: who.name.to_string(),
-                action: format!("be admitted to run {run_id:?}"),
-                why: "the producer's principal or run never verifies its own work".into(),
-            };
-            return Err(self.deny(&who, err, now).await);
-        }
-        if who.role != Role::Verifier {
-            let err = EngineError::PermissionDenied {
-                principal: who.name.to_string(),
-                role: who.role.as_str(),
-                action: format!("be admitted to run {run_id:?}"),
-                why: "only verifier principals run verifications".into(),
-            };
-            return Err(self.deny(&who, err, now).await);
-        }
-        self.require_grant(&who, &subject, false, "be admitted to a run", now)
-            .await?;
-        let classes = req
-            .get("verifier_classes")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if !classes.contains(&json!(class)) {
-            return Err(invalid("verifier class")(format!(
-                "request {request} does not ask for class {class:?}"
+        // A run for a request pinned to a replaced policy could only ever produce a result the
+        // current policy did not ask for; a new request is needed.
+        let pinned = req.get("policy_digest").and_then(Value::as_str);
+        let gate = self.gate_head().await?;
+        if pinned.is_none() || gate.as_ref().map(|g| g.policy_digest.as_str()) != pinned {
+            return Err(EngineError::Conflict(format!(
+                "request {request} pins policy {}, which is no longer gate {:?}'s current revision; create a new request",
+                pinned.unwrap_or("(none)"),
+                self.gate
             )));
         }
-        let admission = RunAdmission {
-            run_id: run_id
-                .parse()
-                .map_err(|e| invalid("run id")(format!("{e}")))?,
-            request_digest: request.clone(),
-            subject_digest: subject_digest.clone(),
-            verifier: who.name.clone(),
-            class: class
-                .parse()
-                .map_err(|e| invalid("verifier class")(format!("{e}")))?,
-            admitted_generation: subject.execution.generation,
+        let budget = RequestBudget::of_request(&req)?;
+        // With a run cap, admissions of one request take turns (a lease on the request), so
+        // two racing for the last run cannot both win.
+        let slot = match budget.max_runs {
+            Some(_) => Some(self.take_admission_slot(request, now).await?),
+            None => None,
         };
-        self.store.admit_run(&Self::system(), &admission).await?;
-        let preflight = self.preflight(&execution, now).await?;
-        if preflight.skipped {
-            self.store
-                .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+        let admitted = async {
+            if let Some(max) = budget.max_runs {
+                let used = self
+                    .admission_notes(&execution)
+                    .await?
+                    .iter()
+                    .filter(|n| n.get("request_digest") == Some(&json!(request.as_str())))
+                    .count();
+                if used >= usize::try_from(max).unwrap_or(usize::MAX) {
+                    return Err(EngineError::Conflict(format!(
+                        "request {request} allows {max} run(s) and {used} were admitted; create a new request"
+                    )));
+                }
+            }
+            let Some(record) = self.store.principal(verifier).await? else {
+                return Err(EngineError::NotFound {
+                    what: "principal",
+                    key: verifier.to_owned(),
+                });
+            };
+            let who = Principal {
+                name: record.name,
+                role: record.role,
+            };
+            if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
+                let err = EngineError::SelfVerificationDenied {
+                    principal: who.name.to_string(),
+                    action: format!("be admitted to run {run_id:?}"),
+                    why: "the producer's principal or run never verifies its own work".into(),
+                };
+                return Err(self.deny(&who, err, now).await);
+            }
+            if who.role != Role::Verifier {
+                let err = EngineError::PermissionDenied {
+                    principal: who.name.to_string(),
+                    role: who.role.as_str(),
+                    action: format!("be admitted to run {run_id:?}"),
+                    why: "only verifier principals run verifications".into(),
+                };
+                return Err(self.deny(&who, err, now).await);
+            }
+            self.require_grant(&who, &subject, false, "be admitted to a run", now)
                 .await?;
+            let classes = req
+                .get("verifier_classes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !classes.contains(&json!(class)) {
+                return Err(invalid("verifier class")(format!(
+                    "request {request} does not ask for class {class:?}"
+                )));
+            }
+            let admission = RunAdmission {
+                run_id: run_id
+                    .parse()
+                    .map_err(|e| invalid("run id")(format!("{e}")))?,
+                request_digest: request.clone(),
+                subject_digest: subject_digest.clone(),
+                verifier: who.name.clone(),
+                class: class
+                    .parse()
+                    .map_err(|e| invalid("verifier class")(format!("{e}")))?,
+                admitted_generation: subject.execution.generation,
+            };
+            // Preflight and its note come before the run exists: a run is then never without
+            // the note that says whether a model may be called for it, whatever crashes when.
+            let preflight = self.preflight(&execution, now).await?;
+            let note = json!({
+                "schema": ADMISSION_SCHEMA,
+                "run_id": run_id,
+                "request_digest": request.as_str(),
+                "subject_digest": subject_digest.as_str(),
+                "generation": subject.execution.generation,
+                "verifier": who.name.as_str(),
+                "class": class,
+                "preflight": {
+                    "outcome": preflight.outcome.as_str(),
+                    "skipped": preflight.skipped,
+                    "reasons": preflight.reasons,
+                },
+            });
+            self.store
+                .put(&Self::system(), DocKind::Request, &note)
+                .await?;
+            self.store.admit_run(&Self::system(), &admission).await?;
+            if preflight.skipped {
+                self.store
+                    .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                    .await?;
+            }
+            Ok(preflight)
         }
-        let note = json!({
-            "schema": ADMISSION_SCHEMA,
-            "run_id": run_id,
-            "request_digest": request.as_str(),
-            "subject_digest": subject_digest.as_str(),
-            "generation": subject.execution.generation,
-            "verifier": who.name.as_str(),
-            "class": class,
-            "preflight": {
-                "outcome": preflight.outcome.as_str(),
-                "skipped": preflight.skipped,
-                "reasons": preflight.reasons,
-            },
-        });
+        .await;
+        if let Some((job, holder)) = slot {
+            let released = self
+                .store
+                .cas_lease(&Self::system(), &job, Some(&holder), None)
+                .await;
+            // The admission's own error comes first; a failed release only lapses the lease.
+            if admitted.is_ok() {
+                released?;
+            }
+        }
+        admitted
+    }
+
+    /// Takes the admission lease of a request, or refuses while another admission holds it.
+    /// A lease left behind by a crashed admission lapses after a minute.
+    async fn take_admission_slot(
+        &self,
+        request: &Digest,
+        now: &Timestamp,
+    ) -> Result<(String, verdict_store::LeaseHolder)> {
+        let job = format!("admit {request}");
+        let current = self
+            .store
+            .pointer(verdict_store::PointerKind::Lease, &job)
+            .await?
+            .map(|p| p.lease())
+            .transpose()?
+            .flatten();
+        if let Some(held) = &current
+            && held.expires_at.unix_nanos() > now.unix_nanos()
+        {
+            return Err(EngineError::Conflict(format!(
+                "another admission for request {request} is in progress; retry"
+            )));
+        }
+        let holder = verdict_store::LeaseHolder {
+            holder: Self::system()
+                .principal
+                .parse()
+                .map_err(|e| invalid("lease holder")(format!("{e}")))?,
+            expires_at: now.plus_seconds(60),
+        };
         self.store
-            .put(&Self::system(), DocKind::Request, &note)
-            .await?;
-        Ok(preflight)
+            .cas_lease(&Self::system(), &job, current.as_ref(), Some(&holder))
+            .await
+            .map_err(|e| match e {
+                verdict_store::StoreError::CasFailed { .. } => EngineError::Conflict(format!(
+                    "another admission for request {request} is in progress; retry"
+                )),
+                other => other.into(),
+            })?;
+        Ok((job, holder))
     }
 
     /// The pure Gate over the execution's deterministic evidence alone.
@@ -332,16 +424,35 @@ impl Engine {
         })
     }
 
-    /// The admission notes of an execution's runs, in admission order.
+    /// The admission notes of an execution's runs, in the order they were written, one per
+    /// run. Notes share the requests table, which producers may write, so a note counts only
+    /// when the run record (written by the engine alone) confirms its run, request, subject,
+    /// verifier, class and generation; anything else is ignored.
     pub async fn admission_notes(&self, execution: &str) -> Result<Vec<Value>> {
         let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
         for row in self
             .store
             .list(DocKind::Request, &About::Execution(execution.to_owned()))
             .await?
         {
             let v = row.value()?;
-            if v.get("schema") == Some(&json!(ADMISSION_SCHEMA)) {
+            if v.get("schema") != Some(&json!(ADMISSION_SCHEMA)) {
+                continue;
+            }
+            let Some(run_id) = v.get("run_id").and_then(Value::as_str) else {
+                continue;
+            };
+            let Some(run) = self.store.run(run_id).await? else {
+                continue;
+            };
+            let a = &run.admission;
+            let confirmed = v.get("request_digest") == Some(&json!(a.request_digest.as_str()))
+                && v.get("subject_digest") == Some(&json!(a.subject_digest.as_str()))
+                && v.get("verifier") == Some(&json!(a.verifier.as_str()))
+                && v.get("class") == Some(&json!(a.class.as_str()))
+                && v.get("generation") == Some(&json!(a.admitted_generation));
+            if confirmed && seen.insert(run_id.to_owned()) {
                 out.push(v);
             }
         }
@@ -398,15 +509,22 @@ impl Engine {
                 now,
             )
             .await?;
-        if run.status().is_some_and(RunStatus::is_terminal) {
-            let subject = self.subject(&run.admission.subject_digest).await?;
-            let note = self
-                .admission_notes(subject.execution.id.as_str())
-                .await?
-                .into_iter()
-                .find(|n| n.get("run_id") == Some(&json!(run_id)));
-            let pre = note.as_ref().and_then(|n| n.get("preflight"));
-            if let Some(pre) = pre.filter(|p| p.get("skipped") == Some(&json!(true))) {
+        let subject = self.subject(&run.admission.subject_digest).await?;
+        let note = self
+            .admission_notes(subject.execution.id.as_str())
+            .await?
+            .into_iter()
+            .find(|n| n.get("run_id") == Some(&json!(run_id)));
+        let pre = note.as_ref().and_then(|n| n.get("preflight"));
+        let skipped = pre.filter(|p| p.get("skipped") == Some(&json!(true)));
+        if run.status().is_some_and(RunStatus::is_terminal) || skipped.is_some() {
+            if let Some(pre) = skipped {
+                if run.status().is_none() {
+                    // Admission stopped between its note and the cancellation: finish it.
+                    self.store
+                        .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                        .await?;
+                }
                 return Ok(RunOutcome::Skipped(Preflight {
                     outcome: serde_json::from_value(
                         pre.get("outcome").cloned().unwrap_or_default(),

@@ -9,12 +9,11 @@
 
 mod common;
 
-use async_trait::async_trait;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use verdict_core::contracts::{GateDecision, HumanVerdict, Outcome};
-use verdict_engine::{ModelVerifier, NotApplicable, RunOutcome, VerifyTask};
+use verdict_engine::{NotApplicable, RunOutcome};
 use verdict_store::{About, DocKind};
 
 fn code(e: &verdict_engine::EngineError) -> &'static str {
@@ -22,17 +21,7 @@ fn code(e: &verdict_engine::EngineError) -> &'static str {
 }
 
 async fn denials(w: &World) -> usize {
-    let events = w.engine.store().audit_events(0, 10_000).await.unwrap();
-    let mut n = 0;
-    for e in events.iter().filter(|e| e.table == "verification_requests") {
-        let d: verdict_core::digest::Digest = e.payload_digest.parse().unwrap();
-        if let Some(row) = w.engine.store().get(DocKind::Request, &d).await.unwrap()
-            && row.value().unwrap()["schema"] == "verdict.denial/v1"
-        {
-            n += 1;
-        }
-    }
-    n
+    w.engine.store().denials(0, 10_000).await.unwrap().len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,29 +357,6 @@ async fn a_grant_revoked_between_admission_and_submission_is_not_counted() {
     .await;
 }
 
-/// A verifier that counts every call that reaches it.
-struct Counting(AtomicUsize);
-
-#[async_trait]
-impl ModelVerifier for Counting {
-    async fn verify(&self, task: &VerifyTask) -> Result<Value, String> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        let ev = task
-            .evidence
-            .first()
-            .and_then(|e| e["id"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        Ok(result(
-            task.verifier.as_str(),
-            task.run_id.as_str(),
-            &task.subject_digest,
-            task.generation,
-            &ev,
-        ))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
     on_both(|store| async move {
@@ -597,11 +563,16 @@ async fn tokens_authenticate_only_their_principal_and_only_operators_manage_prin
     on_both(|store| async move {
         let w = world(store).await;
         assert_eq!(
-            code(&w.engine.authenticate("vdt_forged").await.unwrap_err()),
+            code(
+                &w.engine
+                    .authenticate("vdt_forged", &now())
+                    .await
+                    .unwrap_err()
+            ),
             "unauthenticated"
         );
         assert_eq!(
-            code(&w.engine.authenticate("").await.unwrap_err()),
+            code(&w.engine.authenticate("", &now()).await.unwrap_err()),
             "unauthenticated"
         );
         let role = serde_json::from_value(json!("operator")).unwrap();

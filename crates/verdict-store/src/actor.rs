@@ -21,19 +21,22 @@ pub enum ActorRole {
     Verifier,
     /// A person: human decisions.
     Human,
-    /// The Gate: gate decisions, nothing else.
+    /// The Gate: gate decisions and the records of their evaluations, nothing else.
     Gate,
+    /// The engine itself, recording refusals. No principal holds this role.
+    System,
 }
 
 impl ActorRole {
     /// Every role.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Operator,
         Self::Producer,
         Self::Runner,
         Self::Verifier,
         Self::Human,
         Self::Gate,
+        Self::System,
     ];
 
     /// The name used in audit events and database role names.
@@ -46,6 +49,7 @@ impl ActorRole {
             Self::Verifier => "verifier",
             Self::Human => "human",
             Self::Gate => "gate",
+            Self::System => "system",
         }
     }
 }
@@ -84,6 +88,11 @@ impl Actor {
     /// The Gate, writing decisions under the given principal name.
     pub fn gate(principal: impl Into<String>) -> Self {
         Self::new(principal, ActorRole::Gate)
+    }
+
+    /// The engine itself, recording refusals under the given principal name.
+    pub fn system(principal: impl Into<String>) -> Self {
+        Self::new(principal, ActorRole::System)
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {

@@ -11,6 +11,7 @@ use crate::records::row_digest;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Write as _;
 
 /// The `prev_hash` of the first event.
 pub const GENESIS_HASH: &str =
@@ -64,39 +65,27 @@ impl AuditEvent {
     }
 
     fn hash_at(&self, seq: u64) -> String {
-        // RFC 8785 form of the event without its hash, written directly: the keys in their
-        // sorted order, strings escaped as JCS escapes them (serde_json escapes the same set,
-        // with lowercase hex).
-        fn string(out: &mut Vec<u8>, s: &str) {
-            // Writing a &str to a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, s);
+        EventFields {
+            seq,
+            ..self.fields()
         }
-        let mut out = Vec::with_capacity(512);
-        out.extend_from_slice(b"{\"correlation\":");
-        match &self.correlation {
-            Some(c) => string(&mut out, c),
-            None => out.extend_from_slice(b"null"),
+        .hash()
+    }
+
+    /// The event's fields, borrowed.
+    pub(crate) fn fields(&self) -> EventFields<'_> {
+        EventFields {
+            seq: self.seq,
+            prev_hash: &self.prev_hash,
+            event_type: &self.event_type,
+            table: &self.table,
+            key: &self.key,
+            principal: &self.principal,
+            role: &self.role,
+            payload_digest: &self.payload_digest,
+            correlation: self.correlation.as_deref(),
+            recorded_at: &self.recorded_at,
         }
-        out.extend_from_slice(b",\"event_type\":");
-        string(&mut out, &self.event_type);
-        out.extend_from_slice(b",\"key\":");
-        string(&mut out, &self.key);
-        out.extend_from_slice(b",\"payload_digest\":");
-        string(&mut out, &self.payload_digest);
-        out.extend_from_slice(b",\"prev_hash\":");
-        string(&mut out, &self.prev_hash);
-        out.extend_from_slice(b",\"principal\":");
-        string(&mut out, &self.principal);
-        out.extend_from_slice(b",\"recorded_at\":");
-        string(&mut out, &self.recorded_at);
-        out.extend_from_slice(b",\"role\":");
-        string(&mut out, &self.role);
-        out.extend_from_slice(b",\"seq\":");
-        out.extend_from_slice(seq.to_string().as_bytes());
-        out.extend_from_slice(b",\"table\":");
-        string(&mut out, &self.table);
-        out.push(b'}');
-        row_digest(EVENT_DOMAIN, &out).to_string()
     }
 
     /// The event that follows `head`, with its hash computed.
@@ -136,6 +125,70 @@ impl AuditEvent {
             seq: self.seq,
             hash: self.hash.clone(),
         }
+    }
+}
+
+/// The fields of an event borrowed from where they already live, so a writer appending many
+/// rows hashes and stores each event without copying its fields into an [`AuditEvent`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventFields<'a> {
+    pub seq: u64,
+    pub prev_hash: &'a str,
+    pub event_type: &'a str,
+    pub table: &'a str,
+    pub key: &'a str,
+    pub principal: &'a str,
+    pub role: &'a str,
+    pub payload_digest: &'a str,
+    pub correlation: Option<&'a str>,
+    pub recorded_at: &'a str,
+}
+
+impl EventFields<'_> {
+    /// The event's hash: its RFC 8785 form without `hash`, written directly with the keys in
+    /// their sorted order.
+    pub(crate) fn hash(&self) -> String {
+        let mut out = Vec::with_capacity(512);
+        out.extend_from_slice(b"{\"correlation\":");
+        match self.correlation {
+            Some(c) => json_string(&mut out, c),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"event_type\":");
+        json_string(&mut out, self.event_type);
+        out.extend_from_slice(b",\"key\":");
+        json_string(&mut out, self.key);
+        out.extend_from_slice(b",\"payload_digest\":");
+        json_string(&mut out, self.payload_digest);
+        out.extend_from_slice(b",\"prev_hash\":");
+        json_string(&mut out, self.prev_hash);
+        out.extend_from_slice(b",\"principal\":");
+        json_string(&mut out, self.principal);
+        out.extend_from_slice(b",\"recorded_at\":");
+        json_string(&mut out, self.recorded_at);
+        out.extend_from_slice(b",\"role\":");
+        json_string(&mut out, self.role);
+        out.extend_from_slice(b",\"seq\":");
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "{}", self.seq);
+        out.extend_from_slice(b",\"table\":");
+        json_string(&mut out, self.table);
+        out.push(b'}');
+        row_digest(EVENT_DOMAIN, &out).to_string()
+    }
+}
+
+/// Appends `s` as a JSON string the way JCS escapes it: only `"`, `\` and control characters
+/// below U+0020 are escaped (serde_json escapes the same set, with lowercase hex). Digests,
+/// names and timestamps need no escape, so they are copied as they are.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a &str to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
     }
 }
 
@@ -330,6 +383,32 @@ pub fn check_chain(events: &[AuditEvent]) -> Vec<Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_copied_without_escape_match_their_json_form() {
+        let cases = [
+            "",
+            "sha256:00ff",
+            "2026-11-30T12:00:00.000001Z",
+            "ünï \u{7f} \u{2028} \u{1F600}",
+            "\"",
+            "\\",
+            "a\u{0}b",
+            "tab\there",
+            "\u{1f}",
+            " ",
+        ];
+        for case in cases {
+            let mut out = Vec::new();
+            json_string(&mut out, case);
+            let expected = serde_json::to_string(case).unwrap_or_default();
+            assert_eq!(
+                String::from_utf8(out).unwrap_or_default(),
+                expected,
+                "{case:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_hashed_form_is_the_canonical_form() {

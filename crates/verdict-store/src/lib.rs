@@ -12,6 +12,8 @@
 //!   hashed, keyed by digest; storing one twice returns the stored row.
 //! - [`Table`], [`PointerKind`]: the append-only tables and the only mutable rows, pointers
 //!   moved by compare-and-set, each move audited.
+//! - [`EvaluationRecord`], [`DenialRecord`]: the engine's own records, in tables of their own
+//!   (`gate_evaluations`, `denials`) that only the Gate and the system role may write.
 //! - [`audit`]: the hash chain, [`AuditReport`] of `audit verify`, and [`checkpoint`]: ed25519
 //!   signatures over the chain head.
 //!
@@ -39,6 +41,7 @@ pub mod location;
 pub mod migrations;
 mod postgres;
 pub mod records;
+pub mod scratch;
 mod sqlite;
 pub mod store;
 mod verify;
@@ -51,8 +54,9 @@ pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, role_names};
 pub use records::{
-    Access, DocKind, GrantRecord, GrantScope, PointerKind, PrincipalRecord, Revocation,
-    RunAdmission, RunEvent, RunStatus, ScopeKind, Table, token_sha256,
+    Access, DenialRecord, DocKind, EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord,
+    GrantScope, PointerKind, PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus,
+    ScopeKind, Table, UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 pub use store::{About, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored};
 

@@ -12,21 +12,35 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// SQLite migrations, in order.
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "denials_and_gate_evaluations",
+        sql: include_str!("../migrations/sqlite/0002_denials_and_gate_evaluations.sql"),
+    },
+];
 
 /// PostgreSQL migrations, in order. Role names are placeholders filled in from the role prefix.
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "denials_and_gate_evaluations",
+        sql: include_str!("../migrations/postgres/0002_denials_and_gate_evaluations.sql"),
+    },
+];
 
 /// What `migrate` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

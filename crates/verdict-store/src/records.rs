@@ -52,11 +52,15 @@ pub enum Table {
     GateDecisions,
     /// Every change of a pointer.
     PointerChanges,
+    /// Refused actions: who (or the unauthenticated marker), what, why, when.
+    Denials,
+    /// The items each gate evaluation used, so its decision can be replayed.
+    GateEvaluations,
 }
 
 impl Table {
     /// Every table, in the order `audit verify` walks them.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 16] = [
         Self::Principals,
         Self::Grants,
         Self::GrantRevocations,
@@ -71,6 +75,8 @@ impl Table {
         Self::HumanDecisions,
         Self::GateDecisions,
         Self::PointerChanges,
+        Self::Denials,
+        Self::GateEvaluations,
     ];
 
     /// The table's name in both databases.
@@ -91,6 +97,8 @@ impl Table {
             Self::HumanDecisions => "human_decisions",
             Self::GateDecisions => "gate_decisions",
             Self::PointerChanges => "pointer_changes",
+            Self::Denials => "denials",
+            Self::GateEvaluations => "gate_evaluations",
         }
     }
 
@@ -118,6 +126,8 @@ impl Table {
             Self::HumanDecisions => DigestKind::HumanDecision.as_str(),
             Self::GateDecisions => DigestKind::Decision.as_str(),
             Self::PointerChanges => "store.pointer-change",
+            Self::Denials => "store.denial",
+            Self::GateEvaluations => "store.gate-evaluation",
         }
     }
 
@@ -125,7 +135,7 @@ impl Table {
     /// compare-and-set, so no role appends them directly.
     #[must_use]
     pub const fn writers(self) -> &'static [ActorRole] {
-        use ActorRole::{Gate, Human, Operator, Producer, Runner, Verifier};
+        use ActorRole::{Gate, Human, Operator, Producer, Runner, System, Verifier};
         match self {
             Self::Principals
             | Self::Grants
@@ -137,7 +147,8 @@ impl Table {
             Self::RunEvents => &[Operator, Verifier],
             Self::VerificationResults | Self::Findings => &[Verifier],
             Self::HumanDecisions => &[Human],
-            Self::GateDecisions => &[Gate],
+            Self::GateDecisions | Self::GateEvaluations => &[Gate],
+            Self::Denials => &[System],
             Self::PointerChanges => &[],
         }
     }
@@ -154,6 +165,7 @@ impl Table {
                 | Self::Findings
                 | Self::HumanDecisions
                 | Self::GateDecisions
+                | Self::GateEvaluations
         )
     }
 }
@@ -184,11 +196,15 @@ pub enum DocKind {
     HumanDecision,
     /// A gate decision.
     Decision,
+    /// The record of one gate evaluation ([`EvaluationRecord`]).
+    Evaluation,
+    /// The record of one refused action ([`DenialRecord`]).
+    Denial,
 }
 
 impl DocKind {
     /// Every kind.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::Subject,
         Self::Policy,
         Self::Evidence,
@@ -197,6 +213,8 @@ impl DocKind {
         Self::Finding,
         Self::HumanDecision,
         Self::Decision,
+        Self::Evaluation,
+        Self::Denial,
     ];
 
     /// The table documents of this kind live in.
@@ -211,21 +229,25 @@ impl DocKind {
             Self::Finding => Table::Findings,
             Self::HumanDecision => Table::HumanDecisions,
             Self::Decision => Table::GateDecisions,
+            Self::Evaluation => Table::GateEvaluations,
+            Self::Denial => Table::Denials,
         }
     }
 
-    /// The contract digest kind.
+    /// The contract digest kind; `None` for the store's own records (evaluations, denials),
+    /// which are hashed under their table's `store.*` domain.
     #[must_use]
-    pub const fn digest_kind(self) -> DigestKind {
+    pub const fn digest_kind(self) -> Option<DigestKind> {
         match self {
-            Self::Subject => DigestKind::Subject,
-            Self::Policy => DigestKind::Policy,
-            Self::Evidence => DigestKind::Evidence,
-            Self::Request => DigestKind::Request,
-            Self::Verification => DigestKind::Verification,
-            Self::Finding => DigestKind::Finding,
-            Self::HumanDecision => DigestKind::HumanDecision,
-            Self::Decision => DigestKind::Decision,
+            Self::Subject => Some(DigestKind::Subject),
+            Self::Policy => Some(DigestKind::Policy),
+            Self::Evidence => Some(DigestKind::Evidence),
+            Self::Request => Some(DigestKind::Request),
+            Self::Verification => Some(DigestKind::Verification),
+            Self::Finding => Some(DigestKind::Finding),
+            Self::HumanDecision => Some(DigestKind::HumanDecision),
+            Self::Decision => Some(DigestKind::Decision),
+            Self::Evaluation | Self::Denial => None,
         }
     }
 }
@@ -441,6 +463,89 @@ pub struct PointerChange {
     pub new: Value,
 }
 
+/// Schema of a gate evaluation record.
+pub const EVALUATION_SCHEMA: &str = "verdict.evaluation-record/v1";
+
+/// What a denial names instead of a principal when no principal could be authenticated.
+pub const UNAUTHENTICATED: &str = "unauthenticated";
+
+/// A finding an evaluation read, by id and version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindingRef {
+    /// Finding id.
+    pub id: Id,
+    /// Its version.
+    pub version: u64,
+}
+
+/// Exactly which stored items one gate evaluation read, and at which `now`: enough to rebuild
+/// its bundle from the store and replay the decision byte for byte. Every list is sorted and
+/// free of duplicates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationRecord {
+    /// Always [`EVALUATION_SCHEMA`].
+    pub schema: String,
+    /// The evaluation key of the decision.
+    pub evaluation_key: Digest,
+    /// The subject evaluated.
+    pub subject_digest: Digest,
+    /// The policy applied.
+    pub policy_digest: Digest,
+    /// The `now` the Gate was given.
+    pub now: Timestamp,
+    /// Check evidence, by digest.
+    pub evidence: Vec<Digest>,
+    /// Counted verification results, by digest.
+    pub verifications: Vec<Digest>,
+    /// Human decisions, by digest.
+    pub human_decisions: Vec<Digest>,
+    /// Prior blocking findings, by id and version.
+    pub prior_findings: Vec<FindingRef>,
+}
+
+/// One refused action. A denial with no `role` is an attempt no principal could be
+/// authenticated for; it names [`UNAUTHENTICATED`] and at most a short fingerprint of the token
+/// offered, never the token or its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenialRecord {
+    /// Random hex, so a refusal repeated word for word is still a row of its own.
+    pub nonce: String,
+    /// The principal refused, or [`UNAUTHENTICATED`].
+    pub principal: String,
+    /// Its role, when it was authenticated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// The stable error code (`permission_denied`, `unauthenticated`, ...).
+    pub code: String,
+    /// What was attempted.
+    pub action: String,
+    /// The refusal as reported.
+    pub message: String,
+    /// The `now` of the attempt.
+    pub at: Timestamp,
+    /// For an unauthenticated attempt with a token: 8 hex digits of a domain-separated hash of
+    /// it, enough to tell repeated attempts apart and useless to recover the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
+}
+
+/// The fingerprint a denial may carry for a token no principal holds: the first 8 hex digits of
+/// a hash under a domain of its own, so it matches no prefix of a stored token hash.
+#[must_use]
+pub fn token_fingerprint(token: &str) -> String {
+    let d = row_digest("store.token-fingerprint", token.as_bytes());
+    d.as_str()
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(FINGERPRINT_LEN)
+        .collect()
+}
+
+const FINGERPRINT_LEN: usize = 8;
+
 /// `digest(domain, body)`: SHA-256 over `"verdict:" + domain + ":v1" + 0x00 + body`.
 #[must_use]
 pub fn row_digest(domain: &str, body: &[u8]) -> Digest {
@@ -514,6 +619,14 @@ pub fn key_of_value(table: Table, value: &Value, digest: &Digest) -> Result<Stri
             finding_key(f.id.as_str(), f.version)
         }
         Table::HumanDecisions => doc_key::<HumanDecision>(value, digest)?,
+        Table::GateEvaluations => {
+            check_evaluation(&decode::<EvaluationRecord>(value)?)?;
+            digest.to_string()
+        }
+        Table::Denials => {
+            check_denial(&decode::<DenialRecord>(value)?)?;
+            digest.to_string()
+        }
         Table::GateDecisions => {
             let d = decode::<GateDecision>(value)?;
             match d.evaluation_key {
@@ -582,6 +695,73 @@ fn check_request(value: &Value) -> Result<(), String> {
         Some(Value::String(s)) if s.parse::<Digest>().is_ok() => Ok(()),
         Some(other) => Err(format!(
             "subject_digest {other} is not a digest at /subject_digest"
+        )),
+    }
+}
+
+fn check_evaluation(r: &EvaluationRecord) -> Result<(), String> {
+    if r.schema != EVALUATION_SCHEMA {
+        return Err(format!(
+            "schema {:?} is not {EVALUATION_SCHEMA} at /schema",
+            r.schema
+        ));
+    }
+    for (name, list) in [
+        ("evidence", &r.evidence),
+        ("verifications", &r.verifications),
+        ("human_decisions", &r.human_decisions),
+    ] {
+        if list
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if a.as_str() >= b.as_str()))
+        {
+            return Err(format!("/{name} is not sorted or repeats a digest"));
+        }
+    }
+    if r.prior_findings
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if (a.id.as_str(), a.version) >= (b.id.as_str(), b.version)))
+    {
+        return Err("/prior_findings is not sorted or repeats a finding".into());
+    }
+    Ok(())
+}
+
+fn check_denial(d: &DenialRecord) -> Result<(), String> {
+    let hex = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if !(16..=64).contains(&d.nonce.len()) || !hex(&d.nonce) {
+        return Err("nonce is not 16-64 lowercase hex digits at /nonce".into());
+    }
+    if !verdict_core::contracts::primitives::is_printable_name(&d.principal) {
+        return Err("principal is not 1-256 printable characters at /principal".into());
+    }
+    if d.role.is_none() && d.principal != UNAUTHENTICATED {
+        return Err(format!(
+            "a denial without a role names {UNAUTHENTICATED:?}, not a principal, at /principal"
+        ));
+    }
+    if !(1..=64).contains(&d.code.len())
+        || !d.code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    {
+        return Err("code is not 1-64 characters a-z and _ at /code".into());
+    }
+    if !(1..=1024).contains(&d.action.chars().count()) {
+        return Err("action is not 1-1024 characters at /action".into());
+    }
+    if d.message.chars().count() > 4096 {
+        return Err("message is longer than 4096 characters at /message".into());
+    }
+    match &d.token_fingerprint {
+        None => Ok(()),
+        Some(_) if d.role.is_some() => {
+            Err("only an unauthenticated denial carries a token fingerprint".into())
+        }
+        Some(f) if f.len() == FINGERPRINT_LEN && hex(f) => Ok(()),
+        Some(_) => Err(format!(
+            "token_fingerprint is not {FINGERPRINT_LEN} lowercase hex digits at /token_fingerprint"
         )),
     }
 }

@@ -4,7 +4,7 @@
 //! audit chain has one head); the busy timeout makes a second writer wait instead of failing.
 
 use crate::actor::Actor;
-use crate::audit::{AuditEvent, ChainHead, now_utc};
+use crate::audit::{AuditEvent, ChainHead, EventFields, GENESIS_HASH, now_utc};
 use crate::backend::{
     Backend, CasOutcome, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from, to_i64,
 };
@@ -13,7 +13,10 @@ use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
 use crate::records::{PointerKind, Table};
 use crate::store::{ExecutionHead, Pointer, Stored};
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension as _, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{
+    CachedStatement, Connection, OptionalExtension as _, Row, Statement, Transaction,
+    TransactionBehavior, params,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -159,19 +162,99 @@ fn to_stored(table: Table, raw: Raw) -> Result<Stored> {
     })
 }
 
-fn find_by_key(tx: &Connection, table: Table, key: &str) -> Result<Option<Stored>> {
-    let sql = format!(
+fn find_sql(table: Table) -> String {
+    format!(
         "SELECT seq, key, digest, body, {} FROM {} WHERE key = ?1",
         counted_col(table),
         table.name()
-    );
-    let raw = tx
-        .prepare_cached(&sql)
-        .map_err(err)?
-        .query_row([key], raw)
-        .optional()
-        .map_err(err)?;
-    raw.map(|r| to_stored(table, r)).transpose()
+    )
+}
+
+/// The insert of a row; only verification results carry `counted`.
+fn insert_sql(table: Table) -> String {
+    if table == Table::VerificationResults {
+        format!(
+            "INSERT INTO {} (seq, key, digest, body, counted) VALUES (?1, ?2, ?3, ?4, ?5)",
+            table.name()
+        )
+    } else {
+        format!(
+            "INSERT INTO {} (seq, key, digest, body) VALUES (?1, ?2, ?3, ?4)",
+            table.name()
+        )
+    }
+}
+
+const INSERT_EVENT: &str = "INSERT INTO audit_events (seq, prev_hash, hash, event_type, tbl, key, \
+     principal, role, payload_digest, correlation, recorded_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/// The statements of one table, taken from the cache once per transaction rather than once
+/// per row: formatting the SQL text and hashing it for the cache lookup is per-row work a
+/// batch does not need.
+struct TableStatements<'c> {
+    table: Table,
+    find: CachedStatement<'c>,
+    insert: CachedStatement<'c>,
+}
+
+/// The statements an append transaction uses, by table.
+struct Statements<'c> {
+    conn: &'c Connection,
+    tables: Vec<TableStatements<'c>>,
+}
+
+impl<'c> Statements<'c> {
+    const fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            tables: Vec::new(),
+        }
+    }
+
+    fn of(&mut self, table: Table) -> Result<&mut TableStatements<'c>> {
+        let at = self.tables.iter().position(|t| t.table == table);
+        let at = match at {
+            Some(at) => at,
+            None => {
+                self.tables.push(TableStatements {
+                    table,
+                    find: self.conn.prepare_cached(&find_sql(table)).map_err(err)?,
+                    insert: self.conn.prepare_cached(&insert_sql(table)).map_err(err)?,
+                });
+                self.tables.len() - 1
+            }
+        };
+        self.tables.get_mut(at).ok_or_else(|| StoreError::Backend {
+            backend: "sqlite",
+            message: format!("no statements prepared for {}", table.name()),
+        })
+    }
+}
+
+impl TableStatements<'_> {
+    fn find(&mut self, key: &str) -> Result<Option<Stored>> {
+        let raw = self.find.query_row([key], raw).optional().map_err(err)?;
+        raw.map(|r| to_stored(self.table, r)).transpose()
+    }
+}
+
+fn insert_event_fields(stmt: &mut Statement<'_>, e: &EventFields<'_>, hash: &str) -> Result<()> {
+    stmt.execute(params![
+        to_i64(e.seq, "audit seq")?,
+        e.prev_hash,
+        hash,
+        e.event_type,
+        e.table,
+        e.key,
+        e.principal,
+        e.role,
+        e.payload_digest,
+        e.correlation,
+        e.recorded_at
+    ])
+    .map_err(err)?;
+    Ok(())
 }
 
 fn head(tx: &Connection) -> Result<Option<ChainHead>> {
@@ -191,50 +274,24 @@ fn head(tx: &Connection) -> Result<Option<ChainHead>> {
 }
 
 fn insert_event(tx: &Connection, e: &AuditEvent) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO audit_events (seq, prev_hash, hash, event_type, tbl, key, principal, role, \
-         payload_digest, correlation, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )
-    .map_err(err)?
-    .execute(params![
-        to_i64(e.seq, "audit seq")?,
-        e.prev_hash,
-        e.hash,
-        e.event_type,
-        e.table,
-        e.key,
-        e.principal,
-        e.role,
-        e.payload_digest,
-        e.correlation,
-        e.recorded_at
-    ])
-    .map_err(err)?;
-    Ok(())
+    let mut stmt = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
+    insert_event_fields(&mut stmt, &e.fields(), &e.hash)
 }
 
-fn insert_row(tx: &Connection, item: &Prepared, seq: u64, counted: Option<bool>) -> Result<()> {
+fn insert_row(
+    stmt: &mut Statement<'_>,
+    item: &Prepared,
+    seq: u64,
+    counted: Option<bool>,
+) -> Result<()> {
     let seq = to_i64(seq, "audit seq")?;
     let digest = item.digest.as_str();
-    if let Some(counted) = counted {
-        let sql = format!(
-            "INSERT INTO {} (seq, key, digest, body, counted) VALUES (?1, ?2, ?3, ?4, ?5)",
-            item.table.name()
-        );
-        tx.prepare_cached(&sql)
-            .map_err(err)?
-            .execute(params![seq, item.key, digest, item.body, counted])
-            .map_err(err)?;
+    if item.table == Table::VerificationResults {
+        stmt.execute(params![seq, item.key, digest, item.body, counted])
     } else {
-        let sql = format!(
-            "INSERT INTO {} (seq, key, digest, body) VALUES (?1, ?2, ?3, ?4)",
-            item.table.name()
-        );
-        tx.prepare_cached(&sql)
-            .map_err(err)?
-            .execute(params![seq, item.key, digest, item.body])
-            .map_err(err)?;
+        stmt.execute(params![seq, item.key, digest, item.body])
     }
+    .map_err(err)?;
     Ok(())
 }
 
@@ -275,11 +332,15 @@ fn pointer_row(tx: &Connection, kind: PointerKind, name: &str) -> Result<Option<
 }
 
 fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
-    let mut head = head(tx)?;
+    let (mut seq, mut prev_hash) =
+        head(tx)?.map_or((0, GENESIS_HASH.to_owned()), |h| (h.seq, h.hash));
     let now = now_utc();
+    let mut statements = Statements::new(tx);
+    let mut insert_event = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        if let Some(existing) = find_by_key(tx, item.table, &item.key)? {
+        let table = statements.of(item.table)?;
+        if let Some(existing) = table.find(&item.key)? {
             out.push(item.settle(existing)?);
             continue;
         }
@@ -287,29 +348,32 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
             Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
             None => None,
         };
-        let event = AuditEvent::next(
-            head.as_ref(),
-            "append",
-            item.table.name(),
-            &item.key,
-            &actor.principal,
-            actor.role.as_str(),
-            item.digest.as_str(),
-            item.correlation.as_deref(),
-            &now,
-        );
-        insert_event(tx, &event)?;
-        insert_row(tx, &item, event.seq, counted)?;
+        let event = EventFields {
+            seq: seq + 1,
+            prev_hash: &prev_hash,
+            event_type: "append",
+            table: item.table.name(),
+            key: &item.key,
+            principal: &actor.principal,
+            role: actor.role.as_str(),
+            payload_digest: item.digest.as_str(),
+            correlation: item.correlation.as_deref(),
+            recorded_at: &now,
+        };
+        let hash = event.hash();
+        insert_event_fields(&mut insert_event, &event, &hash)?;
+        insert_row(&mut table.insert, &item, event.seq, counted)?;
+        seq = event.seq;
+        prev_hash = hash;
         out.push(Stored {
             table: item.table,
             key: item.key,
             digest: item.digest,
             body: item.body,
-            seq: event.seq,
+            seq,
             inserted: true,
             counted,
         });
-        head = Some(event.head());
     }
     Ok(out)
 }
@@ -334,7 +398,10 @@ fn cas_tx(tx: &Transaction<'_>, actor: &Actor, cas: &PreparedCas) -> Result<CasO
         &now_utc(),
     );
     insert_event(tx, &event)?;
-    insert_row(tx, &cas.change, event.seq, None)?;
+    let mut insert = tx
+        .prepare_cached(&insert_sql(Table::PointerChanges))
+        .map_err(err)?;
+    insert_row(&mut insert, &cas.change, event.seq, None)?;
     let new_revision = to_i64(revision + 1, "pointer revision")?;
     if current.is_none() {
         tx.prepare_cached(

@@ -211,6 +211,15 @@ pub trait Store: Send + Sync {
     /// The gate decision stored for an evaluation key.
     async fn decision_by_key(&self, evaluation_key: &Digest) -> Result<Option<Stored>>;
 
+    /// The evaluation records stored for an evaluation key, in the order they were appended.
+    async fn evaluations(&self, evaluation_key: &Digest) -> Result<Vec<Stored>>;
+
+    /// Up to `limit` denials appended after audit seq `after_seq`, in order.
+    async fn denials(&self, after_seq: u64, limit: u32) -> Result<Vec<Stored>>;
+
+    /// The denials of one principal (or of [`records::UNAUTHENTICATED`] attempts), in order.
+    async fn denials_of(&self, principal: &str) -> Result<Vec<Stored>>;
+
     /// One version of a finding.
     async fn finding(&self, id: &Id, version: u64) -> Result<Option<Stored>>;
 
@@ -326,6 +335,8 @@ fn doc_what(kind: DocKind) -> &'static str {
         DocKind::Finding => "finding",
         DocKind::HumanDecision => "human decision",
         DocKind::Decision => "gate decision",
+        DocKind::Evaluation => "gate evaluation record",
+        DocKind::Denial => "denial",
     }
 }
 
@@ -430,14 +441,20 @@ impl<B: Backend> StoreImpl<B> {
             }
             DocKind::Policy => Some(decoded::<Policy>(kind, value)?.name.to_string()),
             DocKind::Evidence => {
-                // Already decoded by key_of_value; only who produced it matters here.
-                let field = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or("");
-                let (principal, role) =
-                    (field("/produced_by/principal"), field("/produced_by/role"));
+                // Already decoded by key_of_value; only who produced it matters here. Plain
+                // lookups, not JSON pointers: a pointer allocates for every step of its path.
+                fn text(v: Option<&Value>) -> &str {
+                    v.and_then(Value::as_str).unwrap_or("")
+                }
+                let by = value.get("produced_by");
+                let (principal, role) = (
+                    text(by.and_then(|b| b.get("principal"))),
+                    text(by.and_then(|b| b.get("role"))),
+                );
                 if principal != actor.principal || role != actor.role.as_str() {
                     return Err(StoreError::Refused(format!(
                         "evidence {} says it was produced by {principal:?} as {role}, but {:?} as {} is writing it",
-                        field("/id"),
+                        text(value.get("id")),
                         actor.principal,
                         actor.role.as_str()
                     )));
@@ -477,7 +494,13 @@ impl<B: Backend> StoreImpl<B> {
                 counts_for = Some((r.subject_digest.to_string(), r.generation));
                 subject_ref
             }
-            DocKind::Request | DocKind::Finding | DocKind::Decision => subject_ref,
+            DocKind::Request | DocKind::Finding | DocKind::Decision | DocKind::Evaluation => {
+                subject_ref
+            }
+            DocKind::Denial => value
+                .get("principal")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         };
         items.push(Prepared {
             table,
@@ -644,10 +667,16 @@ impl<B: Backend> Store for StoreImpl<B> {
             items.append(&mut prepared);
             positions.push(items.len() - 1);
         }
-        let stored = self.backend.append(actor, items).await?;
+        // Positions rise, so one pass moves each document's row out without copying its body.
+        let mut stored = self
+            .backend
+            .append(actor, items)
+            .await?
+            .into_iter()
+            .enumerate();
         Ok(positions
             .into_iter()
-            .filter_map(|i| stored.get(i).cloned())
+            .filter_map(|p| stored.find(|(i, _)| *i == p).map(|(_, s)| s))
             .collect())
     }
 
@@ -665,6 +694,45 @@ impl<B: Backend> Store for StoreImpl<B> {
             Filter::Key(evaluation_key.to_string()),
         )
         .await
+    }
+
+    async fn evaluations(&self, evaluation_key: &Digest) -> Result<Vec<Stored>> {
+        self.backend
+            .find(
+                Table::GateEvaluations,
+                Filter::Column("evaluation_key", evaluation_key.to_string()),
+            )
+            .await
+    }
+
+    async fn denials(&self, after_seq: u64, limit: u32) -> Result<Vec<Stored>> {
+        let after = crate::backend::to_i64(after_seq, "seq")?;
+        let table = Table::Denials;
+        self.backend
+            .scan(table, after, limit)
+            .await?
+            .into_iter()
+            .map(|row| {
+                Ok(Stored {
+                    table,
+                    seq: crate::backend::seq_from(table.name(), &row.key, row.seq)?,
+                    digest: crate::backend::parse_digest(table, &row.key, &row.digest)?,
+                    key: row.key,
+                    body: row.body,
+                    inserted: false,
+                    counted: None,
+                })
+            })
+            .collect()
+    }
+
+    async fn denials_of(&self, principal: &str) -> Result<Vec<Stored>> {
+        self.backend
+            .find(
+                Table::Denials,
+                Filter::Column("principal", principal.to_owned()),
+            )
+            .await
     }
 
     async fn finding(&self, id: &Id, version: u64) -> Result<Option<Stored>> {

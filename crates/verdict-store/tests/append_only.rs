@@ -387,6 +387,8 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
         "findings",
         "human_decisions",
         "gate_decisions",
+        "gate_evaluations",
+        "denials",
     ] {
         let sql = format!(
             "INSERT INTO verdict.{table} (seq, key, digest, body) SELECT seq + 1000, key || 'x', digest, body FROM verdict.{table}"
@@ -406,6 +408,8 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
         ("findings", "put_findings"),
         ("human_decisions", "put_human_decisions"),
         ("gate_decisions", "put_gate_decisions"),
+        ("gate_evaluations", "put_gate_evaluations"),
+        ("denials", "put_denials"),
     ] {
         let sql = format!(
             "SELECT * FROM verdict.{call}('{PRODUCER}', 'producer', ARRAY['k'], ARRAY['d'], ARRAY['{}'], ARRAY[NULL])",
@@ -526,8 +530,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 16,
-        "13 put routines and 3 compare-and-set routines"
+        definers, 18,
+        "15 put routines and 3 compare-and-set routines"
     );
     t.cleanup().await;
 }

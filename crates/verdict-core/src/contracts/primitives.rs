@@ -104,7 +104,27 @@ macro_rules! string_newtype {
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                Self::try_from(String::deserialize(d)?).map_err(serde::de::Error::custom)
+                // Reads like `String` (same errors), without a `String` when the text is borrowed.
+                struct Visitor;
+                impl serde::de::Visitor<'_> for Visitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a string")
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        s.parse().map_err(E::custom)
+                    }
+                    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<$name, E> {
+                        $name::try_from(s).map_err(E::custom)
+                    }
+                    fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<$name, E> {
+                        match std::str::from_utf8(b) {
+                            Ok(s) => self.visit_str(s),
+                            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Bytes(b), &self)),
+                        }
+                    }
+                }
+                d.deserialize_string(Visitor)
             }
         }
 

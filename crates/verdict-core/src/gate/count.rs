@@ -4,6 +4,7 @@
 use super::index::CriterionIndex;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
+use super::tables::Tables;
 use crate::contracts::{
     CheckEvidence, CheckOutcome, Freshness, Id, ReasonCode, Role, Timestamp, UnavailableReason,
     VerificationResult, VerificationStatus,
@@ -43,23 +44,32 @@ pub(crate) fn is_stale(e: &CheckEvidence, now: &Timestamp) -> bool {
     }
 }
 
-/// Check evidence that counts, by check id.
+/// Check evidence that counts, by the position of its check's pin, each with its position in
+/// the bundle's evidence.
+pub(crate) type CountedEvidence<'a> = Vec<Vec<(usize, &'a CheckEvidence)>>;
+
+/// Check evidence that counts, by pin.
 pub(crate) fn count_evidence<'a>(
     l: &'a Loaded,
+    t: &Tables,
     reasons: &mut Reasons,
-) -> BTreeMap<&'a Id, Vec<&'a CheckEvidence>> {
+) -> CountedEvidence<'a> {
     let s = &l.subject;
     let from = &l.policy.check_evidence_from;
     let producer_allowed = from.contains(&Role::Producer);
-    let pins: BTreeMap<&Id, &crate::contracts::CheckPin> =
-        s.checks.iter().map(|p| (&p.id, p)).collect();
-    let mut counted: BTreeMap<&Id, Vec<&CheckEvidence>> = BTreeMap::new();
-    for item in &l.evidence {
+    let mut counted: CountedEvidence<'a> = vec![Vec::new(); s.checks.len()];
+    for (i, item) in l.evidence.iter().enumerate() {
         let e = &item.doc;
         if e.subject_digest != l.subject_digest {
             continue; // about another subject
         }
-        let Some(pin) = pins.get(&e.check) else {
+        let Some((slot, pin)) = t
+            .evidence_pin
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|k| Some((k, s.checks.get(k)?)))
+        else {
             continue; // a check the subject does not pin
         };
         let id = e.id.as_str();
@@ -101,22 +111,22 @@ pub(crate) fn count_evidence<'a>(
             );
             continue;
         }
-        counted.entry(&pin.id).or_default().push(e);
+        if let Some(list) = counted.get_mut(slot) {
+            list.push((i, e));
+        }
     }
     counted
 }
 
 /// Reasons about required checks: missing, errored, failed.
-pub(crate) fn required_checks(
-    l: &Loaded,
-    counted: &BTreeMap<&Id, Vec<&CheckEvidence>>,
-    reasons: &mut Reasons,
-) {
-    let required: BTreeSet<&Id> = l.policy.required_checks.iter().collect();
-    for check in required {
-        let evs = counted.get(check).map(Vec::as_slice).unwrap_or_default();
+pub(crate) fn required_checks(t: &Tables, counted: &CountedEvidence<'_>, reasons: &mut Reasons) {
+    for (check, pin) in &t.required_checks {
+        let evs = pin
+            .and_then(|k| counted.get(k))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         if evs.is_empty() {
-            let pinned = l.subject.checks.iter().any(|p| p.id == *check);
+            let pinned = pin.is_some();
             let why = if pinned {
                 "no counted evidence for this subject"
             } else {
@@ -128,7 +138,7 @@ pub(crate) fn required_checks(
             );
             continue;
         }
-        for e in evs {
+        for (_, e) in evs {
             match e.outcome {
                 CheckOutcome::Pass => {}
                 CheckOutcome::Fail => reasons.add(
@@ -155,8 +165,8 @@ pub(crate) fn required_checks(
 /// The verification results that count, and what the others say about each verifier class.
 #[derive(Default)]
 pub(crate) struct Verifications<'a> {
-    /// Completed, counted results.
-    pub counted: Vec<&'a VerificationResult>,
+    /// Completed, counted results with their positions in the bundle, sorted by id.
+    pub counted: Vec<(usize, &'a VerificationResult)>,
     /// Classes with results admitted for an older generation (history).
     pub stale_generation: BTreeMap<&'a Id, BTreeSet<&'a Id>>,
     /// Classes with unavailable results on this subject and generation, with their reasons.
@@ -164,9 +174,9 @@ pub(crate) struct Verifications<'a> {
 }
 
 /// Why a completed result's output cannot be counted, if it cannot.
-fn output_problem(
+pub(crate) fn output_problem(
     l: &Loaded,
-    index: &CriterionIndex<'_>,
+    index: &CriterionIndex,
     v: &VerificationResult,
 ) -> Option<String> {
     if v.unavailable_reason.is_some() {
@@ -235,12 +245,12 @@ fn output_problem(
 /// Sorts the bundle's verification results into counted, history and unavailable.
 pub(crate) fn count_verifications<'a>(
     l: &'a Loaded,
-    index: &CriterionIndex<'_>,
+    t: &Tables,
     reasons: &mut Reasons,
 ) -> Verifications<'a> {
     let s = &l.subject;
     let mut out = Verifications::default();
-    for item in &l.verifications {
+    for (i, item) in l.verifications.iter().enumerate() {
         let v = &item.doc;
         if v.subject_digest != l.subject_digest {
             continue;
@@ -280,22 +290,24 @@ pub(crate) fn count_verifications<'a>(
                 .insert(v.unavailable_reason);
             continue;
         }
-        if let Some(problem) = output_problem(l, index, v) {
+        if let Some(problem) = t.output_problem.get(i).and_then(Option::as_ref) {
             reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
                 format!("verification {id:?} ({}): {problem}", class.as_str()),
             );
             continue;
         }
-        out.counted.push(v);
+        out.counted.push((i, v));
     }
+    out.counted
+        .sort_by_key(|(i, _)| t.verification_rank.get(*i).copied());
     out
 }
 
 /// Reasons about required verifier classes.
 pub(crate) fn required_verifiers(l: &Loaded, v: &Verifications<'_>, reasons: &mut Reasons) {
     for class in required_classes(l) {
-        if v.counted.iter().any(|r| r.verifier.class == *class) {
+        if v.counted.iter().any(|(_, r)| r.verifier.class == *class) {
             continue;
         }
         let mut explained = false;

@@ -1,104 +1,97 @@
 //! Criterion status (CONTRACTS.md §6.3): every counted source of a criterion, combined without
 //! voting. A failure from any source stands; a pass needs every source to agree or be silent.
 
-use super::count::Verifications;
-use super::index::CriterionIndex;
+use super::count::CountedEvidence;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed, reason};
+use super::tables::Tables;
 use crate::contracts::{
-    CheckEvidence, CheckOutcome, CriterionDecision, CriterionRow, CriterionStatus, Id, ReasonCode,
-    Source, SourceKind, VerificationResult,
+    CheckOutcome, CriterionDecision, CriterionStatus, Id, ReasonCode, Source, SourceKind,
+    VerificationResult,
 };
-use std::collections::{BTreeMap, BTreeSet};
 
 /// Everything the criterion rules read.
 pub(crate) struct Inputs<'a> {
     pub loaded: &'a Loaded,
-    pub index: &'a CriterionIndex<'a>,
-    pub evidence: &'a BTreeMap<&'a Id, Vec<&'a CheckEvidence>>,
-    pub verifications: &'a Verifications<'a>,
-    pub required: &'a BTreeSet<&'a Id>,
-    pub required_classes: &'a BTreeSet<&'a Id>,
-    pub refs: &'a BTreeSet<&'a str>,
+    pub tables: &'a Tables,
+    pub evidence: &'a CountedEvidence<'a>,
+    /// Per criterion position: whether it is required under this policy.
+    pub required: &'a [bool],
+    /// Counted results of a required verifier class, with their positions in the bundle.
+    pub required_results: &'a [(usize, &'a VerificationResult)],
+    /// Per verification position: the result, if it counts.
+    pub counted: &'a [Option<&'a VerificationResult>],
+    /// Per verification position: whether it is one of `required_results`.
+    pub required_flags: &'a [bool],
+    /// Per verification position: whether its context left something out.
+    pub incomplete_context: &'a [bool],
 }
 
 /// Derives each criterion's status, in the subject's order, adding the criterion reasons.
+///
+/// Sources come out sorted without comparing strings: check sources sort before verification
+/// sources, and within a kind by the item's id rank (ids are unique per kind: validated).
 pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDecision> {
     let l = i.loaded;
+    let t = i.tables;
     let p = &l.policy;
-    let n = i.index.len();
-    // Tables by criterion position, built in one pass each, so the work is linear in the
-    // bundle rather than criteria x rows.
-    let mut pins: Vec<Vec<&Id>> = vec![Vec::new(); n];
-    for pin in &l.subject.checks {
-        for c in &pin.criteria {
-            if let Some(slot) = i.index.get(c.as_str()).and_then(|k| pins.get_mut(k)) {
-                slot.push(&pin.id);
-            }
-        }
-    }
-    let per = i.verifications.counted.len();
-    let mut rows: Vec<Vec<(&VerificationResult, &CriterionRow)>> =
-        (0..n).map(|_| Vec::with_capacity(per)).collect();
-    let mut required_results: Vec<(&VerificationResult, Vec<bool>)> = Vec::new();
-    for r in &i.verifications.counted {
-        let mut has = vec![false; n];
-        for (j, row) in r.criteria.iter().enumerate() {
-            if let Some(k) = i.index.get_hinted(row.id.as_str(), j) {
-                if let Some(slot) = rows.get_mut(k) {
-                    slot.push((r, row));
-                }
-                if let Some(h) = has.get_mut(k) {
-                    *h = true;
-                }
-            }
-        }
-        if i.required_classes.contains(&r.verifier.class) {
-            required_results.push((r, has));
-        }
-    }
+    let mut checks: Vec<(usize, CriterionStatus, &Id)> = Vec::new();
     let mut out = Vec::with_capacity(l.subject.criteria.items.len());
     for (k, c) in l.subject.criteria.items.iter().enumerate() {
-        let required = i.required.contains(&c.id);
-        let mut sources = Vec::new();
-        for pin in pins.get(k).into_iter().flatten() {
-            for e in i.evidence.get(pin).into_iter().flatten() {
+        let required = i.required.get(k).copied().unwrap_or(false);
+        checks.clear();
+        for pin in t.pins_of.get(k).into_iter().flatten() {
+            for (at, e) in i.evidence.get(*pin).into_iter().flatten() {
                 let status = match e.outcome {
                     CheckOutcome::Pass => CriterionStatus::Passed,
                     CheckOutcome::Fail => CriterionStatus::Failed,
                     CheckOutcome::Error => continue, // proves nothing
                 };
-                sources.push(Source {
-                    kind: SourceKind::Check,
-                    reference: e.id.clone(),
-                    status,
-                });
+                let rank = t.evidence_rank.get(*at).copied().unwrap_or(usize::MAX);
+                checks.push((rank, status, &e.id));
             }
         }
-        for (r, row) in rows.get(k).into_iter().flatten() {
+        if checks.len() > 1 {
+            checks.sort_unstable_by_key(|(rank, status, _)| (*rank, *status));
+            checks.dedup_by_key(|(rank, status, _)| (*rank, *status));
+        }
+        let mut sources = Vec::with_capacity(checks.len() + t.rows_of(k).len());
+        sources.extend(checks.iter().map(|(_, status, id)| Source {
+            kind: SourceKind::Check,
+            reference: (*id).clone(),
+            status: *status,
+        }));
+        let mut required_rows = 0;
+        for rr in t.rows_of(k) {
+            let (Some(Some(r)), Some(incomplete)) = (
+                i.counted.get(rr.at).copied(),
+                i.incomplete_context.get(rr.at).copied(),
+            ) else {
+                continue; // a result that does not count
+            };
+            if i.required_flags.get(rr.at).copied().unwrap_or(false) {
+                required_rows += 1;
+            }
             {
-                let mut status = row.status;
+                let mut status = rr.status;
                 if status == CriterionStatus::NotTested {
                     continue;
                 }
                 if status == CriterionStatus::Passed {
-                    if r.context.as_ref().is_some_and(|ctx| !ctx.complete) {
+                    if incomplete {
                         // A pass on a context that left something out is not a pass.
                         status = CriterionStatus::Inconclusive;
-                    } else if p.require_evidence_refs
-                        && (row.evidence_refs.is_empty()
-                            || row
-                                .evidence_refs
-                                .iter()
-                                .any(|x| !i.refs.contains(x.as_str())))
-                    {
+                    } else if p.require_evidence_refs && !rr.cites_ok {
                         status = CriterionStatus::Inconclusive;
                         if required {
+                            let Some(row) = r.criteria.get(rr.row) else {
+                                continue;
+                            };
                             let foreign: Vec<&str> = row
                                 .evidence_refs
                                 .iter()
                                 .map(String::as_str)
-                                .filter(|x| !i.refs.contains(x))
+                                .filter(|x| !t.refs.contains(*x))
                                 .collect();
                             let why = if row.evidence_refs.is_empty() {
                                 "cites no ref".to_owned()
@@ -124,8 +117,6 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 });
             }
         }
-        sources.sort();
-        sources.dedup();
         let any = |s: CriterionStatus| sources.iter().any(|x| x.status == s);
         let (failed, passed, inconclusive) = (
             any(CriterionStatus::Failed),
@@ -184,8 +175,15 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                 ),
                 CriterionStatus::Passed => {}
             }
-            for (r, has) in &required_results {
-                if !has.get(k).copied().unwrap_or(false) {
+            // Every required result with a row for this criterion was seen above.
+            let all_have_rows = required_rows == i.required_results.len();
+            for (at, r) in i.required_results.iter().filter(|_| !all_have_rows) {
+                let has = t
+                    .row_of
+                    .get(*at)
+                    .and_then(|rows| rows.get(k))
+                    .is_some_and(Option::is_some);
+                if !has {
                     reasons.add(
                         fixed(ReasonCode::CriterionRowMissing).criterion(&c.id),
                         format!(

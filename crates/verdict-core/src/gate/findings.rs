@@ -6,6 +6,7 @@
 use super::count::Verifications;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
+use super::tables::Tables;
 use crate::contracts::{
     Disposition, DispositionKind, Finding, FindingRef, Id, ReasonCode, Scope, Severity,
 };
@@ -38,7 +39,7 @@ fn strictness(d: DispositionKind) -> u8 {
 
 /// Whether a disposition counts: `resolved` needs refs that all exist in the bundle,
 /// `superseded_by_subject_change` needs a reason.
-fn counts(d: &Disposition, refs: &BTreeSet<&str>) -> bool {
+fn counts(d: &Disposition, refs: &BTreeSet<String>) -> bool {
     match d.disposition {
         DispositionKind::Resolved => {
             !d.evidence_refs.is_empty() && d.evidence_refs.iter().all(|r| refs.contains(r.as_str()))
@@ -52,18 +53,23 @@ fn counts(d: &Disposition, refs: &BTreeSet<&str>) -> bool {
 
 pub(crate) fn findings(
     l: &Loaded,
+    t: &Tables,
     v: &Verifications<'_>,
-    required: &BTreeSet<&Id>,
-    refs: &BTreeSet<&str>,
+    required: &[bool],
     reasons: &mut Reasons,
 ) -> Lists {
+    let refs = &t.refs;
     let mut lists = Lists::default();
-    for r in &v.counted {
+    for (_, r) in &v.counted {
         for f in &r.findings {
             let fr = finding_ref(f);
             if f.scope == Scope::Change
                 && f.severity == Severity::Blocker
-                && required.contains(&f.criterion)
+                && t.index
+                    .get(f.criterion.as_str())
+                    .and_then(|k| required.get(k))
+                    .copied()
+                    .unwrap_or(false)
             {
                 reasons.add(
                     fixed(ReasonCode::BlockingFinding).criterion(&f.criterion).finding(&f.id),
@@ -83,7 +89,7 @@ pub(crate) fn findings(
     }
 
     let mut standing: BTreeMap<(&Id, u64), DispositionKind> = BTreeMap::new();
-    for r in &v.counted {
+    for (_, r) in &v.counted {
         for d in r.dispositions.iter().filter(|d| counts(d, refs)) {
             let e = standing
                 .entry((&d.finding, d.version))

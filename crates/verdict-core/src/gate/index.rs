@@ -1,24 +1,27 @@
 //! Positions of the subject's criteria, so the Gate's work is linear in the bundle: every
 //! per-criterion table is a vector indexed by position, and an id is looked up once.
 
-use crate::contracts::Subject;
+use crate::contracts::{Id, Subject};
 
 /// The subject's criterion ids with a lookup from id to position (ids are unique: validated).
-pub(crate) struct CriterionIndex<'a> {
-    by_position: Vec<&'a str>,
-    sorted: Vec<(&'a str, usize)>,
+pub(crate) struct CriterionIndex {
+    by_position: Vec<Id>,
+    sorted: Vec<(Id, usize)>,
 }
 
-impl<'a> CriterionIndex<'a> {
-    pub(crate) fn new(subject: &'a Subject) -> Self {
-        let mut sorted: Vec<(&str, usize)> = subject
+impl CriterionIndex {
+    pub(crate) fn new(subject: &Subject) -> Self {
+        let by_position: Vec<Id> = subject
             .criteria
             .items
             .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id.as_str(), i))
+            .map(|c| c.id.clone())
             .collect();
-        let by_position = sorted.iter().map(|(id, _)| *id).collect();
+        let mut sorted: Vec<(Id, usize)> = by_position
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), i))
+            .collect();
         sorted.sort_unstable();
         Self {
             by_position,
@@ -30,14 +33,17 @@ impl<'a> CriterionIndex<'a> {
     /// subject's order, so one comparison mostly suffices.
     pub(crate) fn get_hinted(&self, id: &str, hint: usize) -> Option<usize> {
         match self.by_position.get(hint) {
-            Some(at) if *at == id => Some(hint),
+            Some(at) if at.as_str() == id => Some(hint),
             _ => self.get(id),
         }
     }
 
     /// The position of criterion `id`, if the subject has it (byte-for-byte comparison).
     pub(crate) fn get(&self, id: &str) -> Option<usize> {
-        let at = self.sorted.binary_search_by(|(k, _)| (*k).cmp(id)).ok()?;
+        let at = self
+            .sorted
+            .binary_search_by(|(k, _)| k.as_str().cmp(id))
+            .ok()?;
         self.sorted.get(at).map(|(_, i)| *i)
     }
 

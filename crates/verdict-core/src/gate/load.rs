@@ -9,7 +9,7 @@
 use super::reasons::{Reasons, fixed};
 use crate::contracts::{
     CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp,
-    VerificationResult, decode, decode_plain,
+    VerificationResult, decode_plain,
 };
 use crate::digest::{self, CarriedDigestError, Digest, DigestKind};
 use serde::de::DeserializeOwned;
@@ -83,12 +83,17 @@ fn evidence_set(digests: &[Vec<Digest>]) -> Digest {
     let mut all: Vec<&Digest> = digests.iter().flatten().collect();
     all.sort();
     all.dedup();
-    let list = Value::Array(
-        all.into_iter()
-            .map(|d| Value::String(d.as_str().to_owned()))
-            .collect(),
-    );
-    digest::digest(DigestKind::EvidenceSet, &list)
+    // The canonical form of a list of strings, written directly.
+    let mut list = Vec::with_capacity(2 + 74 * all.len());
+    list.push(b'[');
+    for (i, d) in all.into_iter().enumerate() {
+        if i > 0 {
+            list.push(b',');
+        }
+        crate::canonical::write_str(d.as_str(), &mut list);
+    }
+    list.push(b']');
+    digest::digest_canonical(DigestKind::EvidenceSet, &list)
 }
 
 /// The digest of every item of each of the four arrays (`None` when one is not an array).
@@ -96,9 +101,12 @@ fn item_digests(top: &Map<String, Value>) -> Option<Vec<Vec<Digest>>> {
     ARRAYS
         .iter()
         .map(|(field, kind)| {
-            top.get(*field)?
-                .as_array()
-                .map(|a| a.iter().map(|v| digest::digest(*kind, v)).collect())
+            top.get(*field)?.as_array().map(|a| {
+                let mut buf = Vec::with_capacity(4096);
+                a.iter()
+                    .map(|v| digest::digest_into(*kind, v, &mut buf))
+                    .collect()
+            })
         })
         .collect()
 }
@@ -164,12 +172,24 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
         }
     }
 
-    let policy = top
-        .get("policy")
-        .and_then(|p| top_document::<Policy>(p, "policy", DigestKind::Policy, &mut inv.reasons));
-    let subject = top
-        .get("subject")
-        .and_then(|s| top_document::<Subject>(s, "subject", DigestKind::Subject, &mut inv.reasons));
+    let policy = top.get("policy").and_then(|p| {
+        top_document::<Policy>(
+            p,
+            "policy",
+            DigestKind::Policy,
+            inv.policy_digest.as_ref(),
+            &mut inv.reasons,
+        )
+    });
+    let subject = top.get("subject").and_then(|s| {
+        top_document::<Subject>(
+            s,
+            "subject",
+            DigestKind::Subject,
+            inv.subject_digest.as_ref(),
+            &mut inv.reasons,
+        )
+    });
     let now = top
         .get("now")
         .and_then(|n| match decode_plain::<Timestamp>(n) {
@@ -249,13 +269,22 @@ fn schema_message(e: &DecodeError) -> String {
     }
 }
 
+/// Reads the policy or the subject, whose digest `known` is already computed when it is an
+/// object; the same as `decode`, without hashing the document a second time.
 fn top_document<T: DeserializeOwned>(
     v: &Value,
     field: &str,
     kind: DigestKind,
+    known: Option<&Digest>,
     reasons: &mut Reasons,
 ) -> Option<(T, Digest)> {
-    match decode::<T>(kind, v) {
+    let read = || -> Result<(T, Digest), DecodeError> {
+        let d = known.cloned().unwrap_or_else(|| digest::digest(kind, v));
+        let stripped = carried(v, &d).map_err(DecodeError::Tampered)?;
+        let t = decode_plain::<T>(stripped.as_ref().unwrap_or(v))?;
+        Ok((t, d))
+    };
+    match read() {
         Ok(x) => Some(x),
         Err(DecodeError::Tampered(t)) => {
             reasons.add(
@@ -335,8 +364,19 @@ fn items<T: DeserializeOwned>(
 }
 
 /// Drops the result's own carried digest (already checked), then checks and strips the carried
-/// digests of the findings nested in it.
-fn strip_nested_findings(v: &Value) -> Result<Value, String> {
+/// digests of the findings nested in it; `None` when there is no carried digest to strip.
+fn strip_nested_findings(v: &Value) -> Result<Option<Value>, String> {
+    let carries = |x: &Value| {
+        x.as_object()
+            .is_some_and(|o| o.contains_key(digest::CARRIED_FIELD))
+    };
+    let nested = v
+        .get("findings")
+        .and_then(Value::as_array)
+        .is_some_and(|fs| fs.iter().any(carries));
+    if !carries(v) && !nested {
+        return Ok(None);
+    }
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
         o.remove(digest::CARRIED_FIELD);
@@ -358,7 +398,7 @@ fn strip_nested_findings(v: &Value) -> Result<Value, String> {
             }
         }
     }
-    Ok(v)
+    Ok(Some(v))
 }
 
 /// Reads verification results. They are the verifiers' output: one that breaks the schema is
@@ -404,7 +444,7 @@ fn verification_items(
                 continue;
             }
         };
-        match decode_plain::<VerificationResult>(&stripped) {
+        match decode_plain::<VerificationResult>(stripped.as_ref().unwrap_or(v)) {
             Ok(doc) => out.push(Item {
                 doc,
                 digest: d.clone(),

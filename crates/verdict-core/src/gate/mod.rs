@@ -15,6 +15,10 @@
 //!
 //! Then a counted human approval clears the `human_required` reasons, and the strongest
 //! remaining outcome is the decision's.
+//!
+//! Between reading and deciding, `tables` files the bundle once under criterion positions and
+//! id ranks, so the decision compares positions rather than id strings; `output` writes the
+//! decision's canonical bytes without building a JSON tree.
 
 mod count;
 mod criteria;
@@ -22,15 +26,17 @@ mod findings;
 mod human;
 mod index;
 mod load;
+mod output;
 mod reasons;
 mod rules;
 mod scores;
+mod tables;
 mod validate;
 
 pub use count::FUTURE_TOLERANCE_S;
 
 use crate::canonical;
-use crate::contracts::{DecisionSchema, GateDecision, Id, Outcome, ReasonCode, Scores};
+use crate::contracts::{DecisionSchema, GateDecision, Outcome, ReasonCode, Scores};
 use crate::digest::{self, Digest, DigestKind};
 use crate::json;
 use load::{Invalid, Loaded};
@@ -39,6 +45,7 @@ use rules::CompiledRule;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use tables::Tables;
 
 /// The version of the decision procedure, for people and logs; decisions are identified by
 /// their `evaluation_key`, and replaying a bundle must reproduce a stored decision exactly.
@@ -74,6 +81,7 @@ pub fn evaluate_value(bundle: &Value) -> GateDecision {
 /// A bundle read and validated once, so its decision can be made (or measured) on its own.
 pub struct Prepared {
     loaded: Loaded,
+    tables: Tables,
     rules: Vec<CompiledRule>,
 }
 
@@ -89,21 +97,23 @@ impl Prepared {
     /// Makes the decision.
     #[must_use]
     pub fn decide(&self) -> GateDecision {
-        guarded(|| decide(&self.loaded, &self.rules))
+        guarded(|| decide(&self.loaded, &self.tables, &self.rules))
     }
 }
 
 impl GateDecision {
     /// The decision's canonical (RFC 8785) bytes: what is printed, stored and replayed.
     pub fn canonical_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
-        Ok(canonical::to_vec(&serde_json::to_value(self)?))
+        let mut out = Vec::with_capacity(1024 + 256 * self.criteria.len());
+        output::write_decision(self, &mut out);
+        Ok(out)
     }
 
     /// `digest("decision", self)`.
     pub fn digest(&self) -> Result<Digest, serde_json::Error> {
-        Ok(digest::digest(
+        Ok(digest::digest_canonical(
             DigestKind::Decision,
-            &serde_json::to_value(self)?,
+            &self.canonical_bytes()?,
         ))
     }
 }
@@ -142,7 +152,11 @@ fn invalid_decision(inv: Invalid) -> GateDecision {
 fn prepare(bundle: &Value) -> Result<Prepared, Invalid> {
     let loaded = load::load(bundle)?;
     match validate::validate(&loaded) {
-        Ok(rules) => Ok(Prepared { loaded, rules }),
+        Ok(rules) => Ok(Prepared {
+            tables: Tables::new(&loaded),
+            loaded,
+            rules,
+        }),
         Err(reasons) => Err(Invalid {
             subject_digest: Some(loaded.subject_digest),
             policy_digest: Some(loaded.policy_digest),
@@ -154,94 +168,108 @@ fn prepare(bundle: &Value) -> Result<Prepared, Invalid> {
 
 fn evaluate_value_unguarded(bundle: &Value) -> GateDecision {
     match prepare(bundle) {
-        Ok(p) => decide(&p.loaded, &p.rules),
+        Ok(p) => decide(&p.loaded, &p.tables, &p.rules),
         Err(inv) => invalid_decision(inv),
     }
 }
 
 /// Ids of items whose time validity at `now` fails: stale evidence, and (so that equal keys
 /// always mean equal decisions) evidence and human decisions dated in the future.
-fn time_invalid_ids(l: &Loaded) -> Vec<String> {
+fn time_invalid_ids(l: &Loaded) -> BTreeSet<&str> {
     let mut ids = BTreeSet::new();
     for e in &l.evidence {
         if count::is_stale(&e.doc, &l.now) || count::is_from_future(&e.doc.observed_at, &l.now) {
-            ids.insert(e.doc.id.as_str().to_owned());
+            ids.insert(e.doc.id.as_str());
         }
     }
     for h in &l.human_decisions {
         if count::is_from_future(&h.doc.decided_at, &l.now) {
-            ids.insert(h.doc.id.as_str().to_owned());
+            ids.insert(h.doc.id.as_str());
         }
     }
-    ids.into_iter().collect()
+    ids
 }
 
-/// Names a bundle item can be cited by (CONTRACTS.md §4 "Refs"), restricted to items about
-/// this subject, plus prior findings and the subject's resources.
-fn citable(l: &Loaded) -> BTreeSet<&str> {
-    let mut refs: BTreeSet<&str> = l
-        .subject
-        .resources
-        .iter()
-        .map(|r| r.name.as_str())
-        .collect();
-    refs.extend(
-        l.evidence
-            .iter()
-            .filter(|e| e.doc.subject_digest == l.subject_digest)
-            .map(|e| e.doc.id.as_str()),
-    );
-    for v in l
-        .verifications
-        .iter()
-        .filter(|v| v.doc.subject_digest == l.subject_digest)
-    {
-        refs.insert(v.doc.id.as_str());
-        refs.extend(v.doc.findings.iter().map(|f| f.id.as_str()));
+/// `digest("evaluation", {"policy", "subject", "evidence_set", "stale"})`, written straight in
+/// canonical form (keys in order, every value a string or a list of strings).
+fn evaluation_key(l: &Loaded) -> Digest {
+    let mut out = Vec::with_capacity(320);
+    out.extend_from_slice(b"{\"evidence_set\":");
+    canonical::write_str(l.evidence_set_digest.as_str(), &mut out);
+    out.extend_from_slice(b",\"policy\":");
+    canonical::write_str(l.policy_digest.as_str(), &mut out);
+    out.extend_from_slice(b",\"stale\":[");
+    for (i, id) in time_invalid_ids(l).into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        canonical::write_str(id, &mut out);
     }
-    refs.extend(l.prior_findings.iter().map(|f| f.doc.id.as_str()));
-    refs
+    out.extend_from_slice(b"],\"subject\":");
+    canonical::write_str(l.subject_digest.as_str(), &mut out);
+    out.push(b'}');
+    digest::digest_canonical(DigestKind::Evaluation, &out)
 }
 
-fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
+fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
     let mut reasons: Reasons = l.reasons.clone();
-    let optional: BTreeSet<&Id> = l.policy.optional_criteria.iter().collect();
-    let required: BTreeSet<&Id> = l
-        .subject
-        .criteria
-        .items
-        .iter()
-        .filter(|c| c.required && !optional.contains(&c.id))
-        .map(|c| &c.id)
-        .collect();
-    if required.is_empty() && l.policy.required_checks.is_empty() {
+    let items = &l.subject.criteria.items;
+    let mut required: Vec<bool> = items.iter().map(|c| c.required).collect();
+    for id in &l.policy.optional_criteria {
+        if let Some(r) = t.index.get(id.as_str()).and_then(|k| required.get_mut(k)) {
+            *r = false;
+        }
+    }
+    if !required.contains(&true) && l.policy.required_checks.is_empty() {
         reasons.add(
             fixed(ReasonCode::NothingToVerify),
             "no required criterion and no required check: zero checks is never a pass",
         );
     }
 
-    let evidence = count::count_evidence(l, &mut reasons);
-    count::required_checks(l, &evidence, &mut reasons);
-    let index = index::CriterionIndex::new(&l.subject);
-    let verifications = count::count_verifications(l, &index, &mut reasons);
+    let evidence = count::count_evidence(l, t, &mut reasons);
+    count::required_checks(t, &evidence, &mut reasons);
+    let verifications = count::count_verifications(l, t, &mut reasons);
     count::required_verifiers(l, &verifications, &mut reasons);
     let required_classes = count::required_classes(l);
-    let refs = citable(l);
+    let required_results: Vec<(usize, &crate::contracts::VerificationResult)> = verifications
+        .counted
+        .iter()
+        .filter(|(_, r)| required_classes.contains(&r.verifier.class))
+        .copied()
+        .collect();
 
+    let mut counted = vec![None; l.verifications.len()];
+    for (at, r) in &verifications.counted {
+        if let Some(slot) = counted.get_mut(*at) {
+            *slot = Some(*r);
+        }
+    }
+    let mut required_flags = vec![false; l.verifications.len()];
+    for (at, _) in &required_results {
+        if let Some(slot) = required_flags.get_mut(*at) {
+            *slot = true;
+        }
+    }
+    let incomplete_context: Vec<bool> = l
+        .verifications
+        .iter()
+        .map(|v| v.doc.context.as_ref().is_some_and(|ctx| !ctx.complete))
+        .collect();
     let criteria = criteria::criteria(
         &criteria::Inputs {
             loaded: l,
-            index: &index,
+            tables: t,
             evidence: &evidence,
-            verifications: &verifications,
             required: &required,
-            required_classes: &required_classes,
-            refs: &refs,
+            required_results: &required_results,
+            counted: &counted,
+            required_flags: &required_flags,
+            incomplete_context: &incomplete_context,
         },
         &mut reasons,
     );
-    let lists = findings::findings(l, &verifications, &required, &refs, &mut reasons);
+    let lists = findings::findings(l, t, &verifications, &required, &mut reasons);
     let approved = human::human(l, &mut reasons);
     let scores = scores::scores(&l.subject, &criteria);
 
@@ -268,24 +296,19 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
     let outcome = reasons.outcome();
     let valid_until = if outcome == Outcome::Pass {
         evidence
-            .values()
+            .iter()
             .flatten()
+            .map(|(_, e)| *e)
             .filter(|e| matches!(e.freshness, crate::contracts::Freshness::Time { .. }))
             .min_by_key(|e| count::expiry_nanos(e))
-            .and_then(|e| count::expiry(e))
+            .and_then(count::expiry)
     } else {
         None
     };
-    let key = json!({
-        "policy": l.policy_digest.as_str(),
-        "subject": l.subject_digest.as_str(),
-        "evidence_set": l.evidence_set_digest.as_str(),
-        "stale": time_invalid_ids(l),
-    });
     GateDecision {
         schema: DecisionSchema::V1,
         outcome,
-        evaluation_key: Some(digest::digest(DigestKind::Evaluation, &key)),
+        evaluation_key: Some(evaluation_key(l)),
         subject_digest: Some(l.subject_digest.clone()),
         policy_digest: Some(l.policy_digest.clone()),
         evidence_set_digest: Some(l.evidence_set_digest.clone()),
@@ -299,10 +322,25 @@ fn decide(l: &Loaded, rules: &[CompiledRule]) -> GateDecision {
     }
 }
 
+/// The required criterion ids, sorted (the order the rules have always seen).
+fn required_ids<'a>(
+    criteria: &'a [crate::contracts::CriterionDecision],
+    required: &[bool],
+) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = criteria
+        .iter()
+        .zip(required)
+        .filter(|(_, r)| **r)
+        .map(|(c, _)| c.id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 fn rule_context(
     l: &Loaded,
     criteria: &[crate::contracts::CriterionDecision],
-    required: &BTreeSet<&Id>,
+    required: &[bool],
     scores: &Scores,
     reasons: &Reasons,
 ) -> Value {
@@ -313,7 +351,7 @@ fn rule_context(
     let codes: BTreeSet<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
     json!({
         "criteria": statuses,
-        "required": required.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
+        "required": required_ids(criteria, required),
         "scores": {"c": scores.c, "rec_v": scores.rec_v, "cat_v": scores.cat_v},
         "risk": {
             "class": l.subject.risk.class.as_str(),

@@ -9,10 +9,8 @@
 )]
 
 use serde_json::{Value, json};
-use sqlx::{Connection as _, Executor as _};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use verdict_core::contracts::Timestamp;
 use verdict_core::digest::{Digest, DigestKind, digest};
 use verdict_engine::{Engine, Principal};
@@ -28,13 +26,6 @@ pub fn ts(s: &str) -> Timestamp {
 pub fn now() -> Timestamp {
     ts("2026-11-30T12:00:00Z")
 }
-
-fn pg_admin() -> String {
-    std::env::var("VERDICT_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-static N: AtomicU32 = AtomicU32::new(0);
 
 /// Runs `body` once on a fresh SQLite store and once on a fresh PostgreSQL database, then
 /// checks each store's audit chain is intact.
@@ -53,29 +44,14 @@ where
         "sqlite audit chain broken"
     );
 
-    let tag = format!(
-        "ve{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
-    let db = format!("verdict_engine_{tag}");
-    let mut admin = sqlx::PgConnection::connect(&pg_admin()).await.unwrap();
-    admin
-        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE \"{db}\""
-        ))))
-        .await
-        .unwrap();
-    let (base, _) = pg_admin()
-        .rsplit_once('/')
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-        .unwrap();
+    // The guard drops the database and its roles when this returns or unwinds.
+    let scratch = verdict_store::scratch::ScratchPostgres::create("engine").unwrap();
     let options = OpenOptions {
-        role_prefix: Some(format!("{tag}_")),
+        role_prefix: Some(scratch.role_prefix()),
         max_connections: 4,
         ..OpenOptions::default()
     };
-    let store = verdict_store::open_with(&Location::Postgres(format!("{base}/{db}")), &options)
+    let store = verdict_store::open_with(&scratch.location(), &options)
         .await
         .unwrap();
     body(store.clone()).await;
@@ -83,20 +59,6 @@ where
         store.verify_audit(None).await.unwrap().is_intact(),
         "postgres audit chain broken"
     );
-    drop(store);
-    admin
-        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-        ))))
-        .await
-        .unwrap();
-    for role in verdict_store::role_names(&format!("{tag}_")) {
-        let _ = admin
-            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "DROP ROLE IF EXISTS \"{role}\""
-            ))))
-            .await;
-    }
 }
 
 /// An engine with an operator, a producer, a runner, two verifiers and a human, each granted
@@ -114,7 +76,7 @@ pub struct World {
 pub async fn world(store: Arc<dyn Store>) -> World {
     let engine = Engine::new(store, "merge");
     let t = engine.init("ops").await.unwrap();
-    let ops = engine.authenticate(&t).await.unwrap();
+    let ops = engine.authenticate(&t, &now()).await.unwrap();
     let mut who = Vec::new();
     for (name, role, access) in [
         ("coder", "producer", Access::Write),
@@ -128,7 +90,7 @@ pub async fn world(store: Arc<dyn Store>) -> World {
             .add_principal(&ops, name, role, &now())
             .await
             .unwrap();
-        let p = engine.authenticate(&token).await.unwrap();
+        let p = engine.authenticate(&token, &now()).await.unwrap();
         engine
             .grant(
                 &ops,
@@ -263,4 +225,27 @@ pub async fn passed(w: &World, generation: u64, diff: &str, run: &str) -> Digest
         g.decision.reasons
     );
     d
+}
+
+/// A verifier that counts every call that reaches it.
+pub struct Counting(pub std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl verdict_engine::ModelVerifier for Counting {
+    async fn verify(&self, task: &verdict_engine::VerifyTask) -> Result<Value, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let ev = task
+            .evidence
+            .first()
+            .and_then(|e| e["id"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(result(
+            task.verifier.as_str(),
+            task.run_id.as_str(),
+            &task.subject_digest,
+            task.generation,
+            &ev,
+        ))
+    }
 }

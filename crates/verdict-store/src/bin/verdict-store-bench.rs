@@ -3,7 +3,8 @@
 //! `verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL] [--scale F]` measures
 //! durable appends per second (evidence plus audit event, fsync on) against the raw ceiling of
 //! the same database in the same run: single-row INSERTs of the same bytes with the same
-//! durability. It prints a Markdown table.
+//! durability. It prints a Markdown table. `--only sqlite` or `--only postgres` runs one
+//! backend; `--only sqlite-batched` runs just SQLite's batched appends (for profiling).
 //!
 //! `verdict-store-bench load --store URL --count N [--batch B]` appends N synthetic check
 //! evidence documents in batches of B, printing `committed K` after each commit; the crash test
@@ -21,7 +22,8 @@ use verdict_core::digest;
 use verdict_store::{Actor, DocKind, Location, OpenOptions, Store};
 
 const USAGE: &str = "usage:
-  verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL] [--only postgres] [--scale F]
+  verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL]
+      [--only sqlite|sqlite-batched|postgres] [--scale F]
   verdict-store-bench load --store URL --count N [--batch B]";
 
 const RUNNER: &str = "bench-runner";
@@ -135,18 +137,25 @@ fn scaled(base: u64, scale: f64) -> u64 {
 
 async fn run(args: &Args) -> Result<(), String> {
     let scale: f64 = args.number("--scale", 1.0)?;
+    let only = args.value("--only");
+    if only.is_some_and(|o| !["sqlite", "sqlite-batched", "postgres"].contains(&o)) {
+        return Err(USAGE.to_owned());
+    }
     let mut lines = Vec::new();
     let body_len = verdict_core::canonical::to_vec(&evidence(0)).len();
-    if args.value("--only") != Some("postgres") {
+    if only != Some("postgres") {
         let dir = args.value("--sqlite-dir").map_or_else(
             || std::env::temp_dir().join(format!("verdict-bench-{}", std::process::id())),
             PathBuf::from,
         );
-        let result = bench_sqlite(&dir, scale).await;
+        let result = bench_sqlite(&dir, scale, only == Some("sqlite-batched")).await;
         let _ = std::fs::remove_dir_all(&dir);
         lines.extend(result?);
     }
-    if let Some(admin) = args.value("--postgres") {
+    if let Some(admin) = args
+        .value("--postgres")
+        .filter(|_| only.is_none_or(|o| o == "postgres"))
+    {
         lines.extend(bench_postgres(admin, scale).await?);
     }
     println!("Evidence body: {body_len} bytes of canonical JSON; every commit durable (fsync).\n");
@@ -219,8 +228,26 @@ async fn store_batched(
     })
 }
 
-async fn bench_sqlite(dir: &Path, scale: f64) -> Result<Vec<String>, String> {
+async fn bench_sqlite(dir: &Path, scale: f64, batched_only: bool) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    if batched_only {
+        let store = verdict_store::open(&Location::Sqlite(dir.join("store.db")))
+            .await
+            .map_err(|e| e.to_string())?;
+        let batched = store_batched(
+            &store,
+            "SQLite store, batched appends (1000 per commit)",
+            1_000_000,
+            scaled(50_000, scale),
+            1000,
+        )
+        .await?;
+        check_intact(&store, "sqlite").await?;
+        return Ok(vec![row(
+            &batched,
+            Some((batched.per_sec() / 20_000.0, "≥ 20,000/s")),
+        )]);
+    }
     let body = String::from_utf8(verdict_core::canonical::to_vec(&evidence(0)))
         .map_err(|e| e.to_string())?;
     let n_single = scaled(3000, scale);
@@ -241,13 +268,7 @@ async fn bench_sqlite(dir: &Path, scale: f64) -> Result<Vec<String>, String> {
     .await?;
     let raw_after = raw_sqlite_task(dir.join("raw-2.db"), body, n_single).await?;
     let raw = better(raw_before, raw_after);
-    let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
-    if !report.is_intact() {
-        return Err(format!(
-            "sqlite audit chain broken: {:?}",
-            report.problems.first()
-        ));
-    }
+    check_intact(&store, "sqlite").await?;
     Ok(vec![
         row(&raw, None),
         row(
@@ -256,6 +277,18 @@ async fn bench_sqlite(dir: &Path, scale: f64) -> Result<Vec<String>, String> {
         ),
         row(&batched, Some((batched.per_sec() / 20_000.0, "≥ 20,000/s"))),
     ])
+}
+
+async fn check_intact(store: &Arc<dyn Store>, backend: &str) -> Result<(), String> {
+    let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
+    if report.is_intact() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{backend} audit chain broken: {:?}",
+            report.problems.first()
+        ))
+    }
 }
 
 fn better(a: Rate, b: Rate) -> Rate {
@@ -398,13 +431,7 @@ async fn bench_postgres_in(url: &str, prefix: &str, scale: f64) -> Result<Vec<St
     .await?;
     let raw1 = better(raw1_before, raw_pg(url, &body, 1, n_single).await?);
     let raw8 = better(raw8_before, raw_pg(url, &body, 8, n_eight).await?);
-    let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
-    if !report.is_intact() {
-        return Err(format!(
-            "postgres audit chain broken: {:?}",
-            report.problems.first()
-        ));
-    }
+    check_intact(&store, "postgres").await?;
     Ok(vec![
         row(&raw1, None),
         row(&raw8, None),

@@ -68,6 +68,141 @@ pub async fn sqlite() -> TestStore {
     }
 }
 
+/// A store made at schema version 1 with one principal appended (the way a binary of that
+/// version wrote it), then migrated by this binary. Returns the store and the migration report.
+pub async fn migrated_from_v1(kind: Kind) -> (TestStore, verdict_store::MigrationReport) {
+    use verdict_store::audit::{AuditEvent, GENESIS_HASH};
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&json!({
+        "name": "ops",
+        "role": "operator",
+        "token_sha256": verdict_store::token_sha256("token-ops").as_str(),
+    })))
+    .unwrap();
+    let dg = verdict_store::records::row_digest("store.principal", body.as_bytes()).to_string();
+    let v1 = verdict_store::migrations::SQLITE
+        .iter()
+        .chain(verdict_store::migrations::POSTGRES)
+        .filter(|m| m.version == 1)
+        .map(|m| m.sql)
+        .collect::<Vec<_>>();
+    let (location, prefix, db, dir) = match kind {
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("verdict.db");
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(v1[0]).unwrap();
+            let mut event = AuditEvent {
+                seq: 1,
+                prev_hash: GENESIS_HASH.into(),
+                hash: String::new(),
+                event_type: "append".into(),
+                table: "principals".into(),
+                key: "ops".into(),
+                principal: "verdict-engine".into(),
+                role: "operator".into(),
+                payload_digest: dg.clone(),
+                correlation: Some("ops".into()),
+                recorded_at: "2026-11-30T12:00:00.000000Z".into(),
+            };
+            event.hash = event.compute_hash();
+            conn.execute(
+                "INSERT INTO audit_events (seq, prev_hash, hash, event_type, tbl, key, principal, role, \
+                 payload_digest, correlation, recorded_at) VALUES (1, ?1, ?2, 'append', 'principals', 'ops', \
+                 'verdict-engine', 'operator', ?3, 'ops', ?4)",
+                rusqlite::params![event.prev_hash, event.hash, dg, event.recorded_at],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO principals (seq, key, digest, body) VALUES (1, 'ops', ?1, ?2)",
+                rusqlite::params![dg, body],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, 'init', '2026-11-30T12:00:00Z')",
+                [],
+            )
+            .unwrap();
+            (
+                Location::Sqlite(path),
+                String::new(),
+                String::new(),
+                Some(dir),
+            )
+        }
+        Kind::Postgres => {
+            let (db, url) = create_pg_db().await;
+            let prefix = unique("vt");
+            let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+            for role in verdict_store::role_names(&prefix) {
+                admin
+                    .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                        "CREATE ROLE \"{role}\" NOLOGIN"
+                    ))))
+                    .await
+                    .unwrap();
+            }
+            let mut sql = v1[1]
+                .replace("__PREFIX_LITERAL__", &format!("'{prefix}'"))
+                .replace("__OWNER__", &format!("\"{prefix}owner\""));
+            for role in verdict_store::ActorRole::ALL {
+                sql = sql.replace(
+                    &format!("__{}__", role.as_str().to_uppercase()),
+                    &format!("\"{prefix}{}\"", role.as_str()),
+                );
+            }
+            let put = format!(
+                "SELECT * FROM verdict.put_principals('verdict-engine', 'operator', ARRAY['ops'], \
+                 ARRAY['{dg}'], ARRAY['{}'], ARRAY['ops'])",
+                body.replace('\'', "''")
+            );
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "BEGIN; {sql}; INSERT INTO verdict.schema_migrations (version, name) VALUES (1, 'init'); {put}; COMMIT;"
+            ))))
+            .await
+            .unwrap();
+            (Location::Postgres(url), prefix, db, None)
+        }
+    };
+    let old = OpenOptions {
+        migrate: false,
+        role_prefix: (!prefix.is_empty()).then(|| prefix.clone()),
+        ..OpenOptions::default()
+    };
+    let err = verdict_store::open_with(&location, &old)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            err,
+            verdict_store::StoreError::SchemaTooOld { found: 1, .. }
+        ),
+        "{err}"
+    );
+    let report = verdict_store::migrate(&location, old.role_prefix.as_deref())
+        .await
+        .unwrap();
+    let store = verdict_store::open_with(
+        &location,
+        &OpenOptions {
+            migrate: false,
+            ..old
+        },
+    )
+    .await
+    .unwrap();
+    let t = TestStore {
+        kind,
+        store,
+        location,
+        prefix,
+        db,
+        dir,
+    };
+    (t, report)
+}
+
 /// Creates an empty database named after the test process and a counter.
 pub async fn create_pg_db() -> (String, String) {
     let db = unique("verdict_t");
@@ -516,6 +651,22 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
+    store
+        .put(
+            &Actor::gate("gate"),
+            DocKind::Evaluation,
+            &evaluation(&s, &p.digest, &d("key-1")),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &Actor::system("verdict-engine"),
+            DocKind::Denial,
+            &denial(PRODUCER, Some("producer"), "nonce-1"),
+        )
+        .await
+        .unwrap();
     let holder = LeaseHolder {
         holder: RUNNER.parse().unwrap(),
         expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
@@ -524,4 +675,36 @@ pub async fn populate(store: &dyn Store) {
         .cas_lease(&runner, "job-1", None, Some(&holder))
         .await
         .unwrap();
+}
+
+/// The record of a gate evaluation that read only the subject and the policy.
+pub fn evaluation(subject: &Digest, policy: &Digest, key: &str) -> Value {
+    json!({
+        "schema": "verdict.evaluation-record/v1",
+        "evaluation_key": key,
+        "subject_digest": subject.as_str(),
+        "policy_digest": policy.as_str(),
+        "now": "2026-11-30T12:00:00Z",
+        "evidence": [],
+        "verifications": [],
+        "human_decisions": [],
+        "prior_findings": []
+    })
+}
+
+/// A denial of `principal` (no role: an unauthenticated attempt); `seed` makes its nonce.
+pub fn denial(principal: &str, role: Option<&str>, seed: &str) -> Value {
+    let nonce = d(seed).trim_start_matches("sha256:").to_owned();
+    let mut v = json!({
+        "nonce": nonce,
+        "principal": principal,
+        "code": if role.is_some() { "permission_denied" } else { "unauthenticated" },
+        "action": "submit a verification result",
+        "message": "refused",
+        "at": "2026-11-30T12:00:00Z"
+    });
+    if let Some(role) = role {
+        v["role"] = json!(role);
+    }
+    v
 }

@@ -1,0 +1,236 @@
+//! Tables read off a valid bundle once, before any decision: criterion positions, the check
+//! pins bearing on each criterion, each verification row's criterion, the order of item ids and
+//! the names an item can be cited by. The decision then works on positions, not on id strings.
+
+use super::count;
+use super::index::CriterionIndex;
+use super::load::Loaded;
+use crate::contracts::{CriterionStatus, Id};
+use std::collections::BTreeSet;
+
+/// A verification row, filed under its criterion.
+#[derive(Clone, Copy)]
+pub(crate) struct RowRef {
+    /// The result's position in the bundle's verifications.
+    pub at: usize,
+    /// The row's index in the result.
+    pub row: usize,
+    /// What the row says.
+    pub status: CriterionStatus,
+    /// Whether the row cites refs, all of them citable.
+    pub cites_ok: bool,
+}
+
+pub(crate) struct Tables {
+    pub index: CriterionIndex,
+    /// The subject's check pins by id, with their positions.
+    pins: Vec<(Id, usize)>,
+    /// The policy's required checks, each once, with the position of the subject's pin of it.
+    pub required_checks: Vec<(Id, Option<usize>)>,
+    /// Per criterion position: positions of the pins that bear on it.
+    pub pins_of: Vec<Vec<usize>>,
+    /// Per evidence item: the position of its check's pin, if the subject pins it.
+    pub evidence_pin: Vec<Option<usize>>,
+    /// Per evidence item: its rank when the evidence is sorted by id.
+    pub evidence_rank: Vec<usize>,
+    /// Per verification result: its rank when the results are sorted by id.
+    pub verification_rank: Vec<usize>,
+    /// Per verification result, per criterion position: the index of its row for it.
+    pub row_of: Vec<Vec<Option<usize>>>,
+    /// Every result's rows by criterion position (rows of criterion `k` are
+    /// `rows[row_start[k]..row_start[k + 1]]`), each criterion's in the order of result ids.
+    rows: Vec<RowRef>,
+    row_start: Vec<usize>,
+    /// Per verification result: why its output cannot be counted, if it cannot.
+    pub output_problem: Vec<Option<String>>,
+    /// Names an item can be cited by (CONTRACTS.md §4 "Refs").
+    pub refs: BTreeSet<String>,
+}
+
+/// Ranks of `ids` in sorted order (ids compare as strings, like the decision's sources).
+fn ranks<'a>(ids: impl Iterator<Item = &'a Id>) -> Vec<usize> {
+    let mut order: Vec<(&Id, usize)> = ids.enumerate().map(|(i, id)| (id, i)).collect();
+    order.sort_unstable();
+    let mut rank = vec![0; order.len()];
+    for (r, (_, i)) in order.into_iter().enumerate() {
+        if let Some(slot) = rank.get_mut(i) {
+            *slot = r;
+        }
+    }
+    rank
+}
+
+/// Names a bundle item can be cited by, restricted to items about this subject, plus prior
+/// findings and the subject's resources.
+fn citable(l: &Loaded) -> BTreeSet<String> {
+    let mut refs: BTreeSet<String> = l
+        .subject
+        .resources
+        .iter()
+        .map(|r| r.name.as_str().to_owned())
+        .collect();
+    refs.extend(
+        l.evidence
+            .iter()
+            .filter(|e| e.doc.subject_digest == l.subject_digest)
+            .map(|e| e.doc.id.as_str().to_owned()),
+    );
+    for v in l
+        .verifications
+        .iter()
+        .filter(|v| v.doc.subject_digest == l.subject_digest)
+    {
+        refs.insert(v.doc.id.as_str().to_owned());
+        refs.extend(v.doc.findings.iter().map(|f| f.id.as_str().to_owned()));
+    }
+    refs.extend(
+        l.prior_findings
+            .iter()
+            .map(|f| f.doc.id.as_str().to_owned()),
+    );
+    refs
+}
+
+impl Tables {
+    pub(crate) fn new(l: &Loaded) -> Self {
+        let index = CriterionIndex::new(&l.subject);
+        let n = index.len();
+        let mut pins: Vec<(Id, usize)> = l
+            .subject
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id.clone(), i))
+            .collect();
+        pins.sort_unstable();
+        let mut pins_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, pin) in l.subject.checks.iter().enumerate() {
+            for c in &pin.criteria {
+                if let Some(slot) = index.get(c.as_str()).and_then(|k| pins_of.get_mut(k)) {
+                    slot.push(i);
+                }
+            }
+        }
+        let refs = citable(l);
+        let mut tables = Self {
+            index,
+            pins,
+            required_checks: Vec::new(),
+            pins_of,
+            evidence_pin: Vec::new(),
+            evidence_rank: ranks(l.evidence.iter().map(|e| &e.doc.id)),
+            verification_rank: ranks(l.verifications.iter().map(|v| &v.doc.id)),
+            row_of: Vec::with_capacity(l.verifications.len()),
+            rows: Vec::new(),
+            row_start: Vec::new(),
+            output_problem: Vec::with_capacity(l.verifications.len()),
+            refs,
+        };
+        let mut required: Vec<&Id> = l.policy.required_checks.iter().collect();
+        required.sort_unstable();
+        required.dedup();
+        tables.required_checks = required
+            .into_iter()
+            .map(|id| (id.clone(), tables.pin(id.as_str())))
+            .collect();
+        tables.evidence_pin = l
+            .evidence
+            .iter()
+            .map(|e| tables.pin(e.doc.check.as_str()))
+            .collect();
+        for item in &l.verifications {
+            let v = &item.doc;
+            let mut row_of = vec![None; n];
+            for (j, row) in v.criteria.iter().enumerate() {
+                if let Some(slot) = tables
+                    .index
+                    .get_hinted(row.id.as_str(), j)
+                    .and_then(|k| row_of.get_mut(k))
+                {
+                    slot.get_or_insert(j);
+                }
+            }
+            tables
+                .output_problem
+                .push(count::output_problem(l, &tables.index, v));
+            tables.row_of.push(row_of);
+        }
+        tables.file_rows(l);
+        tables
+    }
+
+    /// Files every result's rows under their criteria, results in id order.
+    fn file_rows(&mut self, l: &Loaded) {
+        let n = self.index.len();
+        let mut by_rank: Vec<usize> = (0..l.verifications.len()).collect();
+        by_rank.sort_unstable_by_key(|at| self.verification_rank.get(*at).copied());
+        let mut start = vec![0usize; n + 1];
+        for row_of in &self.row_of {
+            for (k, j) in row_of.iter().enumerate() {
+                if let (Some(_), Some(s)) = (j, start.get_mut(k + 1)) {
+                    *s += 1;
+                }
+            }
+        }
+        for k in 0..n {
+            let before = start.get(k).copied().unwrap_or(0);
+            if let Some(s) = start.get_mut(k + 1) {
+                *s += before;
+            }
+        }
+        let mut next = start.clone();
+        let empty = RowRef {
+            at: 0,
+            row: 0,
+            status: CriterionStatus::NotTested,
+            cites_ok: false,
+        };
+        let mut rows = vec![empty; start.last().copied().unwrap_or(0)];
+        for at in by_rank {
+            let (Some(item), Some(row_of)) = (l.verifications.get(at), self.row_of.get(at)) else {
+                continue;
+            };
+            for (k, j) in row_of.iter().enumerate() {
+                let Some(row) = j.and_then(|j| item.doc.criteria.get(j)) else {
+                    continue;
+                };
+                let cites_ok = !row.evidence_refs.is_empty()
+                    && row
+                        .evidence_refs
+                        .iter()
+                        .all(|x| self.refs.contains(x.as_str()));
+                if let Some(slot) = next.get_mut(k).and_then(|i| {
+                    let at_slot = *i;
+                    *i += 1;
+                    rows.get_mut(at_slot)
+                }) {
+                    *slot = RowRef {
+                        at,
+                        row: j.unwrap_or(0),
+                        status: row.status,
+                        cites_ok,
+                    };
+                }
+            }
+        }
+        self.rows = rows;
+        self.row_start = start;
+    }
+
+    /// The rows filed under criterion `k`, results in id order.
+    pub(crate) fn rows_of(&self, k: usize) -> &[RowRef] {
+        match (self.row_start.get(k), self.row_start.get(k + 1)) {
+            (Some(a), Some(b)) => self.rows.get(*a..*b).unwrap_or_default(),
+            _ => &[],
+        }
+    }
+
+    /// The position of the subject's pin of check `id`.
+    pub(crate) fn pin(&self, id: &str) -> Option<usize> {
+        let at = self
+            .pins
+            .binary_search_by(|(k, _)| k.as_str().cmp(id))
+            .ok()?;
+        self.pins.get(at).map(|(_, i)| *i)
+    }
+}
