@@ -277,15 +277,7 @@ async fn a_stale_verifier_finishing_after_the_generation_moved_is_history_only()
         let w = world(store).await;
         let (d1, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         // The producer retries while the verifier still works on generation 1.
-        let d2 = w
-            .engine
-            .put_subject(&w.coder, &subject(2, "change A"), &now())
-            .await
-            .unwrap();
-        w.engine
-            .add_evidence(&w.ci, &[evidence(&d2, "pass", "ci", "runner")], &now())
-            .await
-            .unwrap();
+        subject_with_evidence(&w, 2, "change A", "pass").await;
         let late = w
             .engine
             .submit_result(&w.rev, &result("rev", "run-a", &d1, 1, &ev), &now())
@@ -361,20 +353,8 @@ async fn a_grant_revoked_between_admission_and_submission_is_not_counted() {
 async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
     on_both(|store| async move {
         let w = world(store).await;
-        let d = w
-            .engine
-            .put_subject(&w.coder, &subject(1, "broken"), &now())
-            .await
-            .unwrap();
-        w.engine
-            .add_evidence(&w.ci, &[evidence(&d, "fail", "ci", "runner")], &now())
-            .await
-            .unwrap();
-        let req = w
-            .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
-            .await
-            .unwrap();
+        subject_with_evidence(&w, 1, "broken", "fail").await;
+        let req = request(&w, json!({})).await;
         let pre = w
             .engine
             .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
@@ -403,20 +383,8 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
         assert_eq!(history.runs[0].preflight["skipped"], true);
 
         // With the check fixed on a new subject the verifier is called, once.
-        let d2 = w
-            .engine
-            .put_subject(&w.coder, &subject(1, "fixed"), &now())
-            .await
-            .unwrap();
-        w.engine
-            .add_evidence(&w.ci, &[evidence(&d2, "pass", "ci", "runner")], &now())
-            .await
-            .unwrap();
-        let req = w
-            .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
-            .await
-            .unwrap();
+        subject_with_evidence(&w, 1, "fixed", "pass").await;
+        let req = request(&w, json!({})).await;
         assert!(
             !w.engine
                 .admit(&w.ops, &req, "rev", "reviewer", "run-b", &now())
@@ -451,20 +419,8 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
 async fn the_producer_and_its_run_are_never_admitted_as_verifiers() {
     on_both(|store| async move {
         let w = world(store).await;
-        let d = w
-            .engine
-            .put_subject(&w.coder, &subject(1, "a"), &now())
-            .await
-            .unwrap();
-        w.engine
-            .add_evidence(&w.ci, &[evidence(&d, "pass", "ci", "runner")], &now())
-            .await
-            .unwrap();
-        let req = w
-            .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
-            .await
-            .unwrap();
+        let (d, _) = subject_with_evidence(&w, 1, "a", "pass").await;
+        let req = request(&w, json!({})).await;
         let e = w
             .engine
             .admit(&w.ops, &req, "coder", "reviewer", "run-x", &now())
@@ -616,11 +572,7 @@ async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
             .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
             .await
             .unwrap();
-        let req = w
-            .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
-            .await
-            .unwrap();
+        let req = request(&w, json!({})).await;
         w.engine
             .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
             .await

@@ -15,32 +15,9 @@ use serde_json::{Value, json};
 use verdict_core::contracts::{Outcome, ReasonCode};
 use verdict_core::digest::Digest;
 
-/// Puts a subject with passing runner evidence; returns its digest and the evidence id.
-async fn with_evidence(w: &World, generation: u64, diff: &str) -> (Digest, String) {
-    let d = w
-        .engine
-        .put_subject(&w.coder, &subject(generation, diff), &now())
-        .await
-        .unwrap();
-    let ev = evidence(&d, "pass", "ci", "runner");
-    w.engine
-        .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
-        .await
-        .unwrap();
-    (d, ev["id"].as_str().unwrap().to_owned())
-}
-
-/// The producer's request for the current subject with `budget`.
-async fn request(w: &World, budget: Value) -> Digest {
-    w.engine
-        .create_request(&w.coder, EXEC, &budget, &now())
-        .await
-        .unwrap()
-}
-
 /// Subject A of generation 1, whose reviewer reports a change-scoped blocker `f-leak`.
 async fn a_with_a_blocker(w: &World) {
-    let (a, ev_a) = with_evidence(w, 1, "change A").await;
+    let (a, ev_a) = subject_with_evidence(w, 1, "change A", "pass").await;
     review(w, "run-a", &a, &ev_a, |r| {
         r["criteria"][0]["status"] = json!("failed");
         r["findings"] = json!([blocker("f-leak", &a, &ev_a)]);
@@ -89,7 +66,7 @@ async fn review(
 async fn a_request_pinned_to_a_replaced_policy_admits_no_run() {
     on_both(|store| async move {
         let w = world(store).await;
-        with_evidence(&w, 1, "change A").await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({})).await;
         w.engine
             .set_policy(&w.ops, &policy(2), &now())
@@ -117,7 +94,7 @@ async fn a_request_pinned_to_a_replaced_policy_admits_no_run() {
 async fn max_runs_is_enforced_at_admission() {
     on_both(|store| async move {
         let w = world(store).await;
-        with_evidence(&w, 1, "change A").await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({"max_runs": 1})).await;
         w.engine
             .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
@@ -139,7 +116,7 @@ async fn max_runs_is_enforced_at_admission() {
 async fn racing_admissions_for_the_last_run_admit_exactly_one() {
     on_both(|store| async move {
         let w = world(store).await;
-        with_evidence(&w, 1, "change A").await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
         for round in 0..4 {
             let req = request(&w, json!({"max_runs": 1, "timeout_s": round + 1})).await;
             let (a, b, t) = (format!("run-{round}-a"), format!("run-{round}-b"), now());
@@ -177,7 +154,7 @@ async fn racing_admissions_for_the_last_run_admit_exactly_one() {
 async fn a_lease_left_by_a_crashed_admission_blocks_until_it_lapses() {
     on_both(|store| async move {
         let w = world(store).await;
-        with_evidence(&w, 1, "change A").await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({"max_runs": 2})).await;
         let system = verdict_store::Actor::new(
             verdict_engine::ENGINE_PRINCIPAL,
@@ -211,7 +188,7 @@ async fn a_lease_left_by_a_crashed_admission_blocks_until_it_lapses() {
 async fn a_budget_with_a_typo_or_an_impossible_cap_is_refused() {
     on_both(|store| async move {
         let w = world(store).await;
-        with_evidence(&w, 1, "change A").await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
         for budget in [
             json!({"max_run": 1}),
             json!({"max_runs": 0}),
@@ -235,7 +212,7 @@ async fn a_blocker_on_a_subject_never_gated_binds_the_next_subject() {
         let w = world(store).await;
         a_with_a_blocker(&w).await;
         // No gate run on A: the producer moves straight on.
-        let (b, ev_b) = with_evidence(&w, 1, "change B").await;
+        let (b, ev_b) = subject_with_evidence(&w, 1, "change B", "pass").await;
         let req = request(&w, json!({})).await;
         let req = w
             .engine
@@ -267,7 +244,7 @@ async fn a_blocker_on_a_subject_never_gated_binds_the_next_subject() {
         let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Pass, "{:?}", g.decision.reasons);
         // Resolved on B, the blocker no longer binds C.
-        with_evidence(&w, 1, "change C").await;
+        subject_with_evidence(&w, 1, "change C", "pass").await;
         let pinned = w
             .engine
             .prior_blockers(EXEC, &sd(&subject(1, "change C")))
@@ -283,7 +260,7 @@ async fn a_blocker_still_present_on_an_ungated_subject_stays_open() {
     on_both(|store| async move {
         let w = world(store).await;
         a_with_a_blocker(&w).await;
-        let (b, ev_b) = with_evidence(&w, 1, "change B").await;
+        let (b, ev_b) = subject_with_evidence(&w, 1, "change B", "pass").await;
         let ev = ev_b.clone();
         review(&w, "run-b", &b, &ev_b, move |r| {
             r["criteria"][0]["status"] = json!("failed");
@@ -292,7 +269,7 @@ async fn a_blocker_still_present_on_an_ungated_subject_stays_open() {
         .await;
         // Neither A nor B was gated; C still inherits the blocker.
         let c = sd(&subject(1, "change C"));
-        with_evidence(&w, 1, "change C").await;
+        subject_with_evidence(&w, 1, "change C", "pass").await;
         let pinned = w.engine.prior_blockers(EXEC, &c).await.unwrap();
         assert_eq!(pinned.len(), 1, "{pinned:?}");
         assert_eq!(pinned[0].0.as_str(), "f-leak");
@@ -323,7 +300,7 @@ fn note(run: &str, req: &Digest, d: &Digest, verifier: &str, skipped: bool) -> V
 async fn admission_notes_no_run_record_confirms_are_ignored() {
     on_both(|store| async move {
         let w = world(store).await;
-        let (d, _) = with_evidence(&w, 1, "change A").await;
+        let (d, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({"max_runs": 1})).await;
         // The producer may write to the requests table; a note it forges names no real run.
         w.engine
@@ -352,7 +329,7 @@ async fn admission_notes_no_run_record_confirms_are_ignored() {
 async fn a_run_whose_admission_stopped_before_cancelling_is_still_never_called() {
     on_both(|store| async move {
         let w = world(store).await;
-        let (d, _) = with_evidence(&w, 1, "change A").await;
+        let (d, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({})).await;
         // What an admission that died after its note and run record leaves behind: preflight
         // said skip, but the run was never cancelled.

@@ -179,6 +179,35 @@ pub fn result(verifier: &str, run: &str, subject: &Digest, generation: u64, ev_i
     })
 }
 
+/// Puts a subject of `generation` (change `diff`) with the runner's `outcome` evidence; returns
+/// the subject digest and the evidence id.
+pub async fn subject_with_evidence(
+    w: &World,
+    generation: u64,
+    diff: &str,
+    outcome: &str,
+) -> (Digest, String) {
+    let d = w
+        .engine
+        .put_subject(&w.coder, &subject(generation, diff), &now())
+        .await
+        .unwrap();
+    let ev = evidence(&d, outcome, "ci", "runner");
+    w.engine
+        .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+        .await
+        .unwrap();
+    (d, ev["id"].as_str().unwrap().to_owned())
+}
+
+/// The producer's request for the current subject, with `budget`.
+pub async fn request(w: &World, budget: Value) -> Digest {
+    w.engine
+        .create_request(&w.coder, EXEC, &budget, &now())
+        .await
+        .unwrap()
+}
+
 /// Puts a subject with passing evidence, a request and an admitted reviewer run; returns the
 /// subject digest, the evidence id and the request digest.
 pub async fn prepared(
@@ -187,25 +216,15 @@ pub async fn prepared(
     diff: &str,
     run: &str,
 ) -> (Digest, String, Digest) {
-    let s = subject(generation, diff);
-    let d = w.engine.put_subject(&w.coder, &s, &now()).await.unwrap();
-    let ev = evidence(&d, "pass", "ci", "runner");
-    w.engine
-        .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
-        .await
-        .unwrap();
-    let req = w
-        .engine
-        .create_request(&w.coder, EXEC, &json!({"max_runs": 1}), &now())
-        .await
-        .unwrap();
+    let (d, ev) = subject_with_evidence(w, generation, diff, "pass").await;
+    let req = request(w, json!({"max_runs": 1})).await;
     let pre = w
         .engine
         .admit(&w.ops, &req, "rev", "reviewer", run, &now())
         .await
         .unwrap();
     assert!(!pre.skipped, "{pre:?}");
-    (d, ev["id"].as_str().unwrap().to_owned(), req)
+    (d, ev, req)
 }
 
 /// A subject that passes the gate, from subject to decision.
