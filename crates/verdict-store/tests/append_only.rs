@@ -454,6 +454,62 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
     t.cleanup().await;
 }
 
+/// A single append is one routine call outside any `SET ROLE`, so it must work, and be held to
+/// its claim, for a login that is only a member of its roles (not the superuser the other tests
+/// connect as).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_login_appends_singly_only_in_its_own_role() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (conn, login) = connect_as(&t, ActorRole::Runner).await;
+    conn.close().await.unwrap();
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let as_runner = verdict_store::open_with(
+        &verdict_store::Location::Postgres(url.replacen("postgres@", &format!("{login}@"), 1)),
+        &verdict_store::OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let s = subject_digest(&subject("ex-1", 1));
+    let ev = evidence(&s, "ev-by-member");
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let first = as_runner
+        .put(&runner, verdict_store::DocKind::Evidence, &ev)
+        .await
+        .unwrap();
+    assert!(first.inserted);
+    let again = as_runner
+        .put(&runner, verdict_store::DocKind::Evidence, &ev)
+        .await
+        .unwrap();
+    assert_eq!((again.inserted, again.seq), (false, first.seq));
+    // Claiming a role the login does not hold is refused by the database, and appends nothing.
+    let head = t.store.audit_head().await.unwrap();
+    let verifier = Actor::new(VERIFIER, Role::Verifier);
+    let err = as_runner
+        .put(
+            &verifier,
+            verdict_store::DocKind::Verification,
+            &result(&s, 1, "vrun-1", vec![]),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("permission denied") || err.to_string().contains("not a member"),
+        "{err}"
+    );
+    assert_eq!(t.store.audit_head().await.unwrap(), head);
+    drop(as_runner);
+    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap_or(());
+    t.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_is_granted_exactly_as_the_role_table_says() {
     let t = postgres().await;
