@@ -34,6 +34,15 @@ const DETERMINISTIC: [ReasonCode; 10] = [
     ReasonCode::PriorBlockerStillPresent,
 ];
 
+/// A request that may still admit runs, read once per admission.
+struct PinnedRequest {
+    req: Value,
+    subject_digest: Digest,
+    subject: Subject,
+    execution: String,
+    budget: RequestBudget,
+}
+
 /// What a model verifier is given for one run.
 #[derive(Debug, Clone)]
 pub struct VerifyTask {
@@ -199,6 +208,30 @@ impl Engine {
             };
             return Err(self.deny(caller, err, now).await);
         }
+        let pinned = self.pinned_request(request).await?;
+        // With a run cap, admissions of one request take turns (a lease on the request), so
+        // two racing for the last run cannot both win.
+        let slot = match pinned.budget.max_runs {
+            Some(_) => Some(self.take_admission_slot(request, now).await?),
+            None => None,
+        };
+        let admitted = self
+            .admit_pinned(&pinned, request, verifier, class, run_id, now)
+            .await;
+        if let Some((job, holder)) = slot {
+            // A release that fails never changes what the admission did: the lease lapses on
+            // its own within a minute.
+            let _ = self
+                .store
+                .cas_lease(&Self::system(), &job, Some(&holder), None)
+                .await;
+        }
+        admitted
+    }
+
+    /// A stored request that may still admit runs: its subject is the execution's current one
+    /// and its policy the gate's current revision.
+    async fn pinned_request(&self, request: &Digest) -> Result<PinnedRequest> {
         let req = self
             .store
             .get(DocKind::Request, request)
@@ -239,117 +272,125 @@ impl Engine {
             )));
         }
         let budget = RequestBudget::of_request(&req)?;
-        // With a run cap, admissions of one request take turns (a lease on the request), so
-        // two racing for the last run cannot both win.
-        let slot = match budget.max_runs {
-            Some(_) => Some(self.take_admission_slot(request, now).await?),
-            None => None,
-        };
-        let admitted = async {
-            if let Some(max) = budget.max_runs {
-                let used = self
-                    .admission_notes(&execution)
-                    .await?
-                    .iter()
-                    .filter(|n| n.get("request_digest") == Some(&json!(request.as_str())))
-                    .count();
-                if used >= usize::try_from(max).unwrap_or(usize::MAX) {
-                    return Err(EngineError::Conflict(format!(
-                        "request {request} allows {max} run(s) and {used} were admitted; create a new request"
-                    )));
-                }
-            }
-            let Some(record) = self.store.principal(verifier).await? else {
-                return Err(EngineError::NotFound {
-                    what: "principal",
-                    key: verifier.to_owned(),
-                });
-            };
-            let who = Principal {
-                name: record.name,
-                role: record.role,
-            };
-            if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
-                let err = EngineError::SelfVerificationDenied {
-                    principal: who.name.to_string(),
-                    action: format!("be admitted to run {run_id:?}"),
-                    why: "the producer's principal or run never verifies its own work".into(),
-                };
-                return Err(self.deny(&who, err, now).await);
-            }
-            if who.role != Role::Verifier {
-                let err = EngineError::PermissionDenied {
-                    principal: who.name.to_string(),
-                    role: who.role.as_str(),
-                    action: format!("be admitted to run {run_id:?}"),
-                    why: "only verifier principals run verifications".into(),
-                };
-                return Err(self.deny(&who, err, now).await);
-            }
-            self.require_grant(&who, &subject, false, "be admitted to a run", now)
-                .await?;
-            let classes = req
-                .get("verifier_classes")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if !classes.contains(&json!(class)) {
-                return Err(invalid("verifier class")(format!(
-                    "request {request} does not ask for class {class:?}"
+        Ok(PinnedRequest {
+            req,
+            subject_digest,
+            subject,
+            execution,
+            budget,
+        })
+    }
+
+    /// The admission proper, once the request is known to be current (and, with a run cap,
+    /// under the request's lease): the cap, the verifier's independence, role, grant and class,
+    /// then preflight, its note, the run and, when preflight decided, its cancellation.
+    async fn admit_pinned(
+        &self,
+        pinned: &PinnedRequest,
+        request: &Digest,
+        verifier: &str,
+        class: &str,
+        run_id: &str,
+        now: &Timestamp,
+    ) -> Result<Preflight> {
+        let PinnedRequest {
+            req,
+            subject_digest,
+            subject,
+            execution,
+            budget,
+        } = pinned;
+        if let Some(max) = budget.max_runs {
+            let used = self
+                .admission_notes(execution)
+                .await?
+                .iter()
+                .filter(|n| n.get("request_digest") == Some(&json!(request.as_str())))
+                .count();
+            if used >= usize::try_from(max).unwrap_or(usize::MAX) {
+                return Err(EngineError::Conflict(format!(
+                    "request {request} allows {max} run(s) and {used} were admitted; create a new request"
                 )));
             }
-            let admission = RunAdmission {
-                run_id: run_id
-                    .parse()
-                    .map_err(|e| invalid("run id")(format!("{e}")))?,
-                request_digest: request.clone(),
-                subject_digest: subject_digest.clone(),
-                verifier: who.name.clone(),
-                class: class
-                    .parse()
-                    .map_err(|e| invalid("verifier class")(format!("{e}")))?,
-                admitted_generation: subject.execution.generation,
-            };
-            // Preflight and its note come before the run exists: a run is then never without
-            // the note that says whether a model may be called for it, whatever crashes when.
-            let preflight = self.preflight(&execution, now).await?;
-            let note = json!({
-                "schema": ADMISSION_SCHEMA,
-                "run_id": run_id,
-                "request_digest": request.as_str(),
-                "subject_digest": subject_digest.as_str(),
-                "generation": subject.execution.generation,
-                "verifier": who.name.as_str(),
-                "class": class,
-                "preflight": {
-                    "outcome": preflight.outcome.as_str(),
-                    "skipped": preflight.skipped,
-                    "reasons": preflight.reasons,
-                },
+        }
+        let Some(record) = self.store.principal(verifier).await? else {
+            return Err(EngineError::NotFound {
+                what: "principal",
+                key: verifier.to_owned(),
             });
+        };
+        let who = Principal {
+            name: record.name,
+            role: record.role,
+        };
+        if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
+            let err = EngineError::SelfVerificationDenied {
+                principal: who.name.to_string(),
+                action: format!("be admitted to run {run_id:?}"),
+                why: "the producer's principal or run never verifies its own work".into(),
+            };
+            return Err(self.deny(&who, err, now).await);
+        }
+        if who.role != Role::Verifier {
+            let err = EngineError::PermissionDenied {
+                principal: who.name.to_string(),
+                role: who.role.as_str(),
+                action: format!("be admitted to run {run_id:?}"),
+                why: "only verifier principals run verifications".into(),
+            };
+            return Err(self.deny(&who, err, now).await);
+        }
+        self.require_grant(&who, subject, false, "be admitted to a run", now)
+            .await?;
+        let classes = req
+            .get("verifier_classes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !classes.contains(&json!(class)) {
+            return Err(invalid("verifier class")(format!(
+                "request {request} does not ask for class {class:?}"
+            )));
+        }
+        let admission = RunAdmission {
+            run_id: run_id
+                .parse()
+                .map_err(|e| invalid("run id")(format!("{e}")))?,
+            request_digest: request.clone(),
+            subject_digest: subject_digest.clone(),
+            verifier: who.name.clone(),
+            class: class
+                .parse()
+                .map_err(|e| invalid("verifier class")(format!("{e}")))?,
+            admitted_generation: subject.execution.generation,
+        };
+        // Preflight and its note come before the run exists: a run is then never without
+        // the note that says whether a model may be called for it, whatever crashes when.
+        let preflight = self.preflight(execution, now).await?;
+        let note = json!({
+            "schema": ADMISSION_SCHEMA,
+            "run_id": run_id,
+            "request_digest": request.as_str(),
+            "subject_digest": subject_digest.as_str(),
+            "generation": subject.execution.generation,
+            "verifier": who.name.as_str(),
+            "class": class,
+            "preflight": {
+                "outcome": preflight.outcome.as_str(),
+                "skipped": preflight.skipped,
+                "reasons": preflight.reasons,
+            },
+        });
+        self.store
+            .put(&Self::system(), DocKind::Request, &note)
+            .await?;
+        self.store.admit_run(&Self::system(), &admission).await?;
+        if preflight.skipped {
             self.store
-                .put(&Self::system(), DocKind::Request, &note)
+                .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
                 .await?;
-            self.store.admit_run(&Self::system(), &admission).await?;
-            if preflight.skipped {
-                self.store
-                    .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
-                    .await?;
-            }
-            Ok(preflight)
         }
-        .await;
-        if let Some((job, holder)) = slot {
-            let released = self
-                .store
-                .cas_lease(&Self::system(), &job, Some(&holder), None)
-                .await;
-            // The admission's own error comes first; a failed release only lapses the lease.
-            if admitted.is_ok() {
-                released?;
-            }
-        }
-        admitted
+        Ok(preflight)
     }
 
     /// Takes the admission lease of a request, or refuses while another admission holds it.
