@@ -8,6 +8,7 @@
 
 use sqlx::Connection as _;
 use std::process::{Command, Output};
+use verdict_store::migrations::SCHEMA_VERSION;
 
 fn verdict(args: &[&str], home: Option<&std::path::Path>, cwd: &std::path::Path) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_verdict"));
@@ -31,7 +32,7 @@ fn migrate_creates_the_store_where_the_defaults_say_and_is_idempotent() {
     let out = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("migrated schema version 0 -> 2"),
+        text(&out.stdout).contains(&format!("migrated schema version 0 -> {SCHEMA_VERSION}")),
         "{}",
         text(&out.stdout)
     );
@@ -39,7 +40,7 @@ fn migrate_creates_the_store_where_the_defaults_say_and_is_idempotent() {
     let again = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert!(again.status.success());
     assert!(
-        text(&again.stdout).contains("schema version 2 is current"),
+        text(&again.stdout).contains(&format!("schema version {SCHEMA_VERSION} is current")),
         "{}",
         text(&again.stdout)
     );
@@ -138,8 +139,8 @@ async fn migrate_on_postgres_creates_the_roles_once() {
     let mut conn = sqlx::PgConnection::connect(&pg_admin()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     for expected in [
-        "migrated schema version 0 -> 2",
-        "schema version 2 is current",
+        format!("migrated schema version 0 -> {SCHEMA_VERSION}"),
+        format!("schema version {SCHEMA_VERSION} is current"),
     ] {
         let out = verdict(
             &[
@@ -155,7 +156,7 @@ async fn migrate_on_postgres_creates_the_roles_once() {
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(
-            text(&out.stdout).contains(expected),
+            text(&out.stdout).contains(&expected),
             "{}",
             text(&out.stdout)
         );

@@ -84,6 +84,16 @@ fn bench_gate(c: &mut Criterion<CpuTime>) {
         g.bench_with_input(BenchmarkId::new("evaluate", name), &bytes, |bch, x| {
             bch.iter(|| black_box(gate::evaluate(black_box(x)).canonical_bytes().unwrap()))
         });
+        // The same bundle indented, so no document is canonical as written and every digest
+        // is taken over canonical bytes written out first.
+        let pretty = serde_json::to_vec_pretty(&b).unwrap();
+        g.bench_with_input(
+            BenchmarkId::new("evaluate_pretty", name),
+            &pretty,
+            |bch, x| {
+                bch.iter(|| black_box(gate::evaluate(black_box(x)).canonical_bytes().unwrap()))
+            },
+        );
     }
     g.finish();
 }

@@ -42,7 +42,8 @@ pub fn write(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-fn utf16_cmp(a: &str, b: &str) -> Ordering {
+/// Orders two keys by their UTF-16 code units, as RFC 8785 sorts object members.
+pub(crate) fn utf16_cmp(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
@@ -202,6 +203,11 @@ pub(crate) fn write_f64(f: f64, out: &mut Vec<u8>) {
     }
     let mut buf = ryu_js::Buffer::new();
     out.extend_from_slice(buf.format_finite(f).as_bytes());
+}
+
+/// Writes an integer the way [`write`] writes a `Number` holding it, for `|i| <= 2^53`.
+pub(crate) fn write_i64(i: i64, out: &mut Vec<u8>) {
+    write_int(i.unsigned_abs(), i < 0, out);
 }
 
 /// Decimal digits of `magnitude`, with a minus sign when `negative`, without allocating.

@@ -109,13 +109,14 @@ impl Digest {
     /// Wraps raw SHA-256 output.
     #[must_use]
     pub fn from_sha256(hash: &[u8]) -> Self {
-        let mut s = String::with_capacity(71);
-        s.push_str("sha256:");
+        let mut s = Vec::with_capacity(71);
+        s.extend_from_slice(b"sha256:");
         for b in hash {
-            s.push(char::from(canonical::hex_digit(b >> 4)));
-            s.push(char::from(canonical::hex_digit(b & 0xf)));
+            s.push(canonical::hex_digit(b >> 4));
+            s.push(canonical::hex_digit(b & 0xf));
         }
-        Self(s)
+        // Only ASCII was written, so this never falls back.
+        Self(String::from_utf8(s).unwrap_or_default())
     }
 
     /// The digest as text.

@@ -12,6 +12,8 @@
 //! - [`contracts`]: subject, policy, evidence, verification, finding, human decision, bundle,
 //!   decision.
 //! - [`gate::evaluate`]: the Gate, one pure and total function from bundle bytes to a decision.
+//!   A bundle that reads cleanly is read by an internal token reader (`tape`) that accepts
+//!   exactly what [`json::parse`] accepts and hashes and decodes without building a tree.
 //!
 //! ```
 //! let bundle = br#"{"schema": "verdict.gate-bundle/v1"}"#;
@@ -26,3 +28,4 @@ pub mod digest;
 pub mod gate;
 pub mod json;
 pub mod schema;
+mod tape;

@@ -61,3 +61,44 @@ fn every_gate_fixture_decides_as_expected() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every fixture and example bundle, compact and pretty-printed, is decided byte for byte the
+/// same by `evaluate` (which reads a clean bundle without a JSON tree) and by the strict way
+/// (a JSON tree first).
+#[test]
+fn every_fixture_and_example_reads_the_same_both_ways() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bundles = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests/fixtures/gate")).unwrap() {
+        let path = entry.unwrap().path();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        bundles.push(doc["bundle"].clone());
+    }
+    for dir in ["merge-gate", "rework", "human-required", "blocked"] {
+        for entry in std::fs::read_dir(root.join("../../examples").join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("bundle"))
+            {
+                bundles.push(serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap());
+            }
+        }
+    }
+    assert!(bundles.len() >= 20, "only {} bundles", bundles.len());
+    for b in bundles {
+        for bytes in [
+            serde_json::to_vec(&b).unwrap(),
+            serde_json::to_vec_pretty(&b).unwrap(),
+        ] {
+            let strict = gate::evaluate_value(&verdict_core::json::parse(&bytes).unwrap());
+            assert_eq!(
+                gate::evaluate(&bytes).canonical_bytes().unwrap(),
+                strict.canonical_bytes().unwrap(),
+                "{}",
+                String::from_utf8_lossy(&bytes)
+            );
+        }
+    }
+}

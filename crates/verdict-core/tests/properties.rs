@@ -366,3 +366,57 @@ proptest! {
         prop_assert_eq!(d.outcome, Outcome::Blocked);
     }
 }
+
+/// The decision the strict way only: the JSON tree first, then the documents read from it.
+/// Bytes the strict reader refuses have one way only.
+fn strict_bytes(bytes: &[u8]) -> Vec<u8> {
+    match verdict_core::json::parse(bytes) {
+        Ok(v) => gate::evaluate_value(&v).canonical_bytes().unwrap(),
+        Err(_) => gate::evaluate(bytes).canonical_bytes().unwrap(),
+    }
+}
+
+/// A carried digest on the first evidence item: its own (`right`) or another's.
+fn carry_digest(v: &mut Value, right: bool) {
+    if let Some(e) = v
+        .get_mut("evidence")
+        .and_then(Value::as_array_mut)
+        .and_then(|a| a.first_mut())
+        .filter(|e| e.is_object())
+    {
+        let d = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, e);
+        e["digest"] = json!(if right {
+            d.to_string()
+        } else {
+            CONTENT.to_owned()
+        });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// `evaluate` reads a clean bundle without a JSON tree; whatever it reads that way must be
+    /// decided exactly as the strict way decides it, and so must everything it hands over.
+    #[test]
+    fn both_ways_of_reading_give_the_same_bytes(
+        s in spec(),
+        damage in prop::option::of((any::<prop::sample::Index>(), arb_json())),
+        pretty: bool,
+        carried in prop::option::of(any::<bool>()),
+    ) {
+        let mut v = build(&s).value();
+        if let Some((which, replacement)) = damage {
+            let mut ptrs = Vec::new();
+            pointers(&v, String::new(), &mut ptrs);
+            let p = &ptrs[which.index(ptrs.len())];
+            if p.is_empty() { v = replacement; } else if let Some(slot) = v.pointer_mut(p) { *slot = replacement; }
+        }
+        if let Some(right) = carried {
+            carry_digest(&mut v, right);
+        }
+        let bytes = if pretty { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }.unwrap();
+        let fast = gate::evaluate(&bytes).canonical_bytes().unwrap();
+        prop_assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(strict_bytes(&bytes)).unwrap());
+    }
+}

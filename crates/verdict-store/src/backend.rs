@@ -130,6 +130,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
     /// The last audit event.
     async fn audit_head(&self) -> Result<Option<ChainHead>>;
+    /// Rows whose columns derived from their body no longer hold what the body gives. Empty
+    /// where the database computes such columns itself and nothing can set them.
+    async fn derived_drift(&self) -> Result<Vec<Drift>>;
+}
+
+/// A derived column that disagrees with its row's body (or, with no key, a store whose record
+/// of its derived columns is itself damaged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Drift {
+    pub table: String,
+    pub key: Option<String>,
+    pub seq: Option<i64>,
+    pub detail: String,
 }
 
 pub(crate) fn seq_from(table: &str, key: &str, seq: i64) -> Result<u64> {

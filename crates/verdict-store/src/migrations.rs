@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -25,6 +25,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "denials_and_gate_evaluations",
         sql: include_str!("../migrations/sqlite/0002_denials_and_gate_evaluations.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "lean_write_routines",
+        sql: include_str!("../migrations/sqlite/0003_lean_write_routines.sql"),
     },
 ];
 
@@ -39,6 +44,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 2,
         name: "denials_and_gate_evaluations",
         sql: include_str!("../migrations/postgres/0002_denials_and_gate_evaluations.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "lean_write_routines",
+        sql: include_str!("../migrations/postgres/0003_lean_write_routines.sql"),
     },
 ];
 

@@ -1,12 +1,14 @@
-//! The PostgreSQL backend. Every write runs in a transaction that first drops to the database
-//! role of the actor's role (`SET LOCAL ROLE`) and then calls the SECURITY DEFINER routine of
-//! the table, so the database enforces who may write what; the routine appends the audit event
-//! and computes its hash.
+//! The PostgreSQL backend. Every write calls the SECURITY DEFINER routine of its table, which
+//! holds the call to the role the connection acts in: a batch first drops to the database role
+//! of the actor's role (`SET LOCAL ROLE`), a single append is one routine call on a connection
+//! kept for single appends. So the database enforces who may write what; the routine appends
+//! the audit event and computes its hash.
 
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead};
 use crate::backend::{
-    Backend, CasOutcome, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from, to_i64,
+    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from,
+    to_i64,
 };
 use crate::error::{Result, StoreError};
 use crate::location::redact_url;
@@ -14,9 +16,11 @@ use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
 use crate::records::{PointerKind, Table};
 use crate::store::{Pointer, Stored};
 use async_trait::async_trait;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
-use sqlx::{AssertSqlSafe, Executor as _, Row as _};
+use sqlx::{AssertSqlSafe, Executor as _, Postgres, Row as _};
 use std::time::Duration;
+use tokio::sync::Mutex;
 
 /// The role prefix used when none is configured.
 pub const DEFAULT_ROLE_PREFIX: &str = "verdict_";
@@ -26,6 +30,11 @@ const MIGRATE_LOCK: i64 = 8_531_478_330_712_965_378;
 
 pub(crate) struct PgBackend {
     pool: PgPool,
+    /// A pool connection kept checked out for single appends, so that one costs one round trip:
+    /// a connection taken from the pool and given back for every call adds a ping on acquire
+    /// and another on release. `None` inside until first use, or after the connection failed;
+    /// `None` outside when the pool has a single connection, which cannot be set aside.
+    writer: Option<Mutex<Option<PoolConnection<Postgres>>>>,
     prefix: String,
     describe: String,
 }
@@ -319,9 +328,31 @@ impl PgBackend {
         };
         Ok(Self {
             pool,
+            writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
             describe: redact_url(url),
         })
+    }
+
+    /// Appends one record on the kept connection, or through the pool when that connection is
+    /// busy with another single append (concurrent writers then proceed as before) or there is
+    /// none. The routine call is a transaction of its own either way.
+    async fn put_one(&self, actor: &Actor, item: &Prepared) -> Result<Vec<Stored>> {
+        let run = std::slice::from_ref(item);
+        let Some(mut slot) = self.writer.as_ref().and_then(|w| w.try_lock().ok()) else {
+            return settle_run(run, call_put(&self.pool, actor, run).await);
+        };
+        let conn = match slot.as_mut() {
+            Some(conn) => conn,
+            None => slot.insert(self.pool.acquire().await.map_err(pg_err)?),
+        };
+        let rows = call_put(&mut **conn, actor, run).await;
+        // After any error the connection goes back to the pool, which tests it and drops it if
+        // it is broken: a server ending the session reports that as a database error too.
+        if rows.is_err() {
+            *slot = None;
+        }
+        settle_run(run, rows)
     }
 
     async fn begin_as(
@@ -340,13 +371,12 @@ impl PgBackend {
     }
 }
 
-/// Appends a run of records of one table with one call of its write routine, settling each
-/// record that was already stored against the stored row.
-async fn put_run<'c>(
+/// Calls the write routine of a run of records of one table, returning its rows.
+async fn call_put<'c>(
     executor: impl sqlx::PgExecutor<'c>,
     actor: &Actor,
     run: &[Prepared],
-) -> Result<Vec<Stored>> {
+) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
     let Some(first) = run.first() else {
         return Ok(Vec::new());
     };
@@ -354,7 +384,7 @@ async fn put_run<'c>(
         "SELECT r_seq, r_digest, r_body, r_inserted, r_counted FROM verdict.put_{}($1, $2, $3, $4, $5, $6)",
         first.table.name()
     );
-    let rows = sqlx::query(AssertSqlSafe(sql))
+    sqlx::query(AssertSqlSafe(sql))
         .bind(&actor.principal)
         .bind(actor.role.as_str())
         .bind(run.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
@@ -367,7 +397,27 @@ async fn put_run<'c>(
         )
         .fetch_all(executor)
         .await
-        .map_err(pg_err)?;
+}
+
+/// Appends a run of records of one table with one call of its write routine.
+async fn put_run<'c>(
+    executor: impl sqlx::PgExecutor<'c>,
+    actor: &Actor,
+    run: &[Prepared],
+) -> Result<Vec<Stored>> {
+    settle_run(run, call_put(executor, actor, run).await)
+}
+
+/// The stored rows of a run from the routine's answer, settling each record that was already
+/// stored against the stored row.
+fn settle_run(
+    run: &[Prepared],
+    rows: std::result::Result<Vec<PgRow>, sqlx::Error>,
+) -> Result<Vec<Stored>> {
+    let rows = rows.map_err(pg_err)?;
+    let Some(first) = run.first() else {
+        return Ok(Vec::new());
+    };
     if rows.len() != run.len() {
         return Err(StoreError::Backend {
             backend: "postgres",
@@ -402,6 +452,11 @@ async fn put_run<'c>(
     Ok(out)
 }
 
+/// How migration 3 marks a derived column's comment, followed by the column's expression.
+const DERIVED_NOTE: &str = "derived from the body by the write routine: ";
+/// How many columns migration 3 turned from generated into derived ones.
+const DERIVED_COLUMNS: usize = 47;
+
 #[async_trait]
 impl Backend for PgBackend {
     fn describe(&self) -> String {
@@ -415,10 +470,10 @@ impl Backend for PgBackend {
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
         if let [item] = items.as_slice() {
             // One record: the routine call is a transaction of its own, so it is one round trip
-            // instead of three. The routine checks the role claim itself (`_claim`: the session
-            // must be a member of the claimed role, and the role one its table allows), which is
-            // what `SET LOCAL ROLE` adds on the batched path; a refusal leaves nothing behind.
-            return put_run(&self.pool, actor, std::slice::from_ref(item)).await;
+            // instead of three. The routine checks the role claim itself (the session must be a
+            // member of the claimed role, and the role one its table allows), which is what
+            // `SET LOCAL ROLE` adds on the batched path; a refusal leaves nothing behind.
+            return self.put_one(actor, item).await;
         }
         let mut tx = self.begin_as(actor.role).await?;
         let mut out = Vec::with_capacity(items.len());
@@ -502,6 +557,57 @@ impl Backend for PgBackend {
         .await
         .map_err(pg_err)?;
         rows.iter().map(row_to_pointer).collect()
+    }
+
+    async fn derived_drift(&self) -> Result<Vec<Drift>> {
+        // Since schema version 3 the write routines fill these columns from the body, so a
+        // column changed behind the routines' back (triggers disabled by a superuser, say)
+        // would no longer be caught by re-hashing the body: each is checked against the
+        // expression it was derived with, kept as the column's comment by migration 3.
+        let derived: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT c.relname::text, quote_ident(c.relname::text), quote_ident(a.attname::text), \
+             substr(d.description, length($1) + 1) \
+             FROM pg_description d JOIN pg_class c ON c.oid = d.objoid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid \
+             WHERE n.nspname = 'verdict' AND d.classoid = 'pg_class'::regclass \
+               AND starts_with(d.description, $1) ORDER BY 1, 3",
+        )
+        .bind(DERIVED_NOTE)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(pg_err)?;
+        let mut drift = Vec::new();
+        if derived.len() != DERIVED_COLUMNS {
+            drift.push(Drift {
+                table: "schema".into(),
+                key: None,
+                seq: None,
+                detail: format!(
+                    "{} derived columns are on record, the schema made {DERIVED_COLUMNS}",
+                    derived.len()
+                ),
+            });
+        }
+        for (table, quoted_table, column, expr) in derived {
+            let sql = format!(
+                "SELECT key, seq FROM verdict.{quoted_table} \
+                 WHERE {column} IS DISTINCT FROM ({expr}) ORDER BY seq LIMIT 100"
+            );
+            let rows = sqlx::query(AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(pg_err)?;
+            for r in rows {
+                drift.push(Drift {
+                    table: table.clone(),
+                    key: Some(r.try_get(0).map_err(pg_err)?),
+                    seq: Some(r.try_get(1).map_err(pg_err)?),
+                    detail: format!("column {column} no longer holds what the body gives"),
+                });
+            }
+        }
+        Ok(drift)
     }
 
     async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {

@@ -6,7 +6,8 @@
 use crate::actor::Actor;
 use crate::audit::{AuditEvent, ChainHead, EventFields, GENESIS_HASH, now_utc};
 use crate::backend::{
-    Backend, CasOutcome, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from, to_i64,
+    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from,
+    to_i64,
 };
 use crate::error::{Result, StoreError};
 use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
@@ -582,6 +583,11 @@ impl Backend for SqliteBackend {
                 .collect()
         })
         .await
+    }
+
+    async fn derived_drift(&self) -> Result<Vec<Drift>> {
+        // SQLite's derived columns are generated when read: nothing can set them.
+        Ok(Vec::new())
     }
 
     async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {

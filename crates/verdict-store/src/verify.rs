@@ -122,6 +122,16 @@ pub(crate) async fn verify<B: Backend>(
         }
     }
 
+    for d in backend.derived_drift().await? {
+        let seq = d.seq.and_then(|s| u64::try_from(s).ok());
+        problems.push(problem(
+            ProblemKind::Modified,
+            seq,
+            &d.table,
+            d.key.as_deref(),
+            d.detail,
+        ));
+    }
     check_pointers(backend, &changes, &mut problems).await?;
     check_counted(&changes, &executions, &results, &mut problems);
 

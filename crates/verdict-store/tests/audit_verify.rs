@@ -280,3 +280,33 @@ async fn a_signed_checkpoint_catches_a_rewritten_tail(t: &TestStore) {
     assert_found(&r, &[ProblemKind::Checkpoint], last, "audit_events");
 }
 both!(a_signed_checkpoint_catches_a_rewritten_tail);
+
+/// Since schema version 3 the columns a PostgreSQL store derives from a body (the subject a
+/// piece of evidence is filed under, say) are filled by the write routine. One changed behind
+/// its back, with the body left alone, would file evidence under another subject: `audit
+/// verify` checks every such column against the expression it was derived with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_derived_column_is_caught() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    assert!(report(&t).await.is_intact());
+    let seq = seq_of(&t, "check_evidence", 0).await;
+    let table = t.table("check_evidence");
+    t.tamper(
+        "check_evidence",
+        &format!(
+            "UPDATE {table} SET subject_digest = 'sha256:{}' WHERE seq = {seq}",
+            "0".repeat(64)
+        ),
+    )
+    .await;
+    let r = report(&t).await;
+    assert_found(&r, &[ProblemKind::Modified], seq, "check_evidence");
+    assert_eq!(r.problems.len(), 1, "{:#?}", r.problems);
+    assert!(
+        r.problems[0].detail.contains("subject_digest"),
+        "{}",
+        r.problems[0]
+    );
+    t.cleanup().await;
+}

@@ -243,8 +243,18 @@ async fn a_changed_byte_in_a_stored_evaluation_or_denial_is_caught(t: &TestStore
     )
     .await;
     let r = t.store.verify_audit(None).await.unwrap();
-    assert_eq!(r.problems.len(), 2, "{:#?}", r.problems);
-    for (seq, table) in [(seq_e, "gate_evaluations"), (seq_d, "denials")] {
+    // Each changed row is reported, and nothing else. (On PostgreSQL a changed body also
+    // leaves the columns derived from it behind, which is reported on the same row.)
+    let changed = [(seq_e, "gate_evaluations"), (seq_d, "denials")];
+    assert!(
+        r.problems.iter().all(|p| p.kind == ProblemKind::Modified
+            && changed.iter().any(
+                |(seq, table)| p.seq == Some(u64::try_from(*seq).unwrap()) && p.table == *table
+            )),
+        "{:#?}",
+        r.problems
+    );
+    for (seq, table) in changed {
         assert!(
             r.problems.iter().any(|p| p.kind == ProblemKind::Modified
                 && p.seq == Some(u64::try_from(seq).unwrap())

@@ -1,10 +1,15 @@
 //! The gate decision (CONTRACTS.md §6.4) and its reason codes (§6.2).
 
 use super::evidence::CriterionStatus;
-use super::primitives::{Id, Timestamp};
+use super::primitives::{Id, ScalarError, Timestamp, is_identifier};
 use crate::digest::Digest;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::str::FromStr;
+use std::sync::Arc;
 
 /// A decision's outcome. The order is the precedence: `Blocked` is the strongest.
 #[derive(
@@ -253,6 +258,159 @@ pub enum SourceKind {
     Verification,
 }
 
+/// An id as a decision holds it (a criterion's id, or the evidence or verification id of one of
+/// its sources), validated like [`Id`] and written exactly like it.
+///
+/// One item can be a source of hundreds of criteria, so a decision holds many copies of the same
+/// few ids. Ids of up to [`DecisionId::INLINE`] bytes (most ids) are held inline, so copying one
+/// is a plain copy of a few words, with no shared counter to update and nothing to free; longer
+/// ids share one allocation.
+#[derive(Clone)]
+pub struct DecisionId(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline(Inline),
+    Shared(Arc<str>),
+}
+
+/// An id's bytes, zero-padded (an identifier holds no zero byte, so the padding gives the
+/// length). Word-aligned so that a copy moves whole words: assembled from narrower pieces, a
+/// copy stalled the read that moved it into place.
+#[derive(Clone, Copy)]
+#[repr(align(8))]
+struct Inline([u8; DecisionId::INLINE]);
+
+impl DecisionId {
+    /// The longest id held inline, in bytes.
+    pub const INLINE: usize = 16;
+
+    /// The id as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Always valid: the bytes were copied from an identifier, which is ASCII.
+            Repr::Inline(_) => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Repr::Shared(s) => s,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline(Inline(bytes)) => {
+                let padding = u128::from_le_bytes(*bytes).leading_zeros() / 8;
+                let len = Self::INLINE.saturating_sub(usize::try_from(padding).unwrap_or(0));
+                bytes.get(..len).unwrap_or_default()
+            }
+            Repr::Shared(s) => s.as_bytes(),
+        }
+    }
+
+    /// `s`, which must already be a valid identifier.
+    fn from_valid(s: &str) -> Self {
+        let mut bytes = [0; Self::INLINE];
+        match bytes.get_mut(..s.len()) {
+            Some(head) => {
+                head.copy_from_slice(s.as_bytes());
+                Self(Repr::Inline(Inline(bytes)))
+            }
+            None => Self(Repr::Shared(Arc::from(s))),
+        }
+    }
+}
+
+impl From<&Id> for DecisionId {
+    fn from(id: &Id) -> Self {
+        Self::from_valid(id.as_str())
+    }
+}
+
+impl FromStr for DecisionId {
+    type Err = ScalarError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if is_identifier(s) {
+            Ok(Self::from_valid(s))
+        } else {
+            Err(ScalarError::Identifier(s.to_owned()))
+        }
+    }
+}
+
+impl PartialEq for DecisionId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for DecisionId {}
+
+impl PartialOrd for DecisionId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for DecisionId {
+    /// Byte order, which is the order of the text.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl Hash for DecisionId {
+    /// Hashes like the text, as [`Borrow<str>`] requires.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for DecisionId {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for DecisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for DecisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for DecisionId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for DecisionId {
+    /// Reads an [`Id`], with its errors.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Id::deserialize(d).map(|id| Self::from(&id))
+    }
+}
+
+impl JsonSchema for DecisionId {
+    // The same schema under the same name as `Id`, so the decision's schema reads as before.
+    fn inline_schema() -> bool {
+        Id::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        Id::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        Id::schema_id()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        Id::json_schema(generator)
+    }
+}
+
 /// One counted source of a criterion's status.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -261,9 +419,119 @@ pub struct Source {
     pub kind: SourceKind,
     /// The evidence id or verification id.
     #[serde(rename = "ref")]
-    pub reference: Id,
+    pub reference: DecisionId,
     /// What it says, as counted (an unsupported `passed` counts as `inconclusive`).
     pub status: CriterionStatus,
+}
+
+/// A criterion's counted sources: a list that reads as a slice of [`Source`], and is written
+/// and read as a JSON array, like a `Vec<Source>`.
+///
+/// The Gate keeps the sources of all of a decision's criteria in one shared list, each
+/// criterion holding its part of it, so a decision takes one allocation for its sources rather
+/// than one per criterion. A criterion kept (or cloned) alone keeps that whole list alive.
+#[derive(Clone)]
+pub struct Sources {
+    all: Arc<Vec<Source>>,
+    start: usize,
+    end: usize,
+}
+
+impl Sources {
+    /// Part `range` of a list shared with other criteria (empty if it is not in `all`).
+    pub(crate) fn part_of(all: &Arc<Vec<Source>>, range: std::ops::Range<usize>) -> Self {
+        Self {
+            all: Arc::clone(all),
+            start: range.start,
+            end: range.end,
+        }
+    }
+
+    /// The sources as a slice.
+    #[must_use]
+    pub fn as_slice(&self) -> &[Source] {
+        self.all.get(self.start..self.end).unwrap_or_default()
+    }
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Vec::new().into()
+    }
+}
+
+impl From<Vec<Source>> for Sources {
+    fn from(v: Vec<Source>) -> Self {
+        let end = v.len();
+        Self {
+            all: Arc::new(v),
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl FromIterator<Source> for Sources {
+    fn from_iter<I: IntoIterator<Item = Source>>(iter: I) -> Self {
+        iter.into_iter().collect::<Vec<_>>().into()
+    }
+}
+
+impl std::ops::Deref for Sources {
+    type Target = [Source];
+    fn deref(&self) -> &[Source] {
+        self.as_slice()
+    }
+}
+
+impl<'a> IntoIterator for &'a Sources {
+    type Item = &'a Source;
+    type IntoIter = std::slice::Iter<'a, Source>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl PartialEq for Sources {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Sources {}
+
+impl fmt::Debug for Sources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_slice(), f)
+    }
+}
+
+impl Serialize for Sources {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.as_slice())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sources {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Source>::deserialize(d).map(Self::from)
+    }
+}
+
+impl JsonSchema for Sources {
+    // Exactly the schema of `Vec<Source>`.
+    fn inline_schema() -> bool {
+        <Vec<Source>>::inline_schema()
+    }
+    fn schema_name() -> Cow<'static, str> {
+        <Vec<Source>>::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        <Vec<Source>>::schema_id()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        <Vec<Source>>::json_schema(generator)
+    }
 }
 
 /// The Gate's view of one criterion.
@@ -271,13 +539,13 @@ pub struct Source {
 #[serde(deny_unknown_fields)]
 pub struct CriterionDecision {
     /// Criterion id.
-    pub id: Id,
+    pub id: DecisionId,
     /// Whether it is required under this policy.
     pub required: bool,
     /// Derived status.
     pub status: CriterionStatus,
     /// Counted sources, sorted.
-    pub sources: Vec<Source>,
+    pub sources: Sources,
 }
 
 /// Advisory score rollup over required criteria; `null` where a class has no criteria.
@@ -323,4 +591,118 @@ pub struct GateDecision {
     /// On a pass: when the earliest time-sensitive evidence it used goes stale.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_until: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::DefaultHasher;
+
+    fn hash_of<T: Hash + ?Sized>(x: &T) -> u64 {
+        let mut h = DefaultHasher::new();
+        x.hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn a_source_ref_reads_writes_and_compares_like_its_text() {
+        // Either side of the inline limit, and the longest identifier.
+        let ids = [
+            "a".to_owned(),
+            "ev-1".to_owned(),
+            "x".repeat(DecisionId::INLINE),
+            "x".repeat(DecisionId::INLINE + 1),
+            "y".repeat(128),
+        ];
+        for a in &ids {
+            let r: DecisionId = a.parse().unwrap();
+            let id: Id = a.parse().unwrap();
+            assert_eq!(r.as_str(), a);
+            assert_eq!(r.to_string(), *a);
+            assert_eq!(format!("{r:?}"), format!("{a:?}"));
+            assert_eq!(DecisionId::from(&id), r);
+            assert_eq!(hash_of(&r), hash_of(a.as_str()));
+            assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::json!(a));
+            let back: DecisionId = serde_json::from_value(serde_json::json!(a)).unwrap();
+            assert_eq!(back, r);
+            for b in &ids {
+                let s: DecisionId = b.parse().unwrap();
+                assert_eq!(r.cmp(&s), a.cmp(b), "{a} against {b}");
+                assert_eq!(r == s, a == b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_source_ref_refuses_what_an_id_refuses_with_the_same_error() {
+        for bad in ["", "Upper", "-lead", "sp ace", &"z".repeat(129)] {
+            assert_eq!(
+                bad.parse::<DecisionId>().err(),
+                bad.parse::<Id>().err(),
+                "{bad:?}"
+            );
+            let json = serde_json::json!(bad);
+            assert_eq!(
+                serde_json::from_value::<DecisionId>(json.clone())
+                    .unwrap_err()
+                    .to_string(),
+                serde_json::from_value::<Id>(json).unwrap_err().to_string()
+            );
+        }
+        assert_eq!(
+            serde_json::from_value::<DecisionId>(serde_json::json!(7))
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_value::<Id>(serde_json::json!(7))
+                .unwrap_err()
+                .to_string()
+        );
+    }
+
+    #[test]
+    fn source_types_have_the_schemas_of_what_they_replace() {
+        assert_eq!(schemars::schema_for!(DecisionId), schemars::schema_for!(Id));
+        assert_eq!(
+            schemars::schema_for!(Sources),
+            schemars::schema_for!(Vec<Source>)
+        );
+    }
+
+    #[test]
+    fn sources_read_write_and_compare_like_a_vec_of_sources() {
+        let list: Vec<Source> = [
+            "ev-1",
+            "a-verification-id-longer-than-sixteen-bytes",
+            "vr-2",
+        ]
+        .iter()
+        .map(|r| Source {
+            kind: SourceKind::Verification,
+            reference: r.parse().unwrap(),
+            status: CriterionStatus::Passed,
+        })
+        .collect();
+        let all = Arc::new(list.clone());
+        let part = Sources::part_of(&all, 1..3);
+        assert_eq!(part.as_slice(), list.get(1..3).unwrap());
+        assert_eq!(part, Sources::from(list.get(1..3).unwrap().to_vec()));
+        assert_ne!(part, Sources::from(list.clone()));
+        assert_eq!(
+            format!("{part:?}"),
+            format!("{:?}", list.get(1..3).unwrap())
+        );
+        assert_eq!(
+            serde_json::to_value(&part).unwrap(),
+            serde_json::to_value(list.get(1..3).unwrap()).unwrap()
+        );
+        let back: Sources = serde_json::from_value(serde_json::to_value(&part).unwrap()).unwrap();
+        assert_eq!(back, part);
+        assert_eq!((&part).into_iter().count(), 2);
+        assert!(Sources::part_of(&all, 2..9).is_empty());
+        assert!(Sources::default().is_empty());
+        assert_eq!(
+            list.iter().cloned().collect::<Sources>(),
+            Sources::from(list)
+        );
+    }
 }

@@ -14,8 +14,8 @@ mod subject;
 
 pub use bundle::{BundleSchema, GateBundle};
 pub use decision::{
-    CriterionDecision, DecisionSchema, FindingRef, GateDecision, Outcome, Reason, ReasonCode,
-    Scores, Source, SourceKind,
+    CriterionDecision, DecisionId, DecisionSchema, FindingRef, GateDecision, Outcome, Reason,
+    ReasonCode, Scores, Source, SourceKind, Sources,
 };
 pub use evidence::{
     CheckEvidence, CheckOutcome, ContextRef, CriterionRow, CriterionStatus, Disposition,

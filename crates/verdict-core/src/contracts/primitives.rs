@@ -192,18 +192,53 @@ impl Timestamp {
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        let mut text = format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-            sod / 3600,
-            (sod % 3600) / 60,
-            sod % 60
-        );
-        if frac != 0 {
-            let f = format!("{frac:09}");
-            text.push('.');
-            text.push_str(f.trim_end_matches('0'));
-        }
-        text.push('Z');
+        let fields = [y, m, d, sod, frac].map(|x| u64::try_from(x).ok());
+        let text = match fields {
+            // Years 0 to 9999 (every timestamp the reader accepts, and so nearly every one the
+            // Gate computes) are written digit by digit: this runs once per decision.
+            [Some(y), Some(m), Some(d), Some(sod), Some(frac)] if y <= 9999 => {
+                let mut b = Vec::with_capacity(30);
+                digits(&mut b, y, 4);
+                b.push(b'-');
+                digits(&mut b, m, 2);
+                b.push(b'-');
+                digits(&mut b, d, 2);
+                b.push(b'T');
+                digits(&mut b, sod / 3600, 2);
+                b.push(b':');
+                digits(&mut b, (sod % 3600) / 60, 2);
+                b.push(b':');
+                digits(&mut b, sod % 60, 2);
+                if frac != 0 {
+                    b.push(b'.');
+                    let mut f = frac;
+                    let mut width = 9;
+                    while f % 10 == 0 {
+                        f /= 10;
+                        width -= 1;
+                    }
+                    digits(&mut b, f, width);
+                }
+                b.push(b'Z');
+                // Only ASCII digits and separators were written.
+                String::from_utf8(b).unwrap_or_default()
+            }
+            _ => {
+                let mut text = format!(
+                    "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+                    sod / 3600,
+                    (sod % 3600) / 60,
+                    sod % 60
+                );
+                if frac != 0 {
+                    let f = format!("{frac:09}");
+                    text.push('.');
+                    text.push_str(f.trim_end_matches('0'));
+                }
+                text.push('Z');
+                text
+            }
+        };
         Self { text, nanos }
     }
 }
@@ -222,6 +257,16 @@ impl PartialOrd for Timestamp {
 impl Ord for Timestamp {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.nanos.cmp(&other.nanos)
+    }
+}
+
+/// Appends `n` in decimal, zero-padded to `width` digits (`n` has at most `width` digits).
+fn digits(out: &mut Vec<u8>, n: u64, width: u32) {
+    let mut div = 10u64.pow(width.saturating_sub(1));
+    while div > 0 {
+        // A single decimal digit, so the cast cannot truncate.
+        out.push(b'0' + ((n / div) % 10) as u8);
+        div /= 10;
     }
 }
 
@@ -253,14 +298,16 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 fn civil_from_days(z: i128) -> (i128, i128, i128) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
+    // The day of the era is in 0..146_097, so the rest is done in 64 bits, where division by a
+    // constant is a multiplication (128-bit division is a library call).
+    let doe = i64::try_from(z - era * 146_097).unwrap_or(0);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i128::from(m <= 2);
-    (y, m, d)
+    let y = i128::from(yoe) + era * 400 + i128::from(m <= 2);
+    (y, i128::from(m), i128::from(d))
 }
 
 fn parse_timestamp(s: &str) -> Option<i128> {
@@ -411,6 +458,58 @@ mod tests {
         assert_eq!(
             Timestamp::from_unix_nanos(-NANOS_PER_SEC).as_str(),
             "1969-12-31T23:59:59Z"
+        );
+    }
+
+    /// Every instant of years 0 to 9999 is written as the reader reads it back, with its
+    /// fraction trimmed; beyond that range the general path writes what it always wrote.
+    #[test]
+    fn written_timestamps_read_back() {
+        let first = "0000-01-01T00:00:00Z"
+            .parse::<Timestamp>()
+            .unwrap()
+            .unix_nanos();
+        let last = "9999-12-31T23:59:59.999999999Z"
+            .parse::<Timestamp>()
+            .unwrap()
+            .unix_nanos();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let span = u128::try_from(last - first).unwrap();
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut n = first + i128::try_from(u128::from(x) * u128::from(i + 1) % span).unwrap();
+            if i % 3 == 0 {
+                n -= n.rem_euclid(NANOS_PER_SEC); // whole seconds
+            }
+            let t = Timestamp::from_unix_nanos(n);
+            let back: Timestamp = t.as_str().parse().unwrap();
+            assert_eq!(back.unix_nanos(), n, "{}", t.as_str());
+            // A fraction is written only when there is one, and without trailing zeros.
+            if let Some((_, fraction)) = t.as_str().split_once('.') {
+                assert!(
+                    !fraction.ends_with("0Z") && fraction != "Z",
+                    "{}",
+                    t.as_str()
+                );
+            }
+        }
+        assert_eq!(
+            Timestamp::from_unix_nanos(first).as_str(),
+            "0000-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            Timestamp::from_unix_nanos(last).as_str(),
+            "9999-12-31T23:59:59.999999999Z"
+        );
+        assert_eq!(
+            Timestamp::from_unix_nanos(last + 1).as_str(),
+            "10000-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            Timestamp::from_unix_nanos(first - NANOS_PER_SEC).as_str(),
+            "-001-12-31T23:59:59Z"
         );
     }
 

@@ -44,36 +44,60 @@ pub(crate) fn is_stale(e: &CheckEvidence, now: &Timestamp) -> bool {
     }
 }
 
-/// Check evidence that counts, by the position of its check's pin, each with its position in
-/// the bundle's evidence.
-pub(crate) type CountedEvidence<'a> = Vec<Vec<(usize, &'a CheckEvidence)>>;
+/// Check evidence that counts.
+pub(crate) struct CountedEvidence<'a> {
+    loaded: &'a Loaded,
+    tables: &'a Tables,
+    /// Per evidence item: whether it counts.
+    counts: Vec<bool>,
+}
 
-/// Check evidence that counts, by pin.
+impl<'a> CountedEvidence<'a> {
+    /// The counted evidence of the pin at position `pin`, in the bundle's order, each with its
+    /// position in the bundle's evidence.
+    pub(crate) fn of_pin(
+        &self,
+        pin: usize,
+    ) -> impl Iterator<Item = (usize, &'a CheckEvidence)> + use<'_, 'a> {
+        let l = self.loaded;
+        self.tables
+            .evidence_of_pin(pin)
+            .iter()
+            .filter(|at| self.counts.get(**at).copied().unwrap_or(false))
+            .filter_map(move |at| Some((*at, &l.evidence.get(*at)?.doc)))
+    }
+
+    /// Every counted evidence item, in the bundle's order.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &'a CheckEvidence> + use<'_, 'a> {
+        let l = self.loaded;
+        l.evidence
+            .iter()
+            .zip(&self.counts)
+            .filter(|(_, counts)| **counts)
+            .map(|(e, _)| &e.doc)
+    }
+}
+
+/// Decides which check evidence counts, adding the reasons of what may not.
 pub(crate) fn count_evidence<'a>(
     l: &'a Loaded,
-    t: &Tables,
+    t: &'a Tables,
     reasons: &mut Reasons,
 ) -> CountedEvidence<'a> {
     let s = &l.subject;
     let from = &l.policy.check_evidence_from;
     let producer_allowed = from.contains(&Role::Producer);
-    let mut counted: CountedEvidence<'a> = vec![Vec::new(); s.checks.len()];
-    for (i, item) in l.evidence.iter().enumerate() {
+    let mut counts = vec![false; l.evidence.len()];
+    for ((item, facts), counted) in l.evidence.iter().zip(&t.evidence_facts).zip(&mut counts) {
         let e = &item.doc;
-        if e.subject_digest != l.subject_digest {
+        if !facts.same_subject {
             continue; // about another subject
         }
-        let Some((slot, pin)) = t
-            .evidence_pin
-            .get(i)
-            .copied()
-            .flatten()
-            .and_then(|k| Some((k, s.checks.get(k)?)))
-        else {
+        let Some(pin) = facts.pin.and_then(|k| s.checks.get(k)) else {
             continue; // a check the subject does not pin
         };
         let id = e.id.as_str();
-        if e.definition_digest != pin.definition_digest {
+        if !facts.pinned_definition {
             reasons.add(
                 fixed(ReasonCode::EvidenceDefinitionMismatch).check(&e.check),
                 format!(
@@ -83,7 +107,7 @@ pub(crate) fn count_evidence<'a>(
             );
             continue;
         }
-        if e.produced_by.principal == s.producer.principal && !producer_allowed {
+        if facts.by_producer && !producer_allowed {
             reasons.add(
                 fixed(ReasonCode::SelfVerificationDenied).check(&e.check),
                 format!("evidence {id:?} was produced by the producer's principal and the policy does not accept producer evidence"),
@@ -111,21 +135,24 @@ pub(crate) fn count_evidence<'a>(
             );
             continue;
         }
-        if let Some(list) = counted.get_mut(slot) {
-            list.push((i, e));
-        }
+        *counted = true;
     }
-    counted
+    CountedEvidence {
+        loaded: l,
+        tables: t,
+        counts,
+    }
 }
 
 /// Reasons about required checks: missing, errored, failed.
 pub(crate) fn required_checks(t: &Tables, counted: &CountedEvidence<'_>, reasons: &mut Reasons) {
     for (check, pin) in &t.required_checks {
-        let evs = pin
-            .and_then(|k| counted.get(k))
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        if evs.is_empty() {
+        let mut evs = pin
+            .map(|k| counted.of_pin(k))
+            .into_iter()
+            .flatten()
+            .peekable();
+        if evs.peek().is_none() {
             let pinned = pin.is_some();
             let why = if pinned {
                 "no counted evidence for this subject"
@@ -305,8 +332,8 @@ pub(crate) fn count_verifications<'a>(
 }
 
 /// Reasons about required verifier classes.
-pub(crate) fn required_verifiers(l: &Loaded, v: &Verifications<'_>, reasons: &mut Reasons) {
-    for class in required_classes(l) {
+pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mut Reasons) {
+    for class in &t.required_classes {
         if v.counted.iter().any(|(_, r)| r.verifier.class == *class) {
             continue;
         }
@@ -350,11 +377,14 @@ pub(crate) fn required_verifiers(l: &Loaded, v: &Verifications<'_>, reasons: &mu
     }
 }
 
-/// The policy's required verifier classes plus those its risk table adds for this subject.
-pub(crate) fn required_classes(l: &Loaded) -> BTreeSet<&Id> {
-    let mut classes: BTreeSet<&Id> = l.policy.required_verifiers.iter().collect();
+/// The policy's required verifier classes plus those its risk table adds for this subject,
+/// sorted, each once.
+pub(crate) fn required_classes(l: &Loaded) -> Vec<Id> {
+    let mut classes: Vec<Id> = l.policy.required_verifiers.clone();
     if let Some(extra) = l.policy.risk.get(&l.subject.risk.class) {
-        classes.extend(extra.required_verifiers.iter());
+        classes.extend(extra.required_verifiers.iter().cloned());
     }
+    classes.sort_unstable();
+    classes.dedup();
     classes
 }

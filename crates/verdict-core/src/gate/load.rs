@@ -55,7 +55,7 @@ const ARRAYS: [(&str, DigestKind); 4] = [
     ("human_decisions", DigestKind::HumanDecision),
     ("prior_findings", DigestKind::Finding),
 ];
-const FIELDS: [&str; 8] = [
+pub(crate) const FIELDS: [&str; 8] = [
     "schema",
     "policy",
     "subject",
@@ -79,8 +79,8 @@ pub(crate) fn describe(doc: &Value, d: &Digest) -> String {
 
 /// `digest("evidence-set", sorted unique digests of every item in the bundle)`, from the
 /// digests of the four arrays.
-fn evidence_set(digests: &[Vec<Digest>]) -> Digest {
-    let mut all: Vec<&Digest> = digests.iter().flatten().collect();
+pub(crate) fn evidence_set<'a>(digests: impl IntoIterator<Item = &'a Digest>) -> Digest {
+    let mut all: Vec<&Digest> = digests.into_iter().collect();
     all.sort();
     all.dedup();
     // The canonical form of a list of strings, written directly.
@@ -130,7 +130,7 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
     inv.subject_digest = object_digest(top, "subject", DigestKind::Subject);
     inv.policy_digest = object_digest(top, "policy", DigestKind::Policy);
     let digests = item_digests(top);
-    inv.evidence_set_digest = digests.as_deref().map(evidence_set);
+    inv.evidence_set_digest = digests.as_deref().map(|d| evidence_set(d.iter().flatten()));
     let digests_of = |i: usize| {
         digests
             .as_ref()

@@ -4,7 +4,9 @@
 //! [`evaluate`] never panics outward, reads no clock, disk or network, and gives byte-identical
 //! output ([`GateDecision::canonical_bytes`]) for the same set of inputs in any order. The steps,
 //! each in its own module:
-//! 1. [`load`](self): strict parse, carried digests, typed documents;
+//! 1. `read` or `load`: the documents, with their digests. `read` takes a bundle that reads
+//!    cleanly straight from its bytes (no JSON tree); everything else goes the strict way,
+//!    `load` (strict parse, carried digests, typed documents, the reasons reading can earn);
 //! 2. `validate`: contract rules beyond the types (`invalid_input`);
 //! 3. `count`: which check evidence and verification results count for this subject;
 //! 4. `criteria`: each criterion's status from its counted sources, without voting;
@@ -27,6 +29,7 @@ mod human;
 mod index;
 mod load;
 mod output;
+mod read;
 mod reasons;
 mod rules;
 mod scores;
@@ -61,7 +64,22 @@ pub const GATE_VERSION: &str = concat!("verdict-gate/", env!("CARGO_PKG_VERSION"
 /// ```
 #[must_use]
 pub fn evaluate(input: &[u8]) -> GateDecision {
-    guarded(|| match json::parse(input) {
+    guarded(|| {
+        // A bundle that reads cleanly is read without a JSON tree; any other is read the strict
+        // way, which names every problem. Both give the same documents.
+        if let Some(loaded) = read::load(input) {
+            return match prepare_loaded(loaded) {
+                Ok(p) => decide(&p.loaded, &p.tables, &p.rules),
+                Err(inv) => invalid_decision(inv),
+            };
+        }
+        evaluate_strict(input)
+    })
+}
+
+/// [`evaluate`] the strict way only: a JSON tree first, then the documents from it.
+fn evaluate_strict(input: &[u8]) -> GateDecision {
+    match json::parse(input) {
         Ok(v) => evaluate_value_unguarded(&v),
         Err(e) => {
             let mut inv = Invalid::default();
@@ -69,7 +87,7 @@ pub fn evaluate(input: &[u8]) -> GateDecision {
                 .add(fixed(ReasonCode::InvalidInput), e.to_string());
             invalid_decision(inv)
         }
-    })
+    }
 }
 
 /// Evaluates a bundle that is already a JSON value (read by the strict reader).
@@ -150,7 +168,10 @@ fn invalid_decision(inv: Invalid) -> GateDecision {
 }
 
 fn prepare(bundle: &Value) -> Result<Prepared, Invalid> {
-    let loaded = load::load(bundle)?;
+    prepare_loaded(load::load(bundle)?)
+}
+
+fn prepare_loaded(loaded: Loaded) -> Result<Prepared, Invalid> {
     match validate::validate(&loaded) {
         Ok(rules) => Ok(Prepared {
             tables: Tables::new(&loaded),
@@ -174,19 +195,22 @@ fn evaluate_value_unguarded(bundle: &Value) -> GateDecision {
 }
 
 /// Ids of items whose time validity at `now` fails: stale evidence, and (so that equal keys
-/// always mean equal decisions) evidence and human decisions dated in the future.
-fn time_invalid_ids(l: &Loaded) -> BTreeSet<&str> {
-    let mut ids = BTreeSet::new();
+/// always mean equal decisions) evidence and human decisions dated in the future; sorted, each
+/// once.
+fn time_invalid_ids(l: &Loaded) -> Vec<&str> {
+    let mut ids = Vec::new();
     for e in &l.evidence {
         if count::is_stale(&e.doc, &l.now) || count::is_from_future(&e.doc.observed_at, &l.now) {
-            ids.insert(e.doc.id.as_str());
+            ids.push(e.doc.id.as_str());
         }
     }
     for h in &l.human_decisions {
         if count::is_from_future(&h.doc.decided_at, &l.now) {
-            ids.insert(h.doc.id.as_str());
+            ids.push(h.doc.id.as_str());
         }
     }
+    ids.sort_unstable();
+    ids.dedup();
     ids
 }
 
@@ -230,32 +254,25 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
     let evidence = count::count_evidence(l, t, &mut reasons);
     count::required_checks(t, &evidence, &mut reasons);
     let verifications = count::count_verifications(l, t, &mut reasons);
-    count::required_verifiers(l, &verifications, &mut reasons);
-    let required_classes = count::required_classes(l);
+    count::required_verifiers(t, &verifications, &mut reasons);
     let required_results: Vec<(usize, &crate::contracts::VerificationResult)> = verifications
         .counted
         .iter()
-        .filter(|(_, r)| required_classes.contains(&r.verifier.class))
+        .filter(|(_, r)| t.required_classes.binary_search(&r.verifier.class).is_ok())
         .copied()
         .collect();
 
-    let mut counted = vec![None; l.verifications.len()];
-    for (at, r) in &verifications.counted {
-        if let Some(slot) = counted.get_mut(*at) {
-            *slot = Some(*r);
+    let mut results = vec![criteria::ResultUse::default(); l.verifications.len()];
+    for (at, _) in &verifications.counted {
+        if let Some(u) = results.get_mut(*at) {
+            u.counts = true;
         }
     }
-    let mut required_flags = vec![false; l.verifications.len()];
     for (at, _) in &required_results {
-        if let Some(slot) = required_flags.get_mut(*at) {
-            *slot = true;
+        if let Some(u) = results.get_mut(*at) {
+            u.required = true;
         }
     }
-    let incomplete_context: Vec<bool> = l
-        .verifications
-        .iter()
-        .map(|v| v.doc.context.as_ref().is_some_and(|ctx| !ctx.complete))
-        .collect();
     let criteria = criteria::criteria(
         &criteria::Inputs {
             loaded: l,
@@ -263,9 +280,7 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
             evidence: &evidence,
             required: &required,
             required_results: &required_results,
-            counted: &counted,
-            required_flags: &required_flags,
-            incomplete_context: &incomplete_context,
+            results: &results,
         },
         &mut reasons,
     );
@@ -296,9 +311,7 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
     let outcome = reasons.outcome();
     let valid_until = if outcome == Outcome::Pass {
         evidence
-            .iter()
-            .flatten()
-            .map(|(_, e)| *e)
+            .all()
             .filter(|e| matches!(e.freshness, crate::contracts::Freshness::Time { .. }))
             .min_by_key(|e| count::expiry_nanos(e))
             .and_then(count::expiry)

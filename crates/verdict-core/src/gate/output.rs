@@ -152,7 +152,7 @@ fn write_scores(s: &Scores, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::canonical;
-    use crate::contracts::{CriterionStatus, DecisionSchema, Outcome, ReasonCode};
+    use crate::contracts::{CriterionStatus, DecisionSchema, Outcome, ReasonCode, Sources};
     use crate::digest::{DigestKind, raw};
 
     fn generic(d: &GateDecision) -> Vec<u8> {
@@ -189,16 +189,19 @@ mod tests {
                         },
                         Source {
                             kind: SourceKind::Verification,
-                            reference: "vr-1".parse().unwrap(),
+                            reference: "a-verification-id-longer-than-sixteen-bytes"
+                                .parse()
+                                .unwrap(),
                             status: CriterionStatus::Inconclusive,
                         },
-                    ],
+                    ]
+                    .into(),
                 },
                 CriterionDecision {
                     id: "c-2".parse().unwrap(),
                     required: false,
                     status: CriterionStatus::NotTested,
-                    sources: Vec::new(),
+                    sources: Sources::default(),
                 },
             ],
             reasons: vec![

@@ -4,46 +4,72 @@
 
 use crate::contracts::{CriterionDecision, CriterionRole, CriterionStatus, Scores, Subject};
 
-fn share(items: &[(f64, bool)]) -> Option<f64> {
-    let max = items.iter().map(|(w, _)| *w).fold(0.0_f64, f64::max);
-    if items.is_empty() || !(max.is_finite() && max > 0.0) {
-        return None;
-    }
-    // fold from +0.0: `sum` starts at -0.0, which would print as "-0" outside JCS.
-    let total = items.iter().fold(0.0, |acc, (w, _)| acc + w / max);
-    let passed = items
-        .iter()
-        .filter(|(_, p)| *p)
-        .fold(0.0, |acc, (w, _)| acc + w / max);
-    Some(passed / total)
+/// One class's weighted share of passed criteria, summed in the subject's order.
+#[derive(Default)]
+struct Share {
+    count: usize,
+    max: f64,
+    total: f64,
+    passed: f64,
 }
 
+impl Share {
+    fn share(&self) -> Option<f64> {
+        (self.count > 0 && self.max.is_finite() && self.max > 0.0).then(|| self.passed / self.total)
+    }
+}
+
+/// Two passes over the required criteria: the largest weight of each class, then the sums
+/// (from +0.0: `sum` starts at -0.0, which would print as "-0" outside JCS).
 pub(crate) fn scores(subject: &Subject, decided: &[CriterionDecision]) -> Scores {
-    let (mut correctness, mut safety) = (Vec::new(), Vec::new());
-    let mut catastrophic = Vec::new();
-    for (c, d) in subject.criteria.items.iter().zip(decided) {
-        if !d.required {
-            continue;
-        }
-        let passed = d.status == CriterionStatus::Passed;
-        match c.role {
-            CriterionRole::Correctness => correctness.push((c.weight(), passed)),
-            CriterionRole::Safety => safety.push((c.weight(), passed)),
-            CriterionRole::Catastrophic => catastrophic.push(d.status),
+    let required = || {
+        subject
+            .criteria
+            .items
+            .iter()
+            .zip(decided)
+            .filter(|(_, d)| d.required)
+    };
+    let (mut correctness, mut safety) = (Share::default(), Share::default());
+    let (mut catastrophic, mut failed, mut all_passed) = (false, false, true);
+    for (c, d) in required() {
+        let class = match c.role {
+            CriterionRole::Correctness => &mut correctness,
+            CriterionRole::Safety => &mut safety,
+            CriterionRole::Catastrophic => {
+                catastrophic = true;
+                failed |= d.status == CriterionStatus::Failed;
+                all_passed &= d.status == CriterionStatus::Passed;
+                continue;
+            }
+        };
+        class.count += 1;
+        class.max = f64::max(class.max, c.weight());
+    }
+    for (c, d) in required() {
+        let class = match c.role {
+            CriterionRole::Correctness => &mut correctness,
+            CriterionRole::Safety => &mut safety,
+            CriterionRole::Catastrophic => continue,
+        };
+        let w = c.weight() / class.max;
+        class.total += w;
+        if d.status == CriterionStatus::Passed {
+            class.passed += w;
         }
     }
-    let cat_v = if catastrophic.is_empty() {
+    let cat_v = if !catastrophic {
         None
-    } else if catastrophic.contains(&CriterionStatus::Failed) {
+    } else if failed {
         Some(0.0)
-    } else if catastrophic.iter().all(|s| *s == CriterionStatus::Passed) {
+    } else if all_passed {
         Some(1.0)
     } else {
         None
     };
     Scores {
-        c: share(&correctness),
-        rec_v: share(&safety),
+        c: correctness.share(),
+        rec_v: safety.share(),
         cat_v,
     }
 }

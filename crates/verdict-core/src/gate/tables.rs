@@ -5,7 +5,7 @@
 use super::count;
 use super::index::CriterionIndex;
 use super::load::Loaded;
-use crate::contracts::{CriterionStatus, Id};
+use crate::contracts::{CriterionStatus, DecisionId, Id};
 use std::collections::BTreeSet;
 
 /// A verification row, filed under its criterion.
@@ -21,20 +21,49 @@ pub(crate) struct RowRef {
     pub cites_ok: bool,
 }
 
+/// What an evidence item's counting compares with the subject, compared once.
+#[derive(Clone, Copy)]
+pub(crate) struct EvidenceFacts {
+    /// The position of its check's pin, if the subject pins it.
+    pub pin: Option<usize>,
+    /// It is about this subject.
+    pub same_subject: bool,
+    /// It ran the definition its check's pin names.
+    pub pinned_definition: bool,
+    /// It was produced by the producer's principal.
+    pub by_producer: bool,
+}
+
 pub(crate) struct Tables {
     pub index: CriterionIndex,
     /// The subject's check pins by id, with their positions.
     pins: Vec<(Id, usize)>,
     /// The policy's required checks, each once, with the position of the subject's pin of it.
     pub required_checks: Vec<(Id, Option<usize>)>,
+    /// The required verifier classes, sorted, each once.
+    pub required_classes: Vec<Id>,
     /// Per criterion position: positions of the pins that bear on it.
     pub pins_of: Vec<Vec<usize>>,
-    /// Per evidence item: the position of its check's pin, if the subject pins it.
-    pub evidence_pin: Vec<Option<usize>>,
+    /// Per evidence item: what counting it compares.
+    pub evidence_facts: Vec<EvidenceFacts>,
+    /// Evidence positions by pin, each pin's in the bundle's order (those of pin `k` are
+    /// `pin_evidence[pin_evidence_start[k]..pin_evidence_start[k + 1]]`).
+    pin_evidence: Vec<usize>,
+    pin_evidence_start: Vec<usize>,
+    /// How many check sources all criteria can have together, at most.
+    pub check_sources_at_most: usize,
     /// Per evidence item: its rank when the evidence is sorted by id.
     pub evidence_rank: Vec<usize>,
     /// Per verification result: its rank when the results are sorted by id.
     pub verification_rank: Vec<usize>,
+    /// Per criterion position: its id as the decision holds it.
+    pub criterion_id: Vec<DecisionId>,
+    /// Per evidence item: its id as a criterion source names it.
+    pub evidence_ref: Vec<DecisionId>,
+    /// Per verification result: its id as a criterion source names it.
+    pub verification_ref: Vec<DecisionId>,
+    /// Per verification result: whether its context left something out.
+    pub incomplete_context: Vec<bool>,
     /// Per verification result, per criterion position: the index of its row for it.
     pub row_of: Vec<Vec<Option<usize>>>,
     /// Every result's rows by criterion position (rows of criterion `k` are
@@ -116,10 +145,36 @@ impl Tables {
             index,
             pins,
             required_checks: Vec::new(),
+            required_classes: count::required_classes(l),
             pins_of,
-            evidence_pin: Vec::new(),
+            evidence_facts: Vec::new(),
+            pin_evidence: Vec::new(),
+            pin_evidence_start: Vec::new(),
+            check_sources_at_most: 0,
             evidence_rank: ranks(l.evidence.iter().map(|e| &e.doc.id)),
             verification_rank: ranks(l.verifications.iter().map(|v| &v.doc.id)),
+            criterion_id: l
+                .subject
+                .criteria
+                .items
+                .iter()
+                .map(|c| DecisionId::from(&c.id))
+                .collect(),
+            evidence_ref: l
+                .evidence
+                .iter()
+                .map(|e| DecisionId::from(&e.doc.id))
+                .collect(),
+            verification_ref: l
+                .verifications
+                .iter()
+                .map(|v| DecisionId::from(&v.doc.id))
+                .collect(),
+            incomplete_context: l
+                .verifications
+                .iter()
+                .map(|v| v.doc.context.as_ref().is_some_and(|ctx| !ctx.complete))
+                .collect(),
             row_of: Vec::with_capacity(l.verifications.len()),
             rows: Vec::new(),
             row_start: Vec::new(),
@@ -133,11 +188,28 @@ impl Tables {
             .into_iter()
             .map(|id| (id.clone(), tables.pin(id.as_str())))
             .collect();
-        tables.evidence_pin = l
+        tables.evidence_facts = l
             .evidence
             .iter()
-            .map(|e| tables.pin(e.doc.check.as_str()))
+            .map(|e| {
+                let pin = tables.pin(e.doc.check.as_str());
+                EvidenceFacts {
+                    pin,
+                    same_subject: e.doc.subject_digest == l.subject_digest,
+                    pinned_definition: pin
+                        .and_then(|k| l.subject.checks.get(k))
+                        .is_some_and(|p| p.definition_digest == e.doc.definition_digest),
+                    by_producer: e.doc.produced_by.principal == l.subject.producer.principal,
+                }
+            })
             .collect();
+        tables.file_evidence(l.subject.checks.len());
+        tables.check_sources_at_most = tables
+            .pins_of
+            .iter()
+            .flatten()
+            .map(|k| tables.evidence_of_pin(*k).len())
+            .sum();
         for item in &l.verifications {
             let v = &item.doc;
             let mut row_of = vec![None; n];
@@ -157,6 +229,51 @@ impl Tables {
         }
         tables.file_rows(l);
         tables
+    }
+
+    /// Files the evidence under the pins of its checks.
+    fn file_evidence(&mut self, pins: usize) {
+        let mut start = vec![0usize; pins + 1];
+        for k in self.evidence_facts.iter().filter_map(|f| f.pin) {
+            if let Some(s) = start.get_mut(k + 1) {
+                *s += 1;
+            }
+        }
+        for k in 0..pins {
+            let before = start.get(k).copied().unwrap_or(0);
+            if let Some(s) = start.get_mut(k + 1) {
+                *s += before;
+            }
+        }
+        let mut next = start.clone();
+        let mut filed = vec![0; start.last().copied().unwrap_or(0)];
+        for (at, k) in self
+            .evidence_facts
+            .iter()
+            .enumerate()
+            .filter_map(|(at, f)| Some((at, f.pin?)))
+        {
+            if let Some(slot) = next.get_mut(k).and_then(|i| {
+                let at_slot = *i;
+                *i += 1;
+                filed.get_mut(at_slot)
+            }) {
+                *slot = at;
+            }
+        }
+        self.pin_evidence = filed;
+        self.pin_evidence_start = start;
+    }
+
+    /// Positions of the evidence of the pin at position `k`, in the bundle's order.
+    pub(crate) fn evidence_of_pin(&self, k: usize) -> &[usize] {
+        match (
+            self.pin_evidence_start.get(k),
+            self.pin_evidence_start.get(k + 1),
+        ) {
+            (Some(a), Some(b)) => self.pin_evidence.get(*a..*b).unwrap_or_default(),
+            _ => &[],
+        }
     }
 
     /// Files every result's rows under their criteria, results in id order.
@@ -215,6 +332,11 @@ impl Tables {
         }
         self.rows = rows;
         self.row_start = start;
+    }
+
+    /// How many rows are filed, under all criteria.
+    pub(crate) fn row_count(&self) -> usize {
+        self.rows.len()
     }
 
     /// The rows filed under criterion `k`, results in id order.

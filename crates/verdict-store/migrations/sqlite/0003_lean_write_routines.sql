@@ -1,0 +1,6 @@
+-- verdict store, SQLite schema version 3: nothing changes here.
+--
+-- Version 3 reworks the PostgreSQL write routines (derived columns filled by the routine from
+-- one parse of the body, one statement per record). SQLite has no such routines: the store
+-- writes rows itself and its derived columns are virtual, computed when read. This migration
+-- only keeps both backends at the same schema version.
