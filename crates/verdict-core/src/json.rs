@@ -363,69 +363,133 @@ impl Parser<'_> {
         }
     }
 
-    fn digits(&mut self) -> usize {
-        let start = self.pos;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-        self.pos - start
-    }
-
     fn number(&mut self) -> Result<Number, JsonError> {
         let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
+        let token = match scan_number(self.bytes, start) {
+            Ok(t) => t,
+            Err((fault, at)) => {
+                self.pos = at;
+                return Err(match fault {
+                    NumberSyntax::NegativeWord => {
+                        self.error(JsonErrorKind::NonFinite(format!("-{}", self.word())))
+                    }
+                    NumberSyntax::Invalid => self.syntax("invalid number"),
+                    NumberSyntax::NoFractionDigits => {
+                        self.syntax("invalid number: digits expected after '.'")
+                    }
+                    NumberSyntax::NoExponentDigits => {
+                        self.syntax("invalid number: digits expected in exponent")
+                    }
+                });
             }
-            Some(b'I') => {
-                return Err(self.error(JsonErrorKind::NonFinite(format!("-{}", self.word()))));
+        };
+        self.pos = token.end;
+        let lit = self.text.get(start..token.end).unwrap_or("");
+        number_value(lit, token.integral).map_err(|fault| match fault {
+            NumberFault::Unreadable => self.syntax("invalid number"),
+            NumberFault::OutOfRange => {
+                self.pos = start;
+                self.error(JsonErrorKind::IntegerOutOfRange(lit.to_owned()))
             }
-            _ => return Err(self.syntax("invalid number")),
-        }
-        let mut integral = true;
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            integral = false;
-            if self.digits() == 0 {
-                return Err(self.syntax("invalid number: digits expected after '.'"));
+            NumberFault::NonFinite => {
+                self.pos = start;
+                self.error(JsonErrorKind::NonFinite(lit.to_owned()))
             }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            integral = false;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if self.digits() == 0 {
-                return Err(self.syntax("invalid number: digits expected in exponent"));
-            }
-        }
-        let lit = self.text.get(start..self.pos).unwrap_or("");
-        if integral {
-            return match lit.parse::<i64>() {
-                Ok(n) if (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n) => Ok(Number::from(n)),
-                _ => {
-                    self.pos = start;
-                    Err(self.error(JsonErrorKind::IntegerOutOfRange(lit.to_owned())))
-                }
-            };
-        }
-        let f: f64 = lit.parse().map_err(|_| self.syntax("invalid number"))?;
-        if !f.is_finite() {
-            self.pos = start;
-            return Err(self.error(JsonErrorKind::NonFinite(lit.to_owned())));
-        }
-        // A fraction or exponent does not hide an out-of-range integer (1e300, 9007199254740993.0).
-        if f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER as f64 {
-            self.pos = start;
-            return Err(self.error(JsonErrorKind::IntegerOutOfRange(lit.to_owned())));
-        }
-        Number::from_f64(f).ok_or_else(|| self.error(JsonErrorKind::NonFinite(lit.to_owned())))
+        })
     }
+}
+
+/// A number literal's extent: where it ends and whether it is an integer (no fraction, no
+/// exponent).
+pub(crate) struct NumberToken {
+    pub end: usize,
+    pub integral: bool,
+}
+
+/// Why the bytes at a position are not a number literal.
+pub(crate) enum NumberSyntax {
+    /// A minus sign followed by a word (`-Infinity`).
+    NegativeWord,
+    Invalid,
+    NoFractionDigits,
+    NoExponentDigits,
+}
+
+/// Why a well-formed literal is refused.
+pub(crate) enum NumberFault {
+    Unreadable,
+    /// An integer, or a number with an integral value, beyond ±(2^53−1).
+    OutOfRange,
+    NonFinite,
+}
+
+fn digits_from(bytes: &[u8], at: usize) -> usize {
+    bytes
+        .get(at..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count()
+}
+
+/// Scans the number literal at `start` (RFC 8259 §6). On failure, also says where.
+pub(crate) fn scan_number(
+    bytes: &[u8],
+    start: usize,
+) -> Result<NumberToken, (NumberSyntax, usize)> {
+    let mut pos = start;
+    if bytes.get(pos) == Some(&b'-') {
+        pos += 1;
+    }
+    match bytes.get(pos) {
+        Some(b'0') => pos += 1,
+        Some(b'1'..=b'9') => pos += digits_from(bytes, pos),
+        Some(b'I') => return Err((NumberSyntax::NegativeWord, pos)),
+        _ => return Err((NumberSyntax::Invalid, pos)),
+    }
+    let mut integral = true;
+    if bytes.get(pos) == Some(&b'.') {
+        pos += 1;
+        integral = false;
+        let n = digits_from(bytes, pos);
+        if n == 0 {
+            return Err((NumberSyntax::NoFractionDigits, pos));
+        }
+        pos += n;
+    }
+    if let Some(b'e' | b'E') = bytes.get(pos) {
+        pos += 1;
+        integral = false;
+        if let Some(b'+' | b'-') = bytes.get(pos) {
+            pos += 1;
+        }
+        let n = digits_from(bytes, pos);
+        if n == 0 {
+            return Err((NumberSyntax::NoExponentDigits, pos));
+        }
+        pos += n;
+    }
+    Ok(NumberToken { end: pos, integral })
+}
+
+/// The value of a scanned literal, or why it is refused: integers must lie within
+/// ±(2^53−1), and a fraction or exponent does not hide an out-of-range integer (`1e300`,
+/// `9007199254740993.0`).
+pub(crate) fn number_value(lit: &str, integral: bool) -> Result<Number, NumberFault> {
+    if integral {
+        return match lit.parse::<i64>() {
+            Ok(n) if (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n) => Ok(Number::from(n)),
+            _ => Err(NumberFault::OutOfRange),
+        };
+    }
+    let f: f64 = lit.parse().map_err(|_| NumberFault::Unreadable)?;
+    if !f.is_finite() {
+        return Err(NumberFault::NonFinite);
+    }
+    if f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER as f64 {
+        return Err(NumberFault::OutOfRange);
+    }
+    Number::from_f64(f).ok_or(NumberFault::NonFinite)
 }
 
 #[cfg(test)]
@@ -480,6 +544,60 @@ mod tests {
             JsonErrorKind::IntegerOutOfRange(_)
         ));
         assert!(parse(b"1.5e3").is_ok());
+    }
+
+    #[test]
+    fn names_what_is_wrong_with_a_number_and_where() {
+        for (input, kind, column, path) in [
+            (
+                &b"1."[..],
+                JsonErrorKind::Syntax("invalid number: digits expected after '.'".into()),
+                3,
+                "/",
+            ),
+            (
+                b"[0, 1e+]",
+                JsonErrorKind::Syntax("invalid number: digits expected in exponent".into()),
+                8,
+                "/1",
+            ),
+            (
+                b"-x",
+                JsonErrorKind::Syntax("invalid number".into()),
+                2,
+                "/",
+            ),
+            (
+                b"-Infinity",
+                JsonErrorKind::NonFinite("-Infinity".into()),
+                2,
+                "/",
+            ),
+            (
+                b"[1, 9007199254740992]",
+                JsonErrorKind::IntegerOutOfRange("9007199254740992".into()),
+                5,
+                "/1",
+            ),
+            (
+                b"{\"a\": 1.5e999}",
+                JsonErrorKind::NonFinite("1.5e999".into()),
+                7,
+                "/a",
+            ),
+            (
+                b"1e300",
+                JsonErrorKind::IntegerOutOfRange("1e300".into()),
+                1,
+                "/",
+            ),
+        ] {
+            let e = parse(input).unwrap_err();
+            let shown = String::from_utf8_lossy(input);
+            assert_eq!(e.kind, kind, "{shown}");
+            assert_eq!((e.line, e.column), (1, column), "{shown}");
+            assert_eq!(e.path, path, "{shown}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@
 pub(crate) mod canonical;
 pub(crate) mod de;
 
-use crate::json::{MAX_DEPTH, MAX_SAFE_INTEGER};
+use crate::json::{self, MAX_DEPTH};
 use std::borrow::Cow;
 
 /// What a node is.
@@ -466,58 +466,17 @@ impl Parser<'_> {
         })
     }
 
-    fn digits(&mut self) -> usize {
-        let start = self.pos;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-        self.pos - start
-    }
-
     fn number(&mut self) -> Result<bool, Refused> {
         let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
-            }
-            _ => return Err(Refused),
-        }
-        let mut integral = true;
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            integral = false;
-            if self.digits() == 0 {
-                return Err(Refused);
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            integral = false;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            if self.digits() == 0 {
-                return Err(Refused);
-            }
-        }
-        let lit = self.text.get(start..self.pos).ok_or(Refused)?;
-        if integral {
-            match lit.parse::<i64>() {
-                Ok(n) if (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n) => {}
-                _ => return Err(Refused),
-            }
+        let token = json::scan_number(self.bytes, start).map_err(|_| Refused)?;
+        self.pos = token.end;
+        let lit = self.text.get(start..token.end).ok_or(Refused)?;
+        json::number_value(lit, token.integral).map_err(|_| Refused)?;
+        if token.integral {
             // `-0` is written `0` in canonical form.
             let canon = lit != "-0";
             self.push(Kind::Int, if canon { CANON } else { 0 }, start, self.pos);
             return Ok(canon);
-        }
-        let f: f64 = lit.parse().map_err(|_| Refused)?;
-        if !f.is_finite() || (f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER as f64) {
-            return Err(Refused);
         }
         self.push(Kind::Float, 0, start, self.pos);
         Ok(false)
