@@ -192,53 +192,45 @@ impl Timestamp {
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        let fields = [y, m, d, sod, frac].map(|x| u64::try_from(x).ok());
-        let text = match fields {
-            // Years 0 to 9999 (every timestamp the reader accepts, and so nearly every one the
-            // Gate computes) are written digit by digit: this runs once per decision.
-            [Some(y), Some(m), Some(d), Some(sod), Some(frac)] if y <= 9999 => {
-                let mut b = Vec::with_capacity(30);
-                digits(&mut b, y, 4);
-                b.push(b'-');
-                digits(&mut b, m, 2);
-                b.push(b'-');
-                digits(&mut b, d, 2);
-                b.push(b'T');
-                digits(&mut b, sod / 3600, 2);
-                b.push(b':');
-                digits(&mut b, (sod % 3600) / 60, 2);
-                b.push(b':');
-                digits(&mut b, sod % 60, 2);
-                if frac != 0 {
-                    b.push(b'.');
-                    let mut f = frac;
-                    let mut width = 9;
-                    while f % 10 == 0 {
-                        f /= 10;
-                        width -= 1;
-                    }
-                    digits(&mut b, f, width);
-                }
-                b.push(b'Z');
-                // Only ASCII digits and separators were written.
-                String::from_utf8(b).unwrap_or_default()
+        // Written digit by digit (this runs once per decision), as `{y:04}` and `{:02}` would:
+        // a year below zero as `-` and at least three digits, every field at least its width.
+        let mut b = Vec::with_capacity(32);
+        if y < 0 {
+            b.push(b'-');
+            digits(&mut b, y.unsigned_abs(), 3);
+        } else {
+            digits(&mut b, y.unsigned_abs(), 4);
+        }
+        // Month, day, second of the day and fraction are never negative (Euclidean division).
+        let (m, d, sod, frac) = (
+            m.unsigned_abs(),
+            d.unsigned_abs(),
+            sod.unsigned_abs(),
+            frac.unsigned_abs(),
+        );
+        b.push(b'-');
+        digits(&mut b, m, 2);
+        b.push(b'-');
+        digits(&mut b, d, 2);
+        b.push(b'T');
+        digits(&mut b, sod / 3600, 2);
+        b.push(b':');
+        digits(&mut b, (sod % 3600) / 60, 2);
+        b.push(b':');
+        digits(&mut b, sod % 60, 2);
+        if frac != 0 {
+            // Nine digits of nanoseconds, without the trailing zeros.
+            let (mut f, mut width) = (frac, 9);
+            while f % 10 == 0 {
+                f /= 10;
+                width -= 1;
             }
-            _ => {
-                let mut text = format!(
-                    "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-                    sod / 3600,
-                    (sod % 3600) / 60,
-                    sod % 60
-                );
-                if frac != 0 {
-                    let f = format!("{frac:09}");
-                    text.push('.');
-                    text.push_str(f.trim_end_matches('0'));
-                }
-                text.push('Z');
-                text
-            }
-        };
+            b.push(b'.');
+            digits(&mut b, f, width);
+        }
+        b.push(b'Z');
+        // Only ASCII digits and separators were written.
+        let text = String::from_utf8(b).unwrap_or_default();
         Self { text, nanos }
     }
 }
@@ -260,14 +252,37 @@ impl Ord for Timestamp {
     }
 }
 
-/// Appends `n` in decimal, zero-padded to `width` digits (`n` has at most `width` digits).
-fn digits(out: &mut Vec<u8>, n: u64, width: u32) {
-    let mut div = 10u64.pow(width.saturating_sub(1));
-    while div > 0 {
-        // A single decimal digit, so the cast cannot truncate.
-        out.push(b'0' + ((n / div) % 10) as u8);
-        div /= 10;
+/// Appends `n` in decimal, zero-padded to at least `width` digits.
+fn digits(out: &mut Vec<u8>, n: u128, width: usize) {
+    // u128::MAX has 39 digits.
+    let mut buf = [b'0'; 39];
+    let mut at = buf.len();
+    let mut push = |digit: u8| {
+        at -= 1;
+        if let Some(slot) = buf.get_mut(at) {
+            *slot = b'0' + digit;
+        }
+    };
+    // Every field of a real date fits 64 bits, where division by ten is a multiplication;
+    // 128-bit division is a library call.
+    match u64::try_from(n) {
+        Ok(mut rest) => {
+            while rest > 0 {
+                // A single decimal digit, so the casts cannot truncate.
+                push((rest % 10) as u8);
+                rest /= 10;
+            }
+        }
+        Err(_) => {
+            let mut rest = n;
+            while rest > 0 {
+                push((rest % 10) as u8);
+                rest /= 10;
+            }
+        }
     }
+    let at = at.min(buf.len().saturating_sub(width));
+    out.extend_from_slice(buf.get(at..).unwrap_or_default());
 }
 
 fn is_leap(y: i64) -> bool {
@@ -511,6 +526,14 @@ mod tests {
             Timestamp::from_unix_nanos(first - NANOS_PER_SEC).as_str(),
             "-001-12-31T23:59:59Z"
         );
+        // Years past 64 bits are still written in full.
+        let far = Timestamp::from_unix_nanos(i128::MAX);
+        let year = far.as_str().split('-').next().unwrap();
+        assert!(
+            year.len() > 20 && year.bytes().all(|b| b.is_ascii_digit()),
+            "{far}"
+        );
+        assert!(far.as_str().ends_with('Z'), "{far}");
     }
 
     #[test]

@@ -68,10 +68,7 @@ pub fn evaluate(input: &[u8]) -> GateDecision {
         // A bundle that reads cleanly is read without a JSON tree; any other is read the strict
         // way, which names every problem. Both give the same documents.
         if let Some(loaded) = read::load(input) {
-            return match prepare_loaded(loaded) {
-                Ok(p) => decide(&p.loaded, &p.tables, &p.rules),
-                Err(inv) => invalid_decision(inv),
-            };
+            return decide_prepared(prepare_loaded(loaded));
         }
         evaluate_strict(input)
     })
@@ -188,7 +185,11 @@ fn prepare_loaded(loaded: Loaded) -> Result<Prepared, Invalid> {
 }
 
 fn evaluate_value_unguarded(bundle: &Value) -> GateDecision {
-    match prepare(bundle) {
+    decide_prepared(prepare(bundle))
+}
+
+fn decide_prepared(prepared: Result<Prepared, Invalid>) -> GateDecision {
+    match prepared {
         Ok(p) => decide(&p.loaded, &p.tables, &p.rules),
         Err(inv) => invalid_decision(inv),
     }

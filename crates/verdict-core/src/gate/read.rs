@@ -10,8 +10,9 @@
 
 use super::load::{self, BUNDLE_SCHEMA, FIELDS, Item, Loaded};
 use super::reasons::Reasons;
-use crate::contracts::VerificationResult;
-use crate::contracts::{CheckEvidence, Finding, HumanDecision, Policy, Subject, Timestamp};
+use crate::contracts::{
+    CheckEvidence, Finding, HumanDecision, Policy, Subject, Timestamp, VerificationResult,
+};
 use crate::digest::{self, CARRIED_FIELD, Digest, DigestKind};
 use crate::tape::{Kind, Tape, canonical, de};
 use serde::de::DeserializeOwned;
@@ -128,13 +129,8 @@ fn items<T: DeserializeOwned>(
     }
     let mut out: Vec<Item<T>> = Vec::with_capacity(t.node(at)?.len as usize);
     for c in t.children(at) {
-        if t.node(c.value)?.kind != Kind::Object || carries_digest(t, c.value) {
-            return None;
-        }
-        out.push(Item {
-            digest: digest_of(t, c.value, kind, buf),
-            doc: de::decode(t, c.value).ok()?,
-        });
+        let (doc, digest) = document(t, c.value, kind, buf)?;
+        out.push(Item { doc, digest });
     }
     out.sort_by(|a, b| a.digest.cmp(&b.digest));
     // The same document twice is the same member of the set (equal digests, equal documents).

@@ -144,17 +144,13 @@ impl<'a> Tape<'a> {
     /// The positions of an array's elements, or of an object's values paired with their keys.
     pub fn children(&self, at: usize) -> Children<'_, 'a> {
         let n = self.nodes.get(at);
-        let step = match n.map(|n| n.kind) {
-            Some(Kind::Object) => 2,
-            _ => 1,
-        };
         Children {
             tape: self,
             at: at + 1,
             left: n
                 .filter(|n| matches!(n.kind, Kind::Array | Kind::Object))
                 .map_or(0, |n| n.len as usize),
-            object: step == 2,
+            object: n.is_some_and(|n| n.kind == Kind::Object),
         }
     }
 
