@@ -107,27 +107,31 @@ pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
 }
 
 /// The length of the prefix of `bytes` that a JSON string holds as it is: up to the first
-/// control, quote or backslash. Eight bytes at a time, since most text needs no escape at all.
+/// control, quote or backslash. Eight bytes at a time, since most text needs no escape at all;
+/// the first flagged byte of a word is found from the mask, so a short string costs one word.
 pub(crate) fn plain_prefix(bytes: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    // Whether any byte of `w` is a control (below 0x20), a quote or a backslash.
-    let stop = |w: u64| {
+    // The high bit of each byte of `w` that is a control (below 0x20), a quote or a backslash.
+    // A borrow can flag a byte above a flagged one, never below it, so the lowest flag is exact.
+    let stops = |w: u64| {
         let below = w.wrapping_sub(ONES * 0x20) & !w;
         let q = w ^ (ONES * u64::from(b'"'));
         let bs = w ^ (ONES * u64::from(b'\\'));
-        (below | (q.wrapping_sub(ONES) & !q) | (bs.wrapping_sub(ONES) & !bs)) & HIGH != 0
+        (below | (q.wrapping_sub(ONES) & !q) | (bs.wrapping_sub(ONES) & !bs)) & HIGH
     };
+    let mut chunks = bytes.chunks_exact(8);
     let mut at = 0;
-    for chunk in bytes.chunks_exact(8) {
+    for chunk in chunks.by_ref() {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        if stop(u64::from_le_bytes(word)) {
-            break;
+        let m = stops(u64::from_le_bytes(word));
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
         }
         at += 8;
     }
-    let rest = bytes.get(at..).unwrap_or_default();
+    let rest = chunks.remainder();
     at + rest
         .iter()
         .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
@@ -280,6 +284,39 @@ mod tests {
             ("\ttab first", 0),
         ] {
             assert_eq!(plain_prefix(s.as_bytes()), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn plain_prefix_agrees_with_a_byte_by_byte_scan() {
+        // Every stop byte at every place of strings up to three words long, behind fillers that
+        // include the bytes a word-wide borrow or a high bit could confuse.
+        let fillers = [
+            b' ', b'!', b'#', b'[', b']', b'a', 0x7f, 0x80, 0xc3, 0xff, 0x21, 0x5b,
+        ];
+        let naive = |b: &[u8]| {
+            b.iter()
+                .position(|&c| c < 0x20 || c == b'"' || c == b'\\')
+                .unwrap_or(b.len())
+        };
+        for len in 0..25 {
+            for shift in 0..fillers.len() {
+                let plain: Vec<u8> = (0..len)
+                    .map(|i| fillers[(i + shift) % fillers.len()])
+                    .collect();
+                assert_eq!(plain_prefix(&plain), len, "{plain:?}");
+                for at in 0..len {
+                    for stop in [0x00, 0x01, 0x1f, b'"', b'\\'] {
+                        let mut b = plain.clone();
+                        b[at] = stop;
+                        // A second stop later must not move the answer.
+                        if at + 2 < len {
+                            b[at + 2] = 0x00;
+                        }
+                        assert_eq!(plain_prefix(&b), naive(&b), "{b:?}");
+                    }
+                }
+            }
         }
     }
 

@@ -109,12 +109,12 @@ impl Digest {
     /// Wraps raw SHA-256 output.
     #[must_use]
     pub fn from_sha256(hash: &[u8]) -> Self {
-        let mut s = Vec::with_capacity(71);
+        let mut s = Vec::with_capacity(7 + 2 * hash.len());
         s.extend_from_slice(b"sha256:");
-        for b in hash {
-            s.push(canonical::hex_digit(b >> 4));
-            s.push(canonical::hex_digit(b & 0xf));
-        }
+        s.extend(
+            hash.iter()
+                .flat_map(|b| [canonical::hex_digit(b >> 4), canonical::hex_digit(b & 0xf)]),
+        );
         // Only ASCII was written, so this never falls back.
         Self(String::from_utf8(s).unwrap_or_default())
     }
@@ -136,10 +136,12 @@ impl FromStr for Digest {
     type Err = MalformedDigest;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let ok = s.len() == 71
-            && s.starts_with("sha256:")
-            && s.bytes()
-                .skip(7)
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            && s.strip_prefix("sha256:").is_some_and(|hex| {
+                // No early exit, so the check runs many bytes at a time.
+                hex.bytes().fold(true, |ok, b| {
+                    ok & ((b.wrapping_sub(b'0') < 10) | (b.wrapping_sub(b'a') < 6))
+                })
+            });
         if ok {
             Ok(Self(s.to_owned()))
         } else {

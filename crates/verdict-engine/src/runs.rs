@@ -142,14 +142,11 @@ impl Engine {
                 key: self.gate.clone(),
             })?;
         let policy = self.policy(&gate.policy_digest).await?;
-        let mut classes: BTreeSet<String> = policy
-            .required_verifiers
+        let classes: BTreeSet<String> = policy
+            .verifier_classes_for(subject.risk.class)
             .iter()
             .map(ToString::to_string)
             .collect();
-        if let Some(extra) = policy.risk.get(&subject.risk.class) {
-            classes.extend(extra.required_verifiers.iter().map(ToString::to_string));
-        }
         let prior: Vec<Value> = self
             .prior_blockers(execution, &head.subject_digest)
             .await?

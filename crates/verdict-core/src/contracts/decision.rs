@@ -1,14 +1,13 @@
 //! The gate decision (CONTRACTS.md §6.4) and its reason codes (§6.2).
 
 use super::evidence::CriterionStatus;
-use super::primitives::{Id, ScalarError, Timestamp, is_identifier};
+use super::primitives::{Id, Timestamp};
 use crate::digest::Digest;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::borrow::{Borrow, Cow};
+use std::borrow::Cow;
 use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::str::FromStr;
+use std::hash::Hash;
 use std::sync::Arc;
 
 /// A decision's outcome. The order is the precedence: `Blocked` is the strongest.
@@ -258,159 +257,6 @@ pub enum SourceKind {
     Verification,
 }
 
-/// An id as a decision holds it (a criterion's id, or the evidence or verification id of one of
-/// its sources), validated like [`Id`] and written exactly like it.
-///
-/// One item can be a source of hundreds of criteria, so a decision holds many copies of the same
-/// few ids. Ids of up to [`DecisionId::INLINE`] bytes (most ids) are held inline, so copying one
-/// is a plain copy of a few words, with no shared counter to update and nothing to free; longer
-/// ids share one allocation.
-#[derive(Clone)]
-pub struct DecisionId(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    Inline(Inline),
-    Shared(Arc<str>),
-}
-
-/// An id's bytes, zero-padded (an identifier holds no zero byte, so the padding gives the
-/// length). Word-aligned so that a copy moves whole words: assembled from narrower pieces, a
-/// copy stalled the read that moved it into place.
-#[derive(Clone, Copy)]
-#[repr(align(8))]
-struct Inline([u8; DecisionId::INLINE]);
-
-impl DecisionId {
-    /// The longest id held inline, in bytes.
-    pub const INLINE: usize = 16;
-
-    /// The id as text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        match &self.0 {
-            // Always valid: the bytes were copied from an identifier, which is ASCII.
-            Repr::Inline(_) => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
-            Repr::Shared(s) => s,
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Inline(Inline(bytes)) => {
-                let padding = u128::from_le_bytes(*bytes).leading_zeros() / 8;
-                let len = Self::INLINE.saturating_sub(usize::try_from(padding).unwrap_or(0));
-                bytes.get(..len).unwrap_or_default()
-            }
-            Repr::Shared(s) => s.as_bytes(),
-        }
-    }
-
-    /// `s`, which must already be a valid identifier.
-    fn from_valid(s: &str) -> Self {
-        let mut bytes = [0; Self::INLINE];
-        match bytes.get_mut(..s.len()) {
-            Some(head) => {
-                head.copy_from_slice(s.as_bytes());
-                Self(Repr::Inline(Inline(bytes)))
-            }
-            None => Self(Repr::Shared(Arc::from(s))),
-        }
-    }
-}
-
-impl From<&Id> for DecisionId {
-    fn from(id: &Id) -> Self {
-        Self::from_valid(id.as_str())
-    }
-}
-
-impl FromStr for DecisionId {
-    type Err = ScalarError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if is_identifier(s) {
-            Ok(Self::from_valid(s))
-        } else {
-            Err(ScalarError::Identifier(s.to_owned()))
-        }
-    }
-}
-
-impl PartialEq for DecisionId {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl Eq for DecisionId {}
-
-impl PartialOrd for DecisionId {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for DecisionId {
-    /// Byte order, which is the order of the text.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_bytes().cmp(other.as_bytes())
-    }
-}
-
-impl Hash for DecisionId {
-    /// Hashes like the text, as [`Borrow<str>`] requires.
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl Borrow<str> for DecisionId {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl fmt::Debug for DecisionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl fmt::Display for DecisionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for DecisionId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for DecisionId {
-    /// Reads an [`Id`], with its errors.
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Id::deserialize(d).map(|id| Self::from(&id))
-    }
-}
-
-impl JsonSchema for DecisionId {
-    // The same schema under the same name as `Id`, so the decision's schema reads as before.
-    fn inline_schema() -> bool {
-        Id::inline_schema()
-    }
-    fn schema_name() -> Cow<'static, str> {
-        Id::schema_name()
-    }
-    fn schema_id() -> Cow<'static, str> {
-        Id::schema_id()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        Id::json_schema(generator)
-    }
-}
-
 /// One counted source of a criterion's status.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -419,7 +265,7 @@ pub struct Source {
     pub kind: SourceKind,
     /// The evidence id or verification id.
     #[serde(rename = "ref")]
-    pub reference: DecisionId,
+    pub reference: Id,
     /// What it says, as counted (an unsupported `passed` counts as `inconclusive`).
     pub status: CriterionStatus,
 }
@@ -539,7 +385,7 @@ impl JsonSchema for Sources {
 #[serde(deny_unknown_fields)]
 pub struct CriterionDecision {
     /// Criterion id.
-    pub id: DecisionId,
+    pub id: Id,
     /// Whether it is required under this policy.
     pub required: bool,
     /// Derived status.
@@ -596,72 +442,9 @@ pub struct GateDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::hash_map::DefaultHasher;
-
-    fn hash_of<T: Hash + ?Sized>(x: &T) -> u64 {
-        let mut h = DefaultHasher::new();
-        x.hash(&mut h);
-        h.finish()
-    }
-
-    #[test]
-    fn a_source_ref_reads_writes_and_compares_like_its_text() {
-        // Either side of the inline limit, and the longest identifier.
-        let ids = [
-            "a".to_owned(),
-            "ev-1".to_owned(),
-            "x".repeat(DecisionId::INLINE),
-            "x".repeat(DecisionId::INLINE + 1),
-            "y".repeat(128),
-        ];
-        for a in &ids {
-            let r: DecisionId = a.parse().unwrap();
-            let id: Id = a.parse().unwrap();
-            assert_eq!(r.as_str(), a);
-            assert_eq!(r.to_string(), *a);
-            assert_eq!(format!("{r:?}"), format!("{a:?}"));
-            assert_eq!(DecisionId::from(&id), r);
-            assert_eq!(hash_of(&r), hash_of(a.as_str()));
-            assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::json!(a));
-            let back: DecisionId = serde_json::from_value(serde_json::json!(a)).unwrap();
-            assert_eq!(back, r);
-            for b in &ids {
-                let s: DecisionId = b.parse().unwrap();
-                assert_eq!(r.cmp(&s), a.cmp(b), "{a} against {b}");
-                assert_eq!(r == s, a == b);
-            }
-        }
-    }
-
-    #[test]
-    fn a_source_ref_refuses_what_an_id_refuses_with_the_same_error() {
-        for bad in ["", "Upper", "-lead", "sp ace", &"z".repeat(129)] {
-            assert_eq!(
-                bad.parse::<DecisionId>().err(),
-                bad.parse::<Id>().err(),
-                "{bad:?}"
-            );
-            let json = serde_json::json!(bad);
-            assert_eq!(
-                serde_json::from_value::<DecisionId>(json.clone())
-                    .unwrap_err()
-                    .to_string(),
-                serde_json::from_value::<Id>(json).unwrap_err().to_string()
-            );
-        }
-        assert_eq!(
-            serde_json::from_value::<DecisionId>(serde_json::json!(7))
-                .unwrap_err()
-                .to_string(),
-            serde_json::from_value::<Id>(serde_json::json!(7))
-                .unwrap_err()
-                .to_string()
-        );
-    }
 
     #[test]
     fn source_types_have_the_schemas_of_what_they_replace() {
-        assert_eq!(schemars::schema_for!(DecisionId), schemars::schema_for!(Id));
         assert_eq!(
             schemars::schema_for!(Sources),
             schemars::schema_for!(Vec<Source>)

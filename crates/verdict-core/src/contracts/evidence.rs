@@ -91,7 +91,11 @@ impl CheckOutcome {
 }
 
 /// How long an observation stays true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+///
+/// Read by hand rather than by serde's tagged-enum support, which buffers the whole object
+/// first and lets `{"kind": "content"}` carry a `max_age_s` it then ignores: here each kind
+/// takes exactly its own fields (CONTRACTS.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Freshness {
     /// An immutable fact about content: no age limit.
@@ -101,6 +105,62 @@ pub enum Freshness {
         /// Seconds after `observed_at` at which it is stale.
         max_age_s: u64,
     },
+}
+
+impl<'de> Deserialize<'de> for Freshness {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "snake_case")]
+        enum Field {
+            Kind,
+            MaxAgeS,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum FreshnessKind {
+            Content,
+            Time,
+        }
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Freshness;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a freshness object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Freshness, A::Error> {
+                use serde::de::Error;
+                let mut kind = None;
+                let mut max_age_s = None;
+                while let Some(field) = map.next_key::<Field>()? {
+                    match field {
+                        Field::Kind if kind.is_some() => {
+                            return Err(A::Error::duplicate_field("kind"));
+                        }
+                        Field::Kind => kind = Some(map.next_value::<FreshnessKind>()?),
+                        Field::MaxAgeS if max_age_s.is_some() => {
+                            return Err(A::Error::duplicate_field("max_age_s"));
+                        }
+                        Field::MaxAgeS => max_age_s = Some(map.next_value::<u64>()?),
+                    }
+                }
+                match (kind, max_age_s) {
+                    (None, _) => Err(A::Error::missing_field("kind")),
+                    (Some(FreshnessKind::Content), None) => Ok(Freshness::Content),
+                    (Some(FreshnessKind::Content), Some(_)) => {
+                        Err(A::Error::unknown_field("max_age_s", &["kind"]))
+                    }
+                    (Some(FreshnessKind::Time), Some(max_age_s)) => {
+                        Ok(Freshness::Time { max_age_s })
+                    }
+                    (Some(FreshnessKind::Time), None) => Err(A::Error::missing_field("max_age_s")),
+                }
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
 }
 
 fn default_true() -> bool {

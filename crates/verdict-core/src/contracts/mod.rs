@@ -6,6 +6,7 @@
 //! a carried digest first and reporting the JSON pointer of the first problem.
 
 mod bundle;
+pub(crate) mod compact;
 mod decision;
 mod evidence;
 mod policy;
@@ -14,8 +15,8 @@ mod subject;
 
 pub use bundle::{BundleSchema, GateBundle};
 pub use decision::{
-    CriterionDecision, DecisionId, DecisionSchema, FindingRef, GateDecision, Outcome, Reason,
-    ReasonCode, Scores, Source, SourceKind, Sources,
+    CriterionDecision, DecisionSchema, FindingRef, GateDecision, Outcome, Reason, ReasonCode,
+    Scores, Source, SourceKind, Sources,
 };
 pub use evidence::{
     CheckEvidence, CheckOutcome, ContextRef, CriterionRow, CriterionStatus, Disposition,

@@ -65,6 +65,31 @@ pub struct Policy {
     pub rules: Vec<Rule>,
 }
 
+impl Policy {
+    /// The risk table's entries that apply to work of risk class `class`: its own and every
+    /// lower class's. What a policy asks of `high` work it asks of `critical` work too, so a table
+    /// that names only `high` cannot leave critical work with fewer checks than high work.
+    pub fn risk_requirements(
+        &self,
+        class: RiskClass,
+    ) -> impl Iterator<Item = (&RiskClass, &RiskRequirement)> + '_ {
+        self.risk.range(..=class)
+    }
+
+    /// The verifier classes work of risk class `class` needs: `required_verifiers` plus those
+    /// the risk table adds; sorted, each once.
+    #[must_use]
+    pub fn verifier_classes_for(&self, class: RiskClass) -> Vec<Id> {
+        let mut classes = self.required_verifiers.clone();
+        for (_, extra) in self.risk_requirements(class) {
+            classes.extend(extra.required_verifiers.iter().cloned());
+        }
+        classes.sort_unstable();
+        classes.dedup();
+        classes
+    }
+}
+
 /// Requirements added on top for one risk class.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -41,32 +41,49 @@ pub fn is_invisible(c: char) -> bool {
             | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A | 0xE0001 | 0xE0020..=0xE007F)
 }
 
-/// Whether `s` is 1–256 printable characters.
+/// Space separators (Zs) other than U+0020, which render as a plain space: a name holding one
+/// could pass for the name with an ordinary space.
+#[must_use]
+pub fn is_look_alike_space(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00A0 | 0x1680 | 0x2000..=0x200A | 0x202F | 0x205F | 0x3000
+    )
+}
+
+/// Whether `s` is 1–256 printable characters: none invisible, no space but U+0020.
 #[must_use]
 pub fn is_printable_name(s: &str) -> bool {
     let n = s.chars().count();
-    (1..=256).contains(&n) && !s.chars().any(is_invisible)
+    (1..=256).contains(&n) && !s.chars().any(|c| is_invisible(c) || is_look_alike_space(c))
 }
 
 macro_rules! string_newtype {
     ($(#[$doc:meta])* $name:ident, $check:path, $err:ident, $pattern:expr) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(std::sync::Arc<str>);
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(super::compact::Compact);
 
         impl $name {
             /// The value as text.
             #[must_use]
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.as_str()).finish()
             }
         }
 
         impl FromStr for $name {
             type Err = ScalarError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
+                // Neither check admits a NUL character, as `Compact` requires.
                 if $check(s) {
-                    Ok(Self(std::sync::Arc::from(s)))
+                    Ok(Self(super::compact::Compact::new(s)))
                 } else {
                     Err(ScalarError::$err(s.to_owned()))
                 }
@@ -77,7 +94,7 @@ macro_rules! string_newtype {
             type Error = ScalarError;
             fn try_from(s: String) -> Result<Self, Self::Error> {
                 if $check(&s) {
-                    Ok(Self(std::sync::Arc::from(s)))
+                    Ok(Self(super::compact::Compact::from_string(s)))
                 } else {
                     Err(ScalarError::$err(s))
                 }
@@ -86,19 +103,19 @@ macro_rules! string_newtype {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.as_str())
             }
         }
 
         impl std::borrow::Borrow<str> for $name {
             fn borrow(&self) -> &str {
-                &self.0
+                self.as_str()
             }
         }
 
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&self.0)
+                s.serialize_str(self.as_str())
             }
         }
 
@@ -445,6 +462,10 @@ mod tests {
             "a\u{202e}b",
             "a\nb",
             "a\u{feff}",
+            "agent\u{a0}coder",
+            "agent\u{3000}coder",
+            "agent\u{2009}coder",
+            "agent\u{202f}coder",
             &"x".repeat(257),
         ] {
             assert!(!is_printable_name(bad), "{bad:?}");

@@ -16,12 +16,17 @@ pub const FUTURE_TOLERANCE_S: u64 = 300;
 
 const NANOS: i128 = 1_000_000_000;
 
+/// 9999-12-31T23:59:59.999999999Z, the last instant RFC 3339 can write (its years have four
+/// digits). An expiry beyond it is brought back to it, so `valid_until` is always a timestamp
+/// (§1) and staleness agrees with it; the evidence only ever expires earlier, never later.
+const LAST_WRITABLE_NANOS: i128 = 253_402_300_799 * NANOS + (NANOS - 1);
+
 /// When a piece of time-sensitive evidence goes stale: `observed_at + max_age_s`. It is stale
 /// at any `now` at or after that instant, matching the exclusive `valid_until` of §7.
 pub(crate) fn expiry(e: &CheckEvidence) -> Option<Timestamp> {
     match e.freshness {
         Freshness::Content => None,
-        Freshness::Time { max_age_s } => Some(e.observed_at.plus_seconds(max_age_s)),
+        Freshness::Time { .. } => Some(Timestamp::from_unix_nanos(expiry_nanos(e))),
     }
 }
 
@@ -29,7 +34,9 @@ pub(crate) fn expiry(e: &CheckEvidence) -> Option<Timestamp> {
 pub(crate) fn expiry_nanos(e: &CheckEvidence) -> i128 {
     match e.freshness {
         Freshness::Content => i128::MAX,
-        Freshness::Time { max_age_s } => e.observed_at.unix_nanos() + i128::from(max_age_s) * NANOS,
+        Freshness::Time { max_age_s } => {
+            (e.observed_at.unix_nanos() + i128::from(max_age_s) * NANOS).min(LAST_WRITABLE_NANOS)
+        }
     }
 }
 
@@ -120,7 +127,12 @@ pub(crate) fn count_evidence<'a>(
         if is_from_future(&e.observed_at, &l.now) {
             reasons.add(
                 fixed(ReasonCode::EvidenceFromFuture).check(&e.check),
-                format!("evidence {id:?} observed at {} is more than {FUTURE_TOLERANCE_S} s after now {}", e.observed_at, l.now),
+                // `now` is left out: the evaluation key holds only which items are future-dated,
+                // so a detail that named `now` would break "equal keys, equal bytes".
+                format!(
+                    "evidence {id:?} observed at {} is more than {FUTURE_TOLERANCE_S} s after now",
+                    e.observed_at
+                ),
             );
             continue;
         }
@@ -200,21 +212,20 @@ pub(crate) struct Verifications<'a> {
     pub unavailable: BTreeMap<&'a Id, BTreeSet<Option<UnavailableReason>>>,
 }
 
-/// Why a completed result's output cannot be counted, if it cannot.
+/// Why a result's output cannot be counted, if it cannot. Rows, findings and dispositions are
+/// checked whatever the status: §6.2 makes any result that names an unknown criterion or
+/// repeats a row invalid output, an unavailable one too.
 pub(crate) fn output_problem(
     l: &Loaded,
     index: &CriterionIndex,
     v: &VerificationResult,
 ) -> Option<String> {
-    if v.unavailable_reason.is_some() {
+    if v.status == VerificationStatus::Completed && v.unavailable_reason.is_some() {
         return Some("a completed result carries an unavailable_reason".into());
     }
     let mut seen = vec![false; index.len()];
     for (j, row) in v.criteria.iter().enumerate() {
-        let Some(slot) = index
-            .get_hinted(row.id.as_str(), j)
-            .and_then(|k| seen.get_mut(k))
-        else {
+        let Some(slot) = index.get_hinted(&row.id, j).and_then(|k| seen.get_mut(k)) else {
             return Some(format!("row names unknown criterion {:?}", row.id.as_str()));
         };
         if std::mem::replace(slot, true) {
@@ -225,7 +236,7 @@ pub(crate) fn output_problem(
         }
     }
     for f in &v.findings {
-        if index.get(f.criterion.as_str()).is_none() {
+        if index.get(&f.criterion).is_none() {
             return Some(format!(
                 "finding {:?} names unknown criterion {:?}",
                 f.id.as_str(),
@@ -310,18 +321,18 @@ pub(crate) fn count_verifications<'a>(
             );
             continue;
         }
-        if v.status == VerificationStatus::Unavailable {
-            out.unavailable
-                .entry(class)
-                .or_default()
-                .insert(v.unavailable_reason);
-            continue;
-        }
         if let Some(problem) = t.output_problem.get(i).and_then(Option::as_ref) {
             reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
                 format!("verification {id:?} ({}): {problem}", class.as_str()),
             );
+            continue;
+        }
+        if v.status == VerificationStatus::Unavailable {
+            out.unavailable
+                .entry(class)
+                .or_default()
+                .insert(v.unavailable_reason);
             continue;
         }
         out.counted.push((i, v));
@@ -331,8 +342,27 @@ pub(crate) fn count_verifications<'a>(
     out
 }
 
-/// Reasons about required verifier classes.
+/// Reasons about verifier classes: every required class, and any class whose only results
+/// are from an older generation.
 pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mut Reasons) {
+    // §6.3: an older generation's result is history, with `stale_generation` whenever nothing
+    // else of its class counts, whether or not the policy requires the class.
+    for (class, ids) in &v.stale_generation {
+        if t.required_classes.binary_search(class).is_ok()
+            || v.counted.iter().any(|(_, r)| r.verifier.class == **class)
+        {
+            continue; // a required class is explained below
+        }
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        reasons.add(
+            fixed(ReasonCode::StaleGeneration),
+            format!(
+                "verifier class {:?}: only results admitted for an older generation ({}); they stay history",
+                class.as_str(),
+                ids.join(", ")
+            ),
+        );
+    }
     for class in &t.required_classes {
         if v.counted.iter().any(|(_, r)| r.verifier.class == *class) {
             continue;
@@ -380,11 +410,5 @@ pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mu
 /// The policy's required verifier classes plus those its risk table adds for this subject,
 /// sorted, each once.
 pub(crate) fn required_classes(l: &Loaded) -> Vec<Id> {
-    let mut classes: Vec<Id> = l.policy.required_verifiers.clone();
-    if let Some(extra) = l.policy.risk.get(&l.subject.risk.class) {
-        classes.extend(extra.required_verifiers.iter().cloned());
-    }
-    classes.sort_unstable();
-    classes.dedup();
-    classes
+    l.policy.verifier_classes_for(l.subject.risk.class)
 }

@@ -6,8 +6,8 @@ use super::load::Loaded;
 use super::reasons::{Reasons, fixed, reason};
 use super::tables::{RowRef, Tables};
 use crate::contracts::{
-    CheckOutcome, Criterion, CriterionDecision, CriterionStatus, DecisionId, Policy, ReasonCode,
-    Source, SourceKind, Sources, VerificationResult,
+    CheckOutcome, Criterion, CriterionDecision, CriterionStatus, Id, Policy, ReasonCode, Source,
+    SourceKind, Sources, VerificationResult,
 };
 use std::sync::Arc;
 
@@ -44,9 +44,9 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
     let p = &l.policy;
     let items = &l.subject.criteria.items;
     // One criterion's check sources: (id rank, status, id).
-    let mut checks: Vec<(usize, CriterionStatus, &DecisionId)> = Vec::new();
+    let mut checks: Vec<(usize, CriterionStatus, &Id)> = Vec::new();
     // One criterion's verification sources: (id, status).
-    let mut verified: Vec<(&DecisionId, CriterionStatus)> = Vec::new();
+    let mut verified: Vec<(&Id, CriterionStatus)> = Vec::new();
     // Per verification position, what the row loop below reads of it, in one place.
     let views: Vec<View<'_>> = t
         .verification_ref
@@ -100,14 +100,16 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
             required_rows += usize::from(v.required);
             let status = match rr.status {
                 CriterionStatus::NotTested => continue,
-                // A pass on a context that left something out is not a pass.
-                CriterionStatus::Passed if v.incomplete => CriterionStatus::Inconclusive,
+                // Checked before the context: an incomplete context does not excuse a pass
+                // that cites nothing (§6.3 adds `unsupported_pass` for every such row).
                 CriterionStatus::Passed if require_refs && !rr.cites_ok => {
                     if required && !unsupported_pass(l, t, c, rr, reasons) {
                         continue;
                     }
                     CriterionStatus::Inconclusive
                 }
+                // A pass on a context that left something out is not a pass.
+                CriterionStatus::Passed if v.incomplete => CriterionStatus::Inconclusive,
                 s => s,
             };
             verified.push((v.reference, status));
@@ -165,7 +167,7 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
                     .criterion_id
                     .get(k)
                     .cloned()
-                    .unwrap_or_else(|| DecisionId::from(&c.id)),
+                    .unwrap_or_else(|| c.id.clone()),
                 required,
                 status,
                 sources,
@@ -176,7 +178,7 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
 
 /// A verification result as the criterion rules read it.
 struct View<'t> {
-    reference: &'t DecisionId,
+    reference: &'t Id,
     counts: bool,
     required: bool,
     incomplete: bool,
@@ -202,7 +204,7 @@ fn unsupported_pass(
         .evidence_refs
         .iter()
         .map(String::as_str)
-        .filter(|x| !t.refs.contains(*x))
+        .filter(|x| !t.refs.contains(x))
         .collect();
     let why = if row.evidence_refs.is_empty() {
         "cites no ref".to_owned()

@@ -6,7 +6,7 @@
 use super::count::Verifications;
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
-use super::tables::Tables;
+use super::tables::{Citable, Tables};
 use crate::contracts::{
     Disposition, DispositionKind, Finding, FindingRef, Id, ReasonCode, Scope, Severity,
 };
@@ -39,7 +39,7 @@ fn strictness(d: DispositionKind) -> u8 {
 
 /// Whether a disposition counts: `resolved` needs refs that all exist in the bundle,
 /// `superseded_by_subject_change` needs a reason.
-fn counts(d: &Disposition, refs: &BTreeSet<String>) -> bool {
+fn counts(d: &Disposition, refs: &Citable) -> bool {
     match d.disposition {
         DispositionKind::Resolved => {
             !d.evidence_refs.is_empty() && d.evidence_refs.iter().all(|r| refs.contains(r.as_str()))
@@ -66,7 +66,7 @@ pub(crate) fn findings(
             if f.scope == Scope::Change
                 && f.severity == Severity::Blocker
                 && t.index
-                    .get(f.criterion.as_str())
+                    .get(&f.criterion)
                     .and_then(|k| required.get(k))
                     .copied()
                     .unwrap_or(false)

@@ -41,15 +41,20 @@ pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
             ),
         }
     }
-    if l.policy
-        .risk
-        .get(&l.subject.risk.class)
-        .is_some_and(|r| r.human)
+    if let Some((class, _)) = l
+        .policy
+        .risk_requirements(l.subject.risk.class)
+        .find(|(_, r)| r.human)
     {
+        let of = if *class == l.subject.risk.class {
+            String::new()
+        } else {
+            format!(" (as class {} does)", class.as_str())
+        };
         reasons.add(
             fixed(ReasonCode::HumanReviewRequired),
             format!(
-                "risk class {} requires a human approval bound to this subject and policy",
+                "risk class {}{of} requires a human approval bound to this subject and policy",
                 l.subject.risk.class.as_str()
             ),
         );

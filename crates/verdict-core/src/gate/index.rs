@@ -31,19 +31,16 @@ impl CriterionIndex {
 
     /// Like [`get`](Self::get), trying position `hint` first: verifiers usually answer in the
     /// subject's order, so one comparison mostly suffices.
-    pub(crate) fn get_hinted(&self, id: &str, hint: usize) -> Option<usize> {
+    pub(crate) fn get_hinted(&self, id: &Id, hint: usize) -> Option<usize> {
         match self.by_position.get(hint) {
-            Some(at) if at.as_str() == id => Some(hint),
+            Some(at) if at == id => Some(hint),
             _ => self.get(id),
         }
     }
 
     /// The position of criterion `id`, if the subject has it (byte-for-byte comparison).
-    pub(crate) fn get(&self, id: &str) -> Option<usize> {
-        let at = self
-            .sorted
-            .binary_search_by(|(k, _)| k.as_str().cmp(id))
-            .ok()?;
+    pub(crate) fn get(&self, id: &Id) -> Option<usize> {
+        let at = self.sorted.binary_search_by(|(k, _)| k.cmp(id)).ok()?;
         self.sorted.get(at).map(|(_, i)| *i)
     }
 

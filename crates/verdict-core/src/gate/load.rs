@@ -7,6 +7,7 @@
 //! permutation of the bundle's arrays cannot change a single byte of the decision.
 
 use super::reasons::{Reasons, fixed};
+use crate::canonical;
 use crate::contracts::{
     CheckEvidence, DecodeError, Finding, HumanDecision, Policy, ReasonCode, Subject, Timestamp,
     VerificationResult, decode_plain,
@@ -36,6 +37,11 @@ pub(crate) struct Loaded {
     pub human_decisions: Vec<Item<HumanDecision>>,
     pub prior_findings: Vec<Item<Finding>>,
     pub evidence_set_digest: Digest,
+    /// The raw digest of each item whose carried digest failed, as it was sent (carried digest
+    /// included), sorted and unique. The evidence set is made of digests taken without the
+    /// carried field, so without these a tampered item and the same item sent honestly, or
+    /// with another forged value, would share an evaluation key and not a decision.
+    pub tampered: Vec<Digest>,
     /// Tampering and unreadable verifier output found while reading.
     pub reasons: Reasons,
 }
@@ -204,32 +210,37 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
         });
 
     let mut reasons = Reasons::default();
+    let mut tampered = Vec::new();
+    let mut tamper = Tamper {
+        reasons: &mut reasons,
+        sent: &mut tampered,
+    };
     let evidence = items::<CheckEvidence>(
         top,
         "evidence",
         digests_of(0),
         &mut inv.reasons,
-        &mut reasons,
+        &mut tamper,
     );
     let verifications = verification_items(
         top,
         digests_of(1),
         subject.as_ref().map(|s| &s.1),
-        &mut reasons,
+        &mut tamper,
     );
     let human_decisions = items::<HumanDecision>(
         top,
         "human_decisions",
         digests_of(2),
         &mut inv.reasons,
-        &mut reasons,
+        &mut tamper,
     );
     let prior_findings = items::<Finding>(
         top,
         "prior_findings",
         digests_of(3),
         &mut inv.reasons,
-        &mut reasons,
+        &mut tamper,
     );
 
     match (policy, subject, now, inv.evidence_set_digest.clone()) {
@@ -247,6 +258,11 @@ pub(crate) fn load(v: &Value) -> Result<Loaded, Invalid> {
                 human_decisions,
                 prior_findings,
                 evidence_set_digest: esd,
+                tampered: {
+                    tampered.sort();
+                    tampered.dedup();
+                    tampered
+                },
                 reasons,
             })
         }
@@ -318,6 +334,21 @@ fn carried(v: &Value, d: &Digest) -> Result<Option<Value>, CarriedDigestError> {
     Ok(Some(stripped))
 }
 
+/// Where reading an array reports an item whose carried digest failed.
+struct Tamper<'a> {
+    reasons: &'a mut Reasons,
+    /// See [`Loaded::tampered`].
+    sent: &'a mut Vec<Digest>,
+}
+
+impl Tamper<'_> {
+    fn add(&mut self, sent: &Value, detail: String) {
+        self.reasons
+            .add(fixed(ReasonCode::EvidenceTampered), detail);
+        self.sent.push(digest::raw(&canonical::to_vec(sent)));
+    }
+}
+
 /// Reads one array of documents whose digests are known. Unreadable items make the bundle
 /// invalid; tampered ones are reported and left out.
 fn items<T: DeserializeOwned>(
@@ -325,7 +356,7 @@ fn items<T: DeserializeOwned>(
     field: &str,
     digests: &[Digest],
     invalid: &mut Reasons,
-    reasons: &mut Reasons,
+    tamper: &mut Tamper<'_>,
 ) -> Vec<Item<T>> {
     let mut out: Vec<Item<T>> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -335,19 +366,17 @@ fn items<T: DeserializeOwned>(
         .map(Vec::as_slice)
         .unwrap_or_default();
     for (v, d) in values.iter().zip(digests) {
-        if !seen.insert(d) {
-            continue; // the same document twice is the same member of the set
-        }
+        // Every copy's carried digest is checked, so the order of copies never matters.
         let stripped = match carried(v, d) {
             Ok(s) => s,
             Err(t) => {
-                reasons.add(
-                    fixed(ReasonCode::EvidenceTampered),
-                    format!("{field} item {}: {t}", describe(v, d)),
-                );
+                tamper.add(v, format!("{field} item {}: {t}", describe(v, d)));
                 continue;
             }
         };
+        if !seen.insert(d) {
+            continue; // the same document twice is the same member of the set
+        }
         match decode_plain::<T>(stripped.as_ref().unwrap_or(v)) {
             Ok(doc) => out.push(Item {
                 doc,
@@ -407,7 +436,7 @@ fn verification_items(
     top: &Map<String, Value>,
     digests: &[Digest],
     subject_digest: Option<&Digest>,
-    reasons: &mut Reasons,
+    tamper: &mut Tamper<'_>,
 ) -> Vec<Item<VerificationResult>> {
     let mut out: Vec<Item<VerificationResult>> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -417,9 +446,6 @@ fn verification_items(
         .map(Vec::as_slice)
         .unwrap_or_default();
     for (v, d) in values.iter().zip(digests) {
-        if !seen.insert(d) {
-            continue;
-        }
         let about_other = match (
             v.get("subject_digest").and_then(Value::as_str),
             subject_digest,
@@ -427,29 +453,27 @@ fn verification_items(
             (Some(s), Some(sd)) => s != sd.as_str(),
             _ => false,
         };
+        // Every copy's carried digests are checked, so the order of copies never matters.
         if let Err(t) = carried(v, d) {
-            reasons.add(
-                fixed(ReasonCode::EvidenceTampered),
-                format!("verifications item {}: {t}", describe(v, d)),
-            );
+            tamper.add(v, format!("verifications item {}: {t}", describe(v, d)));
             continue;
         }
         let stripped = match strip_nested_findings(v) {
             Ok(s) => s,
             Err(t) => {
-                reasons.add(
-                    fixed(ReasonCode::EvidenceTampered),
-                    format!("verifications item {}: {t}", describe(v, d)),
-                );
+                tamper.add(v, format!("verifications item {}: {t}", describe(v, d)));
                 continue;
             }
         };
+        if !seen.insert(d) {
+            continue;
+        }
         match decode_plain::<VerificationResult>(stripped.as_ref().unwrap_or(v)) {
             Ok(doc) => out.push(Item {
                 doc,
                 digest: d.clone(),
             }),
-            Err(e) if !about_other => reasons.add(
+            Err(e) if !about_other => tamper.reasons.add(
                 fixed(ReasonCode::VerifierOutputInvalid),
                 format!(
                     "verification {} breaks the schema: {}",

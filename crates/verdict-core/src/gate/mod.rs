@@ -195,43 +195,70 @@ fn decide_prepared(prepared: Result<Prepared, Invalid>) -> GateDecision {
     }
 }
 
-/// Ids of items whose time validity at `now` fails: stale evidence, and (so that equal keys
-/// always mean equal decisions) evidence and human decisions dated in the future; sorted, each
-/// once.
-fn time_invalid_ids(l: &Loaded) -> Vec<&str> {
-    let mut ids = Vec::new();
+/// Ids of evidence stale at `now` (§6.4's `stale`), and ids of evidence and human decisions
+/// dated in the future; each sorted, each id once.
+fn time_invalid_ids(l: &Loaded) -> (Vec<&str>, Vec<&str>) {
+    let mut stale = Vec::new();
+    let mut future = Vec::new();
     for e in &l.evidence {
-        if count::is_stale(&e.doc, &l.now) || count::is_from_future(&e.doc.observed_at, &l.now) {
-            ids.push(e.doc.id.as_str());
+        if count::is_stale(&e.doc, &l.now) {
+            stale.push(e.doc.id.as_str());
+        } else if count::is_from_future(&e.doc.observed_at, &l.now) {
+            future.push(e.doc.id.as_str());
         }
     }
     for h in &l.human_decisions {
         if count::is_from_future(&h.doc.decided_at, &l.now) {
-            ids.push(h.doc.id.as_str());
+            future.push(h.doc.id.as_str());
         }
     }
-    ids.sort_unstable();
-    ids.dedup();
-    ids
+    for ids in [&mut stale, &mut future] {
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    (stale, future)
 }
 
-/// `digest("evaluation", {"policy", "subject", "evidence_set", "stale"})`, written straight in
-/// canonical form (keys in order, every value a string or a list of strings).
-fn evaluation_key(l: &Loaded) -> Digest {
-    let mut out = Vec::with_capacity(320);
-    out.extend_from_slice(b"{\"evidence_set\":");
-    canonical::write_str(l.evidence_set_digest.as_str(), &mut out);
-    out.extend_from_slice(b",\"policy\":");
-    canonical::write_str(l.policy_digest.as_str(), &mut out);
-    out.extend_from_slice(b",\"stale\":[");
-    for (i, id) in time_invalid_ids(l).into_iter().enumerate() {
+/// Writes `"name":[...]` for a sorted list of strings.
+fn write_list<'a>(name: &str, items: impl IntoIterator<Item = &'a str>, out: &mut Vec<u8>) {
+    canonical::write_str(name, out);
+    out.extend_from_slice(b":[");
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        canonical::write_str(id, &mut out);
+        canonical::write_str(item, out);
     }
-    out.extend_from_slice(b"],\"subject\":");
+    out.push(b']');
+}
+
+/// `digest("evaluation", {"evidence_set", "policy", "stale", "subject"})` (§6.4), written
+/// straight in canonical form (keys in order, every value a string or a list of strings).
+///
+/// Equal keys must mean equal decisions, and two things a decision depends on are not in those
+/// four members: which items were dated in the future at `now` (not stale, yet not counted),
+/// and which items failed their carried digest (the evidence set holds digests taken without
+/// that field). Each is added as a member of its own, `future` and `tampered`, only when it is
+/// not empty, so every other bundle's key is exactly the four-member form.
+fn evaluation_key(l: &Loaded) -> Digest {
+    let (stale, future) = time_invalid_ids(l);
+    let mut out = Vec::with_capacity(320);
+    out.extend_from_slice(b"{\"evidence_set\":");
+    canonical::write_str(l.evidence_set_digest.as_str(), &mut out);
+    if !future.is_empty() {
+        out.push(b',');
+        write_list("future", future, &mut out);
+    }
+    out.extend_from_slice(b",\"policy\":");
+    canonical::write_str(l.policy_digest.as_str(), &mut out);
+    out.push(b',');
+    write_list("stale", stale, &mut out);
+    out.extend_from_slice(b",\"subject\":");
     canonical::write_str(l.subject_digest.as_str(), &mut out);
+    if !l.tampered.is_empty() {
+        out.push(b',');
+        write_list("tampered", l.tampered.iter().map(Digest::as_str), &mut out);
+    }
     out.push(b'}');
     digest::digest_canonical(DigestKind::Evaluation, &out)
 }
@@ -241,7 +268,7 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
     let items = &l.subject.criteria.items;
     let mut required: Vec<bool> = items.iter().map(|c| c.required).collect();
     for id in &l.policy.optional_criteria {
-        if let Some(r) = t.index.get(id.as_str()).and_then(|k| required.get_mut(k)) {
+        if let Some(r) = t.index.get(id).and_then(|k| required.get_mut(k)) {
             *r = false;
         }
     }

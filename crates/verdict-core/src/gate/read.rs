@@ -79,6 +79,8 @@ pub(crate) fn load(input: &[u8]) -> Option<Loaded> {
         human_decisions,
         prior_findings,
         evidence_set_digest,
+        // A bundle with a carried digest is read the strict way.
+        tampered: Vec::new(),
         reasons: Reasons::default(),
     })
 }

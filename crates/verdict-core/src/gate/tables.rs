@@ -5,8 +5,8 @@
 use super::count;
 use super::index::CriterionIndex;
 use super::load::Loaded;
-use crate::contracts::{CriterionStatus, DecisionId, Id};
-use std::collections::BTreeSet;
+use crate::contracts::compact::Compact;
+use crate::contracts::{CriterionStatus, Id};
 
 /// A verification row, filed under its criterion.
 #[derive(Clone, Copy)]
@@ -57,11 +57,11 @@ pub(crate) struct Tables {
     /// Per verification result: its rank when the results are sorted by id.
     pub verification_rank: Vec<usize>,
     /// Per criterion position: its id as the decision holds it.
-    pub criterion_id: Vec<DecisionId>,
+    pub criterion_id: Vec<Id>,
     /// Per evidence item: its id as a criterion source names it.
-    pub evidence_ref: Vec<DecisionId>,
+    pub evidence_ref: Vec<Id>,
     /// Per verification result: its id as a criterion source names it.
-    pub verification_ref: Vec<DecisionId>,
+    pub verification_ref: Vec<Id>,
     /// Per verification result: whether its context left something out.
     pub incomplete_context: Vec<bool>,
     /// Per verification result, per criterion position: the index of its row for it.
@@ -73,7 +73,7 @@ pub(crate) struct Tables {
     /// Per verification result: why its output cannot be counted, if it cannot.
     pub output_problem: Vec<Option<String>>,
     /// Names an item can be cited by (CONTRACTS.md §4 "Refs").
-    pub refs: BTreeSet<String>,
+    pub refs: Citable,
 }
 
 /// Ranks of `ids` in sorted order (ids compare as strings, like the decision's sources).
@@ -91,33 +91,48 @@ fn ranks<'a>(ids: impl Iterator<Item = &'a Id>) -> Vec<usize> {
 
 /// Names a bundle item can be cited by, restricted to items about this subject, plus prior
 /// findings and the subject's resources.
-fn citable(l: &Loaded) -> BTreeSet<String> {
-    let mut refs: BTreeSet<String> = l
+fn citable(l: &Loaded) -> Citable {
+    let mut refs: Vec<Compact> = l
         .subject
         .resources
         .iter()
-        .map(|r| r.name.as_str().to_owned())
+        .map(|r| Compact::new(r.name.as_str()))
         .collect();
     refs.extend(
         l.evidence
             .iter()
             .filter(|e| e.doc.subject_digest == l.subject_digest)
-            .map(|e| e.doc.id.as_str().to_owned()),
+            .map(|e| Compact::new(e.doc.id.as_str())),
     );
     for v in l
         .verifications
         .iter()
         .filter(|v| v.doc.subject_digest == l.subject_digest)
     {
-        refs.insert(v.doc.id.as_str().to_owned());
-        refs.extend(v.doc.findings.iter().map(|f| f.id.as_str().to_owned()));
+        refs.push(Compact::new(v.doc.id.as_str()));
+        refs.extend(v.doc.findings.iter().map(|f| Compact::new(f.id.as_str())));
     }
     refs.extend(
         l.prior_findings
             .iter()
-            .map(|f| f.doc.id.as_str().to_owned()),
+            .map(|f| Compact::new(f.doc.id.as_str())),
     );
-    refs
+    refs.sort_unstable();
+    refs.dedup();
+    Citable(refs)
+}
+
+/// The names a row, finding or disposition may cite, sorted (ids and names hold no NUL, as
+/// [`Compact`] requires).
+pub(crate) struct Citable(Vec<Compact>);
+
+impl Citable {
+    /// Whether `name` is citable (byte-for-byte comparison).
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.0
+            .binary_search_by(|c| c.as_bytes().cmp(name.as_bytes()))
+            .is_ok()
+    }
 }
 
 impl Tables {
@@ -135,7 +150,7 @@ impl Tables {
         let mut pins_of: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, pin) in l.subject.checks.iter().enumerate() {
             for c in &pin.criteria {
-                if let Some(slot) = index.get(c.as_str()).and_then(|k| pins_of.get_mut(k)) {
+                if let Some(slot) = index.get(c).and_then(|k| pins_of.get_mut(k)) {
                     slot.push(i);
                 }
             }
@@ -158,18 +173,10 @@ impl Tables {
                 .criteria
                 .items
                 .iter()
-                .map(|c| DecisionId::from(&c.id))
+                .map(|c| c.id.clone())
                 .collect(),
-            evidence_ref: l
-                .evidence
-                .iter()
-                .map(|e| DecisionId::from(&e.doc.id))
-                .collect(),
-            verification_ref: l
-                .verifications
-                .iter()
-                .map(|v| DecisionId::from(&v.doc.id))
-                .collect(),
+            evidence_ref: l.evidence.iter().map(|e| e.doc.id.clone()).collect(),
+            verification_ref: l.verifications.iter().map(|v| v.doc.id.clone()).collect(),
             incomplete_context: l
                 .verifications
                 .iter()
@@ -186,13 +193,13 @@ impl Tables {
         required.dedup();
         tables.required_checks = required
             .into_iter()
-            .map(|id| (id.clone(), tables.pin(id.as_str())))
+            .map(|id| (id.clone(), tables.pin(id)))
             .collect();
         tables.evidence_facts = l
             .evidence
             .iter()
             .map(|e| {
-                let pin = tables.pin(e.doc.check.as_str());
+                let pin = tables.pin(&e.doc.check);
                 EvidenceFacts {
                     pin,
                     same_subject: e.doc.subject_digest == l.subject_digest,
@@ -216,7 +223,7 @@ impl Tables {
             for (j, row) in v.criteria.iter().enumerate() {
                 if let Some(slot) = tables
                     .index
-                    .get_hinted(row.id.as_str(), j)
+                    .get_hinted(&row.id, j)
                     .and_then(|k| row_of.get_mut(k))
                 {
                     slot.get_or_insert(j);
@@ -348,11 +355,8 @@ impl Tables {
     }
 
     /// The position of the subject's pin of check `id`.
-    pub(crate) fn pin(&self, id: &str) -> Option<usize> {
-        let at = self
-            .pins
-            .binary_search_by(|(k, _)| k.as_str().cmp(id))
-            .ok()?;
+    pub(crate) fn pin(&self, id: &Id) -> Option<usize> {
+        let at = self.pins.binary_search_by(|(k, _)| k.cmp(id)).ok()?;
         self.pins.get(at).map(|(_, i)| *i)
     }
 }

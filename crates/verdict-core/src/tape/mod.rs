@@ -243,22 +243,6 @@ struct Parser<'a> {
     ws: bool,
 }
 
-/// The length of the run of `bytes` a string holds as it is (up to a quote, a backslash or a
-/// control character). Most strings in a bundle are short keys and ids, so the first bytes are
-/// looked at one by one before handing the rest to the eight-bytes-at-a-time scan.
-fn plain_run(bytes: &[u8]) -> usize {
-    const SHORT: usize = 16;
-    for (i, &b) in bytes.iter().take(SHORT).enumerate() {
-        if b == b'"' || b == b'\\' || b < 0x20 {
-            return i;
-        }
-    }
-    if bytes.len() <= SHORT {
-        return bytes.len();
-    }
-    SHORT + crate::canonical::plain_prefix(bytes.get(SHORT..).unwrap_or_default())
-}
-
 /// A string just read: its content's span and whether it holds an escape.
 struct StrToken {
     start: usize,
@@ -437,7 +421,8 @@ impl Parser<'_> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            self.pos += plain_run(self.bytes.get(self.pos..).unwrap_or_default());
+            self.pos +=
+                crate::canonical::plain_prefix(self.bytes.get(self.pos..).unwrap_or_default());
             match self.peek() {
                 Some(b'"') => break,
                 Some(b'\\') => {
