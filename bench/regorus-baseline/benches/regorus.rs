@@ -10,6 +10,7 @@
     missing_docs
 )]
 
+#[path = "../../../crates/verdict-core/benches/cpu_time.rs"]
 mod cpu_time;
 
 use cpu_time::CpuTime;
