@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -30,6 +30,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "lean_write_routines",
         sql: include_str!("../migrations/sqlite/0003_lean_write_routines.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "fewer_steps_per_append",
+        sql: include_str!("../migrations/sqlite/0004_fewer_steps_per_append.sql"),
     },
 ];
 
@@ -49,6 +54,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 3,
         name: "lean_write_routines",
         sql: include_str!("../migrations/postgres/0003_lean_write_routines.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "fewer_steps_per_append",
+        sql: include_str!("../migrations/postgres/0004_fewer_steps_per_append.sql"),
     },
 ];
 

@@ -340,13 +340,13 @@ impl PgBackend {
     async fn put_one(&self, actor: &Actor, item: &Prepared) -> Result<Vec<Stored>> {
         let run = std::slice::from_ref(item);
         let Some(mut slot) = self.writer.as_ref().and_then(|w| w.try_lock().ok()) else {
-            return settle_run(run, call_put(&self.pool, actor, run).await);
+            return settle_run(run, call_put_one(&self.pool, actor, item).await);
         };
         let conn = match slot.as_mut() {
             Some(conn) => conn,
             None => slot.insert(self.pool.acquire().await.map_err(pg_err)?),
         };
-        let rows = call_put(&mut **conn, actor, run).await;
+        let rows = call_put_one(&mut **conn, actor, item).await;
         // After any error the connection goes back to the pool, which tests it and drops it if
         // it is broken: a server ending the session reports that as a database error too.
         if rows.is_err() {
@@ -395,6 +395,28 @@ async fn call_put<'c>(
                 .map(|i| i.correlation.as_deref())
                 .collect::<Vec<_>>(),
         )
+        .fetch_all(executor)
+        .await
+}
+
+/// Calls the single-record write routine of a record's table (the same checks and writes as
+/// the routine for runs, without the arrays and the loop around them), returning its row.
+async fn call_put_one<'c>(
+    executor: impl sqlx::PgExecutor<'c>,
+    actor: &Actor,
+    item: &Prepared,
+) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
+    let sql = format!(
+        "SELECT r_seq, r_digest, r_body, r_inserted, r_counted FROM verdict.put_one_{}($1, $2, $3, $4, $5, $6)",
+        item.table.name()
+    );
+    sqlx::query(AssertSqlSafe(sql))
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(&item.key)
+        .bind(item.digest.as_str())
+        .bind(&item.body)
+        .bind(item.correlation.as_deref())
         .fetch_all(executor)
         .await
 }

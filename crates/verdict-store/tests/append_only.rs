@@ -536,6 +536,20 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
                 r.as_str(),
                 table.name()
             );
+            // The single-record routine (schema version 4) is granted exactly alike.
+            let may_one = check(format!(
+                "has_function_privilege('{}', 'verdict.put_one_{}(text, text, text, text, text, text)', 'EXECUTE')",
+                role(r),
+                table.name()
+            ))
+            .await;
+            assert_eq!(
+                may_one,
+                table.writers().contains(&r),
+                "{} put_one_{}",
+                r.as_str(),
+                table.name()
+            );
             for privilege in ["INSERT", "UPDATE", "DELETE", "TRUNCATE"] {
                 let has = check(format!(
                     "has_table_privilege('{}', 'verdict.{}', '{privilege}')",
@@ -586,8 +600,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 18,
-        "15 put routines and 3 compare-and-set routines"
+        definers, 33,
+        "15 put routines, 15 single-record put routines and 3 compare-and-set routines"
     );
     t.cleanup().await;
 }
@@ -632,6 +646,94 @@ async fn a_routine_checks_the_digest_and_a_direct_insert_fails() {
     let err = try_sql(&mut conn, &sql).await.unwrap_err();
     assert!(err.contains("permission denied"), "{err}");
     assert_eq!(t.store.audit_head().await.unwrap(), head);
+    conn.close().await.unwrap();
+    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.cleanup().await;
+}
+
+/// Since schema version 4 a write routine makes its claim and length checks as one test and
+/// repeats them one by one only when that test fails: each failure must still be refused with
+/// its own error and append nothing, by the routine for runs of records and by the one for a
+/// single record; a key repeated within one call, or called again, is appended once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let head = t.store.audit_head().await.unwrap().unwrap();
+    let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let ev = evidence(&s, "ev-repeated");
+    let canon = String::from_utf8(verdict_core::canonical::to_vec(&ev))
+        .unwrap()
+        .replace('\'', "''");
+    let dg = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, &ev);
+    let call = |role: &str, keys: &str| {
+        format!(
+            "SELECT r_seq, r_inserted FROM verdict.put_check_evidence('{PRODUCER}', '{role}', \
+             {keys}, ARRAY['{dg}', '{dg}'], ARRAY['{canon}', '{canon}'], ARRAY[NULL, NULL])"
+        )
+    };
+    // The single-record routine, with a digest.
+    let one = |role: &str, digest: &str| {
+        format!(
+            "SELECT r_seq, r_inserted FROM verdict.put_one_check_evidence('{PRODUCER}', '{role}', \
+             '{dg}', '{digest}', '{canon}', NULL)"
+        )
+    };
+    let both = format!("ARRAY['{dg}', '{dg}']");
+    let set_role = format!("SET ROLE \"{}producer\"", t.prefix);
+    let may_not = "role gate may not write check_evidence";
+    let refused = [
+        // A role the table does not take, whatever the connection acts in.
+        (None, call("gate", &both), may_not),
+        (None, one("gate", dg.as_str()), may_not),
+        // A role the table takes, but not the one the connection acts in.
+        (
+            Some(set_role.clone()),
+            call("runner", &both),
+            "acting as role",
+        ),
+        (Some(set_role), one("runner", dg.as_str()), "acting as role"),
+        // Without SET ROLE, a role the login is not a member of.
+        (
+            Some("RESET ROLE".to_owned()),
+            call("runner", &both),
+            "is not a member of",
+        ),
+        (None, one("runner", dg.as_str()), "is not a member of"),
+        (
+            None,
+            call("producer", &format!("ARRAY['{dg}']")),
+            "arrays of different lengths",
+        ),
+        (
+            None,
+            one("producer", &d("other")),
+            "does not match the body",
+        ),
+    ];
+    for (setup, sql, expected) in refused {
+        if let Some(setup) = setup {
+            try_sql(&mut conn, &setup).await.unwrap();
+        }
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(err.contains(expected), "{sql}: {err}");
+    }
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    let rows: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(call("producer", &both)))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let next = i64::try_from(head.seq).unwrap() + 1;
+    assert_eq!(rows, vec![(next, true), (next, false)]);
+    let again: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(one("producer", dg.as_str())))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(again, vec![(next, false)]);
+    let after = t.store.audit_head().await.unwrap().unwrap();
+    assert_eq!(after.seq, head.seq + 1);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     conn.close().await.unwrap();
     t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
     t.cleanup().await;

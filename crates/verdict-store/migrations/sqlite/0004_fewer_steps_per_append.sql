@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 4: nothing changes here.
+--
+-- Version 4 rewrites the PostgreSQL write routines to set up fewer statements and expressions
+-- per record. SQLite has no such routines: the store writes rows itself. This migration only
+-- keeps both backends at the same schema version.
