@@ -1,8 +1,9 @@
 //! `verdict gate ...`: evaluating bundles with the pure Gate.
 
 use crate::input;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 use verdict_core::contracts::{FindingRef, GateDecision, Outcome};
 use verdict_core::gate;
@@ -69,16 +70,21 @@ pub fn exit_code(outcome: Outcome) -> ExitCode {
     }
 }
 
-/// Prints a decision in the chosen format.
+/// Prints a decision in the chosen format. A closed standard output is an error (exit 2), not
+/// a panic: `print!` would abort the process on a broken pipe.
 pub fn print_decision(d: &GateDecision, format: Format) -> Result<()> {
-    match format {
+    let bytes = match format {
         Format::Json => {
-            let bytes = d.canonical_bytes()?;
-            println!("{}", String::from_utf8_lossy(&bytes));
+            let mut b = d.canonical_bytes()?;
+            b.push(b'\n');
+            b
         }
-        Format::Text => print!("{}", text(d)),
-    }
-    Ok(())
+        Format::Text => text(d).into_bytes(),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(&bytes)
+        .and_then(|()| out.flush())
+        .context("cannot write the decision to standard output")
 }
 
 fn opt<T: std::fmt::Display>(v: Option<&T>) -> String {

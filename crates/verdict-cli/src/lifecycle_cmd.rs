@@ -56,28 +56,49 @@ pub enum LifecycleCommand {
         common: Common,
     },
     /// Manage principals (operator only).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict principal add rev --role verifier"
+    )]
     Principal(PrincipalCommand),
     /// Grant or revoke access to executions or missions (operator only).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict grant add g-rev --principal rev --execution ex-1 --access read --expires 2027-01-01T00:00:00Z"
+    )]
     Grant(GrantCommand),
     /// Set the gate's policy (operator only).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict policy set policy.json --gate merge"
+    )]
     Policy(PolicyCommand),
     /// Put a subject for its execution (producer).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict subject put subject.json"
+    )]
     Subject(SubjectCommand),
     /// Append check evidence (runner; producer evidence counts only where policy says).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  verdict evidence add ev.json")]
     Evidence(EvidenceCommand),
     /// Create a verification request for an execution's current subject.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'"
+    )]
     Request(RequestCommand),
     /// Admit a verifier to a run (operator); runs preflight.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1"
+    )]
     Run(RunCommand),
     /// Submit a verification result for an admitted run (verifier).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict result submit result.json"
+    )]
     Result(ResultCommand),
     /// Approve or reject an execution's current subject (human, never the producer).
     #[command(

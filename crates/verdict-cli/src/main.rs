@@ -20,7 +20,13 @@ mod verify_cmd;
 
 /// verdict: independent verification with a deterministic Gate.
 #[derive(Parser)]
-#[command(name = "verdict", version, about, long_about = None)]
+#[command(
+    name = "verdict",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:\n  verdict gate evaluate examples/merge-gate/bundle.json\n  verdict digest --kind subject subject.json\n  verdict schema bundle"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,20 +37,29 @@ enum Command {
     /// Run a check spec against a live system; optionally write check evidence.
     Check(Box<check_cmd::Args>),
     /// Evaluate gate bundles.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict gate evaluate examples/merge-gate/bundle.json"
+    )]
     Gate(gate_cmd::GateCommand),
     /// Print the digest of a JSON document or a raw file.
     Digest(digest_cmd::Args),
     /// Print the JSON Schema of a contract document.
     Schema(schema_cmd::Args),
     /// Inspect the model verifier: render what a model would be shown for a request.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict judge render request.json"
+    )]
     Judge(judge_cmd::JudgeCommand),
     /// Manage the evidence store (SQLite or PostgreSQL).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict store migrate --store sqlite:verdict.db"
+    )]
     Store(store_cmd::StoreCommand),
     /// Check the store's audit chain; sign and check checkpoints of it.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  verdict audit verify --json")]
     Audit(audit_cmd::AuditCommand),
     /// The verification lifecycle: init, principal, grant, policy, subject, evidence, request,
     /// run, result, decide, status, history, quickstart.

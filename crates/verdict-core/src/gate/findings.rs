@@ -37,12 +37,16 @@ fn strictness(d: DispositionKind) -> u8 {
     }
 }
 
-/// Whether a disposition counts: `resolved` needs refs that all exist in the bundle,
-/// `superseded_by_subject_change` needs a reason.
+/// Whether a disposition counts: `resolved` needs refs that all exist in the bundle, at least
+/// one of them something other than the finding it disposes of (a finding cited as proof that
+/// it is gone proves nothing), `superseded_by_subject_change` needs a reason.
 fn counts(d: &Disposition, refs: &Citable) -> bool {
     match d.disposition {
         DispositionKind::Resolved => {
-            !d.evidence_refs.is_empty() && d.evidence_refs.iter().all(|r| refs.contains(r.as_str()))
+            d.evidence_refs
+                .iter()
+                .any(|r| r.as_str() != d.finding.as_str())
+                && d.evidence_refs.iter().all(|r| refs.contains(r.as_str()))
         }
         DispositionKind::SupersededBySubjectChange => {
             d.reason.as_deref().is_some_and(|r| !r.trim().is_empty())
