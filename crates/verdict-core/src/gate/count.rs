@@ -406,9 +406,3 @@ pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mu
         }
     }
 }
-
-/// The policy's required verifier classes plus those its risk table adds for this subject,
-/// sorted, each once.
-pub(crate) fn required_classes(l: &Loaded) -> Vec<Id> {
-    l.policy.verifier_classes_for(l.subject.risk.class)
-}

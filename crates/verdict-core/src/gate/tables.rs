@@ -160,7 +160,7 @@ impl Tables {
             index,
             pins,
             required_checks: Vec::new(),
-            required_classes: count::required_classes(l),
+            required_classes: l.policy.verifier_classes_for(l.subject.risk.class),
             pins_of,
             evidence_facts: Vec::new(),
             pin_evidence: Vec::new(),
