@@ -9,7 +9,7 @@
 
 use crate::records::row_digest;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::Write as _;
 
@@ -308,76 +308,168 @@ pub(crate) fn problem(
 /// `events` must be sorted by seq.
 #[must_use]
 pub fn check_chain(events: &[AuditEvent]) -> Vec<Problem> {
-    let by_hash: HashMap<&str, u64> = events.iter().map(|e| (e.hash.as_str(), e.seq)).collect();
-    let mut problems = Vec::new();
-    let mut expected_seq = 1u64;
-    let mut prev = GENESIS_HASH.to_owned();
+    let mut check = ChainCheck::default();
     for e in events {
-        let table = e.table.as_str();
-        if e.seq > expected_seq {
-            let range = if e.seq - 1 == expected_seq {
-                format!("seq {expected_seq}")
+        check.push(e);
+    }
+    let wanted = check.wanted();
+    let mut seq_of = HashMap::new();
+    if !wanted.is_empty() {
+        for e in events {
+            if wanted.contains(e.hash.as_str()) {
+                seq_of.insert(e.hash.clone(), e.seq);
+            }
+        }
+    }
+    check.finish(&seq_of)
+}
+
+/// The chain check of [`check_chain`], fed one event at a time in seq order so that a chain
+/// too long to hold is checked a page at a time. It keeps the hash of the event before and what
+/// it found. Two findings name the event a `prev_hash` points at, which can stand anywhere in
+/// the chain, before or after: those wait for [`ChainCheck::finish`], which takes the seq of
+/// each hash [`ChainCheck::wanted`] lists (the last event with that hash, as one more pass over
+/// the chain finds it).
+#[derive(Debug)]
+pub(crate) struct ChainCheck {
+    expected_seq: u64,
+    prev: String,
+    found: Vec<ChainFinding>,
+}
+
+#[derive(Debug)]
+enum ChainFinding {
+    Done(Problem),
+    /// The event no longer hashes to its hash; it may have been moved from the seq after the
+    /// event its `prev_hash` names.
+    Rehashed(AuditEvent),
+    /// The event hashes right but links to another event than the one before it.
+    Relinked {
+        seq: u64,
+        table: String,
+        key: String,
+        prev_hash: String,
+    },
+}
+
+impl Default for ChainCheck {
+    fn default() -> Self {
+        Self {
+            expected_seq: 1,
+            prev: GENESIS_HASH.to_owned(),
+            found: Vec::new(),
+        }
+    }
+}
+
+impl ChainCheck {
+    /// Checks the next event.
+    pub(crate) fn push(&mut self, e: &AuditEvent) {
+        if e.seq > self.expected_seq {
+            let expected = self.expected_seq;
+            let range = if e.seq - 1 == expected {
+                format!("seq {expected}")
             } else {
-                format!("seqs {expected_seq}..={}", e.seq - 1)
+                format!("seqs {expected}..={}", e.seq - 1)
             };
-            problems.push(problem(
+            self.found.push(ChainFinding::Done(problem(
                 ProblemKind::Deleted,
-                Some(expected_seq),
+                Some(expected),
                 "audit_events",
                 None,
                 format!("audit event {range} missing from the chain"),
-            ));
-        } else if e.seq < expected_seq {
-            problems.push(problem(
+            )));
+        } else if e.seq < self.expected_seq {
+            self.found.push(ChainFinding::Done(problem(
                 ProblemKind::Reordered,
                 Some(e.seq),
                 "audit_events",
                 None,
                 format!("audit event seq {} out of order", e.seq),
-            ));
+            )));
         }
         if e.compute_hash() != e.hash {
-            // An event moved from its place still hashes right at the seq after the event its
-            // prev_hash names.
-            let moved_from = by_hash
-                .get(e.prev_hash.as_str())
-                .map(|p| p + 1)
-                .filter(|&orig| orig != e.seq && e.hash_at(orig) == e.hash);
-            match moved_from {
-                Some(orig) => problems.push(problem(
-                    ProblemKind::Reordered,
-                    Some(e.seq),
-                    table,
-                    Some(&e.key),
-                    format!(
-                        "audit event recorded as seq {orig} now stands at seq {}",
-                        e.seq
-                    ),
-                )),
-                None => problems.push(problem(
-                    ProblemKind::Modified,
-                    Some(e.seq),
-                    table,
-                    Some(&e.key),
-                    "audit event no longer hashes to its recorded hash".into(),
-                )),
-            }
-        } else if e.prev_hash != prev {
-            let detail = match by_hash.get(e.prev_hash.as_str()) {
-                Some(p) => format!("audit event follows seq {p}, not the event before it"),
-                None => "audit event links to no event of the chain: inserted or rewritten".into(),
-            };
-            let kind = if by_hash.contains_key(e.prev_hash.as_str()) {
-                ProblemKind::Reordered
-            } else {
-                ProblemKind::Inserted
-            };
-            problems.push(problem(kind, Some(e.seq), table, Some(&e.key), detail));
+            self.found.push(ChainFinding::Rehashed(e.clone()));
+        } else if e.prev_hash != self.prev {
+            self.found.push(ChainFinding::Relinked {
+                seq: e.seq,
+                table: e.table.clone(),
+                key: e.key.clone(),
+                prev_hash: e.prev_hash.clone(),
+            });
         }
-        prev.clone_from(&e.hash);
-        expected_seq = expected_seq.max(e.seq + 1);
+        self.prev.clone_from(&e.hash);
+        self.expected_seq = self.expected_seq.max(e.seq.saturating_add(1));
     }
-    problems
+
+    /// The hashes whose seq [`ChainCheck::finish`] needs (none on an intact chain).
+    pub(crate) fn wanted(&self) -> HashSet<&str> {
+        self.found
+            .iter()
+            .filter_map(|f| match f {
+                ChainFinding::Done(_) => None,
+                ChainFinding::Rehashed(e) => Some(e.prev_hash.as_str()),
+                ChainFinding::Relinked { prev_hash, .. } => Some(prev_hash.as_str()),
+            })
+            .collect()
+    }
+
+    /// What was found, in the order the events came; `seq_of` gives the seq of the last event
+    /// with each hash [`ChainCheck::wanted`] listed that the chain has.
+    pub(crate) fn finish(self, seq_of: &HashMap<String, u64>) -> Vec<Problem> {
+        self.found
+            .into_iter()
+            .map(|f| match f {
+                ChainFinding::Done(p) => p,
+                ChainFinding::Rehashed(e) => {
+                    // An event moved from its place still hashes right at the seq after the
+                    // event its prev_hash names.
+                    let moved_from = seq_of
+                        .get(&e.prev_hash)
+                        .and_then(|p| p.checked_add(1))
+                        .filter(|&orig| orig != e.seq && e.hash_at(orig) == e.hash);
+                    match moved_from {
+                        Some(orig) => problem(
+                            ProblemKind::Reordered,
+                            Some(e.seq),
+                            &e.table,
+                            Some(&e.key),
+                            format!(
+                                "audit event recorded as seq {orig} now stands at seq {}",
+                                e.seq
+                            ),
+                        ),
+                        None => problem(
+                            ProblemKind::Modified,
+                            Some(e.seq),
+                            &e.table,
+                            Some(&e.key),
+                            "audit event no longer hashes to its recorded hash".into(),
+                        ),
+                    }
+                }
+                ChainFinding::Relinked {
+                    seq,
+                    table,
+                    key,
+                    prev_hash,
+                } => {
+                    let (kind, detail) = match seq_of.get(&prev_hash) {
+                        Some(p) => (
+                            ProblemKind::Reordered,
+                            format!("audit event follows seq {p}, not the event before it"),
+                        ),
+                        None => (
+                            ProblemKind::Inserted,
+                            "audit event links to no event of the chain: inserted or rewritten"
+                                .into(),
+                        ),
+                    };
+                    problem(kind, Some(seq), &table, Some(&key), detail)
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -438,6 +530,87 @@ mod tests {
         assert_eq!(
             none.hash,
             row_digest(EVENT_DOMAIN, &verdict_core::canonical::to_vec(&doc)).to_string()
+        );
+    }
+
+    fn chain_of(n: u64) -> Vec<AuditEvent> {
+        let mut events: Vec<AuditEvent> = Vec::new();
+        for i in 0..n {
+            let head = events.last().map(AuditEvent::head);
+            let key = format!("k{i}");
+            events.push(AuditEvent::next(
+                head.as_ref(),
+                "append",
+                "t",
+                &key,
+                "p",
+                "r",
+                "d",
+                None,
+                "now",
+            ));
+        }
+        events
+    }
+
+    fn details(problems: &[Problem]) -> Vec<String> {
+        problems.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn links_are_placed_anywhere_in_the_chain() {
+        let events = chain_of(4);
+        assert!(check_chain(&events).is_empty());
+        // The third event copied to seq 5: it names the second as its predecessor.
+        let mut moved = events.clone();
+        let mut copy = events
+            .get(2)
+            .cloned()
+            .unwrap_or_else(|| chain_of(1).remove(0));
+        copy.seq = 5;
+        moved.push(copy);
+        assert_eq!(
+            details(&check_chain(&moved)),
+            [
+                "seq 5 table t: reordered (key k2): audit event recorded as seq 3 now stands at seq 5"
+            ]
+        );
+        // A later event, rightly hashed, that follows the second instead of the one before it.
+        let mut relinked = events.clone();
+        let second = relinked
+            .get(1)
+            .map(AuditEvent::head)
+            .unwrap_or_else(|| ChainHead {
+                seq: 0,
+                hash: String::new(),
+            });
+        let after_fourth = ChainHead { seq: 4, ..second };
+        relinked.push(AuditEvent::next(
+            Some(&after_fourth),
+            "append",
+            "t",
+            "k9",
+            "p",
+            "r",
+            "d",
+            None,
+            "now",
+        ));
+        assert_eq!(
+            details(&check_chain(&relinked)),
+            [
+                "seq 5 table t: reordered (key k9): audit event follows seq 2, not the event before it"
+            ]
+        );
+        // Without the second event, the third links to nothing the chain has.
+        let mut gap = events;
+        gap.remove(1);
+        assert_eq!(
+            details(&check_chain(&gap)),
+            [
+                "seq 2 table audit_events: deleted: audit event seq 2 missing from the chain",
+                "seq 3 table t: inserted (key k2): audit event links to no event of the chain: inserted or rewritten",
+            ]
         );
     }
 }

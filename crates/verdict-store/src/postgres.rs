@@ -130,6 +130,19 @@ async fn stored_prefix(pool: &PgPool) -> Result<Option<String>> {
         .map_err(pg_err)
 }
 
+/// What a role that migrates must be allowed to do, for the message when it may not.
+const MIGRATE_NEEDS: &str = "migrating needs a superuser, or a role with CREATEROLE that may \
+     create a schema in this database (its owner, say)";
+
+/// A refusal while making roles or the schema, with what migrating needs; other errors as they
+/// are.
+fn migrate_err(e: sqlx::Error) -> StoreError {
+    match pg_err(e) {
+        StoreError::Denied(m) => StoreError::Denied(format!("{MIGRATE_NEEDS}: {m}")),
+        other => other,
+    }
+}
+
 /// Creates the roles that do not exist yet. Role names are global to the server, so several
 /// databases (and concurrent migrations) may share them; a lost creation race is retried.
 async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
@@ -147,18 +160,25 @@ async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
             {
                 Ok(_) => break,
                 // Concurrent CREATE ROLE fails with unique_violation, duplicate_object or
-                // "tuple concurrently updated"; each means: look again.
-                Err(_) if attempt < 5 => {
+                // "tuple concurrently updated"; each means: look again. A refusal is final.
+                Err(e) if attempt < 5 && !is_denied(&e) => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
                 }
-                Err(e) => return Err(pg_err(e)),
+                Err(e) => return Err(migrate_err(e)),
             }
         }
     }
     Ok(())
 }
 
+fn is_denied(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
+}
+
+/// Makes the session user a member of every role of the prefix it is not a member of yet: it
+/// must act as the owner to migrate (`CREATE SCHEMA ... AUTHORIZATION`, `SET ROLE`), and as the
+/// principal roles to write. A superuser is a member of everything already.
 async fn grant_roles_to_session_user(pool: &PgPool, prefix: &str) -> Result<()> {
     let superuser: bool =
         sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = session_user")
@@ -169,10 +189,18 @@ async fn grant_roles_to_session_user(pool: &PgPool, prefix: &str) -> Result<()> 
         return Ok(());
     }
     for name in role_names(prefix) {
+        let member: bool = sqlx::query_scalar("SELECT pg_has_role(session_user, $1, 'MEMBER')")
+            .bind(&name)
+            .fetch_one(pool)
+            .await
+            .map_err(pg_err)?;
+        if member {
+            continue;
+        }
         let sql = format!("GRANT {} TO SESSION_USER", quote(&name));
         pool.execute(sqlx::raw_sql(AssertSqlSafe(sql)))
             .await
-            .map_err(pg_err)?;
+            .map_err(migrate_err)?;
     }
     Ok(())
 }
@@ -197,6 +225,7 @@ async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationR
         });
     }
     ensure_roles(pool, &prefix).await?;
+    grant_roles_to_session_user(pool, &prefix).await?;
     let mut tx = pool.begin().await.map_err(pg_err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(MIGRATE_LOCK)
@@ -213,7 +242,7 @@ async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationR
     for m in migrations::POSTGRES.iter().filter(|m| m.version > from) {
         tx.execute(sqlx::raw_sql(AssertSqlSafe(migration_sql(m.sql, &prefix))))
             .await
-            .map_err(pg_err)?;
+            .map_err(migrate_err)?;
         sqlx::query("INSERT INTO verdict.schema_migrations (version, name) VALUES ($1, $2)")
             .bind(i32::try_from(m.version).unwrap_or(i32::MAX))
             .bind(m.name)
@@ -223,7 +252,6 @@ async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationR
     }
     let to = version(&mut tx).await?;
     tx.commit().await.map_err(pg_err)?;
-    grant_roles_to_session_user(pool, &prefix).await?;
     Ok((MigrationReport { from, to }, prefix))
 }
 

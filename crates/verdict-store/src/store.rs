@@ -307,6 +307,16 @@ pub trait Store: Send + Sync {
     /// Walks the chain and re-hashes every stored row. With `anchor` (the head of a verified
     /// checkpoint), also checks the chain still holds that head.
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport>;
+
+    /// [`Store::verify_audit`] reading `page` events and rows at a time (at least one) instead
+    /// of its default, so tests can put page edges where they tamper. The report does not
+    /// depend on the page size.
+    #[doc(hidden)]
+    async fn verify_audit_paged(
+        &self,
+        anchor: Option<&ChainHead>,
+        page: u32,
+    ) -> Result<AuditReport>;
 }
 
 /// The store over one backend.
@@ -1073,5 +1083,13 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {
         crate::verify::verify(&self.backend, anchor).await
+    }
+
+    async fn verify_audit_paged(
+        &self,
+        anchor: Option<&ChainHead>,
+        page: u32,
+    ) -> Result<AuditReport> {
+        crate::verify::verify_paged(&self.backend, anchor, page.max(1)).await
     }
 }

@@ -1,7 +1,8 @@
 //! `audit verify`: walks the chain and re-hashes every stored row.
 //!
 //! Checks, each reported with seq and table:
-//! - the chain: seqs from 1 without gaps, every event's hash, every link ([`check_chain`]);
+//! - the chain: seqs from 1 without gaps, every event's hash, every link
+//!   ([`check_chain`](crate::audit::check_chain));
 //! - every row: its body is canonical, decodes as its table's type, hashes to its digest, and
 //!   yields its key; the event at its seq names this table, key and digest;
 //! - every event names a row that exists;
@@ -10,16 +11,26 @@
 //! - every result's `counted` flag is what the execution pointer's history says it was when
 //!   the result was appended;
 //! - with an anchor from a signed checkpoint, the event at its seq still has its hash.
+//!
+//! It streams, so memory does not grow with the chain. Events and each table are read a page
+//! at a time in seq order, and the tables are merged by seq: every row meets the event at its
+//! seq while at most one page of events and one page per table are held. The chain is checked
+//! event by event ([`ChainCheck`](crate::audit::ChainCheck)). Held besides the pages: the
+//! problems found; every pointer change (per pointer, for the pointer checks); each subject's
+//! execution id. A result's `counted` flag is checked when the merge reaches it, against the
+//! changes before it (only a result whose subject comes later waits for the end). A row and an
+//! event that do not meet at their seq, and a link to another event than the one before, are
+//! only noted: if there are any, one more pass over the events finds where each such row's
+//! event and each such event's row went, and which seq a link names.
 
-use crate::audit::{
-    AuditEvent, AuditReport, ChainHead, Problem, ProblemKind, check_chain, problem,
-};
+use crate::audit::{AuditEvent, AuditReport, ChainCheck, ChainHead, Problem, ProblemKind, problem};
 use crate::backend::{Backend, RawRow};
 use crate::error::Result;
 use crate::records::{PointerChange, PointerKind, Table, key_of};
 use crate::store::ExecutionHead;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
+/// Events or rows read at once.
 const PAGE: u32 = 5000;
 
 struct Change {
@@ -27,101 +38,80 @@ struct Change {
     change: PointerChange,
 }
 
+/// Pointer changes by pointer kind and name, in seq order.
+type Changes = BTreeMap<(String, String), Vec<Change>>;
+
 pub(crate) async fn verify<B: Backend>(
     backend: &B,
     anchor: Option<&ChainHead>,
 ) -> Result<AuditReport> {
-    let mut events: Vec<AuditEvent> = Vec::new();
-    loop {
-        let after = events.last().map_or(0, |e| e.seq);
-        let page = backend.audit_events(after, PAGE).await?;
-        let done = page.len() < PAGE as usize;
-        events.extend(page);
-        if done {
-            break;
-        }
-    }
-    let mut problems = check_chain(&events);
-    let by_seq: HashMap<u64, &AuditEvent> = events.iter().map(|e| (e.seq, e)).collect();
-    let by_row: HashMap<(&str, &str), u64> = events
-        .iter()
-        .map(|e| ((e.table.as_str(), e.key.as_str()), e.seq))
+    verify_paged(backend, anchor, PAGE).await
+}
+
+pub(crate) async fn verify_paged<B: Backend>(
+    backend: &B,
+    anchor: Option<&ChainHead>,
+    page: u32,
+) -> Result<AuditReport> {
+    let page = page.max(1);
+    let mut walk = Walk::default();
+    let mut events = EventPages::new(backend, page);
+    let mut tables: Vec<RowPages<'_, B>> = Table::ALL
+        .into_iter()
+        .map(|t| RowPages::new(backend, t, page))
         .collect();
-
-    let mut seen: HashSet<(String, String)> = HashSet::new();
-    let mut rows = 0u64;
-    // What the pointer and counted checks need from the rows walked.
-    let mut changes: BTreeMap<(String, String), Vec<Change>> = BTreeMap::new();
-    let mut executions: HashMap<String, String> = HashMap::new();
-    let mut results: Vec<(u64, String, bool, String, u64)> = Vec::new();
-
-    for table in Table::ALL {
-        let mut after = i64::MIN;
-        loop {
-            let page = backend.scan(table, after, PAGE).await?;
-            let done = page.len() < PAGE as usize;
-            for row in &page {
-                rows += 1;
-                after = row.seq;
-                check_row(table, row, &by_seq, &by_row, &mut problems);
-                seen.insert((table.name().to_owned(), row.key.clone()));
-                let Ok(value) = verdict_core::json::parse(row.body.as_bytes()) else {
-                    continue;
-                };
-                let seq = u64::try_from(row.seq).unwrap_or(0);
-                match table {
-                    Table::PointerChanges => {
-                        if let Ok(change) =
-                            verdict_core::contracts::decode_plain::<PointerChange>(&value)
-                        {
-                            changes
-                                .entry((change.pointer.clone(), change.name.clone()))
-                                .or_default()
-                                .push(Change { seq, change });
-                        }
-                    }
-                    Table::Subjects => {
-                        if let Some(id) = value.pointer("/execution/id").and_then(|v| v.as_str()) {
-                            executions.insert(row.key.clone(), id.to_owned());
-                        }
-                    }
-                    Table::VerificationResults => {
-                        let subject = value.get("subject_digest").and_then(|v| v.as_str());
-                        let generation =
-                            value.get("generation").and_then(serde_json::Value::as_u64);
-                        if let (Some(s), Some(g), Some(c)) = (subject, generation, row.counted) {
-                            results.push((seq, row.key.clone(), c, s.to_owned(), g));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if done {
-                break;
+    loop {
+        events.fill().await?;
+        for t in &mut tables {
+            t.fill().await?;
+        }
+        // i128 orders the unsigned event seqs and the signed row seqs alike.
+        let event_seq = events.peek().map(|e| i128::from(e.seq));
+        let row_seq = tables.iter().filter_map(RowPages::peek_seq).min();
+        let seq = match (event_seq, row_seq) {
+            (Some(e), Some(r)) => e.min(r),
+            (Some(s), None) | (None, Some(s)) => s,
+            (None, None) => break,
+        };
+        let event = if event_seq == Some(seq) {
+            events.pop()
+        } else {
+            None
+        };
+        let mut met = false;
+        for t in &mut tables {
+            while let Some(row) = t.pop_at(seq) {
+                met |= walk.row(t.table, &row, event.as_ref());
             }
         }
-    }
-
-    for e in &events {
-        if Table::from_name(&e.table).is_none() {
-            problems.push(problem(
-                ProblemKind::Inserted,
-                Some(e.seq),
-                &e.table,
-                Some(&e.key),
-                "audit event names a table the store does not have".into(),
-            ));
-        } else if !seen.contains(&(e.table.clone(), e.key.clone())) {
-            problems.push(problem(
-                ProblemKind::Deleted,
-                Some(e.seq),
-                &e.table,
-                Some(&e.key),
-                "the row this event appended is gone".into(),
-            ));
+        if let Some(e) = event {
+            walk.event(e, met, anchor);
         }
     }
+    let seq_of = walk.place_all(backend, page).await?;
 
+    let Walk {
+        rows,
+        events,
+        last,
+        chain,
+        row_found,
+        event_found,
+        counted,
+        unplaced,
+        changes,
+        executions,
+        anchored,
+        places,
+        ..
+    } = walk;
+    let mut problems = chain.finish(&seq_of);
+    problems.extend(
+        row_found
+            .into_iter()
+            .chain(event_found)
+            .filter_map(|f| f.resolve(&places)),
+    );
     for d in backend.derived_drift().await? {
         let seq = d.seq.and_then(|s| u64::try_from(s).ok());
         problems.push(problem(
@@ -133,10 +123,15 @@ pub(crate) async fn verify<B: Backend>(
         ));
     }
     check_pointers(backend, &changes, &mut problems).await?;
-    check_counted(&changes, &executions, &results, &mut problems);
+    problems.extend(counted);
+    problems.extend(
+        unplaced
+            .iter()
+            .filter_map(|r| check_counted(&changes, &executions, r)),
+    );
 
     if let Some(anchor) = anchor {
-        match by_seq.get(&anchor.seq) {
+        match &anchored {
             Some(e) if e.hash == anchor.hash => {}
             Some(e) => problems.push(problem(
                 ProblemKind::Checkpoint,
@@ -160,106 +155,410 @@ pub(crate) async fn verify<B: Backend>(
 
     problems.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.table.cmp(&b.table)));
     Ok(AuditReport {
-        events: u64::try_from(events.len()).unwrap_or(u64::MAX),
+        events,
         rows,
-        head: events.last().map(AuditEvent::head),
+        head: last.as_ref().map(AuditEvent::head),
         problems,
     })
 }
 
-fn check_row(
+fn full(len: usize, page: u32) -> bool {
+    len >= usize::try_from(page).unwrap_or(usize::MAX)
+}
+
+/// The audit events in seq order, one page held at a time.
+struct EventPages<'b, B> {
+    backend: &'b B,
+    size: u32,
+    page: VecDeque<AuditEvent>,
+    after: u64,
+    done: bool,
+}
+
+impl<'b, B: Backend> EventPages<'b, B> {
+    fn new(backend: &'b B, size: u32) -> Self {
+        Self {
+            backend,
+            size,
+            page: VecDeque::new(),
+            after: 0,
+            done: false,
+        }
+    }
+
+    /// Reads the next page once this one is used up.
+    async fn fill(&mut self) -> Result<()> {
+        if self.page.is_empty() && !self.done {
+            let page = self.backend.audit_events(self.after, self.size).await?;
+            self.done = !full(page.len(), self.size);
+            if let Some(e) = page.last() {
+                self.after = e.seq;
+            }
+            self.page.extend(page);
+        }
+        Ok(())
+    }
+
+    fn peek(&self) -> Option<&AuditEvent> {
+        self.page.front()
+    }
+
+    fn pop(&mut self) -> Option<AuditEvent> {
+        self.page.pop_front()
+    }
+
+    async fn next(&mut self) -> Result<Option<AuditEvent>> {
+        self.fill().await?;
+        Ok(self.pop())
+    }
+}
+
+/// The rows of one table in seq order, one page held at a time.
+struct RowPages<'b, B> {
+    backend: &'b B,
     table: Table,
-    row: &RawRow,
-    by_seq: &HashMap<u64, &AuditEvent>,
-    by_row: &HashMap<(&str, &str), u64>,
-    problems: &mut Vec<Problem>,
-) {
+    size: u32,
+    page: VecDeque<RawRow>,
+    after: i64,
+    done: bool,
+}
+
+impl<'b, B: Backend> RowPages<'b, B> {
+    fn new(backend: &'b B, table: Table, size: u32) -> Self {
+        Self {
+            backend,
+            table,
+            size,
+            page: VecDeque::new(),
+            after: i64::MIN,
+            done: false,
+        }
+    }
+
+    /// Reads the next page once this one is used up.
+    async fn fill(&mut self) -> Result<()> {
+        if self.page.is_empty() && !self.done {
+            let page = self.backend.scan(self.table, self.after, self.size).await?;
+            self.done = !full(page.len(), self.size);
+            if let Some(r) = page.last() {
+                self.after = r.seq;
+            }
+            self.page.extend(page);
+        }
+        Ok(())
+    }
+
+    fn peek_seq(&self) -> Option<i128> {
+        self.page.front().map(|r| i128::from(r.seq))
+    }
+
+    /// The next row if it stands at `seq`.
+    fn pop_at(&mut self, seq: i128) -> Option<RawRow> {
+        if self.peek_seq() == Some(seq) {
+            self.page.pop_front()
+        } else {
+            None
+        }
+    }
+}
+
+/// A finding, or one that waits for the pass that places rows and events.
+enum Found {
+    Done(Problem),
+    /// A row the event at its seq (`at`: the table and key it names, if there is one) did not
+    /// append.
+    Stray {
+        table: &'static str,
+        key: String,
+        seq: i64,
+        at: Option<(String, String)>,
+    },
+    /// An event whose row is not at its seq: deleted, unless it stands elsewhere.
+    Rowless {
+        seq: u64,
+        table: &'static str,
+        key: String,
+    },
+}
+
+/// Where a row the merge could not place stands, by table and key.
+#[derive(Default)]
+struct Place {
+    /// The seq of the last event naming it.
+    own: Option<u64>,
+    /// Whether the row exists.
+    present: bool,
+}
+
+type Places = HashMap<&'static str, HashMap<String, Place>>;
+
+impl Found {
+    fn resolve(self, places: &Places) -> Option<Problem> {
+        let place = |table: &str, key: &str| places.get(table).and_then(|m| m.get(key));
+        match self {
+            Self::Done(p) => Some(p),
+            Self::Stray {
+                table,
+                key,
+                seq,
+                at,
+            } => {
+                let own = place(table, &key).and_then(|p| p.own);
+                let (kind, detail) = match (at, own) {
+                    (Some((t, k)), Some(own)) => (
+                        ProblemKind::Reordered,
+                        format!("row points at the event of {t} {k}; its own event is seq {own}"),
+                    ),
+                    (Some((t, k)), None) => (
+                        ProblemKind::Inserted,
+                        format!("no audit event appended this row (seq {seq} belongs to {t} {k})"),
+                    ),
+                    (None, Some(own)) => (
+                        ProblemKind::Reordered,
+                        format!("row claims seq {seq}, but its audit event is seq {own}"),
+                    ),
+                    (None, None) => (
+                        ProblemKind::Inserted,
+                        format!("no audit event appended this row (no event at seq {seq})"),
+                    ),
+                };
+                Some(problem(
+                    kind,
+                    u64::try_from(seq).ok(),
+                    table,
+                    Some(&key),
+                    detail,
+                ))
+            }
+            Self::Rowless { seq, table, key } => (!place(table, &key).is_some_and(|p| p.present))
+                .then(|| {
+                    problem(
+                        ProblemKind::Deleted,
+                        Some(seq),
+                        table,
+                        Some(&key),
+                        "the row this event appended is gone".into(),
+                    )
+                }),
+        }
+    }
+}
+
+/// A result's `counted` flag and what decides it: seq, key, counted, subject, generation.
+type Counted = (u64, String, bool, String, u64);
+
+/// What the merge keeps besides the pages.
+#[derive(Default)]
+struct Walk {
+    rows: u64,
+    events: u64,
+    last: Option<AuditEvent>,
+    chain: ChainCheck,
+    /// Problems of rows in the order the merge met them, and then of events.
+    row_found: Vec<Found>,
+    event_found: Vec<Found>,
+    counted: Vec<Problem>,
+    /// Results whose subject the merge had not met yet.
+    unplaced: Vec<Counted>,
+    changes: Changes,
+    executions: HashMap<String, String>,
+    /// The event at the anchor's seq.
+    anchored: Option<AuditEvent>,
+    /// The rows and events that did not meet, to place.
+    places: Places,
+    /// The seqs of events whose row was not at their seq.
+    rowless: HashSet<u64>,
+}
+
+impl Walk {
+    /// Checks one row against the event at its seq; whether it is that event's row.
+    fn row(&mut self, table: Table, row: &RawRow, event: Option<&AuditEvent>) -> bool {
+        self.rows += 1;
+        let name = table.name();
+        let seq = u64::try_from(row.seq).ok();
+        check_body(table, row, &mut self.row_found);
+        let met = match event {
+            Some(e) if e.table == name && e.key == row.key => {
+                if e.payload_digest != row.digest {
+                    self.row_found.push(Found::Done(problem(
+                        ProblemKind::Modified,
+                        seq,
+                        name,
+                        Some(&row.key),
+                        format!(
+                            "recorded digest {} differs from the audited {}",
+                            row.digest, e.payload_digest
+                        ),
+                    )));
+                }
+                true
+            }
+            other => {
+                self.place(name, &row.key).present = true;
+                self.row_found.push(Found::Stray {
+                    table: name,
+                    key: row.key.clone(),
+                    seq: row.seq,
+                    at: other.map(|e| (e.table.clone(), e.key.clone())),
+                });
+                false
+            }
+        };
+        self.keep(table, row);
+        met
+    }
+
+    /// Keeps what the pointer and counted checks need from a row.
+    fn keep(&mut self, table: Table, row: &RawRow) {
+        let Ok(value) = verdict_core::json::parse(row.body.as_bytes()) else {
+            return;
+        };
+        let seq = u64::try_from(row.seq).unwrap_or(0);
+        match table {
+            Table::PointerChanges => {
+                if let Ok(change) = verdict_core::contracts::decode_plain::<PointerChange>(&value) {
+                    self.changes
+                        .entry((change.pointer.clone(), change.name.clone()))
+                        .or_default()
+                        .push(Change { seq, change });
+                }
+            }
+            Table::Subjects => {
+                if let Some(id) = value.pointer("/execution/id").and_then(|v| v.as_str()) {
+                    self.executions.insert(row.key.clone(), id.to_owned());
+                }
+            }
+            Table::VerificationResults => {
+                let subject = value.get("subject_digest").and_then(|v| v.as_str());
+                let generation = value.get("generation").and_then(serde_json::Value::as_u64);
+                if let (Some(s), Some(g), Some(c)) = (subject, generation, row.counted) {
+                    let result = (seq, row.key.clone(), c, s.to_owned(), g);
+                    // The merge has met every change before this seq, so the flag is checked
+                    // now, unless the subject is yet to come.
+                    if self.executions.contains_key(s) {
+                        self.counted.extend(check_counted(
+                            &self.changes,
+                            &self.executions,
+                            &result,
+                        ));
+                    } else {
+                        self.unplaced.push(result);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes the event the rows at its seq were checked against; `met`: one of them was its row.
+    fn event(&mut self, e: AuditEvent, met: bool, anchor: Option<&ChainHead>) {
+        self.chain.push(&e);
+        self.events += 1;
+        match Table::from_name(&e.table) {
+            None => self.event_found.push(Found::Done(problem(
+                ProblemKind::Inserted,
+                Some(e.seq),
+                &e.table,
+                Some(&e.key),
+                "audit event names a table the store does not have".into(),
+            ))),
+            Some(t) if !met => {
+                self.place(t.name(), &e.key);
+                self.rowless.insert(e.seq);
+                self.event_found.push(Found::Rowless {
+                    seq: e.seq,
+                    table: t.name(),
+                    key: e.key.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+        if anchor.is_some_and(|a| a.seq == e.seq) {
+            self.anchored = Some(e.clone());
+        }
+        self.last = Some(e);
+    }
+
+    fn place(&mut self, table: &'static str, key: &str) -> &mut Place {
+        self.places
+            .entry(table)
+            .or_default()
+            .entry(key.to_owned())
+            .or_default()
+    }
+
+    /// One more pass over the events, when anything waits for it: the last event naming each
+    /// row to place, whether that row exists, and the seq of each hash the chain check wants.
+    async fn place_all<B: Backend>(
+        &mut self,
+        backend: &B,
+        page: u32,
+    ) -> Result<HashMap<String, u64>> {
+        let hashes: HashSet<String> = self.chain.wanted().into_iter().map(str::to_owned).collect();
+        let mut seq_of = HashMap::new();
+        if hashes.is_empty() && self.places.is_empty() {
+            return Ok(seq_of);
+        }
+        // Events appended since the merge are not part of this report.
+        let end = self.last.as_ref().map_or(0, |e| e.seq);
+        let mut events = EventPages::new(backend, page);
+        while let Some(e) = events.next().await? {
+            if e.seq > end {
+                break;
+            }
+            if let Some(place) = self
+                .places
+                .get_mut(e.table.as_str())
+                .and_then(|m| m.get_mut(e.key.as_str()))
+            {
+                place.own = Some(e.seq);
+                // An event the merge saw meet its row vouches that the row exists.
+                if !self.rowless.contains(&e.seq) {
+                    place.present = true;
+                }
+            }
+            if hashes.contains(&e.hash) {
+                seq_of.insert(e.hash, e.seq);
+            }
+        }
+        Ok(seq_of)
+    }
+}
+
+/// A row's own checks: its body is valid, hashes to its digest and yields its key.
+fn check_body(table: Table, row: &RawRow, found: &mut Vec<Found>) {
     let name = table.name();
     let seq = u64::try_from(row.seq).ok();
-    let report = |problems: &mut Vec<Problem>, kind, detail: String| {
-        problems.push(problem(kind, seq, name, Some(&row.key), detail));
+    let report = |found: &mut Vec<Found>, detail: String| {
+        found.push(Found::Done(problem(
+            ProblemKind::Modified,
+            seq,
+            name,
+            Some(&row.key),
+            detail,
+        )));
     };
     match key_of(table, row.body.as_bytes()) {
-        Err(e) => report(
-            problems,
-            ProblemKind::Modified,
-            format!("stored body is no longer valid: {e}"),
-        ),
+        Err(e) => report(found, format!("stored body is no longer valid: {e}")),
         Ok((key, digest)) => {
             if digest.as_str() != row.digest {
                 report(
-                    problems,
-                    ProblemKind::Modified,
+                    found,
                     format!(
                         "stored body hashes to {digest}, not to its recorded digest {}",
                         row.digest
                     ),
                 );
             } else if key != row.key {
-                report(
-                    problems,
-                    ProblemKind::Modified,
-                    format!("stored body belongs under key {key}"),
-                );
+                report(found, format!("stored body belongs under key {key}"));
             }
         }
-    }
-    let own = by_row.get(&(name, row.key.as_str())).copied();
-    match seq.and_then(|s| by_seq.get(&s)) {
-        Some(e) if e.table == name && e.key == row.key => {
-            if e.payload_digest != row.digest {
-                report(
-                    problems,
-                    ProblemKind::Modified,
-                    format!(
-                        "recorded digest {} differs from the audited {}",
-                        row.digest, e.payload_digest
-                    ),
-                );
-            }
-        }
-        Some(e) => match own {
-            Some(at) => report(
-                problems,
-                ProblemKind::Reordered,
-                format!(
-                    "row points at the event of {} {}; its own event is seq {at}",
-                    e.table, e.key
-                ),
-            ),
-            None => report(
-                problems,
-                ProblemKind::Inserted,
-                format!(
-                    "no audit event appended this row (seq {} belongs to {} {})",
-                    row.seq, e.table, e.key
-                ),
-            ),
-        },
-        None => match own {
-            Some(at) => report(
-                problems,
-                ProblemKind::Reordered,
-                format!(
-                    "row claims seq {}, but its audit event is seq {at}",
-                    row.seq
-                ),
-            ),
-            None => report(
-                problems,
-                ProblemKind::Inserted,
-                format!(
-                    "no audit event appended this row (no event at seq {})",
-                    row.seq
-                ),
-            ),
-        },
     }
 }
 
 async fn check_pointers<B: Backend>(
     backend: &B,
-    changes: &BTreeMap<(String, String), Vec<Change>>,
+    changes: &Changes,
     problems: &mut Vec<Problem>,
 ) -> Result<()> {
     for ((pointer, name), list) in changes {
@@ -310,29 +609,28 @@ async fn check_pointers<B: Backend>(
     Ok(())
 }
 
+/// A problem if a result's `counted` flag is not what the execution pointer held just before
+/// the result's seq.
 fn check_counted(
-    changes: &BTreeMap<(String, String), Vec<Change>>,
+    changes: &Changes,
     executions: &HashMap<String, String>,
-    results: &[(u64, String, bool, String, u64)],
-    problems: &mut Vec<Problem>,
-) {
-    for (seq, key, counted, subject, generation) in results {
-        let head = executions.get(subject).and_then(|exec| {
-            changes
-                .get(&(PointerKind::Execution.as_str().to_owned(), exec.clone()))
-                .and_then(|h| h.iter().filter(|c| c.seq < *seq).max_by_key(|c| c.seq))
-                .and_then(|c| serde_json::from_value::<ExecutionHead>(c.change.new.clone()).ok())
-        });
-        let expected = head
-            .is_some_and(|h| h.subject_digest.as_str() == subject && h.generation == *generation);
-        if expected != *counted {
-            problems.push(problem(
-                ProblemKind::Modified,
-                Some(*seq),
-                Table::VerificationResults.name(),
-                Some(key),
-                format!("counted is {counted}, but the execution pointer history says {expected}"),
-            ));
-        }
-    }
+    (seq, key, counted, subject, generation): &Counted,
+) -> Option<Problem> {
+    let head = executions.get(subject).and_then(|exec| {
+        changes
+            .get(&(PointerKind::Execution.as_str().to_owned(), exec.clone()))
+            .and_then(|h| h.iter().filter(|c| c.seq < *seq).max_by_key(|c| c.seq))
+            .and_then(|c| serde_json::from_value::<ExecutionHead>(c.change.new.clone()).ok())
+    });
+    let expected =
+        head.is_some_and(|h| h.subject_digest.as_str() == subject && h.generation == *generation);
+    (expected != *counted).then(|| {
+        problem(
+            ProblemKind::Modified,
+            Some(*seq),
+            Table::VerificationResults.name(),
+            Some(key),
+            format!("counted is {counted}, but the execution pointer history says {expected}"),
+        )
+    })
 }

@@ -156,3 +156,84 @@ async fn databases_sharing_role_names_migrate_concurrently() {
         drop_pg(db, if i + 1 == dbs.len() { &prefix } else { "" }).await;
     }
 }
+
+/// The admin URL, connecting as another user to another database.
+fn url_as(user: &str, db: &str) -> String {
+    let admin = pg_admin_url();
+    let (scheme, rest) = admin.split_once("://").expect("scheme in VERDICT_TEST_PG");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let (host, _) = host.split_once('/').expect("database in VERDICT_TEST_PG");
+    format!("{scheme}://{user}@{host}/{db}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_owner_with_createrole_migrates_without_superuser() {
+    use sqlx::{Connection as _, Executor as _};
+    let prefix = unique("vmig");
+    let (login, plain) = (format!("{prefix}login"), format!("{prefix}plain"));
+    let db = unique("verdict_t");
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    for sql in [
+        format!("CREATE ROLE \"{login}\" LOGIN CREATEROLE"),
+        format!("CREATE ROLE \"{plain}\" LOGIN"),
+        format!("CREATE DATABASE \"{db}\" OWNER \"{login}\""),
+    ] {
+        admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)))
+            .await
+            .unwrap();
+    }
+    // A login role that may not create roles is refused with what migrating needs, and leaves
+    // neither roles nor a schema behind.
+    let err = verdict_store::migrate(&Location::Postgres(url_as(&plain, &db)), Some(&prefix))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&err, StoreError::Denied(m) if m.contains("CREATEROLE")),
+        "{err}"
+    );
+    let made: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE starts_with(rolname, $1)")
+            .bind(&prefix)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(made, 2, "only the two login roles the test made");
+
+    // The database's owner with CREATEROLE, no superuser, migrates and writes.
+    let location = Location::Postgres(url_as(&login, &db));
+    let report = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap();
+    assert_eq!((report.from, report.to), (0, SCHEMA_VERSION));
+    let options = OpenOptions {
+        role_prefix: Some(prefix.clone()),
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&location, &options).await.unwrap();
+    populate(store.as_ref()).await;
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    drop(store);
+
+    // Every table belongs to the owner role, not to the login role that migrated.
+    let admin_db = format!(
+        "{}/{db}",
+        pg_admin_url().rsplit_once('/').expect("database").0
+    );
+    let mut conn = sqlx::PgConnection::connect(&admin_db).await.unwrap();
+    let owners: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'verdict'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(owners, vec![format!("{prefix}owner")]);
+    let superuser: bool = sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = $1")
+        .bind(&login)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert!(!superuser);
+    drop(conn);
+    drop_pg(&db, &prefix).await;
+}
