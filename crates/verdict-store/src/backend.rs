@@ -133,6 +133,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Rows whose columns derived from their body no longer hold what the body gives. Empty
     /// where the database computes such columns itself and nothing can set them.
     async fn derived_drift(&self) -> Result<Vec<Drift>>;
+    /// A backend whose reads all see the store as it was when this was called, whatever is
+    /// appended meanwhile: `audit verify` reads through one, so a store written during the
+    /// walk is not mistaken for a tampered one. For reading only.
+    async fn snapshot(&self) -> Result<Self>
+    where
+        Self: Sized;
 }
 
 /// A derived column that disagrees with its row's body (or, with no key, a store whose record

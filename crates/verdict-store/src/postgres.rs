@@ -37,6 +37,9 @@ pub(crate) struct PgBackend {
     writer: Option<Mutex<Option<PoolConnection<Postgres>>>>,
     prefix: String,
     describe: String,
+    /// Set on a snapshot ([`Backend::snapshot`]): a connection of its own inside a read-only
+    /// REPEATABLE READ transaction, which every read of this backend goes through.
+    snapshot: Option<Mutex<sqlx::PgConnection>>,
 }
 
 fn pg_err(e: sqlx::Error) -> StoreError {
@@ -359,6 +362,7 @@ impl PgBackend {
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
             describe: redact_url(url),
+            snapshot: None,
         })
     }
 
@@ -381,6 +385,17 @@ impl PgBackend {
             *slot = None;
         }
         settle_run(run, rows)
+    }
+
+    /// The rows of a read, from the snapshot's transaction on a snapshot, else from the pool.
+    async fn rows(
+        &self,
+        query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+    ) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
+        match &self.snapshot {
+            Some(conn) => query.fetch_all(&mut *conn.lock().await).await,
+            None => query.fetch_all(&self.pool).await,
+        }
     }
 
     async fn begin_as(
@@ -600,12 +615,12 @@ impl Backend for PgBackend {
     }
 
     async fn pointers(&self) -> Result<Vec<Pointer>> {
-        let rows = sqlx::query(
-            "SELECT pointer, name, revision, value FROM verdict.pointers ORDER BY pointer, name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(pg_err)?;
+        let rows = self
+            .rows(sqlx::query(
+                "SELECT pointer, name, revision, value FROM verdict.pointers ORDER BY pointer, name",
+            ))
+            .await
+            .map_err(pg_err)?;
         rows.iter().map(row_to_pointer).collect()
     }
 
@@ -614,19 +629,32 @@ impl Backend for PgBackend {
         // column changed behind the routines' back (triggers disabled by a superuser, say)
         // would no longer be caught by re-hashing the body: each is checked against the
         // expression it was derived with, kept as the column's comment by migration 3.
-        let derived: Vec<(String, String, String, String)> = sqlx::query_as(
-            "SELECT c.relname::text, quote_ident(c.relname::text), quote_ident(a.attname::text), \
-             substr(d.description, length($1) + 1) \
-             FROM pg_description d JOIN pg_class c ON c.oid = d.objoid \
-             JOIN pg_namespace n ON n.oid = c.relnamespace \
-             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid \
-             WHERE n.nspname = 'verdict' AND d.classoid = 'pg_class'::regclass \
-               AND starts_with(d.description, $1) ORDER BY 1, 3",
-        )
-        .bind(DERIVED_NOTE)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(pg_err)?;
+        let derived = self
+            .rows(
+                sqlx::query(
+                    "SELECT c.relname::text, quote_ident(c.relname::text), quote_ident(a.attname::text), \
+                     substr(d.description, length($1) + 1) \
+                     FROM pg_description d JOIN pg_class c ON c.oid = d.objoid \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid \
+                     WHERE n.nspname = 'verdict' AND d.classoid = 'pg_class'::regclass \
+                       AND starts_with(d.description, $1) ORDER BY 1, 3",
+                )
+                .bind(DERIVED_NOTE),
+            )
+            .await
+            .map_err(pg_err)?
+            .iter()
+            .map(|r| {
+                Ok::<_, sqlx::Error>((
+                    r.try_get::<String, _>(0)?,
+                    r.try_get::<String, _>(1)?,
+                    r.try_get::<String, _>(2)?,
+                    r.try_get::<String, _>(3)?,
+                ))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(pg_err)?;
         let mut drift = Vec::new();
         if derived.len() != DERIVED_COLUMNS {
             drift.push(Drift {
@@ -644,8 +672,8 @@ impl Backend for PgBackend {
                 "SELECT key, seq FROM verdict.{quoted_table} \
                  WHERE {column} IS DISTINCT FROM ({expr}) ORDER BY seq LIMIT 100"
             );
-            let rows = sqlx::query(AssertSqlSafe(sql))
-                .fetch_all(&self.pool)
+            let rows = self
+                .rows(sqlx::query(AssertSqlSafe(sql)))
                 .await
                 .map_err(pg_err)?;
             for r in rows {
@@ -666,10 +694,12 @@ impl Backend for PgBackend {
             counted_col(table),
             table.name()
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(after_seq)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+        let rows = self
+            .rows(
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(after_seq)
+                    .bind(i64::from(limit)),
+            )
             .await
             .map_err(pg_err)?;
         rows.iter()
@@ -686,15 +716,17 @@ impl Backend for PgBackend {
     }
 
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
-        let rows = sqlx::query(
-            "SELECT seq, prev_hash, hash, event_type, tbl, key, principal, role, payload_digest, correlation, \
-             recorded_at FROM verdict.audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
-        )
-        .bind(to_i64(after_seq, "seq")?)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(pg_err)?;
+        let rows = self
+            .rows(
+                sqlx::query(
+                    "SELECT seq, prev_hash, hash, event_type, tbl, key, principal, role, payload_digest, correlation, \
+                     recorded_at FROM verdict.audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                )
+                .bind(to_i64(after_seq, "seq")?)
+                .bind(i64::from(limit)),
+            )
+            .await
+            .map_err(pg_err)?;
         rows.iter()
             .map(|r| {
                 let key: String = r.try_get(5).map_err(pg_err)?;
@@ -717,17 +749,40 @@ impl Backend for PgBackend {
     }
 
     async fn audit_head(&self) -> Result<Option<ChainHead>> {
-        let row: Option<(i64, String)> =
-            sqlx::query_as("SELECT seq, hash FROM verdict.audit_events ORDER BY seq DESC LIMIT 1")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(pg_err)?;
-        row.map(|(seq, hash)| {
-            Ok(ChainHead {
-                seq: seq_from("audit_events", "", seq)?,
-                hash,
+        let rows = self
+            .rows(sqlx::query(
+                "SELECT seq, hash FROM verdict.audit_events ORDER BY seq DESC LIMIT 1",
+            ))
+            .await
+            .map_err(pg_err)?;
+        rows.first()
+            .map(|r| {
+                let seq: i64 = r.try_get(0).map_err(pg_err)?;
+                Ok(ChainHead {
+                    seq: seq_from("audit_events", "", seq)?,
+                    hash: r.try_get(1).map_err(pg_err)?,
+                })
             })
+            .transpose()
+    }
+
+    async fn snapshot(&self) -> Result<Self> {
+        // A connection taken out of the pool for good (it closes when the snapshot is
+        // dropped, ending its transaction), so the pool never hands out one mid-transaction.
+        let mut conn = self.pool.acquire().await.map_err(pg_err)?.detach();
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(pg_err)?;
+        // The first query fixes what the transaction sees.
+        conn.execute("SELECT 1 FROM verdict.audit_events LIMIT 1")
+            .await
+            .map_err(pg_err)?;
+        Ok(Self {
+            pool: self.pool.clone(),
+            writer: None,
+            prefix: self.prefix.clone(),
+            describe: self.describe.clone(),
+            snapshot: Some(Mutex::new(conn)),
         })
-        .transpose()
     }
 }

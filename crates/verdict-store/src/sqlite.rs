@@ -15,7 +15,7 @@ use crate::records::{PointerKind, Table};
 use crate::store::{ExecutionHead, Pointer, Stored};
 use async_trait::async_trait;
 use rusqlite::{
-    CachedStatement, Connection, OptionalExtension as _, Row, Statement, Transaction,
+    CachedStatement, Connection, OpenFlags, OptionalExtension as _, Row, Statement, Transaction,
     TransactionBehavior, params,
 };
 use std::path::{Path, PathBuf};
@@ -657,5 +657,34 @@ impl Backend for SqliteBackend {
 
     async fn audit_head(&self) -> Result<Option<ChainHead>> {
         self.with(|conn| head(conn)).await
+    }
+
+    async fn snapshot(&self) -> Result<Self> {
+        // A connection of its own, read-only, inside a read transaction: in WAL mode it keeps
+        // seeing the database as of its first read while the store's connection appends.
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| location(&path, e.to_string()))?;
+            conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+            conn.execute_batch("BEGIN DEFERRED").map_err(err)?;
+            // The first read fixes what the transaction sees.
+            conn.query_row("SELECT count(*) FROM audit_events", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(err)?;
+            Ok(Self {
+                path,
+                conn: Arc::new(Mutex::new(conn)),
+            })
+        })
+        .await
+        .map_err(|e| StoreError::Backend {
+            backend: "sqlite",
+            message: format!("snapshot task failed: {e}"),
+        })?
     }
 }

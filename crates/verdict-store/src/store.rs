@@ -1082,7 +1082,7 @@ impl<B: Backend> Store for StoreImpl<B> {
     }
 
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {
-        crate::verify::verify(&self.backend, anchor).await
+        crate::verify::verify(&self.backend.snapshot().await?, anchor).await
     }
 
     async fn verify_audit_paged(
@@ -1090,6 +1090,6 @@ impl<B: Backend> Store for StoreImpl<B> {
         anchor: Option<&ChainHead>,
         page: u32,
     ) -> Result<AuditReport> {
-        crate::verify::verify_paged(&self.backend, anchor, page.max(1)).await
+        crate::verify::verify_paged(&self.backend.snapshot().await?, anchor, page.max(1)).await
     }
 }

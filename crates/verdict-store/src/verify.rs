@@ -12,6 +12,12 @@
 //!   the result was appended;
 //! - with an anchor from a signed checkpoint, the event at its seq still has its hash.
 //!
+//! Every read goes through one snapshot of the store ([`Backend::snapshot`](crate::backend::Backend::snapshot):
+//! a read-only REPEATABLE READ transaction on PostgreSQL, a read transaction on a connection of
+//! its own on SQLite), so appends and pointer moves made during the walk are neither seen
+//! half-way nor taken for tampering; they are the next walk's business. On SQLite the write-ahead
+//! log cannot be checkpointed past that snapshot until the walk ends.
+//!
 //! It streams, so memory does not grow with the chain. Events and each table are read a page
 //! at a time in seq order, and the tables are merged by seq: every row meets the event at its
 //! seq while at most one page of events and one page per table are held. The chain is checked
