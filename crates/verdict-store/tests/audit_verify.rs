@@ -107,15 +107,7 @@ async fn a_swapped_pair_of_audit_events_is_caught(t: &TestStore) {
     populate(t.store.as_ref()).await;
     let a = seq_of(t, "check_evidence", 0).await;
     let b = seq_of(t, "check_evidence", 1).await;
-    let audit = t.table("audit_events");
-    t.tamper(
-        "audit_events",
-        &format!(
-            "UPDATE {audit} SET seq = -1 WHERE seq = {a}; UPDATE {audit} SET seq = {a} WHERE seq = {b}; \
-             UPDATE {audit} SET seq = {b} WHERE seq = -1"
-        ),
-    )
-    .await;
+    t.swap_seqs("audit_events", a, b).await;
     let r = report(t).await;
     assert_found(&r, &[ProblemKind::Reordered], a, "check_evidence");
     assert_found(&r, &[ProblemKind::Reordered], b, "check_evidence");
@@ -126,15 +118,7 @@ async fn a_swapped_pair_of_rows_is_caught(t: &TestStore) {
     populate(t.store.as_ref()).await;
     let a = seq_of(t, "check_evidence", 0).await;
     let b = seq_of(t, "check_evidence", 2).await;
-    let table = t.table("check_evidence");
-    t.tamper(
-        "check_evidence",
-        &format!(
-            "UPDATE {table} SET seq = -1 WHERE seq = {a}; UPDATE {table} SET seq = {a} WHERE seq = {b}; \
-             UPDATE {table} SET seq = {b} WHERE seq = -1"
-        ),
-    )
-    .await;
+    t.swap_seqs("check_evidence", a, b).await;
     let r = report(t).await;
     assert_found(&r, &[ProblemKind::Reordered], a, "check_evidence");
     assert_found(&r, &[ProblemKind::Reordered], b, "check_evidence");

@@ -128,16 +128,8 @@ async fn events_swapped_across_a_page_edge(t: &TestStore) {
     populate(t.store.as_ref()).await;
     let events = chain(t).await;
     let (a, b) = (event(&events, EDGE), event(&events, EDGE + 1));
-    let audit = t.table("audit_events");
     let next = EDGE + 1;
-    t.tamper(
-        "audit_events",
-        &format!(
-            "UPDATE {audit} SET seq = -1 WHERE seq = {EDGE}; UPDATE {audit} SET seq = {EDGE} WHERE seq = {next}; \
-             UPDATE {audit} SET seq = {next} WHERE seq = -1"
-        ),
-    )
-    .await;
+    t.swap_seqs("audit_events", EDGE, next).await;
     let r = report(t).await;
     // Each row now meets the other's event, and is told where its own went.
     has(
@@ -176,14 +168,7 @@ async fn rows_swapped_across_a_table_page_edge(t: &TestStore) {
     let (a, b) = (t.count(&seq(0)).await, t.count(&seq(2)).await);
     let events = chain(t).await;
     let (ea, eb) = (event(&events, a), event(&events, b));
-    t.tamper(
-        "check_evidence",
-        &format!(
-            "UPDATE {table} SET seq = -1 WHERE seq = {a}; UPDATE {table} SET seq = {a} WHERE seq = {b}; \
-             UPDATE {table} SET seq = {b} WHERE seq = -1"
-        ),
-    )
-    .await;
+    t.swap_seqs("check_evidence", a, b).await;
     let r = report(t).await;
     has(
         &r,
@@ -217,9 +202,18 @@ async fn a_row_moved_past_the_end_of_the_chain(t: &TestStore) {
             "SELECT seq FROM {table} ORDER BY seq LIMIT 1 OFFSET 2"
         ))
         .await;
+    moved_past_the_end(t, "check_evidence", seq).await;
+}
+both!(a_row_moved_past_the_end_of_the_chain);
+
+/// Moves the row at `seq` of `table` to seq 10000, past the end of the chain, and checks that
+/// the move is the one problem reported: its event's row still exists, only elsewhere, so
+/// nothing is reported deleted.
+async fn moved_past_the_end(t: &TestStore, table: &str, seq: i64) {
+    let name = t.table(table);
     t.tamper(
-        "check_evidence",
-        &format!("UPDATE {table} SET seq = 10000 WHERE seq = {seq}"),
+        table,
+        &format!("UPDATE {name} SET seq = 10000 WHERE seq = {seq}"),
     )
     .await;
     let r = report(t).await;
@@ -227,13 +221,11 @@ async fn a_row_moved_past_the_end_of_the_chain(t: &TestStore) {
         &r,
         ProblemKind::Reordered,
         10_000,
-        "check_evidence",
+        table,
         &format!("row claims seq 10000, but its audit event is seq {seq}"),
     );
-    // Its event's row still exists, only elsewhere: nothing is reported deleted.
     assert_eq!(r.problems.len(), 1, "{:#?}", lines(&r));
 }
-both!(a_row_moved_past_the_end_of_the_chain);
 
 async fn an_event_copied_past_the_end_of_the_chain(t: &TestStore) {
     populate(t.store.as_ref()).await;
@@ -339,21 +331,9 @@ async fn a_subject_moved_after_its_results(t: &TestStore) {
         1,
         "a counted result after its subject"
     );
-    t.tamper(
-        "subjects",
-        &format!("UPDATE {subjects} SET seq = 10000 WHERE seq = {seq}"),
-    )
-    .await;
-    let r = report(t).await;
-    has(
-        &r,
-        ProblemKind::Reordered,
-        10_000,
-        "subjects",
-        &format!("row claims seq 10000, but its audit event is seq {seq}"),
-    );
-    // The result's flag is still checked against the subject's execution, met only later.
-    assert_eq!(r.problems.len(), 1, "{:#?}", lines(&r));
+    // The result's flag is still checked against the subject's execution, met only later, so
+    // the move stays the one problem.
+    moved_past_the_end(t, "subjects", seq).await;
 }
 both!(a_subject_moved_after_its_results);
 

@@ -358,6 +358,19 @@ impl TestStore {
             .unwrap_or_else(|e| panic!("tampering failed: {e}\n{wrapped}"));
     }
 
+    /// Swaps the seqs of two rows of `table` (`audit_events` included) behind the store's back.
+    pub async fn swap_seqs(&self, table: &str, a: i64, b: i64) {
+        let name = self.table(table);
+        self.tamper(
+            table,
+            &format!(
+                "UPDATE {name} SET seq = -1 WHERE seq = {a}; UPDATE {name} SET seq = {a} WHERE seq = {b}; \
+                 UPDATE {name} SET seq = {b} WHERE seq = -1"
+            ),
+        )
+        .await;
+    }
+
     fn sqlite_triggers(&self, table: &str) -> Vec<(String, String)> {
         let Location::Sqlite(path) = &self.location else {
             unreachable!()
