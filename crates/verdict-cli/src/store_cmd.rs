@@ -16,9 +16,11 @@ pub enum StoreCommand {
         verdict store migrate --store sqlite:/var/lib/verdict/verdict.db\n  \
         verdict store migrate --store postgres://postgres@db:5432/verdict --role-prefix verdict_\n\n\
         Running it again changes nothing. A store whose schema is newer than this binary is \
-        refused. On PostgreSQL, run it as a superuser: it creates NOLOGIN roles <prefix>owner, \
-        <prefix>operator, <prefix>producer, <prefix>runner, <prefix>verifier, <prefix>human \
-        and <prefix>gate.")]
+        refused. On PostgreSQL, run it as a superuser, or as a role with CREATEROLE that may \
+        create a schema in the database (its owner, say): it creates NOLOGIN roles \
+        <prefix>owner, <prefix>operator, <prefix>producer, <prefix>runner, <prefix>verifier, \
+        <prefix>human, <prefix>gate and <prefix>system, makes the connecting role a member of \
+        each, and builds the schema as <prefix>owner.")]
     Migrate(MigrateArgs),
 }
 

@@ -111,7 +111,9 @@ pub async fn open_with(location: &Location, options: &OpenOptions) -> Result<Arc
 }
 
 /// Applies pending migrations at `location` (on PostgreSQL also creating the owner and
-/// principal roles). Running it again changes nothing.
+/// principal roles, and making the connecting role a member of each; that takes a superuser,
+/// or a role with CREATEROLE that may create a schema in the database). Running it again
+/// changes nothing.
 pub async fn migrate(location: &Location, role_prefix: Option<&str>) -> Result<MigrationReport> {
     match location {
         Location::Sqlite(path) => {

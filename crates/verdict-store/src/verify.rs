@@ -505,7 +505,7 @@ impl Walk {
         if hashes.is_empty() && self.places.is_empty() {
             return Ok(seq_of);
         }
-        // Events appended since the merge are not part of this report.
+        // The pass covers the chain the merge walked, and nothing after it.
         let end = self.last.as_ref().map_or(0, |e| e.seq);
         let mut events = EventPages::new(backend, page);
         while let Some(e) = events.next().await? {

@@ -128,8 +128,7 @@ async fn events_swapped_across_a_page_edge(t: &TestStore) {
     populate(t.store.as_ref()).await;
     let events = chain(t).await;
     let (a, b) = (event(&events, EDGE), event(&events, EDGE + 1));
-    let next = EDGE + 1;
-    t.swap_seqs("audit_events", EDGE, next).await;
+    t.swap_seqs("audit_events", EDGE, EDGE + 1).await;
     let r = report(t).await;
     // Each row now meets the other's event, and is told where its own went.
     has(
@@ -145,7 +144,7 @@ async fn events_swapped_across_a_page_edge(t: &TestStore) {
     has(
         &r,
         ProblemKind::Reordered,
-        next,
+        EDGE + 1,
         &b.table,
         &format!(
             "row points at the event of {} {}; its own event is seq 6",
