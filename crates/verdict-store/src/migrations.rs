@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -35,6 +35,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "fewer_steps_per_append",
         sql: include_str!("../migrations/sqlite/0004_fewer_steps_per_append.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "claims_match_the_writer",
+        sql: include_str!("../migrations/sqlite/0005_claims_match_the_writer.sql"),
     },
 ];
 
@@ -59,6 +64,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 4,
         name: "fewer_steps_per_append",
         sql: include_str!("../migrations/postgres/0004_fewer_steps_per_append.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "claims_match_the_writer",
+        sql: include_str!("../migrations/postgres/0005_claims_match_the_writer.sql"),
     },
 ];
 

@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verdict_core::contracts::{
-    HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason, VerificationResult,
+    Finding, HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason,
+    VerificationResult,
 };
 use verdict_core::digest::{self, Digest};
 
@@ -493,6 +494,14 @@ impl<B: Backend> StoreImpl<B> {
                     .and_then(Value::as_array)
                     .map_or(&[][..], Vec::as_slice);
                 for (finding, doc) in r.findings.iter().zip(findings) {
+                    if finding.subject_digest != r.subject_digest {
+                        self.check_finding_subject(
+                            actor,
+                            finding.id.as_str(),
+                            &finding.subject_digest,
+                        )
+                        .await?;
+                    }
                     let text = String::from_utf8(verdict_core::canonical::to_vec(doc))
                         .map_err(invalid_utf8)?;
                     items.push(record(
@@ -504,9 +513,13 @@ impl<B: Backend> StoreImpl<B> {
                 counts_for = Some((r.subject_digest.to_string(), r.generation));
                 subject_ref
             }
-            DocKind::Request | DocKind::Finding | DocKind::Decision | DocKind::Evaluation => {
+            DocKind::Finding => {
+                let f: Finding = decoded(kind, value)?;
+                self.check_finding_subject(actor, f.id.as_str(), &f.subject_digest)
+                    .await?;
                 subject_ref
             }
+            DocKind::Request | DocKind::Decision | DocKind::Evaluation => subject_ref,
             DocKind::Denial => value
                 .get("principal")
                 .and_then(Value::as_str)
@@ -567,6 +580,25 @@ impl<B: Backend> StoreImpl<B> {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// A verifier files a finding only about a subject it holds an admitted run for, whether
+    /// the finding comes alone or inside a result.
+    async fn check_finding_subject(&self, actor: &Actor, id: &str, subject: &Digest) -> Result<()> {
+        let runs = self
+            .backend
+            .find(Table::VerifierRuns, Filter::Subject(subject.to_string()))
+            .await?;
+        for row in runs {
+            let run: RunAdmission = row.decode()?;
+            if run.verifier.as_str() == actor.principal {
+                return Ok(());
+            }
+        }
+        Err(StoreError::Refused(format!(
+            "finding {id}: {:?} holds no run admitted for subject {subject}",
+            actor.principal
+        )))
     }
 
     async fn find_one(&self, table: Table, filter: Filter) -> Result<Option<Stored>> {

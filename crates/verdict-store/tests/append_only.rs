@@ -439,7 +439,20 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
         let err = try_sql(&mut conn, sql).await.unwrap_err();
         assert!(err.contains("permission denied"), "{sql}: {err}");
     }
+    // Nor file, in its own role, evidence that says a runner produced it.
+    let sql = format!(
+        "SELECT * FROM verdict.put_check_evidence('{PRODUCER}', 'producer', ARRAY['{dg}'], ARRAY['{dg}'], ARRAY['{}'], ARRAY[NULL])",
+        canon.replace('\'', "''")
+    );
+    let err = try_sql(&mut conn, &sql).await.unwrap_err();
+    assert!(
+        err.contains("says it was produced by ci-runner as runner"),
+        "{err}"
+    );
     // What it may do, it does through its routine.
+    let own = evidence_by(&s, "ev-own", PRODUCER, "producer");
+    let canon = String::from_utf8(verdict_core::canonical::to_vec(&own)).unwrap();
+    let dg = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, &own);
     let sql = format!(
         "SELECT * FROM verdict.put_check_evidence('{PRODUCER}', 'producer', ARRAY['{dg}'], ARRAY['{dg}'], ARRAY['{}'], ARRAY[NULL])",
         canon.replace('\'', "''")
@@ -451,6 +464,207 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
         .unwrap();
     conn.close().await.unwrap();
     t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.cleanup().await;
+}
+
+/// The call of the single-record routine that appends `doc` to `table` as `principal` in
+/// `role`, with the key and digest the store would give it.
+fn put_one(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> String {
+    let body = String::from_utf8(verdict_core::canonical::to_vec(doc)).unwrap();
+    let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+    let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
+    format!(
+        "SELECT r_seq FROM verdict.put_one_{}('{principal}', '{role}', '{key}', '{digest}', '{}', NULL)",
+        table.name(),
+        body.replace('\'', "''")
+    )
+}
+
+/// The same append through the routine for runs of records.
+fn put_run(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> String {
+    let body = String::from_utf8(verdict_core::canonical::to_vec(doc)).unwrap();
+    let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+    let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
+    format!(
+        "SELECT r_seq FROM verdict.put_{}('{principal}', '{role}', ARRAY['{key}'], ARRAY['{digest}'], ARRAY['{}'], ARRAY[NULL])",
+        table.name(),
+        body.replace('\'', "''")
+    )
+}
+
+/// The database, not only the store, holds a row's claims to its writer: a connection in a role
+/// that may call a write routine still cannot file a result for a run never admitted to its
+/// verifier (or admitted for another class, subject or generation), findings about a subject it
+/// holds no run for, a status for another verifier's run, a human decision signed by someone
+/// else, another producer's work, or evidence that says another principal or role produced it.
+/// Every refusal appends nothing; the honest call that follows each group is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let other_subject = subject("ex-9", 1);
+    let other = subject_digest(&other_subject);
+    let head = t.store.audit_head().await.unwrap().unwrap();
+    let run_of = |r: &mut serde_json::Value, field: &str, value: serde_json::Value| {
+        r["verifier"][field] = value;
+    };
+
+    let (mut conn, verifier_login) = connect_as(&t, ActorRole::Verifier).await;
+    let mut refused: Vec<(String, &str)> = Vec::new();
+    let never = result(&s, 1, "vrun-never", vec![]);
+    refused.push((
+        put_one(Table::VerificationResults, VERIFIER, "verifier", &never),
+        "run vrun-never was not admitted for verifier reviewer-1",
+    ));
+    refused.push((
+        put_run(Table::VerificationResults, VERIFIER, "verifier", &never),
+        "run vrun-never was not admitted for verifier reviewer-1",
+    ));
+    let later = result(&s, 2, "vrun-1", vec![]);
+    refused.push((
+        put_one(Table::VerificationResults, VERIFIER, "verifier", &later),
+        "generation 2",
+    ));
+    let mut class = result(&s, 1, "vrun-1", vec![]);
+    run_of(&mut class, "class", serde_json::json!("security"));
+    refused.push((
+        put_one(Table::VerificationResults, VERIFIER, "verifier", &class),
+        "class security",
+    ));
+    let elsewhere = result(&other, 1, "vrun-1", vec![]);
+    refused.push((
+        put_one(Table::VerificationResults, VERIFIER, "verifier", &elsewhere),
+        "was not admitted",
+    ));
+    // Another verifier principal, in the same database role, on reviewer-1's run.
+    let mut theirs = result(&s, 1, "vrun-1", vec![]);
+    run_of(&mut theirs, "principal", serde_json::json!("reviewer-2"));
+    refused.push((
+        put_one(
+            Table::VerificationResults,
+            "reviewer-2",
+            "verifier",
+            &theirs,
+        ),
+        "run vrun-1 was not admitted for verifier reviewer-2",
+    ));
+    // A result that names another verifier than the one writing it.
+    refused.push((
+        put_one(Table::VerificationResults, VERIFIER, "verifier", &theirs),
+        "names verifier reviewer-2, but reviewer-1 is writing it",
+    ));
+    let stray = finding(&other, "f-stray", 1);
+    refused.push((
+        put_one(Table::Findings, VERIFIER, "verifier", &stray),
+        "reviewer-1 holds no run admitted for subject",
+    ));
+    refused.push((
+        put_run(Table::Findings, VERIFIER, "verifier", &stray),
+        "reviewer-1 holds no run admitted for subject",
+    ));
+    let status = serde_json::json!({"run_id": "vrun-1", "n": 9, "status": "completed"});
+    refused.push((
+        put_one(Table::RunEvents, "reviewer-2", "verifier", &status),
+        "run vrun-1 does not belong to verifier reviewer-2",
+    ));
+    for (sql, expected) in &refused {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(err.contains(expected), "{sql}: {err}");
+    }
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    // What the verifier may write, it writes by hand too.
+    let honest = result(&s, 1, "vrun-1", vec![finding(&s, "f-honest", 1)]);
+    try_sql(
+        &mut conn,
+        &put_one(
+            Table::Findings,
+            VERIFIER,
+            "verifier",
+            &finding(&s, "f-honest", 1),
+        ),
+    )
+    .await
+    .unwrap();
+    try_sql(
+        &mut conn,
+        &put_one(Table::VerificationResults, VERIFIER, "verifier", &honest),
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let (mut conn, human_login) = connect_as(&t, ActorRole::Human).await;
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let mut signed = human(&s, &p);
+    signed["principal"] = serde_json::json!("bob");
+    let head = t.store.audit_head().await.unwrap().unwrap();
+    let err = try_sql(
+        &mut conn,
+        &put_one(Table::HumanDecisions, HUMAN, "human", &signed),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("is signed by bob, not by alice"), "{err}");
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    let mut own = human(&s, &p);
+    own["id"] = serde_json::json!("hd-2");
+    try_sql(
+        &mut conn,
+        &put_one(Table::HumanDecisions, HUMAN, "human", &own),
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let (mut conn, producer_login) = connect_as(&t, ActorRole::Producer).await;
+    let head = t.store.audit_head().await.unwrap().unwrap();
+    let err = try_sql(
+        &mut conn,
+        &put_one(Table::Subjects, "agent-other", "producer", &other_subject),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("producer agent-other may not register work of producer agent-coder-1"),
+        "{err}"
+    );
+    for forged in [
+        evidence_by(&s, "ev-f1", RUNNER, "producer"),
+        evidence_by(&s, "ev-f2", PRODUCER, "runner"),
+        evidence_by(&s, "ev-f3", "agent-other", "producer"),
+    ] {
+        let err = try_sql(
+            &mut conn,
+            &put_one(Table::CheckEvidence, PRODUCER, "producer", &forged),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains("says it was produced by"), "{err}");
+    }
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    try_sql(
+        &mut conn,
+        &put_one(Table::Subjects, PRODUCER, "producer", &other_subject),
+    )
+    .await
+    .unwrap();
+    try_sql(
+        &mut conn,
+        &put_one(
+            Table::CheckEvidence,
+            PRODUCER,
+            "producer",
+            &evidence_by(&s, "ev-mine", PRODUCER, "producer"),
+        ),
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    for login in [verifier_login, human_login, producer_login] {
+        t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    }
     t.cleanup().await;
 }
 
@@ -662,7 +876,7 @@ async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
     let head = t.store.audit_head().await.unwrap().unwrap();
     let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
     let s = subject_digest(&subject("ex-1", 1));
-    let ev = evidence(&s, "ev-repeated");
+    let ev = evidence_by(&s, "ev-repeated", PRODUCER, "producer");
     let canon = String::from_utf8(verdict_core::canonical::to_vec(&ev))
         .unwrap()
         .replace('\'', "''");

@@ -98,6 +98,15 @@ both!(repeats_in_a_batch_settle_on_one_row);
 async fn a_batch_failing_in_the_database_leaves_nothing(t: &TestStore) {
     let s = subject_digest(&subject("ex-1", 1));
     t.store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &subject("ex-1", 1),
+        )
+        .await
+        .unwrap();
+    admit(t, &s, 1, "vrun-1").await;
+    t.store
         .put(&verifier(), DocKind::Finding, &finding(&s, "f-stored", 1))
         .await
         .unwrap();

@@ -389,28 +389,6 @@ async fn listings_follow_subjects_and_executions(t: &TestStore) {
 }
 both!(listings_follow_subjects_and_executions);
 
-async fn admit(t: &TestStore, s: &verdict_core::digest::Digest, generation: u64, run: &str) {
-    let req = t
-        .store
-        .put(&operator(), DocKind::Request, &request(s))
-        .await
-        .unwrap();
-    t.store
-        .admit_run(
-            &operator(),
-            &RunAdmission {
-                run_id: run.parse().unwrap(),
-                request_digest: req.digest.clone(),
-                subject_digest: s.clone(),
-                verifier: VERIFIER.parse().unwrap(),
-                class: "reviewer".parse().unwrap(),
-                admitted_generation: generation,
-            },
-        )
-        .await
-        .unwrap();
-}
-
 async fn results_need_an_admitted_run_and_count_only_while_current(t: &TestStore) {
     let s1 = subject("ex-1", 1);
     let s2 = subject("ex-1", 2);
@@ -582,6 +560,71 @@ async fn results_need_an_admitted_run_and_count_only_while_current(t: &TestStore
     assert_intact(t).await;
 }
 both!(results_need_an_admitted_run_and_count_only_while_current);
+
+/// A verifier files findings only about a subject it holds an admitted run for: alone, or inside
+/// a result for a run it was admitted to. Each refusal appends nothing.
+async fn findings_need_a_run_admitted_on_their_subject(t: &TestStore) {
+    let (s1, s2) = (subject("ex-1", 1), subject("ex-2", 1));
+    let (d1, d2) = (subject_digest(&s1), subject_digest(&s2));
+    for s in [&s1, &s2] {
+        t.store.put(&producer(), DocKind::Subject, s).await.unwrap();
+    }
+    let before = head_seq(t).await;
+    let err = t
+        .store
+        .put(&verifier(), DocKind::Finding, &finding(&d1, "f-early", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Refused(m) if m.contains("holds no run admitted for subject")),
+        "{err}"
+    );
+    admit(t, &d1, 1, "vrun-1").await;
+    let before_admitted = head_seq(t).await;
+    assert!(before_admitted > before);
+    // Admitted on d1, not on d2: a finding about d2 is refused alone and inside a d1 result.
+    let err = t
+        .store
+        .put(&verifier(), DocKind::Finding, &finding(&d2, "f-2", 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    let mixed = result(&d1, 1, "vrun-1", vec![finding(&d2, "f-2", 1)]);
+    let err = t
+        .store
+        .put(&verifier(), DocKind::Verification, &mixed)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    // Another verifier holds no run on d1.
+    let err = t
+        .store
+        .put(
+            &Actor::new("reviewer-2", Role::Verifier),
+            DocKind::Finding,
+            &finding(&d1, "f-1", 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    assert_eq!(head_seq(t).await, before_admitted);
+    // The admitted verifier files about d1, alone and inside its result.
+    t.store
+        .put(&verifier(), DocKind::Finding, &finding(&d1, "f-1", 1))
+        .await
+        .unwrap();
+    t.store
+        .put(
+            &verifier(),
+            DocKind::Verification,
+            &result(&d1, 1, "vrun-1", vec![finding(&d1, "f-1", 2)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(head_seq(t).await, before_admitted + 3);
+    assert_intact(t).await;
+}
+both!(findings_need_a_run_admitted_on_their_subject);
 
 async fn run_status_is_appended_never_rewritten(t: &TestStore) {
     let s = subject("ex-1", 1);

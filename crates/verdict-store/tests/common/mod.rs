@@ -469,13 +469,18 @@ pub fn policy(revision: u64) -> Value {
 }
 
 pub fn evidence(subject: &Digest, id: &str) -> Value {
+    evidence_by(subject, id, RUNNER, "runner")
+}
+
+/// Check evidence that says `principal` produced it as `role`.
+pub fn evidence_by(subject: &Digest, id: &str, principal: &str, role: &str) -> Value {
     json!({
         "id": id,
         "kind": "check",
         "check": "unit-tests",
         "subject_digest": subject.as_str(),
         "definition_digest": d("def"),
-        "produced_by": {"principal": RUNNER, "role": "runner"},
+        "produced_by": {"principal": principal, "role": role},
         "outcome": "pass",
         "hard": true,
         "content_digest": d(id),
@@ -543,6 +548,31 @@ pub fn decision(subject: &Digest, policy: &Digest, key: &str, outcome: &str) -> 
         "unresolved_prior_blockers": [],
         "scores": {"c": null, "rec_v": null, "cat_v": null}
     })
+}
+
+/// Admits run `run` of the test verifier (class `reviewer`) on stored subject `s` at
+/// `generation`, through a fresh verification request.
+pub async fn admit(t: &TestStore, s: &Digest, generation: u64, run: &str) {
+    let operator = verdict_store::Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    let req = t
+        .store
+        .put(&operator, verdict_store::DocKind::Request, &request(s))
+        .await
+        .unwrap();
+    t.store
+        .admit_run(
+            &operator,
+            &verdict_store::RunAdmission {
+                run_id: run.parse().unwrap(),
+                request_digest: req.digest.clone(),
+                subject_digest: s.clone(),
+                verifier: VERIFIER.parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: generation,
+            },
+        )
+        .await
+        .unwrap();
 }
 
 /// Writes at least one row into every table and moves one pointer of each kind.

@@ -1,0 +1,8 @@
+-- verdict store, SQLite schema version 5: nothing changes here.
+--
+-- Version 5 makes PostgreSQL refuse a row whose body claims another writer than the one its
+-- audit event names (a result for a run not admitted to its verifier, evidence filed under
+-- another producer, and so on), so a hand-written call of a write routine cannot get past
+-- what the store checks. SQLite has no roles or connections to tell writers apart; there the
+-- store makes the same checks before it writes, and this migration only keeps both backends
+-- at the same schema version.
