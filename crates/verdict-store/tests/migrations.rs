@@ -237,3 +237,101 @@ async fn a_database_owner_with_createrole_migrates_without_superuser() {
     drop(conn);
     drop_pg(&db, &prefix).await;
 }
+
+/// Schema version 5 splices its checks into each write routine at the one line that parses the
+/// body. A routine that does not have exactly one such line (edited by hand, say) must stop the
+/// migration: nothing of version 5 is applied, no routine is left half-changed, and once the
+/// routine is put back the same migration goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_5_refuses_a_routine_it_cannot_splice_and_changes_nothing() {
+    use sqlx::{Connection as _, Executor as _};
+    let (db, url) = create_pg_db().await;
+    let prefix = unique("vmig");
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    for role in verdict_store::role_names(&prefix) {
+        admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE ROLE \"{role}\" NOLOGIN"
+            ))))
+            .await
+            .unwrap();
+    }
+    let owner = format!("\"{prefix}owner\"");
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    for m in verdict_store::migrations::POSTGRES
+        .iter()
+        .filter(|m| m.version <= 4)
+    {
+        let mut sql = m
+            .sql
+            .replace("__PREFIX_LITERAL__", &format!("'{prefix}'"))
+            .replace("__OWNER__", &owner);
+        for role in verdict_store::ActorRole::ALL {
+            sql = sql.replace(
+                &format!("__{}__", role.as_str().to_uppercase()),
+                &format!("\"{prefix}{}\"", role.as_str()),
+            );
+        }
+        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "BEGIN; {sql}; INSERT INTO verdict.schema_migrations (version, name) VALUES ({}, '{}'); COMMIT;",
+            m.version, m.name
+        ))))
+        .await
+        .unwrap();
+    }
+    let single = "v_doc := p_body::jsonb;";
+    let rewrite = |from: &str, to: &str| {
+        format!(
+            "SET ROLE {owner}; DO $$ BEGIN EXECUTE replace(pg_get_functiondef(\
+             'verdict.put_one_findings(text, text, text, text, text, text)'::regprocedure), \
+             '{from}', '{to}'); END $$; RESET ROLE;"
+        )
+    };
+    let twice = format!("{single} {single}");
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(rewrite(single, &twice))))
+        .await
+        .unwrap();
+    let definition = |name: &str| {
+        format!(
+            "SELECT pg_get_functiondef('verdict.{name}(text, text, text, text, text, text)'::regprocedure)"
+        )
+    };
+    let spliced = async |conn: &mut sqlx::PgConnection| -> bool {
+        let def: String =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(definition("put_one_check_evidence")))
+                .fetch_one(conn)
+                .await
+                .unwrap();
+        def.contains("says it was produced by")
+    };
+
+    let location = Location::Postgres(url.clone());
+    let err = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "verdict.put_one_findings(text, text, text, text, text, text): the body is parsed 2 times, not once"
+        ),
+        "{err}"
+    );
+    let version: i32 = sqlx::query_scalar("SELECT max(version) FROM verdict.schema_migrations")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(version, 4);
+    // The routines the migration had already spliced before it met this one are as they were.
+    assert!(!spliced(&mut conn).await);
+
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(rewrite(&twice, single))))
+        .await
+        .unwrap();
+    let report = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap();
+    assert_eq!((report.from, report.to), (4, SCHEMA_VERSION));
+    assert!(spliced(&mut conn).await);
+    drop(conn);
+    drop(admin);
+    drop_pg(&db, &prefix).await;
+}
