@@ -247,31 +247,14 @@ async fn version_5_refuses_a_routine_it_cannot_splice_and_changes_nothing() {
     use sqlx::{Connection as _, Executor as _};
     let (db, url) = create_pg_db().await;
     let prefix = unique("vmig");
-    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
-    for role in verdict_store::role_names(&prefix) {
-        admin
-            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "CREATE ROLE \"{role}\" NOLOGIN"
-            ))))
-            .await
-            .unwrap();
-    }
+    create_pg_roles(&prefix).await;
     let owner = format!("\"{prefix}owner\"");
     let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
     for m in verdict_store::migrations::POSTGRES
         .iter()
         .filter(|m| m.version <= 4)
     {
-        let mut sql = m
-            .sql
-            .replace("__PREFIX_LITERAL__", &format!("'{prefix}'"))
-            .replace("__OWNER__", &owner);
-        for role in verdict_store::ActorRole::ALL {
-            sql = sql.replace(
-                &format!("__{}__", role.as_str().to_uppercase()),
-                &format!("\"{prefix}{}\"", role.as_str()),
-            );
-        }
+        let sql = pg_migration_sql(m.sql, &prefix);
         conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "BEGIN; {sql}; INSERT INTO verdict.schema_migrations (version, name) VALUES ({}, '{}'); COMMIT;",
             m.version, m.name
@@ -332,6 +315,5 @@ async fn version_5_refuses_a_routine_it_cannot_splice_and_changes_nothing() {
     assert_eq!((report.from, report.to), (4, SCHEMA_VERSION));
     assert!(spliced(&mut conn).await);
     drop(conn);
-    drop(admin);
     drop_pg(&db, &prefix).await;
 }

@@ -132,24 +132,8 @@ pub async fn migrated_from_v1(kind: Kind) -> (TestStore, verdict_store::Migratio
         Kind::Postgres => {
             let (db, url) = create_pg_db().await;
             let prefix = unique("vt");
-            let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
-            for role in verdict_store::role_names(&prefix) {
-                admin
-                    .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                        "CREATE ROLE \"{role}\" NOLOGIN"
-                    ))))
-                    .await
-                    .unwrap();
-            }
-            let mut sql = v1[1]
-                .replace("__PREFIX_LITERAL__", &format!("'{prefix}'"))
-                .replace("__OWNER__", &format!("\"{prefix}owner\""));
-            for role in verdict_store::ActorRole::ALL {
-                sql = sql.replace(
-                    &format!("__{}__", role.as_str().to_uppercase()),
-                    &format!("\"{prefix}{}\"", role.as_str()),
-                );
-            }
+            create_pg_roles(&prefix).await;
+            let sql = pg_migration_sql(v1[1], &prefix);
             let put = format!(
                 "SELECT * FROM verdict.put_principals('verdict-engine', 'operator', ARRAY['ops'], \
                  ARRAY['{dg}'], ARRAY['{}'], ARRAY['ops'])",
@@ -201,6 +185,33 @@ pub async fn migrated_from_v1(kind: Kind) -> (TestStore, verdict_store::Migratio
         dir,
     };
     (t, report)
+}
+
+/// Creates the NOLOGIN owner and principal roles of `prefix`, as a migration would.
+pub async fn create_pg_roles(prefix: &str) {
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    for role in verdict_store::role_names(prefix) {
+        admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE ROLE \"{role}\" NOLOGIN"
+            ))))
+            .await
+            .unwrap();
+    }
+}
+
+/// A PostgreSQL migration's SQL with its role placeholders filled in for `prefix`.
+pub fn pg_migration_sql(sql: &str, prefix: &str) -> String {
+    let mut sql = sql
+        .replace("__PREFIX_LITERAL__", &format!("'{prefix}'"))
+        .replace("__OWNER__", &format!("\"{prefix}owner\""));
+    for role in verdict_store::ActorRole::ALL {
+        sql = sql.replace(
+            &format!("__{}__", role.as_str().to_uppercase()),
+            &format!("\"{prefix}{}\"", role.as_str()),
+        );
+    }
+    sql
 }
 
 /// Creates an empty database named after the test process and a counter.
