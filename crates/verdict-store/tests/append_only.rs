@@ -492,123 +492,141 @@ fn put_run(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -
     )
 }
 
+/// Each case (table, principal named in the call, body, expected message) is refused through the
+/// routine for a single record and through the one for runs of records, and appends nothing.
+async fn refused_both_ways(
+    t: &TestStore,
+    conn: &mut sqlx::PgConnection,
+    role: &str,
+    cases: &[(Table, &str, serde_json::Value, &str)],
+) {
+    let head = t.store.audit_head().await.unwrap().unwrap();
+    for (table, principal, doc, expected) in cases {
+        for sql in [
+            put_one(*table, principal, role, doc),
+            put_run(*table, principal, role, doc),
+        ] {
+            let err = try_sql(conn, &sql).await.unwrap_err();
+            assert!(err.contains(expected), "{sql}: {err}");
+        }
+    }
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+}
+
 /// The database, not only the store, holds a row's claims to its writer: a connection in a role
 /// that may call a write routine still cannot file a result for a run never admitted to its
 /// verifier (or admitted for another class, subject or generation), findings about a subject it
 /// holds no run for, a status for another verifier's run, a human decision signed by someone
 /// else, another producer's work, or evidence that says another principal or role produced it.
-/// Every refusal appends nothing; the honest call that follows each group is accepted.
+/// Every refusal appends nothing; the honest calls that follow each group are accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
+    use serde_json::json;
     let t = postgres().await;
     populate(t.store.as_ref()).await;
     let s = subject_digest(&subject("ex-1", 1));
     let other_subject = subject("ex-9", 1);
     let other = subject_digest(&other_subject);
-    let head = t.store.audit_head().await.unwrap().unwrap();
-    let run_of = |r: &mut serde_json::Value, field: &str, value: serde_json::Value| {
-        r["verifier"][field] = value;
+    let with_verifier = |field: &str, value: &str| {
+        let mut r = result(&s, 1, "vrun-1", vec![]);
+        r["verifier"][field] = json!(value);
+        r
     };
+    let results = Table::VerificationResults;
 
     let (mut conn, verifier_login) = connect_as(&t, ActorRole::Verifier).await;
-    let mut refused: Vec<(String, &str)> = Vec::new();
-    let never = result(&s, 1, "vrun-never", vec![]);
-    refused.push((
-        put_one(Table::VerificationResults, VERIFIER, "verifier", &never),
-        "run vrun-never was not admitted for verifier reviewer-1",
-    ));
-    refused.push((
-        put_run(Table::VerificationResults, VERIFIER, "verifier", &never),
-        "run vrun-never was not admitted for verifier reviewer-1",
-    ));
-    let later = result(&s, 2, "vrun-1", vec![]);
-    refused.push((
-        put_one(Table::VerificationResults, VERIFIER, "verifier", &later),
-        "generation 2",
-    ));
-    let mut class = result(&s, 1, "vrun-1", vec![]);
-    run_of(&mut class, "class", serde_json::json!("security"));
-    refused.push((
-        put_one(Table::VerificationResults, VERIFIER, "verifier", &class),
-        "class security",
-    ));
-    let elsewhere = result(&other, 1, "vrun-1", vec![]);
-    refused.push((
-        put_one(Table::VerificationResults, VERIFIER, "verifier", &elsewhere),
-        "was not admitted",
-    ));
-    // Another verifier principal, in the same database role, on reviewer-1's run.
-    let mut theirs = result(&s, 1, "vrun-1", vec![]);
-    run_of(&mut theirs, "principal", serde_json::json!("reviewer-2"));
-    refused.push((
-        put_one(
-            Table::VerificationResults,
-            "reviewer-2",
-            "verifier",
-            &theirs,
-        ),
-        "run vrun-1 was not admitted for verifier reviewer-2",
-    ));
-    // A result that names another verifier than the one writing it.
-    refused.push((
-        put_one(Table::VerificationResults, VERIFIER, "verifier", &theirs),
-        "names verifier reviewer-2, but reviewer-1 is writing it",
-    ));
-    let stray = finding(&other, "f-stray", 1);
-    refused.push((
-        put_one(Table::Findings, VERIFIER, "verifier", &stray),
-        "reviewer-1 holds no run admitted for subject",
-    ));
-    refused.push((
-        put_run(Table::Findings, VERIFIER, "verifier", &stray),
-        "reviewer-1 holds no run admitted for subject",
-    ));
-    let status = serde_json::json!({"run_id": "vrun-1", "n": 9, "status": "completed"});
-    refused.push((
-        put_one(Table::RunEvents, "reviewer-2", "verifier", &status),
-        "run vrun-1 does not belong to verifier reviewer-2",
-    ));
-    for (sql, expected) in &refused {
-        let err = try_sql(&mut conn, sql).await.unwrap_err();
-        assert!(err.contains(expected), "{sql}: {err}");
-    }
-    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    let not_admitted = "run vrun-1 was not admitted for verifier reviewer-1";
+    refused_both_ways(
+        &t,
+        &mut conn,
+        "verifier",
+        &[
+            (
+                results,
+                VERIFIER,
+                result(&s, 1, "vrun-never", vec![]),
+                "run vrun-never was not admitted for verifier reviewer-1",
+            ),
+            (
+                results,
+                VERIFIER,
+                result(&s, 2, "vrun-1", vec![]),
+                "generation 2",
+            ),
+            (
+                results,
+                VERIFIER,
+                with_verifier("class", "security"),
+                "class security",
+            ),
+            (
+                results,
+                VERIFIER,
+                result(&other, 1, "vrun-1", vec![]),
+                not_admitted,
+            ),
+            // Another verifier principal, in the same database role, on reviewer-1's run.
+            (
+                results,
+                "reviewer-2",
+                with_verifier("principal", "reviewer-2"),
+                "run vrun-1 was not admitted for verifier reviewer-2",
+            ),
+            // A result that names another verifier than the one writing it.
+            (
+                results,
+                VERIFIER,
+                with_verifier("principal", "reviewer-2"),
+                "names verifier reviewer-2, but reviewer-1 is writing it",
+            ),
+            (
+                Table::Findings,
+                VERIFIER,
+                finding(&other, "f-stray", 1),
+                "reviewer-1 holds no run admitted for subject",
+            ),
+            (
+                Table::RunEvents,
+                "reviewer-2",
+                json!({"run_id": "vrun-1", "n": 9, "status": "completed"}),
+                "run vrun-1 does not belong to verifier reviewer-2",
+            ),
+        ],
+    )
+    .await;
     // What the verifier may write, it writes by hand too.
     let honest = result(&s, 1, "vrun-1", vec![finding(&s, "f-honest", 1)]);
-    try_sql(
-        &mut conn,
-        &put_one(
+    for sql in [
+        put_one(
             Table::Findings,
             VERIFIER,
             "verifier",
             &finding(&s, "f-honest", 1),
         ),
-    )
-    .await
-    .unwrap();
-    try_sql(
-        &mut conn,
-        &put_one(Table::VerificationResults, VERIFIER, "verifier", &honest),
-    )
-    .await
-    .unwrap();
+        put_run(results, VERIFIER, "verifier", &honest),
+    ] {
+        try_sql(&mut conn, &sql).await.unwrap();
+    }
     conn.close().await.unwrap();
 
     let (mut conn, human_login) = connect_as(&t, ActorRole::Human).await;
     let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
     let mut signed = human(&s, &p);
-    signed["principal"] = serde_json::json!("bob");
-    let head = t.store.audit_head().await.unwrap().unwrap();
-    let err = try_sql(
+    signed["principal"] = json!("bob");
+    refused_both_ways(
+        &t,
         &mut conn,
-        &put_one(Table::HumanDecisions, HUMAN, "human", &signed),
+        "human",
+        &[(
+            Table::HumanDecisions,
+            HUMAN,
+            signed,
+            "is signed by bob, not by alice",
+        )],
     )
-    .await
-    .unwrap_err();
-    assert!(err.contains("is signed by bob, not by alice"), "{err}");
-    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
+    .await;
     let mut own = human(&s, &p);
-    own["id"] = serde_json::json!("hd-2");
+    own["id"] = json!("hd-2");
     try_sql(
         &mut conn,
         &put_one(Table::HumanDecisions, HUMAN, "human", &own),
@@ -618,48 +636,50 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     conn.close().await.unwrap();
 
     let (mut conn, producer_login) = connect_as(&t, ActorRole::Producer).await;
-    let head = t.store.audit_head().await.unwrap().unwrap();
-    let err = try_sql(
+    let forged = "says it was produced by";
+    refused_both_ways(
+        &t,
         &mut conn,
-        &put_one(Table::Subjects, "agent-other", "producer", &other_subject),
+        "producer",
+        &[
+            (
+                Table::Subjects,
+                "agent-other",
+                other_subject.clone(),
+                "producer agent-other may not register work of producer agent-coder-1",
+            ),
+            (
+                Table::CheckEvidence,
+                PRODUCER,
+                evidence_by(&s, "ev-f1", RUNNER, "producer"),
+                forged,
+            ),
+            (
+                Table::CheckEvidence,
+                PRODUCER,
+                evidence_by(&s, "ev-f2", PRODUCER, "runner"),
+                forged,
+            ),
+            (
+                Table::CheckEvidence,
+                PRODUCER,
+                evidence_by(&s, "ev-f3", "agent-other", "producer"),
+                forged,
+            ),
+        ],
     )
-    .await
-    .unwrap_err();
-    assert!(
-        err.contains("producer agent-other may not register work of producer agent-coder-1"),
-        "{err}"
-    );
-    for forged in [
-        evidence_by(&s, "ev-f1", RUNNER, "producer"),
-        evidence_by(&s, "ev-f2", PRODUCER, "runner"),
-        evidence_by(&s, "ev-f3", "agent-other", "producer"),
-    ] {
-        let err = try_sql(
-            &mut conn,
-            &put_one(Table::CheckEvidence, PRODUCER, "producer", &forged),
-        )
-        .await
-        .unwrap_err();
-        assert!(err.contains("says it was produced by"), "{err}");
-    }
-    assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
-    try_sql(
-        &mut conn,
-        &put_one(Table::Subjects, PRODUCER, "producer", &other_subject),
-    )
-    .await
-    .unwrap();
-    try_sql(
-        &mut conn,
-        &put_one(
+    .await;
+    for sql in [
+        put_one(Table::Subjects, PRODUCER, "producer", &other_subject),
+        put_run(
             Table::CheckEvidence,
             PRODUCER,
             "producer",
             &evidence_by(&s, "ev-mine", PRODUCER, "producer"),
         ),
-    )
-    .await
-    .unwrap();
+    ] {
+        try_sql(&mut conn, &sql).await.unwrap();
+    }
     conn.close().await.unwrap();
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     for login in [verifier_login, human_login, producer_login] {
