@@ -31,6 +31,14 @@ fn verifier() -> Actor {
     Actor::new(VERIFIER, Role::Verifier)
 }
 
+/// Puts `doc` as `actor` and returns why the store refused it (anything else fails the test).
+async fn refused(t: &TestStore, actor: &Actor, kind: DocKind, doc: &serde_json::Value) -> String {
+    match t.store.put(actor, kind, doc).await {
+        Err(StoreError::Refused(why)) => why,
+        other => panic!("{kind:?} as {actor:?}: expected a refusal, got {other:?}"),
+    }
+}
+
 async fn head_seq(t: &TestStore) -> u64 {
     t.store.audit_head().await.unwrap().map_or(0, |h| h.seq)
 }
@@ -215,48 +223,36 @@ async fn roles_are_enforced_by_the_store(t: &TestStore) {
         .unwrap_err();
     assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
     // Evidence is written only by the principal and role it names.
-    let err = t
-        .store
-        .put(
-            &Actor::new("someone-else", Role::Runner),
-            DocKind::Evidence,
-            &evidence(&s, "ev-1"),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
-    let err = t
-        .store
-        .put(
-            &Actor::new(RUNNER, Role::Producer),
-            DocKind::Evidence,
-            &evidence(&s, "ev-1"),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &Actor::new("someone-else", Role::Runner),
+        DocKind::Evidence,
+        &evidence(&s, "ev-1"),
+    )
+    .await;
+    refused(
+        t,
+        &Actor::new(RUNNER, Role::Producer),
+        DocKind::Evidence,
+        &evidence(&s, "ev-1"),
+    )
+    .await;
     // A human decides only in their own name.
-    let err = t
-        .store
-        .put(
-            &Actor::new("mallory", Role::Human),
-            DocKind::HumanDecision,
-            &human(&s, &p),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &Actor::new("mallory", Role::Human),
+        DocKind::HumanDecision,
+        &human(&s, &p),
+    )
+    .await;
     // A producer registers only its own work.
-    let err = t
-        .store
-        .put(
-            &Actor::new("other-agent", Role::Producer),
-            DocKind::Subject,
-            &subj,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &Actor::new("other-agent", Role::Producer),
+        DocKind::Subject,
+        &subj,
+    )
+    .await;
     assert_eq!(head_seq(t).await, 0, "nothing was written");
 
     t.store
@@ -397,16 +393,13 @@ async fn results_need_an_admitted_run_and_count_only_while_current(t: &TestStore
         t.store.put(&producer(), DocKind::Subject, s).await.unwrap();
     }
     // Not admitted: refused.
-    let err = t
-        .store
-        .put(
-            &verifier(),
-            DocKind::Verification,
-            &result(&d1, 1, "vrun-1", vec![]),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &verifier(),
+        DocKind::Verification,
+        &result(&d1, 1, "vrun-1", vec![]),
+    )
+    .await;
 
     admit(t, &d1, 1, "vrun-1").await;
     // A run for the wrong generation cannot be admitted.
@@ -435,26 +428,20 @@ async fn results_need_an_admitted_run_and_count_only_while_current(t: &TestStore
     // Another verifier cannot write for this run; nor can the result claim another generation.
     let mut stolen = result(&d1, 1, "vrun-1", vec![]);
     stolen["verifier"]["principal"] = json!("reviewer-2");
-    let err = t
-        .store
-        .put(
-            &Actor::new("reviewer-2", Role::Verifier),
-            DocKind::Verification,
-            &stolen,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
-    let err = t
-        .store
-        .put(
-            &verifier(),
-            DocKind::Verification,
-            &result(&d1, 2, "vrun-1", vec![]),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &Actor::new("reviewer-2", Role::Verifier),
+        DocKind::Verification,
+        &stolen,
+    )
+    .await;
+    refused(
+        t,
+        &verifier(),
+        DocKind::Verification,
+        &result(&d1, 2, "vrun-1", vec![]),
+    )
+    .await;
 
     // No current subject yet: the result is history.
     let f1 = finding(&d1, "f-1", 1);
@@ -570,43 +557,29 @@ async fn findings_need_a_run_admitted_on_their_subject(t: &TestStore) {
         t.store.put(&producer(), DocKind::Subject, s).await.unwrap();
     }
     let before = head_seq(t).await;
-    let err = t
-        .store
-        .put(&verifier(), DocKind::Finding, &finding(&d1, "f-early", 1))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, StoreError::Refused(m) if m.contains("holds no run admitted for subject")),
-        "{err}"
-    );
+    let why = refused(
+        t,
+        &verifier(),
+        DocKind::Finding,
+        &finding(&d1, "f-early", 1),
+    )
+    .await;
+    assert!(why.contains("holds no run admitted for subject"), "{why}");
     admit(t, &d1, 1, "vrun-1").await;
     let before_admitted = head_seq(t).await;
     assert!(before_admitted > before);
     // Admitted on d1, not on d2: a finding about d2 is refused alone and inside a d1 result.
-    let err = t
-        .store
-        .put(&verifier(), DocKind::Finding, &finding(&d2, "f-2", 1))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(t, &verifier(), DocKind::Finding, &finding(&d2, "f-2", 1)).await;
     let mixed = result(&d1, 1, "vrun-1", vec![finding(&d2, "f-2", 1)]);
-    let err = t
-        .store
-        .put(&verifier(), DocKind::Verification, &mixed)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(t, &verifier(), DocKind::Verification, &mixed).await;
     // Another verifier holds no run on d1.
-    let err = t
-        .store
-        .put(
-            &Actor::new("reviewer-2", Role::Verifier),
-            DocKind::Finding,
-            &finding(&d1, "f-1", 1),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    refused(
+        t,
+        &Actor::new("reviewer-2", Role::Verifier),
+        DocKind::Finding,
+        &finding(&d1, "f-1", 1),
+    )
+    .await;
     assert_eq!(head_seq(t).await, before_admitted);
     // The admitted verifier files about d1, alone and inside its result.
     t.store
