@@ -3,16 +3,18 @@
 //! Each command lives in its own module with a `clap::Args` struct and a `run` function that
 //! returns the process exit code; this file only dispatches.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod audit_cmd;
 mod check_cmd;
+mod completions_cmd;
 mod digest_cmd;
 mod gate_cmd;
 mod input;
 mod judge_cmd;
 mod lifecycle_cmd;
+mod man_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
@@ -67,6 +69,10 @@ enum Command {
     Lifecycle(lifecycle_cmd::LifecycleCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Print a shell completion script (bash, elvish, fish, powershell, zsh).
+    Completions(completions_cmd::Args),
+    /// Write the manual pages of every command into a directory.
+    Man(man_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +87,8 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Completions(args) => completions_cmd::run(&args, Cli::command()),
+        Command::Man(args) => man_cmd::run(&args, Cli::command()),
     };
     match result {
         Ok(code) => code,
