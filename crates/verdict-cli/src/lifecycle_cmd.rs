@@ -686,6 +686,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             .await?;
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
             println!("final decision: {last}");
+            // Commands that work as printed, in the same shell: a store named by `--store`
+            // (rather than by VERDICT_STORE or the default) is named again.
+            let store = common
+                .store
+                .as_deref()
+                .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
+                .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
+            let ex = shell_word(&q.execution);
+            println!("inspect it with:");
+            println!("  verdict status {ex} --gate quickstart{store}");
+            println!("  verdict history {ex} --gate quickstart{store}");
+            println!("  verdict audit verify{store}");
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()
@@ -694,6 +706,17 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as one POSIX shell word: as it is when it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn why(v: &DecisionView) -> String {
