@@ -1,4 +1,4 @@
-//! Applicability (CONTRACTS.md §7): whether a stored decision is current is derived on every
+//! Applicability (docs/spec/applicability.md): whether a stored decision is current is derived on every
 //! read from the execution's head, the gate's policy and `now`; nothing is ever written over.
 
 use crate::engine::Engine;

@@ -1,7 +1,7 @@
 //! # verdict-engine: the verification lifecycle
 //!
 //! One job: run verification as a system, combining the store, the core Gate, the checks and
-//! the verifiers while enforcing CONTRACTS.md §7–§8 end to end. Every action is taken as an
+//! the verifiers while enforcing docs/spec/applicability.md and authority.md end to end. Every action is taken as an
 //! authenticated [`Principal`] and checked against its role and grants; every refusal is
 //! audited; decisions are only ever computed here, from the store, and replay byte for byte.
 //!

@@ -1,4 +1,4 @@
-//! The lifecycle rules of CONTRACTS.md §7–§8, each tried against the engine on SQLite and on
+//! The lifecycle rules of docs/spec/applicability.md and authority.md, each tried against the engine on SQLite and on
 //! PostgreSQL with one test body.
 #![allow(
     clippy::unwrap_used,
