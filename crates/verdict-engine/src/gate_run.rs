@@ -178,6 +178,9 @@ impl Engine {
         execution: &str,
         now: &Timestamp,
     ) -> Result<GateRun> {
+        // A cancelled execution is never gated again; a decision that raced the cancellation
+        // is stored but never applies (applicability reads the cancellation too).
+        self.require_live(execution, "be gated").await?;
         let collected = self.collect(execution).await?;
         let bundle = collected.bundle(now)?;
         let decision = verdict_core::gate::evaluate_value(&bundle);

@@ -31,10 +31,12 @@
 
 mod applicability;
 mod budget;
+mod cancel;
 mod engine;
 pub mod error;
 mod gate_run;
 mod lineage;
+mod notes;
 pub mod quickstart;
 mod runs;
 mod subjects;
@@ -45,7 +47,11 @@ pub use budget::RequestBudget;
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
+pub use notes::{
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
+};
 pub use runs::{
     ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
     Submitted, VerifyTask,
 };
+pub use subjects::Reviewed;
