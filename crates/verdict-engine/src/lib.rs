@@ -8,8 +8,10 @@
 //! Main items:
 //! - [`Engine`]: principals and tokens ([`Engine::init`], [`Engine::add_principal`]), grants,
 //!   the gate policy, subjects and evidence, requests, runs with preflight, results, human
-//!   decisions, [`Engine::gate_run`] / [`Engine::gate_replay`], and [`Engine::status`] /
-//!   [`Engine::history`] with derived applicability.
+//!   decisions pinned to what was reviewed ([`Reviewed`]), cancellation
+//!   ([`Engine::cancel_execution`], [`Engine::cancel_run`]), [`Engine::gate_run`] /
+//!   [`Engine::gate_replay`], and [`Engine::status`] / [`Engine::history`] with derived
+//!   applicability.
 //! - [`ModelVerifier`]: what the engine calls for a run that preflight did not settle.
 //! - [`quickstart`]: one real change walked through the whole flow.
 //! - [`EngineError`]: typed refusals with stable codes (`permission_denied`,

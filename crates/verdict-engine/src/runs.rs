@@ -949,31 +949,7 @@ impl Engine {
             .iter()
             .map(|c| c.id.as_str())
             .collect();
-        let mut answered = BTreeSet::new();
-        for (i, row) in r.criteria.iter().enumerate() {
-            if !criteria.contains(row.id.as_str()) {
-                return Err(bad(format!(
-                    "criterion {} is not in the subject at /criteria/{i}/id",
-                    row.id
-                )));
-            }
-            if !answered.insert(row.id.as_str()) {
-                return Err(bad(format!(
-                    "criterion {} is answered twice, again at /criteria/{i}/id",
-                    row.id
-                )));
-            }
-        }
-        if r.status == VerificationStatus::Completed {
-            let missing: Vec<&str> = criteria.difference(&answered).copied().collect();
-            if !missing.is_empty() {
-                return Err(bad(format!(
-                    "a completed result answers every criterion of its subject exactly once; \
-                     no row for {} at /criteria",
-                    missing.join(", ")
-                )));
-            }
-        }
+        answers_each_criterion_once(r, subject).map_err(&bad)?;
         for (i, f) in r.findings.iter().enumerate() {
             if !criteria.contains(f.criterion.as_str()) {
                 return Err(bad(format!(
@@ -1058,4 +1034,45 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Whether a result's rows name only the subject's criteria, each at most once, and, when it is
+/// completed, every one of them: what a result must be to count (CONTRACTS.md §8). Says which
+/// row or criterion is wrong.
+pub(crate) fn answers_each_criterion_once(
+    r: &VerificationResult,
+    subject: &Subject,
+) -> std::result::Result<(), String> {
+    let criteria: BTreeSet<&str> = subject
+        .criteria
+        .items
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    let mut answered = BTreeSet::new();
+    for (i, row) in r.criteria.iter().enumerate() {
+        if !criteria.contains(row.id.as_str()) {
+            return Err(format!(
+                "criterion {} is not in the subject at /criteria/{i}/id",
+                row.id
+            ));
+        }
+        if !answered.insert(row.id.as_str()) {
+            return Err(format!(
+                "criterion {} is answered twice, again at /criteria/{i}/id",
+                row.id
+            ));
+        }
+    }
+    if r.status == VerificationStatus::Completed {
+        let missing: Vec<&str> = criteria.difference(&answered).copied().collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "a completed result answers every criterion of its subject exactly once; \
+                 no row for {} at /criteria",
+                missing.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }

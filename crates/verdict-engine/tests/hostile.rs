@@ -667,3 +667,91 @@ async fn a_producer_forging_a_cancellation_record_cancels_nothing() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_outcome() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let d = w
+            .engine
+            .put_subject(&w.coder, &three_criteria("change A"), &now())
+            .await
+            .unwrap();
+        let ev = evidence(&d, "pass", "ci", "runner");
+        let ev_id = ev["id"].as_str().unwrap().to_owned();
+        w.engine.add_evidence(&w.ci, &[ev], &now()).await.unwrap();
+        let req = request(&w, json!({})).await;
+        let all = ["tests-pass", "docs-updated", "no-new-deps"];
+        for run in ["run-1", "run-2", "run-3"] {
+            w.engine
+                .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+                .await
+                .unwrap();
+        }
+        let s = w.engine.store();
+        // The verifier writes an incomplete result and its run's outcome straight to the store.
+        s.put(
+            &w.rev.actor(),
+            DocKind::Verification,
+            &rows("run-1", &d, &ev_id, &["tests-pass"]),
+        )
+        .await
+        .unwrap();
+        s.record_run_status(&w.rev.actor(), "run-1", RunStatus::Completed, None)
+            .await
+            .unwrap();
+        // A run whose result the engine refused gets a whole result behind its back.
+        let e = w
+            .engine
+            .submit_result(&w.rev, &rows("run-2", &d, &ev_id, &["tests-pass"]), &now())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "invalid_input");
+        s.put(
+            &w.rev.actor(),
+            DocKind::Verification,
+            &rows("run-2", &d, &ev_id, &all),
+        )
+        .await
+        .unwrap();
+        // A whole result with no recorded outcome for its run.
+        s.put(
+            &w.rev.actor(),
+            DocKind::Verification,
+            &rows("run-3", &d, &ev_id, &all),
+        )
+        .await
+        .unwrap();
+        let collected = w.engine.collect(EXEC).await.unwrap();
+        assert!(collected.verifications.is_empty(), "none of them counts");
+        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert_ne!(g.decision.outcome, Outcome::Pass);
+        assert!(
+            !g.decision
+                .reasons
+                .iter()
+                .any(|r| r.code.as_str() == "criterion_row_missing"),
+            "{:?}",
+            g.decision.reasons
+        );
+        // The engine's own path still counts a whole result.
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-4", &now())
+            .await
+            .unwrap();
+        let ok = w
+            .engine
+            .submit_result(&w.rev, &rows("run-4", &d, &ev_id, &all), &now())
+            .await
+            .unwrap();
+        assert!(ok.counted);
+        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert_eq!(
+            g.decision.outcome,
+            Outcome::Pass,
+            "{:?}",
+            g.decision.reasons
+        );
+    })
+    .await;
+}
