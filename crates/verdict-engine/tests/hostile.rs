@@ -755,3 +755,61 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
+        w.engine
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &now())
+            .await
+            .unwrap();
+        // A slow gate run reads the items...
+        let read = w.engine.collect(EXEC).await.unwrap();
+        // ...a hard failure lands meanwhile...
+        let mut fail = evidence(&d, "fail", "ci", "runner");
+        fail["id"] = json!("ev-meanwhile");
+        w.engine.add_evidence(&w.ci, &[fail], &now()).await.unwrap();
+        // ...and its pass is stored after it, as the latest evaluation of the subject.
+        let decision = verdict_core::gate::evaluate_value(&read.bundle(&now()).unwrap());
+        assert_eq!(decision.outcome, Outcome::Pass);
+        let digests = |rows: &[verdict_store::Stored]| {
+            let mut v: Vec<_> = rows.iter().map(|r| r.digest.clone()).collect();
+            v.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            v
+        };
+        let record = verdict_store::EvaluationRecord {
+            schema: verdict_store::EVALUATION_SCHEMA.to_owned(),
+            evaluation_key: decision.evaluation_key.clone().unwrap(),
+            subject_digest: d.clone(),
+            policy_digest: read.policy_digest.clone(),
+            now: now(),
+            evidence: digests(&read.evidence),
+            verifications: digests(&read.verifications),
+            human_decisions: vec![],
+            prior_findings: vec![],
+        };
+        w.engine
+            .store()
+            .put_batch(
+                &verdict_store::Actor::gate("ops"),
+                &[
+                    (DocKind::Evaluation, serde_json::to_value(&record).unwrap()),
+                    (DocKind::Decision, serde_json::to_value(&decision).unwrap()),
+                ],
+            )
+            .await
+            .unwrap();
+        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        assert!(status.applicable.is_none(), "{:?}", status.applicable);
+        assert_eq!(
+            status.latest.unwrap().not_applicable,
+            vec![NotApplicable::EvidenceSetMoved]
+        );
+        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert_eq!(g.decision.outcome, Outcome::Rework);
+        assert_eq!(applying(&w, &now()).await, vec![Outcome::Rework]);
+    })
+    .await;
+}
