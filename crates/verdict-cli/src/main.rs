@@ -7,6 +7,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod audit_cmd;
+mod cancel_cmd;
 mod check_cmd;
 mod completions_cmd;
 mod digest_cmd;
@@ -67,6 +68,12 @@ enum Command {
     /// run, result, decide, status, history, quickstart.
     #[command(flatten)]
     Lifecycle(lifecycle_cmd::LifecycleCommand),
+    /// Cancel an execution, with a reason (an operator, or its producer).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
+    )]
+    Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
     /// Print a shell completion script (bash, elvish, fish, powershell, zsh).
@@ -86,6 +93,7 @@ fn main() -> ExitCode {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
+        Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
         Command::Completions(args) => completions_cmd::run(&args, Cli::command()),
         Command::Man(args) => man_cmd::run(&args, Cli::command()),
