@@ -460,3 +460,71 @@ fn the_specification_gives_the_defaults_the_code_applies() {
     let budget = serde_json::to_value(verdict_judge::config::Budget::default()).unwrap();
     assert_eq!(defaults_agree("verifiers.md", "## Budget", &budget), 7);
 }
+
+#[test]
+fn the_specification_lists_every_applicability_code() {
+    use verdict_engine::NotApplicable::{self as N, *};
+    let all = [
+        SubjectMoved,
+        GenerationMoved,
+        PolicyRevisionMoved,
+        Expired,
+        EvidenceSetMoved,
+        ExecutionCancelled,
+    ];
+    // No wildcard: a new code fails to compile here until it is listed above.
+    for code in all {
+        match code {
+            N::SubjectMoved
+            | N::GenerationMoved
+            | N::PolicyRevisionMoved
+            | N::Expired
+            | N::EvidenceSetMoved
+            | N::ExecutionCancelled => {}
+        }
+    }
+    let codes: Vec<String> = spec_table(
+        "applicability.md",
+        "# Applicability: whether a decision applies now",
+    )
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect();
+    let expected: Vec<&str> = all.iter().map(|c| c.as_str()).collect();
+    assert_eq!(codes, expected);
+}
+
+#[test]
+fn the_specification_names_every_unavailable_reason() {
+    use verdict_core::contracts::UnavailableReason::{self as U, *};
+    let all = [
+        Timeout,
+        ProviderError,
+        BudgetExhausted,
+        ContextIncomplete,
+        GrantRevoked,
+        Cancelled,
+        InvalidOutput,
+    ];
+    for reason in all {
+        match reason {
+            U::Timeout
+            | U::ProviderError
+            | U::BudgetExhausted
+            | U::ContextIncomplete
+            | U::GrantRevoked
+            | U::Cancelled
+            | U::InvalidOutput => {}
+        }
+    }
+    let row = spec_table("evidence.md", "## Verification result")
+        .into_iter()
+        .find(|r| r[0] == "unavailable_reason")
+        .unwrap();
+    let listed: Vec<&str> = row[1]
+        .split([',', ':', ' '])
+        .filter(|w| w.contains('_') || all.iter().any(|r| r.as_str() == *w))
+        .collect();
+    let expected: Vec<&str> = all.iter().map(|r| r.as_str()).collect();
+    assert_eq!(listed, expected);
+}
