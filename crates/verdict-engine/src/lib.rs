@@ -34,6 +34,8 @@ mod budget;
 mod engine;
 pub mod error;
 mod gate_run;
+pub mod ledger;
+mod ledger_read;
 mod lineage;
 pub mod quickstart;
 mod runs;
