@@ -30,6 +30,7 @@
 //! ```
 
 mod applicability;
+pub mod attest;
 mod budget;
 mod engine;
 pub mod error;
