@@ -6,12 +6,16 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod attest_cmd;
 mod audit_cmd;
 mod check_cmd;
 mod digest_cmd;
+mod export_cmd;
 mod gate_cmd;
 mod input;
 mod judge_cmd;
+mod key_cmd;
+mod ledger_cmd;
 mod lifecycle_cmd;
 mod schema_cmd;
 mod store_cmd;
@@ -67,6 +71,22 @@ enum Command {
     Lifecycle(lifecycle_cmd::LifecycleCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Create and export the ed25519 keys attestations are signed with.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict key generate --out attest.key --public-out attest.pub"
+    )]
+    Key(key_cmd::KeyCommand),
+    /// Sign a stored decision as in-toto statements in DSSE envelopes, or verify such a file.
+    Attest(Box<attest_cmd::Args>),
+    /// Write a subject's check evidence as JUnit, or a decision as GitHub check payloads.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict export junit ex-1 --out verdict-junit.xml"
+    )]
+    Export(export_cmd::ExportCommand),
+    /// The reliability ledger: verified pass rates per capability cohort.
+    Ledger(Box<ledger_cmd::Args>),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +101,10 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Key(cmd) => key_cmd::run(cmd),
+        Command::Attest(args) => attest_cmd::run(&args),
+        Command::Export(cmd) => export_cmd::run(cmd),
+        Command::Ledger(args) => ledger_cmd::run(&args),
     };
     match result {
         Ok(code) => code,
