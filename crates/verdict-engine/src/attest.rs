@@ -3,11 +3,10 @@
 //! store, checks authority and records which key signed what.
 //!
 //! The engine's records (which keys it signs with, which attestation each key made) are
-//! written by the engine itself among the requests, as admission notes are. Requests are also
-//! writable by producers, so a record counts only when its audit event says the engine wrote
-//! it; anything else with the same schema is ignored.
+//! lifecycle notes (`notes.rs`): written by the engine itself among the requests and believed
+//! only when the audit chain says the engine wrote them.
 
-use crate::engine::{ENGINE_PRINCIPAL, Engine, Principal};
+use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use schemars::JsonSchema;
@@ -103,19 +102,6 @@ fn to_value<T: Serialize>(what: &'static str, t: &T) -> Result<Value> {
 }
 
 impl Engine {
-    /// Whether `row` was appended by the engine itself, as its audit event says.
-    async fn written_by_engine(&self, row: &Stored) -> Result<bool> {
-        let events = self
-            .store
-            .audit_events(row.seq.saturating_sub(1), 1)
-            .await?;
-        Ok(events.first().is_some_and(|e| {
-            e.seq == row.seq
-                && e.principal == ENGINE_PRINCIPAL
-                && e.role == Self::system().role.as_str()
-        }))
-    }
-
     /// The engine's stored record of `key`, if it has one.
     async fn key_row(&self, key: &VerifyingKey) -> Result<Option<(Stored, bool)>> {
         let doc = to_value("signing key record", &SigningKeyRecord::of(key))?;
@@ -153,10 +139,7 @@ impl Engine {
                 record.key_id
             ))),
             None => {
-                let doc = to_value("signing key record", &record)?;
-                self.store
-                    .put(&Self::system(), DocKind::Request, &doc)
-                    .await?;
+                self.put_note(&record).await?;
                 Ok(record)
             }
         }
@@ -269,20 +252,8 @@ impl Engine {
     /// The engine's records of the attestations about `execution`'s subjects, in the order
     /// they were made.
     pub async fn attestations(&self, execution: &str) -> Result<Vec<AttestationRecord>> {
-        let mut out = Vec::new();
-        for row in self
-            .store
-            .list(DocKind::Request, &About::Execution(execution.to_owned()))
-            .await?
-        {
-            let Ok(record) = row.decode::<AttestationRecord>() else {
-                continue;
-            };
-            if record.schema == ATTESTATION_SCHEMA && self.written_by_engine(&row).await? {
-                out.push(record);
-            }
-        }
-        Ok(out)
+        self.notes(&About::Execution(execution.to_owned()), ATTESTATION_SCHEMA)
+            .await
     }
 
     /// JUnit XML of the check evidence stored about `execution`'s current subject; every
