@@ -315,6 +315,7 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
     };
     let (subject_digest, replayed) = check_summary(&subject, &vsa)?;
     let inputs: BTreeSet<&DocumentRef> = vsa.input_attestations.iter().collect();
+    let mut reported = BTreeSet::new();
     for (line, s, r) in &results {
         if *s != subject {
             return Err(content(format!(
@@ -322,15 +323,32 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
             )));
         }
         check_test_result(r, &subject_digest).map_err(|e| content(format!("line {line}: {e}")))?;
-        if !inputs.contains(&document_ref(
-            DigestKind::Evidence,
-            &r.evidence.evidence_digest,
-        )) {
+        let reference = document_ref(DigestKind::Evidence, &r.evidence.evidence_digest);
+        if !inputs.contains(&reference) {
             return Err(content(format!(
                 "line {line}: evidence {} is not among the summary's inputs",
                 r.evidence.evidence_digest
             )));
         }
+        if !reported.insert(reference) {
+            return Err(content(format!(
+                "line {line}: evidence {} is reported twice",
+                r.evidence.evidence_digest
+            )));
+        }
+    }
+    // Every check evidence the Gate read has its test result: a file with a line removed (a
+    // failing check, say) is refused, not read as the checks that remain.
+    let prefix = format!("{VERDICT_URI}/{}/", DigestKind::Evidence.as_str());
+    if let Some(missing) = vsa
+        .input_attestations
+        .iter()
+        .find(|i| i.uri.starts_with(&prefix) && !reported.contains(*i))
+    {
+        return Err(content(format!(
+            "no test result for the summary's input {}",
+            missing.uri
+        )));
     }
     Ok(Report {
         outcome: vsa.gate.outcome,

@@ -322,6 +322,23 @@ fn signed_content_that_contradicts_itself_is_refused() {
         verify(spliced.as_bytes(), &trusted),
         Err(AttestError::Content(_))
     ));
+    // A test result removed, or repeated: the file no longer reports what the Gate read.
+    let without: String = file
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    assert!(file.lines().count() > 1);
+    assert!(matches!(
+        verify(without.as_bytes(), &trusted),
+        Err(AttestError::Content(_))
+    ));
+    let twice = format!("{file}{}\n", file.lines().nth(1).unwrap());
+    assert!(matches!(
+        verify(twice.as_bytes(), &trusted),
+        Err(AttestError::Content(_))
+    ));
     // Only test results, no summary.
     let tail: String = file.lines().skip(1).map(|l| format!("{l}\n")).collect();
     assert!(verify(tail.as_bytes(), &trusted).is_err());
