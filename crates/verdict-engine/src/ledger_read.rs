@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{Outcome, ReasonCode, Subject, Timestamp, VerificationResult};
 use verdict_core::digest::Digest;
-use verdict_store::{About, DocKind, EvaluationRecord, PointerKind};
+use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
 
 /// How many audit events one page of the execution scan reads.
 const PAGE: u32 = 1000;
@@ -28,6 +28,14 @@ struct ManifestHead {
 #[derive(Debug, Deserialize)]
 struct Construction {
     revision: String,
+}
+
+/// The part of a verification request the ledger reads: the capability it names, if any.
+#[derive(Debug, Deserialize)]
+struct NamedCapability {
+    schema: String,
+    #[serde(default)]
+    capability: Option<String>,
 }
 
 /// Whether a reason that makes `view` not apply still lets it stand for its attempt. For an
@@ -110,6 +118,47 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+
+    /// The capability the latest request about the subject names. Only a request its own
+    /// producer or an operator appended counts: the capability is theirs to name, no one
+    /// else's.
+    async fn requested_capability(
+        &self,
+        subject: &Subject,
+        digest: &Digest,
+    ) -> Result<Option<String>> {
+        let mut named = None;
+        for row in self
+            .store
+            .list(DocKind::Request, &About::Subject(digest.clone()))
+            .await?
+        {
+            let Ok(request) = row.decode::<NamedCapability>() else {
+                continue;
+            };
+            let Some(capability) = request
+                .capability
+                .filter(|_| request.schema == crate::runs::REQUEST_SCHEMA)
+            else {
+                continue;
+            };
+            let events = self
+                .store
+                .audit_events(row.seq.saturating_sub(1), 1)
+                .await?;
+            let by_owner = events.iter().any(|e| {
+                e.seq == row.seq
+                    && e.payload_digest == row.digest.as_str()
+                    && (e.role == ActorRole::Operator.as_str()
+                        || (e.role == ActorRole::Producer.as_str()
+                            && e.principal == subject.producer.principal.as_str()))
+            });
+            if by_owner {
+                named = Some(capability);
+            }
+        }
+        Ok(named)
     }
 
     /// The verifiers whose results a decision counted, with their model and prompt revisions.
@@ -241,9 +290,13 @@ impl Engine {
                     )
                 }
             };
+            let capability = match self.requested_capability(&subject, &digest).await? {
+                Some(named) => named,
+                None => capability(&subject),
+            };
             out.push(Observation {
                 cohort: CohortKey {
-                    capability: capability(&subject),
+                    capability,
                     verifiers,
                     policy,
                 },

@@ -203,3 +203,54 @@ async fn unavailable_verification_is_a_coverage_gap_not_a_failure() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_names_the_capability_else_the_subject_does() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        let l = ledger(&w).await;
+        assert_eq!(only(&l).key.capability, "-:work_package");
+        // The next attempt's request names its capability.
+        let (d, ev) = subject_with_evidence(&w, 1, "change B", "pass").await;
+        let req = w
+            .engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("migrations"), &now())
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-2", &now())
+            .await
+            .unwrap();
+        let r = with_model(result("rev", "run-2", &d, 1, &ev), "m1");
+        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        // A later request about the subject from someone who is not its producer (the store
+        // takes it; the ledger does not).
+        let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
+            "capability": "forged"});
+        w.engine
+            .store()
+            .put(
+                &verdict_store::Actor::new("ci", verdict_core::contracts::Role::Producer),
+                verdict_store::DocKind::Request,
+                &forged,
+            )
+            .await
+            .unwrap();
+        let l = ledger(&w).await;
+        let caps: Vec<&str> = l
+            .cohorts
+            .iter()
+            .map(|c| c.key.capability.as_str())
+            .collect();
+        assert_eq!(caps, ["-:work_package", "migrations"]);
+        assert!(
+            w.engine
+                .create_request_for(&w.coder, EXEC, &json!({}), Some(""), &now())
+                .await
+                .is_err()
+        );
+    })
+    .await;
+}
