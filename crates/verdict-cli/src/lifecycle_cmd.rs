@@ -271,6 +271,10 @@ pub enum RequestCommand {
         /// fields are refused.
         #[arg(long, default_value = "{}")]
         budget: String,
+        /// The capability the reliability ledger files this attempt under (default: the
+        /// subject's mission and work item kinds).
+        #[arg(long)]
+        capability: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -546,6 +550,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         C::Request(RequestCommand::Create {
             execution,
             budget,
+            capability,
             common,
         }) => {
             let ctx = Ctx::open(&common).await?;
@@ -553,7 +558,13 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             let d = ctx
                 .engine
-                .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
+                .create_request_for(
+                    &ctx.caller().await?,
+                    &execution,
+                    &budget,
+                    capability.as_deref(),
+                    &ctx.now,
+                )
                 .await?;
             println!("{d}");
         }

@@ -88,6 +88,41 @@ fn core_depends_on_no_other_verdict_crate_and_no_runtime() {
     }
 }
 
+/// verdict-attest is pure: it reaches only the core, no store, runtime, clock, file or network,
+/// so what it signs and checks depends on nothing but the documents and keys it is handed.
+#[test]
+fn attest_depends_only_on_the_core_and_does_no_io() {
+    let table = deps("verdict-attest").unwrap();
+    for n in names(&table) {
+        assert!(
+            !n.starts_with("verdict-") || n == "verdict-core",
+            "verdict-attest depends on {n}"
+        );
+        assert!(
+            !["tokio", "async-trait", "futures", "getrandom", "rand"].contains(&n.as_str()),
+            "verdict-attest depends on {n}"
+        );
+    }
+    for entry in std::fs::read_dir(crates_dir().join("verdict-attest/src")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for needle in [
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::env",
+            "SystemTime",
+            "Instant",
+        ] {
+            assert!(
+                !text.contains(needle),
+                "{} uses {needle}; verdict-attest does no I/O and reads no clock",
+                path.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn every_crate_is_in_the_code_map() {
     let map = std::fs::read_to_string(crates_dir().join("../ARCHITECTURE.md")).unwrap();

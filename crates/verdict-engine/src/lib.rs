@@ -32,11 +32,14 @@
 //! ```
 
 mod applicability;
+pub mod attest;
 mod budget;
 mod cancel;
 mod engine;
 pub mod error;
 mod gate_run;
+pub mod ledger;
+mod ledger_read;
 mod lineage;
 mod notes;
 pub mod quickstart;
