@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use verdict_core::contracts::{CriterionRow, Disposition, Finding, Name, Runtime};
+use verdict_core::contracts::{CriterionRow, Disposition, Finding, Id, Name, Runtime};
 use verdict_core::digest::{self, Digest};
 
 /// The key of a cached result.
@@ -34,12 +34,17 @@ pub struct KeyParts<'a> {
     pub context_digest: &'a Digest,
     /// The reply schema version.
     pub schema_version: &'a str,
+    /// The criteria whose passes may cite no ref (they change which replies are valid).
+    pub refs_waived: &'a [Id],
 }
 
 impl KeyParts<'_> {
     /// The key: raw SHA-256 of the canonical form of all parts.
     #[must_use]
     pub fn key(&self) -> CacheKey {
+        let mut waived: Vec<&str> = self.refs_waived.iter().map(Id::as_str).collect();
+        waived.sort_unstable();
+        waived.dedup();
         let doc = json!({
             "criteria_revision": self.criteria_revision,
             "template_digest": self.template_digest,
@@ -48,6 +53,7 @@ impl KeyParts<'_> {
             "sampling": [self.sampling.0, self.sampling.1],
             "context_digest": self.context_digest,
             "schema_version": self.schema_version,
+            "refs_waived": waived,
         });
         CacheKey(digest::raw(&verdict_core::canonical::to_vec(&doc)))
     }

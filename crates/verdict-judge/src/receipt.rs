@@ -29,6 +29,11 @@ pub struct Receipt {
     /// Wall time of the call in milliseconds.
     pub latency_ms: u64,
     /// How it ended: `valid`, `invalid_output`, `refused`, `truncated`, `no_result`,
-    /// `timeout`, `http_<status>`, `transport_error`, `protocol_error`, `command_failed`.
+    /// `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
+    /// `command_failed`.
     pub outcome: String,
+    /// The full failure detail of a call that did not give a valid result, with the provider's
+    /// secrets redacted; `None` for a valid one.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
