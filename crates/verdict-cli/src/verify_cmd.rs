@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use verdict_core::contracts::{
-    CheckEvidence, Finding, Subject, UnavailableReason, VerificationStatus,
+    CheckEvidence, Finding, Id, Policy, Subject, UnavailableReason, VerificationStatus,
 };
 use verdict_core::digest::{self, Digest};
 use verdict_engine::{ModelVerifier, RunOutcome, VerifyTask};
@@ -73,6 +73,8 @@ struct Material {
     subject_digest: Digest,
     objective: ObjectiveInput,
     resources: Vec<ResourceInput>,
+    /// The subject's criteria the pinned policy waives the verifier's ref rule for.
+    refs_waived: Vec<Id>,
 }
 
 impl Material {
@@ -129,6 +131,7 @@ impl Material {
             resources: self.resources.clone(),
             evidence,
             prior_findings,
+            evidence_refs_waived: self.refs_waived.clone(),
         };
         req.validate()?;
         Ok(req)
@@ -223,11 +226,32 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         .await?
         .with_context(|| format!("no subject {subject_digest}"))?
         .decode()?;
+    // The policy the request pinned says which criteria, if any, may pass without refs.
+    let policy_digest: Digest = request
+        .get("policy_digest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("request {request_digest}: policy_digest: {e}"))?;
+    let policy: Policy = engine
+        .store()
+        .get(DocKind::Policy, &policy_digest)
+        .await?
+        .with_context(|| format!("no policy {policy_digest}"))?
+        .decode()?;
+    let refs_waived = subject
+        .criteria
+        .items
+        .iter()
+        .map(|c| c.id.clone())
+        .filter(|id| policy.evidence_refs_waived.contains(id))
+        .collect();
     let material = Material {
         objective: objective(&args.objective, &subject)?,
         resources: resources(&args.resources, &subject)?,
         subject,
         subject_digest,
+        refs_waived,
     };
     let mut file = VerifiersFile::load(&args.verifiers)?;
     let cap = verdict_engine::RequestBudget::of_request(&request)
