@@ -5,6 +5,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
+use verdict_core::digest::Digest;
+use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, ExecutionHead, GateHead};
 
 /// Why a decision does not apply.
@@ -89,6 +91,15 @@ pub struct RunView {
     pub preflight: serde_json::Value,
     /// Whether its result (if any) counts now.
     pub counted: Option<bool>,
+    /// The digest of the context its model was shown, when recorded.
+    pub context_digest: Option<Digest>,
+    /// One receipt per provider call (provider, model, snapshot, tokens, cost, latency,
+    /// attempt, outcome, failure detail).
+    pub receipts: Vec<Receipt>,
+    /// Why the run is unavailable, in full (secrets redacted).
+    pub detail: Option<String>,
+    /// The cache key its result was served from, when it was.
+    pub cache_key: Option<String>,
 }
 
 /// `history`: every decision and run of the execution.
@@ -187,7 +198,12 @@ impl Engine {
                 .map_or("admitted", verdict_store::RunStatus::as_str)
                 .to_owned();
             let mut counted = None;
+            let mut context = None;
             if let Some(run) = &run {
+                context = self
+                    .contexts_about(&run.admission.subject_digest, &run_id)
+                    .await?
+                    .pop();
                 for row in self
                     .store
                     .list(
@@ -220,6 +236,13 @@ impl Engine {
                 status,
                 preflight: note.get("preflight").cloned().unwrap_or_default(),
                 counted,
+                context_digest: context.as_ref().map(|c| c.context_digest.clone()),
+                receipts: context
+                    .as_ref()
+                    .map(|c| c.receipts.clone())
+                    .unwrap_or_default(),
+                detail: context.as_ref().and_then(|c| c.detail.clone()),
+                cache_key: context.and_then(|c| c.cache_key),
             });
         }
         Ok(History {

@@ -46,6 +46,6 @@ pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
 pub use runs::{
-    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
-    Submitted, VerifyTask,
+    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunContext,
+    RunContextSchema, RunOutcome, RunReport, Submitted, VerifyTask,
 };

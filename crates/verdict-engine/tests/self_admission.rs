@@ -15,6 +15,13 @@ use serde_json::{Value, json};
 use verdict_core::digest::{DigestKind, digest};
 use verdict_engine::{ModelVerifier, RunOutcome, VerifyTask};
 
+fn report(manifest: &Value) -> verdict_engine::RunReport {
+    verdict_engine::RunReport {
+        manifest: manifest.clone(),
+        ..Default::default()
+    }
+}
+
 fn code(e: &verdict_engine::EngineError) -> &'static str {
     e.code()
 }
@@ -74,14 +81,14 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         let manifest = json!({"schema": "verdict.context-manifest/v1", "entries": []});
         let d = w
             .engine
-            .record_run_context(&w.rev, "run-self", &manifest, &now())
+            .record_run_context(&w.rev, "run-self", &report(&manifest), &now())
             .await
             .unwrap();
         assert_eq!(d, digest(DigestKind::Context, &manifest));
         let notes = w.engine.run_contexts("run-self").await.unwrap();
         assert_eq!(notes.len(), 1);
-        assert_eq!(notes[0]["context_digest"], json!(d.as_str()));
-        assert_eq!(notes[0]["manifest"], manifest);
+        assert_eq!(notes[0].context_digest, d);
+        assert_eq!(notes[0].manifest, manifest);
         let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "pass");
     })
@@ -119,7 +126,7 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .record_run_context(&w.rev2, "run-rev", &json!({}), &now())
+            .record_run_context(&w.rev2, "run-rev", &report(&json!({})), &now())
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");

@@ -49,6 +49,8 @@ pub struct JudgeRun {
     pub detail: Option<String>,
     /// Whether the result came from the cache (then no call was made).
     pub cache_hit: bool,
+    /// The key it was served from, on a cache hit.
+    pub cache_key: Option<CacheKey>,
     /// Criteria and prior findings on which samples disagreed.
     pub disagreements: Vec<String>,
     /// The rationale each valid sample gave per criterion.
@@ -197,8 +199,9 @@ impl Judge {
         let key = self.cache_key(req, &plan);
         if let (Some(cache), Some(key)) = (&self.cache, &key)
             && let Some(hit) = cache.get(key)
+            && fits(&hit, &plan.manifest, &req.evidence_refs_waived)
         {
-            return Ok(self.finish_cached(req, &plan, hit));
+            return Ok(self.finish_cached(req, &plan, hit, key.clone()));
         }
         let outcome = {
             let work = self.sample_all(&plan, &req.evidence_refs_waived, &state);
@@ -584,12 +587,19 @@ impl Judge {
             receipts: st.receipts,
             detail,
             cache_hit: false,
+            cache_key: None,
             disagreements,
             rationales,
         }
     }
 
-    fn finish_cached(&self, req: &JudgeRequest, plan: &ContextPlan, hit: CachedResult) -> JudgeRun {
+    fn finish_cached(
+        &self,
+        req: &JudgeRequest,
+        plan: &ContextPlan,
+        hit: CachedResult,
+        key: CacheKey,
+    ) -> JudgeRun {
         let mut verifier = self.verifier(req, None);
         verifier.runtime = Some(hit.runtime);
         JudgeRun {
@@ -613,10 +623,42 @@ impl Judge {
             receipts: Vec::new(),
             detail: None,
             cache_hit: true,
+            cache_key: Some(key),
             disagreements: Vec::new(),
             rationales: Vec::new(),
         }
     }
+}
+
+/// Whether a cached result is one this run could have produced: one row per asked criterion in
+/// order, refs only from the manifest, a cited ref on every pass not waived, findings on asked
+/// criteria, one disposition per prior blocker. The key already pins all of this; the check is
+/// for an entry damaged or edited where it is kept.
+fn fits(hit: &CachedResult, m: &ContextManifest, waived: &[Id]) -> bool {
+    let citable: std::collections::BTreeSet<&str> =
+        m.citable_refs().map(|e| e.ref_.as_str()).collect();
+    let cites = |refs: &[String]| refs.iter().all(|r| citable.contains(r.as_str()));
+    let rows_fit = hit.criteria.len() == m.criteria.asked.len()
+        && hit.criteria.iter().zip(&m.criteria.asked).all(|(row, id)| {
+            row.id == *id
+                && row.method == reply::METHOD
+                && cites(&row.evidence_refs)
+                && !(row.status == verdict_core::contracts::CriterionStatus::Passed
+                    && row.evidence_refs.is_empty()
+                    && !waived.contains(id))
+        });
+    let findings_fit = hit.findings.iter().all(|f| {
+        m.criteria.asked.contains(&f.criterion)
+            && f.subject_digest == m.subject_digest
+            && cites(&f.evidence_refs)
+    });
+    let dispositions_fit = hit.dispositions.len() == m.prior_findings.len()
+        && hit
+            .dispositions
+            .iter()
+            .zip(&m.prior_findings)
+            .all(|(d, k)| d.finding == k.id && d.version == k.version && cites(&d.evidence_refs));
+    rows_fit && findings_fit && dispositions_fit
 }
 
 /// The combined valid samples of a run.

@@ -1,9 +1,10 @@
 //! Per-call receipts: what each provider call cost and how it ended.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One provider call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     /// Which sample (0-based) the call was for.
