@@ -749,3 +749,30 @@ fn the_cache_reuses_only_valid_results_and_lives_under_verdict_home() {
         assert_eq!(srv.calls.load(Ordering::SeqCst), 2, "{backend:?}");
     }
 }
+
+#[test]
+fn a_cost_cap_on_a_class_without_prices_is_refused_before_any_run() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    let capped = s.env.ok(
+        Some(&s.coder),
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--budget",
+            r#"{"max_cost": 1}"#,
+            "--now",
+            NOW,
+        ],
+    );
+    let out = s.verify_request(&capped, &s.rev, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("no provider.price"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(history(&s)["runs"], json!([]));
+}

@@ -592,3 +592,31 @@ async fn all_passed_citing_nothing_is_invalid_output_unless_waived() {
     assert!(err.to_string().contains("\"security\""), "{err}");
     assert!(server.received().is_empty());
 }
+
+#[tokio::test]
+async fn a_cost_cap_that_cannot_be_checked_makes_no_call() {
+    // A cap without prices (a request's cap lowered onto a class without them): no estimate,
+    // so no call and no result.
+    let server =
+        FakeServer::start(|r| Answer::json(&reporting(Proto::OpenAi, &r.nonce(), 10))).await;
+    let b = Budget {
+        max_cost: Some(1.0),
+        ..budget()
+    };
+    let j = judge_with(
+        Proto::OpenAi,
+        &server.url,
+        &long_key(),
+        b,
+        Sampling::default(),
+        None,
+    );
+    let run = j.run(&request()).await.unwrap();
+    assert_unavailable(
+        &run,
+        UnavailableReason::BudgetExhausted,
+        "cannot be checked",
+        "no price",
+    );
+    assert!(server.received().is_empty());
+}
