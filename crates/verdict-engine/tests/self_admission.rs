@@ -228,7 +228,7 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
             .unwrap();
         let notes = w.engine.run_contexts("run-r").await.unwrap();
         assert_eq!(notes.len(), 1);
-        assert_eq!(notes[0].receipts, [receipt.clone()]);
+        assert_eq!(notes[0].receipts, std::slice::from_ref(&receipt));
         let h = w.engine.history(EXEC, &now()).await.unwrap();
         let run = h.runs.iter().find(|r| r.run_id == "run-r").unwrap();
         assert_eq!(run.receipts, [receipt]);
