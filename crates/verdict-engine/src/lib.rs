@@ -56,7 +56,7 @@ pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
 };
 pub use runs::{
-    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
-    Submitted, VerifyTask,
+    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunContext,
+    RunContextSchema, RunOutcome, RunReport, Submitted, VerifyTask,
 };
 pub use subjects::Reviewed;
