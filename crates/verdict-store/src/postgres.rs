@@ -208,13 +208,21 @@ async fn grant_roles_to_session_user(pool: &PgPool, prefix: &str) -> Result<()> 
     Ok(())
 }
 
+/// The refusal of a role prefix other than the one a database was first migrated with: its
+/// roles and the grants on its routines are named by that prefix, so it cannot change.
+fn prefix_kept(stored: &str, asked: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "this database was migrated with role prefix {stored:?}, not {asked:?}; a database keeps \
+         the prefix it was first migrated with, so leave out --role-prefix (or give {stored:?}), \
+         or migrate a new database with {asked:?}"
+    ))
+}
+
 /// Applies pending migrations: creates the roles, then the schema, under an advisory lock.
 async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationReport, String)> {
     let prefix = match (stored_prefix(pool).await?, prefix) {
         (Some(stored), Some(asked)) if stored != asked => {
-            return Err(StoreError::Refused(format!(
-                "this database was migrated with role prefix {stored:?}, not {asked:?}"
-            )));
+            return Err(prefix_kept(&stored, asked));
         }
         (Some(stored), _) => stored,
         (None, asked) => asked.unwrap_or(DEFAULT_ROLE_PREFIX).to_owned(),
@@ -351,17 +359,17 @@ impl PgBackend {
                     message: "missing".into(),
                 })?;
             if let Some(asked) = prefix.filter(|p| *p != stored) {
-                return Err(StoreError::Refused(format!(
-                    "this database was migrated with role prefix {stored:?}, not {asked:?}"
-                )));
+                return Err(prefix_kept(&stored, asked));
             }
             stored
         };
+        // The prefix is part of where the store is: its roles are named by it.
+        let describe = format!("{} (role prefix {prefix:?})", redact_url(url));
         Ok(Self {
             pool,
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
-            describe: redact_url(url),
+            describe,
             snapshot: None,
         })
     }
