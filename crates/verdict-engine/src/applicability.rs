@@ -2,7 +2,7 @@
 //! read from the execution's head, the gate's policy and `now`; nothing is ever written over.
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_store::{About, DocKind, ExecutionHead, GateHead};
@@ -110,6 +110,14 @@ impl Engine {
     ) -> Result<(Option<ExecutionHead>, Option<GateHead>, Vec<DecisionView>)> {
         let head = self.execution_head(execution).await?;
         let gate = self.gate_head().await?;
+        // A gate exists once a policy is set for it. Without this, every decision would read
+        // as `policy_revision_moved`, which hides a misspelt `--gate`.
+        if gate.is_none() {
+            return Err(EngineError::NotFound {
+                what: "gate",
+                key: self.gate.clone(),
+            });
+        }
         let mut views = Vec::new();
         for row in self
             .store

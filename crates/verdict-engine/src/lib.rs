@@ -35,8 +35,10 @@ mod engine;
 pub mod error;
 mod gate_run;
 mod lineage;
+mod listing;
 pub mod quickstart;
 mod runs;
+pub mod scaffold;
 mod subjects;
 pub mod token;
 
@@ -45,6 +47,9 @@ pub use budget::RequestBudget;
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
+pub use listing::{
+    ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,
+};
 pub use runs::{
     ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
     Submitted, VerifyTask,
