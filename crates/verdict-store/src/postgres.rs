@@ -42,6 +42,20 @@ pub(crate) struct PgBackend {
     snapshot: Option<Mutex<sqlx::PgConnection>>,
 }
 
+/// The text of an error from sqlx. For an error the server sent, its message and SQLSTATE:
+/// sqlx's own text of it ends with the line of the server's C source that raised it, which
+/// tells a reader nothing.
+fn pg_text(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => format!(
+            "the database said: {} (SQLSTATE {})",
+            db.message(),
+            db.code().unwrap_or_default()
+        ),
+        other => other.to_string(),
+    }
+}
+
 fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
@@ -52,7 +66,7 @@ fn pg_err(e: sqlx::Error) -> StoreError {
     }
     StoreError::Backend {
         backend: "postgres",
-        message: e.to_string(),
+        message: pg_text(&e),
     }
 }
 
@@ -274,7 +288,7 @@ async fn connect(url: &str, max_connections: u32) -> Result<PgPool> {
         .await
         .map_err(|e| StoreError::Location {
             location: redact_url(url),
-            message: e.to_string(),
+            message: pg_text(&e),
         })
 }
 
