@@ -16,17 +16,17 @@ use verdict_store::{Access, Location, ScopeKind};
 pub struct Common {
     /// The caller's token (shown once by `init` or `principal add`).
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
     /// `./.verdict/verdict.db`).
-    #[arg(long, env = "VERDICT_STORE")]
-    store: Option<String>,
+    #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+    pub(crate) store: Option<String>,
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
-    gate: String,
+    pub(crate) gate: String,
     /// The time to act at (RFC 3339 UTC); defaults to the system clock.
     #[arg(long)]
-    now: Option<String>,
+    pub(crate) now: Option<String>,
 }
 
 const EXAMPLES: &str = "Examples:
@@ -94,6 +94,12 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1"
     )]
     Run(RunCommand),
+    /// List and show executions and their subjects.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict execution show ex-1 --json"
+    )]
+    Execution(crate::browse_cmd::ExecutionBrowse),
     /// Submit a verification result for an admitted run (verifier).
     #[command(
         subcommand,
@@ -102,16 +108,17 @@ pub enum LifecycleCommand {
     Result(ResultCommand),
     /// Approve or reject an execution's current subject (human, never the producer).
     #[command(
+        group = clap::ArgGroup::new("verdict").required(true).multiple(false),
         after_help = "Example:\n  verdict decide ex-1 --reject --reason \"the migration drops a column still read\""
     )]
     Decide {
         /// Execution id.
         execution: String,
         /// Approve.
-        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        #[arg(long, group = "verdict")]
         approve: bool,
         /// Reject.
-        #[arg(long)]
+        #[arg(long, group = "verdict")]
         reject: bool,
         /// Why (required).
         #[arg(long)]
@@ -148,8 +155,11 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else; run again, it starts a new execution."
     )]
     Quickstart {
-        #[command(flatten)]
-        common: Common,
+        /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`,
+        /// else `./.verdict/verdict.db`). The quickstart makes its own principals and gate, so
+        /// it takes no token, gate or time.
+        #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+        store: Option<String>,
     },
 }
 
@@ -167,6 +177,8 @@ pub enum PrincipalCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PrincipalBrowse),
 }
 
 /// `grant ...`.
@@ -208,6 +220,8 @@ pub enum GrantCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::GrantBrowse),
 }
 
 /// `policy ...`.
@@ -221,6 +235,8 @@ pub enum PolicyCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PolicyBrowse),
 }
 
 /// `subject ...`.
@@ -234,6 +250,8 @@ pub enum SubjectCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::SubjectScaffold),
 }
 
 /// `evidence ...`.
@@ -291,6 +309,8 @@ pub enum RunCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::RunBrowse),
 }
 
 /// `result ...`.
@@ -304,6 +324,8 @@ pub enum ResultCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::ResultScaffold),
 }
 
 /// `gate run EXECUTION`.
@@ -314,6 +336,9 @@ pub enum ResultCommand {
 pub struct GateRunArgs {
     /// Execution id.
     execution: String,
+    /// Output format: json (the stored decision's canonical bytes) or text.
+    #[arg(long, value_enum, default_value_t = crate::gate_cmd::Format::Json)]
+    format: crate::gate_cmd::Format,
     #[command(flatten)]
     common: Common,
 }
@@ -415,7 +440,12 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
             .engine
             .gate_run(&caller, &args.execution, &ctx.now)
             .await?;
-        println!("{}", g.bytes);
+        match args.format {
+            crate::gate_cmd::Format::Json => outln!("{}", g.bytes)?,
+            crate::gate_cmd::Format::Text => {
+                crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
+            }
+        }
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
     })
 }
@@ -429,7 +459,7 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
             .parse()
             .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
         let g = ctx.engine.gate_replay(&key).await?;
-        println!("{}", g.bytes);
+        outln!("{}", g.bytes)?;
         eprintln!("replayed: identical to the stored decision");
         Ok(ExitCode::SUCCESS)
     })
@@ -445,7 +475,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 "store: {}\noperator {operator:?} created; its token is shown only now:",
                 ctx.engine.store().describe()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Principal(PrincipalCommand::Add { name, role, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -458,7 +488,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 "principal {name:?} ({}) created; its token is shown only now:",
                 role.as_str()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Grant(GrantCommand::Add {
             id,
@@ -495,14 +525,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &ctx.now,
                 )
                 .await?;
-            println!("granted {id}");
+            outln!("granted {id}")?;
         }
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
             let ctx = Ctx::open(&common).await?;
             ctx.engine
                 .revoke(&ctx.caller().await?, &id, &reason, &ctx.now)
                 .await?;
-            println!("revoked {id}");
+            outln!("revoked {id}")?;
         }
         C::Policy(PolicyCommand::Set { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -510,7 +540,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .set_policy(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Subject(SubjectCommand::Put { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -518,8 +548,19 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .put_subject(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
+        C::Principal(PrincipalCommand::Browse(cmd)) => {
+            return crate::browse_cmd::principal(cmd).await;
+        }
+        C::Grant(GrantCommand::Browse(cmd)) => return crate::browse_cmd::grant(cmd).await,
+        C::Policy(PolicyCommand::Browse(cmd)) => return crate::browse_cmd::policy(cmd).await,
+        C::Execution(cmd) => return crate::browse_cmd::execution(cmd).await,
+        C::Run(RunCommand::Browse(cmd)) => return crate::browse_cmd::run(cmd).await,
+        C::Subject(SubjectCommand::Scaffold(cmd)) => {
+            return crate::scaffold_cmd::subject(cmd).await;
+        }
+        C::Result(ResultCommand::Scaffold(cmd)) => return crate::scaffold_cmd::result(cmd).await,
         C::Evidence(EvidenceCommand::Add { file, common }) => {
             let ctx = Ctx::open(&common).await?;
             let docs = match read_json(&file)? {
@@ -531,7 +572,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .add_evidence(&ctx.caller().await?, &docs, &ctx.now)
                 .await?
             {
-                println!("{d}");
+                outln!("{d}")?;
             }
         }
         C::Request(RequestCommand::Create {
@@ -546,7 +587,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Run(RunCommand::Admit {
             request,
@@ -570,11 +611,11 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &ctx.now,
                 )
                 .await?;
-            println!("admitted {run}; preflight {}", pre.outcome.as_str());
+            outln!("admitted {run}; preflight {}", pre.outcome.as_str())?;
             if pre.skipped {
-                println!("the verifier will not be called:");
+                outln!("the verifier will not be called:")?;
                 for r in &pre.reasons {
-                    println!("  {r}");
+                    outln!("  {r}")?;
                 }
             }
         }
@@ -584,7 +625,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .submit_result(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{}", s.digest);
+            outln!("{}", s.digest)?;
             if let Some(why) = s.why_not {
                 eprintln!("stored as history, not counted: {why}");
             }
@@ -606,7 +647,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .decide(&ctx.caller().await?, &execution, verdict, &reason, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Status {
             execution,
@@ -620,20 +661,20 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .as_ref()
                 .is_some_and(|v| v.decision.outcome.as_str() == "pass");
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                outln!("{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 match (&s.applicable, &s.latest) {
-                    (Some(v), _) => println!(
+                    (Some(v), _) => outln!(
                         "{execution}: {} applies\n{}",
                         v.decision.outcome.as_str(),
                         line(v)
-                    ),
-                    (None, Some(v)) => println!(
+                    )?,
+                    (None, Some(v)) => outln!(
                         "{execution}: no decision applies; the latest does not because {}\n{}",
                         why(v),
                         line(v)
-                    ),
-                    (None, None) => println!("{execution}: no decision yet"),
+                    )?,
+                    (None, None) => outln!("{execution}: no decision yet")?,
                 }
             }
             return Ok(if passing {
@@ -650,11 +691,11 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let h = ctx.engine.history(&execution, &ctx.now).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&h)?);
+                outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
-                println!("decisions of {execution}:");
+                outln!("decisions of {execution}:")?;
                 for v in &h.decisions {
-                    println!(
+                    outln!(
                         "  {}  {}",
                         if v.applies() {
                             "applies".to_owned()
@@ -662,30 +703,47 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             format!("not applicable ({})", why(v))
                         },
                         line(v)
-                    );
+                    )?;
                 }
-                println!("runs:");
+                outln!("runs:")?;
                 for r in &h.runs {
                     let counted = r
                         .counted
                         .map_or("no result", |c| if c { "counted" } else { "history only" });
-                    println!(
+                    outln!(
                         "  {} {} ({}) generation {} {} [{counted}]",
-                        r.run_id, r.verifier, r.class, r.generation, r.status
-                    );
+                        r.run_id,
+                        r.verifier,
+                        r.class,
+                        r.generation,
+                        r.status
+                    )?;
                 }
             }
         }
-        C::Quickstart { common } => {
-            let ctx = Ctx::open(&common).await?;
+        C::Quickstart { store } => {
+            let ctx = Ctx::open(&Common {
+                token: None,
+                store,
+                gate: verdict_engine::DEFAULT_GATE.to_owned(),
+                now: None,
+            })
+            .await?;
+            // The first failed write is kept and reported once the flow has ended.
+            let mut written = Ok(());
             let q = verdict_engine::quickstart::run(
                 ctx.engine.store().clone(),
                 &clock,
-                &mut |l: &str| println!("{l}"),
+                &mut |l: &str| {
+                    if written.is_ok() {
+                        written = outln!("{l}");
+                    }
+                },
             )
             .await?;
+            written?;
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
-            println!("final decision: {last}");
+            outln!("final decision: {last}")?;
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()

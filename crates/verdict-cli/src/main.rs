@@ -1,18 +1,26 @@
 //! The `verdict` binary: one face over the crates of the workspace.
 //!
 //! Each command lives in its own module with a `clap::Args` struct and a `run` function that
-//! returns the process exit code; this file only dispatches.
+//! returns the process exit code; this file only dispatches. Standard output goes through
+//! [`out`], never `print!`.
+
+#![deny(clippy::print_stdout)]
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
+
 mod audit_cmd;
+mod browse_cmd;
 mod check_cmd;
 mod digest_cmd;
 mod gate_cmd;
 mod input;
 mod judge_cmd;
 mod lifecycle_cmd;
+mod scaffold_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
