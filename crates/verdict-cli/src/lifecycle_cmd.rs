@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::process::ExitCode;
 use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_engine::{DecisionView, Engine, Principal};
+use verdict_engine::{DecisionView, Engine, Principal, Reviewed};
 use verdict_store::{Access, Location, ScopeKind};
 
 /// Options every lifecycle command takes.
@@ -40,8 +40,9 @@ const EXAMPLES: &str = "Examples:
   verdict request create ex-1
   verdict run admit sha256:... --verifier rev --class reviewer --run run-1
   verdict result submit result.json              # as the verifier
-  verdict decide ex-1 --approve --reason \"reviewed the migration\"
-  verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1";
+  verdict decide ex-1 --subject sha256:... --policy sha256:... --approve --reason \"reviewed the migration\"
+  verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1
+  verdict execution cancel ex-1 --reason \"superseded\"";
 
 /// Lifecycle commands (flattened into the top level).
 #[derive(clap::Subcommand)]
@@ -88,32 +89,32 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'"
     )]
     Request(RequestCommand),
-    /// Admit a verifier to a run (operator); runs preflight.
+    /// Admit a verifier to a run (operator); runs preflight. Cancel a run (operator).
     #[command(
         subcommand,
-        after_help = "Example:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1"
+        after_help = "Examples:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1\n  verdict run cancel run-1 --reason \"provider outage\""
     )]
     Run(RunCommand),
-    /// List and show executions and their subjects.
-    #[command(
-        subcommand,
-        after_help = "Example:\n  verdict execution show ex-1 --json"
-    )]
-    Execution(crate::browse_cmd::ExecutionBrowse),
     /// Submit a verification result for an admitted run (verifier).
     #[command(
         subcommand,
         after_help = "Example:\n  verdict result submit result.json"
     )]
     Result(ResultCommand),
-    /// Approve or reject an execution's current subject (human, never the producer).
+    /// Approve or reject the subject and policy reviewed (human, never the producer).
     #[command(
         group = clap::ArgGroup::new("verdict").required(true).multiple(false),
-        after_help = "Example:\n  verdict decide ex-1 --reject --reason \"the migration drops a column still read\""
+        after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded."
     )]
     Decide {
         /// Execution id.
         execution: String,
+        /// The digest of the subject reviewed (as `status` shows it).
+        #[arg(long)]
+        subject: String,
+        /// The digest of the policy reviewed under (as `status` shows it).
+        #[arg(long)]
+        policy: String,
         /// Approve.
         #[arg(long, group = "verdict")]
         approve: bool,
@@ -311,6 +312,8 @@ pub enum RunCommand {
     },
     #[command(flatten)]
     Browse(crate::browse_cmd::RunBrowse),
+    /// Cancel a run that has not ended (operator only), with a reason.
+    Cancel(crate::cancel_cmd::RunCancelArgs),
 }
 
 /// `result ...`.
@@ -555,7 +558,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
         C::Grant(GrantCommand::Browse(cmd)) => return crate::browse_cmd::grant(cmd).await,
         C::Policy(PolicyCommand::Browse(cmd)) => return crate::browse_cmd::policy(cmd).await,
-        C::Execution(cmd) => return crate::browse_cmd::execution(cmd).await,
         C::Run(RunCommand::Browse(cmd)) => return crate::browse_cmd::run(cmd).await,
         C::Subject(SubjectCommand::Scaffold(cmd)) => {
             return crate::scaffold_cmd::subject(cmd).await;
@@ -589,6 +591,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .await?;
             outln!("{d}")?;
         }
+        C::Run(RunCommand::Cancel(args)) => return crate::cancel_cmd::run_cancel(args).await,
         C::Run(RunCommand::Admit {
             request,
             verifier,
@@ -611,12 +614,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &ctx.now,
                 )
                 .await?;
-            outln!("admitted {run}; preflight {}", pre.outcome.as_str())?;
+            // Preflight speaks only when the deterministic evidence already decides; otherwise
+            // its outcome is the Gate's without any verifier, which says nothing about the run.
             if pre.skipped {
-                outln!("the verifier will not be called:")?;
+                outln!(
+                    "admitted {run}; preflight decided {} from the deterministic evidence alone, so the verifier will not be called:",
+                    pre.outcome.as_str()
+                )?;
                 for r in &pre.reasons {
                     outln!("  {r}")?;
                 }
+            } else {
+                outln!("admitted {run}")?;
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
@@ -632,6 +641,8 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
         C::Decide {
             execution,
+            subject,
+            policy,
             approve,
             reject: _,
             reason,
@@ -643,9 +654,24 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             } else {
                 HumanVerdict::Reject
             };
+            let digest = |flag: &str, text: &str| -> Result<Digest> {
+                text.parse()
+                    .map_err(|e| anyhow::anyhow!("--{flag} {text:?}: {e}"))
+            };
+            let reviewed = Reviewed {
+                subject_digest: digest("subject", &subject)?,
+                policy_digest: digest("policy", &policy)?,
+            };
             let d = ctx
                 .engine
-                .decide(&ctx.caller().await?, &execution, verdict, &reason, &ctx.now)
+                .decide(
+                    &ctx.caller().await?,
+                    &execution,
+                    verdict,
+                    &reason,
+                    &reviewed,
+                    &ctx.now,
+                )
                 .await?;
             outln!("{d}")?;
         }
@@ -675,6 +701,21 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                         line(v)
                     )?,
                     (None, None) => outln!("{execution}: no decision yet")?,
+                }
+                if let Some(c) = &s.cancelled {
+                    outln!("{}", crate::cancel_cmd::describe(c))?;
+                }
+                // The digests a human decision must name (`decide --subject --policy`).
+                if let Some(h) = &s.head {
+                    outln!("subject {} (generation {})", h.subject_digest, h.generation)?;
+                }
+                if let Some(g) = &s.gate {
+                    outln!(
+                        "policy {} (gate {}, revision {})",
+                        g.policy_digest,
+                        ctx.engine.gate(),
+                        g.revision
+                    )?;
                 }
             }
             return Ok(if passing {
@@ -711,12 +752,16 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                         .counted
                         .map_or("no result", |c| if c { "counted" } else { "history only" });
                     outln!(
-                        "  {} {} ({}) generation {} {} [{counted}]",
+                        "  {} {} ({}) generation {} {} [{counted}]{}",
                         r.run_id,
                         r.verifier,
                         r.class,
                         r.generation,
-                        r.status
+                        r.status,
+                        r.detail
+                            .as_deref()
+                            .map(|d| format!(": {d}"))
+                            .unwrap_or_default()
                     )?;
                 }
             }
@@ -724,7 +769,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         C::Quickstart { store } => {
             let ctx = Ctx::open(&Common {
                 token: None,
-                store,
+                store: store.clone(),
                 gate: verdict_engine::DEFAULT_GATE.to_owned(),
                 now: None,
             })
@@ -744,6 +789,17 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             written?;
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
             outln!("final decision: {last}")?;
+            // Commands that work as printed, in the same shell: a store named by `--store`
+            // (rather than by VERDICT_STORE or the default) is named again.
+            let store = store
+                .as_deref()
+                .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
+                .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
+            let ex = shell_word(&q.execution);
+            outln!("inspect it with:")?;
+            outln!("  verdict status {ex} --gate quickstart{store}")?;
+            outln!("  verdict history {ex} --gate quickstart{store}")?;
+            outln!("  verdict audit verify{store}")?;
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()
@@ -752,6 +808,17 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as one POSIX shell word: as it is when it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn why(v: &DecisionView) -> String {
