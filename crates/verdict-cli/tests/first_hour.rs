@@ -469,6 +469,98 @@ fn an_evidence_refusal_is_said_once() {
             &["digest", "--kind", "subject", &file.display().to_string()],
         );
         assert_eq!(put, digest);
+        // --put stores what it builds; the same inputs are the same subject.
+        let again = ok(
+            Some(&coder),
+            &[
+                "subject",
+                "new",
+                "--execution",
+                "ex-1",
+                "--producer",
+                "coder",
+                "--producer-run",
+                "r1",
+                "--objective",
+                &objective.display().to_string(),
+                "--criterion",
+                "greets=it says hello",
+                "--put",
+            ],
+        );
+        assert_eq!(again, put);
+
+        // The result template of an admitted run: one not_tested row per criterion.
+        let rev = ok(
+            Some(&ops),
+            &["principal", "add", "rev", "--role", "verifier"],
+        );
+        ok(
+            Some(&ops),
+            &[
+                "grant",
+                "add",
+                "g-rev",
+                "--principal",
+                "rev",
+                "--execution",
+                "ex-1",
+                "--access",
+                "read",
+                "--expires",
+                "2099-01-01T00:00:00Z",
+            ],
+        );
+        let policy = dir.path().join("policy.json");
+        std::fs::write(
+            &policy,
+            r#"{"schema": "verdict.policy/v1", "name": "p", "revision": 1, "required_checks": [], "required_verifiers": ["reviewer"]}"#,
+        )
+        .unwrap();
+        ok(
+            Some(&ops),
+            &["policy", "set", &policy.display().to_string()],
+        );
+        let request = ok(Some(&coder), &["request", "create", "ex-1"]);
+        ok(
+            Some(&ops),
+            &[
+                "run",
+                "admit",
+                &request,
+                "--verifier",
+                "rev",
+                "--class",
+                "reviewer",
+                "--run",
+                "run-1",
+            ],
+        );
+        let template: serde_json::Value = serde_json::from_str(&ok(
+            Some(&rev),
+            &["result", "template", &request, "--run", "run-1"],
+        ))
+        .unwrap();
+        assert_eq!(
+            template["criteria"],
+            serde_json::json!([{"id": "greets", "status": "not_tested", "method": "", "evidence_refs": []}])
+        );
+        assert_eq!(template["verifier"]["run"], "run-1");
+        let refused = run(
+            Some(&coder),
+            &["result", "template", &request, "--run", "run-1"],
+        );
+        assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+
+        // Listings never show a token or its hash.
+        let listed = ok(Some(&ops), &["principal", "list", "--json"]);
+        assert!(
+            listed.contains("\"rev\"") && !listed.contains("sha256"),
+            "{listed}"
+        );
+        assert!(!listed.contains(&rev) && !listed.contains(&ops), "{listed}");
+        let shown = ok(Some(&rev), &["run", "show", "run-1"]);
+        assert!(shown.starts_with("run-1"), "{shown}");
 
         let evidence = serde_json::json!({
             "id": "ev-1", "kind": "check", "check": "greets", "subject_digest": put,
