@@ -95,9 +95,9 @@ fn verify(file: &std::path::Path, keys: &[PathBuf], json: bool) -> Result<ExitCo
     match verdict_attest::verify(&bytes, &trusted) {
         Ok(report) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?)?;
             } else {
-                println!(
+                outln!(
                     "valid: {} ({}) for subject {}, evaluation key {}; {} check result(s); {}",
                     report.verification_result,
                     report.outcome.as_str(),
@@ -109,12 +109,12 @@ fn verify(file: &std::path::Path, keys: &[PathBuf], json: bool) -> Result<ExitCo
                     } else {
                         "no bundle embedded: the decision was not re-evaluated"
                     }
-                );
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            println!("invalid: {e}");
+            outln!("invalid: {e}")?;
             Ok(ExitCode::from(1))
         }
     }

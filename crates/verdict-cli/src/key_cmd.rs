@@ -52,7 +52,7 @@ pub fn run(cmd: KeyCommand) -> Result<ExitCode> {
     if let Some(path) = &out {
         crate::audit_cmd::write_out(Some(path), line.as_bytes())?;
     }
-    print!("{line}");
+    crate::out::write_all(line.as_bytes())?;
     eprintln!("key id {}", key_id(&public));
     Ok(ExitCode::SUCCESS)
 }

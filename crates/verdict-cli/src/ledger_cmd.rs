@@ -56,9 +56,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         };
         let ledger = ctx.engine.ledger(window, &ctx.now).await?;
         match args.format {
-            Format::Table => print!("{}", ledger.to_table()),
-            Format::Json => println!("{}", serde_json::to_string_pretty(&ledger)?),
-            Format::Csv => print!("{}", ledger.to_csv()),
+            Format::Table => crate::out::write_all(ledger.to_table().as_bytes())?,
+            Format::Json => outln!("{}", serde_json::to_string_pretty(&ledger)?)?,
+            Format::Csv => crate::out::write_all(ledger.to_csv().as_bytes())?,
         }
         if let Some(dir) = &args.svg_dir {
             std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;

@@ -1,13 +1,20 @@
 //! The `verdict` binary: one face over the crates of the workspace.
 //!
 //! Each command lives in its own module with a `clap::Args` struct and a `run` function that
-//! returns the process exit code; this file only dispatches.
+//! returns the process exit code; this file only dispatches. Standard output goes through
+//! [`out`], never `print!`.
+
+#![deny(clippy::print_stdout)]
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
+
 mod attest_cmd;
 mod audit_cmd;
+mod browse_cmd;
 mod cancel_cmd;
 mod check_cmd;
 mod completions_cmd;
@@ -20,6 +27,7 @@ mod key_cmd;
 mod ledger_cmd;
 mod lifecycle_cmd;
 mod man_cmd;
+mod scaffold_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
@@ -72,10 +80,10 @@ enum Command {
     /// run, result, decide, status, history, quickstart.
     #[command(flatten)]
     Lifecycle(lifecycle_cmd::LifecycleCommand),
-    /// Cancel an execution, with a reason (an operator, or its producer).
+    /// List and show executions; cancel one, with a reason (an operator, or its producer).
     #[command(
         subcommand,
-        after_help = "Example:\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
+        after_help = "Examples:\n  verdict execution show ex-1\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
     )]
     Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
