@@ -433,7 +433,7 @@ fn the_specification_gives_the_defaults_the_code_applies() {
     let policy = serde_json::to_value(&policy).unwrap();
     assert_eq!(
         defaults_agree("policy.md", "# The policy: how the Gate decides", &policy),
-        9
+        10
     );
 
     let criterion: Criterion =
