@@ -28,6 +28,6 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             schema::NAMES.join(", ")
         );
     };
-    println!("{}", serde_json::to_string_pretty(&s)?);
+    outln!("{}", serde_json::to_string_pretty(&s)?)?;
     Ok(ExitCode::SUCCESS)
 }

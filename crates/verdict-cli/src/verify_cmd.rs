@@ -345,11 +345,11 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             .await?;
         if pre.skipped {
             all_completed = false;
-            println!(
+            outln!(
                 "{class} {run_id} skipped preflight {}: {}",
                 pre.outcome.as_str(),
                 pre.reasons.join("; ")
-            );
+            )?;
             continue;
         }
         let model = JudgeVerifier {
@@ -408,19 +408,19 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 if let Some(why) = &s.why_not {
                     reason = format!("{reason} (not counted: {why})");
                 }
-                println!("{class} {run_id} {status} {reason}");
+                outln!("{class} {run_id} {status} {reason}")?;
             }
             (RunOutcome::Skipped(pre), _) => {
                 all_completed = false;
-                println!(
+                outln!(
                     "{class} {run_id} skipped preflight {}: {}",
                     pre.outcome.as_str(),
                     pre.reasons.join("; ")
-                );
+                )?;
             }
             (RunOutcome::Submitted(s), None) => {
                 all_completed = false;
-                println!("{class} {run_id} submitted {}", s.digest);
+                outln!("{class} {run_id} submitted {}", s.digest)?;
             }
         }
     }

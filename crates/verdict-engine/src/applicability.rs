@@ -3,7 +3,7 @@
 //! execution's cancellation and `now`; nothing is ever written over.
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
 };
@@ -160,6 +160,14 @@ impl Engine {
     async fn decision_views(&self, execution: &str, now: &Timestamp) -> Result<Views> {
         let head = self.execution_head(execution).await?;
         let gate = self.gate_head().await?;
+        // A gate exists once a policy is set for it. Without this, every decision would read
+        // as `policy_revision_moved`, which hides a misspelt `--gate`.
+        if gate.is_none() {
+            return Err(EngineError::NotFound {
+                what: "gate",
+                key: self.gate.clone(),
+            });
+        }
         let cancelled = self.execution_cancellation(execution).await?;
         let mut current: Option<Current> = None;
         let mut views = Vec::new();

@@ -173,6 +173,26 @@ impl Engine {
         budget: &Value,
         now: &Timestamp,
     ) -> Result<Digest> {
+        self.create_request_for(caller, execution, budget, None, now)
+            .await
+    }
+
+    /// [`Engine::create_request`], naming the capability the reliability ledger files the
+    /// attempt under instead of the one it derives from the subject.
+    pub async fn create_request_for(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        budget: &Value,
+        capability: Option<&str>,
+        now: &Timestamp,
+    ) -> Result<Digest> {
+        let capability = capability
+            .map(|c| {
+                c.parse::<Name>()
+                    .map_err(|e| invalid("capability")(format!("{c:?}: {e}")))
+            })
+            .transpose()?;
         self.require_role(
             caller,
             &[Role::Producer, Role::Operator],
@@ -224,6 +244,11 @@ impl Engine {
             "risk_class": serde_json::to_value(subject.risk.class).unwrap_or(Value::Null),
             "budget": budget,
         });
+        let mut doc = doc;
+        if let (Some(c), Value::Object(map)) = (&capability, &mut doc) {
+            // Only when named, so requests that name none keep their digests.
+            map.insert("capability".to_owned(), Value::from(c.as_str()));
+        }
         Ok(self
             .store
             .put(&caller.actor(), DocKind::Request, &doc)
