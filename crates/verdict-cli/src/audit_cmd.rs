@@ -315,7 +315,7 @@ fn export(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_out(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_out(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
         Some(path) => {
             // Write beside the target, then rename: a reader never sees half a file.

@@ -283,6 +283,10 @@ pub enum RequestCommand {
         /// fields are refused.
         #[arg(long, default_value = "{}")]
         budget: String,
+        /// The capability the reliability ledger files this attempt under (default: the
+        /// subject's mission and work item kinds).
+        #[arg(long)]
+        capability: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -580,6 +584,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         C::Request(RequestCommand::Create {
             execution,
             budget,
+            capability,
             common,
         }) => {
             let ctx = Ctx::open(&common).await?;
@@ -587,7 +592,13 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             let d = ctx
                 .engine
-                .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
+                .create_request_for(
+                    &ctx.caller().await?,
+                    &execution,
+                    &budget,
+                    capability.as_deref(),
+                    &ctx.now,
+                )
                 .await?;
             outln!("{d}")?;
         }
@@ -763,6 +774,9 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             .map(|d| format!(": {d}"))
                             .unwrap_or_default()
                     )?;
+                    for line in run_calls(r) {
+                        outln!("    {line}")?;
+                    }
                 }
             }
         }
@@ -808,6 +822,44 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run's model calls for `history`: one line per receipt, then the cache key its result was
+/// reused from.
+fn run_calls(r: &verdict_engine::RunView) -> Vec<String> {
+    let mut lines: Vec<String> = r
+        .receipts
+        .iter()
+        .map(|c| {
+            let count = |t: Option<u64>| t.map_or_else(|| "?".to_owned(), |t| t.to_string());
+            let cost = c
+                .cost_estimate
+                .map(|x| format!(", cost {x:.6}"))
+                .unwrap_or_default();
+            let detail = c
+                .detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            format!(
+                "call sample {} attempt {}: {} {} snapshot {}, tokens {} in {} out{}{cost}, {} ms, {}{detail}",
+                c.sample,
+                c.attempt,
+                c.provider,
+                c.model,
+                c.snapshot.as_deref().unwrap_or("unreported"),
+                count(c.tokens_in),
+                count(c.tokens_out),
+                if c.tokens_estimated { " (estimated)" } else { "" },
+                c.latency_ms,
+                c.outcome
+            )
+        })
+        .collect();
+    if let Some(k) = &r.cache_key {
+        lines.push(format!("result reused from the cache ({k}); no call made"));
+    }
+    lines
 }
 
 /// `s` as one POSIX shell word: as it is when it holds only characters no shell treats

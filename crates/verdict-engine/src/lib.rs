@@ -32,11 +32,14 @@
 //! ```
 
 mod applicability;
+pub mod attest;
 mod budget;
 mod cancel;
 mod engine;
 pub mod error;
 mod gate_run;
+pub mod ledger;
+mod ledger_read;
 mod lineage;
 mod listing;
 mod notes;
@@ -58,7 +61,7 @@ pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
 };
 pub use runs::{
-    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
-    Submitted, VerifyTask,
+    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunContext,
+    RunContextSchema, RunOutcome, RunReport, Submitted, VerifyTask,
 };
 pub use subjects::Reviewed;
