@@ -14,12 +14,8 @@ use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
 /// How many audit events one page of the execution scan reads.
 const PAGE: u32 = 1000;
 
-/// The part of a run-context note the ledger reads: which construction rules built the prompt.
-#[derive(Debug, Deserialize)]
-struct RunContextNote {
-    manifest: ManifestHead,
-}
-
+/// The part of a run's context manifest the ledger reads: which construction rules built the
+/// prompt.
 #[derive(Debug, Deserialize)]
 struct ManifestHead {
     construction: Construction,
@@ -182,8 +178,8 @@ impl Engine {
                 .run_contexts(r.verifier.run.as_str())
                 .await?
                 .into_iter()
-                .filter_map(|v| serde_json::from_value::<RunContextNote>(v).ok())
-                .map(|n| n.manifest.construction.revision)
+                .filter_map(|c| serde_json::from_value::<ManifestHead>(c.manifest).ok())
+                .map(|m| m.construction.revision)
                 .next_back()
                 .unwrap_or_else(|| "none".to_owned());
             out.insert(VerifierRevision {
