@@ -14,8 +14,7 @@ use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
 /// How many audit events one page of the execution scan reads.
 const PAGE: u32 = 1000;
 
-/// The part of a run's context manifest the ledger reads: which construction rules built the
-/// prompt.
+/// The part of a run-context note the ledger reads: which construction rules built the prompt.
 #[derive(Debug, Deserialize)]
 struct ManifestHead {
     construction: Construction,
