@@ -253,7 +253,7 @@ sources[cid] := {s | some s in check_sources[cid]} | {s | some s in row_sources[
 
 source_statuses[cid] := {s.status | some s in srcs} if some cid, srcs in sources
 
-# Section 6.3, rules 1 to 5, without voting: every counted source stays counted. Rules 1 and 2
+# Criterion status (docs/spec/gate.md), rules 1 to 5, without voting: every counted source stays counted. Rules 1 and 2
 # give the same status; a hard failure only comes first.
 status_of(cid) := "failed" if {
 	hard_failed[cid]

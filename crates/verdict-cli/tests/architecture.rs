@@ -403,7 +403,14 @@ fn spec_default(cell: &str) -> serde_json::Value {
 
 /// Every row of a `field | default | ...` table with a default agrees with `defaults`, the
 /// document the code reads from one that leaves those fields out.
-fn defaults_agree(file: &str, heading: &str, defaults: &serde_json::Value) -> usize {
+/// `fields` are the fields the document's type has (a field left out when empty is in them,
+/// though not in `defaults`).
+fn defaults_agree(
+    file: &str,
+    heading: &str,
+    defaults: &serde_json::Value,
+    fields: &[String],
+) -> usize {
     let mut n = 0;
     for row in spec_table(file, heading) {
         let (field, default) = (&row[0], &row[1]);
@@ -411,10 +418,20 @@ fn defaults_agree(file: &str, heading: &str, defaults: &serde_json::Value) -> us
             continue;
         }
         let (code, spec) = (defaults.get(field.as_str()), spec_default(default));
-        // 1 and 1.0 are one default.
-        let same = match (code.and_then(serde_json::Value::as_f64), spec.as_f64()) {
-            (Some(a), Some(b)) => a == b,
-            _ => code == Some(&spec),
+        // 1 and 1.0 are one default; a field the code leaves out when writing is empty.
+        let same = match (
+            code,
+            code.and_then(serde_json::Value::as_f64),
+            spec.as_f64(),
+        ) {
+            (_, Some(a), Some(b)) => a == b,
+            (None, _, _) => {
+                fields.contains(field)
+                    && (spec.is_null()
+                        || spec.as_array().is_some_and(Vec::is_empty)
+                        || spec.as_object().is_some_and(serde_json::Map::is_empty))
+            }
+            (Some(code), _, _) => *code == spec,
         };
         assert!(
             same,
@@ -465,12 +482,22 @@ fn the_specification_gives_the_defaults_the_code_applies() {
         {"schema": "verdict.policy/v1", "name": "p", "revision": 1}
     ))
     .unwrap();
-    let waived = serde_json::json!(policy.evidence_refs_waived);
-    let mut policy = serde_json::to_value(&policy).unwrap();
-    // Left out of the document when empty, like a criterion's weight: the default read back.
-    policy["evidence_refs_waived"] = waived;
+    let policy = serde_json::to_value(&policy).unwrap();
+    let schema = verdict_core::schema::schema("policy").unwrap();
+    let fields: Vec<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert!(fields.contains(&"rules".to_owned()), "{schema}");
     assert_eq!(
-        defaults_agree("policy.md", "# The policy: how the Gate decides", &policy),
+        defaults_agree(
+            "policy.md",
+            "# The policy: how the Gate decides",
+            &policy,
+            &fields
+        ),
         10
     );
 
@@ -478,7 +505,7 @@ fn the_specification_gives_the_defaults_the_code_applies() {
         serde_json::from_value(serde_json::json!({"id": "c", "text": "t"})).unwrap();
     let mut c = serde_json::to_value(&criterion).unwrap();
     c["weight"] = serde_json::json!(criterion.weight());
-    assert_eq!(defaults_agree("subject.md", "## Criteria", &c), 3);
+    assert_eq!(defaults_agree("subject.md", "## Criteria", &c, &[]), 3);
 
     let evidence: CheckEvidence = serde_json::from_value(serde_json::json!({
         "id": "e", "kind": "check", "check": "c",
@@ -491,12 +518,12 @@ fn the_specification_gives_the_defaults_the_code_applies() {
     .unwrap();
     let evidence = serde_json::to_value(&evidence).unwrap();
     assert_eq!(
-        defaults_agree("evidence.md", "## Check evidence", &evidence),
+        defaults_agree("evidence.md", "## Check evidence", &evidence, &[]),
         1
     );
 
     let budget = serde_json::to_value(verdict_judge::config::Budget::default()).unwrap();
-    assert_eq!(defaults_agree("verifiers.md", "## Budget", &budget), 7);
+    assert_eq!(defaults_agree("verifiers.md", "## Budget", &budget, &[]), 7);
 }
 
 #[test]
