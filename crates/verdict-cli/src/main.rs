@@ -17,6 +17,7 @@ mod judge_cmd;
 mod lifecycle_cmd;
 mod man_cmd;
 mod schema_cmd;
+mod serve_cmd;
 mod store_cmd;
 mod stream;
 mod verify_cmd;
@@ -76,6 +77,8 @@ enum Command {
     Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Serve the HTTP API over a store (routes: docs/server.md, GET /openapi.json).
+    Serve(Box<serve_cmd::Args>),
     /// Print a shell completion script (bash, elvish, fish, powershell, zsh).
     Completions(completions_cmd::Args),
     /// Write the manual pages of every command into a directory.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Serve(args) => serve_cmd::run(&args),
         Command::Completions(args) => completions_cmd::run(&args, Cli::command()),
         Command::Man(args) => man_cmd::run(&args, Cli::command()),
     };
