@@ -16,17 +16,17 @@ use verdict_store::{Access, Location, ScopeKind};
 pub struct Common {
     /// The caller's token (shown once by `init` or `principal add`).
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
     /// `./.verdict/verdict.db`).
-    #[arg(long, env = "VERDICT_STORE")]
-    store: Option<String>,
+    #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+    pub(crate) store: Option<String>,
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
-    gate: String,
+    pub(crate) gate: String,
     /// The time to act at (RFC 3339 UTC); defaults to the system clock.
     #[arg(long)]
-    now: Option<String>,
+    pub(crate) now: Option<String>,
 }
 
 const EXAMPLES: &str = "Examples:
@@ -103,6 +103,7 @@ pub enum LifecycleCommand {
     Result(ResultCommand),
     /// Approve or reject the subject and policy reviewed (human, never the producer).
     #[command(
+        group = clap::ArgGroup::new("verdict").required(true).multiple(false),
         after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded."
     )]
     Decide {
@@ -115,10 +116,10 @@ pub enum LifecycleCommand {
         #[arg(long)]
         policy: String,
         /// Approve.
-        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        #[arg(long, group = "verdict")]
         approve: bool,
         /// Reject.
-        #[arg(long)]
+        #[arg(long, group = "verdict")]
         reject: bool,
         /// Why (required).
         #[arg(long)]
@@ -155,8 +156,11 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else; run again, it starts a new execution."
     )]
     Quickstart {
-        #[command(flatten)]
-        common: Common,
+        /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`,
+        /// else `./.verdict/verdict.db`). The quickstart makes its own principals and gate, so
+        /// it takes no token, gate or time.
+        #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+        store: Option<String>,
     },
 }
 
@@ -174,6 +178,8 @@ pub enum PrincipalCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PrincipalBrowse),
 }
 
 /// `grant ...`.
@@ -215,6 +221,8 @@ pub enum GrantCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::GrantBrowse),
 }
 
 /// `policy ...`.
@@ -228,6 +236,8 @@ pub enum PolicyCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PolicyBrowse),
 }
 
 /// `subject ...`.
@@ -241,6 +251,8 @@ pub enum SubjectCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::SubjectScaffold),
 }
 
 /// `evidence ...`.
@@ -271,6 +283,10 @@ pub enum RequestCommand {
         /// fields are refused.
         #[arg(long, default_value = "{}")]
         budget: String,
+        /// The capability the reliability ledger files this attempt under (default: the
+        /// subject's mission and work item kinds).
+        #[arg(long)]
+        capability: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -298,6 +314,8 @@ pub enum RunCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::RunBrowse),
     /// Cancel a run that has not ended (operator only), with a reason.
     Cancel(crate::cancel_cmd::RunCancelArgs),
 }
@@ -313,6 +331,8 @@ pub enum ResultCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::ResultScaffold),
 }
 
 /// `gate run EXECUTION`.
@@ -323,6 +343,9 @@ pub enum ResultCommand {
 pub struct GateRunArgs {
     /// Execution id.
     execution: String,
+    /// Output format: json (the stored decision's canonical bytes) or text.
+    #[arg(long, value_enum, default_value_t = crate::gate_cmd::Format::Json)]
+    format: crate::gate_cmd::Format,
     #[command(flatten)]
     common: Common,
 }
@@ -424,7 +447,12 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
             .engine
             .gate_run(&caller, &args.execution, &ctx.now)
             .await?;
-        println!("{}", g.bytes);
+        match args.format {
+            crate::gate_cmd::Format::Json => outln!("{}", g.bytes)?,
+            crate::gate_cmd::Format::Text => {
+                crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
+            }
+        }
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
     })
 }
@@ -438,7 +466,7 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
             .parse()
             .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
         let g = ctx.engine.gate_replay(&key).await?;
-        println!("{}", g.bytes);
+        outln!("{}", g.bytes)?;
         eprintln!("replayed: identical to the stored decision");
         Ok(ExitCode::SUCCESS)
     })
@@ -454,7 +482,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 "store: {}\noperator {operator:?} created; its token is shown only now:",
                 ctx.engine.store().describe()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Principal(PrincipalCommand::Add { name, role, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -467,7 +495,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 "principal {name:?} ({}) created; its token is shown only now:",
                 role.as_str()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Grant(GrantCommand::Add {
             id,
@@ -504,14 +532,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &ctx.now,
                 )
                 .await?;
-            println!("granted {id}");
+            outln!("granted {id}")?;
         }
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
             let ctx = Ctx::open(&common).await?;
             ctx.engine
                 .revoke(&ctx.caller().await?, &id, &reason, &ctx.now)
                 .await?;
-            println!("revoked {id}");
+            outln!("revoked {id}")?;
         }
         C::Policy(PolicyCommand::Set { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -519,7 +547,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .set_policy(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Subject(SubjectCommand::Put { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -527,8 +555,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .put_subject(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
+        C::Principal(PrincipalCommand::Browse(cmd)) => {
+            return crate::browse_cmd::principal(cmd).await;
+        }
+        C::Grant(GrantCommand::Browse(cmd)) => return crate::browse_cmd::grant(cmd).await,
+        C::Policy(PolicyCommand::Browse(cmd)) => return crate::browse_cmd::policy(cmd).await,
+        C::Run(RunCommand::Browse(cmd)) => return crate::browse_cmd::run(cmd).await,
+        C::Subject(SubjectCommand::Scaffold(cmd)) => {
+            return crate::scaffold_cmd::subject(cmd).await;
+        }
+        C::Result(ResultCommand::Scaffold(cmd)) => return crate::scaffold_cmd::result(cmd).await,
         C::Evidence(EvidenceCommand::Add { file, common }) => {
             let ctx = Ctx::open(&common).await?;
             let docs = match read_json(&file)? {
@@ -540,12 +578,13 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .add_evidence(&ctx.caller().await?, &docs, &ctx.now)
                 .await?
             {
-                println!("{d}");
+                outln!("{d}")?;
             }
         }
         C::Request(RequestCommand::Create {
             execution,
             budget,
+            capability,
             common,
         }) => {
             let ctx = Ctx::open(&common).await?;
@@ -553,9 +592,15 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             let d = ctx
                 .engine
-                .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
+                .create_request_for(
+                    &ctx.caller().await?,
+                    &execution,
+                    &budget,
+                    capability.as_deref(),
+                    &ctx.now,
+                )
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Run(RunCommand::Cancel(args)) => return crate::cancel_cmd::run_cancel(args).await,
         C::Run(RunCommand::Admit {
@@ -583,15 +628,15 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             // Preflight speaks only when the deterministic evidence already decides; otherwise
             // its outcome is the Gate's without any verifier, which says nothing about the run.
             if pre.skipped {
-                println!(
+                outln!(
                     "admitted {run}; preflight decided {} from the deterministic evidence alone, so the verifier will not be called:",
                     pre.outcome.as_str()
-                );
+                )?;
                 for r in &pre.reasons {
-                    println!("  {r}");
+                    outln!("  {r}")?;
                 }
             } else {
-                println!("admitted {run}");
+                outln!("admitted {run}")?;
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
@@ -600,7 +645,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .submit_result(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
                 .await?;
-            println!("{}", s.digest);
+            outln!("{}", s.digest)?;
             if let Some(why) = s.why_not {
                 eprintln!("stored as history, not counted: {why}");
             }
@@ -639,7 +684,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &ctx.now,
                 )
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Status {
             execution,
@@ -653,35 +698,35 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .as_ref()
                 .is_some_and(|v| v.decision.outcome.as_str() == "pass");
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                outln!("{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 match (&s.applicable, &s.latest) {
-                    (Some(v), _) => println!(
+                    (Some(v), _) => outln!(
                         "{execution}: {} applies\n{}",
                         v.decision.outcome.as_str(),
                         line(v)
-                    ),
-                    (None, Some(v)) => println!(
+                    )?,
+                    (None, Some(v)) => outln!(
                         "{execution}: no decision applies; the latest does not because {}\n{}",
                         why(v),
                         line(v)
-                    ),
-                    (None, None) => println!("{execution}: no decision yet"),
+                    )?,
+                    (None, None) => outln!("{execution}: no decision yet")?,
                 }
                 if let Some(c) = &s.cancelled {
-                    println!("{}", crate::cancel_cmd::describe(c));
+                    outln!("{}", crate::cancel_cmd::describe(c))?;
                 }
                 // The digests a human decision must name (`decide --subject --policy`).
                 if let Some(h) = &s.head {
-                    println!("subject {} (generation {})", h.subject_digest, h.generation);
+                    outln!("subject {} (generation {})", h.subject_digest, h.generation)?;
                 }
                 if let Some(g) = &s.gate {
-                    println!(
+                    outln!(
                         "policy {} (gate {}, revision {})",
                         g.policy_digest,
                         ctx.engine.gate(),
                         g.revision
-                    );
+                    )?;
                 }
             }
             return Ok(if passing {
@@ -698,11 +743,11 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let h = ctx.engine.history(&execution, &ctx.now).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&h)?);
+                outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
-                println!("decisions of {execution}:");
+                outln!("decisions of {execution}:")?;
                 for v in &h.decisions {
-                    println!(
+                    outln!(
                         "  {}  {}",
                         if v.applies() {
                             "applies".to_owned()
@@ -710,14 +755,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             format!("not applicable ({})", why(v))
                         },
                         line(v)
-                    );
+                    )?;
                 }
-                println!("runs:");
+                outln!("runs:")?;
                 for r in &h.runs {
                     let counted = r
                         .counted
                         .map_or("no result", |c| if c { "counted" } else { "history only" });
-                    println!(
+                    outln!(
                         "  {} {} ({}) generation {} {} [{counted}]{}",
                         r.run_id,
                         r.verifier,
@@ -728,32 +773,47 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             .as_deref()
                             .map(|d| format!(": {d}"))
                             .unwrap_or_default()
-                    );
+                    )?;
+                    for line in run_calls(r) {
+                        outln!("    {line}")?;
+                    }
                 }
             }
         }
-        C::Quickstart { common } => {
-            let ctx = Ctx::open(&common).await?;
+        C::Quickstart { store } => {
+            let ctx = Ctx::open(&Common {
+                token: None,
+                store: store.clone(),
+                gate: verdict_engine::DEFAULT_GATE.to_owned(),
+                now: None,
+            })
+            .await?;
+            // The first failed write is kept and reported once the flow has ended.
+            let mut written = Ok(());
             let q = verdict_engine::quickstart::run(
                 ctx.engine.store().clone(),
                 &clock,
-                &mut |l: &str| println!("{l}"),
+                &mut |l: &str| {
+                    if written.is_ok() {
+                        written = outln!("{l}");
+                    }
+                },
             )
             .await?;
+            written?;
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
-            println!("final decision: {last}");
+            outln!("final decision: {last}")?;
             // Commands that work as printed, in the same shell: a store named by `--store`
             // (rather than by VERDICT_STORE or the default) is named again.
-            let store = common
-                .store
+            let store = store
                 .as_deref()
                 .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
                 .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
             let ex = shell_word(&q.execution);
-            println!("inspect it with:");
-            println!("  verdict status {ex} --gate quickstart{store}");
-            println!("  verdict history {ex} --gate quickstart{store}");
-            println!("  verdict audit verify{store}");
+            outln!("inspect it with:")?;
+            outln!("  verdict status {ex} --gate quickstart{store}")?;
+            outln!("  verdict history {ex} --gate quickstart{store}")?;
+            outln!("  verdict audit verify{store}")?;
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()
@@ -762,6 +822,44 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run's model calls for `history`: one line per receipt, then the cache key its result was
+/// reused from.
+fn run_calls(r: &verdict_engine::RunView) -> Vec<String> {
+    let mut lines: Vec<String> = r
+        .receipts
+        .iter()
+        .map(|c| {
+            let count = |t: Option<u64>| t.map_or_else(|| "?".to_owned(), |t| t.to_string());
+            let cost = c
+                .cost_estimate
+                .map(|x| format!(", cost {x:.6}"))
+                .unwrap_or_default();
+            let detail = c
+                .detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            format!(
+                "call sample {} attempt {}: {} {} snapshot {}, tokens {} in {} out{}{cost}, {} ms, {}{detail}",
+                c.sample,
+                c.attempt,
+                c.provider,
+                c.model,
+                c.snapshot.as_deref().unwrap_or("unreported"),
+                count(c.tokens_in),
+                count(c.tokens_out),
+                if c.tokens_estimated { " (estimated)" } else { "" },
+                c.latency_ms,
+                c.outcome
+            )
+        })
+        .collect();
+    if let Some(k) = &r.cache_key {
+        lines.push(format!("result reused from the cache ({k}); no call made"));
+    }
+    lines
 }
 
 /// `s` as one POSIX shell word: as it is when it holds only characters no shell treats

@@ -245,6 +245,11 @@ impl Engine {
     /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the
     /// bytes must equal the stored ones. `key` is the evaluation key.
     pub async fn gate_replay(&self, key: &Digest) -> Result<GateRun> {
+        Ok(self.replay_with_bundle(key).await?.0)
+    }
+
+    /// [`Engine::gate_replay`], also returning the rebuilt bundle that reproduced the decision.
+    pub async fn replay_with_bundle(&self, key: &Digest) -> Result<(GateRun, Value)> {
         let stored =
             self.store
                 .decision_by_key(key)
@@ -289,11 +294,14 @@ impl Engine {
                 message: e.to_string(),
             })?;
             if bytes == stored.body.as_bytes() {
-                return Ok(GateRun {
-                    decision: again,
-                    bytes: stored.body,
-                    inserted: false,
-                });
+                return Ok((
+                    GateRun {
+                        decision: again,
+                        bytes: stored.body,
+                        inserted: false,
+                    },
+                    bundle,
+                ));
             }
             last_err = EngineError::ReplayMismatch {
                 key: key.to_string(),
