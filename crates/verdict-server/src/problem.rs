@@ -65,9 +65,9 @@ impl ApiError {
     #[must_use]
     pub fn classify(&self) -> (StatusCode, &'static str, bool) {
         match self {
-            Self::Request { status, code, .. } => {
-                (*status, code, *status == StatusCode::SERVICE_UNAVAILABLE)
-            }
+            // The request itself is wrong, or (readiness) the store is at another schema
+            // version: sending it again unchanged cannot help.
+            Self::Request { status, code, .. } => (*status, code, false),
             Self::Engine(e) => {
                 let (status, retryable) = engine_status(e);
                 (status, e.code(), retryable)
@@ -170,5 +170,86 @@ impl IntoResponse for Problem {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(e: EngineError) -> (u16, &'static str, bool) {
+        let (status, code, retryable) = ApiError::from(e).classify();
+        (status.as_u16(), code, retryable)
+    }
+
+    #[test]
+    fn store_faults_are_503_and_only_a_failing_store_is_worth_retrying() {
+        let backend = StoreError::Backend {
+            backend: "postgres",
+            message: "connection refused".into(),
+        };
+        assert_eq!(
+            classify(EngineError::Store(backend)),
+            (503, "store_error", true)
+        );
+        let too_new = StoreError::SchemaTooNew {
+            found: 9,
+            supported: 5,
+        };
+        assert_eq!(
+            classify(EngineError::Store(too_new)),
+            (503, "store_error", false)
+        );
+    }
+
+    #[test]
+    fn the_store_s_own_refusals_keep_their_meaning() {
+        let forbidden = StoreError::Forbidden {
+            principal: "ci".into(),
+            role: "runner",
+            target: "subjects",
+        };
+        assert_eq!(
+            classify(EngineError::Store(forbidden)),
+            (403, "permission_denied", false)
+        );
+        let conflict = StoreError::Conflict {
+            table: "evidence",
+            key: "ev-1".into(),
+            existing: "a".into(),
+            offered: "b".into(),
+        };
+        assert_eq!(
+            classify(EngineError::Store(conflict)),
+            (409, "conflict", false)
+        );
+        let cas = StoreError::CasFailed {
+            pointer: "execution",
+            name: "ex-1".into(),
+            expected: "a".into(),
+            found: "b".into(),
+        };
+        assert_eq!(classify(EngineError::Store(cas)), (409, "conflict", true));
+        let refused = StoreError::Refused("evidence claims another writer".into());
+        assert_eq!(
+            classify(EngineError::Store(refused)),
+            (422, "invalid_input", false)
+        );
+    }
+
+    #[test]
+    fn a_problem_document_has_the_rfc_9457_members_and_the_code() {
+        let p = ApiError::from(EngineError::Unauthenticated).problem();
+        let v = serde_json::to_value(&p).unwrap_or_default();
+        assert_eq!(v["type"], "urn:verdict:problem:unauthenticated");
+        assert_eq!(v["status"], 401);
+        assert_eq!(v["code"], "unauthenticated");
+        assert_eq!(v["retryable"], false);
+        assert!(v["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(
+            v["detail"]
+                .as_str()
+                .is_some_and(|t| t.contains("no principal"))
+        );
     }
 }
