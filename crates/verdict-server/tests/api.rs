@@ -149,6 +149,24 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
             "subject_digest": sd.as_str(),
             "policy_digest": policy,
         });
+        // A decision naming a subject that is not the current one is refused, not rebound.
+        let mut stale = decision.clone();
+        stale["subject_digest"] = json!(digest(DigestKind::Subject, &subject(1, "other")).as_str());
+        let before = head_seq(&w).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("alice")),
+                Some(&stale),
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a refused decision wrote something"
+        );
         let r = s
             .send(
                 "POST",
@@ -384,6 +402,9 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
             assert!(r.status < 500, "{method} {path} {shown}: {r:?}");
             assert_problem(&r, status, code);
         }
+        // A path segment that is not UTF-8 is the client's mistake too.
+        let r = s.send("GET", "/v1/executions/%FF/status", Some(coder), None).await;
+        assert_problem(&r, 400, "malformed_body");
         // The engine's own "not stored" for an execution that does not exist.
         let r = s.send("POST", "/v1/requests", Some(coder), Some(&json!({"execution": "ex-none"}))).await;
         assert_problem(&r, 404, "not_found");
