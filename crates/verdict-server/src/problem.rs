@@ -99,7 +99,7 @@ fn engine_status(e: &EngineError) -> (StatusCode, bool) {
             (StatusCode::FORBIDDEN, false)
         }
         EngineError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, false),
-        EngineError::NotFound { .. } => (StatusCode::NOT_FOUND, false),
+        EngineError::NotFound { .. } | EngineError::NoSuchGate(_) => (StatusCode::NOT_FOUND, false),
         EngineError::Conflict(_) => (StatusCode::CONFLICT, false),
         // A stored decision that no longer replays is a fault of the store's contents.
         EngineError::ReplayMismatch { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
