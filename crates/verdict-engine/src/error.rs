@@ -79,9 +79,17 @@ impl EngineError {
                 "permission_denied"
             }
             Self::SelfVerificationDenied { .. } => "self_verification_denied",
-            Self::Invalid { .. } => "invalid_input",
-            Self::NotFound { .. } | Self::NoSuchGate(_) => "not_found",
-            Self::Conflict(_) | Self::Store(StoreError::CasFailed { .. }) => "conflict",
+            Self::Invalid { .. }
+            | Self::Store(StoreError::Invalid { .. } | StoreError::Refused(_)) => "invalid_input",
+            Self::NotFound { .. }
+            | Self::NoSuchGate(_)
+            | Self::Store(StoreError::NotFound { .. }) => "not_found",
+            Self::Conflict(_)
+            | Self::Store(
+                StoreError::CasFailed { .. }
+                | StoreError::Conflict { .. }
+                | StoreError::Duplicate(_),
+            ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
             Self::Store(_) => "store_error",
         }
