@@ -29,6 +29,7 @@ mod lifecycle_cmd;
 mod man_cmd;
 mod scaffold_cmd;
 mod schema_cmd;
+mod serve_cmd;
 mod store_cmd;
 mod stream;
 mod verify_cmd;
@@ -88,6 +89,8 @@ enum Command {
     Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Serve the HTTP API over a store (routes: docs/server.md, GET /openapi.json).
+    Serve(Box<serve_cmd::Args>),
     /// Create and export the ed25519 keys attestations are signed with.
     #[command(
         subcommand,
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Serve(args) => serve_cmd::run(&args),
         Command::Key(cmd) => key_cmd::run(cmd),
         Command::Attest(args) => attest_cmd::run(&args),
         Command::Export(cmd) => export_cmd::run(cmd),

@@ -230,7 +230,18 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         assert_eq!(cohorts[0]["verified_passes"], 1);
         let chart = std::fs::read_to_string(PathBuf::from(&svg).join("cohort-001.svg")).unwrap();
         assert!(chart.starts_with("<svg"));
-        let csv = env.ok(None, &["ledger", "--format", "csv", "--min-sample", "5"]);
+        let csv = env.ok(
+            None,
+            &[
+                "ledger",
+                "--gate",
+                "quickstart",
+                "--format",
+                "csv",
+                "--min-sample",
+                "5",
+            ],
+        );
         assert_eq!(csv.lines().count(), 2, "{csv}");
         assert!(
             csv.lines()
@@ -238,8 +249,17 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 .unwrap()
                 .contains("insufficient_evidence")
         );
-        let table = env.ok(None, &["ledger"]);
+        let table = env.ok(None, &["ledger", "--gate", "quickstart"]);
         assert!(table.contains("insufficient_evidence"), "{table}");
+        // A gate no policy was ever set for does not exist; the ledger says so rather than
+        // counting every attempt as unverified under it.
+        let none = env.run(None, &["ledger"]);
+        assert_eq!(none.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&none.stderr).contains("gate \"default\" does not exist"),
+            "{}",
+            String::from_utf8_lossy(&none.stderr)
+        );
     });
 }
 

@@ -186,7 +186,10 @@ fn status_of_a_gate_that_does_not_exist_says_so() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{cmd}: {}", text(&out));
         let said = text(&out);
-        assert!(said.contains("gate \"merge\" not found"), "{cmd}: {said}");
+        assert!(
+            said.contains("gate \"merge\" does not exist"),
+            "{cmd}: {said}"
+        );
         assert!(!said.contains("policy_revision_moved"), "{cmd}: {said}");
     }
 }

@@ -163,10 +163,7 @@ impl Engine {
         // A gate exists once a policy is set for it. Without this, every decision would read
         // as `policy_revision_moved`, which hides a misspelt `--gate`.
         if gate.is_none() {
-            return Err(EngineError::NotFound {
-                what: "gate",
-                key: self.gate.clone(),
-            });
+            return Err(EngineError::NoSuchGate(self.gate.clone()));
         }
         let cancelled = self.execution_cancellation(execution).await?;
         let mut current: Option<Current> = None;

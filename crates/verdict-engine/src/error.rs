@@ -49,6 +49,10 @@ pub enum EngineError {
         /// Its key.
         key: String,
     },
+    /// No policy was ever set for the gate named, so it does not exist (a misspelt `--gate`,
+    /// most likely).
+    #[error("gate {0:?} does not exist: no policy has been set for it")]
+    NoSuchGate(String),
     /// The state moved under the action (a compare-and-set lost, a subject no longer current).
     #[error("conflict: {0}")]
     Conflict(String),
@@ -75,9 +79,17 @@ impl EngineError {
                 "permission_denied"
             }
             Self::SelfVerificationDenied { .. } => "self_verification_denied",
-            Self::Invalid { .. } => "invalid_input",
-            Self::NotFound { .. } => "not_found",
-            Self::Conflict(_) | Self::Store(StoreError::CasFailed { .. }) => "conflict",
+            Self::Invalid { .. }
+            | Self::Store(StoreError::Invalid { .. } | StoreError::Refused(_)) => "invalid_input",
+            Self::NotFound { .. }
+            | Self::NoSuchGate(_)
+            | Self::Store(StoreError::NotFound { .. }) => "not_found",
+            Self::Conflict(_)
+            | Self::Store(
+                StoreError::CasFailed { .. }
+                | StoreError::Conflict { .. }
+                | StoreError::Duplicate(_),
+            ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
             Self::Store(_) => "store_error",
         }

@@ -11,9 +11,6 @@ use verdict_core::contracts::{Outcome, ReasonCode, Subject, Timestamp, Verificat
 use verdict_core::digest::Digest;
 use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
 
-/// How many audit events one page of the execution scan reads.
-const PAGE: u32 = 1000;
-
 /// The part of a run-context note the ledger reads: which construction rules built the prompt.
 #[derive(Debug, Deserialize)]
 struct ManifestHead {
@@ -92,27 +89,15 @@ fn capability(subject: &Subject) -> String {
 }
 
 impl Engine {
-    /// Every execution the store has moved a head for, from the audit chain's pointer moves.
+    /// Every execution the store holds a head for.
     async fn executions(&self) -> Result<BTreeSet<String>> {
-        let prefix = format!("{}:", PointerKind::Execution.as_str());
-        let mut out = BTreeSet::new();
-        let mut after = 0;
-        loop {
-            let page = self.store.audit_events(after, PAGE).await?;
-            let Some(last) = page.last() else {
-                break;
-            };
-            after = last.seq;
-            for e in &page {
-                if e.table == "pointer_changes"
-                    && e.key.starts_with(&prefix)
-                    && let Some(name) = &e.correlation
-                {
-                    out.insert(name.clone());
-                }
-            }
-        }
-        Ok(out)
+        Ok(self
+            .store
+            .pointers(PointerKind::Execution)
+            .await?
+            .into_iter()
+            .map(|p| p.name)
+            .collect())
     }
 
     /// The capability the latest request about the subject names. Only a request its own

@@ -316,10 +316,7 @@ impl Engine {
             None => {
                 self.gate_head()
                     .await?
-                    .ok_or_else(|| EngineError::NotFound {
-                        what: "gate",
-                        key: self.gate.clone(),
-                    })?
+                    .ok_or_else(|| EngineError::NoSuchGate(self.gate.clone()))?
                     .policy_digest
             }
         };

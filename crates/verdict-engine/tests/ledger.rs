@@ -254,3 +254,38 @@ async fn the_request_names_the_capability_else_the_subject_does() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_revision_change_starts_a_new_cohort() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        for (generation, diff, run, prompt) in [
+            (0, "change A", "run-1", "judge-1"),
+            (1, "change B", "run-2", "judge-2"),
+        ] {
+            let (d, ev, _) = prepared(&w, generation, diff, run).await;
+            let report = verdict_engine::RunReport {
+                manifest: json!({"construction": {"revision": prompt}}),
+                receipts: vec![],
+                detail: None,
+                cache_key: None,
+            };
+            w.engine
+                .record_run_context(&w.rev, run, &report, &now())
+                .await
+                .unwrap();
+            let r = with_model(result("rev", run, &d, generation, &ev), "m1");
+            w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
+            w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        }
+        let l = ledger(&w).await;
+        let prompts: Vec<&str> = l
+            .cohorts
+            .iter()
+            .map(|c| c.key.verifiers[0].prompt.as_str())
+            .collect();
+        assert_eq!(prompts, ["judge-1", "judge-2"], "{}", l.to_table());
+        assert!(l.cohorts.iter().all(|c| c.verified_passes == 1));
+    })
+    .await;
+}

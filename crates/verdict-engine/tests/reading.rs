@@ -76,7 +76,10 @@ async fn status_and_history_of_a_gate_that_does_not_exist_say_so() {
         let other = Engine::new(store, "mreg");
         let e = other.status(EXEC, &now()).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
-        assert!(e.to_string().contains("gate \"mreg\""), "{e}");
+        assert!(
+            e.to_string().contains("gate \"mreg\" does not exist"),
+            "{e}"
+        );
         let e = other.history(EXEC, &now()).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
         w.engine.status(EXEC, &now()).await.unwrap();

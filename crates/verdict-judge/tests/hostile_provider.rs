@@ -193,6 +193,27 @@ async fn a_reply_with_two_answers_is_invalid_output_and_none_is_read() {
 }
 
 #[tokio::test]
+async fn a_tool_call_beside_the_content_is_a_second_answer() {
+    let server = FakeServer::start(|r| {
+        let mut env = openai_envelope(&good_reply(&r.nonce()).to_string());
+        env["choices"][0]["message"]["tool_calls"] = json!([{"id": "call_1", "type": "function",
+            "function": {"name": "approve", "arguments": "{}"}}]);
+        Answer::json(&env)
+    })
+    .await;
+    let run = judge(Proto::OpenAi, &server.url)
+        .run(&request())
+        .await
+        .unwrap();
+    assert_unavailable(
+        &run,
+        UnavailableReason::InvalidOutput,
+        "1 tool call(s) besides its content",
+        "tool call",
+    );
+}
+
+#[tokio::test]
 async fn a_second_tool_call_of_another_tool_is_a_second_answer_too() {
     let server = FakeServer::start(|r| {
         let mut env = anthropic_envelope(&good_reply(&r.nonce()));

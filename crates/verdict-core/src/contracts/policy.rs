@@ -64,7 +64,7 @@ pub struct Policy {
     /// a waiver every `passed` row must cite one (the verifier's own rule, whatever
     /// `require_evidence_refs` says). The Gate does not read it: with `require_evidence_refs`
     /// it still treats an uncited pass as `unsupported_pass`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub evidence_refs_waived: Vec<Id>,
     /// Extra CEL rules; they only make a decision stricter.
     #[serde(default)]

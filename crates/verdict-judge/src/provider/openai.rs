@@ -81,7 +81,15 @@ fn parse_response(resp: &Value) -> CallReply {
         .and_then(|c| text(c, "/message/refusal"))
         .filter(|r| !r.is_empty());
     let content = choice.and_then(|c| text(c, "/message/content"));
+    // No tool was offered, so a tool call is an answer besides the content: a second one.
+    let tool_calls = choice
+        .and_then(|c| c.pointer("/message/tool_calls"))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     let output = match (choice, refusal, finish, content) {
+        (Some(_), ..) if tool_calls > 0 => Output::OffProtocol(format!(
+            "the choice holds {tool_calls} tool call(s) besides its content; one answer was asked for"
+        )),
         (None, ..) if choices > 1 => Output::OffProtocol(format!(
             "the response has {choices} choices; exactly one was asked for (n: 1)"
         )),

@@ -1,0 +1,94 @@
+//! `verdict serve`: the HTTP API of `verdict-server` over one store, until interrupted.
+
+use anyhow::Context as _;
+use std::process::ExitCode;
+use verdict_engine::{DEFAULT_GATE, Engine};
+use verdict_server::{AppState, DEFAULT_BODY_LIMIT};
+use verdict_store::Location;
+
+/// Arguments of `verdict serve`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    verdict serve --listen 127.0.0.1:8080\n  \
+    verdict serve --listen 127.0.0.1:0 --store postgres://verdict@db:5432/verdict\n\n\
+    Prints the address it listens on to standard error, then serves until interrupted \
+    (Ctrl-C or SIGTERM), letting requests in flight finish. Routes: docs/server.md, and \
+    GET /openapi.json.")]
+pub struct Args {
+    /// Address and port to listen on (port 0: any free port, printed on start).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Store: sqlite:PATH or postgres://USER@HOST:PORT/DB [default: $VERDICT_STORE, else
+    /// $VERDICT_HOME/verdict.db, else ./.verdict/verdict.db].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// The gate whose policy decides.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_GATE)]
+    gate: String,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BODY_LIMIT)]
+    body_limit: usize,
+}
+
+/// Runs `verdict serve`.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(args: &Args) -> anyhow::Result<()> {
+    let location = Location::resolve(args.store.as_deref())?;
+    if let Location::Sqlite(path) = &location
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let store = verdict_store::open(&location)
+        .await
+        .with_context(|| format!("opening {}", location.redacted()))?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let state = AppState {
+        engine: Engine::new(store, args.gate.clone()),
+        body_limit: args.body_limit,
+    };
+    eprintln!(
+        "verdict: serving http://{addr} over {}",
+        location.redacted()
+    );
+    verdict_server::serve(listener, state, interrupted())
+        .await
+        .context("serving")?;
+    Ok(())
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM. If a handler cannot be installed the server
+/// still serves; it is then stopped by other means.
+async fn interrupted() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

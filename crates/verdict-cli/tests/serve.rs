@@ -1,0 +1,103 @@
+//! `verdict serve` as the built binary, on SQLite and on PostgreSQL: it prints the address it
+//! bound, answers over HTTP with the store's principals, and ends cleanly on SIGTERM.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One HTTP/1.1 request with `Connection: close`; the status and the body.
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+fn serve_on(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let verdict = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("VERDICT_STORE", store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = verdict(&["init", "--operator", "ops"]);
+    assert!(out.status.success(), "{out:?}");
+    let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--gate", "merge"])
+        .current_dir(dir.path())
+        .env("VERDICT_STORE", store)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+
+    let (status, body) = http(&addr, "GET", "/readyz", None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http(&addr, "GET", "/v1/executions/ex-1/status", None);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("\"unauthenticated\""), "{body}");
+    // The operator the CLI created is the operator the server knows.
+    let (status, body) = http(&addr, "POST", "/v1/executions/ex-1/gate-runs", Some(&ops));
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("\"not_found\""), "{body}");
+
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("verdict serve did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
+fn serve_answers_over_http_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    serve_on(&format!(
+        "sqlite:{}",
+        dir.path().join("store/verdict.db").display()
+    ));
+    let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+    serve_on(pg.url());
+}

@@ -1,0 +1,53 @@
+//! The OpenAPI 3.1 description, generated from the handlers' annotations and the request and
+//! response types, so it cannot name a route the router lacks or miss one it has (a test holds
+//! the two lists equal).
+
+use crate::problem::Problem;
+use crate::routes;
+use axum::Json;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// The API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "verdict", description = "The verdict HTTP API: see docs/server.md."),
+    paths(
+        routes::put_subject,
+        routes::add_evidence,
+        routes::create_request,
+        routes::gate_run,
+        routes::status,
+        routes::history,
+        routes::cancel_execution,
+        routes::decide,
+        routes::healthz,
+        routes::readyz,
+        serve,
+    ),
+    components(schemas(Problem)),
+    modifiers(&Bearer),
+)]
+pub struct ApiDoc;
+
+/// Declares the bearer scheme the routes name in `security`.
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+    }
+}
+
+/// This description.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 description", body = Object)))]
+pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

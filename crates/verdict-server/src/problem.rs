@@ -1,0 +1,255 @@
+//! The server's one error type and its rendering as an RFC 9457 problem document. Every
+//! refusal, whether the engine's or the server's own (a missing token, a body too large or not
+//! JSON), leaves through [`ApiError::into_response`], so each has the same shape and the status
+//! for an engine error is chosen here and nowhere else.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+use verdict_engine::EngineError;
+use verdict_store::StoreError;
+
+/// The media type of a problem document.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem document, with the stable reason code and whether repeating the same
+/// request unchanged can succeed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// `urn:verdict:problem:` followed by [`Problem::code`].
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the problem type (the same for every occurrence of a code).
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request, and where.
+    pub detail: String,
+    /// The stable reason code (`permission_denied`, `invalid_input`, ...).
+    pub code: String,
+    /// Whether sending the same request again, unchanged, can succeed.
+    pub retryable: bool,
+}
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The request itself is unusable before any engine call: no token, a body that is not
+    /// JSON, too large, of the wrong media type or shape, or a path that names nothing.
+    #[error("{detail}")]
+    Request {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The stable reason code.
+        code: &'static str,
+        /// What is wrong, and where.
+        detail: String,
+    },
+}
+
+impl ApiError {
+    /// A refusal of the request itself.
+    pub(crate) fn request(status: StatusCode, code: &'static str, detail: String) -> Self {
+        Self::Request {
+            status,
+            code,
+            detail,
+        }
+    }
+
+    /// The HTTP status, the stable code and whether a retry can help.
+    #[must_use]
+    pub fn classify(&self) -> (StatusCode, &'static str, bool) {
+        match self {
+            // The request itself is wrong, or (readiness) the store is at another schema
+            // version: sending it again unchanged cannot help.
+            Self::Request { status, code, .. } => (*status, code, false),
+            Self::Engine(e) => {
+                let (status, retryable) = engine_status(e);
+                (status, e.code(), retryable)
+            }
+        }
+    }
+
+    /// The problem document of this error.
+    #[must_use]
+    pub fn problem(&self) -> Problem {
+        let (status, code, retryable) = self.classify();
+        Problem {
+            kind: format!("urn:verdict:problem:{code}"),
+            title: title(code).to_owned(),
+            status: status.as_u16(),
+            detail: self.to_string(),
+            code: code.to_owned(),
+            retryable,
+        }
+    }
+}
+
+/// The HTTP status of an engine error, and whether repeating the request can help. Exhaustive
+/// on purpose: a new error variant must be placed here before the server builds.
+fn engine_status(e: &EngineError) -> (StatusCode, bool) {
+    match e {
+        EngineError::Unauthenticated => (StatusCode::UNAUTHORIZED, false),
+        EngineError::PermissionDenied { .. } | EngineError::SelfVerificationDenied { .. } => {
+            (StatusCode::FORBIDDEN, false)
+        }
+        EngineError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, false),
+        EngineError::NotFound { .. } | EngineError::NoSuchGate(_) => (StatusCode::NOT_FOUND, false),
+        EngineError::Conflict(_) => (StatusCode::CONFLICT, false),
+        // A stored decision that no longer replays is a fault of the store's contents.
+        EngineError::ReplayMismatch { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
+        EngineError::Store(s) => store_status(s),
+    }
+}
+
+fn store_status(e: &StoreError) -> (StatusCode, bool) {
+    match e {
+        StoreError::Forbidden { .. } | StoreError::Denied(_) => (StatusCode::FORBIDDEN, false),
+        StoreError::Invalid { .. } | StoreError::Refused(_) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, false)
+        }
+        StoreError::NotFound { .. } => (StatusCode::NOT_FOUND, false),
+        StoreError::Conflict { .. } | StoreError::Duplicate(_) => (StatusCode::CONFLICT, false),
+        // The engine re-reads the head on every call, so a lost race can win when sent again.
+        StoreError::CasFailed { .. } => (StatusCode::CONFLICT, true),
+        StoreError::Backend { .. } | StoreError::Io { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, true)
+        }
+        StoreError::SchemaTooNew { .. }
+        | StoreError::SchemaTooOld { .. }
+        | StoreError::Location { .. }
+        | StoreError::Corrupt { .. }
+        | StoreError::Checkpoint(_) => (StatusCode::SERVICE_UNAVAILABLE, false),
+    }
+}
+
+/// The title of each code: fixed per code, as RFC 9457 asks of a problem type.
+fn title(code: &str) -> &'static str {
+    match code {
+        "unauthenticated" => "No principal holds the token given",
+        "permission_denied" => "The action is outside the caller's role or grants",
+        "self_verification_denied" => "The action would let a producer verify its own work",
+        "invalid_input" => "The document or argument breaks its contract",
+        "not_found" => "Something the action depends on is not stored",
+        "conflict" => "The state moved under the action",
+        "replay_mismatch" => "A stored decision does not replay",
+        "store_error" => "The store is unavailable or failed",
+        "malformed_body" => "The body is not the JSON this route reads",
+        "payload_too_large" => "The body is larger than the server accepts",
+        "unsupported_media_type" => "The body is not application/json",
+        "route_not_found" => "No route has this path and method",
+        "internal" => "The server failed",
+        _ => "The request failed",
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.problem().into_response();
+        // RFC 9110: a 401 names the scheme that would be accepted.
+        if response.status() == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(e: EngineError) -> (u16, &'static str, bool) {
+        let (status, code, retryable) = ApiError::from(e).classify();
+        (status.as_u16(), code, retryable)
+    }
+
+    #[test]
+    fn store_faults_are_503_and_only_a_failing_store_is_worth_retrying() {
+        let backend = StoreError::Backend {
+            backend: "postgres",
+            message: "connection refused".into(),
+        };
+        assert_eq!(
+            classify(EngineError::Store(backend)),
+            (503, "store_error", true)
+        );
+        let too_new = StoreError::SchemaTooNew {
+            found: 9,
+            supported: 5,
+        };
+        assert_eq!(
+            classify(EngineError::Store(too_new)),
+            (503, "store_error", false)
+        );
+    }
+
+    #[test]
+    fn the_store_s_own_refusals_keep_their_meaning() {
+        let forbidden = StoreError::Forbidden {
+            principal: "ci".into(),
+            role: "runner",
+            target: "subjects",
+        };
+        assert_eq!(
+            classify(EngineError::Store(forbidden)),
+            (403, "permission_denied", false)
+        );
+        let conflict = StoreError::Conflict {
+            table: "evidence",
+            key: "ev-1".into(),
+            existing: "a".into(),
+            offered: "b".into(),
+        };
+        assert_eq!(
+            classify(EngineError::Store(conflict)),
+            (409, "conflict", false)
+        );
+        let cas = StoreError::CasFailed {
+            pointer: "execution",
+            name: "ex-1".into(),
+            expected: "a".into(),
+            found: "b".into(),
+        };
+        assert_eq!(classify(EngineError::Store(cas)), (409, "conflict", true));
+        let refused = StoreError::Refused("evidence claims another writer".into());
+        assert_eq!(
+            classify(EngineError::Store(refused)),
+            (422, "invalid_input", false)
+        );
+    }
+
+    #[test]
+    fn a_problem_document_has_the_rfc_9457_members_and_the_code() {
+        let p = ApiError::from(EngineError::Unauthenticated).problem();
+        let v = serde_json::to_value(&p).unwrap_or_default();
+        assert_eq!(v["type"], "urn:verdict:problem:unauthenticated");
+        assert_eq!(v["status"], 401);
+        assert_eq!(v["code"], "unauthenticated");
+        assert_eq!(v["retryable"], false);
+        assert!(v["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(
+            v["detail"]
+                .as_str()
+                .is_some_and(|t| t.contains("no principal"))
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! The handlers: each reads its body and path, calls one engine use case through
+//! [`crate::uses`] and renders what it returns. No handler decides anything the CLI would have
+//! to decide again; the request and response shapes here are the API's contract, described in
+//! `/openapi.json` and docs/server.md.
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::body::StrictJson;
+use crate::problem::{ApiError, Problem};
+use crate::uses;
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use verdict_core::contracts::HumanVerdict;
+use verdict_core::digest::Digest;
+use verdict_engine::{Cancellation, History, Reviewed, Status};
+
+/// The execution id of a path (`/v1/executions/{id}/...`). A path the router matched but whose
+/// segment cannot be read is a 400 problem document, not axum's plain-text refusal.
+#[derive(Debug)]
+pub struct ExecutionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ExecutionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(id) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| {
+                    ApiError::request(
+                        StatusCode::BAD_REQUEST,
+                        "malformed_body",
+                        format!("the execution id in the path cannot be read: {e}"),
+                    )
+                })?;
+        Ok(Self(id))
+    }
+}
+
+/// The digest of what was stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Stored {
+    /// `sha256:` and 64 hex digits.
+    #[schema(value_type = String)]
+    pub digest: Digest,
+}
+
+/// `POST /v1/evidence`: check evidence documents, appended in one transaction.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceBatch {
+    /// Check evidence documents (docs/spec/evidence.md); each may carry its digest.
+    #[schema(value_type = Vec<Object>)]
+    pub evidence: Vec<Value>,
+}
+
+/// The digests of appended evidence, in the order given.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EvidenceStored {
+    /// One digest per document.
+    #[schema(value_type = Vec<String>)]
+    pub digests: Vec<Digest>,
+}
+
+/// `POST /v1/requests`: a verification request for an execution's current subject.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewRequest {
+    /// The execution id.
+    pub execution: String,
+    /// The request's budget (`max_runs`, `max_total_tokens`, `max_cost`, `timeout_s`); absent
+    /// or null is no budget.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub budget: Value,
+}
+
+/// `POST /v1/executions/{id}/cancel`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewCancellation {
+    /// Why (never empty).
+    pub reason: String,
+}
+
+/// Approve or reject.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Clears `human_required` reasons only.
+    Approve,
+    /// Rework.
+    Reject,
+}
+
+impl From<Verdict> for HumanVerdict {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Approve => Self::Approve,
+            Verdict::Reject => Self::Reject,
+        }
+    }
+}
+
+/// `POST /v1/human-decisions`: a person's decision on the subject and policy it reviewed, both
+/// named by digest as `status` shows them; if either moved since, the decision is refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewHumanDecision {
+    /// The execution id.
+    pub execution: String,
+    /// Approve or reject.
+    pub decision: Verdict,
+    /// Why (never empty).
+    pub reason: String,
+    /// The subject reviewed.
+    #[schema(value_type = String)]
+    pub subject_digest: Digest,
+    /// The policy reviewed under.
+    #[schema(value_type = String)]
+    pub policy_digest: Digest,
+}
+
+/// The outcome of a gate run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GateRunOutcome {
+    /// Whether this run stored the decision (false: an equal evaluation was stored already,
+    /// and this is it).
+    pub inserted: bool,
+    /// The gate decision (docs/spec/gate.md), exactly as stored.
+    #[schema(value_type = Object)]
+    pub decision: Value,
+}
+
+/// Liveness and readiness.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` or `ready`.
+    pub status: &'static str,
+    /// The store's schema version (readiness only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<i64>,
+}
+
+/// Puts a subject; the execution's current subject moves to it.
+#[utoipa::path(post, path = "/v1/subjects", tag = "lifecycle",
+    request_body(content = Object, description = "A subject document (docs/spec/subject.md)"),
+    responses(
+        (status = 201, description = "Stored and current", body = Stored),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn put_subject(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    StrictJson(doc): StrictJson<Value>,
+) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    let digest = uses::put_subject(&state.engine, &caller, &doc).await?;
+    Ok((StatusCode::CREATED, Json(Stored { digest })))
+}
+
+/// Appends check evidence.
+#[utoipa::path(post, path = "/v1/evidence", tag = "lifecycle",
+    request_body = EvidenceBatch,
+    responses(
+        (status = 201, description = "Appended", body = EvidenceStored),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn add_evidence(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    StrictJson(batch): StrictJson<EvidenceBatch>,
+) -> Result<(StatusCode, Json<EvidenceStored>), ApiError> {
+    let digests = uses::add_evidence(&state.engine, &caller, &batch.evidence).await?;
+    Ok((StatusCode::CREATED, Json(EvidenceStored { digests })))
+}
+
+/// Creates the verification request for an execution's current subject.
+#[utoipa::path(post, path = "/v1/requests", tag = "lifecycle",
+    request_body = NewRequest,
+    responses(
+        (status = 201, description = "Stored; the digest is the request's identity", body = Stored),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn create_request(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    StrictJson(req): StrictJson<NewRequest>,
+) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    let digest = uses::create_request(&state.engine, &caller, &req.execution, &req.budget).await?;
+    Ok((StatusCode::CREATED, Json(Stored { digest })))
+}
+
+/// Runs the Gate over the execution's current subject and stores the decision.
+#[utoipa::path(post, path = "/v1/executions/{id}/gate-runs", tag = "lifecycle",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 201, description = "Decision computed and stored", body = GateRunOutcome),
+        (status = 200, description = "The same evaluation was stored already", body = GateRunOutcome),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn gate_run(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ExecutionId(id): ExecutionId,
+) -> Result<(StatusCode, Json<GateRunOutcome>), ApiError> {
+    let run = uses::gate_run(&state.engine, &caller, &id).await?;
+    // The stored bytes, not a re-serialisation: what a client replays against.
+    let decision = verdict_core::json::parse_str(&run.bytes).map_err(|e| {
+        ApiError::Engine(verdict_engine::EngineError::Invalid {
+            what: "stored gate decision",
+            message: e.to_string(),
+        })
+    })?;
+    let status = if run.inserted {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(GateRunOutcome {
+            inserted: run.inserted,
+            decision,
+        }),
+    ))
+}
+
+/// The execution's applicable decision, or the latest and why it does not apply.
+#[utoipa::path(get, path = "/v1/executions/{id}/status", tag = "lifecycle",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "Status with derived applicability", body = Object),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn status(
+    State(state): State<AppState>,
+    Caller(_caller): Caller,
+    ExecutionId(id): ExecutionId,
+) -> Result<Json<Status>, ApiError> {
+    Ok(Json(uses::status(&state.engine, &id).await?))
+}
+
+/// Every decision and verifier run of the execution.
+#[utoipa::path(get, path = "/v1/executions/{id}/history", tag = "lifecycle",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "Decisions oldest first, runs in admission order", body = Object),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn history(
+    State(state): State<AppState>,
+    Caller(_caller): Caller,
+    ExecutionId(id): ExecutionId,
+) -> Result<Json<History>, ApiError> {
+    Ok(Json(uses::history(&state.engine, &id).await?))
+}
+
+/// Cancels an execution: no decision of it applies from now on.
+#[utoipa::path(post, path = "/v1/executions/{id}/cancel", tag = "lifecycle",
+    params(("id" = String, Path, description = "Execution id")),
+    request_body = NewCancellation,
+    responses(
+        (status = 200, description = "The cancellation record", body = Object),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn cancel_execution(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ExecutionId(id): ExecutionId,
+    StrictJson(body): StrictJson<NewCancellation>,
+) -> Result<Json<Cancellation>, ApiError> {
+    Ok(Json(
+        uses::cancel_execution(&state.engine, &caller, &id, &body.reason).await?,
+    ))
+}
+
+/// Records a person's decision on the subject and policy it reviewed.
+#[utoipa::path(post, path = "/v1/human-decisions", tag = "lifecycle",
+    request_body = NewHumanDecision,
+    responses(
+        (status = 201, description = "Stored", body = Stored),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn decide(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    StrictJson(body): StrictJson<NewHumanDecision>,
+) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    let reviewed = Reviewed {
+        subject_digest: body.subject_digest,
+        policy_digest: body.policy_digest,
+    };
+    let digest = uses::decide(
+        &state.engine,
+        &caller,
+        &body.execution,
+        body.decision.into(),
+        &body.reason,
+        &reviewed,
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(Stored { digest })))
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Alive", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        schema_version: None,
+    })
+}
+
+/// Readiness: the store answers and its schema is the version this server runs.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "Store unreachable or at another schema version", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    let found = state
+        .engine
+        .store()
+        .schema_version()
+        .await
+        .map_err(|e| ApiError::Engine(e.into()))?;
+    if found != verdict_store::SCHEMA_VERSION {
+        return Err(ApiError::request(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_error",
+            format!(
+                "the store is at schema version {found}; this server needs {}",
+                verdict_store::SCHEMA_VERSION
+            ),
+        ));
+    }
+    Ok(Json(Health {
+        status: "ready",
+        schema_version: Some(found),
+    }))
+}
