@@ -1,0 +1,121 @@
+//! The JSON Schema (draft 2020-12) of a check spec, derived from the types in [`crate::spec`]
+//! that read it, so editors and other languages can check a spec before `verdict check` does.
+//!
+//! What the types read as raw values is described here, beside them: the criteria (read one by
+//! one), each criterion's `probe` (one schema per `kind`), `vars`. The schema is true of the
+//! loader: every spec [`crate::load`] accepts validates. A string the spec constrains (an id,
+//! a mode, a duration, a probe kind...) may instead hold a `{{name}}` reference, as the loader
+//! substitutes variables before it reads anything. What JSON Schema cannot say is left to the
+//! loader: durations beyond a week, regexes, CEL, JSONPath, fields a mode does not use,
+//! undefined variables and duplicate ids.
+
+use crate::spec::{
+    CommandProbe, DnsProbe, FileProbe, HttpProbe, JsonProbe, LogProbe, ProbeDef, SpecDoc, TcpProbe,
+    TlsProbe,
+};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde_json::{Map, Value, json};
+
+/// A string holding a `{{name}}` reference (crate::vars): after substitution it can be any
+/// text, so the schema cannot judge it.
+const VAR_REFERENCE: &str = r"\{\{ *[A-Za-z_][A-Za-z0-9_.-]* *\}\}";
+
+/// The JSON Schema (draft 2020-12) of a check spec.
+#[must_use]
+pub fn check_spec_schema() -> Value {
+    let mut s = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<SpecDoc>()
+        .to_value();
+    if let Some(o) = s.as_object_mut() {
+        o.insert("title".into(), json!("verdict check spec"));
+    }
+    allow_references(&mut s);
+    s
+}
+
+/// The schema of `vars`: names as `--var` takes them, values strings, numbers or booleans.
+pub(crate) fn vars(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_.-]*$"},
+        "additionalProperties": {"type": ["string", "number", "boolean"]}
+    })
+}
+
+/// The schema of a criterion's `probe`: an object with a `kind` and that kind's fields.
+pub(crate) fn probe(generator: &mut SchemaGenerator) -> Schema {
+    let kinds = [
+        kind::<CommandProbe>(generator, "command"),
+        kind::<JsonProbe>(generator, "json"),
+        kind::<HttpProbe>(generator, "http"),
+        kind::<TcpProbe>(generator, "tcp"),
+        kind::<DnsProbe>(generator, "dns"),
+        kind::<FileProbe>(generator, "file"),
+        kind::<LogProbe>(generator, "log"),
+        kind::<TlsProbe>(generator, "tls"),
+    ];
+    json_schema!({
+        "description": format!("What to observe: a probe of one kind ({}).", ProbeDef::KINDS.join(", ")),
+        "type": "object",
+        "required": ["kind"],
+        // `anyOf`, not `oneOf`: a kind given as a variable reference can match several.
+        "anyOf": kinds
+    })
+}
+
+/// One kind's schema: its type's own, with `kind` added as a required field.
+fn kind<T: JsonSchema>(generator: &mut SchemaGenerator, name: &str) -> Value {
+    let mut s = T::json_schema(generator).to_value();
+    if let Some(o) = s.as_object_mut() {
+        if let Some(props) = o.get_mut("properties").and_then(Value::as_object_mut) {
+            props.insert("kind".into(), json!({"const": name, "type": "string"}));
+        }
+        let required = o.entry("required").or_insert_with(|| json!([]));
+        if let Some(r) = required.as_array_mut() {
+            r.push(json!("kind"));
+        }
+    }
+    s
+}
+
+/// Whether `s` constrains a string's text (an enum, a constant or a pattern).
+fn constrains_text(s: &Map<String, Value>) -> bool {
+    s.get("type").and_then(Value::as_str) == Some("string")
+        && ["enum", "const", "pattern"]
+            .iter()
+            .any(|k| s.contains_key(*k))
+}
+
+/// Lets every string the schema constrains be a variable reference instead.
+fn allow_references(s: &mut Value) {
+    let Some(o) = s.as_object_mut() else {
+        return;
+    };
+    let text_choice = o.get("oneOf").and_then(Value::as_array).is_some_and(|b| {
+        !b.is_empty() && b.iter().all(|x| x.as_object().is_some_and(constrains_text))
+    });
+    if constrains_text(o) || text_choice {
+        let inner = Value::Object(std::mem::take(o));
+        o.insert(
+            "anyOf".into(),
+            json!([inner, {"type": "string", "pattern": VAR_REFERENCE}]),
+        );
+        return;
+    }
+    for key in ["$defs", "properties"] {
+        if let Some(m) = o.get_mut(key).and_then(Value::as_object_mut) {
+            m.values_mut().for_each(allow_references);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(v) = o.get_mut(key) {
+            allow_references(v);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(a) = o.get_mut(key).and_then(Value::as_array_mut) {
+            a.iter_mut().for_each(allow_references);
+        }
+    }
+}
