@@ -394,6 +394,7 @@ pub struct CommandProbe {
     pub stdin: Option<String>,
     /// Expected exit code (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = i32::MIN, max = i32::MAX))]
     pub exit_code: Option<i32>,
     /// Standard output expectation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -205,6 +205,11 @@ fn structural_mistakes_are_refused_by_the_schema_as_by_the_loader() {
             "/criteria/0/probe",
             json!({"kind": "command", "argv": ["true"], "exit_code": "0"}),
         ),
+        (
+            &tcp,
+            "/criteria/0/probe",
+            json!({"kind": "command", "argv": ["true"], "exit_code": 3_000_000_000_i64}),
+        ),
         // Unknown kinds, modes and other enumerated values.
         (&tcp, "/criteria/0/probe/kind", json!("ping")),
         (&tcp, "/criteria/0/probe/kind", json!(1)),
