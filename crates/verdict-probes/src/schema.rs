@@ -5,9 +5,9 @@
 //! one), each criterion's `probe` (one schema per `kind`), `vars`. The schema is true of the
 //! loader: every spec [`crate::load`] accepts validates. A string the spec constrains (an id,
 //! a mode, a duration, a probe kind...) may instead hold a `{{name}}` reference, as the loader
-//! substitutes variables before it reads anything. What JSON Schema cannot say is left to the
-//! loader: durations beyond a week, regexes, CEL, JSONPath, fields a mode does not use,
-//! undefined variables and duplicate ids.
+//! substitutes variables before it reads anything. Left to the loader: durations beyond a week
+//! or finer than a millisecond, regexes, CEL, JSONPath, fields a mode does not use, empty
+//! programs and paths, undefined variables and duplicate ids.
 
 use crate::spec::{
     CommandProbe, DnsProbe, FileProbe, HttpProbe, JsonProbe, LogProbe, ProbeDef, SpecDoc, TcpProbe,
@@ -30,8 +30,31 @@ pub fn check_spec_schema() -> Value {
     if let Some(o) = s.as_object_mut() {
         o.insert("title".into(), json!("verdict check spec"));
     }
+    if let Some(source) = s
+        .pointer_mut("/$defs/JsonSource")
+        .and_then(Value::as_object_mut)
+    {
+        source.insert("oneOf".into(), exactly_one(&["command", "file", "url"]));
+        source.insert(
+            "allOf".into(),
+            json!([
+                {"if": given("headers"), "then": given("url")},
+                {"if": given("tls"), "then": given("url")}
+            ]),
+        );
+    }
     allow_references(&mut s);
     s
+}
+
+/// A schema true of an object whose `field` is given (present and not null).
+fn given(field: &str) -> Value {
+    json!({"required": [field], "properties": {field: {"not": {"type": "null"}}}})
+}
+
+/// A `oneOf`: exactly one of `fields` is given.
+fn exactly_one(fields: &[&str]) -> Value {
+    Value::Array(fields.iter().map(|f| given(f)).collect())
 }
 
 /// The schema of `vars`: names as `--var` takes them, values strings, numbers or booleans.
@@ -45,14 +68,31 @@ pub(crate) fn vars(_: &mut SchemaGenerator) -> Schema {
 
 /// The schema of a criterion's `probe`: an object with a `kind` and that kind's fields.
 pub(crate) fn probe(generator: &mut SchemaGenerator) -> Schema {
+    let mut command = kind::<CommandProbe>(generator, "command");
+    let mut json_probe = kind::<JsonProbe>(generator, "json");
+    let mut log = kind::<LogProbe>(generator, "log");
+    // Fields a probe needs one of, and one only; `unreachable` needs a `url` source.
+    if let Some(o) = command.as_object_mut() {
+        o.insert("oneOf".into(), exactly_one(&["argv", "shell"]));
+    }
+    if let Some(o) = log.as_object_mut() {
+        o.insert("oneOf".into(), exactly_one(&["file", "command"]));
+    }
+    if let Some(o) = json_probe.as_object_mut() {
+        o.insert("if".into(), given("unreachable"));
+        o.insert(
+            "then".into(),
+            json!({"properties": {"source": given("url")}}),
+        );
+    }
     let kinds = [
-        kind::<CommandProbe>(generator, "command"),
-        kind::<JsonProbe>(generator, "json"),
+        command,
+        json_probe,
         kind::<HttpProbe>(generator, "http"),
         kind::<TcpProbe>(generator, "tcp"),
         kind::<DnsProbe>(generator, "dns"),
         kind::<FileProbe>(generator, "file"),
-        kind::<LogProbe>(generator, "log"),
+        log,
         kind::<TlsProbe>(generator, "tls"),
     ];
     json_schema!({

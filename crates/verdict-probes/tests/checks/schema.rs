@@ -251,6 +251,36 @@ fn structural_mistakes_are_refused_by_the_schema_as_by_the_loader() {
 }
 
 #[test]
+fn fields_a_probe_needs_one_of_are_held_to_one() {
+    let url = "http://127.0.0.1:1/";
+    for probe in [
+        json!({"kind": "command", "shell": "true"}),
+        json!({"kind": "command", "argv": null, "shell": "true"}),
+        json!({"kind": "log", "command": ["journalctl"], "matches": "E"}),
+        json!({"kind": "log", "file": "x.log", "command": null, "matches": "E"}),
+        json!({"kind": "json", "source": {"command": ["kubectl"]}}),
+        json!({"kind": "json", "source": {"url": url, "headers": {"a": "b"}, "tls": {"insecure": true}}, "unreachable": "fail"}),
+        json!({"kind": "json", "source": {"file": "x.json", "url": null, "headers": null}, "unreachable": null}),
+    ] {
+        accepted(&with_probe(probe));
+    }
+    for probe in [
+        json!({"kind": "command", "argv": ["true"], "shell": "true"}),
+        json!({"kind": "command", "stdin": "x"}),
+        json!({"kind": "command", "argv": null, "shell": null}),
+        json!({"kind": "log", "file": "x.log", "command": ["cat"], "matches": "E"}),
+        json!({"kind": "log", "matches": "E"}),
+        json!({"kind": "json", "source": {"file": "x.json", "url": url}}),
+        json!({"kind": "json", "source": {}}),
+        json!({"kind": "json", "source": {"file": "x.json", "headers": {"a": "b"}}}),
+        json!({"kind": "json", "source": {"command": ["kubectl"], "tls": {"insecure": true}}}),
+        json!({"kind": "json", "source": {"file": "x.json"}, "unreachable": "fail"}),
+    ] {
+        refused(&with_probe(probe));
+    }
+}
+
+#[test]
 fn the_duration_pattern_accepts_every_duration_the_loader_reads() {
     let texts = [
         "0",
