@@ -6,8 +6,8 @@
 //! loader: every spec [`crate::load`] accepts validates. A string the spec constrains (an id,
 //! a mode, a duration, a probe kind...) may instead hold a `{{name}}` reference, as the loader
 //! substitutes variables before it reads anything. Left to the loader: durations beyond a week
-//! or finer than a millisecond, regexes, CEL, JSONPath, fields a mode does not use, empty
-//! programs and paths, undefined variables and duplicate ids.
+//! or finer than a millisecond, regexes, CEL, JSONPath, fields a mode does not use when the mode
+//! is a variable reference, empty programs and paths, undefined variables and duplicate ids.
 
 use crate::spec::{
     CommandProbe, DnsProbe, FileProbe, HttpProbe, JsonProbe, LogProbe, ProbeDef, SpecDoc, TcpProbe,
@@ -43,8 +43,43 @@ pub fn check_spec_schema() -> Value {
             ]),
         );
     }
+    if let Some(c) = s
+        .pointer_mut("/$defs/CriterionDef")
+        .and_then(Value::as_object_mut)
+    {
+        c.insert("allOf".into(), mode_fields());
+    }
     allow_references(&mut s);
     s
+}
+
+/// The timing fields each mode refuses, and hold's window, for a criterion whose mode is known
+/// as written: given, or left to its role. (A mode or role given as a variable reference is
+/// judged by the loader alone.)
+fn mode_fields() -> Value {
+    let mode = |m: &str| json!({"required": ["mode"], "properties": {"mode": {"const": m}}});
+    let no_mode = json!({"properties": {"mode": {"type": "null"}}});
+    let none_of = |fields: &[&str]| {
+        let props: Map<String, Value> = fields
+            .iter()
+            .map(|f| ((*f).to_owned(), json!({"type": "null"})))
+            .collect();
+        json!({"properties": props})
+    };
+    let assert = json!({"anyOf": [
+        mode("assert"),
+        {"allOf": [no_mode, {"required": ["role"], "properties": {"role": {"enum": ["safety", "catastrophic"]}}}]}
+    ]});
+    let converge = json!({"anyOf": [
+        mode("converge"),
+        {"allOf": [no_mode, {"properties": {"role": {"enum": [null, "correctness"]}}}]}
+    ]});
+    json!([
+        {"if": assert, "then": none_of(&["timeout", "interval", "max_interval", "window", "ignore"])},
+        {"if": converge, "then": none_of(&["window", "ignore"])},
+        {"if": mode("hold"), "then": {"allOf": [none_of(&["max_interval", "ignore"]), given("window")]}},
+        {"if": mode("unchanged"), "then": none_of(&["timeout", "interval", "max_interval", "window"])}
+    ])
 }
 
 /// A schema true of an object whose `field` is given (present and not null).

@@ -281,6 +281,46 @@ fn fields_a_probe_needs_one_of_are_held_to_one() {
 }
 
 #[test]
+fn fields_a_mode_does_not_use_are_refused() {
+    let criterion = |fields: Value| {
+        let mut c = json!({"id": "c", "probe": {"kind": "tcp", "address": "127.0.0.1:1"}});
+        for (k, v) in fields.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        json!({"version": 1, "criteria": [c]})
+    };
+    for ok in [
+        json!({"mode": "assert", "max_age": "1m"}),
+        json!({"role": "safety", "timeout": null}),
+        json!({"timeout": "5s", "interval": "1s", "max_interval": "2s"}),
+        json!({"role": "correctness", "mode": "converge", "timeout": "5s"}),
+        json!({"role": "safety", "mode": "converge", "interval": "1s"}),
+        json!({"mode": "hold", "window": "5s", "interval": "1s", "timeout": "10s"}),
+        json!({"role": "catastrophic", "mode": "hold", "window": "0"}),
+        json!({"mode": "unchanged", "ignore": ["$.a"]}),
+    ] {
+        accepted(&criterion(ok));
+    }
+    for bad in [
+        json!({"mode": "assert", "timeout": "5s"}),
+        json!({"mode": "assert", "interval": "1s"}),
+        json!({"role": "safety", "window": "5s"}),
+        json!({"role": "catastrophic", "max_interval": "5s"}),
+        json!({"window": "5s"}),
+        json!({"role": "correctness", "ignore": []}),
+        json!({"mode": "converge", "ignore": ["$.a"]}),
+        json!({"mode": "hold"}),
+        json!({"mode": "hold", "window": null}),
+        json!({"mode": "hold", "window": "5s", "max_interval": "1s"}),
+        json!({"mode": "hold", "window": "5s", "ignore": []}),
+        json!({"mode": "unchanged", "timeout": "5s"}),
+        json!({"mode": "unchanged", "window": "5s"}),
+    ] {
+        refused(&criterion(bad));
+    }
+}
+
+#[test]
 fn the_duration_pattern_accepts_every_duration_the_loader_reads() {
     let texts = [
         "0",
