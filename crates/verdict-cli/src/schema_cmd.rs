@@ -1,4 +1,5 @@
-//! `verdict schema NAME`: the JSON Schema of a contract document, or of the verifiers file.
+//! `verdict schema NAME`: the JSON Schema of a contract document, of the verifiers file, or of a
+//! check spec.
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
@@ -8,22 +9,24 @@ use verdict_core::schema;
 #[derive(clap::Args)]
 #[command(after_help = "Example:\n  verdict schema bundle > gate-bundle.schema.json")]
 pub struct Args {
-    /// One of: bundle, subject, policy, decision, evidence, verification, verifiers.
+    /// One of: bundle, subject, policy, decision, evidence, verification, verifiers, check-spec.
     name: String,
 }
 
 /// The verifiers file `verdict verify --verifiers` reads.
 const VERIFIERS: &str = "verifiers";
+/// A check spec `verdict check` reads.
+const CHECK_SPEC: &str = "check-spec";
 
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let found = if args.name == VERIFIERS {
-        Some(verdict_judge::config::verifiers_schema())
-    } else {
-        schema::schema(&args.name)
+    let found = match args.name.as_str() {
+        VERIFIERS => Some(verdict_judge::config::verifiers_schema()),
+        CHECK_SPEC => Some(verdict_probes::schema::check_spec_schema()),
+        name => schema::schema(name),
     };
     let Some(s) = found else {
         bail!(
-            "unknown schema {:?}; expected one of {}, {VERIFIERS}",
+            "unknown schema {:?}; expected one of {}, {VERIFIERS}, {CHECK_SPEC}",
             args.name,
             schema::NAMES.join(", ")
         );

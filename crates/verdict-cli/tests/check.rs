@@ -573,3 +573,41 @@ fn web_example_runs_against_the_service_it_starts() {
     assert_eq!(r["criteria"].as_array().unwrap().len(), 8);
     assert_eq!(r["agent"]["exit_code"], 0);
 }
+
+#[test]
+fn schema_check_spec_prints_a_json_schema_that_holds_the_specs_check_reads() {
+    let o = verdict(&["schema", "check-spec"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let schema: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    assert!(jsonschema::draft202012::meta::is_valid(&schema));
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let yaml = |text: &str| verdict_probes::yaml::parse(text).unwrap().0;
+
+    let dir = tempfile::tempdir().unwrap();
+    for example in ["web/web.yaml", "kubernetes/kubernetes.yaml"] {
+        let path = repo().join("examples/checks").join(example);
+        let doc = yaml(&std::fs::read_to_string(&path).unwrap());
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{example}: {errors:?}");
+    }
+    // What `verdict check` accepts, the schema accepts; what it refuses for its structure
+    // (here a mode that does not exist), the schema refuses.
+    assert!(validator.is_valid(&yaml(SIMPLE)));
+    let good = write(dir.path(), "good.yaml", SIMPLE);
+    let o = verdict(&["check", &good, "--print-definitions"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let typo = SIMPLE.replace("mode: assert", "mode: asert");
+    assert!(!validator.is_valid(&yaml(&typo)));
+    let bad = write(dir.path(), "bad.yaml", &typo);
+    let o = verdict(&["check", &bad]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+
+    // `verdict schema` names it among its schemas.
+    let o = verdict(&["schema", "no-such-schema"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("check-spec"), "{}", stderr(&o));
+}

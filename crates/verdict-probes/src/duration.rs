@@ -147,6 +147,34 @@ impl fmt::Display for Dur {
     }
 }
 
+/// The text a duration may be written as: `0`, or `<number><unit>` groups largest unit first,
+/// only the last with a fraction. (Staying within a week and a whole number of milliseconds are
+/// checked when the spec loads.)
+pub const PATTERN: &str = concat!(
+    r"^\s*(?:0",
+    r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)h",
+    r"|(?:[0-9]+h)?(?:[0-9]+\.?[0-9]*|\.[0-9]+)m",
+    r"|(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+\.?[0-9]*|\.[0-9]+)s",
+    r"|(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+\.?[0-9]*|\.[0-9]+)ms",
+    r")\s*$"
+);
+
+impl schemars::JsonSchema for Dur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration such as \"500ms\", \"30s\", \"1m30s\" or \"1.5s\", at most a week; the only bare number is 0.",
+            "anyOf": [
+                {"type": "string", "pattern": PATTERN},
+                {"type": "integer", "const": 0}
+            ]
+        })
+    }
+}
+
 impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -14,6 +14,7 @@
 //! - [`result::Report`]: per-criterion results and the rollup (`c`, `rec_v`, `cat_v`);
 //!   [`report::render`] writes it as a table, JSON, JUnit or TAP.
 //! - [`evidence::evidence_documents`]: check evidence bound to a subject.
+//! - [`schema::check_spec_schema`]: the JSON Schema of a check spec, true of the loader.
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -61,6 +62,7 @@ pub mod progress;
 pub mod report;
 pub mod result;
 pub mod runner;
+pub mod schema;
 pub mod spec;
 pub mod text_match;
 pub mod vars;

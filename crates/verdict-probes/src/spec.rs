@@ -5,6 +5,7 @@
 //! serialised with these same types, so a normalised definition is itself a valid criterion.
 
 use crate::duration::Dur;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -12,23 +13,26 @@ use std::fmt;
 use verdict_core::contracts::{CriterionRole, Id};
 
 /// The top of a spec file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpecDoc {
     /// Spec format version; must be 1.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u64,
     /// Values for `{{name}}` references (strings, numbers or booleans).
     #[serde(default)]
+    #[schemars(schema_with = "crate::schema::vars")]
     pub vars: BTreeMap<String, Value>,
     /// Defaults for every criterion.
     #[serde(default)]
     pub defaults: Defaults,
     /// The criteria, read one by one so errors can name them.
+    #[schemars(with = "Vec<CriterionDef>", length(min = 1))]
     pub criteria: Vec<Value>,
 }
 
 /// Spec-wide defaults.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
     /// Converge deadline (default 60s).
@@ -40,11 +44,12 @@ pub struct Defaults {
     /// Evidence freshness (default 15m).
     pub max_age: Option<Dur>,
     /// Output cap in bytes (default 8 MiB).
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
 }
 
 /// How a criterion observes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Exactly one observation.
@@ -80,7 +85,7 @@ impl Mode {
 }
 
 /// One criterion as written (and, normalised, as digested).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CriterionDef {
     /// Identifier (the check id of its evidence).
@@ -93,6 +98,7 @@ pub struct CriterionDef {
     pub role: Option<CriterionRole>,
     /// Score weight, finite and > 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub weight: Option<f64>,
     /// Whether exit status and the rollup require it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,11 +125,12 @@ pub struct CriterionDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_age: Option<Dur>,
     /// What to observe.
+    #[schemars(schema_with = "crate::schema::probe")]
     pub probe: Value,
 }
 
 /// A text expectation; every field given must hold.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextMatch {
     /// The whole text equals this.
@@ -141,7 +148,7 @@ pub struct TextMatch {
 }
 
 /// An inclusive range of counts or sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Range {
     /// Lower bound.
@@ -183,6 +190,28 @@ pub enum Quantifier {
     None,
     /// A count within bounds; `{max: 0}` requires absence.
     Count(Range),
+}
+
+impl JsonSchema for Quantifier {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantifier".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let range = generator.subschema_for::<Range>();
+        schemars::json_schema!({
+            "description": "How many selected objects must satisfy `expect`: all, any, none or {count: {min, max}}.",
+            "anyOf": [
+                {"type": "string", "enum": ["all", "any", "none"]},
+                {
+                    "type": "object",
+                    "properties": {"count": range},
+                    "required": ["count"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
 }
 
 impl Serialize for Quantifier {
@@ -265,6 +294,27 @@ impl fmt::Display for StatusExpect {
     }
 }
 
+impl JsonSchema for StatusExpect {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StatusExpect".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Expected HTTP status: one code, a non-empty list of codes, or a class such as \"2xx\".",
+            "anyOf": [
+                {"type": "integer", "minimum": 100, "maximum": 599},
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "integer", "minimum": 100, "maximum": 599}
+                },
+                {"type": "string", "pattern": "^[1-5]xx$"}
+            ]
+        })
+    }
+}
+
 impl Serialize for StatusExpect {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -312,7 +362,7 @@ impl<'de> Deserialize<'de> for StatusExpect {
 }
 
 /// TLS options of an HTTP request or a TLS probe.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsOptions {
     /// PEM file of the certificate authorities to trust instead of the system's.
@@ -324,7 +374,7 @@ pub struct TlsOptions {
 }
 
 /// `command` probe: one process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandProbe {
     /// Program and arguments (no shell).
@@ -344,6 +394,7 @@ pub struct CommandProbe {
     pub stdin: Option<String>,
     /// Expected exit code (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = i32::MIN, max = i32::MAX))]
     pub exit_code: Option<i32>,
     /// Standard output expectation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -359,11 +410,12 @@ pub struct CommandProbe {
     pub timeout: Option<Dur>,
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
 }
 
 /// Where a `json` probe reads its document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JsonSource {
     /// A command whose standard output is the document.
@@ -384,7 +436,7 @@ pub struct JsonSource {
 }
 
 /// `json` probe: a document, objects selected in it, an expectation over them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JsonProbe {
     /// Where the document comes from.
@@ -403,6 +455,7 @@ pub struct JsonProbe {
     pub timeout: Option<Dur>,
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
     /// With a `url` source only: see [`HttpProbe::unreachable`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -411,7 +464,7 @@ pub struct JsonProbe {
 
 /// What an observation that could not reach the system (no connection, no answer within the
 /// probe's timeout) counts as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Unreachable {
     /// `error` (the default): the system could not be observed, which is never a pass.
@@ -422,7 +475,7 @@ pub enum Unreachable {
 }
 
 /// `http` probe: one request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpProbe {
     /// The URL.
@@ -459,6 +512,7 @@ pub struct HttpProbe {
     pub timeout: Option<Dur>,
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
     /// What an observation that cannot reach the system counts as: `error` (default) or
     /// `fail`. Present in the normalised definition only when `fail`.
@@ -467,7 +521,7 @@ pub struct HttpProbe {
 }
 
 /// What a `tcp` probe expects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TcpExpect {
     /// A connection is accepted.
@@ -477,7 +531,7 @@ pub enum TcpExpect {
 }
 
 /// `tcp` probe: one connection attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TcpProbe {
     /// `host:port`.
@@ -495,7 +549,7 @@ pub struct TcpProbe {
 }
 
 /// DNS record types a `dns` probe can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RecordKind {
     /// IPv4 address.
     A,
@@ -520,7 +574,7 @@ pub enum RecordKind {
 }
 
 /// `dns` probe: one lookup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DnsProbe {
     /// Name to look up.
@@ -546,7 +600,7 @@ pub struct DnsProbe {
 }
 
 /// File types a `file` probe can expect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
     /// Regular file.
@@ -558,7 +612,7 @@ pub enum FileKind {
 }
 
 /// `file` probe: one path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileProbe {
     /// The path (relative paths are relative to the working directory).
@@ -592,11 +646,12 @@ pub struct FileProbe {
     pub timeout: Option<Dur>,
     /// Content cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
 }
 
 /// `log` probe: regex matches in lines of a file or a command's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogProbe {
     /// A log file.
@@ -618,11 +673,12 @@ pub struct LogProbe {
     pub timeout: Option<Dur>,
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("minimum" = 1))]
     pub max_output: Option<u64>,
 }
 
 /// `tls` probe: the certificate served at an address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsProbe {
     /// `host:port`.

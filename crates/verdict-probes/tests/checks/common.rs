@@ -4,9 +4,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::any;
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use verdict_probes::load::{self, Format, Spec};
@@ -23,9 +24,39 @@ pub fn spec_vars(yaml: &str, vars: &[(&str, &str)]) -> Spec {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     match load::load_bytes(yaml.as_bytes(), Format::Yaml, &v) {
-        Ok(s) => s,
+        Ok(s) => {
+            // Every spec the loader accepts is one its schema accepts, and so is every
+            // normalised definition, as a criterion of a spec of its own.
+            let (doc, _) = verdict_probes::yaml::parse(yaml).unwrap();
+            assert_schema_accepts(&doc);
+            for c in &s.checks {
+                assert_schema_accepts(&json!({"version": 1, "criteria": [c.definition]}));
+            }
+            s
+        }
         Err(e) => panic!("spec refused: {e}\n{yaml}"),
     }
+}
+
+/// The check-spec schema, compiled once.
+pub fn schema() -> &'static jsonschema::Validator {
+    static SCHEMA: OnceLock<jsonschema::Validator> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        jsonschema::draft202012::new(&verdict_probes::schema::check_spec_schema()).unwrap()
+    })
+}
+
+/// What the schema finds wrong with a spec (empty when it validates).
+pub fn schema_errors(doc: &Value) -> Vec<String> {
+    schema()
+        .iter_errors(doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+pub fn assert_schema_accepts(doc: &Value) {
+    let errors = schema_errors(doc);
+    assert!(errors.is_empty(), "schema refused {doc}: {errors:#?}");
 }
 
 pub fn problem(yaml: &str) -> verdict_probes::error::Problem {

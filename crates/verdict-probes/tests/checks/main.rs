@@ -12,3 +12,4 @@ mod loading;
 mod modes;
 mod probes;
 mod reports;
+mod schema;
