@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_engine::{DecisionView, Engine, Principal};
-use verdict_store::{Access, Location, ScopeKind};
+use verdict_store::{Access, Location, ScopeKind, StoreClock};
 
 /// Options every lifecycle command takes.
 #[derive(clap::Args, Clone)]
@@ -24,7 +24,8 @@ pub struct Common {
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
     gate: String,
-    /// The time to act at (RFC 3339 UTC); defaults to the system clock.
+    /// The time to act at (RFC 3339 UTC), only for a store initialised with `--clock manual`;
+    /// a store on the system clock refuses it and takes every time from its own clock.
     #[arg(long)]
     now: Option<String>,
 }
@@ -43,6 +44,24 @@ const EXAMPLES: &str = "Examples:
   verdict decide ex-1 --approve --reason \"reviewed the migration\"
   verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1";
 
+/// `init --clock`.
+#[derive(clap::ValueEnum, Clone, Copy)]
+pub enum ClockArg {
+    /// The system clock (on PostgreSQL, the database's).
+    System,
+    /// A manual clock: every command gives the time with `--now`.
+    Manual,
+}
+
+impl From<ClockArg> for StoreClock {
+    fn from(c: ClockArg) -> Self {
+        match c {
+            ClockArg::System => Self::System,
+            ClockArg::Manual => Self::Manual,
+        }
+    }
+}
+
 /// Lifecycle commands (flattened into the top level).
 #[derive(clap::Subcommand)]
 pub enum LifecycleCommand {
@@ -52,6 +71,10 @@ pub enum LifecycleCommand {
         /// The operator's name.
         #[arg(long, default_value = "operator")]
         operator: String,
+        /// The store's clock, chosen once, here: `system` (the store's own clock decides every
+        /// time) or `manual` (tests and simulations: each command sets the time with `--now`).
+        #[arg(long, value_enum, default_value = "system")]
+        clock: ClockArg,
         #[command(flatten)]
         common: Common,
     },
@@ -145,7 +168,7 @@ pub enum LifecycleCommand {
     },
     /// Walk one real change through the whole flow in the embedded store (no network, no key).
     #[command(
-        after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else; run again, it starts a new execution."
+        after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else. On an empty store it initialises it and shows the operator's token once; run again with that token (--token or VERDICT_TOKEN), it starts a new execution."
     )]
     Quickstart {
         #[command(flatten)]
@@ -330,15 +353,21 @@ pub struct GateReplayArgs {
     common: Common,
 }
 
-/// An opened store with the caller's token and the time to act at.
+/// An opened store with the caller's token.
 pub(crate) struct Ctx {
     pub(crate) engine: Engine,
-    pub(crate) now: Timestamp,
     token: Option<String>,
 }
 
 impl Ctx {
     pub(crate) async fn open(common: &Common) -> Result<Self> {
+        let ctx = Self::open_store(common).await?;
+        ctx.set_time(common).await?;
+        Ok(ctx)
+    }
+
+    /// The store, without setting `--now` (which a store has no clock for before `init`).
+    async fn open_store(common: &Common) -> Result<Self> {
         let location = Location::resolve(common.store.as_deref())?;
         if let Location::Sqlite(path) = &location
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -347,22 +376,32 @@ impl Ctx {
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let store = verdict_store::open(&location).await?;
-        let now = match &common.now {
-            Some(s) => s.parse().map_err(|e| anyhow::anyhow!("--now {s:?}: {e}"))?,
-            None => clock(),
-        };
         Ok(Self {
             engine: Engine::new(store, common.gate.clone()),
-            now,
             token: common.token.clone(),
         })
+    }
+
+    /// Sets `--now` on the store's manual clock; a store on the system clock refuses it.
+    async fn set_time(&self, common: &Common) -> Result<()> {
+        if let Some(text) = &common.now {
+            let now: Timestamp = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--now {text:?}: {e}"))?;
+            self.engine
+                .store()
+                .set_manual_time(&now)
+                .await
+                .with_context(|| format!("--now {text}"))?;
+        }
+        Ok(())
     }
 
     /// The principal of the token given. Every command that acts as someone comes through
     /// here, so an attempt with a wrong or missing token is recorded as a denial.
     pub(crate) async fn caller(&self) -> Result<Principal> {
         let Some(token) = self.token.as_deref() else {
-            let err = self.engine.authenticate("", &self.now).await.err();
+            let err = self.engine.authenticate("").await.err();
             bail!(
                 "unauthenticated: give a token with --token or VERDICT_TOKEN{}",
                 err.filter(|e| e.code() != "unauthenticated")
@@ -370,16 +409,8 @@ impl Ctx {
                     .unwrap_or_default()
             );
         };
-        Ok(self.engine.authenticate(token, &self.now).await?)
+        Ok(self.engine.authenticate(token).await?)
     }
-}
-
-/// The system clock: read here, in the shell, and nowhere in the engine.
-fn clock() -> Timestamp {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    Timestamp::from_unix_nanos(i128::try_from(nanos).unwrap_or(0))
 }
 
 fn read_json(file: &str) -> Result<Value> {
@@ -411,11 +442,11 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
         let ctx = Ctx::open(&args.common).await?;
         let caller = ctx.caller().await?;
-        let g = ctx
-            .engine
-            .gate_run(&caller, &args.execution, &ctx.now)
-            .await?;
+        let g = ctx.engine.gate_run(&caller, &args.execution).await?;
         println!("{}", g.bytes);
+        if ctx.engine.store().clock().await? == StoreClock::Manual {
+            eprintln!("store clock: manual (the decision's time was set with --now)");
+        }
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
     })
 }
@@ -438,12 +469,19 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
 async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
     use LifecycleCommand as C;
     match cmd {
-        C::Init { operator, common } => {
-            let ctx = Ctx::open(&common).await?;
-            let token = ctx.engine.init(&operator).await?;
+        C::Init {
+            operator,
+            clock,
+            common,
+        } => {
+            let ctx = Ctx::open_store(&common).await?;
+            let clock = StoreClock::from(clock);
+            let token = ctx.engine.init(&operator, clock).await?;
+            ctx.set_time(&common).await?;
             eprintln!(
-                "store: {}\noperator {operator:?} created; its token is shown only now:",
-                ctx.engine.store().describe()
+                "store: {} (clock: {})\noperator {operator:?} created; its token is shown only now:",
+                ctx.engine.store().describe(),
+                clock.as_str()
             );
             println!("{token}");
         }
@@ -452,7 +490,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let role = parse_role(&role)?;
             let token = ctx
                 .engine
-                .add_principal(&ctx.caller().await?, &name, role, &ctx.now)
+                .add_principal(&ctx.caller().await?, &name, role)
                 .await?;
             eprintln!(
                 "principal {name:?} ({}) created; its token is shown only now:",
@@ -492,7 +530,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &scope,
                     access,
                     &expires,
-                    &ctx.now,
                 )
                 .await?;
             println!("granted {id}");
@@ -500,7 +537,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
             let ctx = Ctx::open(&common).await?;
             ctx.engine
-                .revoke(&ctx.caller().await?, &id, &reason, &ctx.now)
+                .revoke(&ctx.caller().await?, &id, &reason)
                 .await?;
             println!("revoked {id}");
         }
@@ -508,7 +545,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let d = ctx
                 .engine
-                .set_policy(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .set_policy(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             println!("{d}");
         }
@@ -516,7 +553,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let d = ctx
                 .engine
-                .put_subject(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .put_subject(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             println!("{d}");
         }
@@ -526,11 +563,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 Value::Array(items) => items,
                 one => vec![one],
             };
-            for d in ctx
-                .engine
-                .add_evidence(&ctx.caller().await?, &docs, &ctx.now)
-                .await?
-            {
+            for d in ctx.engine.add_evidence(&ctx.caller().await?, &docs).await? {
                 println!("{d}");
             }
         }
@@ -544,7 +577,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             let d = ctx
                 .engine
-                .create_request(&ctx.caller().await?, &execution, &budget, &ctx.now)
+                .create_request(&ctx.caller().await?, &execution, &budget)
                 .await?;
             println!("{d}");
         }
@@ -561,14 +594,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{request:?}: {e}"))?;
             let pre = ctx
                 .engine
-                .admit(
-                    &ctx.caller().await?,
-                    &request,
-                    &verifier,
-                    &class,
-                    &run,
-                    &ctx.now,
-                )
+                .admit(&ctx.caller().await?, &request, &verifier, &class, &run)
                 .await?;
             println!("admitted {run}; preflight {}", pre.outcome.as_str());
             if pre.skipped {
@@ -582,7 +608,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let s = ctx
                 .engine
-                .submit_result(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .submit_result(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             println!("{}", s.digest);
             if let Some(why) = s.why_not {
@@ -604,7 +630,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             };
             let d = ctx
                 .engine
-                .decide(&ctx.caller().await?, &execution, verdict, &reason, &ctx.now)
+                .decide(&ctx.caller().await?, &execution, verdict, &reason)
                 .await?;
             println!("{d}");
         }
@@ -614,7 +640,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let s = ctx.engine.status(&execution, &ctx.now).await?;
+            let s = ctx.engine.status(&execution).await?;
             let passing = s
                 .applicable
                 .as_ref()
@@ -635,6 +661,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     ),
                     (None, None) => println!("{execution}: no decision yet"),
                 }
+                println!("store clock: {} at {}", s.clock.as_str(), s.now);
             }
             return Ok(if passing {
                 ExitCode::SUCCESS
@@ -648,7 +675,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let h = ctx.engine.history(&execution, &ctx.now).await?;
+            let h = ctx.engine.history(&execution).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&h)?);
             } else {
@@ -680,10 +707,15 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let q = verdict_engine::quickstart::run(
                 ctx.engine.store().clone(),
-                &clock,
+                ctx.token.as_deref(),
                 &mut |l: &str| println!("{l}"),
             )
             .await?;
+            if let Some(token) = &q.operator_token {
+                println!(
+                    "this store was empty, so the quickstart initialised it; its operator's token is shown only now (give it with --token or VERDICT_TOKEN to run the quickstart again):\n{token}"
+                );
+            }
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
             println!("final decision: {last}");
             return Ok(crate::gate_cmd::exit_code(

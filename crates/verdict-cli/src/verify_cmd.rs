@@ -285,7 +285,6 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 caller.name.as_str(),
                 class,
                 &run_id,
-                &ctx.now,
             )
             .await?;
         if pre.skipped {
@@ -302,11 +301,11 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             material: &material,
             last: Mutex::new(None),
         };
-        let called = engine.run_model(&caller, &run_id, &model, &ctx.now).await;
+        let called = engine.run_model(&caller, &run_id, &model).await;
         let mut record = model.last.lock().ok().and_then(|mut s| s.take());
         if let Some(run) = &record {
             engine
-                .record_run_context(&caller, &run_id, &run.manifest.to_value(), &ctx.now)
+                .record_run_context(&caller, &run_id, &run.manifest.to_value())
                 .await?;
         }
         let outcome = match (called, record.as_mut()) {
@@ -323,7 +322,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 run.result.dispositions.clear();
                 run.detail = Some(why);
                 let doc = serde_json::to_value(&run.result)?;
-                RunOutcome::Submitted(engine.submit_result(&caller, &doc, &ctx.now).await?)
+                RunOutcome::Submitted(engine.submit_result(&caller, &doc).await?)
             }
             (Err(refused), None) => return Err(refused.into()),
         };

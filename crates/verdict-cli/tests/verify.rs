@@ -14,7 +14,6 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const NOW: &str = "2026-11-30T12:00:00Z";
 const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
 const OBJECTIVE: &str = "Retry a failed charge once";
 const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
@@ -189,9 +188,7 @@ fn setup(outcome: &str, url: &str) -> Setup {
                 "--access",
                 a,
                 "--expires",
-                "2027-01-01T00:00:00Z",
-                "--now",
-                NOW,
+                "2099-01-01T00:00:00Z",
             ],
         );
     }
@@ -210,14 +207,14 @@ fn setup(outcome: &str, url: &str) -> Setup {
         "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
     });
     let sf = env.file("subject.json", subject.to_string().as_bytes());
-    let sd = env.ok(Some(&coder), &["subject", "put", &sf, "--now", NOW]);
+    let sd = env.ok(Some(&coder), &["subject", "put", &sf]);
     let ev = json!([{"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
                     "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
                     "outcome": outcome, "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
                     "freshness": {"kind": "content"}}]);
     let ef = env.file("ev.json", ev.to_string().as_bytes());
-    env.ok(Some(&ci), &["evidence", "add", &ef, "--now", NOW]);
-    let request = env.ok(Some(&coder), &["request", "create", "ex-1", "--now", NOW]);
+    env.ok(Some(&ci), &["evidence", "add", &ef]);
+    let request = env.ok(Some(&coder), &["request", "create", "ex-1"]);
     let verifiers = json!({"version": 1, "classes": {"reviewer": {
         "provider": {"kind": "openai", "base_url": url, "model": "judge-model"},
         "budget": {"timeout_s": 20, "max_attempts": 2, "backoff_ms": 10}}}});
@@ -255,22 +252,13 @@ impl Setup {
     }
 
     fn verify_raw_request(&self, request: &str, token: &str, args: &[&str]) -> Output {
-        let mut all = vec![
-            "verify",
-            request,
-            "--verifiers",
-            &self.verifiers,
-            "--now",
-            NOW,
-        ];
+        let mut all = vec!["verify", request, "--verifiers", &self.verifiers];
         all.extend_from_slice(args);
         self.env.run(Some(token), &all)
     }
 
     fn gate(&self) -> (Option<i32>, Value) {
-        let out = self
-            .env
-            .run(Some(&self.ci), &["gate", "run", "ex-1", "--now", NOW]);
+        let out = self.env.run(Some(&self.ci), &["gate", "run", "ex-1"]);
         (
             out.status.code(),
             serde_json::from_slice(&out.stdout).unwrap(),
@@ -310,8 +298,7 @@ fn a_valid_reply_is_stored_counted_and_the_gate_passes() {
     assert_eq!(decision["outcome"], "pass", "{decision}");
     assert_eq!(code, Some(0));
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     let run = &history["runs"][0];
     assert_eq!(run["run_id"], cols[1]);
     assert_eq!(run["counted"], true, "{history}");
@@ -339,8 +326,7 @@ fn garbage_ends_unavailable_invalid_output_and_the_gate_is_blocked() {
         .collect();
     assert!(codes.contains(&"verifier_unavailable"), "{codes:?}");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
 }
 
@@ -354,8 +340,7 @@ fn a_failing_required_check_skips_the_model_entirely() {
     assert!(stdout.contains("check_failed"), "{stdout}");
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0, "the model was called");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "cancelled", "{history}");
 }
 
@@ -452,8 +437,7 @@ fn resource_and_objective_bytes_must_match_the_subject_or_nothing_runs() {
     }
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"], json!([]), "a run was admitted: {history}");
 }
 
@@ -481,8 +465,7 @@ fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
         "{stdout}"
     );
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
     let (_, decision) = s.gate();
     assert_ne!(decision["outcome"], "pass", "{decision}");
@@ -501,8 +484,6 @@ fn the_request_budget_caps_the_class_budget() {
             "ex-1",
             "--budget",
             r#"{"max_total_tokens": 5}"#,
-            "--now",
-            NOW,
         ],
     );
     let out = s.verify_request(&capped, &s.rev, &[]);
@@ -519,8 +500,6 @@ fn the_request_budget_caps_the_class_budget() {
             "ex-1",
             "--budget",
             r#"{"max_token": 5}"#,
-            "--now",
-            NOW,
         ],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));

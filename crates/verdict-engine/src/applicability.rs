@@ -1,11 +1,12 @@
 //! Applicability (CONTRACTS.md §7): whether a stored decision is current is derived on every
-//! read from the execution's head, the gate's policy and `now`; nothing is ever written over.
+//! read from the execution's head, the gate's policy and the store's time; nothing is ever
+//! written over.
 
 use crate::engine::Engine;
 use crate::error::Result;
 use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
-use verdict_store::{About, DocKind, ExecutionHead, GateHead};
+use verdict_store::{About, DocKind, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,6 +61,10 @@ impl DecisionView {
 pub struct Status {
     /// Execution id.
     pub execution: String,
+    /// The clock of the store, so a manual (simulated) time is never taken for a real one.
+    pub clock: StoreClock,
+    /// The store's time applicability was derived at.
+    pub now: Timestamp,
     /// Its head.
     pub head: Option<ExecutionHead>,
     /// The gate's head.
@@ -96,6 +101,10 @@ pub struct RunView {
 pub struct History {
     /// Execution id.
     pub execution: String,
+    /// The clock of the store.
+    pub clock: StoreClock,
+    /// The store's time applicability was derived at.
+    pub now: Timestamp,
     /// Decisions, oldest first.
     pub decisions: Vec<DecisionView>,
     /// Runs, in admission order.
@@ -150,7 +159,8 @@ impl Engine {
     }
 
     /// The execution's current applicable decision at `now`, or why none applies.
-    pub async fn status(&self, execution: &str, now: &Timestamp) -> Result<Status> {
+    pub async fn status(&self, execution: &str) -> Result<Status> {
+        let now = &self.now().await?;
         let (head, gate, mut views) = self.decision_views(execution, now).await?;
         let applicable = views
             .iter()
@@ -163,6 +173,8 @@ impl Engine {
         };
         Ok(Status {
             execution: execution.to_owned(),
+            clock: self.store.clock().await?,
+            now: now.clone(),
             head,
             gate,
             applicable,
@@ -171,7 +183,8 @@ impl Engine {
     }
 
     /// Every decision and run of the execution, each with its applicability at `now`.
-    pub async fn history(&self, execution: &str, now: &Timestamp) -> Result<History> {
+    pub async fn history(&self, execution: &str) -> Result<History> {
+        let now = &self.now().await?;
         let (_, _, decisions) = self.decision_views(execution, now).await?;
         let mut runs = Vec::new();
         for note in self.admission_notes(execution).await? {
@@ -224,6 +237,8 @@ impl Engine {
         }
         Ok(History {
             execution: execution.to_owned(),
+            clock: self.store.clock().await?,
+            now: now.clone(),
             decisions,
             runs,
         })

@@ -172,12 +172,8 @@ impl Engine {
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
     /// stores the decision by its evaluation key (with the record of its items) and returns it.
     /// Any authenticated principal may ask; none can supply the decision.
-    pub async fn gate_run(
-        &self,
-        caller: &Principal,
-        execution: &str,
-        now: &Timestamp,
-    ) -> Result<GateRun> {
+    pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
+        let now = &self.now().await?;
         let collected = self.collect(execution).await?;
         let bundle = collected.bundle(now)?;
         let decision = verdict_core::gate::evaluate_value(&bundle);

@@ -114,13 +114,12 @@ impl Engine {
         caller: &Principal,
         execution: &str,
         budget: &Value,
-        now: &Timestamp,
     ) -> Result<Digest> {
+        let now = &self.now().await?;
         self.require_role(
             caller,
             &[Role::Producer, Role::Operator],
             "create verification requests",
-            now,
         )
         .await?;
         let head = self
@@ -187,13 +186,12 @@ impl Engine {
         verifier: &str,
         class: &str,
         run_id: &str,
-        now: &Timestamp,
     ) -> Result<Preflight> {
+        let now = &self.now().await?;
         self.require_role(
             caller,
             &[Role::Operator, Role::Verifier],
             "admit verifier runs",
-            now,
         )
         .await?;
         if caller.role == Role::Verifier && caller.name.as_str() != verifier {
@@ -203,7 +201,7 @@ impl Engine {
                 action: format!("admit {verifier:?} to run {run_id:?}"),
                 why: "a verifier may only admit itself".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         let pinned = self.pinned_request(request).await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
@@ -326,7 +324,7 @@ impl Engine {
                 action: format!("be admitted to run {run_id:?}"),
                 why: "the producer's principal or run never verifies its own work".into(),
             };
-            return Err(self.deny(&who, err, now).await);
+            return Err(self.deny(&who, err).await);
         }
         if who.role != Role::Verifier {
             let err = EngineError::PermissionDenied {
@@ -335,7 +333,7 @@ impl Engine {
                 action: format!("be admitted to run {run_id:?}"),
                 why: "only verifier principals run verifications".into(),
             };
-            return Err(self.deny(&who, err, now).await);
+            return Err(self.deny(&who, err).await);
         }
         self.require_grant(&who, subject, false, "be admitted to a run", now)
             .await?;
@@ -361,9 +359,9 @@ impl Engine {
                 .map_err(|e| invalid("verifier class")(format!("{e}")))?,
             admitted_generation: subject.execution.generation,
         };
-        // Preflight and its note come before the run exists: a run is then never without
-        // the note that says whether a model may be called for it, whatever crashes when.
-        let preflight = self.preflight(execution, now).await?;
+        // The run and its note are appended together: a run is never without the note that
+        // says whether a model may be called for it, whatever crashes when.
+        let preflight = self.preflight(execution).await?;
         let note = json!({
             "schema": ADMISSION_SCHEMA,
             "run_id": run_id,
@@ -378,10 +376,11 @@ impl Engine {
                 "reasons": preflight.reasons,
             },
         });
+        // One transaction: an admission the store refuses (a run id already taken, say)
+        // leaves no note behind.
         self.store
-            .put(&Self::system(), DocKind::Request, &note)
+            .admit_run_noted(&Self::system(), &admission, &note)
             .await?;
-        self.store.admit_run(&Self::system(), &admission).await?;
         if preflight.skipped {
             self.store
                 .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
@@ -432,7 +431,8 @@ impl Engine {
     }
 
     /// The pure Gate over the execution's deterministic evidence alone.
-    pub async fn preflight(&self, execution: &str, now: &Timestamp) -> Result<Preflight> {
+    pub async fn preflight(&self, execution: &str) -> Result<Preflight> {
+        let now = &self.now().await?;
         let mut collected = self.collect(execution).await?;
         collected.verifications.clear();
         collected.human_decisions.clear();
@@ -505,9 +505,8 @@ impl Engine {
         run_id: &str,
         what: &'static str,
         action: String,
-        now: &Timestamp,
     ) -> Result<Run> {
-        self.require_role(caller, &[Role::Operator, Role::Verifier], what, now)
+        self.require_role(caller, &[Role::Operator, Role::Verifier], what)
             .await?;
         let run = self
             .store
@@ -524,7 +523,7 @@ impl Engine {
                 action,
                 why: "it was admitted for another verifier".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         Ok(run)
     }
@@ -536,7 +535,6 @@ impl Engine {
         caller: &Principal,
         run_id: &str,
         model: &dyn ModelVerifier,
-        now: &Timestamp,
     ) -> Result<RunOutcome> {
         let run = self
             .own_run(
@@ -544,7 +542,6 @@ impl Engine {
                 run_id,
                 "start verifier runs",
                 format!("start run {run_id:?}"),
-                now,
             )
             .await?;
         let subject = self.subject(&run.admission.subject_digest).await?;
@@ -619,7 +616,7 @@ impl Engine {
             .await
             .map_err(|e| invalid("verifier output")(e))?;
         Ok(RunOutcome::Submitted(
-            self.submit_result(&verifier, &doc, now).await?,
+            self.submit_result(&verifier, &doc).await?,
         ))
     }
 
@@ -665,7 +662,6 @@ impl Engine {
         caller: &Principal,
         run_id: &str,
         manifest: &Value,
-        now: &Timestamp,
     ) -> Result<Digest> {
         let run = self
             .own_run(
@@ -673,7 +669,6 @@ impl Engine {
                 run_id,
                 "record a run's context",
                 format!("record the context of run {run_id:?}"),
-                now,
             )
             .await?;
         let digest = verdict_core::digest::digest(DigestKind::Context, manifest);
@@ -719,27 +714,18 @@ impl Engine {
     /// request pinned) and stores it as the verifier's evidence. A result whose grant is no
     /// longer in force is stored as history and not counted; one whose subject or generation
     /// moved on is history too.
-    pub async fn submit_result(
-        &self,
-        caller: &Principal,
-        doc: &Value,
-        now: &Timestamp,
-    ) -> Result<Submitted> {
+    pub async fn submit_result(&self, caller: &Principal, doc: &Value) -> Result<Submitted> {
+        let now = &self.now().await?;
         if caller.role == Role::Producer {
             let err = EngineError::SelfVerificationDenied {
                 principal: caller.name.to_string(),
                 action: "submit a verification result".into(),
                 why: "producers never verify work".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
-        self.require_role(
-            caller,
-            &[Role::Verifier],
-            "submit verification results",
-            now,
-        )
-        .await?;
+        self.require_role(caller, &[Role::Verifier], "submit verification results")
+            .await?;
         let (r, _) =
             verdict_core::contracts::decode::<VerificationResult>(DigestKind::Verification, doc)
                 .map_err(|e| invalid("verification result")(e.to_string()))?;
@@ -753,7 +739,7 @@ impl Engine {
                 action: format!("submit a result for run {:?}", r.verifier.run.as_str()),
                 why: "it was not admitted to that run under that name".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         };
         if run.status().is_some_and(RunStatus::is_terminal) {
             return Err(EngineError::Conflict(format!(
@@ -768,7 +754,7 @@ impl Engine {
                 action: "verify".into(),
                 why: "the producer's principal or run never verifies its own work".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         self.validate_result(&r, &subject, &run.admission.request_digest)
             .await?;

@@ -38,15 +38,15 @@ impl ModelVerifier for Passing {
 async fn request(w: &World, outcome: &str) -> verdict_core::digest::Digest {
     let d = w
         .engine
-        .put_subject(&w.coder, &subject(1, "diff"), &now())
+        .put_subject(&w.coder, &subject(1, "diff"))
         .await
         .unwrap();
     w.engine
-        .add_evidence(&w.ci, &[evidence(&d, outcome, "ci", "runner")], &now())
+        .add_evidence(&w.ci, &[evidence(&d, outcome, "ci", "runner")])
         .await
         .unwrap();
     w.engine
-        .create_request(&w.coder, EXEC, &json!({}), &now())
+        .create_request(&w.coder, EXEC, &json!({}))
         .await
         .unwrap()
 }
@@ -58,13 +58,13 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         let req = request(&w, "pass").await;
         let pre = w
             .engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-self", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-self")
             .await
             .unwrap();
         assert!(!pre.skipped, "{pre:?}");
         let out = w
             .engine
-            .run_model(&w.rev, "run-self", &Passing, &now())
+            .run_model(&w.rev, "run-self", &Passing)
             .await
             .unwrap();
         let RunOutcome::Submitted(s) = out else {
@@ -74,7 +74,7 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         let manifest = json!({"schema": "verdict.context-manifest/v1", "entries": []});
         let d = w
             .engine
-            .record_run_context(&w.rev, "run-self", &manifest, &now())
+            .record_run_context(&w.rev, "run-self", &manifest)
             .await
             .unwrap();
         assert_eq!(d, digest(DigestKind::Context, &manifest));
@@ -82,7 +82,7 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0]["context_digest"], json!(d.as_str()));
         assert_eq!(notes[0]["manifest"], manifest);
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "pass");
     })
     .await;
@@ -96,30 +96,30 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
         // A verifier cannot admit a colleague, and a producer cannot admit anyone.
         let e = w
             .engine
-            .admit(&w.rev, &req, "rev2", "reviewer", "run-x", &now())
+            .admit(&w.rev, &req, "rev2", "reviewer", "run-x")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .admit(&w.coder, &req, "coder", "reviewer", "run-y", &now())
+            .admit(&w.coder, &req, "coder", "reviewer", "run-y")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         w.engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-rev", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-rev")
             .await
             .unwrap();
         // Another verifier can neither start that run nor write its context note.
         let e = w
             .engine
-            .run_model(&w.rev2, "run-rev", &Passing, &now())
+            .run_model(&w.rev2, "run-rev", &Passing)
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .record_run_context(&w.rev2, "run-rev", &json!({}), &now())
+            .record_run_context(&w.rev2, "run-rev", &json!({}))
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
@@ -127,11 +127,11 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
         // Nothing was submitted for it either.
         assert!(
             w.engine
-                .run_model(&w.coder, "run-rev", &Passing, &now())
+                .run_model(&w.coder, "run-rev", &Passing)
                 .await
                 .is_err()
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome.as_str(), "pass");
     })
     .await;
@@ -144,7 +144,7 @@ async fn self_admission_still_runs_preflight_and_never_calls_the_model() {
         let req = request(&w, "fail").await;
         let pre = w
             .engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-f", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-f")
             .await
             .unwrap();
         assert!(pre.skipped);
@@ -159,11 +159,7 @@ async fn self_admission_still_runs_preflight_and_never_calls_the_model() {
                 Err("called".into())
             }
         }
-        let out = w
-            .engine
-            .run_model(&w.rev, "run-f", &Never, &now())
-            .await
-            .unwrap();
+        let out = w.engine.run_model(&w.rev, "run-f", &Never).await.unwrap();
         assert!(matches!(out, RunOutcome::Skipped(_)), "{out:?}");
     })
     .await;
