@@ -1,4 +1,4 @@
-# The Gate decision of CONTRACTS.md section 6, written in Rego.
+# The Gate decision of docs/spec/gate.md, written in Rego.
 #
 # Input: a gate bundle (`verdict.gate-bundle/v1`) plus `subject_digest` and `policy_digest`,
 # the digests of its subject and policy computed by the host: Rego cannot compute verdict's

@@ -1,4 +1,4 @@
-//! The Gate decision of CONTRACTS.md §6 written in Rego (`gate.rego`) and run by regorus over
+//! The Gate decision of docs/spec/gate.md written in Rego (`gate.rego`) and run by regorus over
 //! input converted beforehand, as a measured baseline for verdict's own Gate benchmark.
 
 use regorus::Engine;

@@ -1,4 +1,4 @@
-//! The Rego decision follows CONTRACTS.md §6 on the benchmark bundle and on small changes to
+//! The Rego decision follows docs/spec/gate.md on the benchmark bundle and on small changes to
 //! it, and agrees with verdict's own Gate on outcome, reason codes and criterion statuses.
 #![allow(
     clippy::unwrap_used,

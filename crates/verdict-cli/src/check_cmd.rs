@@ -54,7 +54,7 @@ pub struct Args {
     /// The subject (JSON) the evidence is about; needs --evidence-out.
     #[arg(long, value_name = "FILE", requires = "evidence_out")]
     subject: Option<PathBuf>,
-    /// Write check evidence (a JSON array of CONTRACTS.md §4 documents); needs --subject.
+    /// Write check evidence (a JSON array of check evidence documents, docs/spec/evidence.md); needs --subject.
     #[arg(long, value_name = "FILE", requires = "subject")]
     evidence_out: Option<PathBuf>,
     /// The runner principal that produces the evidence.

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::process::ExitCode;
 use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_engine::{DecisionView, Engine, Principal};
+use verdict_engine::{DecisionView, Engine, Principal, Reviewed};
 use verdict_store::{Access, Location, ScopeKind, StoreClock};
 
 /// Options every lifecycle command takes.
@@ -41,8 +41,9 @@ const EXAMPLES: &str = "Examples:
   verdict request create ex-1
   verdict run admit sha256:... --verifier rev --class reviewer --run run-1
   verdict result submit result.json              # as the verifier
-  verdict decide ex-1 --approve --reason \"reviewed the migration\"
-  verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1";
+  verdict decide ex-1 --subject sha256:... --policy sha256:... --approve --reason \"reviewed the migration\"
+  verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1
+  verdict execution cancel ex-1 --reason \"superseded\"";
 
 /// `init --clock`.
 #[derive(clap::ValueEnum, Clone, Copy)]
@@ -111,10 +112,10 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'"
     )]
     Request(RequestCommand),
-    /// Admit a verifier to a run (operator); runs preflight.
+    /// Admit a verifier to a run (operator); runs preflight. Cancel a run (operator).
     #[command(
         subcommand,
-        after_help = "Example:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1"
+        after_help = "Examples:\n  verdict run admit sha256:... --verifier rev --class reviewer --run run-1\n  verdict run cancel run-1 --reason \"provider outage\""
     )]
     Run(RunCommand),
     /// Submit a verification result for an admitted run (verifier).
@@ -123,13 +124,19 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict result submit result.json"
     )]
     Result(ResultCommand),
-    /// Approve or reject an execution's current subject (human, never the producer).
+    /// Approve or reject the subject and policy reviewed (human, never the producer).
     #[command(
-        after_help = "Example:\n  verdict decide ex-1 --reject --reason \"the migration drops a column still read\""
+        after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded."
     )]
     Decide {
         /// Execution id.
         execution: String,
+        /// The digest of the subject reviewed (as `status` shows it).
+        #[arg(long)]
+        subject: String,
+        /// The digest of the policy reviewed under (as `status` shows it).
+        #[arg(long)]
+        policy: String,
         /// Approve.
         #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
         approve: bool,
@@ -314,6 +321,8 @@ pub enum RunCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Cancel a run that has not ended (operator only), with a reason.
+    Cancel(crate::cancel_cmd::RunCancelArgs),
 }
 
 /// `result ...`.
@@ -581,6 +590,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .await?;
             println!("{d}");
         }
+        C::Run(RunCommand::Cancel(args)) => return crate::cancel_cmd::run_cancel(args).await,
         C::Run(RunCommand::Admit {
             request,
             verifier,
@@ -596,12 +606,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .admit(&ctx.caller().await?, &request, &verifier, &class, &run)
                 .await?;
-            println!("admitted {run}; preflight {}", pre.outcome.as_str());
+            // Preflight speaks only when the deterministic evidence already decides; otherwise
+            // its outcome is the Gate's without any verifier, which says nothing about the run.
             if pre.skipped {
-                println!("the verifier will not be called:");
+                println!(
+                    "admitted {run}; preflight decided {} from the deterministic evidence alone, so the verifier will not be called:",
+                    pre.outcome.as_str()
+                );
                 for r in &pre.reasons {
                     println!("  {r}");
                 }
+            } else {
+                println!("admitted {run}");
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
@@ -617,6 +633,8 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
         C::Decide {
             execution,
+            subject,
+            policy,
             approve,
             reject: _,
             reason,
@@ -628,9 +646,23 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             } else {
                 HumanVerdict::Reject
             };
+            let digest = |flag: &str, text: &str| -> Result<Digest> {
+                text.parse()
+                    .map_err(|e| anyhow::anyhow!("--{flag} {text:?}: {e}"))
+            };
+            let reviewed = Reviewed {
+                subject_digest: digest("subject", &subject)?,
+                policy_digest: digest("policy", &policy)?,
+            };
             let d = ctx
                 .engine
-                .decide(&ctx.caller().await?, &execution, verdict, &reason)
+                .decide(
+                    &ctx.caller().await?,
+                    &execution,
+                    verdict,
+                    &reason,
+                    &reviewed,
+                )
                 .await?;
             println!("{d}");
         }
@@ -660,6 +692,21 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                         line(v)
                     ),
                     (None, None) => println!("{execution}: no decision yet"),
+                }
+                if let Some(c) = &s.cancelled {
+                    println!("{}", crate::cancel_cmd::describe(c));
+                }
+                // The digests a human decision must name (`decide --subject --policy`).
+                if let Some(h) = &s.head {
+                    println!("subject {} (generation {})", h.subject_digest, h.generation);
+                }
+                if let Some(g) = &s.gate {
+                    println!(
+                        "policy {} (gate {}, revision {})",
+                        g.policy_digest,
+                        ctx.engine.gate(),
+                        g.revision
+                    );
                 }
                 println!("store clock: {} at {}", s.clock.as_str(), s.now);
             }
@@ -697,8 +744,16 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                         .counted
                         .map_or("no result", |c| if c { "counted" } else { "history only" });
                     println!(
-                        "  {} {} ({}) generation {} {} [{counted}]",
-                        r.run_id, r.verifier, r.class, r.generation, r.status
+                        "  {} {} ({}) generation {} {} [{counted}]{}",
+                        r.run_id,
+                        r.verifier,
+                        r.class,
+                        r.generation,
+                        r.status,
+                        r.detail
+                            .as_deref()
+                            .map(|d| format!(": {d}"))
+                            .unwrap_or_default()
                     );
                 }
             }
@@ -718,6 +773,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             }
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
             println!("final decision: {last}");
+            // Commands that work as printed, in the same shell: a store named by `--store`
+            // (rather than by VERDICT_STORE or the default) is named again.
+            let store = common
+                .store
+                .as_deref()
+                .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
+                .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
+            let ex = shell_word(&q.execution);
+            println!("inspect it with:");
+            println!("  verdict status {ex} --gate quickstart{store}");
+            println!("  verdict history {ex} --gate quickstart{store}");
+            println!("  verdict audit verify{store}");
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()
@@ -726,6 +793,17 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as one POSIX shell word: as it is when it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn why(v: &DecisionView) -> String {

@@ -3,16 +3,19 @@
 //! Each command lives in its own module with a `clap::Args` struct and a `run` function that
 //! returns the process exit code; this file only dispatches.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod audit_cmd;
+mod cancel_cmd;
 mod check_cmd;
+mod completions_cmd;
 mod digest_cmd;
 mod gate_cmd;
 mod input;
 mod judge_cmd;
 mod lifecycle_cmd;
+mod man_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
@@ -65,8 +68,18 @@ enum Command {
     /// run, result, decide, status, history, quickstart.
     #[command(flatten)]
     Lifecycle(lifecycle_cmd::LifecycleCommand),
+    /// Cancel an execution, with a reason (an operator, or its producer).
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
+    )]
+    Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Print a shell completion script (bash, elvish, fish, powershell, zsh).
+    Completions(completions_cmd::Args),
+    /// Write the manual pages of every command into a directory.
+    Man(man_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -80,7 +93,10 @@ fn main() -> ExitCode {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
+        Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Completions(args) => completions_cmd::run(&args, Cli::command()),
+        Command::Man(args) => man_cmd::run(&args, Cli::command()),
     };
     match result {
         Ok(code) => code,

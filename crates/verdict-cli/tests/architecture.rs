@@ -115,3 +115,348 @@ fn every_crate_is_in_the_code_map() {
         }
     }
 }
+
+/// The repository root.
+fn repo() -> PathBuf {
+    crates_dir().join("..")
+}
+
+/// The files git tracks, relative to the repository root; without git (a source archive),
+/// every file outside `target` and hidden directories.
+fn tracked_files() -> Vec<PathBuf> {
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repo())
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    if let Some(out) = listed {
+        return out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| PathBuf::from(String::from_utf8(p.to_vec()).unwrap()))
+            .filter(|p| repo().join(p).is_file())
+            .collect();
+    }
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().to_path_buf());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&repo(), &repo(), &mut out);
+    out
+}
+
+/// The anchor a heading gets: lower case, punctuation dropped, spaces as hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// A Markdown file's text outside fenced code blocks and inline code spans, by line.
+fn prose_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut kept = String::new();
+        for (i, part) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                kept.push_str(part);
+            }
+        }
+        out.push(kept);
+    }
+    out
+}
+
+/// The anchors of a Markdown file's headings (a repeated heading gets `-1`, `-2`, ...).
+fn anchors(text: &str) -> Vec<String> {
+    let (mut bases, mut out) = (Vec::new(), Vec::new());
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let base = slug(line.trim_start_matches('#'));
+        let n = bases.iter().filter(|b| **b == base).count();
+        out.push(if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        });
+        bases.push(base);
+    }
+    out
+}
+
+/// The link targets of a Markdown file: inline links `[text](target "title")` and reference
+/// definitions `[name]: target`.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in prose_lines(text) {
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            let target = after[..end].split_whitespace().next().unwrap_or("");
+            out.push(target.trim_matches(['<', '>']).to_owned());
+            rest = &after[end..];
+        }
+        let t = line.trim_start();
+        if t.starts_with('[')
+            && let Some((_, target)) = t.split_once("]: ")
+        {
+            out.push(target.split_whitespace().next().unwrap_or("").to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_markdown_resolves_inside_the_repository() {
+    let root = repo().canonicalize().unwrap();
+    let tracked: std::collections::BTreeSet<PathBuf> = tracked_files().into_iter().collect();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &tracked {
+        if file.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for target in link_targets(&text) {
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = if path.is_empty() {
+                root.join(file)
+            } else if path.starts_with('/') {
+                broken.push(format!("{}: {target} is an absolute path", file.display()));
+                continue;
+            } else {
+                let dir = root.join(file).parent().unwrap().to_path_buf();
+                match dir.join(path.replace("%20", " ")).canonicalize() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        broken.push(format!("{}: {target} does not exist", file.display()));
+                        continue;
+                    }
+                }
+            };
+            if !resolved.starts_with(&root) {
+                broken.push(format!(
+                    "{}: {target} points outside the repository",
+                    file.display()
+                ));
+                continue;
+            }
+            let inside = resolved.strip_prefix(&root).unwrap().to_path_buf();
+            if resolved.is_file() && !tracked.contains(&inside) {
+                broken.push(format!(
+                    "{}: {target} is not a tracked file",
+                    file.display()
+                ));
+                continue;
+            }
+            if !anchor.is_empty() && resolved.extension().is_some_and(|e| e == "md") {
+                let there = std::fs::read_to_string(&resolved).unwrap();
+                if !anchors(&there).iter().any(|a| a == anchor) {
+                    broken.push(format!("{}: {target} names no heading", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} relative links found; is the scan broken?"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn no_tracked_file_refers_to_the_design_input_outside_the_repository() {
+    // Spelt in pieces so that this file does not name them itself.
+    let names = [
+        ["..", "/shared"].concat(),
+        ["CONTRACTS", ".md"].concat(),
+        ["CHECKS", ".md"].concat(),
+    ];
+    let mut found = Vec::new();
+    for file in tracked_files() {
+        let Ok(text) = std::fs::read_to_string(repo().join(&file)) else {
+            continue; // not text
+        };
+        for (n, line) in text.lines().enumerate() {
+            for name in &names {
+                if line.contains(name.as_str()) {
+                    found.push(format!("{}:{}: {name}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "refer to docs/spec/ instead:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_link_checker_sees_what_it_must() {
+    let text = "# Top\n## A `b` c\n## A b c\n[x](one.md#top) `[y](not-a-link.md)`\n```\n[z](in-code.md)\n```\n[w]: two.md\n";
+    assert_eq!(link_targets(text), ["one.md#top", "two.md"]);
+    assert_eq!(anchors(text), ["top", "a-b-c", "a-b-c-1"]);
+}
+
+/// The rows of the first table after `heading` in `docs/spec/FILE`, header and rule left out,
+/// each cell trimmed and without backquotes.
+fn spec_table(file: &str, heading: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(repo().join("docs/spec").join(file)).unwrap();
+    let start = format!("\n{text}")
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{file} has no heading {heading:?}"));
+    let rows: Vec<Vec<String>> = text[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().replace('`', ""))
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() > 2, "{file}, {heading}: no table");
+    rows[2..].to_vec()
+}
+
+/// A default as the specification writes it, as JSON: `none` is `null`, a bare word a string.
+fn spec_default(cell: &str) -> serde_json::Value {
+    match cell {
+        "none" => serde_json::Value::Null,
+        _ => serde_json::from_str(cell).unwrap_or_else(|_| serde_json::Value::from(cell)),
+    }
+}
+
+/// Every row of a `field | default | ...` table with a default agrees with `defaults`, the
+/// document the code reads from one that leaves those fields out.
+fn defaults_agree(file: &str, heading: &str, defaults: &serde_json::Value) -> usize {
+    let mut n = 0;
+    for row in spec_table(file, heading) {
+        let (field, default) = (&row[0], &row[1]);
+        if default.is_empty() {
+            continue;
+        }
+        let (code, spec) = (defaults.get(field.as_str()), spec_default(default));
+        // 1 and 1.0 are one default.
+        let same = match (code.and_then(serde_json::Value::as_f64), spec.as_f64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => code == Some(&spec),
+        };
+        assert!(
+            same,
+            "{file}, {heading}: the default of {field} is {code:?}, the specification says {spec}"
+        );
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn the_specification_lists_every_reason_code_with_its_outcome() {
+    use verdict_core::contracts::ReasonCode;
+    let rows = spec_table("gate.md", "## Reason codes");
+    let codes: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    let expected: Vec<&str> = ReasonCode::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(codes, expected);
+    for (row, code) in rows.iter().zip(ReasonCode::ALL) {
+        match code.fixed_outcome() {
+            Some(outcome) => assert_eq!(row[1], outcome.as_str(), "{}", row[0]),
+            None => assert!(
+                row[1].contains("policy") || row[1].contains("rule"),
+                "{}: {}",
+                row[0],
+                row[1]
+            ),
+        }
+    }
+}
+
+#[test]
+fn the_specification_lists_every_digest_kind() {
+    let kinds: Vec<String> = spec_table("encoding.md", "## Document digests")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let expected: Vec<&str> = verdict_core::digest::DigestKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(kinds, expected);
+}
+
+#[test]
+fn the_specification_gives_the_defaults_the_code_applies() {
+    use verdict_core::contracts::{CheckEvidence, Criterion, Policy};
+    let policy: Policy = serde_json::from_value(serde_json::json!(
+        {"schema": "verdict.policy/v1", "name": "p", "revision": 1}
+    ))
+    .unwrap();
+    let policy = serde_json::to_value(&policy).unwrap();
+    assert_eq!(
+        defaults_agree("policy.md", "# The policy: how the Gate decides", &policy),
+        9
+    );
+
+    let criterion: Criterion =
+        serde_json::from_value(serde_json::json!({"id": "c", "text": "t"})).unwrap();
+    let mut c = serde_json::to_value(&criterion).unwrap();
+    c["weight"] = serde_json::json!(criterion.weight());
+    assert_eq!(defaults_agree("subject.md", "## Criteria", &c), 3);
+
+    let evidence: CheckEvidence = serde_json::from_value(serde_json::json!({
+        "id": "e", "kind": "check", "check": "c",
+        "subject_digest": format!("sha256:{}", "0".repeat(64)),
+        "definition_digest": format!("sha256:{}", "0".repeat(64)),
+        "produced_by": {"principal": "ci", "role": "runner"}, "outcome": "pass",
+        "content_digest": format!("sha256:{}", "0".repeat(64)),
+        "observed_at": "2026-01-01T00:00:00Z", "freshness": {"kind": "content"}
+    }))
+    .unwrap();
+    let evidence = serde_json::to_value(&evidence).unwrap();
+    assert_eq!(
+        defaults_agree("evidence.md", "## Check evidence", &evidence),
+        1
+    );
+
+    let budget = serde_json::to_value(verdict_judge::config::Budget::default()).unwrap();
+    assert_eq!(defaults_agree("verifiers.md", "## Budget", &budget), 7);
+}

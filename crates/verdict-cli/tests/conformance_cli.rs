@@ -1,4 +1,4 @@
-//! The CLI against CONTRACTS.md where the first tests left a gap: schemas that accept every
+//! The CLI against the specification (docs/spec/) where the first tests left a gap: schemas that accept every
 //! document the Gate accepts, and an example in the help of every command, groups included.
 #![allow(
     clippy::unwrap_used,
@@ -31,7 +31,7 @@ fn digest(kind: &str, doc: &Value) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// §1: "A document that carries its own "digest" field is hashed without that field". The
+/// A document that carries its own `"digest"` is hashed without it (docs/spec/encoding.md). The
 /// Gate passes a bundle whose documents all carry their correct digest, so the schemas must
 /// accept it too, while still refusing any other unknown field.
 #[test]

@@ -100,7 +100,7 @@ fn quickstart_twice_then_status_history_and_audit() {
     both(|env| {
         let first = env.ok(None, &["quickstart"]);
         assert!(
-            first.contains("gate: rework") && first.ends_with("final decision: pass"),
+            first.contains("gate: rework") && first.contains("\nfinal decision: pass\n"),
             "{first}"
         );
         // The first run initialised the empty store and showed its operator's token once; a
@@ -138,6 +138,89 @@ fn quickstart_twice_then_status_history_and_audit() {
         }
         env.ok(None, &["audit", "verify"]);
     });
+}
+
+/// The commands quickstart prints after `inspect it with:`, one per line.
+fn printed_commands(out: &str) -> Vec<String> {
+    let (_, after) = out.split_once("inspect it with:\n").expect(out);
+    let lines: Vec<String> = after.lines().map(|l| l.trim().to_owned()).collect();
+    assert!(lines.iter().all(|l| l.starts_with("verdict ")), "{out}");
+    lines
+}
+
+/// Runs each printed command exactly as printed, through `sh`, with the built binary first on
+/// PATH, in the quickstart's directory and environment.
+fn run_as_printed(env: &Env, commands: &[String], store_in_env: bool) -> Vec<String> {
+    let bin = Path::new(env!("CARGO_BIN_EXE_verdict")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    commands
+        .iter()
+        .map(|line| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", line])
+                .current_dir(env.dir.path())
+                .env("PATH", &path)
+                .env("VERDICT_HOME", env.dir.path().join("home"))
+                .env_remove("VERDICT_TOKEN")
+                .env_remove("VERDICT_STORE");
+            if store_in_env {
+                cmd.env("VERDICT_STORE", &env.store);
+            }
+            let out = cmd.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{line}: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn quickstart_prints_follow_ups_that_work_as_printed() {
+    both(|env| {
+        // The store from the environment: the commands need nothing more.
+        let out = env.ok(None, &["quickstart"]);
+        let commands = printed_commands(&out);
+        assert_eq!(commands.len(), 3, "{out}");
+        assert!(commands.iter().all(|c| !c.contains("--store")), "{out}");
+        let outputs = run_as_printed(env, &commands, true);
+        assert!(
+            outputs[0].starts_with("quickstart-1: pass applies"),
+            "{outputs:?}"
+        );
+        assert!(outputs[1].contains("applies"), "{outputs:?}");
+    });
+    // The store from `--store`, in a directory whose name needs quoting: the commands name it.
+    let env = Env::sqlite();
+    let store = format!(
+        "sqlite:{}",
+        env.dir.path().join("it's here/verdict.db").display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["quickstart", "--store", &store])
+        .current_dir(env.dir.path())
+        .env_remove("VERDICT_STORE")
+        .env("VERDICT_HOME", env.dir.path().join("home"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = String::from_utf8(out.stdout).unwrap();
+    let commands = printed_commands(&out);
+    assert!(commands.iter().all(|c| c.contains("--store '")), "{out}");
+    let outputs = run_as_printed(&env, &commands, false);
+    assert!(
+        outputs[0].starts_with("quickstart-1: pass applies"),
+        "{outputs:?}"
+    );
+    // Nothing was created at the default location: the printed commands used the named store.
+    assert!(!env.dir.path().join("home").exists());
 }
 
 #[test]
@@ -356,6 +439,8 @@ struct Walk {
     rev: String,
     alice: String,
     result: String,
+    /// What a human reviews: `decide --subject S --policy P`.
+    reviewed: [String; 4],
 }
 
 /// `init` with `init_args`, then principals, grants, policy, subject, evidence, request and
@@ -405,7 +490,7 @@ fn walk(env: &Env, init_args: &[&str], time: &[&'static str]) -> Walk {
     }
     let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
                         "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
-    env.ok(
+    let pd = env.ok(
         Some(&ops),
         &with(&["policy", "set", &env.file("policy.json", &policy)], time),
     );
@@ -463,6 +548,7 @@ fn walk(env: &Env, init_args: &[&str], time: &[&'static str]) -> Walk {
         rev,
         alice,
         result: env.file("result.json", &result),
+        reviewed: ["--subject".into(), sd, "--policy".into(), pd],
     }
 }
 
@@ -525,7 +611,11 @@ fn a_store_on_the_system_clock_takes_no_time_from_the_caller() {
             (&w.rev, vec!["result", "submit", w.result.as_str()]),
             (
                 &w.alice,
-                vec!["decide", "ex-1", "--approve", "--reason", "looks fine"],
+                [
+                    &["decide", "ex-1", "--approve", "--reason", "looks fine"][..],
+                    &w.reviewed.iter().map(String::as_str).collect::<Vec<_>>(),
+                ]
+                .concat(),
             ),
             (&w.ops, vec!["grant", "revoke", "g-rev", "--reason", "gone"]),
             (&w.ops, vec!["gate", "run", "ex-1"]),
@@ -574,6 +664,7 @@ fn on_a_manual_clock_no_earlier_time_gets_past_a_revocation_or_an_expiry() {
             Some(&w.alice),
             &[
                 &["decide", "ex-1", "--approve", "--reason", "backdated"][..],
+                &w.reviewed.iter().map(String::as_str).collect::<Vec<_>>(),
                 &at("2026-11-30T10:00:00Z"),
             ]
             .concat(),

@@ -1,4 +1,4 @@
-//! Domain-separated document digests (CONTRACTS.md §1).
+//! Domain-separated document digests (docs/spec/encoding.md).
 //!
 //! `digest(kind, doc) = "sha256:" + hex(SHA-256("verdict:" + kind + ":v1" + 0x00 + JCS(doc)))`.
 //! The kind is part of the hashed bytes, so a subject can never be passed off as a policy with
@@ -14,25 +14,25 @@ use std::str::FromStr;
 /// What a digest is of; the name is hashed into the digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DigestKind {
-    /// A subject (§2).
+    /// A subject.
     Subject,
-    /// A policy (§3).
+    /// A policy.
     Policy,
-    /// A check evidence document (§4).
+    /// A check evidence document.
     Evidence,
-    /// A verification result (§4).
+    /// A verification result.
     Verification,
-    /// A finding (§4).
+    /// A finding.
     Finding,
-    /// A human decision (§4).
+    /// A human decision.
     HumanDecision,
-    /// The sorted set of a bundle's item digests (§6.4).
+    /// The sorted set of a bundle's item digests.
     EvidenceSet,
-    /// The evaluation key document (§6.4).
+    /// The evaluation key document.
     Evaluation,
     /// A model verifier's context manifest.
     Context,
-    /// A gate decision (§6.4).
+    /// A gate decision.
     Decision,
     /// A verification request.
     Request,

@@ -1,4 +1,4 @@
-//! The strict JSON reader (CONTRACTS.md §1).
+//! The strict JSON reader (docs/spec/encoding.md).
 //!
 //! `serde_json` accepts duplicate object keys (the last one wins) and integers of any size, so a
 //! document could say two things at once or carry a number that another language reads

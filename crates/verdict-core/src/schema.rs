@@ -36,7 +36,7 @@ pub fn schema(name: &str) -> Option<Value> {
     Some(s)
 }
 
-/// The documents that may carry their own `"digest"` (CONTRACTS.md §1), by schema title.
+/// The documents that may carry their own `"digest"` (docs/spec/encoding.md), by schema title.
 const CARRIERS: [&str; 6] = [
     "Subject",
     "Policy",

@@ -1,4 +1,4 @@
-//! The complete bundle of CONTRACTS.md's appendix: its digests are real and it passes.
+//! The specification's complete example bundle (docs/spec/bundle.md): its digests are real and it passes.
 
 use verdict_core::digest::{DigestKind, digest};
 use verdict_core::json;

@@ -1,4 +1,4 @@
-//! §6.3 and §6.4 finding lists: what goes into `rework`, `follow_ups` and
+//! The decision's finding lists (docs/spec/gate.md, "Findings"): what goes into `rework`, `follow_ups` and
 //! `unresolved_prior_blockers`, each sorted by id and version and listing a finding once.
 #![allow(
     clippy::unwrap_used,

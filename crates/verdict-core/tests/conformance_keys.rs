@@ -1,4 +1,4 @@
-//! CONTRACTS.md §6.4: "Equal keys always mean equal decisions, byte for byte." Each case gives
+//! Two decisions with the same evaluation key are the same bytes (docs/spec/decision.md). Each case gives
 //! two bundles that the Gate must either key apart or decide to the same bytes.
 #![allow(
     clippy::unwrap_used,
@@ -55,7 +55,7 @@ fn future_at_one_now_stale_at_another() {
     assert_key_law(&a, &b);
 }
 
-/// A document is hashed without its carried digest (§1), so an item with a wrong carried digest
+/// A document is hashed without its carried digest (docs/spec/encoding.md), so an item with a wrong carried digest
 /// and the same item carrying none have the same digest; one decision is `evidence_tampered`,
 /// the other is not, so the keys must differ.
 #[test]
@@ -146,7 +146,7 @@ fn a_tampered_copy_is_reported_in_either_order() {
     assert_eq!(decisions[0], decisions[1]);
 }
 
-/// With nothing dated in the future and nothing tampered, the key is exactly §6.4's formula,
+/// With nothing dated in the future and nothing tampered, the key is exactly the four-member formula,
 /// `stale` holding the ids of stale evidence.
 #[test]
 fn the_key_is_the_contract_formula_for_stale_evidence() {

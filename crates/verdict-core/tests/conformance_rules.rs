@@ -1,4 +1,4 @@
-//! CONTRACTS.md §6: the Gate is deterministic, "the same bundle gives byte-identical output",
+//! The Gate is deterministic (docs/spec/gate.md): one bundle always gives the same bytes,
 //! policy rules included. CEL leaves a map's iteration order open, and the evaluator's maps
 //! iterate differently in every process and every build of the context.
 #![allow(
@@ -73,7 +73,7 @@ fn a_non_bool_result_is_described_by_its_type() {
 
 /// CEL's parser and evaluator recurse once per nesting level with large frames: a rule nested a
 /// dozen brackets deep, or a chain of a thousand operators, overflowed the stack and aborted the
-/// process. The Gate is total (§6): such a rule is refused like one that does not compile.
+/// process. The Gate is total: such a rule is refused like one that does not compile.
 #[test]
 fn rules_too_deep_for_the_parser_are_refused_not_fatal() {
     let deep = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));

@@ -1,4 +1,4 @@
-//! CONTRACTS.md §6.4 scores, recomputed from the formula as written:
+//! The scores of docs/spec/decision.md, recomputed from the formula as written:
 //! `c = Σweight·[passed] / Σweight` over required correctness criteria, `rec_v` the same over
 //! safety ones, summed in the subject's order.
 #![allow(

@@ -1,4 +1,4 @@
-//! CONTRACTS.md §1 ("Time is RFC 3339 UTC") for the decision's own `valid_until` (§6.4), at the
+//! Timestamps are RFC 3339 UTC (docs/spec/encoding.md), the decision's own `valid_until` too, at the
 //! extremes of `max_age_s`.
 #![allow(
     clippy::unwrap_used,

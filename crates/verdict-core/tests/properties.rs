@@ -245,7 +245,7 @@ proptest! {
 
     // The case that once slipped past a too-strong property, kept as a plain example: a
     // required reviewer's result that fails only an optional criterion fills the gap and the
-    // optional failure never changes the outcome (§6.3).
+    // optional failure never changes the outcome.
     #[test]
     fn a_failed_optional_row_from_a_missing_required_class_can_pass(_x in Just(())) {
         let s = Spec {
@@ -295,7 +295,7 @@ proptest! {
         }
     }
 
-    // A human approval may clear only `human_required` reasons (§6.1), so with one in the
+    // A human approval may clear only `human_required` reasons, so with one in the
     // bundle an inconclusive required criterion can still pass; a failed or untested one never.
     #[test]
     fn pass_implies_every_required_criterion_passed(s in spec()) {

@@ -1,4 +1,4 @@
-//! One test per reason code of CONTRACTS.md §6.2, each on the smallest bundle that triggers it,
+//! One test per reason code of docs/spec/gate.md, each on the smallest bundle that triggers it,
 //! plus the boundaries around it.
 #![allow(
     clippy::unwrap_used,

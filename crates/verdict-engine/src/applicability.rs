@@ -1,12 +1,16 @@
-//! Applicability (CONTRACTS.md §7): whether a stored decision is current is derived on every
-//! read from the execution's head, the gate's policy and the store's time; nothing is ever
-//! written over.
+//! Applicability (docs/spec/applicability.md): whether a stored decision is current is derived on every
+//! read from the execution's head, the gate's policy, the items the Gate would read now, the
+//! execution's cancellation and the store's time; nothing is ever written over.
 
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::notes::{
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
+};
 use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
-use verdict_store::{About, DocKind, ExecutionHead, GateHead, StoreClock};
+use verdict_core::digest::Digest;
+use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -20,6 +24,12 @@ pub enum NotApplicable {
     PolicyRevisionMoved,
     /// A pass whose time-sensitive evidence went stale.
     Expired,
+    /// Something about the subject was recorded after the evaluation the decision came from:
+    /// the items the Gate would read now are not the ones it read, or a later evaluation of
+    /// the same subject and policy superseded it.
+    EvidenceSetMoved,
+    /// The execution was cancelled.
+    ExecutionCancelled,
 }
 
 impl NotApplicable {
@@ -31,6 +41,8 @@ impl NotApplicable {
             Self::SubjectMoved => "subject_moved",
             Self::PolicyRevisionMoved => "policy_revision_moved",
             Self::Expired => "expired",
+            Self::EvidenceSetMoved => "evidence_set_moved",
+            Self::ExecutionCancelled => "execution_cancelled",
         }
     }
 }
@@ -69,6 +81,8 @@ pub struct Status {
     pub head: Option<ExecutionHead>,
     /// The gate's head.
     pub gate: Option<GateHead>,
+    /// The execution's cancellation, if it was cancelled (then no decision applies).
+    pub cancelled: Option<Cancellation>,
     /// The latest decision that applies.
     pub applicable: Option<DecisionView>,
     /// When none applies: the latest decision, with why not.
@@ -94,6 +108,17 @@ pub struct RunView {
     pub preflight: serde_json::Value,
     /// Whether its result (if any) counts now.
     pub counted: Option<bool>,
+    /// Why it ended as it did, where the engine recorded words for it: who cancelled it and
+    /// why, or what was wrong with the result refused at submission.
+    pub detail: Option<String>,
+}
+
+/// What [`Engine::decision_views`] reads.
+struct Views {
+    head: Option<ExecutionHead>,
+    gate: Option<GateHead>,
+    cancelled: Option<Cancellation>,
+    decisions: Vec<DecisionView>,
 }
 
 /// `history`: every decision and run of the execution.
@@ -111,14 +136,31 @@ pub struct History {
     pub runs: Vec<RunView>,
 }
 
+/// What the Gate would read now for an execution's current subject under the gate's current
+/// policy, and which evaluation of that subject and policy was recorded last.
+struct Current {
+    /// The evidence set digest of the items the Gate would read now.
+    evidence_set: Option<Digest>,
+    /// The evaluation key of the latest evaluation record (by store sequence).
+    latest_key: Option<Digest>,
+}
+
 impl Engine {
-    async fn decision_views(
-        &self,
-        execution: &str,
-        now: &Timestamp,
-    ) -> Result<(Option<ExecutionHead>, Option<GateHead>, Vec<DecisionView>)> {
+    /// The decisions of an execution with their applicability, the execution's head, the
+    /// gate's head and the execution's cancellation.
+    ///
+    /// "Recorded after" (`evidence_set_moved`) is decided by content and by store sequence,
+    /// never by a time: a decision on the current subject and policy applies only while the
+    /// items the Gate would read now have the decision's evidence set digest, and only if its
+    /// evaluation is the one recorded last (highest sequence) for that subject and policy. The
+    /// first catches every later check evidence, counted result (with its findings and
+    /// dispositions) and human decision, including one appended while the evaluation ran; the
+    /// second keeps two decisions from applying at once.
+    async fn decision_views(&self, execution: &str, now: &Timestamp) -> Result<Views> {
         let head = self.execution_head(execution).await?;
         let gate = self.gate_head().await?;
+        let cancelled = self.execution_cancellation(execution).await?;
+        let mut current: Option<Current> = None;
         let mut views = Vec::new();
         for row in self
             .store
@@ -142,11 +184,30 @@ impl Engine {
             if gate.as_ref().map(|g| &g.policy_digest) != decision.policy_digest.as_ref() {
                 why.push(NotApplicable::PolicyRevisionMoved);
             }
+            if why.is_empty()
+                && let (Some(h), Some(g)) = (&head, &gate)
+            {
+                if current.is_none() {
+                    current = Some(self.current_evaluation(execution, h, g, now).await?);
+                }
+                let moved = current.as_ref().is_none_or(|c| {
+                    c.evidence_set.is_none()
+                        || c.evidence_set != decision.evidence_set_digest
+                        || c.latest_key.is_none()
+                        || c.latest_key != decision.evaluation_key
+                });
+                if moved {
+                    why.push(NotApplicable::EvidenceSetMoved);
+                }
+            }
             if decision.outcome == Outcome::Pass
                 && let Some(until) = &decision.valid_until
                 && now >= until
             {
                 why.push(NotApplicable::Expired);
+            }
+            if cancelled.is_some() {
+                why.push(NotApplicable::ExecutionCancelled);
             }
             views.push(DecisionView {
                 seq: row.seq,
@@ -155,13 +216,60 @@ impl Engine {
                 not_applicable: why,
             });
         }
-        Ok((head, gate, views))
+        Ok(Views {
+            head,
+            gate,
+            cancelled,
+            decisions: views,
+        })
+    }
+
+    /// The evidence set the Gate would read now for `head` under `gate`, and the key of the
+    /// latest evaluation recorded for them. When the store moved between the reads, the
+    /// evidence set is unknown, and no decision applies until the next read.
+    async fn current_evaluation(
+        &self,
+        execution: &str,
+        head: &ExecutionHead,
+        gate: &GateHead,
+        now: &Timestamp,
+    ) -> Result<Current> {
+        let collected = self.collect(execution).await?;
+        let evidence_set =
+            if collected.head == *head && collected.policy_digest == gate.policy_digest {
+                verdict_core::gate::evaluate_value(&collected.bundle(now)?).evidence_set_digest
+            } else {
+                None
+            };
+        let mut latest_key = None;
+        for row in self
+            .store
+            .list(
+                DocKind::Evaluation,
+                &About::Subject(head.subject_digest.clone()),
+            )
+            .await?
+        {
+            let record: EvaluationRecord = row.decode()?;
+            if record.policy_digest == gate.policy_digest {
+                latest_key = Some(record.evaluation_key);
+            }
+        }
+        Ok(Current {
+            evidence_set,
+            latest_key,
+        })
     }
 
     /// The execution's current applicable decision at `now`, or why none applies.
     pub async fn status(&self, execution: &str) -> Result<Status> {
         let now = &self.now().await?;
-        let (head, gate, mut views) = self.decision_views(execution, now).await?;
+        let Views {
+            head,
+            gate,
+            cancelled,
+            decisions: mut views,
+        } = self.decision_views(execution, now).await?;
         let applicable = views
             .iter()
             .rposition(DecisionView::applies)
@@ -177,6 +285,7 @@ impl Engine {
             now: now.clone(),
             head,
             gate,
+            cancelled,
             applicable,
             latest,
         })
@@ -185,7 +294,10 @@ impl Engine {
     /// Every decision and run of the execution, each with its applicability at `now`.
     pub async fn history(&self, execution: &str) -> Result<History> {
         let now = &self.now().await?;
-        let (_, _, decisions) = self.decision_views(execution, now).await?;
+        let decisions = self.decision_views(execution, now).await?.decisions;
+        let about = About::Execution(execution.to_owned());
+        let cancellations: Vec<Cancellation> = self.notes(&about, CANCELLATION_SCHEMA).await?;
+        let refusals: Vec<ResultRefusal> = self.notes(&about, RESULT_REFUSAL_SCHEMA).await?;
         let mut runs = Vec::new();
         for note in self.admission_notes(execution).await? {
             let run_id = note
@@ -215,6 +327,36 @@ impl Engine {
                     }
                 }
             }
+            let detail = match run.as_ref().and_then(verdict_store::Run::status) {
+                Some(verdict_store::RunStatus::Cancelled) => cancellations
+                    .iter()
+                    .find(|c| match &c.cancelled {
+                        Cancelled::Run { id } => id.as_str() == run_id,
+                        Cancelled::Execution { .. } => false,
+                    })
+                    .or_else(|| {
+                        cancellations
+                            .iter()
+                            .find(|c| matches!(c.cancelled, Cancelled::Execution { .. }))
+                    })
+                    .map(|c| {
+                        let what = match c.cancelled {
+                            Cancelled::Run { .. } => "run",
+                            Cancelled::Execution { .. } => "execution",
+                        };
+                        format!(
+                            "{what} cancelled by {} ({}): {}",
+                            c.by.principal.as_str(),
+                            c.by.role.as_str(),
+                            c.reason
+                        )
+                    }),
+                Some(verdict_store::RunStatus::Unavailable) => refusals
+                    .iter()
+                    .find(|r| r.run_id.as_str() == run_id)
+                    .map(|r| format!("result refused ({}): {}", r.reason.as_str(), r.detail)),
+                _ => None,
+            };
             let text = |k: &str| {
                 note.get(k)
                     .and_then(serde_json::Value::as_str)
@@ -233,6 +375,7 @@ impl Engine {
                 status,
                 preflight: note.get("preflight").cloned().unwrap_or_default(),
                 counted,
+                detail,
             });
         }
         Ok(History {

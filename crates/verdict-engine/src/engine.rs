@@ -323,14 +323,7 @@ impl Engine {
     ) -> Result<bool> {
         let grants = self.store.grants_for(who).await?;
         Ok(grants.iter().any(|g| {
-            let scope = &g.record.scope;
-            let covers = match scope.kind {
-                ScopeKind::Execution => scope.id.as_str() == subject.execution.id.as_str(),
-                ScopeKind::Mission => {
-                    subject.mission.as_ref().map(Name::as_str) == Some(scope.id.as_str())
-                }
-            };
-            covers && g.is_active(now) && (!write || g.record.access == Access::Write)
+            g.covers(subject) && g.is_active(now) && (!write || g.record.access == Access::Write)
         }))
     }
 

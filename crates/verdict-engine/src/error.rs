@@ -3,7 +3,9 @@
 use verdict_store::StoreError;
 
 /// Why an engine action failed. Nothing is half-written: each action either stores what it
-/// names or fails before its first write.
+/// names or fails before its first write, with two deliberate exceptions that record the
+/// refusal itself: a refusal of authority is stored as a denial, and a verification result
+/// refused at submission ends its run `unavailable` (`invalid_output`) with the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// No principal holds the token given.

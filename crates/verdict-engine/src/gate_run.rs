@@ -4,9 +4,12 @@
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
+use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use verdict_core::contracts::{GateDecision, Id, Timestamp, UnavailableReason, VerificationResult};
+use verdict_core::contracts::{
+    GateDecision, Id, Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
+};
 use verdict_core::digest::Digest;
 use verdict_store::{About, Actor, DocKind, ExecutionHead, RunStatus, Stored};
 
@@ -153,9 +156,13 @@ impl Engine {
         })
     }
 
-    /// Whether a stored verification result counts: the store marks results appended after
-    /// their subject or generation moved on as history, and the engine marks results whose
-    /// grant was revoked mid-run or whose run was cancelled.
+    /// Whether a stored verification result counts. The store marks results appended after
+    /// their subject or generation moved on as history. Beyond that, a result counts only when
+    /// its run's recorded outcome is this result's (a completed run for a completed result, an
+    /// unavailable run with the same reason for an unavailable one): a run that was cancelled,
+    /// whose grant lapsed, whose result was refused or that recorded no outcome makes any result
+    /// stored for it history. And a result counts only when it answers every criterion of its
+    /// subject exactly once, however it reached the store.
     pub async fn counts(&self, row: &Stored) -> Result<bool> {
         if row.counted == Some(false) {
             return Ok(false);
@@ -164,9 +171,23 @@ impl Engine {
         let Some(run) = self.store.run(r.verifier.run.as_str()).await? else {
             return Ok(false);
         };
-        Ok(!run.events.iter().any(|e| {
-            e.status == RunStatus::Cancelled || e.reason == Some(UnavailableReason::GrantRevoked)
-        }))
+        // Nothing follows a terminal event, so the first is the run's outcome.
+        let Some(end) = run.events.iter().find(|e| e.status.is_terminal()) else {
+            return Ok(false);
+        };
+        let agrees = match r.status {
+            VerificationStatus::Completed => end.status == RunStatus::Completed,
+            VerificationStatus::Unavailable => {
+                end.status == RunStatus::Unavailable
+                    && end.reason == r.unavailable_reason
+                    && end.reason != Some(UnavailableReason::GrantRevoked)
+            }
+        };
+        if !agrees {
+            return Ok(false);
+        }
+        let subject = self.subject(&r.subject_digest).await?;
+        Ok(answers_each_criterion_once(&r, &subject).is_ok())
     }
 
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
@@ -174,6 +195,9 @@ impl Engine {
     /// Any authenticated principal may ask; none can supply the decision.
     pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
         let now = &self.now().await?;
+        // A cancelled execution is never gated again; a decision that raced the cancellation
+        // is stored but never applies (applicability reads the cancellation too).
+        self.require_live(execution, "be gated").await?;
         let collected = self.collect(execution).await?;
         let bundle = collected.bundle(now)?;
         let decision = verdict_core::gate::evaluate_value(&bundle);

@@ -1,15 +1,17 @@
 //! # verdict-engine: the verification lifecycle
 //!
 //! One job: run verification as a system, combining the store, the core Gate, the checks and
-//! the verifiers while enforcing CONTRACTS.md §7–§8 end to end. Every action is taken as an
+//! the verifiers while enforcing docs/spec/applicability.md and authority.md end to end. Every action is taken as an
 //! authenticated [`Principal`] and checked against its role and grants; every refusal is
 //! audited; decisions are only ever computed here, from the store, and replay byte for byte.
 //!
 //! Main items:
 //! - [`Engine`]: principals and tokens ([`Engine::init`], [`Engine::add_principal`]), grants,
 //!   the gate policy, subjects and evidence, requests, runs with preflight, results, human
-//!   decisions, [`Engine::gate_run`] / [`Engine::gate_replay`], and [`Engine::status`] /
-//!   [`Engine::history`] with derived applicability.
+//!   decisions pinned to what was reviewed ([`Reviewed`]), cancellation
+//!   ([`Engine::cancel_execution`], [`Engine::cancel_run`]), [`Engine::gate_run`] /
+//!   [`Engine::gate_replay`], and [`Engine::status`] / [`Engine::history`] with derived
+//!   applicability.
 //! - [`ModelVerifier`]: what the engine calls for a run that preflight did not settle.
 //! - [`quickstart`]: one real change walked through the whole flow.
 //! - [`EngineError`]: typed refusals with stable codes (`permission_denied`,
@@ -32,10 +34,12 @@
 
 mod applicability;
 mod budget;
+mod cancel;
 mod engine;
 pub mod error;
 mod gate_run;
 mod lineage;
+mod notes;
 pub mod quickstart;
 mod runs;
 mod subjects;
@@ -46,7 +50,11 @@ pub use budget::RequestBudget;
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
+pub use notes::{
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
+};
 pub use runs::{
     ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
     Submitted, VerifyTask,
 };
+pub use subjects::Reviewed;

@@ -1,5 +1,5 @@
 //! The open blocking findings of an execution's earlier subjects (the bundle's
-//! `prior_findings`, CONTRACTS.md §5), derived from everything stored about the lineage rather
+//! `prior_findings`, docs/spec/bundle.md), derived from everything stored about the lineage rather
 //! than only from decisions: a blocker a verifier reported on a subject that was never gated
 //! still binds the next subject.
 
@@ -16,12 +16,12 @@ use verdict_store::{About, DocKind};
 pub(crate) type FindingRef = (Id, u64);
 
 /// What closes a prior blocker: the dispositions of the latest earlier subject that disposed
-/// of it. Several dispositions on that subject: the strictest stands (§4), so one
+/// of it. Several dispositions on that subject: the strictest stands (docs/spec/evidence.md), so one
 /// `still_present` or `human_required` keeps it open.
 fn closes(dispositions: &[&Disposition]) -> bool {
     !dispositions.is_empty()
         && dispositions.iter().all(|d| match d.disposition {
-            // Without refs a `resolved` does not count (§4).
+            // Without refs a `resolved` does not count (docs/spec/evidence.md).
             DispositionKind::Resolved => !d.evidence_refs.is_empty(),
             DispositionKind::SupersededBySubjectChange => {
                 d.reason.as_deref().is_some_and(|r| !r.trim().is_empty())

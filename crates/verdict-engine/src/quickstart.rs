@@ -221,7 +221,7 @@ pub async fn run(
     }
     let _ = verifier;
     say(&format!(
-        "done: execution {execution} passed on its second subject. Inspect it with:\n  verdict status {execution} --gate quickstart\n  verdict history {execution} --gate quickstart\n  verdict audit verify"
+        "done: execution {execution} passed on its second subject."
     ));
     Ok(Quickstart {
         execution,

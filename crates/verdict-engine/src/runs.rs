@@ -3,11 +3,13 @@
 use crate::budget::RequestBudget;
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
+use crate::notes::{RESULT_REFUSAL_SCHEMA, ResultRefusal};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use verdict_core::contracts::{
-    Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp, VerificationResult, VerificationStatus,
+    Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp, UnavailableReason, VerificationResult,
+    VerificationStatus,
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{About, DocKind, Run, RunAdmission, RunStatus};
@@ -132,6 +134,8 @@ impl Engine {
         let subject = self.subject(&head.subject_digest).await?;
         self.require_grant(caller, &subject, true, "create a verification request", now)
             .await?;
+        self.require_live(execution, "take a verification request")
+            .await?;
         let budget = RequestBudget::from_value(budget)?.to_value()?;
         let gate = self
             .gate_head()
@@ -249,6 +253,7 @@ impl Engine {
             .map_err(|e| invalid("verification request")(format!("subject_digest: {e}")))?;
         let subject = self.subject(&subject_digest).await?;
         let execution = subject.execution.id.to_string();
+        self.require_live(&execution, "admit runs").await?;
         let head = self.execution_head(&execution).await?;
         if head.as_ref().map(|h| &h.subject_digest) != Some(&subject_digest) {
             return Err(EngineError::Conflict(format!(
@@ -578,6 +583,8 @@ impl Engine {
         }
         let a = &run.admission;
         let subject = self.subject(&a.subject_digest).await?;
+        self.require_live(subject.execution.id.as_str(), "start a run")
+            .await?;
         let request = self
             .store
             .get(DocKind::Request, &a.request_digest)
@@ -709,11 +716,16 @@ impl Engine {
         Ok(out)
     }
 
-    /// A verifier submits its result for its run. The engine validates it (schema, criterion
-    /// ids against the subject, evidence refs exist, a disposition for every prior blocker the
-    /// request pinned) and stores it as the verifier's evidence. A result whose grant is no
-    /// longer in force is stored as history and not counted; one whose subject or generation
-    /// moved on is history too.
+    /// A verifier submits its result for its run. The engine validates it against the run and
+    /// its subject (the run's subject, generation and class; every criterion of the subject
+    /// answered exactly once when completed; findings on known criteria; evidence refs that
+    /// exist; a disposition for every prior blocker the request pinned) and stores it as the
+    /// verifier's evidence. A result that fails validation is refused, and its run ends
+    /// `unavailable` with reason `invalid_output`, recorded with what was wrong
+    /// ([`ResultRefusal`]); the document itself is not kept, so it can never be counted, and a
+    /// new run may still bring a complete result. A result whose grant is no longer in force is
+    /// stored as history and not counted; so is one whose subject or generation moved on, and
+    /// one for a run (or an execution) that was cancelled.
     pub async fn submit_result(&self, caller: &Principal, doc: &Value) -> Result<Submitted> {
         let now = &self.now().await?;
         if caller.role == Role::Producer {
@@ -741,13 +753,8 @@ impl Engine {
             };
             return Err(self.deny(caller, err).await);
         };
-        if run.status().is_some_and(RunStatus::is_terminal) {
-            return Err(EngineError::Conflict(format!(
-                "run {:?} already ended",
-                r.verifier.run.as_str()
-            )));
-        }
-        let subject = self.subject(&r.subject_digest).await?;
+        let run_id = r.verifier.run.as_str();
+        let subject = self.subject(&run.admission.subject_digest).await?;
         if subject.producer.principal == caller.name || subject.producer.run == r.verifier.run {
             let err = EngineError::SelfVerificationDenied {
                 principal: caller.name.to_string(),
@@ -756,13 +763,51 @@ impl Engine {
             };
             return Err(self.deny(caller, err).await);
         }
-        self.validate_result(&r, &subject, &run.admission.request_digest)
-            .await?;
+        let execution = subject.execution.id.as_str();
+        let execution_cancelled = self.execution_cancellation(execution).await?.is_some();
+        let late = match run.status() {
+            Some(RunStatus::Cancelled) => true,
+            Some(s) if s.is_terminal() => {
+                return Err(EngineError::Conflict(format!(
+                    "run {run_id:?} already ended {}",
+                    s.as_str()
+                )));
+            }
+            _ => execution_cancelled,
+        };
+        if let Err(e) = self.validate_result(&r, &run, &subject).await {
+            if run.status().is_some_and(RunStatus::is_terminal) {
+                // The run already has its outcome; this document changes nothing.
+                return Err(e);
+            }
+            return Err(self.refuse_result(&run, doc, e, now).await);
+        }
+        let actor = caller.actor();
+        if late {
+            // A cancelled run's result is history: its run is marked cancelled before the
+            // document lands, so it is never read as counted.
+            if run.status().is_none_or(|s| !s.is_terminal()) {
+                self.store
+                    .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                    .await?;
+            }
+            let stored = self.store.put(&actor, DocKind::Verification, doc).await?;
+            return Ok(Submitted {
+                digest: stored.digest,
+                counted: false,
+                why_not: Some(
+                    if execution_cancelled {
+                        "its execution was cancelled"
+                    } else {
+                        "its run was cancelled"
+                    }
+                    .to_owned(),
+                ),
+            });
+        }
         let grant_ok = self
             .has_grant(caller.name.as_str(), &subject, false, now)
             .await?;
-        let actor = caller.actor();
-        let run_id = r.verifier.run.as_str();
         if !grant_ok {
             // Marked first, so the result can never be read as counted.
             self.store
@@ -799,27 +844,98 @@ impl Engine {
         })
     }
 
+    /// Ends a run whose result failed validation: the record of what was wrong, then the run's
+    /// `unavailable` / `invalid_output` event. Returns the refusal to report; if recording it
+    /// failed, that is reported with it.
+    async fn refuse_result(
+        &self,
+        run: &Run,
+        doc: &Value,
+        refusal: EngineError,
+        now: &Timestamp,
+    ) -> EngineError {
+        let detail = match &refusal {
+            EngineError::Invalid { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        let record = ResultRefusal {
+            schema: RESULT_REFUSAL_SCHEMA.to_owned(),
+            run_id: run.admission.run_id.clone(),
+            subject_digest: run.admission.subject_digest.clone(),
+            result_digest: verdict_core::digest::digest(DigestKind::Verification, doc),
+            reason: UnavailableReason::InvalidOutput,
+            detail: detail.clone(),
+            at: now.clone(),
+        };
+        let recorded = match self.put_note(&record).await {
+            Ok(_) => self
+                .store
+                .record_run_status(
+                    &Self::system(),
+                    run.admission.run_id.as_str(),
+                    RunStatus::Unavailable,
+                    Some(UnavailableReason::InvalidOutput),
+                )
+                .await
+                .map(|_| ())
+                .map_err(EngineError::from),
+            Err(e) => Err(e),
+        };
+        match recorded {
+            Ok(()) => EngineError::Invalid {
+                what: "verification result",
+                message: format!(
+                    "{detail}; run {:?} ends unavailable (invalid_output), and a new run is needed",
+                    run.admission.run_id.as_str()
+                ),
+            },
+            Err(e) => EngineError::Conflict(format!(
+                "{refusal} (and recording the run's end failed: {e})"
+            )),
+        }
+    }
+
+    /// Checks a result against its run and the run's subject (see [`Engine::submit_result`]).
     async fn validate_result(
         &self,
         r: &VerificationResult,
+        run: &Run,
         subject: &Subject,
-        request: &Digest,
     ) -> Result<()> {
         let bad = invalid("verification result");
+        let a = &run.admission;
+        if r.subject_digest != a.subject_digest {
+            return Err(bad(format!(
+                "subject_digest {} is not {}, the subject run {:?} was admitted for, at /subject_digest",
+                r.subject_digest,
+                a.subject_digest,
+                a.run_id.as_str()
+            )));
+        }
+        if r.generation != a.admitted_generation {
+            return Err(bad(format!(
+                "generation {} is not {}, the generation run {:?} was admitted for, at /generation",
+                r.generation,
+                a.admitted_generation,
+                a.run_id.as_str()
+            )));
+        }
+        if r.verifier.class != a.class {
+            return Err(bad(format!(
+                "class {} is not {}, the class run {:?} was admitted for, at /verifier/class",
+                r.verifier.class,
+                a.class,
+                a.run_id.as_str()
+            )));
+        }
+        let request = &a.request_digest;
         let criteria: BTreeSet<&str> = subject
             .criteria
             .items
             .iter()
             .map(|c| c.id.as_str())
             .collect();
-        for (i, row) in r.criteria.iter().enumerate() {
-            if !criteria.contains(row.id.as_str()) {
-                return Err(bad(format!(
-                    "criterion {} is not in the subject at /criteria/{i}/id",
-                    row.id
-                )));
-            }
-        }
+        answers_each_criterion_once(r, subject).map_err(&bad)?;
         for (i, f) in r.findings.iter().enumerate() {
             if !criteria.contains(f.criterion.as_str()) {
                 return Err(bad(format!(
@@ -904,4 +1020,45 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Whether a result's rows name only the subject's criteria, each at most once, and, when it is
+/// completed, every one of them: what a result must be to count (docs/spec/authority.md). Says which
+/// row or criterion is wrong.
+pub(crate) fn answers_each_criterion_once(
+    r: &VerificationResult,
+    subject: &Subject,
+) -> std::result::Result<(), String> {
+    let criteria: BTreeSet<&str> = subject
+        .criteria
+        .items
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    let mut answered = BTreeSet::new();
+    for (i, row) in r.criteria.iter().enumerate() {
+        if !criteria.contains(row.id.as_str()) {
+            return Err(format!(
+                "criterion {} is not in the subject at /criteria/{i}/id",
+                row.id
+            ));
+        }
+        if !answered.insert(row.id.as_str()) {
+            return Err(format!(
+                "criterion {} is answered twice, again at /criteria/{i}/id",
+                row.id
+            ));
+        }
+    }
+    if r.status == VerificationStatus::Completed {
+        let missing: Vec<&str> = criteria.difference(&answered).copied().collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "a completed result answers every criterion of its subject exactly once; \
+                 no row for {} at /criteria",
+                missing.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }

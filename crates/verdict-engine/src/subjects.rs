@@ -4,9 +4,20 @@
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use serde_json::{Value, json};
-use verdict_core::contracts::{CheckEvidence, HumanVerdict, Role, Subject};
+use verdict_core::contracts::{
+    CheckEvidence, HumanDecision, HumanRole, HumanVerdict, Role, Subject,
+};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::DocKind;
+
+/// The subject and policy a person reviewed, by digest: what a human decision binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reviewed {
+    /// The subject reviewed (the execution's current subject, as `status` shows it).
+    pub subject_digest: Digest,
+    /// The policy reviewed under (the gate's current policy, as `status` shows it).
+    pub policy_digest: Digest,
+}
 
 impl Engine {
     /// A producer (or operator) puts a subject for its execution; the execution's current
@@ -34,6 +45,8 @@ impl Engine {
         self.require_grant(caller, &subject, true, "put a subject", now)
             .await?;
         let execution = subject.execution.id.as_str();
+        // A cancelled execution stays ended; a retry is a new execution.
+        self.require_live(execution, "take a new subject").await?;
         let head = self.execution_head(execution).await?;
         if let Some(h) = &head
             && subject.execution.generation < h.generation
@@ -89,14 +102,18 @@ impl Engine {
         Ok(stored.into_iter().map(|s| s.digest).collect())
     }
 
-    /// A person approves or rejects the execution's current subject under the gate's current
-    /// policy. Refused to the subject's producer and to every role but `human`.
+    /// A person approves or rejects the subject and policy it reviewed, named by digest in
+    /// `reviewed` (as `status` shows them). Both must still be the execution's current subject
+    /// and the gate's current policy when the decision is recorded; if either moved, the
+    /// decision is refused, never bound to whatever is current instead. Refused to the
+    /// subject's producer and to every role but `human`.
     pub async fn decide(
         &self,
         caller: &Principal,
         execution: &str,
         verdict: HumanVerdict,
         reason: &str,
+        reviewed: &Reviewed,
     ) -> Result<Digest> {
         let now = &self.now().await?;
         let head = self
@@ -119,6 +136,8 @@ impl Engine {
             .await?;
         self.require_grant(caller, &subject, true, "decide", now)
             .await?;
+        self.require_live(execution, "take a human decision")
+            .await?;
         let gate = self
             .gate_head()
             .await?
@@ -126,26 +145,43 @@ impl Engine {
                 what: "gate policy",
                 key: self.gate.clone(),
             })?;
+        if reviewed.subject_digest != head.subject_digest {
+            return Err(EngineError::Conflict(format!(
+                "the decision names subject {}, but execution {execution:?}'s current subject is {}; \
+                 review the current subject and decide again",
+                reviewed.subject_digest, head.subject_digest
+            )));
+        }
+        if reviewed.policy_digest != gate.policy_digest {
+            return Err(EngineError::Conflict(format!(
+                "the decision names policy {}, but gate {:?}'s current policy is {}; \
+                 review under the current policy and decide again",
+                reviewed.policy_digest, self.gate, gate.policy_digest
+            )));
+        }
         if reason.trim().is_empty() {
             return Err(invalid("human decision")("a reason is required".into()));
         }
         let seed = json!([
             caller.name.as_str(),
-            head.subject_digest.as_str(),
-            gate.policy_digest.as_str(),
+            reviewed.subject_digest.as_str(),
+            reviewed.policy_digest.as_str(),
             now.as_str()
         ]);
-        let id = short_id("hd", &seed);
-        let doc = json!({
-            "id": id,
-            "principal": caller.name.as_str(),
-            "role": "human",
-            "subject_digest": head.subject_digest.as_str(),
-            "policy_digest": gate.policy_digest.as_str(),
-            "decision": match verdict { HumanVerdict::Approve => "approve", HumanVerdict::Reject => "reject" },
-            "reason": reason,
-            "decided_at": now.as_str(),
-        });
+        let doc = HumanDecision {
+            id: short_id("hd", &seed)
+                .parse()
+                .map_err(|e| invalid("human decision id")(format!("{e}")))?,
+            principal: caller.name.clone(),
+            role: HumanRole::Human,
+            subject_digest: reviewed.subject_digest.clone(),
+            policy_digest: reviewed.policy_digest.clone(),
+            decision: verdict,
+            reason: reason.to_owned(),
+            decided_at: now.clone(),
+        };
+        let doc =
+            serde_json::to_value(&doc).map_err(|e| invalid("human decision")(e.to_string()))?;
         Ok(self
             .store
             .put(&caller.actor(), DocKind::HumanDecision, &doc)

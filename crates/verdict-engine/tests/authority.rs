@@ -93,7 +93,13 @@ async fn no_time_set_before_a_revocation_brings_the_grant_back() {
         assert!(!sub.counted);
         let e = w
             .engine
-            .decide(&w.alice, EXEC, HumanVerdict::Approve, "backdated")
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Approve,
+                "backdated",
+                &reviewed(&w).await,
+            )
             .await
             .unwrap_err();
         assert_eq!(e.code(), "permission_denied", "{e}");

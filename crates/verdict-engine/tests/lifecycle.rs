@@ -1,4 +1,4 @@
-//! The lifecycle rules of CONTRACTS.md §7–§8, each tried against the engine on SQLite and on
+//! The lifecycle rules of docs/spec/applicability.md and authority.md, each tried against the engine on SQLite and on
 //! PostgreSQL with one test body.
 #![allow(
     clippy::unwrap_used,
@@ -98,7 +98,13 @@ async fn a_producer_cannot_verify_find_or_decide_and_each_try_is_audited() {
         assert_eq!(code(&e), "self_verification_denied");
         let e = w
             .engine
-            .decide(&w.coder, EXEC, HumanVerdict::Approve, "looks fine to me")
+            .decide(
+                &w.coder,
+                EXEC,
+                HumanVerdict::Approve,
+                "looks fine to me",
+                &reviewed(&w).await,
+            )
             .await
             .unwrap_err();
         assert_eq!(code(&e), "self_verification_denied");
@@ -401,6 +407,12 @@ async fn the_producer_and_its_run_are_never_admitted_as_verifiers() {
         let mut bad = result("rev", "run-z", &d, 1, "no-such-evidence");
         let e = w.engine.submit_result(&w.rev, &bad).await.unwrap_err();
         assert_eq!(code(&e), "invalid_input");
+        // That refusal ended run-z (unavailable, invalid_output); the next try needs a new run.
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-z2")
+            .await
+            .unwrap();
+        bad["verifier"]["run"] = json!("run-z2");
         bad["criteria"][0]["evidence_refs"] = json!(["diff"]);
         bad["criteria"][0]["id"] = json!("made-up");
         let e = w.engine.submit_result(&w.rev, &bad).await.unwrap_err();
@@ -434,17 +446,19 @@ async fn rework_then_fix_carries_the_blocker_and_replay_reproduces_every_decisio
         let (d2, ev2, req2) = prepared(&w, 1, "second try", "run-b").await;
         let request = w.engine.store().get(DocKind::Request, &req2).await.unwrap().unwrap().value().unwrap();
         assert_eq!(request["prior_blockers"], json!([{"id": "f-1", "version": 1}]));
-        // Without a disposition of the prior blocker the result is refused.
+        // Without a disposition of the prior blocker the result is refused, and it ends run-b.
         let e = w.engine.submit_result(&w.rev, &result("rev", "run-b", &d2, 1, &ev2)).await.unwrap_err();
         assert_eq!(code(&e), "invalid_input");
-        let mut fixed = result("rev", "run-b", &d2, 1, &ev2);
+        let req3 = common::request(&w, json!({"max_runs": 2})).await;
+        w.engine.admit(&w.ops, &req3, "rev", "reviewer", "run-c").await.unwrap();
+        let mut fixed = result("rev", "run-c", &d2, 1, &ev2);
         fixed["dispositions"] = json!([{"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": [ev2]}]);
         w.engine.submit_result(&w.rev, &fixed).await.unwrap();
         let second = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(second.decision.outcome, Outcome::Pass, "{:?}", second.decision.reasons);
 
         // Human decisions join the bundle of the subject they bind.
-        w.engine.decide(&w.alice, EXEC, HumanVerdict::Reject, "not what we agreed").await.unwrap();
+        w.engine.decide(&w.alice, EXEC, HumanVerdict::Reject, "not what we agreed", &reviewed(&w).await).await.unwrap();
         let third = w.engine.gate_run(&w.alice, EXEC).await.unwrap();
         assert_eq!(third.decision.outcome, Outcome::Rework);
 

@@ -37,7 +37,7 @@ pub const UNREPORTED: &str = "unreported";
 /// A run's record: the result plus everything needed to audit how it was reached.
 #[derive(Debug, Clone, Serialize)]
 pub struct JudgeRun {
-    /// The verification result (contract §4).
+    /// The verification result (docs/spec/evidence.md).
     pub result: VerificationResult,
     /// What the model was shown.
     pub manifest: ContextManifest,

@@ -1,4 +1,4 @@
-//! Check evidence (CONTRACTS.md §4): one document per criterion, bound to a subject.
+//! Check evidence (docs/spec/evidence.md): one document per criterion, bound to a subject.
 //!
 //! - `check` is the criterion id and `definition_digest` its normalised definition's digest,
 //!   exactly what a subject pins in `checks[]`;

@@ -1,8 +1,8 @@
 //! # verdict-probes: deterministic checks
 //!
-//! One job: run a check spec (CHECKS.md) against a live system and say, per criterion,
+//! One job: run a check spec (docs/checks.md) against a live system and say, per criterion,
 //! `pass`, `fail` or `error`, with what was observed, and turn that into check evidence the
-//! Gate can count (CONTRACTS.md §4).
+//! Gate can count (docs/spec/evidence.md).
 //!
 //! Main items:
 //! - [`load::load_file`] / [`load::load_bytes`]: YAML or strict JSON, `{{var}}` substitution,

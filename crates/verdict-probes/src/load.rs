@@ -51,7 +51,7 @@ use verdict_core::digest::Digest;
 pub enum Format {
     /// YAML 1.2 (the default for anything not named `.json`).
     Yaml,
-    /// Strict JSON (CONTRACTS.md §1).
+    /// Strict JSON (docs/spec/encoding.md).
     Json,
 }
 

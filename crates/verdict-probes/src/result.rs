@@ -245,7 +245,7 @@ pub struct Counts {
     pub unscored: u64,
 }
 
-/// Scores as CONTRACTS.md §6.4, over required criteria only.
+/// Scores as docs/spec/decision.md writes them, over required criteria only.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rollup {
     /// Σweight·[pass] / Σweight over correctness criteria; `null` when there are none.

@@ -1,4 +1,4 @@
-//! The check spec as written (CHECKS.md): documents, criteria and probe definitions.
+//! The check spec as written (docs/checks.md): documents, criteria and probe definitions.
 //!
 //! Every struct refuses unknown fields. Optional fields stay `None` as written; normalisation
 //! ([`crate::load`]) fills in every default that applies, and the normalised criterion is

@@ -30,11 +30,11 @@ pub enum Table {
     Grants,
     /// Revocations of grants (a grant is never updated).
     GrantRevocations,
-    /// Subjects (CONTRACTS.md §2).
+    /// Subjects.
     Subjects,
-    /// Policies (§3).
+    /// Policies.
     Policies,
-    /// Check evidence (§4).
+    /// Check evidence.
     CheckEvidence,
     /// Verification requests.
     VerificationRequests,
@@ -42,13 +42,13 @@ pub enum Table {
     VerifierRuns,
     /// Status transitions of verifier runs.
     RunEvents,
-    /// Verification results (§4).
+    /// Verification results.
     VerificationResults,
-    /// Findings, unique by id and version (§4).
+    /// Findings, unique by id and version.
     Findings,
-    /// Human decisions (§4).
+    /// Human decisions.
     HumanDecisions,
-    /// Gate decisions, unique by evaluation key (§6.4).
+    /// Gate decisions, unique by evaluation key.
     GateDecisions,
     /// Every change of a pointer.
     PointerChanges,

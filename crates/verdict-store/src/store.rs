@@ -166,6 +166,18 @@ impl Grant {
     pub fn is_active(&self, now: &Timestamp) -> bool {
         *now < self.record.expires_at && self.revocation.is_none()
     }
+
+    /// Whether the grant's scope takes in the subject's execution (or its mission).
+    #[must_use]
+    pub fn covers(&self, subject: &Subject) -> bool {
+        let scope = &self.record.scope;
+        match scope.kind {
+            records::ScopeKind::Execution => scope.id.as_str() == subject.execution.id.as_str(),
+            records::ScopeKind::Mission => {
+                subject.mission.as_ref().map(Name::as_str) == Some(scope.id.as_str())
+            }
+        }
+    }
 }
 
 /// A verifier run: its admission and status history.
@@ -621,13 +633,40 @@ impl<B: Backend> StoreImpl<B> {
         } else {
             None
         };
-        match mismatch {
-            Some(why) => Err(StoreError::Refused(format!(
+        if let Some(why) = mismatch {
+            return Err(StoreError::Refused(format!(
                 "run {:?} {why}",
                 a.run_id.as_str()
-            ))),
-            None => Ok(()),
+            )));
         }
+        // The verifier's grant must be in force at the store's time; a result whose run already
+        // ended for a lapsed grant is kept as history (it never counts).
+        let lapsed = run.events.iter().any(|e| {
+            e.status == RunStatus::Unavailable && e.reason == Some(UnavailableReason::GrantRevoked)
+        });
+        if !lapsed {
+            let subject: Subject = self
+                .get(DocKind::Subject, &r.subject_digest)
+                .await?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "subject",
+                    key: r.subject_digest.to_string(),
+                })?
+                .decode()?;
+            let now = self.now().await?;
+            let granted = self
+                .grants_for(&actor.principal)
+                .await?
+                .iter()
+                .any(|g| g.covers(&subject) && g.is_active(&now));
+            if !granted {
+                return Err(StoreError::Refused(format!(
+                    "result {}: verifier {:?} holds no grant in force on its subject",
+                    r.id, actor.principal
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// A verifier files a finding only about a subject it holds an admitted run for, whether

@@ -1,4 +1,4 @@
-//! The gate bundle (CONTRACTS.md §5): everything one evaluation reads.
+//! The gate bundle (docs/spec/bundle.md): everything one evaluation reads.
 
 use super::evidence::{CheckEvidence, Finding, HumanDecision, VerificationResult};
 use super::policy::Policy;

@@ -1,4 +1,4 @@
-//! The gate decision (CONTRACTS.md §6.4) and its reason codes (§6.2).
+//! The gate decision (docs/spec/decision.md) and its reason codes (docs/spec/gate.md).
 
 use super::evidence::CriterionStatus;
 use super::primitives::{Id, Timestamp};
@@ -39,7 +39,7 @@ impl Outcome {
     }
 }
 
-/// The stable reason codes of §6.2. Exhaustive on purpose: a new code breaks every `match`.
+/// The stable reason codes (docs/spec/gate.md, "Reason codes"). Exhaustive on purpose: a new code breaks every `match`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -102,7 +102,7 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
-    /// Every code, in the order of §6.2.
+    /// Every code, in the order of the specification's table.
     pub const ALL: [Self; 27] = [
         Self::InvalidInput,
         Self::GateError,

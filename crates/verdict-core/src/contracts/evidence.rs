@@ -1,11 +1,11 @@
-//! Evidence, verification results, findings, dispositions and human decisions (CONTRACTS.md §4).
+//! Evidence, verification results, findings, dispositions and human decisions (docs/spec/evidence.md).
 
 use super::primitives::{Id, Name, Timestamp};
 use crate::digest::Digest;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A principal's role (CONTRACTS.md §8).
+/// A principal's role (docs/spec/authority.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -94,7 +94,7 @@ impl CheckOutcome {
 ///
 /// Read by hand rather than by serde's tagged-enum support, which buffers the whole object
 /// first and lets `{"kind": "content"}` carry a `max_age_s` it then ignores: here each kind
-/// takes exactly its own fields (CONTRACTS.md §4).
+/// takes exactly its own fields (docs/spec/evidence.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Freshness {

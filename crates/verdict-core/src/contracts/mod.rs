@@ -1,4 +1,4 @@
-//! The data contracts of CONTRACTS.md §2–§6.4 as Rust types.
+//! The documents of the specification (docs/spec/) as Rust types.
 //!
 //! Every document type refuses unknown fields, so a typo such as `requried_checks` is an error
 //! rather than a silently weaker policy. Identifiers, principal names, digests and timestamps

@@ -1,4 +1,4 @@
-//! The policy: how the Gate decides (CONTRACTS.md §3).
+//! The policy: how the Gate decides (docs/spec/policy.md).
 
 use super::Outcome;
 use super::evidence::Role;

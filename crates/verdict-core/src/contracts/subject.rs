@@ -1,4 +1,4 @@
-//! The subject: what is graded (CONTRACTS.md §2).
+//! The subject: what is graded (docs/spec/subject.md).
 
 use super::primitives::{Id, Name};
 use crate::digest::Digest;

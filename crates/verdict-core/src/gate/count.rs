@@ -1,4 +1,4 @@
-//! What counts (CONTRACTS.md §6.3): which check evidence and which verification results may
+//! What counts (docs/spec/gate.md): which check evidence and which verification results may
 //! speak about this subject, and the blocked reasons for the ones that may not.
 
 use super::index::CriterionIndex;
@@ -18,11 +18,11 @@ const NANOS: i128 = 1_000_000_000;
 
 /// 9999-12-31T23:59:59.999999999Z, the last instant RFC 3339 can write (its years have four
 /// digits). An expiry beyond it is brought back to it, so `valid_until` is always a timestamp
-/// (§1) and staleness agrees with it; the evidence only ever expires earlier, never later.
+/// (docs/spec/encoding.md) and staleness agrees with it; the evidence only ever expires earlier, never later.
 const LAST_WRITABLE_NANOS: i128 = 253_402_300_799 * NANOS + (NANOS - 1);
 
 /// When a piece of time-sensitive evidence goes stale: `observed_at + max_age_s`. It is stale
-/// at any `now` at or after that instant, matching the exclusive `valid_until` of §7.
+/// at any `now` at or after that instant, matching the exclusive `valid_until` of docs/spec/applicability.md.
 pub(crate) fn expiry(e: &CheckEvidence) -> Option<Timestamp> {
     match e.freshness {
         Freshness::Content => None,
@@ -213,7 +213,7 @@ pub(crate) struct Verifications<'a> {
 }
 
 /// Why a result's output cannot be counted, if it cannot. Rows, findings and dispositions are
-/// checked whatever the status: §6.2 makes any result that names an unknown criterion or
+/// checked whatever the status: the specification makes any result that names an unknown criterion or
 /// repeats a row invalid output, an unavailable one too.
 pub(crate) fn output_problem(
     l: &Loaded,
@@ -345,7 +345,7 @@ pub(crate) fn count_verifications<'a>(
 /// Reasons about verifier classes: every required class, and any class whose only results
 /// are from an older generation.
 pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mut Reasons) {
-    // §6.3: an older generation's result is history, with `stale_generation` whenever nothing
+    // An older generation's result is history, with `stale_generation` whenever nothing
     // else of its class counts, whether or not the policy requires the class.
     for (class, ids) in &v.stale_generation {
         if t.required_classes.binary_search(class).is_ok()

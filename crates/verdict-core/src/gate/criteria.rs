@@ -1,4 +1,4 @@
-//! Criterion status (CONTRACTS.md §6.3): every counted source of a criterion, combined without
+//! Criterion status (docs/spec/gate.md): every counted source of a criterion, combined without
 //! voting. A failure from any source stands; a pass needs every source to agree or be silent.
 
 use super::count::CountedEvidence;
@@ -101,7 +101,7 @@ pub(crate) fn criteria(i: &Inputs<'_>, reasons: &mut Reasons) -> Vec<CriterionDe
             let status = match rr.status {
                 CriterionStatus::NotTested => continue,
                 // Checked before the context: an incomplete context does not excuse a pass
-                // that cites nothing (§6.3 adds `unsupported_pass` for every such row).
+                // that cites nothing (the specification adds `unsupported_pass` for every such row).
                 CriterionStatus::Passed if require_refs && !rr.cites_ok => {
                     if required && !unsupported_pass(l, t, c, rr, reasons) {
                         continue;

@@ -1,4 +1,4 @@
-//! Findings and re-verification (CONTRACTS.md §4, §6.3): change-scoped blockers on required
+//! Findings and re-verification (docs/spec/evidence.md, docs/spec/gate.md): change-scoped blockers on required
 //! criteria are rework; every other finding is a follow-up that never changes the outcome;
 //! every prior blocker must be addressed by a counted result, and the strictest counted
 //! disposition of it stands.

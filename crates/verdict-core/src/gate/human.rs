@@ -1,4 +1,4 @@
-//! Human decisions (CONTRACTS.md §4, §6.1): a decision counts only when it binds this exact
+//! Human decisions (docs/spec/gate.md, "Human decisions"): a decision counts only when it binds this exact
 //! subject and policy and was not made by the producer. A rejection is rework; an approval can
 //! only clear `human_required` reasons.
 

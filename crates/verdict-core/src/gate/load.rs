@@ -1,4 +1,4 @@
-//! Reading a bundle into typed documents (CONTRACTS.md §5), before any decision is made.
+//! Reading a bundle into typed documents (docs/spec/bundle.md), before any decision is made.
 //!
 //! Carried digests are checked first: a mismatch is `evidence_tampered` and the item is not
 //! read. A document that breaks its schema makes the whole bundle `invalid_input`, except a

@@ -1,4 +1,4 @@
-//! The Gate (CONTRACTS.md §6): one pure, total, deterministic function from a bundle to a
+//! The Gate (docs/spec/gate.md): one pure, total, deterministic function from a bundle to a
 //! decision.
 //!
 //! [`evaluate`] never panics outward, reads no clock, disk or network, and gives byte-identical
@@ -196,7 +196,7 @@ fn decide_prepared(prepared: Result<Prepared, Invalid>) -> GateDecision {
     }
 }
 
-/// Ids of evidence stale at `now` (§6.4's `stale`), and ids of evidence and human decisions
+/// Ids of evidence stale at `now` (the evaluation key's `stale`), and ids of evidence and human decisions
 /// dated in the future; each sorted, each id once.
 fn time_invalid_ids(l: &Loaded) -> (Vec<&str>, Vec<&str>) {
     let mut stale = Vec::new();
@@ -233,7 +233,7 @@ fn write_list<'a>(name: &str, items: impl IntoIterator<Item = &'a str>, out: &mu
     out.push(b']');
 }
 
-/// `digest("evaluation", {"evidence_set", "policy", "stale", "subject"})` (§6.4), written
+/// `digest("evaluation", {"evidence_set", "policy", "stale", "subject"})` (docs/spec/decision.md), written
 /// straight in canonical form (keys in order, every value a string or a list of strings).
 ///
 /// Equal keys must mean equal decisions, and two things a decision depends on are not in those

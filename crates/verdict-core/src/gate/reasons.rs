@@ -34,7 +34,7 @@ pub(crate) struct Reasons {
     set: BTreeSet<Reason>,
 }
 
-/// Starts a reason whose outcome is fixed by §6.2 (or, for the policy-dependent codes, given).
+/// Starts a reason whose outcome is fixed by its code (or, for the policy-dependent codes, given).
 pub(crate) fn reason(code: ReasonCode, policy_outcome: Outcome) -> Pending {
     Pending {
         code,

@@ -12,7 +12,7 @@
 //! - `policy`: map with `name` and `revision`
 //!
 //! CEL leaves the iteration order of a map unspecified, and the evaluator's maps iterate in a
-//! different order in every process. So that a rule is deterministic (§6), every macro
+//! different order in every process. So that a rule is deterministic, every macro
 //! (`all`, `exists`, `exists_one`, `map`, `filter`) that ranges over a map ranges over its keys
 //! in sorted order, and no error text carries a value (a map's printed form has that order too).
 
@@ -30,7 +30,7 @@ const SORTED_RANGE: &str = "@verdict_sorted_range";
 /// The longest rule expression, in bytes, and the deepest nesting of brackets in it. The CEL
 /// parser and evaluator recurse once per level, with frames large enough that a dozen nested
 /// brackets, or an operator chain of a thousand terms, overflow a 2 MiB thread stack, which
-/// aborts the process: the Gate must be total (§6), so a rule past these bounds does not
+/// aborts the process: the Gate must be total, so a rule past these bounds does not
 /// compile. Written rules stay far below them.
 const MAX_RULE_BYTES: usize = 512;
 const MAX_RULE_NESTING: usize = 5;

@@ -1,4 +1,4 @@
-//! The advisory score rollup (CONTRACTS.md §6.4), computed as the contract writes it:
+//! The advisory score rollup (docs/spec/decision.md), computed as the specification writes it:
 //! `Σweight·[passed] / Σweight`, summed in the subject's order, so that a score recomputed from
 //! the formula is the same double to the last bit. No division can be by zero: a class with no
 //! required criteria is `null`, and every weight is > 0.

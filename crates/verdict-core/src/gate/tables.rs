@@ -72,7 +72,7 @@ pub(crate) struct Tables {
     row_start: Vec<usize>,
     /// Per verification result: why its output cannot be counted, if it cannot.
     pub output_problem: Vec<Option<String>>,
-    /// Names an item can be cited by (CONTRACTS.md §4 "Refs").
+    /// Names an item can be cited by (docs/spec/evidence.md, "Refs").
     pub refs: Citable,
 }
 

@@ -612,20 +612,9 @@ pub async fn populate(store: &dyn Store) {
             id: "ex-1".parse().unwrap(),
         },
         access: Access::Read,
-        expires_at: "2026-12-31T00:00:00Z".parse().unwrap(),
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
     };
     store.add_grant(&op, &grant).await.unwrap();
-    store
-        .revoke_grant(
-            &op,
-            &Revocation {
-                grant_id: "g-1".parse().unwrap(),
-                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                reason: "done".into(),
-            },
-        )
-        .await
-        .unwrap();
     store
         .put(
             &Actor::new(PRODUCER, Role::Producer),
@@ -687,6 +676,18 @@ pub async fn populate(store: &dyn Store) {
         .unwrap();
     store
         .record_run_status(&verifier, "vrun-1", RunStatus::Completed, None)
+        .await
+        .unwrap();
+    // Revoked once the verifier is done: a result needs its verifier's grant in force.
+    store
+        .revoke_grant(
+            &op,
+            &Revocation {
+                grant_id: "g-1".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "done".into(),
+            },
+        )
         .await
         .unwrap();
     store

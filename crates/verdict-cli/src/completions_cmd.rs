@@ -1,0 +1,28 @@
+//! `verdict completions SHELL`: a completion script generated from the command definitions, so
+//! it can never name a command or an option the binary does not have.
+
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Print a shell completion script for verdict.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:
+  verdict completions bash > ~/.local/share/bash-completion/completions/verdict
+  verdict completions zsh > ~/.zfunc/_verdict        # with fpath+=(~/.zfunc) before compinit
+  verdict completions fish > ~/.config/fish/completions/verdict.fish")]
+pub struct Args {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+pub fn run(args: &Args, mut command: clap::Command) -> Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "verdict", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)
+        .and_then(|()| out.flush())
+        .context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,356 @@
+//! The lifecycle's hostile cases through the built binary (docs/hostile-cases.md, "Lifecycle"):
+//! what `run admit` says, incomplete results, pinned approvals, a late hard failure and
+//! cancellation, on SQLite and on PostgreSQL.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use serde_json::{Value, json};
+use std::process::{Command, Output};
+
+struct Env {
+    store: String,
+    dir: tempfile::TempDir,
+    /// Dropped with the environment, also when a test panics.
+    _pg: Option<verdict_store::scratch::ScratchPostgres>,
+}
+
+impl Env {
+    fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
+        Self {
+            store,
+            dir,
+            _pg: None,
+        }
+    }
+
+    fn postgres() -> Self {
+        let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+        Self {
+            store: pg.url().to_owned(),
+            dir: tempfile::tempdir().unwrap(),
+            _pg: Some(pg),
+        }
+    }
+
+    fn run(&self, token: &str, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_verdict"));
+        cmd.args(args)
+            .args(["--now", NOW])
+            .current_dir(self.dir.path())
+            .env("VERDICT_STORE", &self.store)
+            .env("VERDICT_HOME", self.dir.path().join("home"))
+            .env("VERDICT_TOKEN", token);
+        cmd.output().unwrap()
+    }
+
+    fn ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.run(token, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Runs a command that must fail with `code` (exit status) and `text` in its output.
+    fn fails(&self, token: &str, args: &[&str], code: i32, text: &str) -> String {
+        let out = self.run(token, args);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {all}");
+        assert!(all.contains(text), "{args:?} does not say {text:?}: {all}");
+        all
+    }
+
+    fn file(&self, name: &str, v: &Value) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+        p.display().to_string()
+    }
+}
+
+const NOW: &str = "2026-11-30T12:00:00Z";
+const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
+
+fn result(run: &str, sd: &str, ids: &[&str]) -> Value {
+    let rows: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "status": "passed", "method": "review", "evidence_refs": ["ev-1"]}))
+        .collect();
+    json!({"id": format!("vr-{run}"), "verifier": {"principal": "rev", "class": "reviewer", "run": run},
+           "subject_digest": sd, "generation": 1, "status": "completed",
+           "criteria": rows, "findings": [], "dispositions": []})
+}
+
+fn applying(env: &Env, token: &str) -> Vec<String> {
+    let h: Value = serde_json::from_str(&env.ok(token, &["history", "ex-1", "--json"])).unwrap();
+    h["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["not_applicable"] == json!([]))
+        .map(|d| d["decision"]["outcome"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_lifecycle_fences_through_the_commands() {
+    for env in [Env::sqlite(), Env::postgres()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            // A manual clock: every command below acts at --now.
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &env.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let add =
+            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
+        let (coder, ci, rev, alice) = (
+            add("coder", "producer"),
+            add("ci", "runner"),
+            add("rev", "verifier"),
+            add("alice", "human"),
+        );
+        for (p, a) in [
+            ("coder", "write"),
+            ("ci", "write"),
+            ("rev", "read"),
+            ("alice", "write"),
+        ] {
+            let id = format!("g-{p}");
+            env.ok(
+                &ops,
+                &[
+                    "grant",
+                    "add",
+                    &id,
+                    "--principal",
+                    p,
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    a,
+                    "--expires",
+                    "2027-01-01T00:00:00Z",
+                ],
+            );
+        }
+        let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                            "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
+        let pd = env.ok(&ops, &["policy", "set", &env.file("policy.json", &policy)]);
+        let subject = json!({
+            "schema": "verdict.subject/v1",
+            "execution": {"id": "ex-1", "generation": 1},
+            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "objective": {"revision": "1", "digest": DEF},
+            "criteria": {"revision": "1", "items": [
+                {"id": "tests-pass", "text": "unit tests pass"},
+                {"id": "docs-updated", "text": "the docs say what changed"}]},
+            "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+            "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+        });
+        let sd = env.ok(
+            &coder,
+            &["subject", "put", &env.file("subject.json", &subject)],
+        );
+        let ev = |id: &str, outcome: &str| {
+            json!({"id": id, "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                   "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                   "outcome": outcome, "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                   "freshness": {"kind": "content"}})
+        };
+        env.ok(
+            &ci,
+            &[
+                "evidence",
+                "add",
+                &env.file("ev1.json", &ev("ev-1", "pass")),
+            ],
+        );
+        let req = env.ok(&coder, &["request", "create", "ex-1"]);
+        let admit = |run: &str| {
+            env.ok(
+                &ops,
+                &[
+                    "run",
+                    "admit",
+                    &req,
+                    "--verifier",
+                    "rev",
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    run,
+                ],
+            )
+        };
+
+        // Preflight decided nothing: run admit says only that the run was admitted.
+        assert_eq!(admit("run-1"), "admitted run-1");
+
+        // An incomplete result is refused and ends its run; a new run's complete one counts.
+        let partial = env.file("partial.json", &result("run-1", &sd, &["tests-pass"]));
+        env.fails(
+            &rev,
+            &["result", "submit", &partial],
+            2,
+            "no row for docs-updated",
+        );
+        let h: Value = serde_json::from_str(&env.ok(&ops, &["history", "ex-1", "--json"])).unwrap();
+        assert_eq!(h["runs"][0]["status"], "unavailable");
+        assert!(
+            h["runs"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("invalid_output"),
+            "{h}"
+        );
+        assert_eq!(admit("run-2"), "admitted run-2");
+        let whole = env.file(
+            "whole.json",
+            &result("run-2", &sd, &["tests-pass", "docs-updated"]),
+        );
+        env.ok(&rev, &["result", "submit", &whole]);
+        let d: Value = serde_json::from_str(&env.ok(&ci, &["gate", "run", "ex-1"])).unwrap();
+        assert_eq!(d["outcome"], "pass");
+
+        // status shows the digests a decision must name; a stale one is refused.
+        let status = env.ok(&alice, &["status", "ex-1"]);
+        assert!(status.starts_with("ex-1: pass applies"), "{status}");
+        assert!(
+            status.contains(&format!("subject {sd} (generation 1)")),
+            "{status}"
+        );
+        assert!(
+            status.contains(&format!("policy {pd} (gate default, revision 1)")),
+            "{status}"
+        );
+        env.fails(
+            &alice,
+            &[
+                "decide",
+                "ex-1",
+                "--subject",
+                DEF,
+                "--policy",
+                &pd,
+                "--approve",
+                "--reason",
+                "ok",
+            ],
+            2,
+            "conflict",
+        );
+        env.fails(
+            &alice,
+            &[
+                "decide",
+                "ex-1",
+                "--subject",
+                &sd,
+                "--policy",
+                DEF,
+                "--approve",
+                "--reason",
+                "ok",
+            ],
+            2,
+            "conflict",
+        );
+        env.fails(
+            &alice,
+            &["decide", "ex-1", "--approve", "--reason", "ok"],
+            2,
+            "--subject",
+        );
+        assert_eq!(applying(&env, &alice), vec!["pass"], "nothing was recorded");
+
+        // A run cancelled by an operator (never by its verifier).
+        assert_eq!(admit("run-x"), "admitted run-x");
+        env.fails(
+            &rev,
+            &["run", "cancel", "run-x", "--reason", "mine"],
+            2,
+            "permission_denied",
+        );
+        let c = env.ok(&ops, &["run", "cancel", "run-x", "--reason", "not needed"]);
+        assert_eq!(c, "run run-x cancelled by ops (operator): not needed");
+
+        // A late hard failure: the pass stops applying at once, and after the Gate runs again
+        // only the rework applies.
+        env.ok(
+            &ci,
+            &[
+                "evidence",
+                "add",
+                &env.file("ev2.json", &ev("ev-2", "fail")),
+            ],
+        );
+        let out = env.fails(&alice, &["status", "ex-1"], 1, "evidence_set_moved");
+        assert!(!out.contains("pass applies"), "{out}");
+        env.fails(&ci, &["gate", "run", "ex-1"], 1, "\"rework\"");
+        assert_eq!(applying(&env, &alice), vec!["rework"]);
+
+        // Preflight that decides says what it found.
+        let skipped = admit("run-3");
+        assert!(
+            skipped.starts_with("admitted run-3; preflight decided rework")
+                && skipped.contains("check_failed"),
+            "{skipped}"
+        );
+
+        // The producer cancels its execution; nothing applies and nothing new is taken.
+        env.fails(
+            &rev,
+            &["execution", "cancel", "ex-1", "--reason", "x"],
+            2,
+            "permission_denied",
+        );
+        let c = env.ok(
+            &coder,
+            &["execution", "cancel", "ex-1", "--reason", "withdrawn"],
+        );
+        assert_eq!(c, "execution ex-1 cancelled by coder (producer): withdrawn");
+        let out = env.fails(&alice, &["status", "ex-1"], 1, "execution_cancelled");
+        assert!(out.contains("withdrawn"), "{out}");
+        env.fails(&ci, &["gate", "run", "ex-1"], 2, "cancelled");
+        assert!(applying(&env, &alice).is_empty());
+        let audit = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["audit", "verify"])
+            .env("VERDICT_STORE", &env.store)
+            .output()
+            .unwrap();
+        assert!(
+            audit.status.success(),
+            "{}",
+            String::from_utf8_lossy(&audit.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_cancel_commands_show_an_example() {
+    for args in [&["execution", "cancel"][..], &["run", "cancel"]] {
+        let mut a = args.to_vec();
+        a.push("--help");
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(&a)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Example"), "{args:?} --help:\n{text}");
+    }
+}
