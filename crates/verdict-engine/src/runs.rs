@@ -401,7 +401,7 @@ impl Engine {
         request: &Digest,
         now: &Timestamp,
     ) -> Result<(String, verdict_store::LeaseHolder)> {
-        let job = format!("admit {request}");
+        let job = format!("{}{request}", verdict_store::ADMISSION_LEASE_PREFIX);
         let current = self
             .store
             .pointer(verdict_store::PointerKind::Lease, &job)

@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use verdict_core::contracts::HumanVerdict;
-use verdict_store::{Actor, ActorRole, StoreClock};
+use verdict_store::{About, Actor, ActorRole, DocKind, ProblemKind, StoreClock};
 
 async fn chain_length(w: &World) -> u64 {
     w.engine
@@ -158,6 +158,47 @@ async fn a_policy_the_gate_would_refuse_never_becomes_current() {
         let mut p = policy(2);
         p["on_inconclusive"] = json!("human_required");
         w.engine.set_policy(&w.ops, &p).await.unwrap();
+    })
+    .await;
+}
+
+/// Issue 13, attack 8: a gate-role writer stored a pass with no evidence, `status` took it
+/// for applicable and `audit verify` said the store was intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_make() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        passed(&w, 1, "change A", "run-a").await;
+        assert!(w.engine.verify_store(None).await.unwrap().is_intact());
+        let decisions = w
+            .engine
+            .store()
+            .list(DocKind::Decision, &About::Execution(EXEC.into()))
+            .await
+            .unwrap();
+        let mut forged = decisions[0].value().unwrap();
+        forged["evaluation_key"] = json!(DEF);
+        forged["criteria"] = json!([]);
+        let row = w
+            .engine
+            .store()
+            .put(&Actor::gate("mallory"), DocKind::Decision, &forged)
+            .await
+            .unwrap();
+        // Its hashes agree with the chain: only replaying it shows the Gate never made it.
+        assert!(
+            w.engine
+                .store()
+                .verify_audit(None)
+                .await
+                .unwrap()
+                .is_intact()
+        );
+        let report = w.engine.verify_store(None).await.unwrap();
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        let p = &report.problems[0];
+        assert_eq!(p.kind, ProblemKind::Replay);
+        assert_eq!((p.seq, p.key.as_deref()), (Some(row.seq), Some(DEF)));
     })
     .await;
 }

@@ -308,6 +308,10 @@ impl PointerKind {
     }
 }
 
+/// The prefix of the engine's admission leases (`admit <request digest>`): only the operator
+/// role moves them, so a runner or verifier cannot squat a request's admissions.
+pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
+
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";
 

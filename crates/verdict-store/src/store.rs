@@ -1242,6 +1242,11 @@ impl<B: Backend> Store for StoreImpl<B> {
     ) -> Result<Pointer> {
         actor.may_move(PointerKind::Lease)?;
         check_pointer_name(job, "job name")?;
+        if actor.role != ActorRole::Operator && job.starts_with(records::ADMISSION_LEASE_PREFIX) {
+            return Err(StoreError::Refused(format!(
+                "{job:?} is an admission lease; only the operator role moves it"
+            )));
+        }
         if actor.role != ActorRole::Operator {
             let own =
                 |h: Option<&LeaseHolder>| h.is_some_and(|h| h.holder.as_str() == actor.principal);

@@ -239,7 +239,18 @@ async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
             )
             .await
             .unwrap();
-        // populate revoked the verifier's only grant after its first run.
+        // populate revoked one of the verifier's grants after its first run; the other goes now.
+        store
+            .revoke_grant(
+                &op,
+                &verdict_store::Revocation {
+                    grant_id: "g-2".parse().unwrap(),
+                    revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                    reason: "rotated out".into(),
+                },
+            )
+            .await
+            .unwrap();
         let doc = result(&s, 1, "vrun-2", vec![]);
         let length = store.audit_head().await.unwrap().unwrap().seq;
         let err = store
@@ -272,6 +283,61 @@ async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
             .put(&verifier, DocKind::Verification, &doc)
             .await
             .unwrap();
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
+
+/// Issue 13, attack 7: a runner login took the `admit <request>` lease until 2099 through
+/// cas_lease, and the operator's admissions then failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_lease_cannot_be_squatted() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let runner = Actor::new(RUNNER, Role::Runner);
+        let until_2099 = verdict_store::LeaseHolder {
+            holder: RUNNER.parse().unwrap(),
+            expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
+        };
+        let job = format!("{}{}", verdict_store::ADMISSION_LEASE_PREFIX, d("request"));
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        let err = store
+            .cas_lease(&runner, &job, None, Some(&until_2099))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("admission lease"), "{err}");
+        if t.kind == Kind::Postgres {
+            let (mut conn, login) = connect_as(&t, ActorRole::Runner).await;
+            let new = String::from_utf8(verdict_core::canonical::to_vec(
+                &serde_json::to_value(&until_2099).unwrap(),
+            ))
+            .unwrap();
+            let call = |name: &str, new: &str| {
+                let change = json!({"pointer": "lease", "name": name, "revision": 1, "old": null,
+                                    "new": serde_json::from_str::<serde_json::Value>(new).unwrap()});
+                let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+                let digest =
+                    verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+                let key = verdict_store::records::pointer_change_key("lease", name, 1);
+                format!(
+                    "SELECT * FROM verdict.cas_lease('{RUNNER}', 'runner', '{name}', 0, NULL, '{new}', '{key}', '{digest}', '{body}')"
+                )
+            };
+            let err = try_sql(&mut conn, &call(&job, &new)).await.unwrap_err();
+            assert!(err.contains("admission lease"), "{err}");
+            // Nor a lease of its own name held for someone else.
+            let theirs = new.replace(RUNNER, VERIFIER);
+            let err = try_sql(&mut conn, &call("job-1", &theirs))
+                .await
+                .unwrap_err();
+            assert!(err.contains("only its own leases"), "{err}");
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+            // Its own lease under another name it still takes.
+            try_sql(&mut conn, &call("job-1", &new)).await.unwrap();
+            conn.close().await.unwrap();
+            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+        }
         assert!(store.verify_audit(None).await.unwrap().is_intact());
         t.cleanup().await;
     }

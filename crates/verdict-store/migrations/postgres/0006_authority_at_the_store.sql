@@ -13,6 +13,12 @@
 -- execution at the generation the head names, or whose generation is below the one it
 -- replaces. The store makes the same checks before it calls (both backends).
 --
+-- Admission leases belong to the operator role. cas_lease let a runner or verifier take any
+-- lease for itself, including `admit <request>`, the lease the engine's admissions of a request
+-- take turns under; a runner took it until 2099 and the operator's admissions failed. A lease
+-- named `admit ...` now moves only in the operator role, in the store and in cas_lease; and
+-- cas_lease itself now holds runners and verifiers to their own leases, as the store did.
+--
 -- A result needs its verifier's grant. A verifier whose grant was revoked could write its
 -- result straight through put_verification_results, with no record that the grant had lapsed,
 -- and the result counted. Both result routines now refuse a result unless its verifier holds
@@ -20,7 +26,7 @@
 -- keeps the database's clock, has not expired at clock_timestamp(); the one exception is a
 -- result whose run already ended `unavailable` for `grant_revoked`, which the engine records
 -- before it keeps such a result as history (it never counts). The check is spliced into each
--- routine after the line that parses the body, as schema 5 did.
+-- routine right after schema 5's check of the result's run, which must occur exactly once.
 
 SET LOCAL ROLE __OWNER__;
 SET LOCAL search_path = verdict, pg_temp;
@@ -64,11 +70,36 @@ BEGIN
         p_name, p_expected_revision, p_expected, p_new, p_key, p_digest, p_body);
 END $$;
 
+CREATE OR REPLACE FUNCTION verdict.cas_lease(p_principal text, p_role text, p_name text,
+    p_expected_revision bigint, p_expected text, p_new text, p_key text, p_digest text, p_body text)
+RETURNS TABLE (r_ok boolean, r_revision bigint, r_value text, r_seq bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    IF p_role IS DISTINCT FROM 'operator' AND starts_with(p_name, 'admit ') THEN
+        RAISE EXCEPTION '% is an admission lease; only the operator role moves it', p_name
+            USING ERRCODE = '42501';
+    END IF;
+    -- Runners and verifiers take and release only their own leases, as the store checks.
+    IF p_role IS DISTINCT FROM 'operator' AND (
+            (p_new IS NOT NULL AND (p_new::jsonb ->> 'holder') IS DISTINCT FROM p_principal)
+            OR (p_new IS NULL AND (p_expected::jsonb ->> 'holder') IS DISTINCT FROM p_principal)) THEN
+        RAISE EXCEPTION '% may take and release only its own leases', p_principal
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN QUERY SELECT * FROM verdict._cas('lease', ARRAY['operator', 'runner', 'verifier'],
+        p_principal, p_role, p_name, p_expected_revision, p_expected, p_new, p_key, p_digest,
+        p_body);
+END $$;
+
 DO $make$
 DECLARE
     f record;
     v_def text;
     v_hits integer;
+    -- The last lines of schema 5's check of the result's run: the grant is checked after the
+    -- claims, so a result that names the wrong run is still refused for that.
+    v_marker text := $marker$coalesce(v_doc ->> 'generation', 'none') USING ERRCODE = '42501';
+    END IF;$marker$;
     v_check text := $check$
     IF NOT EXISTS (SELECT 1 FROM verdict.grants ck_g JOIN verdict.subjects ck_s
             ON ck_s.key = (v_doc ->> 'subject_digest')
@@ -88,16 +119,16 @@ DECLARE
 BEGIN
     FOR f IN SELECT * FROM (VALUES
         ('verdict.put_verification_results(text, text, text[], text[], text[], text[])',
-            'v_doc := p_bodies[i]::jsonb;', 'p_keys[i]'),
-        ('verdict.put_one_verification_results(text, text, text, text, text, text)',
-            'v_doc := p_body::jsonb;', 'p_key')
-    ) AS r(signature, marker, key_expr) LOOP
+            'p_keys[i]'),
+        ('verdict.put_one_verification_results(text, text, text, text, text, text)', 'p_key')
+    ) AS r(signature, key_expr) LOOP
         v_def := pg_get_functiondef(f.signature::regprocedure);
-        v_hits := (length(v_def) - length(replace(v_def, f.marker, ''))) / length(f.marker);
+        v_hits := (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker);
         IF v_hits <> 1 THEN
-            RAISE EXCEPTION '%: the body is parsed % times, not once', f.signature, v_hits;
+            RAISE EXCEPTION '%: the run check of schema 5 occurs % times, not once', f.signature,
+                v_hits;
         END IF;
-        EXECUTE replace(v_def, f.marker, f.marker || replace(v_check, '@KEY@', f.key_expr));
+        EXECUTE replace(v_def, v_marker, v_marker || replace(v_check, '@KEY@', f.key_expr));
     END LOOP;
 END $make$;
 
