@@ -1,7 +1,7 @@
 //! `verdict audit`: check the store's audit chain, and sign and check checkpoints of it.
 
 use anyhow::{Context as _, bail};
-use std::io::{BufRead as _, Write as _};
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use verdict_store::{AuditEvent, ChainHead, Checkpoint, Location, checkpoint};
@@ -175,25 +175,26 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok((report, name))
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else if report.is_intact() {
         let head = report.head.as_ref().map_or_else(
             || "empty chain".to_owned(),
             |h| format!("head seq {} {}", h.seq, h.hash),
         );
-        println!(
+        outln!(
             "{name}: audit chain intact: {} events, {} rows re-hashed, {head}",
-            report.events, report.rows
-        );
+            report.events,
+            report.rows
+        )?;
     } else {
-        println!(
+        outln!(
             "{name}: audit verify found {} problem(s) in {} events and {} rows:",
             report.problems.len(),
             report.events,
             report.rows
-        );
+        )?;
         for p in &report.problems {
-            println!("  {p}");
+            outln!("  {p}")?;
         }
     }
     Ok(if report.is_intact() {
@@ -225,7 +226,7 @@ fn sign(args: &CheckpointArgs) -> anyhow::Result<ExitCode> {
 fn keygen(args: &KeygenArgs) -> anyhow::Result<ExitCode> {
     let key = checkpoint::generate_key()?;
     checkpoint::write_key_file(&args.out, &key)?;
-    println!("{}", checkpoint::hex(key.verifying_key().as_bytes()));
+    outln!("{}", checkpoint::hex(key.verifying_key().as_bytes()))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -233,15 +234,17 @@ fn verify_checkpoint(args: &VerifyCheckpointArgs) -> anyhow::Result<ExitCode> {
     let cp = match trusted_checkpoint(&args.checkpoint, &args.public_key) {
         Ok(cp) => cp,
         Err(e) => {
-            println!("invalid: {e:#}");
+            outln!("invalid: {e:#}")?;
             return Ok(ExitCode::from(1));
         }
     };
     let Some(path) = &args.events else {
-        println!(
+        outln!(
             "valid: checkpoint of seq {} head {} signed by {}",
-            cp.seq, cp.head, cp.public_key
-        );
+            cp.seq,
+            cp.head,
+            cp.public_key
+        )?;
         return Ok(ExitCode::SUCCESS);
     };
     let events = read_events(path)?;
@@ -261,16 +264,16 @@ fn verify_checkpoint(args: &VerifyCheckpointArgs) -> anyhow::Result<ExitCode> {
         )),
     }
     if problems.is_empty() {
-        println!(
+        outln!(
             "valid: checkpoint of seq {} holds; exported chain of {} events intact",
             cp.seq,
             events.len()
-        );
+        )?;
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("invalid: {} problem(s):", problems.len());
+        outln!("invalid: {} problem(s):", problems.len())?;
         for p in problems {
-            println!("  {p}");
+            outln!("  {p}")?;
         }
         Ok(ExitCode::from(1))
     }
@@ -314,7 +317,7 @@ fn export(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_out(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_out(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
         Some(path) => {
             // Write beside the target, then rename: a reader never sees half a file.
@@ -322,9 +325,7 @@ fn write_out(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
             std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
         }
-        None => std::io::stdout()
-            .write_all(bytes)
-            .context("writing to standard output")?,
+        None => crate::out::write_all(bytes)?,
     }
     Ok(())
 }

@@ -23,6 +23,8 @@ pub enum ExecutionCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::ExecutionBrowse),
 }
 
 /// `run cancel RUN --reason TEXT`.
@@ -42,18 +44,23 @@ pub struct RunCancelArgs {
 
 /// Runs `execution ...`.
 pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
-    let ExecutionCommand::Cancel {
-        execution,
-        reason,
-        common,
-    } = cmd;
+    let (execution, reason, common) = match cmd {
+        ExecutionCommand::Cancel {
+            execution,
+            reason,
+            common,
+        } => (execution, reason, common),
+        ExecutionCommand::Browse(cmd) => {
+            return runtime()?.block_on(crate::browse_cmd::execution(cmd));
+        }
+    };
     runtime()?.block_on(async {
         let ctx = Ctx::open(&common).await?;
         let c = ctx
             .engine
             .cancel_execution(&ctx.caller().await?, &execution, &reason)
             .await?;
-        println!("{}", describe(&c));
+        outln!("{}", describe(&c))?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -65,7 +72,7 @@ pub(crate) async fn run_cancel(args: RunCancelArgs) -> Result<ExitCode> {
         .engine
         .cancel_run(&ctx.caller().await?, &args.run, &args.reason)
         .await?;
-    println!("{}", describe(&c));
+    outln!("{}", describe(&c))?;
     Ok(ExitCode::SUCCESS)
 }
 

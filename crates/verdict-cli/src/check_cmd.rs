@@ -2,7 +2,8 @@
 
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use verdict_probes::report::{self, Format};
 use verdict_probes::runner::{self, RunOptions, StopReason, Stopper};
 
 const EXAMPLES: &str = "Examples:
-  verdict check examples/checks/web.yaml --var port=8080
+  verdict check examples/checks/web/web.yaml --var port=8080
   verdict check spec.yaml --format junit > checks.xml
   verdict check spec.yaml --print-definitions
   verdict check spec.yaml --subject subject.json --evidence-out evidence.json --principal ci-runner
@@ -58,7 +59,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "subject")]
     evidence_out: Option<PathBuf>,
     /// The runner principal that produces the evidence.
-    #[arg(long, env = "VERDICT_PRINCIPAL")]
+    #[arg(long, env = "VERDICT_PRINCIPAL", hide_env_values = true)]
     principal: Option<String>,
     /// Compare `unchanged` criteria with this baseline.
     #[arg(long, value_name = "FILE")]
@@ -78,7 +79,7 @@ pub struct Args {
     quiet: bool,
 }
 
-fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
+pub(crate) fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for v in raw {
         let Some((k, val)) = v.split_once('=') else {
@@ -93,7 +94,7 @@ fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {
 }
 
 fn print_definitions(spec: &Spec, format: &str, normalised: bool) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     if normalised {
         let docs: Vec<serde_json::Value> = spec
             .checks
@@ -114,7 +115,7 @@ fn print_definitions(spec: &Spec, format: &str, normalised: bool) -> Result<()> 
             writeln!(out, "{} {}", c.id, c.definition_digest)?;
         }
     }
-    Ok(())
+    crate::out::write_all(out.as_bytes())
 }
 
 /// Runs `verdict check`.
@@ -252,9 +253,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     progress.finish();
 
     let color = format == Format::Table && color_wanted(std::io::stdout().is_terminal());
-    std::io::stdout()
-        .lock()
-        .write_all(report::render(&report, format, color).as_bytes())?;
+    crate::out::write_all(report::render(&report, format, color).as_bytes())?;
 
     if let (Some(out), Some(b), Some(p)) = (&args.evidence_out, &bound, &principal) {
         let docs = evidence::evidence_documents(&report, &spec, &b.digest, p)

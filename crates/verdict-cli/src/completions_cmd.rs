@@ -1,8 +1,7 @@
 //! `verdict completions SHELL`: a completion script generated from the command definitions, so
 //! it can never name a command or an option the binary does not have.
 
-use anyhow::{Context, Result};
-use std::io::Write;
+use anyhow::Result;
 use std::process::ExitCode;
 
 /// Print a shell completion script for verdict.
@@ -20,9 +19,6 @@ pub struct Args {
 pub fn run(args: &Args, mut command: clap::Command) -> Result<ExitCode> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "verdict", &mut script);
-    let mut out = std::io::stdout().lock();
-    out.write_all(&script)
-        .and_then(|()| out.flush())
-        .context("writing to standard output")?;
+    crate::out::write_all(&script)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -30,7 +30,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitCode> {
     if args.raw {
         let d = raw_digest(&args.file)?;
-        println!("{d}");
+        outln!("{d}")?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some(kind) = &args.kind else {
@@ -42,11 +42,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .with_context(|| format!("{} is not strict json", args.file))?;
     match digest::verify_carried(kind, &doc) {
         Ok(d) => {
-            println!("{d}");
+            outln!("{d}")?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            println!("{}", digest::digest(kind, &doc));
+            outln!("{}", digest::digest(kind, &doc))?;
             eprintln!("verdict: {}: {e}", args.file);
             Ok(ExitCode::from(1))
         }

@@ -1,9 +1,8 @@
 //! `verdict gate ...`: evaluating bundles with the pure Gate.
 
 use crate::input;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::ExitCode;
 use verdict_core::contracts::{FindingRef, GateDecision, Outcome};
 use verdict_core::gate;
@@ -70,8 +69,7 @@ pub fn exit_code(outcome: Outcome) -> ExitCode {
     }
 }
 
-/// Prints a decision in the chosen format. A closed standard output is an error (exit 2), not
-/// a panic: `print!` would abort the process on a broken pipe.
+/// Prints a decision in the chosen format.
 pub fn print_decision(d: &GateDecision, format: Format) -> Result<()> {
     let bytes = match format {
         Format::Json => {
@@ -81,10 +79,7 @@ pub fn print_decision(d: &GateDecision, format: Format) -> Result<()> {
         }
         Format::Text => text(d).into_bytes(),
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(&bytes)
-        .and_then(|()| out.flush())
-        .context("cannot write the decision to standard output")
+    crate::out::write_all(&bytes)
 }
 
 fn opt<T: std::fmt::Display>(v: Option<&T>) -> String {

@@ -101,21 +101,22 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
                 "system": prompt.as_ref().map(|p| &p.system),
                 "user": prompt.as_ref().map(|p| &p.user),
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?)?;
         }
         Format::Text => {
-            println!("context digest: {}", plan.digest);
-            println!(
+            outln!("context digest: {}", plan.digest)?;
+            outln!(
                 "estimated tokens: {} of a {}-token budget",
-                plan.manifest.construction.estimated_tokens, budget_tokens
-            );
-            println!(
+                plan.manifest.construction.estimated_tokens,
+                budget_tokens
+            )?;
+            outln!(
                 "== manifest ==\n{}",
                 serde_json::to_string_pretty(&manifest)?
-            );
+            )?;
             if let Some(p) = &prompt {
-                println!("== system ==\n{}", p.system);
-                println!("== user ==\n{}", p.user);
+                outln!("== system ==\n{}", p.system)?;
+                outln!("== user ==\n{}", p.user)?;
             }
         }
     }

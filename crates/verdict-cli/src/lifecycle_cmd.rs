@@ -16,18 +16,18 @@ use verdict_store::{Access, Location, ScopeKind, StoreClock};
 pub struct Common {
     /// The caller's token (shown once by `init` or `principal add`).
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
     /// `./.verdict/verdict.db`).
-    #[arg(long, env = "VERDICT_STORE")]
-    store: Option<String>,
+    #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+    pub(crate) store: Option<String>,
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
-    gate: String,
+    pub(crate) gate: String,
     /// The time to act at (RFC 3339 UTC), only for a store initialised with `--clock manual`;
     /// a store on the system clock refuses it and takes every time from its own clock.
     #[arg(long)]
-    now: Option<String>,
+    pub(crate) now: Option<String>,
 }
 
 const EXAMPLES: &str = "Examples:
@@ -126,6 +126,7 @@ pub enum LifecycleCommand {
     Result(ResultCommand),
     /// Approve or reject the subject and policy reviewed (human, never the producer).
     #[command(
+        group = clap::ArgGroup::new("verdict").required(true).multiple(false),
         after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded."
     )]
     Decide {
@@ -138,10 +139,10 @@ pub enum LifecycleCommand {
         #[arg(long)]
         policy: String,
         /// Approve.
-        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        #[arg(long, group = "verdict")]
         approve: bool,
         /// Reject.
-        #[arg(long)]
+        #[arg(long, group = "verdict")]
         reject: bool,
         /// Why (required).
         #[arg(long)]
@@ -178,8 +179,15 @@ pub enum LifecycleCommand {
         after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else. On an empty store it initialises it and shows the operator's token once; run again with that token (--token or VERDICT_TOKEN), it starts a new execution."
     )]
     Quickstart {
-        #[command(flatten)]
-        common: Common,
+        /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`,
+        /// else `./.verdict/verdict.db`). The quickstart makes its own principals and gate, so
+        /// it takes no gate or time.
+        #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
+        store: Option<String>,
+        /// An operator's token, needed on a store that is already initialised (only an
+        /// operator adds principals); an empty store is initialised and its token shown once.
+        #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -197,6 +205,8 @@ pub enum PrincipalCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PrincipalBrowse),
 }
 
 /// `grant ...`.
@@ -238,6 +248,8 @@ pub enum GrantCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::GrantBrowse),
 }
 
 /// `policy ...`.
@@ -251,6 +263,8 @@ pub enum PolicyCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::PolicyBrowse),
 }
 
 /// `subject ...`.
@@ -264,6 +278,8 @@ pub enum SubjectCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::SubjectScaffold),
 }
 
 /// `evidence ...`.
@@ -294,6 +310,10 @@ pub enum RequestCommand {
         /// fields are refused.
         #[arg(long, default_value = "{}")]
         budget: String,
+        /// The capability the reliability ledger files this attempt under (default: the
+        /// subject's mission and work item kinds).
+        #[arg(long)]
+        capability: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -321,6 +341,8 @@ pub enum RunCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Browse(crate::browse_cmd::RunBrowse),
     /// Cancel a run that has not ended (operator only), with a reason.
     Cancel(crate::cancel_cmd::RunCancelArgs),
 }
@@ -336,6 +358,8 @@ pub enum ResultCommand {
         #[command(flatten)]
         common: Common,
     },
+    #[command(flatten)]
+    Scaffold(crate::scaffold_cmd::ResultScaffold),
 }
 
 /// `gate run EXECUTION`.
@@ -346,6 +370,9 @@ pub enum ResultCommand {
 pub struct GateRunArgs {
     /// Execution id.
     execution: String,
+    /// Output format: json (the stored decision's canonical bytes) or text.
+    #[arg(long, value_enum, default_value_t = crate::gate_cmd::Format::Json)]
+    format: crate::gate_cmd::Format,
     #[command(flatten)]
     common: Common,
 }
@@ -452,7 +479,12 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
         let ctx = Ctx::open(&args.common).await?;
         let caller = ctx.caller().await?;
         let g = ctx.engine.gate_run(&caller, &args.execution).await?;
-        println!("{}", g.bytes);
+        match args.format {
+            crate::gate_cmd::Format::Json => outln!("{}", g.bytes)?,
+            crate::gate_cmd::Format::Text => {
+                crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
+            }
+        }
         if ctx.engine.store().clock().await? == StoreClock::Manual {
             eprintln!("store clock: manual (the decision's time was set with --now)");
         }
@@ -469,7 +501,7 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
             .parse()
             .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
         let g = ctx.engine.gate_replay(&key).await?;
-        println!("{}", g.bytes);
+        outln!("{}", g.bytes)?;
         eprintln!("replayed: identical to the stored decision");
         Ok(ExitCode::SUCCESS)
     })
@@ -492,7 +524,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 ctx.engine.store().describe(),
                 clock.as_str()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Principal(PrincipalCommand::Add { name, role, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -505,7 +537,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 "principal {name:?} ({}) created; its token is shown only now:",
                 role.as_str()
             );
-            println!("{token}");
+            outln!("{token}")?;
         }
         C::Grant(GrantCommand::Add {
             id,
@@ -541,14 +573,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &expires,
                 )
                 .await?;
-            println!("granted {id}");
+            outln!("granted {id}")?;
         }
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
             let ctx = Ctx::open(&common).await?;
             ctx.engine
                 .revoke(&ctx.caller().await?, &id, &reason)
                 .await?;
-            println!("revoked {id}");
+            outln!("revoked {id}")?;
         }
         C::Policy(PolicyCommand::Set { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -556,7 +588,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .set_policy(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Subject(SubjectCommand::Put { file, common }) => {
             let ctx = Ctx::open(&common).await?;
@@ -564,8 +596,18 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .put_subject(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
+        C::Principal(PrincipalCommand::Browse(cmd)) => {
+            return crate::browse_cmd::principal(cmd).await;
+        }
+        C::Grant(GrantCommand::Browse(cmd)) => return crate::browse_cmd::grant(cmd).await,
+        C::Policy(PolicyCommand::Browse(cmd)) => return crate::browse_cmd::policy(cmd).await,
+        C::Run(RunCommand::Browse(cmd)) => return crate::browse_cmd::run(cmd).await,
+        C::Subject(SubjectCommand::Scaffold(cmd)) => {
+            return crate::scaffold_cmd::subject(cmd).await;
+        }
+        C::Result(ResultCommand::Scaffold(cmd)) => return crate::scaffold_cmd::result(cmd).await,
         C::Evidence(EvidenceCommand::Add { file, common }) => {
             let ctx = Ctx::open(&common).await?;
             let docs = match read_json(&file)? {
@@ -573,12 +615,13 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 one => vec![one],
             };
             for d in ctx.engine.add_evidence(&ctx.caller().await?, &docs).await? {
-                println!("{d}");
+                outln!("{d}")?;
             }
         }
         C::Request(RequestCommand::Create {
             execution,
             budget,
+            capability,
             common,
         }) => {
             let ctx = Ctx::open(&common).await?;
@@ -586,9 +629,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             let d = ctx
                 .engine
-                .create_request(&ctx.caller().await?, &execution, &budget)
+                .create_request_for(
+                    &ctx.caller().await?,
+                    &execution,
+                    &budget,
+                    capability.as_deref(),
+                )
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Run(RunCommand::Cancel(args)) => return crate::cancel_cmd::run_cancel(args).await,
         C::Run(RunCommand::Admit {
@@ -609,15 +657,15 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             // Preflight speaks only when the deterministic evidence already decides; otherwise
             // its outcome is the Gate's without any verifier, which says nothing about the run.
             if pre.skipped {
-                println!(
+                outln!(
                     "admitted {run}; preflight decided {} from the deterministic evidence alone, so the verifier will not be called:",
                     pre.outcome.as_str()
-                );
+                )?;
                 for r in &pre.reasons {
-                    println!("  {r}");
+                    outln!("  {r}")?;
                 }
             } else {
-                println!("admitted {run}");
+                outln!("admitted {run}")?;
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
@@ -626,7 +674,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .engine
                 .submit_result(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
-            println!("{}", s.digest);
+            outln!("{}", s.digest)?;
             if let Some(why) = s.why_not {
                 eprintln!("stored as history, not counted: {why}");
             }
@@ -664,7 +712,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &reviewed,
                 )
                 .await?;
-            println!("{d}");
+            outln!("{d}")?;
         }
         C::Status {
             execution,
@@ -678,37 +726,37 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .as_ref()
                 .is_some_and(|v| v.decision.outcome.as_str() == "pass");
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                outln!("{}", serde_json::to_string_pretty(&s)?)?;
             } else {
                 match (&s.applicable, &s.latest) {
-                    (Some(v), _) => println!(
+                    (Some(v), _) => outln!(
                         "{execution}: {} applies\n{}",
                         v.decision.outcome.as_str(),
                         line(v)
-                    ),
-                    (None, Some(v)) => println!(
+                    )?,
+                    (None, Some(v)) => outln!(
                         "{execution}: no decision applies; the latest does not because {}\n{}",
                         why(v),
                         line(v)
-                    ),
-                    (None, None) => println!("{execution}: no decision yet"),
+                    )?,
+                    (None, None) => outln!("{execution}: no decision yet")?,
                 }
                 if let Some(c) = &s.cancelled {
-                    println!("{}", crate::cancel_cmd::describe(c));
+                    outln!("{}", crate::cancel_cmd::describe(c))?;
                 }
                 // The digests a human decision must name (`decide --subject --policy`).
                 if let Some(h) = &s.head {
-                    println!("subject {} (generation {})", h.subject_digest, h.generation);
+                    outln!("subject {} (generation {})", h.subject_digest, h.generation)?;
                 }
                 if let Some(g) = &s.gate {
-                    println!(
+                    outln!(
                         "policy {} (gate {}, revision {})",
                         g.policy_digest,
                         ctx.engine.gate(),
                         g.revision
-                    );
+                    )?;
                 }
-                println!("store clock: {} at {}", s.clock.as_str(), s.now);
+                outln!("store clock: {} at {}", s.clock.as_str(), s.now)?;
             }
             return Ok(if passing {
                 ExitCode::SUCCESS
@@ -724,11 +772,11 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let h = ctx.engine.history(&execution).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&h)?);
+                outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
-                println!("decisions of {execution}:");
+                outln!("decisions of {execution}:")?;
                 for v in &h.decisions {
-                    println!(
+                    outln!(
                         "  {}  {}",
                         if v.applies() {
                             "applies".to_owned()
@@ -736,14 +784,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             format!("not applicable ({})", why(v))
                         },
                         line(v)
-                    );
+                    )?;
                 }
-                println!("runs:");
+                outln!("runs:")?;
                 for r in &h.runs {
                     let counted = r
                         .counted
                         .map_or("no result", |c| if c { "counted" } else { "history only" });
-                    println!(
+                    outln!(
                         "  {} {} ({}) generation {} {} [{counted}]{}",
                         r.run_id,
                         r.verifier,
@@ -754,37 +802,52 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             .as_deref()
                             .map(|d| format!(": {d}"))
                             .unwrap_or_default()
-                    );
+                    )?;
+                    for line in run_calls(r) {
+                        outln!("    {line}")?;
+                    }
                 }
             }
         }
-        C::Quickstart { common } => {
-            let ctx = Ctx::open(&common).await?;
+        C::Quickstart { store, token } => {
+            let ctx = Ctx::open(&Common {
+                token,
+                store: store.clone(),
+                gate: verdict_engine::DEFAULT_GATE.to_owned(),
+                now: None,
+            })
+            .await?;
+            // The first failed write is kept and reported once the flow has ended.
+            let mut written = Ok(());
             let q = verdict_engine::quickstart::run(
                 ctx.engine.store().clone(),
                 ctx.token.as_deref(),
-                &mut |l: &str| println!("{l}"),
+                &mut |l: &str| {
+                    if written.is_ok() {
+                        written = outln!("{l}");
+                    }
+                },
             )
             .await?;
+            written?;
             if let Some(token) = &q.operator_token {
-                println!(
+                outln!(
                     "this store was empty, so the quickstart initialised it; its operator's token is shown only now (give it with --token or VERDICT_TOKEN to run the quickstart again):\n{token}"
-                );
+                )?;
             }
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
-            println!("final decision: {last}");
+            outln!("final decision: {last}")?;
             // Commands that work as printed, in the same shell: a store named by `--store`
             // (rather than by VERDICT_STORE or the default) is named again.
-            let store = common
-                .store
+            let store = store
                 .as_deref()
                 .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
                 .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
             let ex = shell_word(&q.execution);
-            println!("inspect it with:");
-            println!("  verdict status {ex} --gate quickstart{store}");
-            println!("  verdict history {ex} --gate quickstart{store}");
-            println!("  verdict audit verify{store}");
+            outln!("inspect it with:")?;
+            outln!("  verdict status {ex} --gate quickstart{store}")?;
+            outln!("  verdict history {ex} --gate quickstart{store}")?;
+            outln!("  verdict audit verify{store}")?;
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions
                     .last()
@@ -793,6 +856,44 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run's model calls for `history`: one line per receipt, then the cache key its result was
+/// reused from.
+fn run_calls(r: &verdict_engine::RunView) -> Vec<String> {
+    let mut lines: Vec<String> = r
+        .receipts
+        .iter()
+        .map(|c| {
+            let count = |t: Option<u64>| t.map_or_else(|| "?".to_owned(), |t| t.to_string());
+            let cost = c
+                .cost_estimate
+                .map(|x| format!(", cost {x:.6}"))
+                .unwrap_or_default();
+            let detail = c
+                .detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            format!(
+                "call sample {} attempt {}: {} {} snapshot {}, tokens {} in {} out{}{cost}, {} ms, {}{detail}",
+                c.sample,
+                c.attempt,
+                c.provider,
+                c.model,
+                c.snapshot.as_deref().unwrap_or("unreported"),
+                count(c.tokens_in),
+                count(c.tokens_out),
+                if c.tokens_estimated { " (estimated)" } else { "" },
+                c.latency_ms,
+                c.outcome
+            )
+        })
+        .collect();
+    if let Some(k) = &r.cache_key {
+        lines.push(format!("result reused from the cache ({k}); no call made"));
+    }
+    lines
 }
 
 /// `s` as one POSIX shell word: as it is when it holds only characters no shell treats

@@ -1,21 +1,33 @@
 //! The `verdict` binary: one face over the crates of the workspace.
 //!
 //! Each command lives in its own module with a `clap::Args` struct and a `run` function that
-//! returns the process exit code; this file only dispatches.
+//! returns the process exit code; this file only dispatches. Standard output goes through
+//! [`out`], never `print!`.
+
+#![deny(clippy::print_stdout)]
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+#[macro_use]
+mod out;
+
+mod attest_cmd;
 mod audit_cmd;
+mod browse_cmd;
 mod cancel_cmd;
 mod check_cmd;
 mod completions_cmd;
 mod digest_cmd;
+mod export_cmd;
 mod gate_cmd;
 mod input;
 mod judge_cmd;
+mod key_cmd;
+mod ledger_cmd;
 mod lifecycle_cmd;
 mod man_cmd;
+mod scaffold_cmd;
 mod schema_cmd;
 mod store_cmd;
 mod stream;
@@ -68,14 +80,30 @@ enum Command {
     /// run, result, decide, status, history, quickstart.
     #[command(flatten)]
     Lifecycle(lifecycle_cmd::LifecycleCommand),
-    /// Cancel an execution, with a reason (an operator, or its producer).
+    /// List and show executions; cancel one, with a reason (an operator, or its producer).
     #[command(
         subcommand,
-        after_help = "Example:\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
+        after_help = "Examples:\n  verdict execution show ex-1\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
     )]
     Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Create and export the ed25519 keys attestations are signed with.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict key generate --out attest.key --public-out attest.pub"
+    )]
+    Key(key_cmd::KeyCommand),
+    /// Sign a stored decision as in-toto statements in DSSE envelopes, or verify such a file.
+    Attest(Box<attest_cmd::Args>),
+    /// Write a subject's check evidence as JUnit, or a decision as GitHub check payloads.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  verdict export junit ex-1 --out verdict-junit.xml"
+    )]
+    Export(export_cmd::ExportCommand),
+    /// The reliability ledger: verified pass rates per capability cohort.
+    Ledger(Box<ledger_cmd::Args>),
     /// Print a shell completion script (bash, elvish, fish, powershell, zsh).
     Completions(completions_cmd::Args),
     /// Write the manual pages of every command into a directory.
@@ -95,6 +123,10 @@ fn main() -> ExitCode {
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Key(cmd) => key_cmd::run(cmd),
+        Command::Attest(args) => attest_cmd::run(&args),
+        Command::Export(cmd) => export_cmd::run(cmd),
+        Command::Ledger(args) => ledger_cmd::run(&args),
         Command::Completions(args) => completions_cmd::run(&args, Cli::command()),
         Command::Man(args) => man_cmd::run(&args, Cli::command()),
     };

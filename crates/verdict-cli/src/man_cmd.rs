@@ -29,7 +29,7 @@ pub fn run(args: &Args, command: clap::Command) -> Result<ExitCode> {
         verdict_probes::evidence::write_atomic(&path, bytes)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    println!("{} pages written to {}", pages.len(), args.out.display());
+    outln!("{} pages written to {}", pages.len(), args.out.display())?;
     Ok(ExitCode::SUCCESS)
 }
 

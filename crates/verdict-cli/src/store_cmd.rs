@@ -54,19 +54,23 @@ fn migrate(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
             args.role_prefix.as_deref(),
         ))
         .with_context(|| format!("migrating {}", location.redacted()))?;
+    // Opened again to say where it is, with the role prefix on PostgreSQL.
+    let store = runtime
+        .block_on(verdict_store::open(&location))
+        .with_context(|| format!("opening {}", location.redacted()))?;
     if report.from == report.to {
-        println!(
+        outln!(
             "{}: schema version {} is current",
-            location.redacted(),
+            store.describe(),
             report.to
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{}: migrated schema version {} -> {}",
-            location.redacted(),
+            store.describe(),
             report.from,
             report.to
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,12 +9,13 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use verdict_core::contracts::{
-    CheckEvidence, Finding, Subject, UnavailableReason, VerificationStatus,
+    CheckEvidence, Finding, Id, Policy, Subject, UnavailableReason, VerificationStatus,
 };
 use verdict_core::digest::{self, Digest};
-use verdict_engine::{ModelVerifier, RunOutcome, VerifyTask};
+use verdict_engine::{ModelVerifier, RunOutcome, RunReport, VerifyTask};
+use verdict_judge::cache::{FileCache, ResultCache};
 use verdict_judge::config::VerifiersFile;
 use verdict_judge::request::{
     EvidenceInput, JudgeRequest, ObjectiveInput, ResourceInput, VerifierIdentity,
@@ -32,6 +33,12 @@ Per class: the run is admitted (as the caller), preflight runs first (when the d
 evidence already ends in rework or blocked, no model is called and the run records why), then
 the judge runs, the context manifest is recorded with the run, and the result is submitted,
 `unavailable` ones included. One line per class: class, run id, status, reason.
+
+Cache: a class with `cache: true` (the default) reuses a valid result of an earlier run with
+the same context digest (subject, generation, criteria, data, budget), provider, model and
+parameters, instructions, sampling, reply schema and ref waivers, without calling the model.
+Unavailable results are never cached. The cache is $VERDICT_HOME/judge-cache (else
+./.verdict/judge-cache) or --cache-dir; delete it to clear it, or pass --no-cache.
 
 Exit status: 0 when every class completed, 1 otherwise, 2 on bad input or a refusal.
 
@@ -58,6 +65,13 @@ pub struct Args {
     /// the subject pins for NAME.
     #[arg(long = "resource", value_name = "NAME=FILE")]
     resources: Vec<String>,
+    /// Where valid results are cached for reuse (default `$VERDICT_HOME/judge-cache`, else
+    /// `./.verdict/judge-cache`); delete the directory to clear it.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+    /// Neither read nor write the cache for this run.
+    #[arg(long)]
+    no_cache: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -73,6 +87,8 @@ struct Material {
     subject_digest: Digest,
     objective: ObjectiveInput,
     resources: Vec<ResourceInput>,
+    /// The subject's criteria the pinned policy waives the verifier's ref rule for.
+    refs_waived: Vec<Id>,
 }
 
 impl Material {
@@ -129,6 +145,7 @@ impl Material {
             resources: self.resources.clone(),
             evidence,
             prior_findings,
+            evidence_refs_waived: self.refs_waived.clone(),
         };
         req.validate()?;
         Ok(req)
@@ -223,11 +240,32 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         .await?
         .with_context(|| format!("no subject {subject_digest}"))?
         .decode()?;
+    // The policy the request pinned says which criteria, if any, may pass without refs.
+    let policy_digest: Digest = request
+        .get("policy_digest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("request {request_digest}: policy_digest: {e}"))?;
+    let policy: Policy = engine
+        .store()
+        .get(DocKind::Policy, &policy_digest)
+        .await?
+        .with_context(|| format!("no policy {policy_digest}"))?
+        .decode()?;
+    let refs_waived = subject
+        .criteria
+        .items
+        .iter()
+        .map(|c| c.id.clone())
+        .filter(|id| policy.evidence_refs_waived.contains(id))
+        .collect();
     let material = Material {
         objective: objective(&args.objective, &subject)?,
         resources: resources(&args.resources, &subject)?,
         subject,
         subject_digest,
+        refs_waived,
     };
     let mut file = VerifiersFile::load(&args.verifiers)?;
     let cap = verdict_engine::RequestBudget::of_request(&request)
@@ -238,10 +276,27 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         }
     }
     let base = args.verifiers.parent().unwrap_or_else(|| Path::new("."));
+    let cache: Option<Arc<dyn ResultCache>> = if args.no_cache {
+        None
+    } else {
+        Some(Arc::new(FileCache::new(cache_dir(
+            args.cache_dir.as_deref(),
+        ))))
+    };
     let mut judges = Vec::new();
     for class in &classes {
-        let judge = Judge::from_config(&file, class, base)
+        let mut judge = Judge::from_config(&file, class, base)
             .with_context(|| format!("verifier class {class:?}"))?;
+        let config = &judge.class().config;
+        if config.budget.max_cost.is_some() && config.provider.price().is_none() {
+            bail!(
+                "verifier class {class:?}: the request caps cost, but the class has no \
+                 provider.price to estimate costs with"
+            );
+        }
+        if let Some(cache) = &cache {
+            judge = judge.with_cache(cache.clone());
+        }
         judges.push((class.clone(), judge));
     }
     // A dry build with what is stored now, so a request the judge would refuse is bad input
@@ -289,11 +344,11 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             .await?;
         if pre.skipped {
             all_completed = false;
-            println!(
+            outln!(
                 "{class} {run_id} skipped preflight {}: {}",
                 pre.outcome.as_str(),
                 pre.reasons.join("; ")
-            );
+            )?;
             continue;
         }
         let model = JudgeVerifier {
@@ -304,9 +359,16 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         let called = engine.run_model(&caller, &run_id, &model).await;
         let mut record = model.last.lock().ok().and_then(|mut s| s.take());
         if let Some(run) = &record {
-            engine
-                .record_run_context(&caller, &run_id, &run.manifest.to_value())
-                .await?;
+            let report = RunReport {
+                manifest: run.manifest.to_value(),
+                receipts: run.receipts.clone(),
+                detail: run.detail.clone(),
+                cache_key: run.cache_key.as_ref().map(|k| k.0.to_string()),
+            };
+            engine.record_run_context(&caller, &run_id, &report).await?;
+            if let Some(key) = &run.cache_key {
+                eprintln!("{class} {run_id}: result reused from the cache ({})", key.0);
+            }
         }
         let outcome = match (called, record.as_mut()) {
             (Ok(o), _) => o,
@@ -343,19 +405,19 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 if let Some(why) = &s.why_not {
                     reason = format!("{reason} (not counted: {why})");
                 }
-                println!("{class} {run_id} {status} {reason}");
+                outln!("{class} {run_id} {status} {reason}")?;
             }
             (RunOutcome::Skipped(pre), _) => {
                 all_completed = false;
-                println!(
+                outln!(
                     "{class} {run_id} skipped preflight {}: {}",
                     pre.outcome.as_str(),
                     pre.reasons.join("; ")
-                );
+                )?;
             }
             (RunOutcome::Submitted(s), None) => {
                 all_completed = false;
-                println!("{class} {run_id} submitted {}", s.digest);
+                outln!("{class} {run_id} submitted {}", s.digest)?;
             }
         }
     }
@@ -364,6 +426,18 @@ async fn verify(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The cache directory: `--cache-dir`, else `$VERDICT_HOME/judge-cache`, else
+/// `./.verdict/judge-cache` (next to the default store).
+fn cache_dir(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return dir.to_owned();
+    }
+    let home = std::env::var_os(verdict_store::location::HOME_ENV)
+        .filter(|h| !h.is_empty())
+        .map_or_else(|| PathBuf::from(".verdict"), PathBuf::from);
+    home.join("judge-cache")
 }
 
 /// Lowers a class's budget to the caps the request pins; a cap never raises a limit.

@@ -88,6 +88,41 @@ fn core_depends_on_no_other_verdict_crate_and_no_runtime() {
     }
 }
 
+/// verdict-attest is pure: it reaches only the core, no store, runtime, clock, file or network,
+/// so what it signs and checks depends on nothing but the documents and keys it is handed.
+#[test]
+fn attest_depends_only_on_the_core_and_does_no_io() {
+    let table = deps("verdict-attest").unwrap();
+    for n in names(&table) {
+        assert!(
+            !n.starts_with("verdict-") || n == "verdict-core",
+            "verdict-attest depends on {n}"
+        );
+        assert!(
+            !["tokio", "async-trait", "futures", "getrandom", "rand"].contains(&n.as_str()),
+            "verdict-attest depends on {n}"
+        );
+    }
+    for entry in std::fs::read_dir(crates_dir().join("verdict-attest/src")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for needle in [
+            "std::fs",
+            "std::net",
+            "std::process",
+            "std::env",
+            "SystemTime",
+            "Instant",
+        ] {
+            assert!(
+                !text.contains(needle),
+                "{} uses {needle}; verdict-attest does no I/O and reads no clock",
+                path.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn every_crate_is_in_the_code_map() {
     let map = std::fs::read_to_string(crates_dir().join("../ARCHITECTURE.md")).unwrap();
@@ -459,4 +494,72 @@ fn the_specification_gives_the_defaults_the_code_applies() {
 
     let budget = serde_json::to_value(verdict_judge::config::Budget::default()).unwrap();
     assert_eq!(defaults_agree("verifiers.md", "## Budget", &budget), 7);
+}
+
+#[test]
+fn the_specification_lists_every_applicability_code() {
+    use verdict_engine::NotApplicable::{self as N, *};
+    let all = [
+        SubjectMoved,
+        GenerationMoved,
+        PolicyRevisionMoved,
+        Expired,
+        EvidenceSetMoved,
+        ExecutionCancelled,
+    ];
+    // No wildcard: a new code fails to compile here until it is listed above.
+    for code in all {
+        match code {
+            N::SubjectMoved
+            | N::GenerationMoved
+            | N::PolicyRevisionMoved
+            | N::Expired
+            | N::EvidenceSetMoved
+            | N::ExecutionCancelled => {}
+        }
+    }
+    let codes: Vec<String> = spec_table(
+        "applicability.md",
+        "# Applicability: whether a decision applies now",
+    )
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect();
+    let expected: Vec<&str> = all.iter().map(|c| c.as_str()).collect();
+    assert_eq!(codes, expected);
+}
+
+#[test]
+fn the_specification_names_every_unavailable_reason() {
+    use verdict_core::contracts::UnavailableReason::{self as U, *};
+    let all = [
+        Timeout,
+        ProviderError,
+        BudgetExhausted,
+        ContextIncomplete,
+        GrantRevoked,
+        Cancelled,
+        InvalidOutput,
+    ];
+    for reason in all {
+        match reason {
+            U::Timeout
+            | U::ProviderError
+            | U::BudgetExhausted
+            | U::ContextIncomplete
+            | U::GrantRevoked
+            | U::Cancelled
+            | U::InvalidOutput => {}
+        }
+    }
+    let row = spec_table("evidence.md", "## Verification result")
+        .into_iter()
+        .find(|r| r[0] == "unavailable_reason")
+        .unwrap();
+    let listed: Vec<&str> = row[1]
+        .split([',', ':', ' '])
+        .filter(|w| w.contains('_') || all.iter().any(|r| r.as_str() == *w))
+        .collect();
+    let expected: Vec<&str> = all.iter().map(|r| r.as_str()).collect();
+    assert_eq!(listed, expected);
 }

@@ -70,7 +70,15 @@ fn bash_completes(script: &str, words: &[String], partial: &str) -> Vec<String> 
         quoted.join(" "),
         words.len() + 1
     );
-    let out = Command::new("bash").args(["-c", &driver]).output().unwrap();
+    // On standard input: the script is larger than one argument may be (128 KiB on Linux).
+    let mut child = Command::new("bash")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), driver.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{}",

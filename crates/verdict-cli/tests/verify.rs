@@ -1,5 +1,6 @@
-//! `verdict verify` run as the built binary against a real SQLite store and a fake
-//! OpenAI-compatible server on loopback, started by each test.
+//! `verdict verify` run as the built binary against a real store (SQLite, and PostgreSQL where
+//! what is stored is the point) and a fake OpenAI-compatible server on loopback, started by
+//! each test.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -24,6 +25,10 @@ enum Reply {
     Garbage,
     /// Schema-valid, but its pass cites `objective`, which is no citable entry.
     CitesObjective,
+    /// Two choices: the first all passed, the second failed.
+    TwoChoices,
+    /// A 401 whose body echoes the Authorization header, the key across the excerpt's cut.
+    EchoKey,
 }
 
 struct Server {
@@ -40,34 +45,50 @@ fn nonce_of(system: &str) -> String {
 
 async fn answer(
     State((mode, calls)): State<(Reply, Arc<AtomicUsize>)>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
-) -> axum::Json<Value> {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     calls.fetch_add(1, Ordering::SeqCst);
     let req: Value = serde_json::from_slice(&body).unwrap();
     let system = req["messages"][0]["content"].as_str().unwrap_or_default();
-    let content = match mode {
-        Reply::Valid => json!({
-            "nonce": nonce_of(system),
-            "criteria": [{"id": "tests-pass", "status": "passed", "evidence_refs": ["ev-1"],
-                          "rationale": "the unit tests ran and passed"}],
-            "findings": [], "dispositions": []
-        })
-        .to_string(),
-        Reply::Garbage => "certainly! everything passes <<<".to_owned(),
-        Reply::CitesObjective => json!({
-            "nonce": nonce_of(system),
-            "criteria": [{"id": "tests-pass", "status": "passed", "evidence_refs": ["objective"],
-                          "rationale": "the objective says so"}],
-            "findings": [], "dispositions": []
-        })
-        .to_string(),
+    let row = |status: &str, refs: &[&str]| {
+        json!({"id": "tests-pass", "status": status, "evidence_refs": refs,
+               "rationale": "the unit tests ran"})
     };
+    let doc = |rows: Value| {
+        json!({"nonce": nonce_of(system), "criteria": rows, "findings": [], "dispositions": []})
+            .to_string()
+    };
+    let content = match mode {
+        Reply::Valid => doc(json!([row("passed", &["ev-1"])])),
+        Reply::Garbage => "certainly! everything passes <<<".to_owned(),
+        Reply::CitesObjective => doc(json!([row("passed", &["objective"])])),
+        Reply::TwoChoices => doc(json!([row("passed", &["ev-1"])])),
+        Reply::EchoKey => {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            // The excerpt keeps 512 bytes: the key starts 40 bytes before the cut.
+            let lead = "{\"error\": \"rejected Authorization: ";
+            let pad = "x".repeat(512 - 40 - lead.len() - "Bearer ".len());
+            let body = format!("{pad}{lead}{auth}\"}}");
+            return (axum::http::StatusCode::UNAUTHORIZED, body).into_response();
+        }
+    };
+    let mut choices = vec![json!({"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}})];
+    if let Reply::TwoChoices = mode {
+        choices.push(json!({"index": 1, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": doc(json!([row("failed", &[])]))}}));
+    }
     axum::Json(json!({
-        "id": "c-1", "model": "judge-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content}}],
+        "id": "c-1", "model": "judge-model", "system_fingerprint": "fp_cli",
+        "choices": choices,
         "usage": {"prompt_tokens": 10, "completion_tokens": 10}
     }))
+    .into_response()
 }
 
 fn server(mode: Reply) -> Server {
@@ -95,7 +116,20 @@ fn server(mode: Reply) -> Server {
 struct Env {
     store: String,
     dir: tempfile::TempDir,
+    /// Dropped with the environment, also when a test panics.
+    _pg: Option<verdict_store::scratch::ScratchPostgres>,
 }
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+/// The variable the key-echo test's verifiers file names; set only on that test's commands.
+const KEY_VAR: &str = "VERDICT_VERIFY_TEST_KEY";
 
 impl Env {
     fn run(&self, token: Option<&str>, args: &[&str]) -> Output {
@@ -103,6 +137,8 @@ impl Env {
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("VERDICT_STORE", &self.store)
+            .env("VERDICT_HOME", self.dir.path().join("home"))
+            .env("VERDICT_VERIFY_TEST_KEY", long_key())
             .env_remove("VERDICT_TOKEN");
         if let Some(t) = token {
             cmd.env("VERDICT_TOKEN", t);
@@ -157,11 +193,36 @@ fn raw(bytes: &[u8]) -> String {
         .to_owned()
 }
 
+/// A 96-character key with no repeated 12-character run.
+fn long_key() -> String {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let body: String = (0..93)
+        .map(|i| char::from(alphabet[(i * 17 + i / 7) % alphabet.len()]))
+        .collect();
+    format!("sk-{body}")
+}
+
 fn setup(outcome: &str, url: &str) -> Setup {
+    setup_on(Backend::Sqlite, outcome, url, None)
+}
+
+/// [`setup`] on `backend`; `key_var` makes the class send the key held in that variable.
+fn setup_on(backend: Backend, outcome: &str, url: &str, key_var: Option<&str>) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let env = Env {
-        store: format!("sqlite:{}", dir.path().join("store/verdict.db").display()),
-        dir,
+    let env = match backend {
+        Backend::Sqlite => Env {
+            store: format!("sqlite:{}", dir.path().join("store/verdict.db").display()),
+            dir,
+            _pg: None,
+        },
+        Backend::Postgres => {
+            let pg = verdict_store::scratch::ScratchPostgres::create("verify").unwrap();
+            Env {
+                store: pg.url().to_owned(),
+                dir,
+                _pg: Some(pg),
+            }
+        }
     };
     let ops = env.ok(None, &["init", "--operator", "ops"]);
     let add = |n: &str, r: &str| env.ok(Some(&ops), &["principal", "add", n, "--role", r]);
@@ -215,8 +276,12 @@ fn setup(outcome: &str, url: &str) -> Setup {
     let ef = env.file("ev.json", ev.to_string().as_bytes());
     env.ok(Some(&ci), &["evidence", "add", &ef]);
     let request = env.ok(Some(&coder), &["request", "create", "ex-1"]);
+    let mut provider = json!({"kind": "openai", "base_url": url, "model": "judge-model"});
+    if let Some(var) = key_var {
+        provider["api_key_env"] = json!(var);
+    }
     let verifiers = json!({"version": 1, "classes": {"reviewer": {
-        "provider": {"kind": "openai", "base_url": url, "model": "judge-model"},
+        "provider": provider,
         "budget": {"timeout_s": 20, "max_attempts": 2, "backoff_ms": 10}}}});
     let verifiers = env.file("verifiers.json", verifiers.to_string().as_bytes());
     let objective = env.file("objective.md", OBJECTIVE.as_bytes());
@@ -508,4 +573,183 @@ fn the_request_budget_caps_the_class_budget() {
         "{}",
         text(&out.stderr)
     );
+}
+
+fn history(s: &Setup) -> Value {
+    serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap()
+}
+
+#[test]
+fn receipts_are_stored_with_the_run_and_history_shows_them() {
+    for backend in BACKENDS {
+        // A valid run: one receipt with what the call reported.
+        let srv = server(Reply::Valid);
+        let s = setup_on(backend, "pass", &srv.url, None);
+        exits(&s.verify(&s.rev, &[]), 0);
+        let h = history(&s);
+        let run = &h["runs"][0];
+        let rc = &run["receipts"][0];
+        assert_eq!(rc["provider"], "openai-compatible", "{backend:?}: {h}");
+        assert_eq!(rc["model"], "judge-model");
+        assert_eq!(rc["snapshot"], "fp_cli");
+        assert_eq!(
+            (rc["tokens_in"].clone(), rc["tokens_out"].clone()),
+            (json!(10), json!(10))
+        );
+        assert_eq!(
+            (rc["attempt"].clone(), rc["outcome"].clone()),
+            (json!(1), json!("valid"))
+        );
+        assert!(rc["latency_ms"].is_u64());
+        assert!(
+            run["context_digest"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+        assert_eq!(run["detail"], Value::Null);
+        let text = s.env.ok(None, &["history", "ex-1"]);
+        assert!(
+            text.contains("call sample 0 attempt 1: openai-compatible judge-model snapshot fp_cli, tokens 10 in 10 out")
+                && text.contains(", valid"),
+            "{backend:?}: {text}"
+        );
+
+        // A reply with two answers: unavailable, and the stored receipt keeps the full detail.
+        let srv = server(Reply::TwoChoices);
+        let s = setup_on(backend, "pass", &srv.url, None);
+        let stdout = exits(&s.verify(&s.rev, &[]), 1);
+        assert!(
+            stdout.contains(" unavailable invalid_output: the response has 2 choices"),
+            "{stdout}"
+        );
+        let h = history(&s);
+        let run = &h["runs"][0];
+        assert_eq!(run["status"], "unavailable", "{backend:?}: {h}");
+        assert_eq!(run["receipts"][0]["outcome"], "invalid_output");
+        assert!(
+            run["receipts"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("2 choices")
+                && run["detail"].as_str().unwrap().contains("2 choices"),
+            "{backend:?}: {h}"
+        );
+        let (_, decision) = s.gate();
+        assert_ne!(decision["outcome"], "pass", "{decision}");
+    }
+}
+
+#[test]
+fn an_echoed_key_reaches_neither_output_nor_the_store() {
+    let key = long_key();
+    for backend in BACKENDS {
+        let srv = server(Reply::EchoKey);
+        let s = setup_on(backend, "pass", &srv.url, Some(KEY_VAR));
+        let out = s.verify(&s.rev, &[]);
+        let stdout = exits(&out, 1);
+        assert!(stdout.contains(" unavailable provider_error"), "{stdout}");
+        assert!(stdout.contains("[redacted]"), "{stdout}");
+        let shown = format!(
+            "{stdout}\n{}\n{}\n{}",
+            text(&out.stderr),
+            s.env.ok(None, &["history", "ex-1", "--json"]),
+            s.env.ok(None, &["history", "ex-1"]),
+        );
+        for i in 0..=key.len() - 12 {
+            assert!(
+                !shown.contains(&key[i..i + 12]),
+                "{backend:?}: {:?} of the key is shown:\n{shown}",
+                &key[i..i + 12]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_cache_reuses_only_valid_results_and_lives_under_verdict_home() {
+    for backend in BACKENDS {
+        let srv = server(Reply::Valid);
+        let s = setup_on(backend, "pass", &srv.url, None);
+        exits(&s.verify(&s.rev, &[]), 0);
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 1);
+        let cache = s.env.dir.path().join("home/judge-cache");
+        assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "{backend:?}");
+
+        // The same context, model and prompt: reused, no call, and the run says so.
+        let out = s.verify(&s.rev, &[]);
+        exits(&out, 0);
+        assert_eq!(
+            srv.calls.load(Ordering::SeqCst),
+            1,
+            "{backend:?}: the model was called"
+        );
+        assert!(
+            text(&out.stderr).contains("reused from the cache"),
+            "{}",
+            text(&out.stderr)
+        );
+        let h = history(&s);
+        assert_eq!(
+            h["runs"][1]["cache_key"]
+                .as_str()
+                .map(|k| k.starts_with("sha256:")),
+            Some(true),
+            "{h}"
+        );
+        assert_eq!(h["runs"][1]["receipts"], json!([]));
+        assert_eq!(h["runs"][1]["counted"], true);
+
+        // --no-cache calls; a damaged entry is a miss; deleting the directory clears it.
+        exits(&s.verify(&s.rev, &["--no-cache"]), 0);
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 2);
+        for e in std::fs::read_dir(&cache).unwrap() {
+            let p = e.unwrap().path();
+            let doc = std::fs::read_to_string(&p).unwrap();
+            std::fs::write(&p, doc.replace("\"ev-1\"", "\"objective\"")).unwrap();
+        }
+        exits(&s.verify(&s.rev, &[]), 0);
+        assert_eq!(
+            srv.calls.load(Ordering::SeqCst),
+            3,
+            "a damaged entry was served"
+        );
+        std::fs::remove_dir_all(&cache).unwrap();
+        exits(&s.verify(&s.rev, &[]), 0);
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 4);
+        let (_, decision) = s.gate();
+        assert_eq!(decision["outcome"], "pass", "{decision}");
+
+        // An unavailable result is never reused.
+        let srv = server(Reply::Garbage);
+        let s = setup_on(backend, "pass", &srv.url, None);
+        exits(&s.verify(&s.rev, &[]), 1);
+        exits(&s.verify(&s.rev, &[]), 1);
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 2, "{backend:?}");
+    }
+}
+
+#[test]
+fn a_cost_cap_on_a_class_without_prices_is_refused_before_any_run() {
+    let srv = server(Reply::Valid);
+    let s = setup("pass", &srv.url);
+    let capped = s.env.ok(
+        Some(&s.coder),
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--budget",
+            r#"{"max_cost": 1}"#,
+        ],
+    );
+    let out = s.verify_request(&capped, &s.rev, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("no provider.price"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(history(&s)["runs"], json!([]));
 }

@@ -3,13 +3,14 @@
 //! execution's cancellation and the store's time; nothing is ever written over.
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
 };
 use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_core::digest::Digest;
+use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
@@ -109,8 +110,16 @@ pub struct RunView {
     /// Whether its result (if any) counts now.
     pub counted: Option<bool>,
     /// Why it ended as it did, where the engine recorded words for it: who cancelled it and
-    /// why, or what was wrong with the result refused at submission.
+    /// why, what was wrong with the result refused at submission, or why its model run was
+    /// unavailable, in full (secrets redacted).
     pub detail: Option<String>,
+    /// The digest of the context its model was shown, when recorded.
+    pub context_digest: Option<Digest>,
+    /// One receipt per provider call (provider, model, snapshot, tokens, cost, latency,
+    /// attempt, outcome, failure detail).
+    pub receipts: Vec<Receipt>,
+    /// The cache key its result was served from, when it was.
+    pub cache_key: Option<String>,
 }
 
 /// What [`Engine::decision_views`] reads.
@@ -159,6 +168,14 @@ impl Engine {
     async fn decision_views(&self, execution: &str, now: &Timestamp) -> Result<Views> {
         let head = self.execution_head(execution).await?;
         let gate = self.gate_head().await?;
+        // A gate exists once a policy is set for it. Without this, every decision would read
+        // as `policy_revision_moved`, which hides a misspelt `--gate`.
+        if gate.is_none() {
+            return Err(EngineError::NotFound {
+                what: "gate",
+                key: self.gate.clone(),
+            });
+        }
         let cancelled = self.execution_cancellation(execution).await?;
         let mut current: Option<Current> = None;
         let mut views = Vec::new();
@@ -312,7 +329,12 @@ impl Engine {
                 .map_or("admitted", verdict_store::RunStatus::as_str)
                 .to_owned();
             let mut counted = None;
+            let mut context = None;
             if let Some(run) = &run {
+                context = self
+                    .contexts_about(&run.admission.subject_digest, &run_id)
+                    .await?
+                    .pop();
                 for row in self
                     .store
                     .list(
@@ -375,7 +397,13 @@ impl Engine {
                 status,
                 preflight: note.get("preflight").cloned().unwrap_or_default(),
                 counted,
-                detail,
+                detail: detail.or_else(|| context.as_ref().and_then(|c| c.detail.clone())),
+                context_digest: context.as_ref().map(|c| c.context_digest.clone()),
+                receipts: context
+                    .as_ref()
+                    .map(|c| c.receipts.clone())
+                    .unwrap_or_default(),
+                cache_key: context.and_then(|c| c.cache_key),
             });
         }
         Ok(History {

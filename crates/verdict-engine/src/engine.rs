@@ -271,6 +271,13 @@ impl Engine {
     ) -> Result<()> {
         self.require_role(caller, &[Role::Operator], "grant access")
             .await?;
+        // A grant that has lapsed already would give nothing; storing it would only mislead.
+        let now = &self.now().await?;
+        if *expires_at <= *now {
+            return Err(invalid("grant")(format!(
+                "it expires at {expires_at}, which is not after now ({now}); give an expiry in the future"
+            )));
+        }
         if self.store.principal(principal).await?.is_none() {
             return Err(EngineError::NotFound {
                 what: "principal",

@@ -58,8 +58,9 @@ pub enum EngineError {
         /// The evaluation key.
         key: String,
     },
-    /// The store refused or failed.
-    #[error("store: {0}")]
+    /// The store refused or failed. Its text is the store error's own: with it also as the
+    /// source, a prefix here would print it twice in an error chain.
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

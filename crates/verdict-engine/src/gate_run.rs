@@ -282,6 +282,11 @@ impl Engine {
     /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the
     /// bytes must equal the stored ones. `key` is the evaluation key.
     pub async fn gate_replay(&self, key: &Digest) -> Result<GateRun> {
+        Ok(self.replay_with_bundle(key).await?.0)
+    }
+
+    /// [`Engine::gate_replay`], also returning the rebuilt bundle that reproduced the decision.
+    pub async fn replay_with_bundle(&self, key: &Digest) -> Result<(GateRun, Value)> {
         let stored =
             self.store
                 .decision_by_key(key)
@@ -326,11 +331,14 @@ impl Engine {
                 message: e.to_string(),
             })?;
             if bytes == stored.body.as_bytes() {
-                return Ok(GateRun {
-                    decision: again,
-                    bytes: stored.body,
-                    inserted: false,
-                });
+                return Ok((
+                    GateRun {
+                        decision: again,
+                        bytes: stored.body,
+                        inserted: false,
+                    },
+                    bundle,
+                ));
             }
             last_err = EngineError::ReplayMismatch {
                 key: key.to_string(),

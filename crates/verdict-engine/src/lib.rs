@@ -33,15 +33,20 @@
 //! ```
 
 mod applicability;
+pub mod attest;
 mod budget;
 mod cancel;
 mod engine;
 pub mod error;
 mod gate_run;
+pub mod ledger;
+mod ledger_read;
 mod lineage;
+mod listing;
 mod notes;
 pub mod quickstart;
 mod runs;
+pub mod scaffold;
 mod subjects;
 pub mod token;
 
@@ -50,11 +55,14 @@ pub use budget::RequestBudget;
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
+pub use listing::{
+    ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,
+};
 pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
 };
 pub use runs::{
-    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunOutcome,
-    Submitted, VerifyTask,
+    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunContext,
+    RunContextSchema, RunOutcome, RunReport, Submitted, VerifyTask,
 };
 pub use subjects::Reviewed;

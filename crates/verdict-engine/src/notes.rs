@@ -127,7 +127,7 @@ impl Engine {
     /// Whether the audit event that appended `row` names the engine, in the operator role, as
     /// its writer. On PostgreSQL the role is the database's own check: a producer's connection
     /// cannot append in the operator role.
-    async fn written_by_engine(&self, row: &Stored) -> Result<bool> {
+    pub(crate) async fn written_by_engine(&self, row: &Stored) -> Result<bool> {
         let events = self
             .store
             .audit_events(row.seq.saturating_sub(1), 1)

@@ -5,6 +5,8 @@ use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use crate::notes::{RESULT_REFUSAL_SCHEMA, ResultRefusal};
 use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use verdict_core::contracts::{
@@ -12,6 +14,7 @@ use verdict_core::contracts::{
     VerificationStatus,
 };
 use verdict_core::digest::{Digest, DigestKind};
+use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, Run, RunAdmission, RunStatus};
 
 /// Schema of a verification request.
@@ -20,6 +23,58 @@ pub const REQUEST_SCHEMA: &str = "verdict.request/v1";
 pub const ADMISSION_SCHEMA: &str = "verdict.admission/v1";
 /// Schema of the note that records the context manifest a run's model was shown.
 pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
+
+/// The schema tag of a run context note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RunContextSchema {
+    /// Version 1.
+    #[serde(rename = "verdict.run-context/v1")]
+    V1,
+}
+
+/// What a model run reports besides its result, for [`Engine::record_run_context`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunReport {
+    /// The context manifest the model was shown.
+    pub manifest: Value,
+    /// One receipt per provider call, in order (none when the result came from the cache).
+    #[serde(default)]
+    pub receipts: Vec<Receipt>,
+    /// Why the run is unavailable, in full and with secrets redacted; `None` when it completed.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// The cache key the result was served from, when it was.
+    #[serde(default)]
+    pub cache_key: Option<String>,
+}
+
+/// The engine's note of one model run: what the model was shown and what each call did.
+/// Stored with the run's subject; `history` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunContext {
+    /// `verdict.run-context/v1`.
+    pub schema: RunContextSchema,
+    /// The run.
+    pub run_id: String,
+    /// Its subject.
+    pub subject_digest: Digest,
+    /// `digest("context", manifest)`, computed by the engine.
+    pub context_digest: Digest,
+    /// The context manifest.
+    pub manifest: Value,
+    /// One receipt per provider call: provider, model and snapshot, tokens, cost, latency,
+    /// attempt, outcome and the full (redacted) failure detail.
+    #[serde(default)]
+    pub receipts: Vec<Receipt>,
+    /// Why the run is unavailable, in full; absent when it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The cache key the result was served from; absent when the model was called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+}
 
 /// Reasons that deterministic evidence alone can raise; if preflight finds one that already
 /// means rework or blocked, no model verifier can change the outcome and none is called.
@@ -117,7 +172,26 @@ impl Engine {
         execution: &str,
         budget: &Value,
     ) -> Result<Digest> {
+        self.create_request_for(caller, execution, budget, None)
+            .await
+    }
+
+    /// [`Engine::create_request`], naming the capability the reliability ledger files the
+    /// attempt under instead of the one it derives from the subject.
+    pub async fn create_request_for(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        budget: &Value,
+        capability: Option<&str>,
+    ) -> Result<Digest> {
         let now = &self.now().await?;
+        let capability = capability
+            .map(|c| {
+                c.parse::<Name>()
+                    .map_err(|e| invalid("capability")(format!("{c:?}: {e}")))
+            })
+            .transpose()?;
         self.require_role(
             caller,
             &[Role::Producer, Role::Operator],
@@ -168,6 +242,11 @@ impl Engine {
             "risk_class": serde_json::to_value(subject.risk.class).unwrap_or(Value::Null),
             "budget": budget,
         });
+        let mut doc = doc;
+        if let (Some(c), Value::Object(map)) = (&capability, &mut doc) {
+            // Only when named, so requests that name none keep their digests.
+            map.insert("capability".to_owned(), Value::from(c.as_str()));
+        }
         Ok(self
             .store
             .put(&caller.actor(), DocKind::Request, &doc)
@@ -661,14 +740,15 @@ impl Engine {
         Ok(out)
     }
 
-    /// Records the context manifest the model of run `run_id` was shown, with its digest
-    /// (`digest("context", manifest)`), as a note about the run's subject. Only the run's own
+    /// Records what the model of run `run_id` was shown (the context manifest, with its digest
+    /// `digest("context", manifest)`) and what each provider call did (its receipts and the
+    /// run's full failure detail), as a note about the run's subject. Only the run's own
     /// verifier or an operator may record it; the digest is computed here, never taken on trust.
     pub async fn record_run_context(
         &self,
         caller: &Principal,
         run_id: &str,
-        manifest: &Value,
+        report: &RunReport,
     ) -> Result<Digest> {
         let run = self
             .own_run(
@@ -678,23 +758,25 @@ impl Engine {
                 format!("record the context of run {run_id:?}"),
             )
             .await?;
-        let digest = verdict_core::digest::digest(DigestKind::Context, manifest);
-        let note = json!({
-            "schema": RUN_CONTEXT_SCHEMA,
-            "run_id": run_id,
-            "subject_digest": run.admission.subject_digest.as_str(),
-            "context_digest": digest.as_str(),
-            "manifest": manifest,
-        });
-        // Stored by the engine, as admission notes are: the caller was checked above.
-        self.store
-            .put(&Self::system(), DocKind::Request, &note)
-            .await?;
+        let digest = verdict_core::digest::digest(DigestKind::Context, &report.manifest);
+        let note = RunContext {
+            schema: RunContextSchema::V1,
+            run_id: run_id.to_owned(),
+            subject_digest: run.admission.subject_digest.clone(),
+            context_digest: digest.clone(),
+            manifest: report.manifest.clone(),
+            receipts: report.receipts.clone(),
+            detail: report.detail.clone(),
+            cache_key: report.cache_key.clone(),
+        };
+        // Stored by the engine, as its other notes are: the caller was checked above, and a
+        // note of this shape written by anyone else is not believed when read back.
+        self.put_note(&note).await?;
         Ok(digest)
     }
 
     /// The context notes recorded for a run, in the order they were stored.
-    pub async fn run_contexts(&self, run_id: &str) -> Result<Vec<Value>> {
+    pub async fn run_contexts(&self, run_id: &str) -> Result<Vec<RunContext>> {
         let run = self
             .store
             .run(run_id)
@@ -703,17 +785,20 @@ impl Engine {
                 what: "run",
                 key: run_id.to_owned(),
             })?;
-        let about = About::Subject(run.admission.subject_digest.clone());
-        let mut out = Vec::new();
-        for row in self.store.list(DocKind::Request, &about).await? {
-            let v = row.value()?;
-            if v.get("schema") == Some(&json!(RUN_CONTEXT_SCHEMA))
-                && v.get("run_id") == Some(&json!(run_id))
-            {
-                out.push(v);
-            }
-        }
-        Ok(out)
+        self.contexts_about(&run.admission.subject_digest, run_id)
+            .await
+    }
+
+    /// The context notes of run `run_id` among the engine's notes about `subject`.
+    pub(crate) async fn contexts_about(
+        &self,
+        subject: &Digest,
+        run_id: &str,
+    ) -> Result<Vec<RunContext>> {
+        let notes: Vec<RunContext> = self
+            .notes(&About::Subject(subject.clone()), RUN_CONTEXT_SCHEMA)
+            .await?;
+        Ok(notes.into_iter().filter(|n| n.run_id == run_id).collect())
     }
 
     /// A verifier submits its result for its run. The engine validates it against the run and

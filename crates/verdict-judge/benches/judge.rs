@@ -63,6 +63,7 @@ fn request(criteria: usize, required_kib: usize, optional_kib: usize) -> JudgeRe
         ],
         evidence: vec![],
         prior_findings: vec![],
+        evidence_refs_waived: vec![],
     }
 }
 
@@ -101,6 +102,8 @@ fn benches(c: &mut Criterion) {
     let rules = ReplyRules {
         nonce: nonce.as_str(),
         manifest: &plan.manifest,
+        refs_waived: &[],
+        redact: &verdict_judge::reply::no_secrets,
     };
     c.bench_function("validate_reply_20_criteria", |b| {
         b.iter(|| black_box(validator.validate(black_box(&reply), rules).unwrap()))

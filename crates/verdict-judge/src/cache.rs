@@ -3,14 +3,20 @@
 //! A result may be reused only when everything that shaped it is the same: the criteria
 //! revision, the template, the provider with its model and parameters, the sampling, the exact
 //! context (its digest covers the subject, generation, criteria, data and budget) and the reply
-//! schema version. The key is the digest of all of these. Only valid results are stored;
-//! failures never are, so a transient outage is not remembered as an answer.
+//! schema version, and the criteria the policy waives the ref rule for. The key is the digest of
+//! all of these. Only valid results are stored; failures never are, so a transient outage is not
+//! remembered as an answer. A result read back is checked against the run's context again
+//! before it is served (see `Judge`), so an entry damaged or edited on disk is a miss, never a
+//! different answer.
+//!
+//! [`FileCache`] keeps one file per key in a directory (`verdict verify` uses
+//! `$VERDICT_HOME/judge-cache`); deleting the directory clears it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use verdict_core::contracts::{CriterionRow, Disposition, Finding, Name, Runtime};
+use verdict_core::contracts::{CriterionRow, Disposition, Finding, Id, Name, Runtime};
 use verdict_core::digest::{self, Digest};
 
 /// The key of a cached result.
@@ -34,12 +40,17 @@ pub struct KeyParts<'a> {
     pub context_digest: &'a Digest,
     /// The reply schema version.
     pub schema_version: &'a str,
+    /// The criteria whose passes may cite no ref (they change which replies are valid).
+    pub refs_waived: &'a [Id],
 }
 
 impl KeyParts<'_> {
     /// The key: raw SHA-256 of the canonical form of all parts.
     #[must_use]
     pub fn key(&self) -> CacheKey {
+        let mut waived: Vec<&str> = self.refs_waived.iter().map(Id::as_str).collect();
+        waived.sort_unstable();
+        waived.dedup();
         let doc = json!({
             "criteria_revision": self.criteria_revision,
             "template_digest": self.template_digest,
@@ -48,6 +59,7 @@ impl KeyParts<'_> {
             "sampling": [self.sampling.0, self.sampling.1],
             "context_digest": self.context_digest,
             "schema_version": self.schema_version,
+            "refs_waived": waived,
         });
         CacheKey(digest::raw(&verdict_core::canonical::to_vec(&doc)))
     }
@@ -55,6 +67,7 @@ impl KeyParts<'_> {
 
 /// A valid, combined result as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CachedResult {
     /// Rows.
     pub criteria: Vec<CriterionRow>,
@@ -110,5 +123,76 @@ impl ResultCache for MemoryCache {
         if let Ok(mut m) = self.map.lock() {
             m.insert(key, value);
         }
+    }
+}
+
+/// A cache on disk: one file per key, `<hex of the key>.json`, holding the key and the result.
+/// A file is written whole under a temporary name and renamed into place, so a reader never
+/// sees half of one; anything unreadable, malformed or filed under another key is a miss.
+#[derive(Debug, Clone)]
+pub struct FileCache {
+    dir: std::path::PathBuf,
+}
+
+/// One file of a [`FileCache`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    key: CacheKey,
+    result: CachedResult,
+}
+
+impl FileCache {
+    /// A cache in `dir`, created (owner-only on unix) when first written to.
+    #[must_use]
+    pub fn new(dir: impl Into<std::path::PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    #[must_use]
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &CacheKey) -> std::path::PathBuf {
+        let hex = key.0.as_str().trim_start_matches("sha256:");
+        self.dir.join(format!("{hex}.json"))
+    }
+
+    fn write(&self, key: CacheKey, value: CachedResult) -> std::io::Result<()> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&self.dir)?;
+        let path = self.path(&key);
+        let bytes = serde_json::to_vec(&Entry { key, result: value })
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let tmp = path.with_extension(format!(
+            "tmp-{}",
+            nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path).inspect_err(|_| {
+            // Nothing half-written is left behind.
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+}
+
+impl ResultCache for FileCache {
+    fn get(&self, key: &CacheKey) -> Option<CachedResult> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        let doc = verdict_core::json::parse(&bytes).ok()?;
+        let entry: Entry = verdict_core::contracts::decode_plain(&doc).ok()?;
+        (entry.key == *key).then_some(entry.result)
+    }
+
+    fn put(&self, key: CacheKey, value: CachedResult) {
+        // A cache that cannot be written only costs a call next time.
+        let _ = self.write(key, value);
     }
 }

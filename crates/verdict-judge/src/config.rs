@@ -19,7 +19,9 @@
 use crate::provider::{AnthropicProvider, CommandProvider, OpenAiProvider, Provider};
 use crate::secret::Secret;
 use crate::template;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -82,7 +84,7 @@ pub enum ConfigError {
 }
 
 /// Per-million-token prices, for the cost estimate on receipts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     /// Price of one million input tokens.
@@ -122,7 +124,7 @@ fn default_anthropic_version() -> String {
 }
 
 /// Which provider a class calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProviderConfig {
     /// OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM).
@@ -214,7 +216,7 @@ fn d_backoff() -> u64 {
 }
 
 /// What one run of a class may spend.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
     /// The prompt must fit this many estimated tokens (default 32000).
@@ -263,7 +265,7 @@ impl Default for Budget {
 
 /// k-of-n sampling: `n` calls, at least `k` of which must give a valid result; any
 /// disagreement between valid results makes the criterion inconclusive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sampling {
     /// Calls made.
@@ -288,7 +290,7 @@ impl Sampling {
 }
 
 /// Where the class instructions come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum TemplateSource {
     /// A built-in template by name (`reviewer`, `security`).
@@ -310,7 +312,7 @@ fn yes() -> bool {
 }
 
 /// One verifier class.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassConfig {
     /// The provider.
@@ -330,8 +332,12 @@ pub struct ClassConfig {
 }
 
 /// A parsed verifiers file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "verdict verifiers file",
+    description = "Which provider, model, budget and instructions each verifier class uses (version 1)"
+)]
 pub struct VerifiersFile {
     /// Format version; must be 1.
     pub version: u32,
@@ -372,6 +378,7 @@ impl VerifiersFile {
         } else {
             serde_norway::from_str::<serde_json::Value>(text).map_err(|e| perr(e.to_string()))?
         };
+        check_providers(&value).map_err(perr)?;
         let file: Self =
             verdict_core::contracts::decode_plain(&value).map_err(|e| perr(e.to_string()))?;
         if file.version != 1 {
@@ -401,6 +408,50 @@ impl VerifiersFile {
             template,
         })
     }
+}
+
+/// The JSON Schema (draft 2020-12) of a verifiers file, derived from the types that read it.
+#[must_use]
+pub fn verifiers_schema() -> Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<VerifiersFile>()
+        .to_value()
+}
+
+/// The `kind` values a provider may have, as written in a verifiers file.
+pub const PROVIDER_KINDS: [&str; 3] = ["openai", "anthropic", "command"];
+
+/// Checks every class's `provider` for a known `kind` before the typed decode, whose message
+/// for a wrong one would speak of serde's tagged enums rather than of the file.
+fn check_providers(value: &Value) -> Result<(), String> {
+    let Some(classes) = value.get("classes").and_then(Value::as_object) else {
+        return Ok(()); // the typed decode says what is wrong
+    };
+    let kinds = PROVIDER_KINDS.join(", ");
+    for (name, class) in classes {
+        let at = format!("/classes/{name}/provider");
+        let Some(provider) = class.get("provider") else {
+            continue; // "missing field `provider`" from the decode is plain enough
+        };
+        let Some(provider) = provider.as_object() else {
+            return Err(format!(
+                "{at}: the provider must be a mapping with a `kind` (one of {kinds})"
+            ));
+        };
+        match provider.get("kind") {
+            None => {
+                return Err(format!("{at}: `kind` is missing; expected one of {kinds}"));
+            }
+            Some(Value::String(k)) if PROVIDER_KINDS.contains(&k.as_str()) => {}
+            Some(other) => {
+                return Err(format!(
+                    "{at}/kind: {other} is not a provider kind; expected one of {kinds}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl ClassConfig {
@@ -707,6 +758,43 @@ mod tests {
             f.class("reviewer", Path::new(".")).unwrap_err(),
             ConfigError::UnknownClass("reviewer".into())
         );
+    }
+
+    #[test]
+    fn a_wrong_provider_is_named_with_the_file_the_place_and_the_valid_kinds() {
+        for (text, place, shown) in [
+            (
+                "version: 1\nclasses:\n  reviewer:\n    provider: {kind: openaii, model: m}\n",
+                "/classes/reviewer/provider/kind",
+                "\"openaii\" is not a provider kind",
+            ),
+            (
+                r#"{"version": 1, "classes": {"sec": {"provider": {"kind": 7, "model": "m"}}}}"#,
+                "/classes/sec/provider/kind",
+                "7 is not a provider kind",
+            ),
+            (
+                "version: 1\nclasses:\n  reviewer:\n    provider: {model: m}\n",
+                "/classes/reviewer/provider",
+                "`kind` is missing",
+            ),
+            (
+                "version: 1\nclasses:\n  reviewer:\n    provider: openai\n",
+                "/classes/reviewer/provider",
+                "must be a mapping",
+            ),
+        ] {
+            let err = VerifiersFile::parse(text.as_bytes(), "team/verifiers.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("team/verifiers.yaml: "), "{err}");
+            assert!(err.contains(place) && err.contains(shown), "{err}");
+            assert!(err.contains("openai, anthropic, command"), "{err}");
+            assert!(
+                !err.contains("tagged") && !err.contains("ProviderConfig"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct JudgeRun {
     pub detail: Option<String>,
     /// Whether the result came from the cache (then no call was made).
     pub cache_hit: bool,
+    /// The key it was served from, on a cache hit.
+    pub cache_key: Option<CacheKey>,
     /// Criteria and prior findings on which samples disagreed.
     pub disagreements: Vec<String>,
     /// The rationale each valid sample gave per criterion.
@@ -197,11 +199,12 @@ impl Judge {
         let key = self.cache_key(req, &plan);
         if let (Some(cache), Some(key)) = (&self.cache, &key)
             && let Some(hit) = cache.get(key)
+            && fits(&hit, &plan.manifest, &req.evidence_refs_waived)
         {
-            return Ok(self.finish_cached(req, &plan, hit));
+            return Ok(self.finish_cached(req, &plan, hit, key.clone()));
         }
         let outcome = {
-            let work = self.sample_all(&plan, &state);
+            let work = self.sample_all(&plan, &req.evidence_refs_waived, &state);
             tokio::select! {
                 biased;
                 () = cancel => Err(fail(UnavailableReason::Cancelled, "the run was cancelled by its caller")),
@@ -240,6 +243,7 @@ impl Judge {
                 sampling: (s.n, s.needed()),
                 context_digest: &plan.digest,
                 schema_version: reply::RESULT_SCHEMA_VERSION,
+                refs_waived: &req.evidence_refs_waived,
             }
             .key(),
         )
@@ -248,6 +252,7 @@ impl Judge {
     async fn sample_all(
         &self,
         plan: &ContextPlan,
+        waived: &[Id],
         state: &Mutex<RunState>,
     ) -> Result<Combined, Failure> {
         let budget = &self.class.config.budget;
@@ -259,7 +264,7 @@ impl Judge {
         let mut first_failure: Option<Failure> = None;
         let mut failures = 0u32;
         for sample in 0..n {
-            match self.one_sample(sample, plan, deadline, state).await {
+            match self.one_sample(sample, plan, waived, deadline, state).await {
                 Ok(v) => valid.push(v),
                 Err(f) => {
                     failures += 1;
@@ -271,6 +276,11 @@ impl Judge {
                     } else {
                         f
                     };
+                    // A spent budget ends the run: what was spent past a cap is never made
+                    // up for by the samples that came before it.
+                    if f.reason == UnavailableReason::BudgetExhausted {
+                        return Err(f);
+                    }
                     first_failure.get_or_insert(f);
                     if failures > n - needed {
                         return Err(first_failure.unwrap_or_else(|| {
@@ -294,6 +304,7 @@ impl Judge {
         &self,
         sample: u32,
         plan: &ContextPlan,
+        waived: &[Id],
         deadline: Instant,
         state: &Mutex<RunState>,
     ) -> Result<ValidReply, Failure> {
@@ -309,6 +320,7 @@ impl Judge {
         let prompt = plan.render(&nonce);
         let prompt_tokens = prompt.estimated_tokens();
         let p = &self.provider;
+        let redact = |t: &str| p.redact(t);
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -325,16 +337,24 @@ impl Judge {
                         ),
                     ));
                 }
-                if let (Some(cap), Some(price)) = (budget.max_cost, price)
-                    && st.cost + price.cost(prompt_tokens, 0) > cap
-                {
-                    return Err(fail(
-                        UnavailableReason::BudgetExhausted,
-                        format!(
-                            "cost budget: {:.6} spent, the next call would pass the cap {cap}",
-                            st.cost
-                        ),
-                    ));
+                if let Some(cap) = budget.max_cost {
+                    let Some(price) = price else {
+                        return Err(fail(
+                            UnavailableReason::BudgetExhausted,
+                            format!(
+                                "the cost cap {cap} cannot be checked: the provider has no price"
+                            ),
+                        ));
+                    };
+                    if st.cost + price.cost(prompt_tokens, 0) > cap {
+                        return Err(fail(
+                            UnavailableReason::BudgetExhausted,
+                            format!(
+                                "cost budget: {:.6} spent, the next call would pass the cap {cap}",
+                                st.cost
+                            ),
+                        ));
+                    }
                 }
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -352,9 +372,14 @@ impl Judge {
                 max_output_tokens: budget.max_output_tokens,
                 timeout: remaining,
             };
-            let result = match tokio::time::timeout(remaining, p.call(input)).await {
+            // The run's deadline is the only timer: whatever a call ends with once it has
+            // passed, the call ran out the time budget and is a timeout.
+            let result = match tokio::time::timeout_at(deadline, p.call(input)).await {
+                Ok(Err(_)) | Err(_) if Instant::now() >= deadline => {
+                    Err(CallFailure::Timeout(millis(started.elapsed())))
+                }
                 Ok(r) => r,
-                Err(_) => Err(CallFailure::Timeout(millis(remaining))),
+                Err(_) => Err(CallFailure::Timeout(millis(started.elapsed()))),
             };
             let latency_ms = millis(started.elapsed());
             let mut receipt = Receipt {
@@ -370,6 +395,7 @@ impl Judge {
                 cost_estimate: None,
                 latency_ms,
                 outcome: String::new(),
+                detail: None,
             };
             match result {
                 Ok(reply) => {
@@ -380,23 +406,30 @@ impl Judge {
                     receipt.tokens_in = reply.tokens_in;
                     receipt.tokens_out = reply.tokens_out;
                     receipt.tokens_estimated = reply.tokens_estimated;
+                    // What the provider does not report is estimated from what was sent and
+                    // received, never taken as zero: an unreported count must not slip a cap.
                     let (tin, tout) = (
                         reply.tokens_in.unwrap_or(prompt_tokens),
-                        reply.tokens_out.unwrap_or(0),
+                        reply
+                            .tokens_out
+                            .unwrap_or_else(|| crate::tokens::estimate(reply.output.text_len())),
                     );
                     receipt.cost_estimate = price.map(|pr| pr.cost(tin, tout));
                     let rules = ReplyRules {
                         nonce: nonce.as_str(),
                         manifest: &plan.manifest,
+                        refs_waived: waived,
+                        redact: &redact,
                     };
                     let (outcome, checked) = match &reply.output {
                         Output::Document(text) => match self.validator.validate(text, rules) {
                             Ok(v) => ("valid", Ok(redact_reply(v, p.as_ref()))),
                             Err(e) => ("invalid_output", Err(e.detail)),
                         },
-                        Output::Refused(said) => {
-                            ("refused", Err(format!("the model refused: {}", clip(said))))
-                        }
+                        Output::Refused(said) => (
+                            "refused",
+                            Err(format!("the model refused: {}", clip(&p.redact(said)))),
+                        ),
                         Output::Truncated => (
                             "truncated",
                             Err(format!(
@@ -405,22 +438,37 @@ impl Judge {
                             )),
                         ),
                         Output::Missing(why) => ("no_result", Err(why.clone())),
+                        Output::OffProtocol(why) => ("invalid_output", Err(why.clone())),
                     };
-                    receipt.outcome = outcome.to_owned();
                     let mut st = lock(state);
                     st.tokens = st.tokens.saturating_add(tin.saturating_add(tout));
                     st.cost += receipt.cost_estimate.unwrap_or(0.0);
+                    // Budgets are checked again with what the call reported: a reply that
+                    // spent past a cap is never a counted result, however valid it is.
+                    let over = over_budget(&budget, &st, tin, tout, receipt.cost_estimate);
+                    let over_cap = over.is_some();
+                    let checked = match over {
+                        Some(why) => Err(fail(UnavailableReason::BudgetExhausted, why)),
+                        None => checked
+                            .map_err(|d| fail(UnavailableReason::InvalidOutput, p.redact(&d))),
+                    };
+                    receipt.outcome = if over_cap {
+                        "budget_exhausted".to_owned()
+                    } else {
+                        outcome.to_owned()
+                    };
+                    receipt.detail = checked.as_ref().err().map(|f| f.detail.clone());
                     if checked.is_ok() && st.snapshot.is_none() {
                         st.snapshot.clone_from(&receipt.snapshot);
                     }
                     st.receipts.push(receipt);
-                    return checked
-                        .map_err(|d| fail(UnavailableReason::InvalidOutput, p.redact(&d)));
+                    return checked;
                 }
                 Err(failure) => {
                     receipt.outcome = failure.label();
-                    lock(state).receipts.push(receipt);
                     let detail = p.redact(&failure.to_string());
+                    receipt.detail = Some(detail.clone());
+                    lock(state).receipts.push(receipt);
                     if let CallFailure::Timeout(_) = failure {
                         return Err(fail(
                             UnavailableReason::Timeout,
@@ -539,12 +587,19 @@ impl Judge {
             receipts: st.receipts,
             detail,
             cache_hit: false,
+            cache_key: None,
             disagreements,
             rationales,
         }
     }
 
-    fn finish_cached(&self, req: &JudgeRequest, plan: &ContextPlan, hit: CachedResult) -> JudgeRun {
+    fn finish_cached(
+        &self,
+        req: &JudgeRequest,
+        plan: &ContextPlan,
+        hit: CachedResult,
+        key: CacheKey,
+    ) -> JudgeRun {
         let mut verifier = self.verifier(req, None);
         verifier.runtime = Some(hit.runtime);
         JudgeRun {
@@ -568,10 +623,42 @@ impl Judge {
             receipts: Vec::new(),
             detail: None,
             cache_hit: true,
+            cache_key: Some(key),
             disagreements: Vec::new(),
             rationales: Vec::new(),
         }
     }
+}
+
+/// Whether a cached result is one this run could have produced: one row per asked criterion in
+/// order, refs only from the manifest, a cited ref on every pass not waived, findings on asked
+/// criteria, one disposition per prior blocker. The key already pins all of this; the check is
+/// for an entry damaged or edited where it is kept.
+fn fits(hit: &CachedResult, m: &ContextManifest, waived: &[Id]) -> bool {
+    let citable: std::collections::BTreeSet<&str> =
+        m.citable_refs().map(|e| e.ref_.as_str()).collect();
+    let cites = |refs: &[String]| refs.iter().all(|r| citable.contains(r.as_str()));
+    let rows_fit = hit.criteria.len() == m.criteria.asked.len()
+        && hit.criteria.iter().zip(&m.criteria.asked).all(|(row, id)| {
+            row.id == *id
+                && row.method == reply::METHOD
+                && cites(&row.evidence_refs)
+                && !(row.status == verdict_core::contracts::CriterionStatus::Passed
+                    && row.evidence_refs.is_empty()
+                    && !waived.contains(id))
+        });
+    let findings_fit = hit.findings.iter().all(|f| {
+        m.criteria.asked.contains(&f.criterion)
+            && f.subject_digest == m.subject_digest
+            && cites(&f.evidence_refs)
+    });
+    let dispositions_fit = hit.dispositions.len() == m.prior_findings.len()
+        && hit
+            .dispositions
+            .iter()
+            .zip(&m.prior_findings)
+            .all(|(d, k)| d.finding == k.id && d.version == k.version && cites(&d.evidence_refs));
+    rows_fit && findings_fit && dispositions_fit
 }
 
 /// The combined valid samples of a run.
@@ -601,6 +688,36 @@ fn redact_reply(mut v: ValidReply, p: &dyn Provider) -> ValidReply {
         d.reason = d.reason.as_deref().map(|t| p.redact(t));
     }
     v
+}
+
+/// Why the run is over a cap once a call reported `tokens_in` and `tokens_out` (already added
+/// to `st`), or `None`.
+fn over_budget(
+    budget: &crate::config::Budget,
+    st: &RunState,
+    tokens_in: u64,
+    tokens_out: u64,
+    cost: Option<f64>,
+) -> Option<String> {
+    if let Some(cap) = budget.max_total_tokens
+        && st.tokens > cap
+    {
+        return Some(format!(
+            "token budget: the call reported {tokens_in} tokens in and {tokens_out} out, \
+             {} in all for the run, over the cap {cap}",
+            st.tokens
+        ));
+    }
+    if let Some(cap) = budget.max_cost
+        && (st.cost > cap || !st.cost.is_finite())
+    {
+        return Some(format!(
+            "cost budget: the call cost about {:.6}, {:.6} in all for the run, over the cap {cap}",
+            cost.unwrap_or(0.0),
+            st.cost
+        ));
+    }
+    None
 }
 
 fn lock(state: &Mutex<RunState>) -> std::sync::MutexGuard<'_, RunState> {

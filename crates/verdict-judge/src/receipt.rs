@@ -1,9 +1,10 @@
 //! Per-call receipts: what each provider call cost and how it ended.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One provider call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     /// Which sample (0-based) the call was for.
@@ -29,6 +30,11 @@ pub struct Receipt {
     /// Wall time of the call in milliseconds.
     pub latency_ms: u64,
     /// How it ended: `valid`, `invalid_output`, `refused`, `truncated`, `no_result`,
-    /// `timeout`, `http_<status>`, `transport_error`, `protocol_error`, `command_failed`.
+    /// `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
+    /// `command_failed`.
     pub outcome: String,
+    /// The full failure detail of a call that did not give a valid result, with the provider's
+    /// secrets redacted; `None` for a valid one.
+    #[serde(default)]
+    pub detail: Option<String>,
 }

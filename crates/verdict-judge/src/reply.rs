@@ -177,7 +177,9 @@ fn invalid(detail: impl Into<String>) -> InvalidReply {
     }
 }
 
-/// Quotes at most 60 characters of untrusted text for a message.
+/// Quotes at most 60 characters of untrusted text for a message. Text that may hold a secret
+/// is redacted before it comes here ([`ReplyRules::quote`]): a cut can leave a run of a secret
+/// too short to be recognised afterwards.
 pub(crate) fn clip(s: &str) -> String {
     let mut out: String = s.chars().take(60).collect();
     if out.len() < s.len() {
@@ -216,12 +218,39 @@ pub struct ValidReply {
 }
 
 /// What a reply is checked against.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ReplyRules<'a> {
     /// The nonce the call carried.
     pub nonce: &'a str,
     /// The context the call showed.
     pub manifest: &'a ContextManifest,
+    /// The criteria whose `passed` rows need cite no ref: the policy's explicit, per-criterion
+    /// waivers. Every other `passed` row must cite at least one ref, as the prompt's rules say.
+    pub refs_waived: &'a [Id],
+    /// Removes the provider's secrets from untrusted text before any of it is quoted in a
+    /// message (redaction must come before the cut).
+    pub redact: &'a (dyn Fn(&str) -> String + Sync),
+}
+
+impl std::fmt::Debug for ReplyRules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyRules")
+            .field("nonce", &self.nonce)
+            .field("refs_waived", &self.refs_waived)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplyRules<'_> {
+    /// Untrusted text quoted for a message: redacted whole, then clipped.
+    fn quote(&self, s: &str) -> String {
+        clip(&(self.redact)(s))
+    }
+}
+
+/// A redactor for replies that can hold no secret (a provider without a key).
+pub fn no_secrets(text: &str) -> String {
+    text.to_owned()
 }
 
 fn check_text(what: &str, s: &str, max: usize) -> Result<String, InvalidReply> {
@@ -294,6 +323,7 @@ fn check_refs(
     what: &str,
     refs: &[String],
     citable: &BTreeSet<&str>,
+    rules: ReplyRules<'_>,
 ) -> Result<Vec<String>, InvalidReply> {
     if refs.len() > MAX_REFS {
         return Err(invalid(format!("{what} cites more than {MAX_REFS} refs")));
@@ -303,7 +333,7 @@ fn check_refs(
         if !citable.contains(r.as_str()) {
             return Err(invalid(format!(
                 "{what} cites {}, which is not a citable entry of the context manifest",
-                clip(r)
+                rules.quote(r)
             )));
         }
         if !out.contains(r) {
@@ -318,7 +348,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
     if reply.nonce != rules.nonce {
         return Err(invalid(format!(
             "nonce mismatch: the reply echoes {} instead of the request nonce",
-            clip(&reply.nonce)
+            rules.quote(&reply.nonce)
         )));
     }
     let citable: BTreeSet<&str> = m.citable_refs().map(|e| e.ref_.as_str()).collect();
@@ -334,13 +364,13 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
         if !asked.contains(row.id.as_str()) {
             return Err(invalid(format!(
                 "row for criterion {}, which was not asked",
-                clip(&row.id)
+                rules.quote(&row.id)
             )));
         }
         if by_id.insert(row.id.as_str(), row).is_some() {
             return Err(invalid(format!(
                 "criterion {} has more than one row",
-                clip(&row.id)
+                rules.quote(&row.id)
             )));
         }
     }
@@ -354,7 +384,18 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
             &format!("criterion {:?}", id.as_str()),
             &row.evidence_refs,
             &citable,
+            rules,
         )?;
+        if row.status == CriterionStatus::Passed
+            && refs.is_empty()
+            && !rules.refs_waived.contains(id)
+        {
+            return Err(invalid(format!(
+                "criterion {:?} is passed but cites no ref; a pass must cite the refs that show \
+                 it holds unless the policy waives that for the criterion (evidence_refs_waived)",
+                id.as_str()
+            )));
+        }
         rationales.push((
             id.clone(),
             check_text("a rationale", &row.rationale, MAX_TEXT)?,
@@ -375,7 +416,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
             _ => {
                 return Err(invalid(format!(
                     "{what} bears on criterion {}, which was not asked",
-                    clip(&f.criterion)
+                    rules.quote(&f.criterion)
                 )));
             }
         };
@@ -389,7 +430,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
                 if !resources.contains(l.resource.as_str()) {
                     return Err(invalid(format!(
                         "{what} is located in {}, which is not a resource of the context manifest",
-                        clip(&l.resource)
+                        rules.quote(&l.resource)
                     )));
                 }
                 Some(Location {
@@ -408,7 +449,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
         {
             return Err(invalid(format!("{what} has confidence {c}, outside 0..=1")));
         }
-        let refs = check_refs(&what, &f.evidence_refs, &citable)?;
+        let refs = check_refs(&what, &f.evidence_refs, &citable, rules)?;
         let remediation = f
             .remediation
             .as_deref()
@@ -445,7 +486,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
         if !known {
             return Err(invalid(format!(
                 "disposition of finding {} version {}, which is not a listed prior blocker",
-                clip(&d.finding),
+                rules.quote(&d.finding),
                 d.version
             )));
         }
@@ -455,7 +496,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
         {
             return Err(invalid(format!(
                 "finding {} version {} has more than one disposition",
-                clip(&d.finding),
+                rules.quote(&d.finding),
                 d.version
             )));
         }
@@ -485,7 +526,7 @@ fn semantic(reply: &ModelReply, rules: ReplyRules<'_>) -> Result<ValidReply, Inv
             finding: id.clone(),
             version: *version,
             disposition: d.disposition,
-            evidence_refs: check_refs(&what, &d.evidence_refs, &citable)?,
+            evidence_refs: check_refs(&what, &d.evidence_refs, &citable, rules)?,
             reason,
         });
     }
@@ -603,6 +644,8 @@ mod tests {
             ReplyRules {
                 nonce: N,
                 manifest: &m,
+                refs_waived: &[],
+                redact: &no_secrets,
             },
         )
     }
@@ -686,6 +729,8 @@ mod tests {
         let rules = ReplyRules {
             nonce: N,
             manifest: &m,
+            refs_waived: &[],
+            redact: &no_secrets,
         };
         let dup = format!("{{\"nonce\": \"{N}\", \"nonce\": \"{N}\"}}");
         assert!(
@@ -709,5 +754,67 @@ mod tests {
         let err = check(&v).unwrap_err();
         assert!(err.detail.len() < 200, "{}", err.detail);
         assert!(!err.detail.contains('\u{202e}'));
+    }
+
+    #[test]
+    fn a_pass_cites_refs_unless_the_policy_waives_it_for_that_criterion() {
+        let m = manifest();
+        let val = ReplyValidator::new().unwrap();
+        let mut v = reply();
+        v["criteria"][1]["evidence_refs"] = json!([]);
+        let text = v.to_string();
+        let with = |waived: &[Id]| {
+            val.validate(
+                &text,
+                ReplyRules {
+                    nonce: N,
+                    manifest: &m,
+                    refs_waived: waived,
+                    redact: &no_secrets,
+                },
+            )
+        };
+        let err = with(&[]).unwrap_err();
+        assert!(
+            err.detail.contains("\"a\" is passed but cites no ref"),
+            "{}",
+            err.detail
+        );
+        // A waiver for another criterion changes nothing; one for this criterion admits it.
+        assert!(with(&["b".parse().unwrap()]).is_err());
+        let ok = with(&["a".parse().unwrap()]).unwrap();
+        assert!(ok.rows[0].evidence_refs.is_empty());
+        // A failed row may cite nothing.
+        let mut v = reply();
+        v["criteria"][0]["evidence_refs"] = json!([]);
+        assert!(check(&v).is_ok());
+    }
+
+    #[test]
+    fn quoted_text_is_redacted_before_it_is_clipped() {
+        let key = "k3y".repeat(32);
+        let secret = crate::secret::Secret::new(key.clone());
+        let redact = |t: &str| secret.redact(t);
+        let m = manifest();
+        let mut v = reply();
+        v["nonce"] = json!(key);
+        let err = ReplyValidator::new()
+            .unwrap()
+            .validate(
+                &v.to_string(),
+                ReplyRules {
+                    nonce: N,
+                    manifest: &m,
+                    refs_waived: &[],
+                    redact: &redact,
+                },
+            )
+            .unwrap_err();
+        assert!(err.detail.contains("[redacted]"), "{}", err.detail);
+        assert!(
+            !err.detail.contains(&key[..crate::secret::MIN_RUN]),
+            "{}",
+            err.detail
+        );
     }
 }

@@ -78,6 +78,10 @@ pub struct JudgeRequest {
     pub evidence: Vec<EvidenceInput>,
     /// Open blocking findings from earlier subjects, to be dispositioned by id and version.
     pub prior_findings: Vec<Finding>,
+    /// Criteria whose `passed` rows may cite no ref: the policy's `evidence_refs_waived`.
+    /// Every other `passed` row must cite at least one ref or the reply is `invalid_output`,
+    /// whatever `require_evidence_refs` says (that option is the Gate's own check).
+    pub evidence_refs_waived: Vec<Id>,
 }
 
 /// A request that breaks a rule; nothing is built from it.
@@ -89,6 +93,9 @@ pub enum RequestError {
     /// Two criteria share an id.
     #[error("criterion {0:?} appears twice in the criteria")]
     DuplicateCriterion(String),
+    /// A waiver names a criterion the subject does not have.
+    #[error("evidence_refs_waived names {0:?}, which is not a criterion of the subject")]
+    BadWaiver(String),
     /// The ask list is empty.
     #[error("the request asks no criteria")]
     NothingAsked,
@@ -178,6 +185,13 @@ impl JudgeRequest {
             if !ids.insert(c.id.as_str()) {
                 return Err(RequestError::DuplicateCriterion(c.id.to_string()));
             }
+        }
+        if let Some(w) = self
+            .evidence_refs_waived
+            .iter()
+            .find(|w| !ids.contains(w.as_str()))
+        {
+            return Err(RequestError::BadWaiver(w.to_string()));
         }
         if let Some(ask) = &self.ask {
             if ask.is_empty() {

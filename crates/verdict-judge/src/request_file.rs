@@ -13,7 +13,8 @@
 //!   "criteria": {"revision": "crit-r4", "items": [{"id": "tests-pass", "text": "All unit tests pass"}]},
 //!   "resources": [{"name": "diff", "kind": "git_diff", "file": "change.diff"}],
 //!   "evidence": [{"document": {…check evidence…}, "output_file": "unit.log"}],
-//!   "prior_findings": []
+//!   "prior_findings": [],
+//!   "evidence_refs_waived": []
 //! }
 //! ```
 //!
@@ -135,6 +136,8 @@ struct RequestDoc {
     evidence: Vec<EvidenceDoc>,
     #[serde(default)]
     prior_findings: Vec<Finding>,
+    #[serde(default)]
+    evidence_refs_waived: Vec<Id>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, RequestFileError> {
@@ -253,5 +256,6 @@ pub fn parse(bytes: &[u8], origin: &str, base: &Path) -> Result<JudgeRequest, Re
         resources,
         evidence,
         prior_findings: doc.prior_findings,
+        evidence_refs_waived: doc.evidence_refs_waived,
     })
 }

@@ -49,15 +49,39 @@ pub enum SpecError {
     /// The spec breaks the format.
     #[error("invalid spec: {0}")]
     Invalid(Box<Problem>),
+    /// The spec breaks the format in several places, each reported (at least two).
+    #[error("invalid spec: {} problems:{}", .0.len(), list(.0))]
+    Many(Vec<Problem>),
+}
+
+fn list(problems: &[Problem]) -> String {
+    problems.iter().map(|p| format!("\n  - {p}")).collect()
 }
 
 impl SpecError {
-    /// The located problem, when the spec was read but refused.
+    /// The first located problem, when the spec was read but refused.
     #[must_use]
     pub fn problem(&self) -> Option<&Problem> {
+        self.problems().first()
+    }
+
+    /// Every located problem, in spec order; empty when the file could not be read.
+    #[must_use]
+    pub fn problems(&self) -> &[Problem] {
         match self {
-            Self::Invalid(p) => Some(p),
-            Self::Read { .. } => None,
+            Self::Invalid(p) => std::slice::from_ref(p),
+            Self::Many(ps) => ps,
+            Self::Read { .. } => &[],
+        }
+    }
+
+    /// One error for all `problems` (none: `None`).
+    #[must_use]
+    pub fn of(mut problems: Vec<Problem>) -> Option<Self> {
+        match problems.len() {
+            0 => None,
+            1 => problems.pop().map(|p| Self::Invalid(Box::new(p))),
+            _ => Some(Self::Many(problems)),
         }
     }
 }

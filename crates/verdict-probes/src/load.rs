@@ -96,28 +96,112 @@ impl Ctx<'_> {
     fn decode<T: DeserializeOwned>(&self, value: &Value, base: &str) -> Result<T, SpecError> {
         verdict_core::contracts::decode_plain::<T>(value).map_err(|e| match e {
             verdict_core::contracts::DecodeError::Schema { path, message } => {
-                let p = if path == "/" {
-                    base.to_owned()
-                } else {
-                    format!("{base}{path}")
-                };
-                // serde reports unknown fields at their object; name the field itself.
-                let p = match unknown_field(&message) {
-                    Some(field) if !p.ends_with(&format!("/{field}")) => {
-                        format!("{p}/{}", crate::positions::token(&field))
+                let path = if path == "/" { String::new() } else { path };
+                match unknown_field(&message) {
+                    // serde stops at the first unknown field of an object; report them all,
+                    // each at the field itself, with the nearest known name.
+                    Some((field, expected)) => {
+                        // The path may name the field itself or the object holding it.
+                        let own = format!("/{}", crate::positions::token(&field));
+                        let inner = path.strip_suffix(&own).unwrap_or(&path);
+                        let p = format!("{base}{inner}");
+                        let object = value.pointer(inner);
+                        let mut problems = object
+                            .and_then(Value::as_object)
+                            .map(|m| {
+                                m.keys()
+                                    .filter(|k| !expected.iter().any(|e| e == *k))
+                                    .map(|k| self.unknown(&p, k, &expected))
+                                    .collect::<Vec<_>>()
+                            })
+                            .unwrap_or_default();
+                        // In the order they are written, not the order of the keys.
+                        problems.sort_by_key(|q| (q.line, q.column));
+                        SpecError::of(problems)
+                            .unwrap_or_else(|| self.problem(&format!("{p}{own}"), message))
                     }
-                    _ => p,
-                };
-                self.problem(&p, message)
+                    None => self.problem(&format!("{base}{path}"), message),
+                }
             }
             verdict_core::contracts::DecodeError::Tampered(t) => self.problem(base, t.to_string()),
         })
     }
+
+    fn unknown(&self, object: &str, field: &str, expected: &[String]) -> Problem {
+        let at = format!("{object}/{}", crate::positions::token(field));
+        let message = match nearest(field, expected) {
+            Some(near) => format!("unknown field `{field}`; did you mean `{near}`?"),
+            None => format!(
+                "unknown field `{field}` (expected one of {})",
+                expected
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        match self.problem(&at, message) {
+            SpecError::Invalid(p) => *p,
+            // `problem` always gives one located problem.
+            other => Problem {
+                criterion: None,
+                pointer: at,
+                line: None,
+                column: None,
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
-fn unknown_field(message: &str) -> Option<String> {
+/// The unknown field serde names, and the fields it expected (empty when it expected none).
+fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
     let rest = message.strip_prefix("unknown field `")?;
-    Some(rest.split('`').next()?.to_owned())
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    Some((field.to_owned(), expected))
+}
+
+/// The known name closest to `field` by edit distance, if it is close enough to be a typo:
+/// at most two edits, and fewer than half the letters.
+fn nearest<'a>(field: &str, known: &'a [String]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(field, k), k.as_str()))
+        .filter(|(d, k)| *d <= 2 && d * 2 < field.chars().count().max(k.chars().count()))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, counting an adjacent swap as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // Three rows of the table: two back (for swaps), one back, and the current one.
+    let mut two_back: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev.get(j).copied().unwrap_or(usize::MAX) + usize::from(ca != cb);
+            let delete = prev.get(j + 1).copied().unwrap_or(usize::MAX) + 1;
+            let insert = cur.get(j).copied().unwrap_or(usize::MAX) + 1;
+            let mut best = substitute.min(delete).min(insert);
+            if i > 0 && j > 0 && a.get(i - 1) == Some(cb) && b.get(j - 1) == Some(ca) && ca != cb {
+                best = best.min(two_back.get(j - 1).copied().unwrap_or(usize::MAX) + 1);
+            }
+            if let Some(slot) = cur.get_mut(j + 1) {
+                *slot = best;
+            }
+        }
+        two_back = std::mem::replace(&mut prev, cur);
+    }
+    prev.last().copied().unwrap_or(0)
 }
 
 /// The largest spec file read (16 MiB): a spec is written by people, not generated by the ton.
@@ -199,29 +283,57 @@ pub fn load_bytes(
                 .map_err(|e| ctx.problem(&e.pointer, e.to_string()))?;
         }
     }
-    let spec: SpecDoc = ctx.decode(&doc, "")?;
+    // Every problem is collected and reported at once: the top of the spec, the defaults,
+    // then each criterion (up to its first problem, or all its unknown fields).
+    let mut problems = Vec::new();
+    let mut keep = |e: SpecError| problems.extend(e.problems().iter().cloned());
+    let spec: SpecDoc = match ctx.decode(&doc, "") {
+        Ok(spec) => spec,
+        Err(e) => {
+            keep(e);
+            // The criteria can still be checked against the built-in defaults.
+            SpecDoc {
+                version: 1,
+                vars: BTreeMap::new(),
+                defaults: Defaults::default(),
+                criteria: match doc.get("criteria") {
+                    Some(Value::Array(items)) => items.clone(),
+                    _ => Vec::new(),
+                },
+            }
+        }
+    };
     if spec.version != 1 {
-        return Err(ctx.problem(
+        keep(ctx.problem(
             "/version",
             format!("unsupported spec version {} (expected 1)", spec.version),
         ));
     }
-    if spec.criteria.is_empty() {
-        return Err(ctx.problem("/criteria", "a spec needs at least one criterion"));
+    if spec.criteria.is_empty() && doc.get("criteria").is_some_and(Value::is_array) {
+        keep(ctx.problem("/criteria", "a spec needs at least one criterion"));
     }
-    let defaults = check_defaults(&ctx, &spec.defaults)?;
+    let defaults = match check_defaults(&ctx, &spec.defaults) {
+        Ok(d) => d,
+        Err(e) => {
+            keep(e);
+            check_defaults(&ctx, &Defaults::default())?
+        }
+    };
     let mut seen = HashSet::new();
     let mut checks = Vec::with_capacity(spec.criteria.len());
     for (i, c) in spec.criteria.iter().enumerate() {
         let base = format!("/criteria/{i}");
-        let check = compile_criterion(&ctx, c, &base, &defaults)?;
-        if !seen.insert(check.id.clone()) {
-            return Err(ctx.problem(
+        match compile_criterion(&ctx, c, &base, &defaults) {
+            Ok(check) if !seen.insert(check.id.clone()) => keep(ctx.problem(
                 &format!("{base}/id"),
                 format!("duplicate criterion id {:?}", check.id.as_str()),
-            ));
+            )),
+            Ok(check) => checks.push(Arc::new(check)),
+            Err(e) => keep(e),
         }
-        checks.push(Arc::new(check));
+    }
+    if let Some(e) = SpecError::of(problems) {
+        return Err(e);
     }
     Ok(Spec {
         source_digest,

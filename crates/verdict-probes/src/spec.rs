@@ -404,6 +404,21 @@ pub struct JsonProbe {
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output: Option<u64>,
+    /// With a `url` source only: see [`HttpProbe::unreachable`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
+}
+
+/// What an observation that could not reach the system (no connection, no answer within the
+/// probe's timeout) counts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unreachable {
+    /// `error` (the default): the system could not be observed, which is never a pass.
+    Error,
+    /// `fail`: the criterion asks that the system be reachable, so not reaching it is a
+    /// failure of the criterion ("stays up").
+    Fail,
 }
 
 /// `http` probe: one request.
@@ -445,6 +460,10 @@ pub struct HttpProbe {
     /// Output cap in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output: Option<u64>,
+    /// What an observation that cannot reach the system counts as: `error` (default) or
+    /// `fail`. Present in the normalised definition only when `fail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
 }
 
 /// What a `tcp` probe expects.
@@ -469,6 +488,10 @@ pub struct TcpProbe {
     /// Timeout of one observation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// What an observation that cannot reach the system counts as: `error` (default) or
+    /// `fail`. Present in the normalised definition only when `fail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
 }
 
 /// DNS record types a `dns` probe can ask for.
@@ -625,6 +648,10 @@ pub struct TlsProbe {
     /// Timeout of one observation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// What an observation that cannot reach the system counts as: `error` (default) or
+    /// `fail`. Present in the normalised definition only when `fail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
 }
 
 /// A probe definition of any kind.

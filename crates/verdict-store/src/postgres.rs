@@ -42,6 +42,20 @@ pub(crate) struct PgBackend {
     snapshot: Option<Mutex<sqlx::PgConnection>>,
 }
 
+/// The text of an error from sqlx. For an error the server sent, its message and SQLSTATE:
+/// sqlx's own text of it ends with the line of the server's C source that raised it, which
+/// tells a reader nothing.
+fn pg_text(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => format!(
+            "the database said: {} (SQLSTATE {})",
+            db.message(),
+            db.code().unwrap_or_default()
+        ),
+        other => other.to_string(),
+    }
+}
+
 fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
@@ -52,7 +66,7 @@ fn pg_err(e: sqlx::Error) -> StoreError {
     }
     StoreError::Backend {
         backend: "postgres",
-        message: e.to_string(),
+        message: pg_text(&e),
     }
 }
 
@@ -208,13 +222,21 @@ async fn grant_roles_to_session_user(pool: &PgPool, prefix: &str) -> Result<()> 
     Ok(())
 }
 
+/// The refusal of a role prefix other than the one a database was first migrated with: its
+/// roles and the grants on its routines are named by that prefix, so it cannot change.
+fn prefix_kept(stored: &str, asked: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "this database was migrated with role prefix {stored:?}, not {asked:?}; a database keeps \
+         the prefix it was first migrated with, so leave out --role-prefix (or give {stored:?}), \
+         or migrate a new database with {asked:?}"
+    ))
+}
+
 /// Applies pending migrations: creates the roles, then the schema, under an advisory lock.
 async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationReport, String)> {
     let prefix = match (stored_prefix(pool).await?, prefix) {
         (Some(stored), Some(asked)) if stored != asked => {
-            return Err(StoreError::Refused(format!(
-                "this database was migrated with role prefix {stored:?}, not {asked:?}"
-            )));
+            return Err(prefix_kept(&stored, asked));
         }
         (Some(stored), _) => stored,
         (None, asked) => asked.unwrap_or(DEFAULT_ROLE_PREFIX).to_owned(),
@@ -266,7 +288,7 @@ async fn connect(url: &str, max_connections: u32) -> Result<PgPool> {
         .await
         .map_err(|e| StoreError::Location {
             location: redact_url(url),
-            message: e.to_string(),
+            message: pg_text(&e),
         })
 }
 
@@ -351,17 +373,17 @@ impl PgBackend {
                     message: "missing".into(),
                 })?;
             if let Some(asked) = prefix.filter(|p| *p != stored) {
-                return Err(StoreError::Refused(format!(
-                    "this database was migrated with role prefix {stored:?}, not {asked:?}"
-                )));
+                return Err(prefix_kept(&stored, asked));
             }
             stored
         };
+        // The prefix is part of where the store is: its roles are named by it.
+        let describe = format!("{} (role prefix {prefix:?})", redact_url(url));
         Ok(Self {
             pool,
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
-            describe: redact_url(url),
+            describe,
             snapshot: None,
         })
     }

@@ -357,6 +357,12 @@ pub trait Store: Send + Sync {
         anchor: Option<&ChainHead>,
         page: u32,
     ) -> Result<AuditReport>;
+
+    /// Up to `limit` rows of `table` after `after_seq`, in seq order: a listing a page at a time.
+    async fn rows(&self, table: Table, after_seq: u64, limit: u32) -> Result<Vec<Stored>>;
+
+    /// Every pointer of one kind (executions, gates or leases), by name.
+    async fn pointers(&self, kind: PointerKind) -> Result<Vec<Pointer>>;
 }
 
 /// The store over one backend.
@@ -920,8 +926,11 @@ impl<B: Backend> Store for StoreImpl<B> {
     }
 
     async fn denials(&self, after_seq: u64, limit: u32) -> Result<Vec<Stored>> {
+        self.rows(Table::Denials, after_seq, limit).await
+    }
+
+    async fn rows(&self, table: Table, after_seq: u64, limit: u32) -> Result<Vec<Stored>> {
         let after = crate::backend::to_i64(after_seq, "seq")?;
-        let table = Table::Denials;
         self.backend
             .scan(table, after, limit)
             .await?
@@ -934,7 +943,7 @@ impl<B: Backend> Store for StoreImpl<B> {
                     key: row.key,
                     body: row.body,
                     inserted: false,
-                    counted: None,
+                    counted: row.counted,
                 })
             })
             .collect()
@@ -1285,5 +1294,11 @@ impl<B: Backend> Store for StoreImpl<B> {
         page: u32,
     ) -> Result<AuditReport> {
         crate::verify::verify_paged(&self.backend.snapshot().await?, anchor, page.max(1)).await
+    }
+
+    async fn pointers(&self, kind: PointerKind) -> Result<Vec<Pointer>> {
+        let mut all = self.backend.pointers().await?;
+        all.retain(|p| p.kind == kind);
+        Ok(all)
     }
 }

@@ -60,6 +60,12 @@ pub struct Policy {
     /// Whether a verifier's `passed` must cite refs that exist in the bundle.
     #[serde(default = "default_true")]
     pub require_evidence_refs: bool,
+    /// Criteria for which the model verifier accepts a `passed` row that cites no ref. Without
+    /// a waiver every `passed` row must cite one (the verifier's own rule, whatever
+    /// `require_evidence_refs` says). The Gate does not read it: with `require_evidence_refs`
+    /// it still treats an uncited pass as `unsupported_pass`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_refs_waived: Vec<Id>,
     /// Extra CEL rules; they only make a decision stricter.
     #[serde(default)]
     pub rules: Vec<Rule>,

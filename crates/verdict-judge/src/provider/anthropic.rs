@@ -54,7 +54,8 @@ impl AnthropicProvider {
                 "description": "Submit the verification result. Call exactly once.",
                 "input_schema": input.schema,
             }],
-            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            // One result per reply: the forced tool, and no parallel calls of it.
+            "tool_choice": {"type": "tool", "name": TOOL_NAME, "disable_parallel_tool_use": true},
         });
         if let (Some(t), Some(obj)) = (self.temperature, body.as_object_mut()) {
             obj.insert("temperature".into(), json!(t));
@@ -64,15 +65,7 @@ impl AnthropicProvider {
             ("anthropic-version", self.version.as_str()),
         ];
         let url = format!("{}/messages", self.base_url);
-        let resp = http::post_json(
-            &self.client,
-            &url,
-            &headers,
-            &body,
-            input.timeout,
-            &[&self.key],
-        )
-        .await?;
+        let resp = http::post_json(&self.client, &url, &headers, &body, &[&self.key]).await?;
         Ok(parse_response(&resp))
     }
 }
@@ -80,13 +73,19 @@ impl AnthropicProvider {
 fn parse_response(resp: &Value) -> CallReply {
     let stop = text(resp, "/stop_reason");
     let blocks = resp.get("content").and_then(Value::as_array);
-    let tool_input = blocks.and_then(|bs| {
-        bs.iter().find_map(|b| {
-            (text(b, "/type") == Some("tool_use") && text(b, "/name") == Some(TOOL_NAME))
-                .then(|| b.get("input"))
-                .flatten()
+    // Exactly one tool call, and it must be the result tool: a second call (of any tool) is a
+    // second answer, and no answer of such a reply is read.
+    let calls: Vec<&Value> = blocks
+        .map(|bs| {
+            bs.iter()
+                .filter(|b| text(b, "/type") == Some("tool_use"))
+                .collect()
         })
-    });
+        .unwrap_or_default();
+    let tool_input = match calls.as_slice() {
+        [only] if text(only, "/name") == Some(TOOL_NAME) => only.get("input"),
+        _ => None,
+    };
     let said: String = blocks
         .map(|bs| {
             bs.iter()
@@ -96,6 +95,10 @@ fn parse_response(resp: &Value) -> CallReply {
         })
         .unwrap_or_default();
     let output = match (stop, tool_input) {
+        _ if calls.len() > 1 => Output::OffProtocol(format!(
+            "the response has {} tool calls; exactly one {TOOL_NAME} call was asked for",
+            calls.len()
+        )),
         (Some("refusal"), _) => Output::Refused(if said.is_empty() {
             "refusal".into()
         } else {

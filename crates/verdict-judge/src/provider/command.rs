@@ -7,7 +7,8 @@
 //! timeout kills it and everything it started. Output is bounded. A non-zero exit is a failure
 //! of the program, never a result. Token counts are the deterministic estimate.
 
-use super::{CallFailure, CallFuture, CallInput, CallReply, Output, Provider, excerpt};
+use super::{CallFailure, CallFuture, CallInput, CallReply, Output, Provider};
+use crate::secret::{Secret, redact_all, redact_then_cut};
 use crate::tokens;
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -27,6 +28,9 @@ pub struct CommandProvider {
     model: String,
     snapshot: Option<String>,
     pass_env: Vec<String>,
+    /// The values of the passed variables: a program is often given its own API key this way,
+    /// and may print it, so they are redacted like a provider's key.
+    secrets: Vec<Secret>,
 }
 
 impl CommandProvider {
@@ -41,11 +45,17 @@ impl CommandProvider {
         if argv.first().is_none_or(String::is_empty) {
             return Err("the command is empty".into());
         }
+        let secrets = pass_env
+            .iter()
+            .filter_map(|v| Secret::from_env(v))
+            .filter(|s| s.expose().len() >= 8)
+            .collect();
         Ok(Self {
             argv,
             model: model.to_owned(),
             snapshot,
             pass_env,
+            secrets,
         })
     }
 
@@ -110,7 +120,7 @@ impl CommandProvider {
             let err = String::from_utf8_lossy(&err);
             return Err(CallFailure::Command(format!(
                 "{program:?} exited with {status}; stderr: {}",
-                excerpt(err.trim(), STDERR_EXCERPT)
+                redact_then_cut(err.trim(), &self.secrets, STDERR_EXCERPT)
             )));
         }
         if u64::try_from(out.len()).unwrap_or(u64::MAX) > MAX_STDOUT {
@@ -170,5 +180,9 @@ impl Provider for CommandProvider {
 
     fn call<'a>(&'a self, input: CallInput<'a>) -> CallFuture<'a> {
         Box::pin(self.run(input))
+    }
+
+    fn redact(&self, text: &str) -> String {
+        redact_all(text, &self.secrets)
     }
 }

@@ -1,10 +1,9 @@
 //! The HTTP exchange shared by the HTTP providers: one POST of a JSON body, bounded reads, and
 //! a strict parse of the answer.
 
-use super::{CallFailure, excerpt};
-use crate::secret::{Secret, redact_all};
+use super::CallFailure;
+use crate::secret::{Secret, redact_all, redact_then_cut};
 use serde_json::Value;
-use std::time::Duration;
 
 /// The largest response body read; a provider that sends more is refused.
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -32,30 +31,29 @@ async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8
 }
 
 /// POSTs `body` to `url` and returns the strictly parsed JSON answer of a 2xx response.
+///
+/// There is no timer here: the run loop's deadline is the only one, so a reply that runs it
+/// out is classified by that deadline (a timeout), never by a second timer of the same length
+/// that might fire first and make it look like a transport error.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     url: &str,
     headers: &[(&str, &str)],
     body: &Value,
-    timeout: Duration,
     secrets: &[&Secret],
 ) -> Result<Value, CallFailure> {
     let clean = |s: String| redact_all(&s, secrets.iter().copied());
     let mut req = client
         .post(url)
-        .timeout(timeout)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(body).unwrap_or_default());
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let mut resp = req.send().await.map_err(|e| {
-        if e.is_timeout() {
-            CallFailure::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
-        } else {
-            CallFailure::Transport(clean(error_chain(&e)))
-        }
-    })?;
+    let mut resp = req
+        .send()
+        .await
+        .map_err(|e| CallFailure::Transport(clean(error_chain(&e))))?;
     let status = resp.status();
     if !status.is_success() {
         let retry_after = resp
@@ -68,16 +66,13 @@ pub(crate) async fn post_json(
         return Err(CallFailure::Status {
             status: status.as_u16(),
             retry_after,
-            detail: clean(excerpt(text.trim(), ERROR_EXCERPT)),
+            // Redacted whole, then cut: a key echoed across the cut leaves no run behind.
+            detail: redact_then_cut(text.trim(), secrets.iter().copied(), ERROR_EXCERPT),
         });
     }
-    let body = read_bounded(&mut resp, MAX_BODY).await.map_err(|e| {
-        if e.contains("timed out") {
-            CallFailure::Timeout(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
-        } else {
-            CallFailure::Transport(clean(e))
-        }
-    })?;
+    let body = read_bounded(&mut resp, MAX_BODY)
+        .await
+        .map_err(|e| CallFailure::Transport(clean(e)))?;
     verdict_core::json::parse(&body)
         .map_err(|e| CallFailure::Protocol(clean(format!("response is not strict JSON: {e}"))))
 }

@@ -31,8 +31,8 @@ pub struct CallInput<'a> {
     pub schema: &'a Value,
     /// Cap on the reply's tokens.
     pub max_output_tokens: u32,
-    /// Time left for this call; the provider should give up by then (the run loop enforces it
-    /// anyway).
+    /// Time left for this call. The run loop's deadline is the only timer (the call is dropped
+    /// when it passes); a provider must not race it with a timer of its own.
     pub timeout: Duration,
 }
 
@@ -47,6 +47,20 @@ pub enum Output {
     Truncated,
     /// The response was well-formed but held no result (no tool call, no content).
     Missing(String),
+    /// The response broke its own protocol by holding more than one answer (two choices, two
+    /// tool calls); none of them is read.
+    OffProtocol(String),
+}
+
+impl Output {
+    /// The length in bytes of the text the model produced, for estimating unreported usage.
+    #[must_use]
+    pub fn text_len(&self) -> usize {
+        match self {
+            Self::Document(t) | Self::Refused(t) => t.len(),
+            Self::Truncated | Self::Missing(_) | Self::OffProtocol(_) => 0,
+        }
+    }
 }
 
 /// One successful exchange with a provider.
@@ -131,16 +145,4 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn redact(&self, text: &str) -> String {
         text.to_owned()
     }
-}
-
-/// Cuts text for error details: at most `max` bytes, on a character boundary.
-pub(crate) fn excerpt(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", text.get(..end).unwrap_or_default())
 }

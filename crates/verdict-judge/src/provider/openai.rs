@@ -63,20 +63,28 @@ impl OpenAiProvider {
             .collect();
         let secrets: Vec<&Secret> = self.key.iter().collect();
         let url = format!("{}/chat/completions", self.base_url);
-        let resp =
-            http::post_json(&self.client, &url, &headers, &body, input.timeout, &secrets).await?;
+        let resp = http::post_json(&self.client, &url, &headers, &body, &secrets).await?;
         Ok(parse_response(&resp))
     }
 }
 
 fn parse_response(resp: &Value) -> CallReply {
-    let choice = resp.pointer("/choices/0");
+    // One answer per reply: `n: 1` was asked, so a second choice breaks the protocol and no
+    // choice is read (reading the first would let a provider put its answer wherever it likes).
+    let choices = resp
+        .get("choices")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let choice = resp.pointer("/choices/0").filter(|_| choices == 1);
     let finish = choice.and_then(|c| text(c, "/finish_reason"));
     let refusal = choice
         .and_then(|c| text(c, "/message/refusal"))
         .filter(|r| !r.is_empty());
     let content = choice.and_then(|c| text(c, "/message/content"));
     let output = match (choice, refusal, finish, content) {
+        (None, ..) if choices > 1 => Output::OffProtocol(format!(
+            "the response has {choices} choices; exactly one was asked for (n: 1)"
+        )),
         (None, ..) => Output::Missing("the response has no choices".into()),
         (_, Some(r), ..) => Output::Refused(r.to_owned()),
         (_, _, Some("content_filter"), _) => {

@@ -102,6 +102,7 @@ pub fn request() -> JudgeRequest {
             output: Some(LOG.as_bytes().to_vec()),
         }],
         prior_findings: vec![],
+        evidence_refs_waived: vec![],
     }
 }
 

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::cel_expect::Expect;
 use crate::output::Captured;
-use crate::spec::{HttpProbe, StatusExpect, TlsOptions};
+use crate::spec::{HttpProbe, StatusExpect, TlsOptions, Unreachable};
 use crate::text_match::TextMatcher;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
@@ -104,6 +104,8 @@ pub struct Fetched {
 pub enum FetchError {
     /// The server's certificate was refused: a finding about the server.
     Certificate(String),
+    /// No connection to the server could be made: it could not be reached.
+    Unreachable(String),
     /// Anything else: could not observe.
     Other(String),
 }
@@ -141,7 +143,10 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
         *req.method_mut() = method.clone();
         *req.uri_mut() = uri.clone();
         *req.headers_mut() = r.headers.clone();
-        let resp = client.request(req).await.map_err(|e| classify(&e))?;
+        let resp = client.request(req).await.map_err(|e| match classify(&e) {
+            FetchError::Other(why) if e.is_connect() => FetchError::Unreachable(why),
+            other => other,
+        })?;
         let status = resp.status();
         if r.follow_redirects
             && status.is_redirection()
@@ -248,6 +253,7 @@ pub struct HttpCheck {
     follow: bool,
     cap: u64,
     pub(crate) timeout: Duration,
+    pub(crate) unreachable: Unreachable,
 }
 
 impl HttpCheck {
@@ -298,6 +304,7 @@ impl HttpCheck {
         }
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
+        let unreachable = super::unreachable_setting(&mut p.unreachable);
         let cap = positive_cap(p.max_output, d)?;
         p.max_output = Some(cap);
         let request_body = Bytes::from(p.request_body.clone().unwrap_or_default());
@@ -316,6 +323,7 @@ impl HttpCheck {
                 follow,
                 cap,
                 timeout: timeout.std(),
+                unreachable,
             },
         ))
     }
@@ -338,6 +346,7 @@ impl HttpCheck {
                 return Sample::observed(facts([("tls", Value::String(why.clone()))]), None)
                     .judged(Err(Judged::Fail(why)));
             }
+            Err(FetchError::Unreachable(e)) => return Sample::unreachable(e),
             Err(FetchError::Other(e)) => return Sample::error(e),
         };
         let mut f = facts([("status", Value::from(fetched.status))]);

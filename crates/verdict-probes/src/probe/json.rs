@@ -15,7 +15,7 @@ use super::{
 use crate::cel_expect::Expect;
 use crate::output::Captured;
 use crate::process::{self, ProcSpec};
-use crate::spec::{JsonProbe, Quantifier, TlsOptions};
+use crate::spec::{JsonProbe, Quantifier, TlsOptions, Unreachable};
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Method, Uri};
@@ -43,6 +43,7 @@ pub struct JsonCheck {
     quantifier: Quantifier,
     cap: u64,
     pub(crate) timeout: Duration,
+    pub(crate) unreachable: Unreachable,
 }
 
 /// The outcome of a quantifier over per-object results.
@@ -148,6 +149,12 @@ impl JsonCheck {
                 "source needs exactly one of command, file, url",
             ));
         }
+        if s.url.is_none() && p.unreachable.is_some() {
+            return Err(FieldError::new(
+                "/unreachable",
+                "unreachable applies to a url source only",
+            ));
+        }
         if s.url.is_none() && (s.headers.is_some() || s.tls.is_some()) {
             return Err(FieldError::new(
                 "/source",
@@ -215,6 +222,7 @@ impl JsonCheck {
         p.quantifier = Some(quantifier);
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
+        let unreachable = super::unreachable_setting(&mut p.unreachable);
         let cap = positive_cap(p.max_output, d)?;
         p.max_output = Some(cap);
         Ok((
@@ -226,6 +234,7 @@ impl JsonCheck {
                 quantifier,
                 cap,
                 timeout: timeout.std(),
+                unreachable,
             },
         ))
     }
@@ -275,10 +284,16 @@ impl JsonCheck {
                         "source url answered status {status}"
                     ))),
                     Err(FetchError::Certificate(why)) => Err(Judged::Fail(why)),
+                    Err(FetchError::Unreachable(e)) => Err(Judged::Unreachable(e)),
                     Err(FetchError::Other(e)) => Err(Judged::Error(e)),
                 }
             }
         }
+    }
+
+    /// Whether the document is fetched over the network.
+    pub(crate) fn reaches(&self) -> bool {
+        matches!(self.source, Source::Url { .. })
     }
 
     pub(crate) async fn observe(&self, env: &ProbeEnv, judge: bool) -> Sample {

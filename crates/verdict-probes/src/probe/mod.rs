@@ -18,6 +18,7 @@ pub mod tls;
 use crate::duration::Dur;
 use crate::output::Captured;
 use crate::spec::ProbeDef;
+pub use crate::spec::Unreachable;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -67,6 +68,8 @@ pub struct Sample {
     pub output: Option<OutputInfo>,
     /// The observed state, for `unchanged` comparisons (only when asked for).
     pub snapshot: Option<Value>,
+    /// Whether the error is that the system could not be reached (see [`Unreachable`]).
+    pub unreachable: bool,
 }
 
 impl Sample {
@@ -79,6 +82,16 @@ impl Sample {
             facts: Map::new(),
             output: None,
             snapshot: None,
+            unreachable: false,
+        }
+    }
+
+    /// An error sample: the system could not be reached.
+    #[must_use]
+    pub fn unreachable(reason: impl Into<String>) -> Self {
+        Self {
+            unreachable: true,
+            ..Self::error(reason)
         }
     }
 
@@ -91,6 +104,7 @@ impl Sample {
             facts,
             output,
             snapshot: None,
+            unreachable: false,
         }
     }
 
@@ -110,6 +124,22 @@ impl Sample {
                 self.outcome = CheckOutcome::Error;
                 self.reason = why;
             }
+            Err(Judged::Unreachable(why)) => {
+                self.outcome = CheckOutcome::Error;
+                self.reason = why;
+                self.unreachable = true;
+            }
+        }
+        self
+    }
+
+    /// Applies a probe's `unreachable` setting: with `fail`, an unreachable system is a failure
+    /// of the criterion; every other error stays an error.
+    #[must_use]
+    pub fn unreachable_as(mut self, setting: Unreachable) -> Self {
+        if self.unreachable && self.outcome == CheckOutcome::Error && setting == Unreachable::Fail {
+            self.outcome = CheckOutcome::Fail;
+            self.reason = format!("unreachable (counted as a failure): {}", self.reason);
         }
         self
     }
@@ -122,6 +152,8 @@ pub enum Judged {
     Fail(String),
     /// The expectation could not be evaluated.
     Error(String),
+    /// The system could not be reached: an error unless the probe says `unreachable: fail`.
+    Unreachable(String),
 }
 
 /// A field of a probe definition that is wrong: pointer relative to the probe, and why.
@@ -189,6 +221,14 @@ fn positive_timeout(t: Option<Dur>, d: &ProbeDefaults) -> Result<Dur, FieldError
         ));
     }
     Ok(t)
+}
+
+/// The probe's `unreachable` setting, normalised: `error`, the default, is left out of the
+/// definition so that specs written before the option keep their definition digests.
+fn unreachable_setting(u: &mut Option<Unreachable>) -> Unreachable {
+    let setting = u.unwrap_or(Unreachable::Error);
+    *u = (setting == Unreachable::Fail).then_some(setting);
+    setting
 }
 
 fn positive_cap(c: Option<u64>, d: &ProbeDefaults) -> Result<u64, FieldError> {
@@ -271,6 +311,29 @@ impl Probe {
         }
     }
 
+    /// What an unreachable system counts as for this probe; `error` for the kinds that do not
+    /// reach over the network.
+    #[must_use]
+    pub fn unreachable(&self) -> Unreachable {
+        match self {
+            Self::Json(c) => c.unreachable,
+            Self::Http(c) => c.unreachable,
+            Self::Tcp(c) => c.unreachable,
+            Self::Tls(c) => c.unreachable,
+            Self::Command(_) | Self::Dns(_) | Self::File(_) | Self::Log(_) => Unreachable::Error,
+        }
+    }
+
+    /// Whether the probe reaches a system over the network, so that no answer within its
+    /// timeout means the system was not reached.
+    fn reaches(&self) -> bool {
+        match self {
+            Self::Json(c) => c.reaches(),
+            Self::Http(_) | Self::Tcp(_) | Self::Tls(_) => true,
+            Self::Command(_) | Self::Dns(_) | Self::File(_) | Self::Log(_) => false,
+        }
+    }
+
     /// Whether it observes a live system (time-sensitive evidence) rather than fixed content.
     #[must_use]
     pub fn is_content_fact(&self) -> bool {
@@ -300,13 +363,21 @@ impl Probe {
             }
         };
         let limit = self.timeout();
-        match tokio::time::timeout(limit, fut).await {
+        let sample = match tokio::time::timeout(limit, fut).await {
             Ok(s) => s,
-            Err(_) => Sample::error(format!(
-                "timed out after {}",
-                Dur::from_millis(limit.as_millis() as u64)
-            )),
-        }
+            Err(_) => {
+                let why = format!(
+                    "timed out after {}",
+                    Dur::from_millis(limit.as_millis() as u64)
+                );
+                if self.reaches() {
+                    Sample::unreachable(why)
+                } else {
+                    Sample::error(why)
+                }
+            }
+        };
+        sample.unreachable_as(self.unreachable())
     }
 }
 

@@ -4,7 +4,7 @@
 //! (no route, a timeout) says nothing about the port and is an error.
 
 use super::{FieldError, Judged, ProbeDefaults, Sample, facts, positive_timeout};
-use crate::spec::{TcpExpect, TcpProbe};
+use crate::spec::{TcpExpect, TcpProbe, Unreachable};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ pub struct TcpCheck {
     address: String,
     expect: TcpExpect,
     pub(crate) timeout: Duration,
+    pub(crate) unreachable: Unreachable,
 }
 
 /// Checks `host:port` syntax (the port must be a number).
@@ -38,12 +39,14 @@ impl TcpCheck {
         p.expect = Some(expect);
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
+        let unreachable = super::unreachable_setting(&mut p.unreachable);
         Ok((
             p.clone(),
             Self {
                 address: p.address,
                 expect,
                 timeout: timeout.std(),
+                unreachable,
             },
         ))
     }
@@ -53,7 +56,10 @@ impl TcpCheck {
             Ok(_) => true,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => false,
             Err(e) => {
-                return Sample::error(format!("cannot tell whether {} is open: {e}", self.address));
+                return Sample::unreachable(format!(
+                    "cannot tell whether {} is open: {e}",
+                    self.address
+                ));
             }
         };
         let mut sample = Sample::observed(facts([("open", Value::Bool(open))]), None);

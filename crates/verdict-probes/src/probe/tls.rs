@@ -7,7 +7,7 @@
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
 use super::tcp::check_address;
 use super::{FieldError, Judged, ProbeDefaults, Sample, positive_timeout};
-use crate::spec::TlsProbe;
+use crate::spec::{TlsProbe, Unreachable};
 use crate::text_match::TextMatcher;
 use rustls::pki_types::ServerName;
 use serde_json::{Map, Value};
@@ -26,6 +26,7 @@ pub struct TlsCheck {
     san: Vec<String>,
     issuer: Option<TextMatcher>,
     pub(crate) timeout: Duration,
+    pub(crate) unreachable: Unreachable,
 }
 
 /// What the leaf certificate says.
@@ -100,6 +101,7 @@ impl TlsCheck {
             .map_err(|m| FieldError::new("/issuer", m))?;
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
+        let unreachable = super::unreachable_setting(&mut p.unreachable);
         let san = p.san.iter().flatten().map(|s| normalise_name(s)).collect();
         Ok((
             p.clone(),
@@ -111,6 +113,7 @@ impl TlsCheck {
                 san,
                 issuer,
                 timeout: timeout.std(),
+                unreachable,
             },
         ))
     }
@@ -126,7 +129,9 @@ impl TlsCheck {
         };
         let tcp = match tokio::net::TcpStream::connect(&self.address).await {
             Ok(s) => s,
-            Err(e) => return Sample::error(format!("cannot connect to {}: {e}", self.address)),
+            Err(e) => {
+                return Sample::unreachable(format!("cannot connect to {}: {e}", self.address));
+            }
         };
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
         let refusal = match connector.connect(self.server_name.clone(), tcp).await {

@@ -366,3 +366,41 @@ fn default_modes_follow_the_role() {
     let modes: Vec<&str> = s.checks.iter().map(|c| c.mode().as_str()).collect();
     assert_eq!(modes, ["converge", "assert", "assert"]);
 }
+
+/// Three mistakes in three places are reported in one run, each located, and an unknown field
+/// names the field it was probably meant to be.
+#[test]
+fn every_mistake_is_reported_at_once_with_did_you_mean() {
+    let text = "version: 1\ndefaults: {probe_timeout: 0s}\ncriteria:\n  - id: web\n    probe:\n      kind: http\n      url: http://127.0.0.1:1/\n      stauts: 200\n      methd: GET\n  - id: port\n    wieght: 2\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n  - id: ok\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n  - id: ok\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n";
+    let e = load::load_bytes(text.as_bytes(), Format::Yaml, &BTreeMap::new()).unwrap_err();
+    let ps = e.problems();
+    let found: Vec<(&str, Option<usize>)> =
+        ps.iter().map(|p| (p.pointer.as_str(), p.line)).collect();
+    assert_eq!(
+        found,
+        vec![
+            ("/defaults/probe_timeout", Some(2)),
+            ("/criteria/0/probe/stauts", Some(8)),
+            ("/criteria/0/probe/methd", Some(9)),
+            ("/criteria/1/wieght", Some(11)),
+            ("/criteria/3/id", Some(15)),
+        ],
+        "{e}"
+    );
+    let said = e.to_string();
+    for hint in [
+        "did you mean `status`?",
+        "did you mean `method`?",
+        "did you mean `weight`?",
+        "duplicate criterion id \"ok\"",
+    ] {
+        assert!(said.contains(hint), "{hint}: {said}");
+    }
+    assert_eq!(ps[1].criterion.as_deref(), Some("web"));
+    // A name nothing is close to gets the list of what is allowed instead of a guess.
+    let p = problem(&one(
+        "  - id: web\n    zzzzzz: 1\n    probe: {kind: tcp, address: '127.0.0.1:1'}\n",
+    ));
+    assert!(!p.message.contains("did you mean"), "{p}");
+    assert!(p.message.contains("`probe`"), "{p}");
+}

@@ -526,3 +526,37 @@ async fn jobs_bounds_the_observations_running_at_once() {
         assert_eq!(c.outcome, Pass, "{}: {}", c.id, c.reason);
     }
 }
+
+/// A service that stops answering during a hold: by default the hold is an `error` (the system
+/// could not be observed); with `unreachable: fail` the criterion asked for the service to stay
+/// reachable, so the hold fails at that sample.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_stops_answering_fails_a_hold_only_with_unreachable_fail() {
+    for (option, expected) in [
+        ("", Error),
+        (", unreachable: error", Error),
+        (", unreachable: fail", Fail),
+    ] {
+        let h = Http::start().await;
+        h.script(
+            "svc",
+            vec![step(200, "ok"), step(200, "ok"), slow(200, "ok", 5_000)],
+        );
+        let s = spec(&format!(
+            "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 2s\n    interval: 50ms\n    probe: {{kind: http, url: '{}', timeout: 200ms{option}}}\n",
+            h.url("/s/svc")
+        ));
+        let r = run(&s).await;
+        let c = result(&r, "stays-up");
+        assert_eq!(c.outcome, expected, "{option:?}: {}", c.reason);
+        if expected == Fail {
+            assert!(
+                c.reason.contains("unreachable (counted as a failure)"),
+                "{}",
+                c.reason
+            );
+            assert_eq!(c.samples, 3, "the violation ends the hold");
+        }
+        assert!(!r.passed);
+    }
+}

@@ -671,3 +671,57 @@ async fn a_replaced_log_is_counted_whole_and_says_so() {
     assert_eq!(e.outcome, Fail);
     assert!(e.reason.contains("replaced"), "{}", e.reason);
 }
+
+/// `unreachable: fail` turns "could not reach the system" into a failure for the probes that
+/// reach over the network, and nothing else: other errors stay errors, and the default stays
+/// `error`.
+#[tokio::test]
+async fn unreachable_is_an_error_unless_the_probe_says_fail() {
+    let port = closed_port().await;
+    let url = format!("http://127.0.0.1:{port}/");
+    for (kind, def) in [
+        ("http", format!("{{kind: http, url: '{url}'")),
+        ("json", format!("{{kind: json, source: {{url: '{url}'}}")),
+        ("tls", format!("{{kind: tls, address: '127.0.0.1:{port}'")),
+    ] {
+        let (outcome, reason, _) = probe(&format!("{def}}}")).await;
+        assert_eq!(outcome, Error, "{kind} default: {reason}");
+        let (outcome, reason, _) = probe(&format!("{def}, unreachable: error}}")).await;
+        assert_eq!(outcome, Error, "{kind} error: {reason}");
+        let (outcome, reason, _) = probe(&format!("{def}, unreachable: fail}}")).await;
+        assert_eq!(outcome, Fail, "{kind} fail: {reason}");
+        assert!(
+            reason.starts_with("unreachable (counted as a failure)"),
+            "{kind}: {reason}"
+        );
+    }
+    // A system that answers, but not in a way the probe can judge, is still an error.
+    let h = Http::start().await;
+    h.script("text", vec![step(200, "not json")]);
+    let (outcome, reason, _) = probe(&format!(
+        "{{kind: http, url: '{}', expect: 'self.ok == true', unreachable: fail}}",
+        h.url("/s/text")
+    ))
+    .await;
+    assert_eq!(outcome, Error, "{reason}");
+}
+
+#[test]
+fn unreachable_keeps_old_digests_and_applies_only_where_it_means_something() {
+    let digest = |extra: &str| {
+        let s = spec(&format!(
+            "version: 1\ncriteria:\n  - id: p\n    probe: {{kind: http, url: 'http://127.0.0.1:1/'{extra}}}\n"
+        ));
+        s.checks[0].definition_digest.clone()
+    };
+    assert_eq!(digest(""), digest(", unreachable: error"));
+    assert_ne!(digest(""), digest(", unreachable: fail"));
+    let p = crate::common::problem(
+        "version: 1\ncriteria:\n  - id: p\n    probe: {kind: json, source: {file: /nonexistent}, unreachable: fail}\n",
+    );
+    assert_eq!(p.pointer, "/criteria/0/probe/unreachable", "{p}");
+    let p = crate::common::problem(
+        "version: 1\ncriteria:\n  - id: p\n    probe: {kind: file, path: /etc, unreachable: fail}\n",
+    );
+    assert!(p.message.contains("unknown field `unreachable`"), "{p}");
+}

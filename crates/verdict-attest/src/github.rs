@@ -1,0 +1,158 @@
+//! A decision as GitHub check-run and commit-status request bodies, written to a file for
+//! whatever posts them. Only `pass` is ever `success`; a decision that no longer applies, or no
+//! decision at all, asks for action instead.
+
+use crate::error::AttestError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use verdict_core::contracts::{GateDecision, Outcome};
+
+/// The body of a check-run creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckRun {
+    /// `verdict/<gate>`.
+    pub name: String,
+    /// The commit it is about.
+    pub head_sha: String,
+    /// Always `completed`.
+    pub status: String,
+    /// `success` only for an applicable pass.
+    pub conclusion: String,
+    /// The evaluation key, when there is a decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    /// Title, summary and details.
+    pub output: CheckRunOutput,
+}
+
+/// What a check run shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckRunOutput {
+    /// One line.
+    pub title: String,
+    /// The outcome and subject.
+    pub summary: String,
+    /// One line per reason.
+    pub text: String,
+}
+
+/// The body of a commit-status creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CommitStatus {
+    /// `success` only for an applicable pass.
+    pub state: String,
+    /// `verdict/<gate>`.
+    pub context: String,
+    /// At most 140 characters.
+    pub description: String,
+}
+
+/// Both payloads, as written to the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GithubPayloads {
+    /// For `POST /repos/{owner}/{repo}/check-runs`.
+    pub check_run: CheckRun,
+    /// For `POST /repos/{owner}/{repo}/statuses/{sha}`.
+    pub commit_status: CommitStatus,
+}
+
+/// The decision that applies now, or why none does.
+#[derive(Debug, Clone, Copy)]
+pub enum Applicable<'a> {
+    /// This decision applies.
+    Decision(&'a GateDecision),
+    /// None applies; the text says why.
+    None(&'a str),
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The payloads for `gate` about commit `head_sha` (40 or 64 lowercase hex digits).
+pub fn payloads(
+    gate: &str,
+    head_sha: &str,
+    applicable: Applicable<'_>,
+) -> Result<GithubPayloads, AttestError> {
+    if !matches!(head_sha.len(), 40 | 64)
+        || !head_sha
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err(AttestError::Input(format!(
+            "head sha {head_sha:?} is not 40 or 64 lowercase hex digits"
+        )));
+    }
+    let name = format!("verdict/{gate}");
+    let (conclusion, state, title, summary, text, external_id) = match applicable {
+        Applicable::Decision(d) => {
+            let (conclusion, state) = match d.outcome {
+                Outcome::Pass => ("success", "success"),
+                Outcome::Rework => ("failure", "failure"),
+                Outcome::HumanRequired => ("action_required", "pending"),
+                Outcome::Blocked => ("failure", "error"),
+            };
+            let subject = d.subject_digest.as_ref().map_or("(none)", |s| s.as_str());
+            let text: Vec<String> = d
+                .reasons
+                .iter()
+                .map(|r| {
+                    format!(
+                        "- {} ({}): {}",
+                        r.code.as_str(),
+                        r.outcome.as_str(),
+                        r.detail
+                    )
+                })
+                .collect();
+            (
+                conclusion,
+                state,
+                format!("verdict: {}", d.outcome.as_str()),
+                format!(
+                    "Gate {gate} decided {} for subject {subject}.",
+                    d.outcome.as_str()
+                ),
+                if text.is_empty() {
+                    "No reasons.".to_owned()
+                } else {
+                    text.join("\n")
+                },
+                d.evaluation_key.as_ref().map(|k| k.to_string()),
+            )
+        }
+        Applicable::None(why) => (
+            "action_required",
+            "pending",
+            "verdict: no applicable decision".to_owned(),
+            format!("Gate {gate} has no decision that applies now: {why}."),
+            why.to_owned(),
+            None,
+        ),
+    };
+    Ok(GithubPayloads {
+        check_run: CheckRun {
+            name: name.clone(),
+            head_sha: head_sha.to_owned(),
+            status: "completed".to_owned(),
+            conclusion: conclusion.to_owned(),
+            external_id,
+            output: CheckRunOutput {
+                title: title.clone(),
+                summary,
+                text,
+            },
+        },
+        commit_status: CommitStatus {
+            state: state.to_owned(),
+            context: name,
+            description: shorten(&title, 140),
+        },
+    })
+}

@@ -1,0 +1,71 @@
+//! `verdict export junit | github`: a subject's check evidence as JUnit XML, and the decision
+//! that applies now as GitHub check-run and commit-status bodies. Files only; no network.
+
+use crate::lifecycle_cmd::{Common, Ctx, runtime};
+use anyhow::Result;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Export commands.
+#[derive(clap::Subcommand)]
+pub enum ExportCommand {
+    /// The check evidence of an execution's current subject as JUnit XML; a pinned check
+    /// without evidence is an error case.
+    #[command(after_help = "Example:\n  verdict export junit ex-1 --out verdict-junit.xml")]
+    Junit {
+        /// Execution id.
+        execution: String,
+        /// Where to write (default: standard output).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The execution's applicable decision as GitHub check-run and commit-status bodies
+    /// (`{"check_run": ..., "commit_status": ...}`); only an applicable pass is `success`.
+    #[command(
+        after_help = "Example:\n  verdict export github ex-1 --head-sha \"$(git rev-parse HEAD)\" --out github.json"
+    )]
+    Github {
+        /// Execution id.
+        execution: String,
+        /// The commit the check is about (40 or 64 lowercase hex digits).
+        #[arg(long, value_name = "SHA")]
+        head_sha: String,
+        /// Where to write (default: standard output).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Runs an export command.
+pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
+    runtime()?.block_on(async {
+        let (text, out) = match cmd {
+            ExportCommand::Junit {
+                execution,
+                out,
+                common,
+            } => {
+                let ctx = Ctx::open(&common).await?;
+                (ctx.engine.junit(&execution).await?, out)
+            }
+            ExportCommand::Github {
+                execution,
+                head_sha,
+                out,
+                common,
+            } => {
+                let ctx = Ctx::open(&common).await?;
+                let p = ctx.engine.github_payloads(&execution, &head_sha).await?;
+                let mut text = serde_json::to_string_pretty(&p)?;
+                text.push('\n');
+                (text, out)
+            }
+        };
+        crate::audit_cmd::write_out(out.as_deref(), text.as_bytes())?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,304 @@
+//! Signed attestations of stored decisions, the public keys that sign them, and the exports
+//! for others' tools (JUnit, GitHub). The formats are `verdict-attest`'s; this module reads the
+//! store, checks authority and records which key signed what.
+//!
+//! The engine's records (which keys it signs with, which attestation each key made) are
+//! lifecycle notes (`notes.rs`): written by the engine itself among the requests and believed
+//! only when the audit chain says the engine wrote them.
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result, invalid};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use verdict_attest::github::{Applicable, GithubPayloads};
+use verdict_attest::{AttestError, DecisionInput};
+use verdict_core::contracts::{Outcome, Role};
+use verdict_core::digest::{Digest, DigestKind};
+use verdict_store::{About, DocKind, Stored};
+
+/// Schema of the engine's record of a public key it signs attestations with.
+pub const SIGNING_KEY_SCHEMA: &str = "verdict.signing-key/v1";
+/// Schema of the engine's record of one attestation it signed.
+pub const ATTESTATION_SCHEMA: &str = "verdict.attestation/v1";
+
+/// A public key the engine signs with. Its bytes depend on the key alone, so the record of a
+/// key is found by its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SigningKeyRecord {
+    /// [`SIGNING_KEY_SCHEMA`].
+    pub schema: String,
+    /// Hex SHA-256 of the raw public key.
+    pub key_id: String,
+    /// The ed25519 public key, 64 hex digits.
+    pub public_key: String,
+}
+
+impl SigningKeyRecord {
+    /// The record of `key`.
+    #[must_use]
+    pub fn of(key: &VerifyingKey) -> Self {
+        Self {
+            schema: SIGNING_KEY_SCHEMA.to_owned(),
+            key_id: verdict_attest::keys::key_id(key),
+            public_key: verdict_attest::keys::hex(key.as_bytes()),
+        }
+    }
+}
+
+/// One signed envelope of an attestation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignedEnvelope {
+    /// SHA-256 of the signed payload bytes.
+    pub payload_sha256: Digest,
+    /// The base64 signature.
+    pub signature: String,
+}
+
+/// Which key signed which decision, and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationRecord {
+    /// [`ATTESTATION_SCHEMA`].
+    pub schema: String,
+    /// The verification subject.
+    pub subject_digest: Digest,
+    /// The decision's evaluation key.
+    pub evaluation_key: Digest,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// The signing key's id.
+    pub key_id: String,
+    /// The signing key, so the record alone says how to check what it names.
+    pub public_key: String,
+    /// Whether the bundle was embedded.
+    pub bundle_included: bool,
+    /// The envelopes, in file order.
+    pub envelopes: Vec<SignedEnvelope>,
+}
+
+/// What `attest` made.
+#[derive(Debug, Clone)]
+pub struct Attested {
+    /// The attestation file: one DSSE envelope per line.
+    pub jsonl: String,
+    /// The record stored about it.
+    pub record: AttestationRecord,
+}
+
+fn attest_error(e: AttestError) -> EngineError {
+    EngineError::Invalid {
+        what: "attestation",
+        message: e.to_string(),
+    }
+}
+
+fn to_value<T: Serialize>(what: &'static str, t: &T) -> Result<Value> {
+    serde_json::to_value(t).map_err(|e| invalid(what)(e.to_string()))
+}
+
+impl Engine {
+    /// The engine's stored record of `key`, if it has one.
+    async fn key_row(&self, key: &VerifyingKey) -> Result<Option<(Stored, bool)>> {
+        let doc = to_value("signing key record", &SigningKeyRecord::of(key))?;
+        let digest = verdict_core::digest::digest(DigestKind::Request, &doc);
+        match self.store.get(DocKind::Request, &digest).await? {
+            Some(row) => {
+                let ours = self.written_by_engine(&row).await?;
+                Ok(Some((row, ours)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the engine has recorded `key` as one it signs with.
+    pub async fn signing_key_registered(&self, key: &VerifyingKey) -> Result<bool> {
+        Ok(self.key_row(key).await?.is_some_and(|(_, ours)| ours))
+    }
+
+    /// Records `key` as a key the engine signs attestations with (operator only). Recording a
+    /// key again changes nothing; keys are never removed, so every attestation stays checkable
+    /// after a rotation.
+    pub async fn register_signing_key(
+        &self,
+        caller: &Principal,
+        key: &VerifyingKey,
+    ) -> Result<SigningKeyRecord> {
+        self.require_role(caller, &[Role::Operator], "register signing keys")
+            .await?;
+        let record = SigningKeyRecord::of(key);
+        match self.key_row(key).await? {
+            Some((_, true)) => Ok(record),
+            Some((_, false)) => Err(EngineError::Conflict(format!(
+                "a record of key {} was written by someone other than the engine; it is not trusted",
+                record.key_id
+            ))),
+            None => {
+                self.put_note(&record).await?;
+                Ok(record)
+            }
+        }
+    }
+
+    /// Signs the decision stored under `evaluation_key` (operator only): the decision is
+    /// replayed from its record first, and only a bundle that reproduces it byte for byte is
+    /// attested. A pass that no longer applies at `now` is refused; any other outcome can be
+    /// attested at any time, since it never claims more than it says. The key is recorded if
+    /// it was not, and the attestation is recorded with the key that signed it.
+    pub async fn attest(
+        &self,
+        caller: &Principal,
+        evaluation_key: &Digest,
+        signer: &SigningKey,
+        include_bundle: bool,
+    ) -> Result<Attested> {
+        self.require_role(caller, &[Role::Operator], "sign attestations")
+            .await?;
+        let (run, bundle) = self.replay_with_bundle(evaluation_key).await?;
+        let decision = run.decision;
+        let subject_digest =
+            decision
+                .subject_digest
+                .clone()
+                .ok_or_else(|| EngineError::NotFound {
+                    what: "subject of decision",
+                    key: evaluation_key.to_string(),
+                })?;
+        if decision.outcome == Outcome::Pass {
+            let execution = self.subject(&subject_digest).await?.execution.id;
+            let history = self.history(execution.as_str()).await?;
+            let view = history
+                .decisions
+                .iter()
+                .find(|v| v.decision.evaluation_key.as_ref() == Some(evaluation_key));
+            if let Some(view) = view.filter(|v| !v.applies()) {
+                let why: Vec<&str> = view.not_applicable.iter().map(|w| w.as_str()).collect();
+                return Err(EngineError::Conflict(format!(
+                    "the pass {evaluation_key} no longer applies ({}); it is not attested",
+                    why.join(", ")
+                )));
+            }
+        }
+        let verifying = signer.verifying_key();
+        if let Some((_, false)) = self.key_row(&verifying).await? {
+            return Err(EngineError::Conflict(format!(
+                "a record of key {} was written by someone other than the engine; it is not trusted",
+                verdict_attest::keys::key_id(&verifying)
+            )));
+        }
+        let decision_value = verdict_core::json::parse(run.bytes.as_bytes())
+            .map_err(|e| invalid("stored decision")(e.to_string()))?;
+        let attestation = verdict_attest::attest(
+            &DecisionInput {
+                gate: &self.gate,
+                decision: &decision_value,
+                bundle: &bundle,
+                include_bundle,
+                verifier_version: BTreeMap::from([(
+                    "verdict".to_owned(),
+                    env!("CARGO_PKG_VERSION").to_owned(),
+                )]),
+            },
+            signer,
+        )
+        .map_err(attest_error)?;
+        let mut envelopes = Vec::with_capacity(attestation.envelopes.len());
+        for e in &attestation.envelopes {
+            let payload =
+                verdict_attest::dsse::b64_decode(&e.payload, "payload").map_err(attest_error)?;
+            envelopes.push(SignedEnvelope {
+                payload_sha256: verdict_core::digest::raw(&payload),
+                signature: e
+                    .signatures
+                    .first()
+                    .map(|s| s.sig.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        let record = AttestationRecord {
+            schema: ATTESTATION_SCHEMA.to_owned(),
+            subject_digest,
+            evaluation_key: evaluation_key.clone(),
+            outcome: decision.outcome,
+            key_id: attestation.key_id.clone(),
+            public_key: verdict_attest::keys::hex(verifying.as_bytes()),
+            bundle_included: include_bundle,
+            envelopes,
+        };
+        let jsonl = attestation.to_jsonl().map_err(attest_error)?;
+        // The key and the attestation in one transaction: an attestation is never on record
+        // without the key that made it.
+        self.store
+            .put_batch(
+                &Self::system(),
+                &[
+                    (
+                        DocKind::Request,
+                        to_value("signing key record", &SigningKeyRecord::of(&verifying))?,
+                    ),
+                    (DocKind::Request, to_value("attestation record", &record)?),
+                ],
+            )
+            .await?;
+        Ok(Attested { jsonl, record })
+    }
+
+    /// The engine's records of the attestations about `execution`'s subjects, in the order
+    /// they were made.
+    pub async fn attestations(&self, execution: &str) -> Result<Vec<AttestationRecord>> {
+        self.notes(&About::Execution(execution.to_owned()), ATTESTATION_SCHEMA)
+            .await
+    }
+
+    /// JUnit XML of the check evidence stored about `execution`'s current subject; every
+    /// check the subject pins without evidence is an error case.
+    pub async fn junit(&self, execution: &str) -> Result<String> {
+        let head = self
+            .execution_head(execution)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "execution",
+                key: execution.to_owned(),
+            })?;
+        let subject = self
+            .store
+            .get(DocKind::Subject, &head.subject_digest)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "subject",
+                key: head.subject_digest.to_string(),
+            })?
+            .value()?;
+        let evidence = self
+            .store
+            .list(DocKind::Evidence, &About::Subject(head.subject_digest))
+            .await?
+            .iter()
+            .map(Stored::value)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        verdict_attest::junit::junit(&subject, &evidence).map_err(attest_error)
+    }
+
+    /// GitHub check-run and commit-status bodies for `execution` about commit `head_sha`: the
+    /// decision that applies at `now`, or none and why.
+    pub async fn github_payloads(&self, execution: &str, head_sha: &str) -> Result<GithubPayloads> {
+        let status = self.status(execution).await?;
+        let why = match (&status.applicable, &status.latest) {
+            (Some(_), _) => String::new(),
+            (None, Some(latest)) => {
+                let why: Vec<&str> = latest.not_applicable.iter().map(|w| w.as_str()).collect();
+                format!("the latest decision does not apply ({})", why.join(", "))
+            }
+            (None, None) => "no decision yet".to_owned(),
+        };
+        let applicable = match &status.applicable {
+            Some(view) => Applicable::Decision(&view.decision),
+            None => Applicable::None(&why),
+        };
+        verdict_attest::github::payloads(&self.gate, head_sha, applicable).map_err(attest_error)
+    }
+}

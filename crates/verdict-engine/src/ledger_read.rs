@@ -1,0 +1,319 @@
+//! The ledger's observations, read from the store: one per execution generation, classified by
+//! the decision `history` says applies to it. The counting itself is in `ledger.rs`.
+
+use crate::applicability::{DecisionView, NotApplicable};
+use crate::engine::Engine;
+use crate::error::{EngineError, Result};
+use crate::ledger::{AttemptClass, CohortKey, Ledger, Observation, VerifierRevision, Window};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use verdict_core::contracts::{Outcome, ReasonCode, Subject, VerificationResult};
+use verdict_core::digest::Digest;
+use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
+
+/// How many audit events one page of the execution scan reads.
+const PAGE: u32 = 1000;
+
+/// The part of a run-context note the ledger reads: which construction rules built the prompt.
+#[derive(Debug, Deserialize)]
+struct ManifestHead {
+    construction: Construction,
+}
+
+#[derive(Debug, Deserialize)]
+struct Construction {
+    revision: String,
+}
+
+/// The part of a verification request the ledger reads: the capability it names, if any.
+#[derive(Debug, Deserialize)]
+struct NamedCapability {
+    schema: String,
+    #[serde(default)]
+    capability: Option<String>,
+}
+
+/// Whether a reason that makes `view` not apply still lets it stand for its attempt. For an
+/// attempt that has closed (a later generation started), the world moving on afterwards — the
+/// next generation, a new policy revision, which starts a cohort of its own — does not undo what
+/// was decided about it. Anything else (a newer subject in the same attempt, an expired pass,
+/// ...) means the decision no longer stands.
+fn excused(why: NotApplicable, closed: bool) -> bool {
+    closed
+        && matches!(
+            why,
+            NotApplicable::GenerationMoved | NotApplicable::PolicyRevisionMoved
+        )
+}
+
+/// What a decision that stands makes of its attempt.
+fn classify(view: &DecisionView) -> AttemptClass {
+    let d = &view.decision;
+    if d.reasons
+        .iter()
+        .any(|r| r.code == ReasonCode::EvidenceTampered)
+    {
+        return AttemptClass::Tampered;
+    }
+    match d.outcome {
+        Outcome::Pass => AttemptClass::Pass,
+        Outcome::Rework => AttemptClass::Rework,
+        Outcome::HumanRequired => AttemptClass::HumanRequired,
+        Outcome::Blocked => {
+            let blocking = d.reasons.iter().filter(|r| r.outcome == Outcome::Blocked);
+            let mut any = false;
+            let mut all_unavailable = true;
+            for r in blocking {
+                any = true;
+                all_unavailable &= r.code == ReasonCode::VerifierUnavailable;
+            }
+            if any && all_unavailable {
+                AttemptClass::CoverageGap
+            } else {
+                AttemptClass::Blocked
+            }
+        }
+    }
+}
+
+/// The capability key of a subject: its mission and its work item kinds.
+fn capability(subject: &Subject) -> String {
+    let kinds: BTreeSet<&str> = subject.work_items.iter().map(|w| w.kind.as_str()).collect();
+    let kinds: Vec<&str> = kinds.into_iter().collect();
+    format!(
+        "{}:{}",
+        subject.mission.as_ref().map_or("-", |m| m.as_str()),
+        if kinds.is_empty() {
+            "-".to_owned()
+        } else {
+            kinds.join("+")
+        }
+    )
+}
+
+impl Engine {
+    /// Every execution the store has moved a head for, from the audit chain's pointer moves.
+    async fn executions(&self) -> Result<BTreeSet<String>> {
+        let prefix = format!("{}:", PointerKind::Execution.as_str());
+        let mut out = BTreeSet::new();
+        let mut after = 0;
+        loop {
+            let page = self.store.audit_events(after, PAGE).await?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            after = last.seq;
+            for e in &page {
+                if e.table == "pointer_changes"
+                    && e.key.starts_with(&prefix)
+                    && let Some(name) = &e.correlation
+                {
+                    out.insert(name.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The capability the latest request about the subject names. Only a request its own
+    /// producer or an operator appended counts: the capability is theirs to name, no one
+    /// else's.
+    async fn requested_capability(
+        &self,
+        subject: &Subject,
+        digest: &Digest,
+    ) -> Result<Option<String>> {
+        let mut named = None;
+        for row in self
+            .store
+            .list(DocKind::Request, &About::Subject(digest.clone()))
+            .await?
+        {
+            let Ok(request) = row.decode::<NamedCapability>() else {
+                continue;
+            };
+            let Some(capability) = request
+                .capability
+                .filter(|_| request.schema == crate::runs::REQUEST_SCHEMA)
+            else {
+                continue;
+            };
+            let events = self
+                .store
+                .audit_events(row.seq.saturating_sub(1), 1)
+                .await?;
+            let by_owner = events.iter().any(|e| {
+                e.seq == row.seq
+                    && e.payload_digest == row.digest.as_str()
+                    && (e.role == ActorRole::Operator.as_str()
+                        || (e.role == ActorRole::Producer.as_str()
+                            && e.principal == subject.producer.principal.as_str()))
+            });
+            if by_owner {
+                named = Some(capability);
+            }
+        }
+        Ok(named)
+    }
+
+    /// The verifiers whose results a decision counted, with their model and prompt revisions.
+    async fn decision_verifiers(&self, key: &Digest) -> Result<Vec<VerifierRevision>> {
+        let mut results = Vec::new();
+        if let Some(row) = self.store.evaluations(key).await?.into_iter().next() {
+            let record: EvaluationRecord = row.decode()?;
+            for d in &record.verifications {
+                if let Some(r) = self.store.get(DocKind::Verification, d).await? {
+                    results.push(r.decode::<VerificationResult>()?);
+                }
+            }
+        }
+        let mut out = BTreeSet::new();
+        for r in results {
+            let model = r.verifier.runtime.as_ref().map_or_else(
+                || "none".to_owned(),
+                |rt| format!("{}/{}@{}", rt.provider, rt.model, rt.snapshot),
+            );
+            let prompt = self
+                .run_contexts(r.verifier.run.as_str())
+                .await?
+                .into_iter()
+                .filter_map(|c| serde_json::from_value::<ManifestHead>(c.manifest).ok())
+                .map(|m| m.construction.revision)
+                .next_back()
+                .unwrap_or_else(|| "none".to_owned());
+            out.insert(VerifierRevision {
+                class: r.verifier.class.to_string(),
+                model,
+                prompt,
+            });
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    async fn policy_label(&self, digest: Option<&Digest>) -> Result<String> {
+        let digest = match digest {
+            Some(d) => Some(d.clone()),
+            None => self.gate_head().await?.map(|g| g.policy_digest),
+        };
+        Ok(match digest {
+            Some(d) => {
+                let p = self.policy(&d).await?;
+                format!("{}@{}", p.name, p.revision)
+            }
+            None => "none".to_owned(),
+        })
+    }
+
+    /// One observation per attempt (execution generation) of `execution`, as at `now`.
+    pub async fn ledger_attempts(&self, execution: &str) -> Result<Vec<Observation>> {
+        let now = &self.now().await?;
+        let Some(head) = self.execution_head(execution).await? else {
+            return Ok(Vec::new());
+        };
+        let history = self.history(execution).await?;
+        // The final subject of each generation: the head for the current one, else the last
+        // subject of that generation the store holds.
+        let mut finals: BTreeMap<u64, (Digest, Subject)> = BTreeMap::new();
+        for row in self
+            .store
+            .list(DocKind::Subject, &About::Execution(execution.to_owned()))
+            .await?
+        {
+            let s: Subject = row.decode()?;
+            let g = s.execution.generation;
+            if g <= head.generation {
+                finals.insert(g, (row.digest.clone(), s));
+            }
+        }
+        let current = self.subject(&head.subject_digest).await?;
+        finals.insert(head.generation, (head.subject_digest.clone(), current));
+        let mut out = Vec::new();
+        for (attempt, (generation, (digest, subject))) in finals.into_iter().enumerate() {
+            let closed = generation < head.generation;
+            let decision = history
+                .decisions
+                .iter()
+                .filter(|v| v.decision.subject_digest.as_ref() == Some(&digest))
+                .max_by_key(|v| v.seq);
+            let (class, key, policy, verifiers, at) = match decision {
+                Some(view) => {
+                    let stands = view.not_applicable.iter().all(|w| excused(*w, closed));
+                    let class = if stands {
+                        classify(view)
+                    } else {
+                        AttemptClass::Stale
+                    };
+                    let key = view.decision.evaluation_key.clone();
+                    let (verifiers, at) = match &key {
+                        Some(k) => {
+                            let at = match self.store.evaluations(k).await?.into_iter().next() {
+                                Some(row) => row.decode::<EvaluationRecord>()?.now,
+                                None => now.clone(),
+                            };
+                            (self.decision_verifiers(k).await?, at)
+                        }
+                        None => (Vec::new(), now.clone()),
+                    };
+                    let policy = self
+                        .policy_label(view.decision.policy_digest.as_ref())
+                        .await?;
+                    (class, key, policy, verifiers, at)
+                }
+                None => {
+                    // Never decided: a coverage gap when every run for it ended unavailable,
+                    // else simply unverified.
+                    let runs: Vec<_> = history
+                        .runs
+                        .iter()
+                        .filter(|r| r.subject_digest == digest.as_str())
+                        .collect();
+                    let gap = !runs.is_empty() && runs.iter().all(|r| r.status == "unavailable");
+                    let class = if gap {
+                        AttemptClass::CoverageGap
+                    } else {
+                        AttemptClass::Unverified
+                    };
+                    (
+                        class,
+                        None,
+                        self.policy_label(None).await?,
+                        Vec::new(),
+                        now.clone(),
+                    )
+                }
+            };
+            let capability = match self.requested_capability(&subject, &digest).await? {
+                Some(named) => named,
+                None => capability(&subject),
+            };
+            out.push(Observation {
+                cohort: CohortKey {
+                    capability,
+                    verifiers,
+                    policy,
+                },
+                execution: execution.to_owned(),
+                generation,
+                attempt: u32::try_from(attempt + 1).map_err(|_| EngineError::Invalid {
+                    what: "execution",
+                    message: format!("{execution:?} has more attempts than can be counted"),
+                })?,
+                subject_digest: digest,
+                evaluation_key: key,
+                class,
+                at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The reliability ledger of every execution in the store over `window`, as at `now`.
+    pub async fn ledger(&self, window: Window) -> Result<Ledger> {
+        let now = &self.now().await?;
+        let mut observations = Vec::new();
+        for execution in self.executions().await? {
+            observations.extend(self.ledger_attempts(&execution).await?);
+        }
+        Ok(crate::ledger::compute(&observations, window, now))
+    }
+}
