@@ -130,6 +130,12 @@ fn a_closed_standard_output_ends_every_command_cleanly() {
     let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
     let out = verdict_in(&store).arg("quickstart").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    // Running the quickstart again on the store it initialised takes its operator's token.
+    let ops = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("vdt_"))
+        .unwrap()
+        .to_owned();
     let commands: &[&[&str]] = &[
         &["schema", "bundle"],
         &["status", "quickstart-1", "--gate", "quickstart", "--json"],
@@ -157,7 +163,7 @@ fn a_closed_standard_output_ends_every_command_cleanly() {
         ],
         &["audit", "verify"],
         &["audit", "verify", "--json"],
-        &["quickstart"],
+        &["quickstart", "--token", ops.as_str()],
         &["store", "migrate"],
         &["--help"],
     ];
