@@ -465,10 +465,13 @@ fn the_specification_gives_the_defaults_the_code_applies() {
         {"schema": "verdict.policy/v1", "name": "p", "revision": 1}
     ))
     .unwrap();
-    let policy = serde_json::to_value(&policy).unwrap();
+    let waived = serde_json::json!(policy.evidence_refs_waived);
+    let mut policy = serde_json::to_value(&policy).unwrap();
+    // Left out of the document when empty, like a criterion's weight: the default read back.
+    policy["evidence_refs_waived"] = waived;
     assert_eq!(
         defaults_agree("policy.md", "# The policy: how the Gate decides", &policy),
-        9
+        10
     );
 
     let criterion: Criterion =

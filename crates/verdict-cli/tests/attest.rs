@@ -236,7 +236,18 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         assert_eq!(cohorts[0]["verified_passes"], 1);
         let chart = std::fs::read_to_string(PathBuf::from(&svg).join("cohort-001.svg")).unwrap();
         assert!(chart.starts_with("<svg"));
-        let csv = env.ok(None, &["ledger", "--format", "csv", "--min-sample", "5"]);
+        let csv = env.ok(
+            None,
+            &[
+                "ledger",
+                "--gate",
+                "quickstart",
+                "--format",
+                "csv",
+                "--min-sample",
+                "5",
+            ],
+        );
         assert_eq!(csv.lines().count(), 2, "{csv}");
         assert!(
             csv.lines()
@@ -244,7 +255,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 .unwrap()
                 .contains("insufficient_evidence")
         );
-        let table = env.ok(None, &["ledger"]);
+        let table = env.ok(None, &["ledger", "--gate", "quickstart"]);
         assert!(table.contains("insufficient_evidence"), "{table}");
     });
 }
