@@ -72,7 +72,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         let caller = ctx.caller().await?;
         let attested = ctx
             .engine
-            .attest(&caller, &evaluation_key, &signer, !args.no_bundle, &ctx.now)
+            .attest(&caller, &evaluation_key, &signer, !args.no_bundle)
             .await?;
         crate::audit_cmd::write_out(args.out.as_deref(), attested.jsonl.as_bytes())?;
         eprintln!(

@@ -12,15 +12,16 @@ const STORE_HELP: &str = "Store: sqlite:PATH or postgres://USER@HOST:PORT/DB \
 /// Audit commands.
 #[derive(clap::Subcommand)]
 pub enum AuditCommand {
-    /// Walk the audit chain and re-hash every stored row; exit 1 if anything was changed.
+    /// Walk the audit chain, re-hash every stored row and replay every stored decision; exit 1
+    /// if anything was changed.
     #[command(after_help = "Examples:\n  \
         verdict audit verify\n  \
         verdict audit verify --store postgres://postgres@db/verdict --json\n  \
         verdict audit verify --checkpoint head.json --public-key 3b6a27bc...\n\n\
         Every problem names the audit seq and the table: a modified, deleted, inserted or \
         reordered row or event, a stored document whose bytes no longer hash to its key, a \
-        pointer no audited change set, or a chain that no longer holds a signed checkpoint's \
-        head. Exit status: 0 intact, 1 problems found, 2 could not check.")]
+        pointer no audited change set, a chain that no longer holds a signed checkpoint's \
+        head, or a stored decision the Gate does not reproduce from its evaluation record. Exit status: 0 intact, 1 problems found, 2 could not check.")]
     Verify(VerifyArgs),
     /// Sign the chain's current head with an ed25519 key and write the checkpoint.
     #[command(after_help = "Examples:\n  \
@@ -166,10 +167,11 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let (report, name) = runtime()?.block_on(async {
         let (store, name) = open(args.store.as_deref()).await?;
-        let report = store
-            .verify_audit(anchor.as_ref())
+        // The engine's use case: the store's walk, then a replay of every stored decision.
+        let report = verdict_engine::Engine::new(store, verdict_engine::DEFAULT_GATE)
+            .verify_store(anchor.as_ref())
             .await
-            .context("verifying the audit chain")?;
+            .context("verifying the audit chain and replaying its decisions")?;
         anyhow::Ok((report, name))
     })?;
     if args.json {

@@ -142,7 +142,7 @@ pub async fn principal(cmd: PrincipalBrowse) -> Result<ExitCode> {
     match cmd {
         PrincipalBrowse::List(view) => {
             let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_principals(&caller, &ctx.now).await?;
+            let all = ctx.engine.list_principals(&caller).await?;
             render(&view, &all, || {
                 all.iter()
                     .map(|p| format!("{}  {}\n", p.name, p.role.as_str()))
@@ -151,7 +151,7 @@ pub async fn principal(cmd: PrincipalBrowse) -> Result<ExitCode> {
         }
         PrincipalBrowse::Show { name, view } => {
             let (ctx, caller) = open(&view).await?;
-            let (p, grants) = ctx.engine.show_principal(&caller, &name, &ctx.now).await?;
+            let (p, grants) = ctx.engine.show_principal(&caller, &name).await?;
             #[derive(Serialize)]
             struct Shown<'a> {
                 principal: &'a verdict_engine::PrincipalView,
@@ -183,13 +183,13 @@ pub async fn grant(cmd: GrantBrowse) -> Result<ExitCode> {
             let (ctx, caller) = open(&view).await?;
             let all = ctx
                 .engine
-                .list_grants(&caller, principal.as_deref(), &ctx.now)
+                .list_grants(&caller, principal.as_deref())
                 .await?;
             render(&view, &all, || all.iter().map(grant_line).collect())
         }
         GrantBrowse::Show { id, view } => {
             let (ctx, caller) = open(&view).await?;
-            let g = ctx.engine.show_grant(&caller, &id, &ctx.now).await?;
+            let g = ctx.engine.show_grant(&caller, &id).await?;
             render(&view, &g, || grant_line(&g))
         }
     }
@@ -225,7 +225,7 @@ pub async fn execution(cmd: ExecutionBrowse) -> Result<ExitCode> {
     match cmd {
         ExecutionBrowse::List(view) => {
             let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_executions(&caller, &ctx.now).await?;
+            let all = ctx.engine.list_executions(&caller).await?;
             render(&view, &all, || {
                 all.iter()
                     .map(|e| {
@@ -239,10 +239,7 @@ pub async fn execution(cmd: ExecutionBrowse) -> Result<ExitCode> {
         }
         ExecutionBrowse::Show { execution, view } => {
             let (ctx, caller) = open(&view).await?;
-            let e = ctx
-                .engine
-                .show_execution(&caller, &execution, &ctx.now)
-                .await?;
+            let e = ctx.engine.show_execution(&caller, &execution).await?;
             render(&view, &e, || {
                 let mut t = format!(
                     "{}: generation {}, current subject {}\nsubjects:\n",
@@ -265,12 +262,12 @@ pub async fn run(cmd: RunBrowse) -> Result<ExitCode> {
     match cmd {
         RunBrowse::List { execution, view } => {
             let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_runs(&caller, &execution, &ctx.now).await?;
+            let all = ctx.engine.list_runs(&caller, &execution).await?;
             render(&view, &all, || all.iter().map(run_line).collect())
         }
         RunBrowse::Show { run, view } => {
             let (ctx, caller) = open(&view).await?;
-            let r = ctx.engine.show_run(&caller, &run, &ctx.now).await?;
+            let r = ctx.engine.show_run(&caller, &run).await?;
             render(&view, &r, || {
                 format!(
                     "{}request {}\nsubject {}\n",

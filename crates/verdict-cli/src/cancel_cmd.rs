@@ -58,7 +58,7 @@ pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
         let ctx = Ctx::open(&common).await?;
         let c = ctx
             .engine
-            .cancel_execution(&ctx.caller().await?, &execution, &reason, &ctx.now)
+            .cancel_execution(&ctx.caller().await?, &execution, &reason)
             .await?;
         outln!("{}", describe(&c))?;
         Ok(ExitCode::SUCCESS)
@@ -70,7 +70,7 @@ pub(crate) async fn run_cancel(args: RunCancelArgs) -> Result<ExitCode> {
     let ctx = Ctx::open(&args.common).await?;
     let c = ctx
         .engine
-        .cancel_run(&ctx.caller().await?, &args.run, &args.reason, &ctx.now)
+        .cancel_run(&ctx.caller().await?, &args.run, &args.reason)
         .await?;
     outln!("{}", describe(&c))?;
     Ok(ExitCode::SUCCESS)

@@ -59,10 +59,7 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 common,
             } => {
                 let ctx = Ctx::open(&common).await?;
-                let p = ctx
-                    .engine
-                    .github_payloads(&execution, &head_sha, &ctx.now)
-                    .await?;
+                let p = ctx.engine.github_payloads(&execution, &head_sha).await?;
                 let mut text = serde_json::to_string_pretty(&p)?;
                 text.push('\n');
                 (text, out)

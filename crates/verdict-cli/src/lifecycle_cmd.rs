@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_engine::{DecisionView, Engine, Principal, Reviewed};
-use verdict_store::{Access, Location, ScopeKind};
+use verdict_store::{Access, Location, ScopeKind, StoreClock};
 
 /// Options every lifecycle command takes.
 #[derive(clap::Args, Clone)]
@@ -24,7 +24,8 @@ pub struct Common {
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
     pub(crate) gate: String,
-    /// The time to act at (RFC 3339 UTC); defaults to the system clock.
+    /// The time to act at (RFC 3339 UTC), only for a store initialised with `--clock manual`;
+    /// a store on the system clock refuses it and takes every time from its own clock.
     #[arg(long)]
     pub(crate) now: Option<String>,
 }
@@ -44,6 +45,24 @@ const EXAMPLES: &str = "Examples:
   verdict gate run ex-1 && verdict status ex-1 && verdict history ex-1
   verdict execution cancel ex-1 --reason \"superseded\"";
 
+/// `init --clock`.
+#[derive(clap::ValueEnum, Clone, Copy)]
+pub enum ClockArg {
+    /// The system clock (on PostgreSQL, the database's).
+    System,
+    /// A manual clock: every command gives the time with `--now`.
+    Manual,
+}
+
+impl From<ClockArg> for StoreClock {
+    fn from(c: ClockArg) -> Self {
+        match c {
+            ClockArg::System => Self::System,
+            ClockArg::Manual => Self::Manual,
+        }
+    }
+}
+
 /// Lifecycle commands (flattened into the top level).
 #[derive(clap::Subcommand)]
 pub enum LifecycleCommand {
@@ -53,6 +72,10 @@ pub enum LifecycleCommand {
         /// The operator's name.
         #[arg(long, default_value = "operator")]
         operator: String,
+        /// The store's clock, chosen once, here: `system` (the store's own clock decides every
+        /// time) or `manual` (tests and simulations: each command sets the time with `--now`).
+        #[arg(long, value_enum, default_value = "system")]
+        clock: ClockArg,
         #[command(flatten)]
         common: Common,
     },
@@ -153,14 +176,18 @@ pub enum LifecycleCommand {
     },
     /// Walk one real change through the whole flow in the embedded store (no network, no key).
     #[command(
-        after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else; run again, it starts a new execution."
+        after_help = "Example:\n  verdict quickstart && verdict status quickstart-1 --gate quickstart\n\nIt uses $VERDICT_HOME (default ./.verdict) and touches nothing else. On an empty store it initialises it and shows the operator's token once; run again with that token (--token or VERDICT_TOKEN), it starts a new execution."
     )]
     Quickstart {
         /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`,
         /// else `./.verdict/verdict.db`). The quickstart makes its own principals and gate, so
-        /// it takes no token, gate or time.
+        /// it takes no gate or time.
         #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
         store: Option<String>,
+        /// An operator's token, needed on a store that is already initialised (only an
+        /// operator adds principals); an empty store is initialised and its token shown once.
+        #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -362,15 +389,21 @@ pub struct GateReplayArgs {
     common: Common,
 }
 
-/// An opened store with the caller's token and the time to act at.
+/// An opened store with the caller's token.
 pub(crate) struct Ctx {
     pub(crate) engine: Engine,
-    pub(crate) now: Timestamp,
     token: Option<String>,
 }
 
 impl Ctx {
     pub(crate) async fn open(common: &Common) -> Result<Self> {
+        let ctx = Self::open_store(common).await?;
+        ctx.set_time(common).await?;
+        Ok(ctx)
+    }
+
+    /// The store, without setting `--now` (which a store has no clock for before `init`).
+    async fn open_store(common: &Common) -> Result<Self> {
         let location = Location::resolve(common.store.as_deref())?;
         if let Location::Sqlite(path) = &location
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -379,22 +412,32 @@ impl Ctx {
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let store = verdict_store::open(&location).await?;
-        let now = match &common.now {
-            Some(s) => s.parse().map_err(|e| anyhow::anyhow!("--now {s:?}: {e}"))?,
-            None => clock(),
-        };
         Ok(Self {
             engine: Engine::new(store, common.gate.clone()),
-            now,
             token: common.token.clone(),
         })
+    }
+
+    /// Sets `--now` on the store's manual clock; a store on the system clock refuses it.
+    async fn set_time(&self, common: &Common) -> Result<()> {
+        if let Some(text) = &common.now {
+            let now: Timestamp = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--now {text:?}: {e}"))?;
+            self.engine
+                .store()
+                .set_manual_time(&now)
+                .await
+                .with_context(|| format!("--now {text}"))?;
+        }
+        Ok(())
     }
 
     /// The principal of the token given. Every command that acts as someone comes through
     /// here, so an attempt with a wrong or missing token is recorded as a denial.
     pub(crate) async fn caller(&self) -> Result<Principal> {
         let Some(token) = self.token.as_deref() else {
-            let err = self.engine.authenticate("", &self.now).await.err();
+            let err = self.engine.authenticate("").await.err();
             bail!(
                 "unauthenticated: give a token with --token or VERDICT_TOKEN{}",
                 err.filter(|e| e.code() != "unauthenticated")
@@ -402,16 +445,8 @@ impl Ctx {
                     .unwrap_or_default()
             );
         };
-        Ok(self.engine.authenticate(token, &self.now).await?)
+        Ok(self.engine.authenticate(token).await?)
     }
-}
-
-/// The system clock: read here, in the shell, and nowhere in the engine.
-fn clock() -> Timestamp {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    Timestamp::from_unix_nanos(i128::try_from(nanos).unwrap_or(0))
 }
 
 fn read_json(file: &str) -> Result<Value> {
@@ -443,15 +478,15 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
         let ctx = Ctx::open(&args.common).await?;
         let caller = ctx.caller().await?;
-        let g = ctx
-            .engine
-            .gate_run(&caller, &args.execution, &ctx.now)
-            .await?;
+        let g = ctx.engine.gate_run(&caller, &args.execution).await?;
         match args.format {
             crate::gate_cmd::Format::Json => outln!("{}", g.bytes)?,
             crate::gate_cmd::Format::Text => {
                 crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
             }
+        }
+        if ctx.engine.store().clock().await? == StoreClock::Manual {
+            eprintln!("store clock: manual (the decision's time was set with --now)");
         }
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
     })
@@ -475,12 +510,19 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
 async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
     use LifecycleCommand as C;
     match cmd {
-        C::Init { operator, common } => {
-            let ctx = Ctx::open(&common).await?;
-            let token = ctx.engine.init(&operator).await?;
+        C::Init {
+            operator,
+            clock,
+            common,
+        } => {
+            let ctx = Ctx::open_store(&common).await?;
+            let clock = StoreClock::from(clock);
+            let token = ctx.engine.init(&operator, clock).await?;
+            ctx.set_time(&common).await?;
             eprintln!(
-                "store: {}\noperator {operator:?} created; its token is shown only now:",
-                ctx.engine.store().describe()
+                "store: {} (clock: {})\noperator {operator:?} created; its token is shown only now:",
+                ctx.engine.store().describe(),
+                clock.as_str()
             );
             outln!("{token}")?;
         }
@@ -489,7 +531,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let role = parse_role(&role)?;
             let token = ctx
                 .engine
-                .add_principal(&ctx.caller().await?, &name, role, &ctx.now)
+                .add_principal(&ctx.caller().await?, &name, role)
                 .await?;
             eprintln!(
                 "principal {name:?} ({}) created; its token is shown only now:",
@@ -529,7 +571,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &scope,
                     access,
                     &expires,
-                    &ctx.now,
                 )
                 .await?;
             outln!("granted {id}")?;
@@ -537,7 +578,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
             let ctx = Ctx::open(&common).await?;
             ctx.engine
-                .revoke(&ctx.caller().await?, &id, &reason, &ctx.now)
+                .revoke(&ctx.caller().await?, &id, &reason)
                 .await?;
             outln!("revoked {id}")?;
         }
@@ -545,7 +586,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let d = ctx
                 .engine
-                .set_policy(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .set_policy(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             outln!("{d}")?;
         }
@@ -553,7 +594,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let d = ctx
                 .engine
-                .put_subject(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .put_subject(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             outln!("{d}")?;
         }
@@ -573,11 +614,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 Value::Array(items) => items,
                 one => vec![one],
             };
-            for d in ctx
-                .engine
-                .add_evidence(&ctx.caller().await?, &docs, &ctx.now)
-                .await?
-            {
+            for d in ctx.engine.add_evidence(&ctx.caller().await?, &docs).await? {
                 outln!("{d}")?;
             }
         }
@@ -597,7 +634,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     &execution,
                     &budget,
                     capability.as_deref(),
-                    &ctx.now,
                 )
                 .await?;
             outln!("{d}")?;
@@ -616,14 +652,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{request:?}: {e}"))?;
             let pre = ctx
                 .engine
-                .admit(
-                    &ctx.caller().await?,
-                    &request,
-                    &verifier,
-                    &class,
-                    &run,
-                    &ctx.now,
-                )
+                .admit(&ctx.caller().await?, &request, &verifier, &class, &run)
                 .await?;
             // Preflight speaks only when the deterministic evidence already decides; otherwise
             // its outcome is the Gate's without any verifier, which says nothing about the run.
@@ -643,7 +672,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&common).await?;
             let s = ctx
                 .engine
-                .submit_result(&ctx.caller().await?, &read_json(&file)?, &ctx.now)
+                .submit_result(&ctx.caller().await?, &read_json(&file)?)
                 .await?;
             outln!("{}", s.digest)?;
             if let Some(why) = s.why_not {
@@ -681,7 +710,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     verdict,
                     &reason,
                     &reviewed,
-                    &ctx.now,
                 )
                 .await?;
             outln!("{d}")?;
@@ -692,7 +720,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let s = ctx.engine.status(&execution, &ctx.now).await?;
+            let s = ctx.engine.status(&execution).await?;
             let passing = s
                 .applicable
                 .as_ref()
@@ -728,6 +756,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                         g.revision
                     )?;
                 }
+                outln!("store clock: {} at {}", s.clock.as_str(), s.now)?;
             }
             return Ok(if passing {
                 ExitCode::SUCCESS
@@ -741,7 +770,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let h = ctx.engine.history(&execution, &ctx.now).await?;
+            let h = ctx.engine.history(&execution).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
@@ -780,9 +809,9 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 }
             }
         }
-        C::Quickstart { store } => {
+        C::Quickstart { store, token } => {
             let ctx = Ctx::open(&Common {
-                token: None,
+                token,
                 store: store.clone(),
                 gate: verdict_engine::DEFAULT_GATE.to_owned(),
                 now: None,
@@ -792,7 +821,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let mut written = Ok(());
             let q = verdict_engine::quickstart::run(
                 ctx.engine.store().clone(),
-                &clock,
+                ctx.token.as_deref(),
                 &mut |l: &str| {
                     if written.is_ok() {
                         written = outln!("{l}");
@@ -801,6 +830,11 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             )
             .await?;
             written?;
+            if let Some(token) = &q.operator_token {
+                outln!(
+                    "this store was empty, so the quickstart initialised it; its operator's token is shown only now (give it with --token or VERDICT_TOKEN to run the quickstart again):\n{token}"
+                )?;
+            }
             let last = q.decisions.last().map_or("none", |d| d.outcome.as_str());
             outln!("final decision: {last}")?;
             // Commands that work as printed, in the same shell: a store named by `--store`

@@ -216,10 +216,7 @@ pub async fn subject(cmd: SubjectScaffold) -> Result<ExitCode> {
     let value = serde_json::to_value(&subject)?;
     if args.put {
         let ctx = Ctx::open(&args.common).await?;
-        let stored = ctx
-            .engine
-            .put_subject(&ctx.caller().await?, &value, &ctx.now)
-            .await?;
+        let stored = ctx.engine.put_subject(&ctx.caller().await?, &value).await?;
         outln!("{stored}")?;
     } else {
         outln!("{}", serde_json::to_string_pretty(&value)?)?;
@@ -241,7 +238,7 @@ pub async fn result(cmd: ResultScaffold) -> Result<ExitCode> {
     let ctx = Ctx::open(&common).await?;
     let template = ctx
         .engine
-        .result_template(&ctx.caller().await?, &request, &run, &ctx.now)
+        .result_template(&ctx.caller().await?, &request, &run)
         .await?;
     outln!("{}", serde_json::to_string_pretty(&template)?)?;
     Ok(ExitCode::SUCCESS)

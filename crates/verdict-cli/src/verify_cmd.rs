@@ -340,7 +340,6 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 caller.name.as_str(),
                 class,
                 &run_id,
-                &ctx.now,
             )
             .await?;
         if pre.skipped {
@@ -357,7 +356,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             material: &material,
             last: Mutex::new(None),
         };
-        let called = engine.run_model(&caller, &run_id, &model, &ctx.now).await;
+        let called = engine.run_model(&caller, &run_id, &model).await;
         let mut record = model.last.lock().ok().and_then(|mut s| s.take());
         if let Some(run) = &record {
             let report = RunReport {
@@ -366,9 +365,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 detail: run.detail.clone(),
                 cache_key: run.cache_key.as_ref().map(|k| k.0.to_string()),
             };
-            engine
-                .record_run_context(&caller, &run_id, &report, &ctx.now)
-                .await?;
+            engine.record_run_context(&caller, &run_id, &report).await?;
             if let Some(key) = &run.cache_key {
                 eprintln!("{class} {run_id}: result reused from the cache ({})", key.0);
             }
@@ -387,7 +384,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
                 run.result.dispositions.clear();
                 run.detail = Some(why);
                 let doc = serde_json::to_value(&run.result)?;
-                RunOutcome::Submitted(engine.submit_result(&caller, &doc, &ctx.now).await?)
+                RunOutcome::Submitted(engine.submit_result(&caller, &doc).await?)
             }
             (Err(refused), None) => return Err(refused.into()),
         };

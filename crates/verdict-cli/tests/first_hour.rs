@@ -130,6 +130,12 @@ fn a_closed_standard_output_ends_every_command_cleanly() {
     let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
     let out = verdict_in(&store).arg("quickstart").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    // Running the quickstart again on the store it initialised takes its operator's token.
+    let ops = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("vdt_"))
+        .unwrap()
+        .to_owned();
     let commands: &[&[&str]] = &[
         &["schema", "bundle"],
         &["status", "quickstart-1", "--gate", "quickstart", "--json"],
@@ -157,7 +163,7 @@ fn a_closed_standard_output_ends_every_command_cleanly() {
         ],
         &["audit", "verify"],
         &["audit", "verify", "--json"],
-        &["quickstart"],
+        &["quickstart", "--token", ops.as_str()],
         &["store", "migrate"],
         &["--help"],
     ];
@@ -198,11 +204,7 @@ fn status_of_a_gate_that_does_not_exist_says_so() {
 fn quickstart_refuses_the_options_it_would_ignore() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
-    for extra in [
-        ["--gate", "mine"],
-        ["--token", "abc"],
-        ["--now", "2026-11-30T12:00:00Z"],
-    ] {
+    for extra in [["--gate", "mine"], ["--now", "2026-11-30T12:00:00Z"]] {
         let out = verdict_in(&store)
             .arg("quickstart")
             .args(extra)

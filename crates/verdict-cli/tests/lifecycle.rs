@@ -103,8 +103,17 @@ fn quickstart_twice_then_status_history_and_audit() {
             first.contains("gate: rework") && first.contains("\nfinal decision: pass\n"),
             "{first}"
         );
-        let second = env.ok(None, &["quickstart"]);
+        // The first run initialised the empty store and showed its operator's token once; a
+        // second run needs it, since nobody but an operator adds principals.
+        let ops = first
+            .lines()
+            .find(|l| l.starts_with("vdt_"))
+            .unwrap()
+            .to_owned();
+        assert!(!env.run(None, &["quickstart"]).status.success());
+        let second = env.ok(Some(&ops), &["quickstart"]);
         assert!(second.contains("quickstart-2"), "{second}");
+        assert!(!second.contains("vdt_"), "{second}");
         let status = env.ok(None, &["status", "quickstart-1", "--gate", "quickstart"]);
         assert!(status.starts_with("quickstart-1: pass applies"), "{status}");
         let history: Value = serde_json::from_str(&env.ok(
@@ -274,9 +283,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
                     "--access",
                     a,
                     "--expires",
-                    "2027-01-01T00:00:00Z",
-                    "--now",
-                    NOW,
+                    "2099-01-01T00:00:00Z",
                 ],
             );
         }
@@ -303,13 +310,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         });
         let sd = env.ok(
             Some(&coder),
-            &[
-                "subject",
-                "put",
-                &env.file("subject.json", &subject),
-                "--now",
-                NOW,
-            ],
+            &["subject", "put", &env.file("subject.json", &subject)],
         );
         let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
                         "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
@@ -317,15 +318,9 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
                         "freshness": {"kind": "content"}});
         env.ok(
             Some(&ci),
-            &[
-                "evidence",
-                "add",
-                &env.file("ev.json", &json!([ev])),
-                "--now",
-                NOW,
-            ],
+            &["evidence", "add", &env.file("ev.json", &json!([ev]))],
         );
-        let req = env.ok(Some(&coder), &["request", "create", "ex-1", "--now", NOW]);
+        let req = env.ok(Some(&coder), &["request", "create", "ex-1"]);
         let admitted = env.ok(
             Some(&ops),
             &[
@@ -338,8 +333,6 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
                 "reviewer",
                 "--run",
                 "run-1",
-                "--now",
-                NOW,
             ],
         );
         assert!(admitted.starts_with("admitted run-1"), "{admitted}");
@@ -349,7 +342,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
                             "findings": [], "dispositions": []});
         let rf = env.file("result.json", &result);
         // The producer's token cannot submit it; no token at all is refused too.
-        let out = env.run(Some(&coder), &["result", "submit", &rf, "--now", NOW]);
+        let out = env.run(Some(&coder), &["result", "submit", &rf]);
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("self_verification_denied"));
         assert!(
@@ -358,7 +351,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         );
         // A wrong token is refused too, and both attempts are on record without the token.
         let wrong = format!("vdt_{}", "ab".repeat(32));
-        let out = env.run(Some(&wrong), &["result", "submit", &rf, "--now", NOW]);
+        let out = env.run(Some(&wrong), &["result", "submit", &rf]);
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("unauthenticated"));
         let denials = unauthenticated_denials(&env.store);
@@ -374,10 +367,9 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
                 .count(),
             1
         );
-        env.ok(Some(&rev), &["result", "submit", &rf, "--now", NOW]);
+        env.ok(Some(&rev), &["result", "submit", &rf]);
         let decision: Value =
-            serde_json::from_str(&env.ok(Some(&ci), &["gate", "run", "ex-1", "--now", NOW]))
-                .unwrap();
+            serde_json::from_str(&env.ok(Some(&ci), &["gate", "run", "ex-1"])).unwrap();
         assert_eq!(decision["outcome"], "pass");
         let replay = env.ok(
             None,
@@ -389,7 +381,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         );
         assert_eq!(serde_json::from_str::<Value>(&replay).unwrap(), decision);
         assert!(
-            env.ok(None, &["status", "ex-1", "--now", NOW])
+            env.ok(None, &["status", "ex-1"])
                 .starts_with("ex-1: pass applies")
         );
         // A new policy revision: the pass stays stored but no longer applies.
@@ -399,7 +391,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
             Some(&ops),
             &["policy", "set", &env.file("policy2.json", &p2)],
         );
-        let out = env.run(None, &["status", "ex-1", "--now", NOW]);
+        let out = env.run(None, &["status", "ex-1"]);
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stdout).contains("policy_revision_moved"));
         env.ok(None, &["audit", "verify"]);
@@ -438,4 +430,319 @@ fn every_lifecycle_command_shows_an_example() {
             "{args:?} --help has no example:\n{text}"
         );
     }
+}
+
+/// Tokens of a store walked up to an admitted run `run-1` of `rev` on `ex-1`, and the file of
+/// the result `rev` would submit for it.
+struct Walk {
+    ops: String,
+    rev: String,
+    alice: String,
+    result: String,
+    /// What a human reviews: `decide --subject S --policy P`.
+    reviewed: [String; 4],
+}
+
+/// `init` with `init_args`, then principals, grants, policy, subject, evidence, request and
+/// admission, each command given `time` (the `--now` arguments, empty on a system clock).
+fn walk(env: &Env, init_args: &[&str], time: &[&'static str]) -> Walk {
+    fn with<'a>(args: &[&'a str], time: &[&'a str]) -> Vec<&'a str> {
+        args.iter().chain(time).copied().collect()
+    }
+    let ops = env.ok(None, &[&["init", "--operator", "ops"], init_args].concat());
+    let add = |name: &str, role: &str| {
+        env.ok(
+            Some(&ops),
+            &with(&["principal", "add", name, "--role", role], time),
+        )
+    };
+    let (coder, ci, rev, alice) = (
+        add("coder", "producer"),
+        add("ci", "runner"),
+        add("rev", "verifier"),
+        add("alice", "human"),
+    );
+    for (g, p, a) in [
+        ("g-coder", "coder", "write"),
+        ("g-ci", "ci", "write"),
+        ("g-rev", "rev", "read"),
+        ("g-alice", "alice", "write"),
+    ] {
+        env.ok(
+            Some(&ops),
+            &with(
+                &[
+                    "grant",
+                    "add",
+                    g,
+                    "--principal",
+                    p,
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    a,
+                    "--expires",
+                    "2099-01-01T00:00:00Z",
+                ],
+                time,
+            ),
+        );
+    }
+    let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                        "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
+    let pd = env.ok(
+        Some(&ops),
+        &with(&["policy", "set", &env.file("policy.json", &policy)], time),
+    );
+    let subject = json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": "ex-1", "generation": 1},
+        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "objective": {"revision": "1", "digest": DEF},
+        "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+        "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+        "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+    });
+    let sd = env.ok(
+        Some(&coder),
+        &with(
+            &["subject", "put", &env.file("subject.json", &subject)],
+            time,
+        ),
+    );
+    let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                    "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                    "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                    "freshness": {"kind": "content"}});
+    env.ok(
+        Some(&ci),
+        &with(
+            &["evidence", "add", &env.file("ev.json", &json!([ev]))],
+            time,
+        ),
+    );
+    let req = env.ok(Some(&coder), &with(&["request", "create", "ex-1"], time));
+    env.ok(
+        Some(&ops),
+        &with(
+            &[
+                "run",
+                "admit",
+                &req,
+                "--verifier",
+                "rev",
+                "--class",
+                "reviewer",
+                "--run",
+                "run-1",
+            ],
+            time,
+        ),
+    );
+    let result = json!({"id": "vr-1", "verifier": {"principal": "rev", "class": "reviewer", "run": "run-1"},
+                        "subject_digest": sd, "generation": 1, "status": "completed",
+                        "criteria": [{"id": "tests-pass", "status": "passed", "method": "review", "evidence_refs": ["ev-1"]}],
+                        "findings": [], "dispositions": []});
+    Walk {
+        ops,
+        rev,
+        alice,
+        result: env.file("result.json", &result),
+        reviewed: ["--subject".into(), sd, "--policy".into(), pd],
+    }
+}
+
+/// The audit chain's length, read through the store's own interface.
+fn chain_length(store: &str) -> u64 {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let location = verdict_store::Location::resolve(Some(store)).unwrap();
+            let store = verdict_store::open(&location).await.unwrap();
+            store.audit_head().await.unwrap().map_or(0, |h| h.seq)
+        })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn init_on_an_initialised_store_mints_no_operator() {
+    both(|env| {
+        let w = walk(env, &[], &[]);
+        let before = chain_length(&env.store);
+        // Under the attack, a second `init` minted an operator with no token at all.
+        for name in ["mallory", "ops"] {
+            let out = env.run(None, &["init", "--operator", name]);
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            assert!(stderr(&out).contains("initialised"), "{}", stderr(&out));
+            assert!(out.stdout.is_empty(), "no token is shown");
+        }
+        let out = env.run(
+            None,
+            &["init", "--operator", "mallory", "--clock", "manual"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        // Nothing was written, and only an operator adds principals.
+        assert_eq!(chain_length(&env.store), before);
+        let out = env.run(
+            Some(&w.rev),
+            &["principal", "add", "mallory", "--role", "human"],
+        );
+        assert!(
+            stderr(&out).contains("permission_denied"),
+            "{}",
+            stderr(&out)
+        );
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
+#[test]
+fn a_store_on_the_system_clock_takes_no_time_from_the_caller() {
+    both(|env| {
+        let w = walk(env, &[], &[]);
+        let before = chain_length(&env.store);
+        let past = "2000-01-01T00:00:00Z";
+        for (token, args) in [
+            (&w.rev, vec!["result", "submit", w.result.as_str()]),
+            (
+                &w.alice,
+                [
+                    &["decide", "ex-1", "--approve", "--reason", "looks fine"][..],
+                    &w.reviewed.iter().map(String::as_str).collect::<Vec<_>>(),
+                ]
+                .concat(),
+            ),
+            (&w.ops, vec!["grant", "revoke", "g-rev", "--reason", "gone"]),
+            (&w.ops, vec!["gate", "run", "ex-1"]),
+            (&w.ops, vec!["status", "ex-1"]),
+            (&w.ops, vec!["history", "ex-1"]),
+        ] {
+            let out = env.run(Some(token), &[&args[..], &["--now", past]].concat());
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("system clock"), "{}", stderr(&out));
+        }
+        assert_eq!(
+            chain_length(&env.store),
+            before,
+            "a refused --now writes nothing"
+        );
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
+#[test]
+fn on_a_manual_clock_no_earlier_time_gets_past_a_revocation_or_an_expiry() {
+    both(|env| {
+        let at = |t: &'static str| ["--now", t];
+        let w = walk(env, &["--clock", "manual"], &at(NOW));
+        let later = "2026-11-30T13:00:00Z";
+        let earlier = "2026-11-30T11:00:00Z";
+        for g in ["g-rev", "g-alice"] {
+            env.ok(
+                Some(&w.ops),
+                &[
+                    &["grant", "revoke", g, "--reason", "rotated out"][..],
+                    &at(later),
+                ]
+                .concat(),
+            );
+        }
+        // The verifier acts at a time before the revocation: its result is history only.
+        let out = env.run(
+            Some(&w.rev),
+            &[&["result", "submit", w.result.as_str()][..], &at(earlier)].concat(),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).contains("not counted"), "{}", stderr(&out));
+        // The human approves at an earlier time still: refused.
+        let out = env.run(
+            Some(&w.alice),
+            &[
+                &["decide", "ex-1", "--approve", "--reason", "backdated"][..],
+                &w.reviewed.iter().map(String::as_str).collect::<Vec<_>>(),
+                &at("2026-11-30T10:00:00Z"),
+            ]
+            .concat(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("permission_denied"),
+            "{}",
+            stderr(&out)
+        );
+        // The Gate, at a time after the evidence, finds no counted review.
+        let out = env.run(
+            Some(&w.ops),
+            &[&["gate", "run", "ex-1"][..], &at(later)].concat(),
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            decision["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["code"] == "verifier_missing"),
+            "{decision}"
+        );
+        // An expired grant is no grant at the store's time, whichever time the act names
+        // next: a producer granted until 12:30 acts at 12:10, not at 13:00.
+        let coder2 = env.ok(
+            Some(&w.ops),
+            &[
+                &["principal", "add", "coder2", "--role", "producer"][..],
+                &at(NOW),
+            ]
+            .concat(),
+        );
+        env.ok(
+            Some(&w.ops),
+            &[
+                &[
+                    "grant",
+                    "add",
+                    "g-coder2",
+                    "--principal",
+                    "coder2",
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    "write",
+                    "--expires",
+                    "2026-11-30T12:30:00Z",
+                ][..],
+                &at(NOW),
+            ]
+            .concat(),
+        );
+        let out = env.run(
+            Some(&coder2),
+            &[&["request", "create", "ex-1"][..], &at(later)].concat(),
+        );
+        assert!(
+            stderr(&out).contains("permission_denied"),
+            "{}",
+            stderr(&out)
+        );
+        env.ok(
+            Some(&coder2),
+            &[
+                &["request", "create", "ex-1"][..],
+                &at("2026-11-30T12:10:00Z"),
+            ]
+            .concat(),
+        );
+        let out = env.run(
+            Some(&w.ops),
+            &[&["status", "ex-1"][..], &at(later)].concat(),
+        );
+        let status = String::from_utf8_lossy(&out.stdout);
+        assert!(status.contains("store clock: manual"), "{status}");
+        env.ok(None, &["audit", "verify"]);
+    });
 }

@@ -108,7 +108,8 @@ fn applying(env: &Env, token: &str) -> Vec<String> {
 fn the_lifecycle_fences_through_the_commands() {
     for env in [Env::sqlite(), Env::postgres()] {
         let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            .args(["init", "--operator", "ops"])
+            // A manual clock: every command below acts at --now.
+            .args(["init", "--operator", "ops", "--clock", "manual"])
             .env("VERDICT_STORE", &env.store)
             .env_remove("VERDICT_TOKEN")
             .output()

@@ -15,7 +15,6 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const NOW: &str = "2026-11-30T12:00:00Z";
 const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
 const OBJECTIVE: &str = "Retry a failed charge once";
 const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
@@ -250,9 +249,7 @@ fn setup_on(backend: Backend, outcome: &str, url: &str, key_var: Option<&str>) -
                 "--access",
                 a,
                 "--expires",
-                "2027-01-01T00:00:00Z",
-                "--now",
-                NOW,
+                "2099-01-01T00:00:00Z",
             ],
         );
     }
@@ -271,14 +268,14 @@ fn setup_on(backend: Backend, outcome: &str, url: &str, key_var: Option<&str>) -
         "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
     });
     let sf = env.file("subject.json", subject.to_string().as_bytes());
-    let sd = env.ok(Some(&coder), &["subject", "put", &sf, "--now", NOW]);
+    let sd = env.ok(Some(&coder), &["subject", "put", &sf]);
     let ev = json!([{"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
                     "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
                     "outcome": outcome, "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
                     "freshness": {"kind": "content"}}]);
     let ef = env.file("ev.json", ev.to_string().as_bytes());
-    env.ok(Some(&ci), &["evidence", "add", &ef, "--now", NOW]);
-    let request = env.ok(Some(&coder), &["request", "create", "ex-1", "--now", NOW]);
+    env.ok(Some(&ci), &["evidence", "add", &ef]);
+    let request = env.ok(Some(&coder), &["request", "create", "ex-1"]);
     let mut provider = json!({"kind": "openai", "base_url": url, "model": "judge-model"});
     if let Some(var) = key_var {
         provider["api_key_env"] = json!(var);
@@ -320,22 +317,13 @@ impl Setup {
     }
 
     fn verify_raw_request(&self, request: &str, token: &str, args: &[&str]) -> Output {
-        let mut all = vec![
-            "verify",
-            request,
-            "--verifiers",
-            &self.verifiers,
-            "--now",
-            NOW,
-        ];
+        let mut all = vec!["verify", request, "--verifiers", &self.verifiers];
         all.extend_from_slice(args);
         self.env.run(Some(token), &all)
     }
 
     fn gate(&self) -> (Option<i32>, Value) {
-        let out = self
-            .env
-            .run(Some(&self.ci), &["gate", "run", "ex-1", "--now", NOW]);
+        let out = self.env.run(Some(&self.ci), &["gate", "run", "ex-1"]);
         (
             out.status.code(),
             serde_json::from_slice(&out.stdout).unwrap(),
@@ -375,8 +363,7 @@ fn a_valid_reply_is_stored_counted_and_the_gate_passes() {
     assert_eq!(decision["outcome"], "pass", "{decision}");
     assert_eq!(code, Some(0));
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     let run = &history["runs"][0];
     assert_eq!(run["run_id"], cols[1]);
     assert_eq!(run["counted"], true, "{history}");
@@ -404,8 +391,7 @@ fn garbage_ends_unavailable_invalid_output_and_the_gate_is_blocked() {
         .collect();
     assert!(codes.contains(&"verifier_unavailable"), "{codes:?}");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
 }
 
@@ -419,8 +405,7 @@ fn a_failing_required_check_skips_the_model_entirely() {
     assert!(stdout.contains("check_failed"), "{stdout}");
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0, "the model was called");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "cancelled", "{history}");
 }
 
@@ -517,8 +502,7 @@ fn resource_and_objective_bytes_must_match_the_subject_or_nothing_runs() {
     }
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"], json!([]), "a run was admitted: {history}");
 }
 
@@ -546,8 +530,7 @@ fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
         "{stdout}"
     );
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]))
-            .unwrap();
+        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
     let (_, decision) = s.gate();
     assert_ne!(decision["outcome"], "pass", "{decision}");
@@ -566,8 +549,6 @@ fn the_request_budget_caps_the_class_budget() {
             "ex-1",
             "--budget",
             r#"{"max_total_tokens": 5}"#,
-            "--now",
-            NOW,
         ],
     );
     let out = s.verify_request(&capped, &s.rev, &[]);
@@ -584,8 +565,6 @@ fn the_request_budget_caps_the_class_budget() {
             "ex-1",
             "--budget",
             r#"{"max_token": 5}"#,
-            "--now",
-            NOW,
         ],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -597,7 +576,7 @@ fn the_request_budget_caps_the_class_budget() {
 }
 
 fn history(s: &Setup) -> Value {
-    serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW])).unwrap()
+    serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap()
 }
 
 #[test]
@@ -629,7 +608,7 @@ fn receipts_are_stored_with_the_run_and_history_shows_them() {
                 .starts_with("sha256:")
         );
         assert_eq!(run["detail"], Value::Null);
-        let text = s.env.ok(None, &["history", "ex-1", "--now", NOW]);
+        let text = s.env.ok(None, &["history", "ex-1"]);
         assert!(
             text.contains("call sample 0 attempt 1: openai-compatible judge-model snapshot fp_cli, tokens 10 in 10 out")
                 && text.contains(", valid"),
@@ -674,8 +653,8 @@ fn an_echoed_key_reaches_neither_output_nor_the_store() {
         let shown = format!(
             "{stdout}\n{}\n{}\n{}",
             text(&out.stderr),
-            s.env.ok(None, &["history", "ex-1", "--json", "--now", NOW]),
-            s.env.ok(None, &["history", "ex-1", "--now", NOW]),
+            s.env.ok(None, &["history", "ex-1", "--json"]),
+            s.env.ok(None, &["history", "ex-1"]),
         );
         for i in 0..=key.len() - 12 {
             assert!(
@@ -762,8 +741,6 @@ fn a_cost_cap_on_a_class_without_prices_is_refused_before_any_run() {
             "ex-1",
             "--budget",
             r#"{"max_cost": 1}"#,
-            "--now",
-            NOW,
         ],
     );
     let out = s.verify_request(&capped, &s.rev, &[]);

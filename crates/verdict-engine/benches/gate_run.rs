@@ -30,38 +30,39 @@ fn setup(
         let store = verdict_store::open(&Location::Sqlite(dir.join("v.db"))).await.unwrap();
         let engine = Engine::new(store, "bench");
         let now = ts("2026-11-30T12:00:00Z");
-        let ops = engine.authenticate(&engine.init("ops").await.unwrap(), &now).await.unwrap();
+        let ops = engine.authenticate(&engine.init("ops", verdict_store::StoreClock::Manual).await.unwrap()).await.unwrap();
+        engine.store().set_manual_time(&now).await.unwrap();
         let mut p = std::collections::BTreeMap::new();
         for (name, role, access) in [("coder", Role::Producer, Access::Write), ("ci", Role::Runner, Access::Write), ("rev", Role::Verifier, Access::Read)] {
-            let t = engine.add_principal(&ops, name, role, &now).await.unwrap();
-            engine.grant(&ops, &format!("g-{name}"), name, ScopeKind::Execution, "ex", access, &ts("2027-01-01T00:00:00Z"), &now).await.unwrap();
-            p.insert(name, engine.authenticate(&t, &now).await.unwrap());
+            let t = engine.add_principal(&ops, name, role).await.unwrap();
+            engine.grant(&ops, &format!("g-{name}"), name, ScopeKind::Execution, "ex", access, &ts("2027-01-01T00:00:00Z")).await.unwrap();
+            p.insert(name, engine.authenticate(&t).await.unwrap());
         }
         let checks: Vec<Value> = (0..20).map(|i| json!({"id": format!("c{i}"), "definition_digest": DEF, "criteria": ["ok"]})).collect();
         let ids: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
-        engine.set_policy(&ops, &json!({"schema": "verdict.policy/v1", "name": "bench", "revision": 1, "required_checks": ids, "required_verifiers": ["reviewer"]}), &now).await.unwrap();
+        engine.set_policy(&ops, &json!({"schema": "verdict.policy/v1", "name": "bench", "revision": 1, "required_checks": ids, "required_verifiers": ["reviewer"]})).await.unwrap();
         let subject = json!({
             "schema": "verdict.subject/v1", "execution": {"id": "ex", "generation": 1}, "work_items": [],
             "producer": {"principal": "coder", "run": "r0"}, "objective": {"revision": "1", "digest": DEF},
             "criteria": {"revision": "1", "items": [{"id": "ok", "text": "works"}]}, "resources": [],
             "checks": checks, "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
         });
-        let sd = engine.put_subject(&p["coder"], &subject, &now).await.unwrap();
+        let sd = engine.put_subject(&p["coder"], &subject).await.unwrap();
         let evidence: Vec<Value> = (0..20).map(|i| json!({
             "id": format!("ev-{i}"), "kind": "check", "check": format!("c{i}"), "subject_digest": sd,
             "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"}, "outcome": "pass",
             "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z", "freshness": {"kind": "content"}
         })).collect();
-        engine.add_evidence(&p["ci"], &evidence, &now).await.unwrap();
-        let req = engine.create_request(&p["coder"], "ex", &json!({}), &now).await.unwrap();
+        engine.add_evidence(&p["ci"], &evidence).await.unwrap();
+        let req = engine.create_request(&p["coder"], "ex", &json!({})).await.unwrap();
         for r in 0..3 {
             let run = format!("run-{r}");
-            engine.admit(&ops, &req, "rev", "reviewer", &run, &now).await.unwrap();
+            engine.admit(&ops, &req, "rev", "reviewer", &run).await.unwrap();
             let result = json!({"id": format!("vr-{r}"), "verifier": {"principal": "rev", "class": "reviewer", "run": run},
                 "subject_digest": sd, "generation": 1, "status": "completed",
                 "criteria": [{"id": "ok", "status": "passed", "method": "review", "evidence_refs": ["ev-0"]}],
                 "findings": [], "dispositions": []});
-            engine.submit_result(&p["rev"], &result, &now).await.unwrap();
+            engine.submit_result(&p["rev"], &result).await.unwrap();
         }
         let bundle = engine.collect("ex").await.unwrap().bundle(&now).unwrap();
         (engine, ops, bundle)
@@ -76,9 +77,8 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (engine, ops, bundle) = setup(&rt, dir.path());
-    let now = ts("2026-11-30T12:00:00Z");
     let key = rt
-        .block_on(engine.gate_run(&ops, "ex", &now))
+        .block_on(engine.gate_run(&ops, "ex"))
         .unwrap()
         .decision
         .evaluation_key
@@ -92,7 +92,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| rt.block_on(engine.collect("ex")).unwrap())
     });
     g.bench_function("gate_run_converging", |b| {
-        b.iter(|| rt.block_on(engine.gate_run(&ops, "ex", &now)).unwrap())
+        b.iter(|| rt.block_on(engine.gate_run(&ops, "ex")).unwrap())
     });
     g.bench_function("gate_replay", |b| {
         b.iter(|| rt.block_on(engine.gate_replay(&key)).unwrap())

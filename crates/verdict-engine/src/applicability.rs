@@ -1,6 +1,6 @@
 //! Applicability (docs/spec/applicability.md): whether a stored decision is current is derived on every
 //! read from the execution's head, the gate's policy, the items the Gate would read now, the
-//! execution's cancellation and `now`; nothing is ever written over.
+//! execution's cancellation and the store's time; nothing is ever written over.
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
@@ -11,7 +11,7 @@ use serde::Serialize;
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead};
+use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,6 +74,10 @@ impl DecisionView {
 pub struct Status {
     /// Execution id.
     pub execution: String,
+    /// The clock of the store, so a manual (simulated) time is never taken for a real one.
+    pub clock: StoreClock,
+    /// The store's time applicability was derived at.
+    pub now: Timestamp,
     /// Its head.
     pub head: Option<ExecutionHead>,
     /// The gate's head.
@@ -131,6 +135,10 @@ struct Views {
 pub struct History {
     /// Execution id.
     pub execution: String,
+    /// The clock of the store.
+    pub clock: StoreClock,
+    /// The store's time applicability was derived at.
+    pub now: Timestamp,
     /// Decisions, oldest first.
     pub decisions: Vec<DecisionView>,
     /// Runs, in admission order.
@@ -268,7 +276,8 @@ impl Engine {
     }
 
     /// The execution's current applicable decision at `now`, or why none applies.
-    pub async fn status(&self, execution: &str, now: &Timestamp) -> Result<Status> {
+    pub async fn status(&self, execution: &str) -> Result<Status> {
+        let now = &self.now().await?;
         let Views {
             head,
             gate,
@@ -286,6 +295,8 @@ impl Engine {
         };
         Ok(Status {
             execution: execution.to_owned(),
+            clock: self.store.clock().await?,
+            now: now.clone(),
             head,
             gate,
             cancelled,
@@ -295,7 +306,8 @@ impl Engine {
     }
 
     /// Every decision and run of the execution, each with its applicability at `now`.
-    pub async fn history(&self, execution: &str, now: &Timestamp) -> Result<History> {
+    pub async fn history(&self, execution: &str) -> Result<History> {
+        let now = &self.now().await?;
         let decisions = self.decision_views(execution, now).await?.decisions;
         let about = About::Execution(execution.to_owned());
         let cancellations: Vec<Cancellation> = self.notes(&about, CANCELLATION_SCHEMA).await?;
@@ -393,6 +405,8 @@ impl Engine {
         }
         Ok(History {
             execution: execution.to_owned(),
+            clock: self.store.clock().await?,
+            now: now.clone(),
             decisions,
             runs,
         })

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use verdict_attest::github::{Applicable, GithubPayloads};
 use verdict_attest::{AttestError, DecisionInput};
-use verdict_core::contracts::{Outcome, Role, Timestamp};
+use verdict_core::contracts::{Outcome, Role};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{About, DocKind, Stored};
 
@@ -127,9 +127,8 @@ impl Engine {
         &self,
         caller: &Principal,
         key: &VerifyingKey,
-        now: &Timestamp,
     ) -> Result<SigningKeyRecord> {
-        self.require_role(caller, &[Role::Operator], "register signing keys", now)
+        self.require_role(caller, &[Role::Operator], "register signing keys")
             .await?;
         let record = SigningKeyRecord::of(key);
         match self.key_row(key).await? {
@@ -156,9 +155,8 @@ impl Engine {
         evaluation_key: &Digest,
         signer: &SigningKey,
         include_bundle: bool,
-        now: &Timestamp,
     ) -> Result<Attested> {
-        self.require_role(caller, &[Role::Operator], "sign attestations", now)
+        self.require_role(caller, &[Role::Operator], "sign attestations")
             .await?;
         let (run, bundle) = self.replay_with_bundle(evaluation_key).await?;
         let decision = run.decision;
@@ -172,7 +170,7 @@ impl Engine {
                 })?;
         if decision.outcome == Outcome::Pass {
             let execution = self.subject(&subject_digest).await?.execution.id;
-            let history = self.history(execution.as_str(), now).await?;
+            let history = self.history(execution.as_str()).await?;
             let view = history
                 .decisions
                 .iter()
@@ -287,13 +285,8 @@ impl Engine {
 
     /// GitHub check-run and commit-status bodies for `execution` about commit `head_sha`: the
     /// decision that applies at `now`, or none and why.
-    pub async fn github_payloads(
-        &self,
-        execution: &str,
-        head_sha: &str,
-        now: &Timestamp,
-    ) -> Result<GithubPayloads> {
-        let status = self.status(execution, now).await?;
+    pub async fn github_payloads(&self, execution: &str, head_sha: &str) -> Result<GithubPayloads> {
+        let status = self.status(execution).await?;
         let why = match (&status.applicable, &status.latest) {
             (Some(_), _) => String::new(),
             (None, Some(latest)) => {

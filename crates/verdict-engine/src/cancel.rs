@@ -5,7 +5,7 @@
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use crate::notes::{CANCELLATION_SCHEMA, Cancellation, Cancelled, Requester};
-use verdict_core::contracts::{Role, Timestamp};
+use verdict_core::contracts::Role;
 use verdict_store::{About, RunStatus};
 
 impl Engine {
@@ -19,13 +19,12 @@ impl Engine {
         caller: &Principal,
         execution: &str,
         reason: &str,
-        now: &Timestamp,
     ) -> Result<Cancellation> {
+        let now = &self.now().await?;
         self.require_role(
             caller,
             &[Role::Operator, Role::Producer],
             "cancel executions",
-            now,
         )
         .await?;
         let head = self
@@ -46,7 +45,7 @@ impl Engine {
                     subject.producer.principal.as_str()
                 ),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         self.require_grant(caller, &subject, true, "cancel an execution", now)
             .await?;
@@ -96,9 +95,9 @@ impl Engine {
         caller: &Principal,
         run_id: &str,
         reason: &str,
-        now: &Timestamp,
     ) -> Result<Cancellation> {
-        self.require_role(caller, &[Role::Operator], "cancel verifier runs", now)
+        let now = &self.now().await?;
+        self.require_role(caller, &[Role::Operator], "cancel verifier runs")
             .await?;
         let run = self
             .store

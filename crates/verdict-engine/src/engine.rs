@@ -9,7 +9,7 @@ use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
     Access, Actor, ActorRole, DenialRecord, DocKind, ExecutionHead, GateHead, GrantRecord,
-    GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, StoreError,
+    GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, StoreClock, StoreError,
     UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 
@@ -75,9 +75,16 @@ impl Engine {
         Actor::system(ENGINE_PRINCIPAL)
     }
 
-    /// Creates the first operator of an empty store and returns its token (shown once).
-    /// Refused when the store already has that principal.
-    pub async fn init(&self, operator: &str) -> Result<String> {
+    /// The store's time: every time that decides authority is read here, from the store's
+    /// clock, never from the caller.
+    pub async fn now(&self) -> Result<Timestamp> {
+        Ok(self.store.now().await?)
+    }
+
+    /// Initialises an empty store: chooses its clock and creates its first operator, whose
+    /// token is returned (shown once). Refused on a store that has any principal: after the
+    /// first operator, only an operator adds principals.
+    pub async fn init(&self, operator: &str, clock: StoreClock) -> Result<String> {
         let name: Name = operator
             .parse()
             .map_err(|e| invalid("principal name")(format!("{e}")))?;
@@ -86,11 +93,17 @@ impl Engine {
                 "{operator:?} is reserved"
             )));
         }
-        if self.store.principal(operator).await?.is_some() {
-            return Err(EngineError::Conflict(format!(
-                "principal {operator:?} already exists; this store is initialised"
-            )));
-        }
+        // The clock is recorded only while the store has no principal (checked where it is
+        // written), so this is what makes `init` work once, on an empty store.
+        self.store
+            .establish_clock(&Self::system(), clock)
+            .await
+            .map_err(|e| match e {
+                StoreError::Refused(_) | StoreError::CasFailed { .. } => EngineError::Conflict(
+                    format!("this store is initialised; only an operator adds principals ({e})"),
+                ),
+                other => other.into(),
+            })?;
         let token = token::generate()?;
         let record = PrincipalRecord {
             name,
@@ -104,7 +117,7 @@ impl Engine {
     /// The principal holding `token`. A token no principal holds (or none at all) is refused,
     /// and the attempt is recorded as a denial of [`UNAUTHENTICATED`] carrying at most a short
     /// fingerprint of the token, never the token or its hash.
-    pub async fn authenticate(&self, token: &str, now: &Timestamp) -> Result<Principal> {
+    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let found = if token.is_empty() {
             None
         } else {
@@ -120,21 +133,16 @@ impl Engine {
             None => {
                 let fingerprint = (!token.is_empty()).then(|| token_fingerprint(token));
                 Err(self
-                    .record_denial(None, fingerprint, EngineError::Unauthenticated, now)
+                    .record_denial(None, fingerprint, EngineError::Unauthenticated)
                     .await)
             }
         }
     }
 
     /// Records a refusal in the store (so it is in the audit chain), then returns it.
-    pub(crate) async fn deny(
-        &self,
-        who: &Principal,
-        err: EngineError,
-        now: &Timestamp,
-    ) -> EngineError {
+    pub(crate) async fn deny(&self, who: &Principal, err: EngineError) -> EngineError {
         if err.is_denial() {
-            self.record_denial(Some(who), None, err, now).await
+            self.record_denial(Some(who), None, err).await
         } else {
             err
         }
@@ -146,7 +154,6 @@ impl Engine {
         who: Option<&Principal>,
         token_fingerprint: Option<String>,
         err: EngineError,
-        now: &Timestamp,
     ) -> EngineError {
         let action = match &err {
             EngineError::PermissionDenied { action, .. }
@@ -163,6 +170,15 @@ impl Engine {
                 ));
             }
         };
+        // The refusal's time is the store's; if even that cannot be read, the refusal stands.
+        let at = match self.now().await {
+            Ok(at) => at,
+            Err(e) => {
+                return EngineError::Conflict(format!(
+                    "{err} (and recording the denial failed: {e})"
+                ));
+            }
+        };
         let record = DenialRecord {
             nonce,
             principal: who.map_or(UNAUTHENTICATED, |p| p.name.as_str()).to_owned(),
@@ -170,7 +186,7 @@ impl Engine {
             code: err.code().to_owned(),
             action,
             message: err.to_string(),
-            at: now.clone(),
+            at,
             token_fingerprint,
         };
         let written = match serde_json::to_value(&record) {
@@ -196,7 +212,6 @@ impl Engine {
         who: &Principal,
         allowed: &[Role],
         action: &str,
-        now: &Timestamp,
     ) -> Result<()> {
         if allowed.contains(&who.role) {
             return Ok(());
@@ -208,7 +223,7 @@ impl Engine {
             action: action.to_owned(),
             why: format!("only {} principals may", names.join(" or ")),
         };
-        Err(self.deny(who, err, now).await)
+        Err(self.deny(who, err).await)
     }
 
     /// Registers a principal (operator only) and returns its token (shown once).
@@ -217,9 +232,8 @@ impl Engine {
         caller: &Principal,
         name: &str,
         role: Role,
-        now: &Timestamp,
     ) -> Result<String> {
-        self.require_role(caller, &[Role::Operator], "add principals", now)
+        self.require_role(caller, &[Role::Operator], "add principals")
             .await?;
         let name: Name = name
             .parse()
@@ -254,11 +268,11 @@ impl Engine {
         scope_id: &str,
         access: Access,
         expires_at: &Timestamp,
-        now: &Timestamp,
     ) -> Result<()> {
-        self.require_role(caller, &[Role::Operator], "grant access", now)
+        self.require_role(caller, &[Role::Operator], "grant access")
             .await?;
         // A grant that has lapsed already would give nothing; storing it would only mislead.
+        let now = &self.now().await?;
         if *expires_at <= *now {
             return Err(invalid("grant")(format!(
                 "it expires at {expires_at}, which is not after now ({now}); give an expiry in the future"
@@ -288,14 +302,9 @@ impl Engine {
     }
 
     /// Revokes a grant with immediate effect (operator only).
-    pub async fn revoke(
-        &self,
-        caller: &Principal,
-        grant_id: &str,
-        reason: &str,
-        now: &Timestamp,
-    ) -> Result<()> {
-        self.require_role(caller, &[Role::Operator], "revoke grants", now)
+    pub async fn revoke(&self, caller: &Principal, grant_id: &str, reason: &str) -> Result<()> {
+        let now = &self.now().await?;
+        self.require_role(caller, &[Role::Operator], "revoke grants")
             .await?;
         let revocation = Revocation {
             grant_id: grant_id
@@ -321,14 +330,7 @@ impl Engine {
     ) -> Result<bool> {
         let grants = self.store.grants_for(who).await?;
         Ok(grants.iter().any(|g| {
-            let scope = &g.record.scope;
-            let covers = match scope.kind {
-                ScopeKind::Execution => scope.id.as_str() == subject.execution.id.as_str(),
-                ScopeKind::Mission => {
-                    subject.mission.as_ref().map(Name::as_str) == Some(scope.id.as_str())
-                }
-            };
-            covers && g.is_active(now) && (!write || g.record.access == Access::Write)
+            g.covers(subject) && g.is_active(now) && (!write || g.record.access == Access::Write)
         }))
     }
 
@@ -357,21 +359,22 @@ impl Engine {
                 subject.execution.id.as_str()
             ),
         };
-        Err(self.deny(who, err, now).await)
+        Err(self.deny(who, err).await)
     }
 
     /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).
     /// Returns the policy digest.
-    pub async fn set_policy(
-        &self,
-        caller: &Principal,
-        policy: &Value,
-        now: &Timestamp,
-    ) -> Result<Digest> {
-        self.require_role(caller, &[Role::Operator], "set the gate policy", now)
+    pub async fn set_policy(&self, caller: &Principal, policy: &Value) -> Result<Digest> {
+        self.require_role(caller, &[Role::Operator], "set the gate policy")
             .await?;
-        let (_, digest) = verdict_core::contracts::decode::<Policy>(DigestKind::Policy, policy)
+        let (read, digest) = verdict_core::contracts::decode::<Policy>(DigestKind::Policy, policy)
             .map_err(|e| invalid("policy")(e.to_string()))?;
+        // The Gate's own reading: a policy it would refuse would make every later gate run
+        // fail, so it never becomes current.
+        let problems = verdict_core::gate::policy_problems(&read);
+        if !problems.is_empty() {
+            return Err(invalid("policy")(problems.join("; ")));
+        }
         self.store
             .put(&caller.actor(), DocKind::Policy, policy)
             .await?;

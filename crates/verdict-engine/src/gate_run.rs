@@ -11,7 +11,10 @@ use verdict_core::contracts::{
     GateDecision, Id, Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::Digest;
-use verdict_store::{About, Actor, DocKind, ExecutionHead, RunStatus, Stored};
+use verdict_store::{
+    About, Actor, AuditReport, ChainHead, DocKind, ExecutionHead, Problem, ProblemKind, RunStatus,
+    Stored, Table,
+};
 
 /// Schema of the record naming the items of one evaluated bundle (stored in
 /// `gate_evaluations`).
@@ -193,12 +196,8 @@ impl Engine {
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
     /// stores the decision by its evaluation key (with the record of its items) and returns it.
     /// Any authenticated principal may ask; none can supply the decision.
-    pub async fn gate_run(
-        &self,
-        caller: &Principal,
-        execution: &str,
-        now: &Timestamp,
-    ) -> Result<GateRun> {
+    pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
+        let now = &self.now().await?;
         // A cancelled execution is never gated again; a decision that raced the cancellation
         // is stored but never applies (applicability reads the cancellation too).
         self.require_live(execution, "be gated").await?;
@@ -240,6 +239,44 @@ impl Engine {
             bytes: stored.body,
             inserted: stored.inserted,
         })
+    }
+
+    /// `audit verify` over the store and then over its decisions: the store's own walk (chain,
+    /// rows, derived columns, pointers) and, for every stored gate decision in chain order, a
+    /// replay from its evaluation record. A decision the replay does not reproduce byte for
+    /// byte is reported as a [`ProblemKind::Replay`] problem: the Gate did not make it, so the
+    /// store is not intact, whatever its hashes say.
+    pub async fn verify_store(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {
+        const PAGE: u32 = 1000;
+        let mut report = self.store.verify_audit(anchor).await?;
+        let mut after = 0;
+        loop {
+            let events = self.store.audit_events(after, PAGE).await?;
+            let Some(last) = events.last() else { break };
+            after = last.seq;
+            for e in events
+                .iter()
+                .filter(|e| e.table == Table::GateDecisions.name())
+            {
+                let replayed = match e.key.parse::<Digest>() {
+                    Ok(key) => self.gate_replay(&key).await.map(|_| ()),
+                    Err(err) => Err(EngineError::Invalid {
+                        what: "evaluation key",
+                        message: err.to_string(),
+                    }),
+                };
+                if let Err(err) = replayed {
+                    report.problems.push(Problem {
+                        kind: ProblemKind::Replay,
+                        seq: Some(e.seq),
+                        table: e.table.clone(),
+                        key: Some(e.key.clone()),
+                        detail: format!("the Gate does not reproduce this decision: {err}"),
+                    });
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the

@@ -7,7 +7,7 @@ use crate::error::{EngineError, Result};
 use crate::ledger::{AttemptClass, CohortKey, Ledger, Observation, VerifierRevision, Window};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
-use verdict_core::contracts::{Outcome, ReasonCode, Subject, Timestamp, VerificationResult};
+use verdict_core::contracts::{Outcome, ReasonCode, Subject, VerificationResult};
 use verdict_core::digest::Digest;
 use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
 
@@ -190,15 +190,12 @@ impl Engine {
     }
 
     /// One observation per attempt (execution generation) of `execution`, as at `now`.
-    pub async fn ledger_attempts(
-        &self,
-        execution: &str,
-        now: &Timestamp,
-    ) -> Result<Vec<Observation>> {
+    pub async fn ledger_attempts(&self, execution: &str) -> Result<Vec<Observation>> {
+        let now = &self.now().await?;
         let Some(head) = self.execution_head(execution).await? else {
             return Ok(Vec::new());
         };
-        let history = self.history(execution, now).await?;
+        let history = self.history(execution).await?;
         // The final subject of each generation: the head for the current one, else the last
         // subject of that generation the store holds.
         let mut finals: BTreeMap<u64, (Digest, Subject)> = BTreeMap::new();
@@ -296,10 +293,11 @@ impl Engine {
     }
 
     /// The reliability ledger of every execution in the store over `window`, as at `now`.
-    pub async fn ledger(&self, window: Window, now: &Timestamp) -> Result<Ledger> {
+    pub async fn ledger(&self, window: Window) -> Result<Ledger> {
+        let now = &self.now().await?;
         let mut observations = Vec::new();
         for execution in self.executions().await? {
-            observations.extend(self.ledger_attempts(&execution, now).await?);
+            observations.extend(self.ledger_attempts(&execution).await?);
         }
         Ok(crate::ledger::compute(&observations, window, now))
     }

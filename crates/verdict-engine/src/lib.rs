@@ -22,11 +22,12 @@
 //! use verdict_engine::Engine;
 //! let store = verdict_store::open(&verdict_store::Location::resolve(None)?).await?;
 //! let engine = Engine::new(store, verdict_engine::DEFAULT_GATE);
-//! let token = engine.init("ops").await?; // shown once, stored only as its SHA-256
-//! let now: verdict_core::contracts::Timestamp = "2026-11-30T12:00:00Z".parse()?;
-//! // A wrong token is refused, and the attempt is recorded as a denial.
-//! let ops = engine.authenticate(&token, &now).await?;
-//! let status = engine.status("ex-1", &now).await?;
+//! // Only on an empty store; the token is shown once and stored only as its SHA-256.
+//! let token = engine.init("ops", verdict_store::StoreClock::System).await?;
+//! // A wrong token is refused, and the attempt is recorded as a denial. Every time that
+//! // decides authority is the store's clock, never the caller's.
+//! let ops = engine.authenticate(&token).await?;
+//! let status = engine.status("ex-1").await?;
 //! assert!(status.applicable.is_none());
 //! # let _ = ops; Ok(()) }
 //! ```

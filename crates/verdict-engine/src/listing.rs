@@ -149,28 +149,18 @@ impl Engine {
     }
 
     /// Refuses a read of something `caller` may not see, and records the refusal.
-    async fn deny_read(
-        &self,
-        caller: &Principal,
-        what: String,
-        why: &str,
-        now: &Timestamp,
-    ) -> EngineError {
+    async fn deny_read(&self, caller: &Principal, what: String, why: &str) -> EngineError {
         let err = EngineError::PermissionDenied {
             principal: caller.name.to_string(),
             role: caller.role.as_str(),
             action: format!("read {what}"),
             why: why.to_owned(),
         };
-        self.deny(caller, err, now).await
+        self.deny(caller, err).await
     }
 
     /// The principals `caller` may see: every one for an operator, else itself.
-    pub async fn list_principals(
-        &self,
-        caller: &Principal,
-        _now: &Timestamp,
-    ) -> Result<Vec<PrincipalView>> {
+    pub async fn list_principals(&self, caller: &Principal) -> Result<Vec<PrincipalView>> {
         if caller.role != Role::Operator {
             return Ok(vec![PrincipalView {
                 name: caller.name.clone(),
@@ -195,15 +185,14 @@ impl Engine {
         &self,
         caller: &Principal,
         name: &str,
-        now: &Timestamp,
     ) -> Result<(PrincipalView, Vec<GrantView>)> {
+        let now = &self.now().await?;
         if caller.role != Role::Operator && caller.name.as_str() != name {
             return Err(self
                 .deny_read(
                     caller,
                     format!("principal {name:?}"),
                     "only operators see other principals",
-                    now,
                 )
                 .await);
         }
@@ -237,8 +226,8 @@ impl Engine {
         &self,
         caller: &Principal,
         principal: Option<&str>,
-        now: &Timestamp,
     ) -> Result<Vec<GrantView>> {
+        let now = &self.now().await?;
         let names: Vec<String> = match (caller.role, principal) {
             (Role::Operator, Some(p)) => vec![p.to_owned()],
             (Role::Operator, None) => self
@@ -253,7 +242,6 @@ impl Engine {
                         caller,
                         format!("the grants of {p:?}"),
                         "only operators see other principals' grants",
-                        now,
                     )
                     .await);
             }
@@ -273,13 +261,8 @@ impl Engine {
     }
 
     /// One grant, if `caller` may see it (see [`Engine::list_grants`]).
-    pub async fn show_grant(
-        &self,
-        caller: &Principal,
-        grant_id: &str,
-        now: &Timestamp,
-    ) -> Result<GrantView> {
-        self.list_grants(caller, None, now)
+    pub async fn show_grant(&self, caller: &Principal, grant_id: &str) -> Result<GrantView> {
+        self.list_grants(caller, None)
             .await?
             .into_iter()
             .find(|g| g.grant_id.as_str() == grant_id)
@@ -339,11 +322,8 @@ impl Engine {
     }
 
     /// The executions `caller` may read, each with its current subject.
-    pub async fn list_executions(
-        &self,
-        caller: &Principal,
-        now: &Timestamp,
-    ) -> Result<Vec<ExecutionView>> {
+    pub async fn list_executions(&self, caller: &Principal) -> Result<Vec<ExecutionView>> {
+        let now = &self.now().await?;
         let mut out = Vec::new();
         for p in self.store.pointers(PointerKind::Execution).await? {
             let Some(head) = p.execution()? else { continue };
@@ -365,8 +345,8 @@ impl Engine {
         &self,
         caller: &Principal,
         execution: &str,
-        now: &Timestamp,
     ) -> Result<ExecutionView> {
+        let now = &self.now().await?;
         let head = self
             .execution_head(execution)
             .await?
@@ -381,7 +361,6 @@ impl Engine {
                     caller,
                     format!("execution {execution:?}"),
                     "no grant in force on it",
-                    now,
                 )
                 .await);
         }
@@ -407,12 +386,8 @@ impl Engine {
     }
 
     /// One run: its verifier may read it, and so may anyone who may read its subject.
-    pub async fn show_run(
-        &self,
-        caller: &Principal,
-        run_id: &str,
-        now: &Timestamp,
-    ) -> Result<RunDetail> {
+    pub async fn show_run(&self, caller: &Principal, run_id: &str) -> Result<RunDetail> {
+        let now = &self.now().await?;
         let run = self
             .store
             .run(run_id)
@@ -429,7 +404,6 @@ impl Engine {
                     caller,
                     format!("run {run_id:?}"),
                     "no grant in force on its execution",
-                    now,
                 )
                 .await);
         }
@@ -453,18 +427,13 @@ impl Engine {
 
     /// The runs of an execution (every subject of it), in admission order; needs a read grant
     /// on it.
-    pub async fn list_runs(
-        &self,
-        caller: &Principal,
-        execution: &str,
-        now: &Timestamp,
-    ) -> Result<Vec<RunDetail>> {
+    pub async fn list_runs(&self, caller: &Principal, execution: &str) -> Result<Vec<RunDetail>> {
         // The read check is the execution's.
-        self.show_execution(caller, execution, now).await?;
+        self.show_execution(caller, execution).await?;
         let mut out = Vec::new();
         for note in self.admission_notes(execution).await? {
             if let Some(run_id) = note.get("run_id").and_then(serde_json::Value::as_str) {
-                out.push(self.show_run(caller, run_id, now).await?);
+                out.push(self.show_run(caller, run_id).await?);
             }
         }
         Ok(out)

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use verdict_core::contracts::{GateDecision, Name, Role, Timestamp};
+use verdict_core::contracts::{GateDecision, Name, Role};
 use verdict_probes::{evidence, load, runner};
-use verdict_store::{Access, ScopeKind, Store};
+use verdict_store::{Access, ScopeKind, Store, StoreClock};
 
 /// The checks of the example, run from the outside against the live service.
 const SPEC: &str = r#"
@@ -41,27 +41,44 @@ pub struct Quickstart {
     pub execution: String,
     /// The first decision (rework) and the last (pass).
     pub decisions: Vec<GateDecision>,
+    /// The token of the operator it created when it initialised the store (shown once).
+    pub operator_token: Option<String>,
 }
 
-/// Walks one change through the flow, printing each step with `say`. `clock` is the caller's
-/// clock (this crate reads none). Each run creates its own principals and a new execution.
+/// Walks one change through the flow, printing each step with `say`. Each run creates its own
+/// principals and a new execution. On an empty store it initialises the store first (system
+/// clock) and returns the new operator's token; on an initialised one it needs an operator's
+/// token, since only an operator adds principals.
 pub async fn run(
     store: Arc<dyn Store>,
-    clock: &(dyn Fn() -> Timestamp + Sync),
+    operator_token: Option<&str>,
     say: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Quickstart> {
     let engine = Engine::new(store.clone(), "quickstart");
+    let (ops, operator_token) = match operator_token {
+        Some(token) => (engine.authenticate(token).await?, None),
+        None => {
+            let token = engine.init("qs-operator", StoreClock::System).await?;
+            (engine.authenticate(&token).await?, Some(token))
+        }
+    };
+    if ops.role != Role::Operator {
+        return Err(EngineError::PermissionDenied {
+            principal: ops.name.to_string(),
+            role: ops.role.as_str(),
+            action: "run the quickstart".into(),
+            why: "it adds principals, which only an operator may".into(),
+        });
+    }
     let mut n = 1_u32;
-    while store.principal(&format!("qs{n}-operator")).await?.is_some() {
+    while store.principal(&format!("qs{n}-producer")).await?.is_some() {
         n += 1;
     }
     let execution = format!("quickstart-{n}");
     say(&format!("store: {}", store.describe()));
 
     // Principals: each acts with its own token; none of these tokens is ever printed.
-    let ops_token = engine.init(&format!("qs{n}-operator")).await?;
-    let ops = engine.authenticate(&ops_token, &clock()).await?;
-    let far = clock().plus_seconds(86_400);
+    let far = engine.now().await?.plus_seconds(86_400);
     let mut who = BTreeMap::new();
     for (role, access) in [
         (Role::Producer, Access::Write),
@@ -69,7 +86,7 @@ pub async fn run(
         (Role::Verifier, Access::Read),
     ] {
         let name = format!("qs{n}-{}", role.as_str());
-        let token = engine.add_principal(&ops, &name, role, &clock()).await?;
+        let token = engine.add_principal(&ops, &name, role).await?;
         engine
             .grant(
                 &ops,
@@ -79,10 +96,9 @@ pub async fn run(
                 &execution,
                 access,
                 &far,
-                &clock(),
             )
             .await?;
-        who.insert(role.as_str(), engine.authenticate(&token, &clock()).await?);
+        who.insert(role.as_str(), engine.authenticate(&token).await?);
     }
     let get = |r: &str| {
         who.get(r)
@@ -115,7 +131,7 @@ pub async fn run(
         "required_checks": ["healthz-ok", "greets-by-name"],
         "required_verifiers": ["reviewer"],
     });
-    let pd = engine.set_policy(&ops, &policy, &clock()).await?;
+    let pd = engine.set_policy(&ops, &policy).await?;
     say(&format!(
         "3. policy: checks healthz-ok and greets-by-name, one reviewer ({pd})"
     ));
@@ -131,7 +147,7 @@ pub async fn run(
             ));
         }
         let subject = subject(&execution, &producer.name, diff, &spec);
-        let sd = engine.put_subject(&producer, &subject, &clock()).await?;
+        let sd = engine.put_subject(&producer, &subject).await?;
         say(&format!("{step}. producer: subject {sd} ({diff})"));
         let report = runner::run(
             &spec,
@@ -149,7 +165,7 @@ pub async fn run(
                 message,
             },
         )?;
-        engine.add_evidence(&runner_p, &docs, &clock()).await?;
+        engine.add_evidence(&runner_p, &docs).await?;
         let outcomes: Vec<String> = report
             .criteria
             .iter()
@@ -161,18 +177,11 @@ pub async fn run(
             outcomes.join(", ")
         ));
         let request = engine
-            .create_request(&producer, &execution, &json!({"max_runs": 1}), &clock())
+            .create_request(&producer, &execution, &json!({"max_runs": 1}))
             .await?;
         let run_id = format!("qs{n}-review-{step}");
         let pre = engine
-            .admit(
-                &ops,
-                &request,
-                verifier.name.as_str(),
-                "reviewer",
-                &run_id,
-                &clock(),
-            )
+            .admit(&ops, &request, verifier.name.as_str(), "reviewer", &run_id)
             .await?;
         say(&format!(
             "{}. operator: request {request}; reviewer admitted to {run_id}; preflight {}",
@@ -183,7 +192,7 @@ pub async fn run(
                 "leaves it to the reviewer"
             }
         ));
-        match engine.run_model(&ops, &run_id, &script, &clock()).await? {
+        match engine.run_model(&ops, &run_id, &script).await? {
             RunOutcome::Submitted(s) => say(&format!(
                 "{}. reviewer: result {} ({})",
                 step + 3,
@@ -196,7 +205,7 @@ pub async fn run(
                 p.reasons.join("; ")
             )),
         }
-        let g = engine.gate_run(&ops, &execution, &clock()).await?;
+        let g = engine.gate_run(&ops, &execution).await?;
         let why: Vec<&str> = g.decision.reasons.iter().map(|r| r.code.as_str()).collect();
         say(&format!(
             "{}. gate: {}{}",
@@ -217,6 +226,7 @@ pub async fn run(
     Ok(Quickstart {
         execution,
         decisions,
+        operator_token,
     })
 }
 

@@ -171,9 +171,8 @@ impl Engine {
         caller: &Principal,
         execution: &str,
         budget: &Value,
-        now: &Timestamp,
     ) -> Result<Digest> {
-        self.create_request_for(caller, execution, budget, None, now)
+        self.create_request_for(caller, execution, budget, None)
             .await
     }
 
@@ -185,8 +184,8 @@ impl Engine {
         execution: &str,
         budget: &Value,
         capability: Option<&str>,
-        now: &Timestamp,
     ) -> Result<Digest> {
+        let now = &self.now().await?;
         let capability = capability
             .map(|c| {
                 c.parse::<Name>()
@@ -197,7 +196,6 @@ impl Engine {
             caller,
             &[Role::Producer, Role::Operator],
             "create verification requests",
-            now,
         )
         .await?;
         let head = self
@@ -271,13 +269,12 @@ impl Engine {
         verifier: &str,
         class: &str,
         run_id: &str,
-        now: &Timestamp,
     ) -> Result<Preflight> {
+        let now = &self.now().await?;
         self.require_role(
             caller,
             &[Role::Operator, Role::Verifier],
             "admit verifier runs",
-            now,
         )
         .await?;
         if caller.role == Role::Verifier && caller.name.as_str() != verifier {
@@ -287,7 +284,7 @@ impl Engine {
                 action: format!("admit {verifier:?} to run {run_id:?}"),
                 why: "a verifier may only admit itself".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         let pinned = self.pinned_request(request).await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
@@ -411,7 +408,7 @@ impl Engine {
                 action: format!("be admitted to run {run_id:?}"),
                 why: "the producer's principal or run never verifies its own work".into(),
             };
-            return Err(self.deny(&who, err, now).await);
+            return Err(self.deny(&who, err).await);
         }
         if who.role != Role::Verifier {
             let err = EngineError::PermissionDenied {
@@ -420,7 +417,7 @@ impl Engine {
                 action: format!("be admitted to run {run_id:?}"),
                 why: "only verifier principals run verifications".into(),
             };
-            return Err(self.deny(&who, err, now).await);
+            return Err(self.deny(&who, err).await);
         }
         self.require_grant(&who, subject, false, "be admitted to a run", now)
             .await?;
@@ -446,9 +443,9 @@ impl Engine {
                 .map_err(|e| invalid("verifier class")(format!("{e}")))?,
             admitted_generation: subject.execution.generation,
         };
-        // Preflight and its note come before the run exists: a run is then never without
-        // the note that says whether a model may be called for it, whatever crashes when.
-        let preflight = self.preflight(execution, now).await?;
+        // The run and its note are appended together: a run is never without the note that
+        // says whether a model may be called for it, whatever crashes when.
+        let preflight = self.preflight(execution).await?;
         let note = json!({
             "schema": ADMISSION_SCHEMA,
             "run_id": run_id,
@@ -463,10 +460,11 @@ impl Engine {
                 "reasons": preflight.reasons,
             },
         });
+        // One transaction: an admission the store refuses (a run id already taken, say)
+        // leaves no note behind.
         self.store
-            .put(&Self::system(), DocKind::Request, &note)
+            .admit_run_noted(&Self::system(), &admission, &note)
             .await?;
-        self.store.admit_run(&Self::system(), &admission).await?;
         if preflight.skipped {
             self.store
                 .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
@@ -482,7 +480,7 @@ impl Engine {
         request: &Digest,
         now: &Timestamp,
     ) -> Result<(String, verdict_store::LeaseHolder)> {
-        let job = format!("admit {request}");
+        let job = format!("{}{request}", verdict_store::ADMISSION_LEASE_PREFIX);
         let current = self
             .store
             .pointer(verdict_store::PointerKind::Lease, &job)
@@ -517,7 +515,8 @@ impl Engine {
     }
 
     /// The pure Gate over the execution's deterministic evidence alone.
-    pub async fn preflight(&self, execution: &str, now: &Timestamp) -> Result<Preflight> {
+    pub async fn preflight(&self, execution: &str) -> Result<Preflight> {
+        let now = &self.now().await?;
         let mut collected = self.collect(execution).await?;
         collected.verifications.clear();
         collected.human_decisions.clear();
@@ -590,9 +589,8 @@ impl Engine {
         run_id: &str,
         what: &'static str,
         action: String,
-        now: &Timestamp,
     ) -> Result<Run> {
-        self.require_role(caller, &[Role::Operator, Role::Verifier], what, now)
+        self.require_role(caller, &[Role::Operator, Role::Verifier], what)
             .await?;
         let run = self
             .store
@@ -609,7 +607,7 @@ impl Engine {
                 action,
                 why: "it was admitted for another verifier".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         Ok(run)
     }
@@ -621,7 +619,6 @@ impl Engine {
         caller: &Principal,
         run_id: &str,
         model: &dyn ModelVerifier,
-        now: &Timestamp,
     ) -> Result<RunOutcome> {
         let run = self
             .own_run(
@@ -629,7 +626,6 @@ impl Engine {
                 run_id,
                 "start verifier runs",
                 format!("start run {run_id:?}"),
-                now,
             )
             .await?;
         let subject = self.subject(&run.admission.subject_digest).await?;
@@ -706,7 +702,7 @@ impl Engine {
             .await
             .map_err(|e| invalid("verifier output")(e))?;
         Ok(RunOutcome::Submitted(
-            self.submit_result(&verifier, &doc, now).await?,
+            self.submit_result(&verifier, &doc).await?,
         ))
     }
 
@@ -753,7 +749,6 @@ impl Engine {
         caller: &Principal,
         run_id: &str,
         report: &RunReport,
-        now: &Timestamp,
     ) -> Result<Digest> {
         let run = self
             .own_run(
@@ -761,7 +756,6 @@ impl Engine {
                 run_id,
                 "record a run's context",
                 format!("record the context of run {run_id:?}"),
-                now,
             )
             .await?;
         let digest = verdict_core::digest::digest(DigestKind::Context, &report.manifest);
@@ -817,27 +811,18 @@ impl Engine {
     /// new run may still bring a complete result. A result whose grant is no longer in force is
     /// stored as history and not counted; so is one whose subject or generation moved on, and
     /// one for a run (or an execution) that was cancelled.
-    pub async fn submit_result(
-        &self,
-        caller: &Principal,
-        doc: &Value,
-        now: &Timestamp,
-    ) -> Result<Submitted> {
+    pub async fn submit_result(&self, caller: &Principal, doc: &Value) -> Result<Submitted> {
+        let now = &self.now().await?;
         if caller.role == Role::Producer {
             let err = EngineError::SelfVerificationDenied {
                 principal: caller.name.to_string(),
                 action: "submit a verification result".into(),
                 why: "producers never verify work".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
-        self.require_role(
-            caller,
-            &[Role::Verifier],
-            "submit verification results",
-            now,
-        )
-        .await?;
+        self.require_role(caller, &[Role::Verifier], "submit verification results")
+            .await?;
         let (r, _) =
             verdict_core::contracts::decode::<VerificationResult>(DigestKind::Verification, doc)
                 .map_err(|e| invalid("verification result")(e.to_string()))?;
@@ -851,7 +836,7 @@ impl Engine {
                 action: format!("submit a result for run {:?}", r.verifier.run.as_str()),
                 why: "it was not admitted to that run under that name".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         };
         let run_id = r.verifier.run.as_str();
         let subject = self.subject(&run.admission.subject_digest).await?;
@@ -861,7 +846,7 @@ impl Engine {
                 action: "verify".into(),
                 why: "the producer's principal or run never verifies its own work".into(),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         let execution = subject.execution.id.as_str();
         let execution_cancelled = self.execution_cancellation(execution).await?.is_some();

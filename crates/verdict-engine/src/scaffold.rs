@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use verdict_core::contracts::{
     CheckPin, Criteria, Criterion, CriterionRow, CriterionStatus, Disposition, DispositionKind,
     Execution, Id, Name, Objective, Producer, Resource, Risk, RiskClass, Role, Subject,
-    SubjectSchema, Timestamp, VerificationResult, VerificationStatus, Verifier, WorkItem,
+    SubjectSchema, VerificationResult, VerificationStatus, Verifier, WorkItem,
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_probes::load::Spec;
@@ -201,13 +201,11 @@ impl Engine {
         caller: &Principal,
         request: &Digest,
         run_id: &str,
-        now: &Timestamp,
     ) -> Result<VerificationResult> {
         self.require_role(
             caller,
             &[Role::Verifier, Role::Operator],
             "draft verification results",
-            now,
         )
         .await?;
         let run = self
@@ -228,7 +226,7 @@ impl Engine {
                     run.admission.verifier.as_str()
                 ),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         if run.admission.request_digest != *request {
             return Err(invalid("run")(format!(

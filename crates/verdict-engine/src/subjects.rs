@@ -5,7 +5,7 @@ use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use serde_json::{Value, json};
 use verdict_core::contracts::{
-    CheckEvidence, HumanDecision, HumanRole, HumanVerdict, Role, Subject, Timestamp,
+    CheckEvidence, HumanDecision, HumanRole, HumanVerdict, Role, Subject,
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::DocKind;
@@ -23,19 +23,10 @@ impl Engine {
     /// A producer (or operator) puts a subject for its execution; the execution's current
     /// subject moves to it by compare-and-set from the head the caller saw. A new commit, a
     /// replan or a criteria or risk revision is a new subject; a retry a new generation.
-    pub async fn put_subject(
-        &self,
-        caller: &Principal,
-        doc: &Value,
-        now: &Timestamp,
-    ) -> Result<Digest> {
-        self.require_role(
-            caller,
-            &[Role::Producer, Role::Operator],
-            "put subjects",
-            now,
-        )
-        .await?;
+    pub async fn put_subject(&self, caller: &Principal, doc: &Value) -> Result<Digest> {
+        let now = &self.now().await?;
+        self.require_role(caller, &[Role::Producer, Role::Operator], "put subjects")
+            .await?;
         let (subject, digest) =
             verdict_core::contracts::decode::<Subject>(DigestKind::Subject, doc)
                 .map_err(|e| invalid("subject")(e.to_string()))?;
@@ -49,7 +40,7 @@ impl Engine {
                     subject.producer.principal.as_str()
                 ),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
         self.require_grant(caller, &subject, true, "put a subject", now)
             .await?;
@@ -78,17 +69,12 @@ impl Engine {
     /// on the subject's execution; a producer may add evidence about its own work, kept but
     /// counted only where the policy's `check_evidence_from` lists `producer`. Returns the
     /// evidence digests, in order.
-    pub async fn add_evidence(
-        &self,
-        caller: &Principal,
-        docs: &[Value],
-        now: &Timestamp,
-    ) -> Result<Vec<Digest>> {
+    pub async fn add_evidence(&self, caller: &Principal, docs: &[Value]) -> Result<Vec<Digest>> {
+        let now = &self.now().await?;
         self.require_role(
             caller,
             &[Role::Runner, Role::Producer],
             "append check evidence",
-            now,
         )
         .await?;
         let mut batch = Vec::with_capacity(docs.len());
@@ -104,7 +90,7 @@ impl Engine {
                     action: "append check evidence".into(),
                     why: format!("evidence {} is about another producer's subject", ev.id),
                 };
-                return Err(self.deny(caller, err, now).await);
+                return Err(self.deny(caller, err).await);
             }
             if caller.role == Role::Runner {
                 self.require_grant(caller, &subject, true, "append check evidence", now)
@@ -128,8 +114,8 @@ impl Engine {
         verdict: HumanVerdict,
         reason: &str,
         reviewed: &Reviewed,
-        now: &Timestamp,
     ) -> Result<Digest> {
+        let now = &self.now().await?;
         let head = self
             .execution_head(execution)
             .await?
@@ -144,9 +130,9 @@ impl Engine {
                 action: "decide on its own work".into(),
                 why: format!("it produced subject {}", head.subject_digest),
             };
-            return Err(self.deny(caller, err, now).await);
+            return Err(self.deny(caller, err).await);
         }
-        self.require_role(caller, &[Role::Human], "record human decisions", now)
+        self.require_role(caller, &[Role::Human], "record human decisions")
             .await?;
         self.require_grant(caller, &subject, true, "decide", now)
             .await?;
@@ -205,12 +191,7 @@ impl Engine {
 
     /// Refuses a document kind that clients never write directly: findings travel inside
     /// verification results and gate decisions are only ever computed by the engine.
-    pub async fn refuse_direct(
-        &self,
-        caller: &Principal,
-        kind: DocKind,
-        now: &Timestamp,
-    ) -> EngineError {
+    pub async fn refuse_direct(&self, caller: &Principal, kind: DocKind) -> EngineError {
         let err = match (kind, caller.role) {
             (DocKind::Finding, Role::Producer) => EngineError::SelfVerificationDenied {
                 principal: caller.name.to_string(),
@@ -231,7 +212,7 @@ impl Engine {
                 why: "decisions are computed by the gate, never accepted from a client".into(),
             },
         };
-        self.deny(caller, err, now).await
+        self.deny(caller, err).await
     }
 }
 

@@ -30,7 +30,7 @@ async fn requests(w: &World) -> usize {
 }
 
 async fn current_key(w: &World) -> Digest {
-    let s = w.engine.status(EXEC, &now()).await.unwrap();
+    let s = w.engine.status(EXEC).await.unwrap();
     s.applicable.unwrap().decision.evaluation_key.unwrap()
 }
 
@@ -47,11 +47,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
                 .await
                 .unwrap()
         );
-        let a = w
-            .engine
-            .attest(&w.ops, &eval, &old, true, &now())
-            .await
-            .unwrap();
+        let a = w.engine.attest(&w.ops, &eval, &old, true).await.unwrap();
         let report = verdict_attest::verify(a.jsonl.as_bytes(), &[old.verifying_key()]).unwrap();
         assert_eq!(report.outcome, Outcome::Pass);
         assert!(report.replayed);
@@ -66,11 +62,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         // Rotation: a new key signs from now on; the old file still checks with the old key,
         // and the store says which key signed which.
         let new = key(2);
-        let b = w
-            .engine
-            .attest(&w.ops, &eval, &new, false, &now())
-            .await
-            .unwrap();
+        let b = w.engine.attest(&w.ops, &eval, &new, false).await.unwrap();
         let records = w.engine.attestations(EXEC).await.unwrap();
         let ids: Vec<&str> = records.iter().map(|r| r.key_id.as_str()).collect();
         assert_eq!(ids, [a.record.key_id.as_str(), b.record.key_id.as_str()]);
@@ -80,11 +72,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         assert!(verdict_attest::verify(a.jsonl.as_bytes(), &[new.verifying_key()]).is_err());
         // Attesting the same decision with the same key again records nothing new.
         let before = requests(&w).await;
-        let again = w
-            .engine
-            .attest(&w.ops, &eval, &old, true, &now())
-            .await
-            .unwrap();
+        let again = w.engine.attest(&w.ops, &eval, &old, true).await.unwrap();
         assert_eq!(again.jsonl, a.jsonl);
         assert_eq!(requests(&w).await, before);
     })
@@ -102,13 +90,13 @@ async fn only_an_operator_signs_and_a_refusal_writes_only_its_denial() {
         for who in [&w.coder, &w.rev, &w.ci, &w.alice] {
             let err = w
                 .engine
-                .attest(who, &eval, &key(3), true, &now())
+                .attest(who, &eval, &key(3), true)
                 .await
                 .unwrap_err();
             assert_eq!(err.code(), "permission_denied");
             let err = w
                 .engine
-                .register_signing_key(who, &key(3).verifying_key(), &now())
+                .register_signing_key(who, &key(3).verifying_key())
                 .await
                 .unwrap_err();
             assert_eq!(err.code(), "permission_denied");
@@ -135,13 +123,13 @@ async fn a_pass_that_no_longer_applies_is_not_attested() {
         passed(&w, 0, "change A", "run-1").await;
         let eval = current_key(&w).await;
         w.engine
-            .put_subject(&w.coder, &subject(0, "change B"), &now())
+            .put_subject(&w.coder, &subject(0, "change B"))
             .await
             .unwrap();
         let before = requests(&w).await;
         let err = w
             .engine
-            .attest(&w.ops, &eval, &key(4), true, &now())
+            .attest(&w.ops, &eval, &key(4), true)
             .await
             .unwrap_err();
         assert_eq!(err.code(), "conflict", "{err}");
@@ -178,22 +166,18 @@ async fn records_a_producer_writes_are_never_taken_for_the_engines() {
         );
         let err = w
             .engine
-            .register_signing_key(&w.ops, &forged_key.verifying_key(), &now())
+            .register_signing_key(&w.ops, &forged_key.verifying_key())
             .await
             .unwrap_err();
         assert_eq!(err.code(), "conflict");
         assert!(
             w.engine
-                .attest(&w.ops, &eval, &forged_key, true, &now())
+                .attest(&w.ops, &eval, &forged_key, true)
                 .await
                 .is_err()
         );
         // A forged attestation record about the execution is not listed either.
-        let real = w
-            .engine
-            .attest(&w.ops, &eval, &key(6), true, &now())
-            .await
-            .unwrap();
+        let real = w.engine.attest(&w.ops, &eval, &key(6), true).await.unwrap();
         let mut fake = serde_json::to_value(&real.record).unwrap();
         fake["key_id"] = "00".repeat(32).into();
         assert_eq!(fake["schema"], ATTESTATION_SCHEMA);
@@ -218,11 +202,11 @@ async fn exports_follow_the_applicable_decision() {
     on_both(|store| async move {
         let w = world(store).await;
         let sha = "0123456789abcdef0123456789abcdef01234567";
-        let none = w.engine.github_payloads(EXEC, sha, &now()).await;
+        let none = w.engine.github_payloads(EXEC, sha).await;
         assert!(none.is_ok());
         assert_eq!(none.unwrap().check_run.conclusion, "action_required");
         passed(&w, 0, "change A", "run-1").await;
-        let p = w.engine.github_payloads(EXEC, sha, &now()).await.unwrap();
+        let p = w.engine.github_payloads(EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "success");
         assert_eq!(p.commit_status.state, "success");
         let xml = w.engine.junit(EXEC).await.unwrap();
@@ -232,7 +216,7 @@ async fn exports_follow_the_applicable_decision() {
         );
         // A new revision: the pass no longer applies, so nothing says success.
         subject_with_evidence(&w, 0, "change B", "fail").await;
-        let p = w.engine.github_payloads(EXEC, sha, &now()).await.unwrap();
+        let p = w.engine.github_payloads(EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "action_required");
         assert!(p.check_run.output.summary.contains("subject_moved"));
         let xml = w.engine.junit(EXEC).await.unwrap();

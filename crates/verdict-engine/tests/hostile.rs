@@ -30,9 +30,9 @@ async fn audit_seq(w: &World) -> u64 {
 }
 
 /// How many decisions of the execution apply at `at`; never more than one.
-async fn applying(w: &World, at: &verdict_core::contracts::Timestamp) -> Vec<Outcome> {
+async fn applying(w: &World) -> Vec<Outcome> {
     w.engine
-        .history(EXEC, at)
+        .history(EXEC)
         .await
         .unwrap()
         .decisions
@@ -47,30 +47,30 @@ async fn a_late_hard_failure_stops_a_pass_from_applying() {
     on_both(|store| async move {
         let w = world(store).await;
         let d = passed(&w, 1, "change A", "run-a").await;
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
         // A runner records a hard failure of the required check after the pass.
         let mut fail = evidence(&d, "fail", "ci", "runner");
         fail["id"] = json!("ev-late-fail");
-        w.engine.add_evidence(&w.ci, &[fail], &now()).await.unwrap();
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        w.engine.add_evidence(&w.ci, &[fail]).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "{:?}", status.applicable);
         let latest = status.latest.unwrap();
         assert_eq!(latest.decision.outcome, Outcome::Pass);
         assert_eq!(latest.not_applicable, vec![NotApplicable::EvidenceSetMoved]);
-        assert!(applying(&w, &now()).await.is_empty());
+        assert!(applying(&w).await.is_empty());
         // The Gate runs again: the rework applies, the pass stays history.
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Rework);
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Rework]);
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Rework]);
+        let history = w.engine.history(EXEC).await.unwrap();
         assert_eq!(history.decisions.len(), 2);
         assert_eq!(
             history.decisions[0].not_applicable,
             vec![NotApplicable::EvidenceSetMoved]
         );
         // Asking the Gate again at once changes nothing: one decision applies.
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Rework]);
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Rework]);
     })
     .await;
 }
@@ -83,27 +83,21 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
         // A second verifier's counted result, passing too.
         let req = request(&w, json!({})).await;
         w.engine
-            .admit(&w.ops, &req, "rev2", "reviewer", "run-b", &now())
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-b")
             .await
             .unwrap();
         let ev = evidence(&d, "pass", "ci", "runner")["id"].clone();
         let r = result("rev2", "run-b", &d, 1, ev.as_str().unwrap());
-        assert!(
-            w.engine
-                .submit_result(&w.rev2, &r, &now())
-                .await
-                .unwrap()
-                .counted
-        );
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        assert!(w.engine.submit_result(&w.rev2, &r).await.unwrap().counted);
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
             vec![NotApplicable::EvidenceSetMoved]
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Pass);
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
         // A human decision about the subject moves it too, even an approval.
         w.engine
             .decide(
@@ -112,18 +106,17 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
                 HumanVerdict::Approve,
                 "read the diff",
                 &reviewed(&w).await,
-                &now(),
             )
             .await
             .unwrap();
-        assert!(applying(&w, &now()).await.is_empty());
+        assert!(applying(&w).await.is_empty());
         // Check evidence that passes moves it as well: the Gate never read it.
         let mut more = evidence(&d, "pass", "ci", "runner");
         more["id"] = json!("ev-second-pass");
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
-        w.engine.add_evidence(&w.ci, &[more], &now()).await.unwrap();
-        assert!(applying(&w, &now()).await.is_empty());
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
+        w.engine.add_evidence(&w.ci, &[more]).await.unwrap();
+        assert!(applying(&w).await.is_empty());
     })
     .await;
 }
@@ -134,25 +127,25 @@ async fn two_evaluations_of_one_evidence_set_never_both_apply() {
         let w = world(store).await;
         let d = w
             .engine
-            .put_subject(&w.coder, &subject(1, "live"), &now())
+            .put_subject(&w.coder, &subject(1, "live"))
             .await
             .unwrap();
         let mut ev = evidence(&d, "pass", "ci", "runner");
         ev["freshness"] = json!({"kind": "time", "max_age_s": 600});
         w.engine
-            .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+            .add_evidence(&w.ci, std::slice::from_ref(&ev))
             .await
             .unwrap();
         let req = request(&w, json!({})).await;
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
             .await
             .unwrap();
         let r = result("rev", "run-a", &d, 1, ev["id"].as_str().unwrap());
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
         assert_eq!(
             w.engine
-                .gate_run(&w.ops, EXEC, &now())
+                .gate_run(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .decision
@@ -161,11 +154,15 @@ async fn two_evaluations_of_one_evidence_set_never_both_apply() {
         );
         // Later the evidence is stale: same items, another evaluation key, a blocked decision.
         let later = ts("2026-11-30T12:30:00Z");
-        let g = w.engine.gate_run(&w.ops, EXEC, &later).await.unwrap();
+        let store = w.engine.store();
+        store.set_manual_time(&later).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Blocked);
         // Read at a time when the pass has not expired, only the latest evaluation applies.
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Blocked]);
-        assert_eq!(applying(&w, &later).await, vec![Outcome::Blocked]);
+        store.set_manual_time(&now()).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Blocked]);
+        store.set_manual_time(&later).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Blocked]);
     })
     .await;
 }
@@ -178,10 +175,10 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
         let role = serde_json::from_value(json!("producer")).unwrap();
         let t = w
             .engine
-            .add_principal(&w.ops, "other-coder", role, &now())
+            .add_principal(&w.ops, "other-coder", role)
             .await
             .unwrap();
-        let other = w.engine.authenticate(&t, &now()).await.unwrap();
+        let other = w.engine.authenticate(&t).await.unwrap();
         w.engine
             .grant(
                 &w.ops,
@@ -191,7 +188,6 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
                 EXEC,
                 verdict_store::Access::Write,
                 &ts("2027-01-01T00:00:00Z"),
-                &now(),
             )
             .await
             .unwrap();
@@ -199,7 +195,7 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
             let (before, seq) = (denials(&w).await, audit_seq(&w).await);
             let e = w
                 .engine
-                .cancel_execution(who, EXEC, "mine now", &now())
+                .cancel_execution(who, EXEC, "mine now")
                 .await
                 .unwrap_err();
             assert_eq!(e.code(), "permission_denied", "{} {e}", who.name);
@@ -211,7 +207,7 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
         let seq = audit_seq(&w).await;
         let e = w
             .engine
-            .cancel_execution(&w.coder, EXEC, "  ", &now())
+            .cancel_execution(&w.coder, EXEC, "  ")
             .await
             .unwrap_err();
         assert_eq!(e.code(), "invalid_input");
@@ -223,17 +219,17 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
                 .unwrap()
                 .is_none()
         );
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
 
         let c = w
             .engine
-            .cancel_execution(&w.coder, EXEC, "the task was withdrawn", &now())
+            .cancel_execution(&w.coder, EXEC, "the task was withdrawn")
             .await
             .unwrap();
         assert_eq!(c.by.role, Role::Producer);
         let again = w
             .engine
-            .cancel_execution(&w.ops, EXEC, "twice", &now())
+            .cancel_execution(&w.ops, EXEC, "twice")
             .await
             .unwrap_err();
         assert_eq!(again.code(), "conflict");
@@ -248,21 +244,21 @@ async fn a_cancelled_execution_has_no_decision_and_takes_nothing_new() {
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         let open_req = request(&w, json!({})).await;
         w.engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &now())
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         w.engine
-            .admit(&w.ops, &open_req, "rev2", "reviewer", "run-open", &now())
+            .admit(&w.ops, &open_req, "rev2", "reviewer", "run-open")
             .await
             .unwrap();
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         let pass = reviewed(&w).await;
         w.engine
-            .cancel_execution(&w.ops, EXEC, "superseded by ex-2", &now())
+            .cancel_execution(&w.ops, EXEC, "superseded by ex-2")
             .await
             .unwrap();
 
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(status.cancelled.unwrap().reason, "superseded by ex-2");
         assert_eq!(
@@ -274,28 +270,28 @@ async fn a_cancelled_execution_has_no_decision_and_takes_nothing_new() {
         assert_eq!(open.status(), Some(RunStatus::Cancelled));
 
         let conflict = |e: verdict_engine::EngineError| assert_eq!(e.code(), "conflict", "{e}");
-        conflict(w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap_err());
+        conflict(w.engine.gate_run(&w.ops, EXEC).await.unwrap_err());
         conflict(
             w.engine
-                .create_request(&w.coder, EXEC, &json!({"max_runs": 3}), &now())
+                .create_request(&w.coder, EXEC, &json!({"max_runs": 3}))
                 .await
                 .unwrap_err(),
         );
         conflict(
             w.engine
-                .admit(&w.ops, &open_req, "rev2", "reviewer", "run-new", &now())
+                .admit(&w.ops, &open_req, "rev2", "reviewer", "run-new")
                 .await
                 .unwrap_err(),
         );
         conflict(
             w.engine
-                .put_subject(&w.coder, &subject(2, "change A"), &now())
+                .put_subject(&w.coder, &subject(2, "change A"))
                 .await
                 .unwrap_err(),
         );
         conflict(
             w.engine
-                .decide(&w.alice, EXEC, HumanVerdict::Approve, "fine", &pass, &now())
+                .decide(&w.alice, EXEC, HumanVerdict::Approve, "fine", &pass)
                 .await
                 .unwrap_err(),
         );
@@ -303,11 +299,11 @@ async fn a_cancelled_execution_has_no_decision_and_takes_nothing_new() {
         // The cancelled run's late result is kept as history, never counted.
         let late = w
             .engine
-            .submit_result(&w.rev2, &result("rev2", "run-open", &d, 1, &ev), &now())
+            .submit_result(&w.rev2, &result("rev2", "run-open", &d, 1, &ev))
             .await
             .unwrap();
         assert!(!late.counted);
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         assert!(history.decisions.iter().all(|d| !d.applies()));
         let run = history
             .runs
@@ -335,26 +331,22 @@ async fn a_cancelled_runs_late_result_is_history_only() {
         // Not the verifier, not the producer: operators cancel runs. Each try is a denial only.
         for who in [&w.rev, &w.coder, &w.alice] {
             let seq = audit_seq(&w).await;
-            let e = w
-                .engine
-                .cancel_run(who, "run-a", "stop", &now())
-                .await
-                .unwrap_err();
+            let e = w.engine.cancel_run(who, "run-a", "stop").await.unwrap_err();
             assert_eq!(e.code(), "permission_denied", "{}", who.name);
             assert_eq!(audit_seq(&w).await, seq + 1);
         }
         w.engine
-            .cancel_run(&w.ops, "run-a", "the provider is down", &now())
+            .cancel_run(&w.ops, "run-a", "the provider is down")
             .await
             .unwrap();
         let late = w
             .engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &now())
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         assert!(!late.counted);
         assert!(late.why_not.unwrap().contains("cancelled"));
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(
             g.decision
@@ -364,7 +356,7 @@ async fn a_cancelled_runs_late_result_is_history_only() {
             "{:?}",
             g.decision.reasons
         );
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         let run = &history.runs[0];
         assert_eq!(
             (run.status.as_str(), run.counted),
@@ -379,7 +371,7 @@ async fn a_cancelled_runs_late_result_is_history_only() {
         // An ended run cannot be cancelled (or un-cancelled).
         let e = w
             .engine
-            .cancel_run(&w.ops, "run-a", "again", &now())
+            .cancel_run(&w.ops, "run-a", "again")
             .await
             .unwrap_err();
         assert_eq!(e.code(), "conflict");
@@ -393,7 +385,7 @@ async fn an_approval_names_what_was_reviewed_and_is_never_rebound() {
         let w = world(store).await;
         let a = w
             .engine
-            .put_subject(&w.coder, &subject(1, "change A"), &now())
+            .put_subject(&w.coder, &subject(1, "change A"))
             .await
             .unwrap();
         // The person reviews A under policy 1, as status shows them.
@@ -402,20 +394,13 @@ async fn an_approval_names_what_was_reviewed_and_is_never_rebound() {
         // Meanwhile the producer puts B.
         let b = w
             .engine
-            .put_subject(&w.coder, &subject(1, "change B"), &now())
+            .put_subject(&w.coder, &subject(1, "change B"))
             .await
             .unwrap();
         let seq = audit_seq(&w).await;
         let e = w
             .engine
-            .decide(
-                &w.alice,
-                EXEC,
-                HumanVerdict::Approve,
-                "A is fine",
-                &seen,
-                &now(),
-            )
+            .decide(&w.alice, EXEC, HumanVerdict::Approve, "A is fine", &seen)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "conflict", "{e}");
@@ -425,20 +410,10 @@ async fn an_approval_names_what_was_reviewed_and_is_never_rebound() {
             subject_digest: b.clone(),
             policy_digest: seen.policy_digest.clone(),
         };
-        w.engine
-            .set_policy(&w.ops, &policy(2), &now())
-            .await
-            .unwrap();
+        w.engine.set_policy(&w.ops, &policy(2)).await.unwrap();
         let e = w
             .engine
-            .decide(
-                &w.alice,
-                EXEC,
-                HumanVerdict::Approve,
-                "B is fine",
-                &on_b,
-                &now(),
-            )
+            .decide(&w.alice, EXEC, HumanVerdict::Approve, "B is fine", &on_b)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "conflict", "{e}");
@@ -462,7 +437,6 @@ async fn an_approval_names_what_was_reviewed_and_is_never_rebound() {
                 HumanVerdict::Approve,
                 "B is fine",
                 &now_seen,
-                &now(),
             )
             .await
             .unwrap();
@@ -514,12 +488,12 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
         let w = world(store).await;
         let d = w
             .engine
-            .put_subject(&w.coder, &three_criteria("change A"), &now())
+            .put_subject(&w.coder, &three_criteria("change A"))
             .await
             .unwrap();
         let ev = evidence(&d, "pass", "ci", "runner");
         let ev_id = ev["id"].as_str().unwrap().to_owned();
-        w.engine.add_evidence(&w.ci, &[ev], &now()).await.unwrap();
+        w.engine.add_evidence(&w.ci, &[ev]).await.unwrap();
         let req = request(&w, json!({})).await;
         let tries: [(&str, Vec<&str>, &str); 3] = [
             (
@@ -536,15 +510,11 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
         ];
         for (run, ids, why) in &tries {
             w.engine
-                .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+                .admit(&w.ops, &req, "rev", "reviewer", run)
                 .await
                 .unwrap();
             let doc = rows(run, &d, &ev_id, ids);
-            let e = w
-                .engine
-                .submit_result(&w.rev, &doc, &now())
-                .await
-                .unwrap_err();
+            let e = w.engine.submit_result(&w.rev, &doc).await.unwrap_err();
             assert_eq!(e.code(), "invalid_input");
             assert!(e.to_string().contains(why), "{e}");
             // Stored only as the run's unavailable outcome, never as a result.
@@ -555,16 +525,12 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
                 Some(verdict_core::contracts::UnavailableReason::InvalidOutput)
             );
             // The same document again is refused: the run has its outcome.
-            let again = w
-                .engine
-                .submit_result(&w.rev, &doc, &now())
-                .await
-                .unwrap_err();
+            let again = w.engine.submit_result(&w.rev, &doc).await.unwrap_err();
             assert_eq!(again.code(), "conflict");
         }
         // A result for another subject than its run's is refused and ends the run too.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-4", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-4")
             .await
             .unwrap();
         let mut foreign = rows(
@@ -574,11 +540,7 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
             &["tests-pass", "docs-updated", "no-new-deps"],
         );
         foreign["generation"] = json!(2);
-        let e = w
-            .engine
-            .submit_result(&w.rev, &foreign, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.submit_result(&w.rev, &foreign).await.unwrap_err();
         assert!(e.to_string().contains("/generation"), "{e}");
         assert!(
             w.engine
@@ -588,7 +550,7 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
                 .unwrap()
                 .is_empty()
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert!(
             !g.decision
                 .reasons
@@ -598,7 +560,7 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
             g.decision.reasons
         );
         assert_ne!(g.decision.outcome, Outcome::Pass);
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         let first = history.runs.iter().find(|r| r.run_id == "run-1").unwrap();
         assert_eq!(first.status, "unavailable");
         assert!(
@@ -608,7 +570,7 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
 
         // A complete result from a new run clears it, and the Gate can pass.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-5", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-5")
             .await
             .unwrap();
         let done = rows(
@@ -617,21 +579,15 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
             &ev_id,
             &["tests-pass", "docs-updated", "no-new-deps"],
         );
-        assert!(
-            w.engine
-                .submit_result(&w.rev, &done, &now())
-                .await
-                .unwrap()
-                .counted
-        );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert!(w.engine.submit_result(&w.rev, &done).await.unwrap().counted);
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(
             g.decision.outcome,
             Outcome::Pass,
             "{:?}",
             g.decision.reasons
         );
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
     })
     .await;
 }
@@ -663,7 +619,7 @@ async fn a_producer_forging_a_cancellation_record_cancels_nothing() {
                 .unwrap()
                 .is_none()
         );
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Pass]);
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
     })
     .await;
 }
@@ -674,17 +630,17 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         let w = world(store).await;
         let d = w
             .engine
-            .put_subject(&w.coder, &three_criteria("change A"), &now())
+            .put_subject(&w.coder, &three_criteria("change A"))
             .await
             .unwrap();
         let ev = evidence(&d, "pass", "ci", "runner");
         let ev_id = ev["id"].as_str().unwrap().to_owned();
-        w.engine.add_evidence(&w.ci, &[ev], &now()).await.unwrap();
+        w.engine.add_evidence(&w.ci, &[ev]).await.unwrap();
         let req = request(&w, json!({})).await;
         let all = ["tests-pass", "docs-updated", "no-new-deps"];
         for run in ["run-1", "run-2", "run-3"] {
             w.engine
-                .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+                .admit(&w.ops, &req, "rev", "reviewer", run)
                 .await
                 .unwrap();
         }
@@ -703,7 +659,7 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         // A run whose result the engine refused gets a whole result behind its back.
         let e = w
             .engine
-            .submit_result(&w.rev, &rows("run-2", &d, &ev_id, &["tests-pass"]), &now())
+            .submit_result(&w.rev, &rows("run-2", &d, &ev_id, &["tests-pass"]))
             .await
             .unwrap_err();
         assert_eq!(e.code(), "invalid_input");
@@ -724,7 +680,7 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         .unwrap();
         let collected = w.engine.collect(EXEC).await.unwrap();
         assert!(collected.verifications.is_empty(), "none of them counts");
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(
             !g.decision
@@ -736,16 +692,16 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         );
         // The engine's own path still counts a whole result.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-4", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-4")
             .await
             .unwrap();
         let ok = w
             .engine
-            .submit_result(&w.rev, &rows("run-4", &d, &ev_id, &all), &now())
+            .submit_result(&w.rev, &rows("run-4", &d, &ev_id, &all))
             .await
             .unwrap();
         assert!(ok.counted);
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(
             g.decision.outcome,
             Outcome::Pass,
@@ -762,7 +718,7 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
         let w = world(store).await;
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         w.engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &now())
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         // A slow gate run reads the items...
@@ -770,7 +726,7 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
         // ...a hard failure lands meanwhile...
         let mut fail = evidence(&d, "fail", "ci", "runner");
         fail["id"] = json!("ev-meanwhile");
-        w.engine.add_evidence(&w.ci, &[fail], &now()).await.unwrap();
+        w.engine.add_evidence(&w.ci, &[fail]).await.unwrap();
         // ...and its pass is stored after it, as the latest evaluation of the subject.
         let decision = verdict_core::gate::evaluate_value(&read.bundle(&now()).unwrap());
         assert_eq!(decision.outcome, Outcome::Pass);
@@ -801,15 +757,15 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
             )
             .await
             .unwrap();
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "{:?}", status.applicable);
         assert_eq!(
             status.latest.unwrap().not_applicable,
             vec![NotApplicable::EvidenceSetMoved]
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Rework);
-        assert_eq!(applying(&w, &now()).await, vec![Outcome::Rework]);
+        assert_eq!(applying(&w).await, vec![Outcome::Rework]);
     })
     .await;
 }

@@ -24,7 +24,8 @@ fn later() -> verdict_core::contracts::Timestamp {
 }
 
 async fn ledger(w: &World) -> Ledger {
-    w.engine.ledger(WINDOW, &later()).await.unwrap()
+    w.engine.store().set_manual_time(&later()).await.unwrap();
+    w.engine.ledger(WINDOW).await.unwrap()
 }
 
 fn only(l: &Ledger) -> &Cohort {
@@ -41,14 +42,8 @@ fn with_model(mut r: Value, model: &str) -> Value {
 async fn pass_on(w: &World, generation: u64, diff: &str, run: &str, model: &str) {
     let (d, ev, _) = prepared(w, generation, diff, run).await;
     let r = with_model(result("rev", run, &d, generation, &ev), model);
-    assert!(
-        w.engine
-            .submit_result(&w.rev, &r, &now())
-            .await
-            .unwrap()
-            .counted
-    );
-    let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+    assert!(w.engine.submit_result(&w.rev, &r).await.unwrap().counted);
+    let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
     assert_eq!(
         g.decision.outcome.as_str(),
         "pass",
@@ -63,22 +58,25 @@ async fn retries_and_re_verifications_are_counted_once() {
         let w = world(store).await;
         let (d, ev, _) = prepared(&w, 0, "change A", "run-1").await;
         let r = with_model(result("rev", "run-1", &d, 0, &ev), "m1");
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         // A second verifier run on the same subject, and the gate run again, twice.
         let req = request(&w, json!({})).await;
         w.engine
-            .admit(&w.ops, &req, "rev2", "reviewer", "run-2", &now())
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-2")
             .await
             .unwrap();
         let r2 = with_model(result("rev2", "run-2", &d, 0, &ev), "m1");
-        w.engine.submit_result(&w.rev2, &r2, &now()).await.unwrap();
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev2, &r2).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         w.engine
-            .gate_run(&w.ops, EXEC, &ts("2026-11-30T12:05:00Z"))
+            .store()
+            .set_manual_time(&ts("2026-11-30T12:05:00Z"))
             .await
             .unwrap();
-        let history = w.engine.history(EXEC, &later()).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        w.engine.store().set_manual_time(&later()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         // Two results, two decisions (the third gate run, with nothing time-sensitive in it,
         // has the second one's evaluation key).
         assert_eq!(history.decisions.len(), 2);
@@ -110,14 +108,8 @@ async fn a_superseded_pass_stops_counting() {
         let mut r = result("rev", "run-2", &d, 0, &ev);
         r["criteria"][0]["status"] = "failed".into();
         let r = with_model(r, "m1");
-        assert!(
-            w.engine
-                .submit_result(&w.rev, &r, &now())
-                .await
-                .unwrap()
-                .counted
-        );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        assert!(w.engine.submit_result(&w.rev, &r).await.unwrap().counted);
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "rework");
         let l = ledger(&w).await;
         let c = &l.cohorts[0];
@@ -136,8 +128,8 @@ async fn human_required_never_counts_as_a_pass() {
         let (d, ev, _) = prepared(&w, 0, "change A", "run-1").await;
         let mut r = result("rev", "run-1", &d, 0, &ev);
         r["criteria"][0]["status"] = "inconclusive".into();
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "human_required");
         let l = ledger(&w).await;
         let c = only(&l);
@@ -190,8 +182,8 @@ async fn unavailable_verification_is_a_coverage_gap_not_a_failure() {
         r["status"] = "unavailable".into();
         r["unavailable_reason"] = "timeout".into();
         r["criteria"] = json!([]);
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "blocked");
         let l = ledger(&w).await;
         let c = only(&l);
@@ -215,16 +207,16 @@ async fn the_request_names_the_capability_else_the_subject_does() {
         let (d, ev) = subject_with_evidence(&w, 1, "change B", "pass").await;
         let req = w
             .engine
-            .create_request_for(&w.coder, EXEC, &json!({}), Some("migrations"), &now())
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("migrations"))
             .await
             .unwrap();
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-2", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-2")
             .await
             .unwrap();
         let r = with_model(result("rev", "run-2", &d, 1, &ev), "m1");
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         // A later request about the subject from someone who is not its producer (the store
         // takes it; the ledger does not).
         let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
@@ -247,7 +239,7 @@ async fn the_request_names_the_capability_else_the_subject_does() {
         assert_eq!(caps, ["-:work_package", "migrations"]);
         assert!(
             w.engine
-                .create_request_for(&w.coder, EXEC, &json!({}), Some(""), &now())
+                .create_request_for(&w.coder, EXEC, &json!({}), Some(""))
                 .await
                 .is_err()
         );

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use verdict_core::contracts::{GateDecision, HumanVerdict, Outcome};
 use verdict_engine::{NotApplicable, RunOutcome};
-use verdict_store::{About, DocKind};
+use verdict_store::{About, DocKind, StoreClock};
 
 fn code(e: &verdict_engine::EngineError) -> &'static str {
     e.code()
@@ -29,27 +29,20 @@ async fn a_pass_on_subject_a_does_not_apply_to_subject_b() {
     on_both(|store| async move {
         let w = world(store).await;
         let a = passed(&w, 1, "change A", "run-a").await;
-        assert!(
-            w.engine
-                .status(EXEC, &now())
-                .await
-                .unwrap()
-                .applicable
-                .is_some()
-        );
+        assert!(w.engine.status(EXEC).await.unwrap().applicable.is_some());
         let b = w
             .engine
-            .put_subject(&w.coder, &subject(1, "change B"), &now())
+            .put_subject(&w.coder, &subject(1, "change B"))
             .await
             .unwrap();
         assert_ne!(a, b);
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
             vec![NotApplicable::SubjectMoved]
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(
             g.decision.outcome,
             Outcome::Pass,
@@ -67,21 +60,21 @@ async fn a_retry_to_the_next_generation_inherits_no_pass() {
         passed(&w, 1, "change A", "run-a").await;
         // The retry changes nothing but the generation.
         w.engine
-            .put_subject(&w.coder, &subject(2, "change A"), &now())
+            .put_subject(&w.coder, &subject(2, "change A"))
             .await
             .unwrap();
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
             vec![NotApplicable::GenerationMoved]
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         // Going back to the old generation is refused.
         let back = w
             .engine
-            .put_subject(&w.coder, &subject(1, "change C"), &now())
+            .put_subject(&w.coder, &subject(1, "change C"))
             .await
             .unwrap_err();
         assert_eq!(code(&back), "conflict");
@@ -96,23 +89,12 @@ async fn a_producer_cannot_verify_find_or_decide_and_each_try_is_audited() {
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         let before = denials(&w).await;
         let mut forged = result("coder", "run-a", &d, 1, &ev);
-        let e = w
-            .engine
-            .submit_result(&w.coder, &forged, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.submit_result(&w.coder, &forged).await.unwrap_err();
         assert_eq!(code(&e), "self_verification_denied");
         forged["verifier"]["principal"] = json!("rev");
-        let e = w
-            .engine
-            .submit_result(&w.coder, &forged, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.submit_result(&w.coder, &forged).await.unwrap_err();
         assert_eq!(code(&e), "self_verification_denied");
-        let e = w
-            .engine
-            .refuse_direct(&w.coder, DocKind::Finding, &now())
-            .await;
+        let e = w.engine.refuse_direct(&w.coder, DocKind::Finding).await;
         assert_eq!(code(&e), "self_verification_denied");
         let e = w
             .engine
@@ -122,7 +104,6 @@ async fn a_producer_cannot_verify_find_or_decide_and_each_try_is_audited() {
                 HumanVerdict::Approve,
                 "looks fine to me",
                 &reviewed(&w).await,
-                &now(),
             )
             .await
             .unwrap_err();
@@ -162,29 +143,22 @@ async fn a_verifier_cannot_put_a_subject_or_evidence_for_its_own_subject() {
         let (d, _, _) = prepared(&w, 1, "change A", "run-a").await;
         let mut own = subject(2, "verifier's version");
         own["producer"]["principal"] = json!("rev");
-        let e = w
-            .engine
-            .put_subject(&w.rev, &own, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.put_subject(&w.rev, &own).await.unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .add_evidence(&w.rev, &[evidence(&d, "pass", "rev", "runner")], &now())
+            .add_evidence(&w.rev, &[evidence(&d, "pass", "rev", "runner")])
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         // A human may not either, and a decision is never accepted from anyone.
         let e = w
             .engine
-            .add_evidence(&w.alice, &[evidence(&d, "pass", "alice", "runner")], &now())
+            .add_evidence(&w.alice, &[evidence(&d, "pass", "alice", "runner")])
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        let e = w
-            .engine
-            .refuse_direct(&w.ops, DocKind::Decision, &now())
-            .await;
+        let e = w.engine.refuse_direct(&w.ops, DocKind::Decision).await;
         assert_eq!(code(&e), "permission_denied");
         assert_eq!(
             w.engine
@@ -214,12 +188,12 @@ async fn two_gate_runs_at_once_store_one_decision() {
         let w = world(store).await;
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         w.engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &now())
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         let spawn = |p: verdict_engine::Principal| {
             let engine = w.engine.clone();
-            tokio::spawn(async move { engine.gate_run(&p, EXEC, &now()).await })
+            tokio::spawn(async move { engine.gate_run(&p, EXEC).await })
         };
         let (x, y) = (spawn(w.ops.clone()), spawn(w.coder.clone()));
         let (x, y) = (x.await.unwrap().unwrap(), y.await.unwrap().unwrap());
@@ -245,29 +219,21 @@ async fn a_policy_revision_after_a_pass_leaves_it_stored_but_not_applicable() {
     on_both(|store| async move {
         let w = world(store).await;
         passed(&w, 1, "change A", "run-a").await;
-        w.engine
-            .set_policy(&w.ops, &policy(2), &now())
-            .await
-            .unwrap();
-        let status = w.engine.status(EXEC, &now()).await.unwrap();
+        w.engine.set_policy(&w.ops, &policy(2)).await.unwrap();
+        let status = w.engine.status(EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "a new evaluation is needed");
         let old = status.latest.unwrap();
         assert_eq!(old.decision.outcome, Outcome::Pass);
         assert_eq!(old.not_applicable, vec![NotApplicable::PolicyRevisionMoved]);
-        let again = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let again = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert!(again.inserted);
         assert_ne!(again.decision.evaluation_key, old.decision.evaluation_key);
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         assert_eq!(history.decisions.len(), 2);
         assert!(!history.decisions[0].applies());
         assert!(history.decisions[1].applies());
         // A policy that would go back a revision is refused.
-        assert!(
-            w.engine
-                .set_policy(&w.ops, &policy(1), &now())
-                .await
-                .is_err()
-        );
+        assert!(w.engine.set_policy(&w.ops, &policy(1)).await.is_err());
     })
     .await;
 }
@@ -281,11 +247,11 @@ async fn a_stale_verifier_finishing_after_the_generation_moved_is_history_only()
         subject_with_evidence(&w, 2, "change A", "pass").await;
         let late = w
             .engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d1, 1, &ev), &now())
+            .submit_result(&w.rev, &result("rev", "run-a", &d1, 1, &ev))
             .await
             .unwrap();
         assert!(!late.counted, "{late:?}");
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(
             g.decision
@@ -293,7 +259,7 @@ async fn a_stale_verifier_finishing_after_the_generation_moved_is_history_only()
                 .iter()
                 .any(|r| r.code.as_str() == "verifier_missing")
         );
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         let run = history.runs.iter().find(|r| r.run_id == "run-a").unwrap();
         assert_eq!(run.counted, Some(false));
         assert_eq!(run.generation, 1);
@@ -307,13 +273,14 @@ async fn a_grant_revoked_between_admission_and_submission_is_not_counted() {
         let w = world(store).await;
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         w.engine
-            .revoke(&w.ops, "g-rev", "reviewer rotated out", &now())
+            .revoke(&w.ops, "g-rev", "reviewer rotated out")
             .await
             .unwrap();
         let later = ts("2026-11-30T12:00:01Z");
+        w.engine.store().set_manual_time(&later).await.unwrap();
         let sub = w
             .engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &later)
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         assert!(!sub.counted);
@@ -326,7 +293,7 @@ async fn a_grant_revoked_between_admission_and_submission_is_not_counted() {
                 .is_some(),
             "kept as history"
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &later).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(
             g.decision
@@ -337,12 +304,12 @@ async fn a_grant_revoked_between_admission_and_submission_is_not_counted() {
         // And a revoked verifier is not admitted again.
         let req = w
             .engine
-            .create_request(&w.coder, EXEC, &json!({}), &later)
+            .create_request(&w.coder, EXEC, &json!({}))
             .await
             .unwrap();
         let e = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-b", &later)
+            .admit(&w.ops, &req, "rev", "reviewer", "run-b")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
@@ -358,7 +325,7 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
         let req = request(&w, json!({})).await;
         let pre = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
             .await
             .unwrap();
         assert!(pre.skipped);
@@ -368,18 +335,14 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
             "{pre:?}"
         );
         let model = Counting(AtomicUsize::new(0));
-        let out = w
-            .engine
-            .run_model(&w.ops, "run-a", &model, &now())
-            .await
-            .unwrap();
+        let out = w.engine.run_model(&w.ops, "run-a", &model).await.unwrap();
         assert!(matches!(out, RunOutcome::Skipped(_)));
         assert_eq!(
             model.0.load(Ordering::SeqCst),
             0,
             "no call reached the verifier"
         );
-        let history = w.engine.history(EXEC, &now()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
         assert_eq!(history.runs[0].status, "cancelled");
         assert_eq!(history.runs[0].preflight["skipped"], true);
 
@@ -388,16 +351,12 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
         let req = request(&w, json!({})).await;
         assert!(
             !w.engine
-                .admit(&w.ops, &req, "rev", "reviewer", "run-b", &now())
+                .admit(&w.ops, &req, "rev", "reviewer", "run-b")
                 .await
                 .unwrap()
                 .skipped
         );
-        let out = w
-            .engine
-            .run_model(&w.ops, "run-b", &model, &now())
-            .await
-            .unwrap();
+        let out = w.engine.run_model(&w.ops, "run-b", &model).await.unwrap();
         assert!(
             matches!(out, RunOutcome::Submitted(ref s) if s.counted),
             "{out:?}"
@@ -405,7 +364,7 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
         assert_eq!(model.0.load(Ordering::SeqCst), 1);
         assert_eq!(
             w.engine
-                .gate_run(&w.ops, EXEC, &now())
+                .gate_run(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .decision
@@ -424,52 +383,44 @@ async fn the_producer_and_its_run_are_never_admitted_as_verifiers() {
         let req = request(&w, json!({})).await;
         let e = w
             .engine
-            .admit(&w.ops, &req, "coder", "reviewer", "run-x", &now())
+            .admit(&w.ops, &req, "coder", "reviewer", "run-x")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "self_verification_denied");
         let e = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-coder", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-coder")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "self_verification_denied");
         let e = w
             .engine
-            .admit(&w.coder, &req, "rev", "reviewer", "run-y", &now())
+            .admit(&w.coder, &req, "rev", "reviewer", "run-y")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         // A result naming criteria the subject does not have, or refs to nothing, is refused.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-z", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-z")
             .await
             .unwrap();
         let mut bad = result("rev", "run-z", &d, 1, "no-such-evidence");
-        let e = w
-            .engine
-            .submit_result(&w.rev, &bad, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.submit_result(&w.rev, &bad).await.unwrap_err();
         assert_eq!(code(&e), "invalid_input");
         // That refusal ended run-z (unavailable, invalid_output); the next try needs a new run.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-z2", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-z2")
             .await
             .unwrap();
         bad["verifier"]["run"] = json!("run-z2");
         bad["criteria"][0]["evidence_refs"] = json!(["diff"]);
         bad["criteria"][0]["id"] = json!("made-up");
-        let e = w
-            .engine
-            .submit_result(&w.rev, &bad, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.submit_result(&w.rev, &bad).await.unwrap_err();
         assert_eq!(code(&e), "invalid_input");
         // Another verifier cannot submit for rev's run.
         let e = w
             .engine
-            .submit_result(&w.rev2, &result("rev2", "run-z", &d, 1, "diff"), &now())
+            .submit_result(&w.rev2, &result("rev2", "run-z", &d, 1, "diff"))
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
@@ -488,27 +439,27 @@ async fn rework_then_fix_carries_the_blocker_and_replay_reproduces_every_decisio
             "id": "f-1", "version": 1, "criterion": "tests-pass", "type": "bug", "severity": "blocker",
             "scope": "change", "subject_digest": d1.as_str(), "evidence_refs": ["diff"], "method": "review"
         }]);
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        let first = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let first = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(first.decision.outcome, Outcome::Rework);
 
         let (d2, ev2, req2) = prepared(&w, 1, "second try", "run-b").await;
         let request = w.engine.store().get(DocKind::Request, &req2).await.unwrap().unwrap().value().unwrap();
         assert_eq!(request["prior_blockers"], json!([{"id": "f-1", "version": 1}]));
         // Without a disposition of the prior blocker the result is refused, and it ends run-b.
-        let e = w.engine.submit_result(&w.rev, &result("rev", "run-b", &d2, 1, &ev2), &now()).await.unwrap_err();
+        let e = w.engine.submit_result(&w.rev, &result("rev", "run-b", &d2, 1, &ev2)).await.unwrap_err();
         assert_eq!(code(&e), "invalid_input");
         let req3 = common::request(&w, json!({"max_runs": 2})).await;
-        w.engine.admit(&w.ops, &req3, "rev", "reviewer", "run-c", &now()).await.unwrap();
+        w.engine.admit(&w.ops, &req3, "rev", "reviewer", "run-c").await.unwrap();
         let mut fixed = result("rev", "run-c", &d2, 1, &ev2);
         fixed["dispositions"] = json!([{"finding": "f-1", "version": 1, "disposition": "resolved", "evidence_refs": [ev2]}]);
-        w.engine.submit_result(&w.rev, &fixed, &now()).await.unwrap();
-        let second = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &fixed).await.unwrap();
+        let second = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(second.decision.outcome, Outcome::Pass, "{:?}", second.decision.reasons);
 
         // Human decisions join the bundle of the subject they bind.
-        w.engine.decide(&w.alice, EXEC, HumanVerdict::Reject, "not what we agreed", &reviewed(&w).await, &now()).await.unwrap();
-        let third = w.engine.gate_run(&w.alice, EXEC, &now()).await.unwrap();
+        w.engine.decide(&w.alice, EXEC, HumanVerdict::Reject, "not what we agreed", &reviewed(&w).await).await.unwrap();
+        let third = w.engine.gate_run(&w.alice, EXEC).await.unwrap();
         assert_eq!(third.decision.outcome, Outcome::Rework);
 
         let rows = w.engine.store().list(DocKind::Decision, &About::Execution(EXEC.into())).await.unwrap();
@@ -528,37 +479,39 @@ async fn tokens_authenticate_only_their_principal_and_only_operators_manage_prin
     on_both(|store| async move {
         let w = world(store).await;
         assert_eq!(
-            code(
-                &w.engine
-                    .authenticate("vdt_forged", &now())
-                    .await
-                    .unwrap_err()
-            ),
+            code(&w.engine.authenticate("vdt_forged").await.unwrap_err()),
             "unauthenticated"
         );
         assert_eq!(
-            code(&w.engine.authenticate("", &now()).await.unwrap_err()),
+            code(&w.engine.authenticate("").await.unwrap_err()),
             "unauthenticated"
         );
         let role = serde_json::from_value(json!("operator")).unwrap();
         let e = w
             .engine
-            .add_principal(&w.coder, "mallory", role, &now())
+            .add_principal(&w.coder, "mallory", role)
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        assert_eq!(code(&w.engine.init("ops").await.unwrap_err()), "conflict");
+        assert_eq!(
+            code(&w.engine.init("ops", StoreClock::Manual).await.unwrap_err()),
+            "conflict"
+        );
         let e = w
             .engine
-            .revoke(&w.rev, "g-rev", "self-service", &now())
+            .revoke(&w.rev, "g-rev", "self-service")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         // An expired grant is no grant.
-        let late = ts("2027-06-01T00:00:00Z");
+        w.engine
+            .store()
+            .set_manual_time(&ts("2027-06-01T00:00:00Z"))
+            .await
+            .unwrap();
         let e = w
             .engine
-            .put_subject(&w.coder, &subject(1, "late"), &late)
+            .put_subject(&w.coder, &subject(1, "late"))
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
@@ -572,23 +525,23 @@ async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
         let w = world(store).await;
         let d = w
             .engine
-            .put_subject(&w.coder, &subject(1, "live"), &now())
+            .put_subject(&w.coder, &subject(1, "live"))
             .await
             .unwrap();
         let mut ev = evidence(&d, "pass", "ci", "runner");
         ev["freshness"] = json!({"kind": "time", "max_age_s": 600});
         w.engine
-            .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+            .add_evidence(&w.ci, std::slice::from_ref(&ev))
             .await
             .unwrap();
         let req = request(&w, json!({})).await;
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
             .await
             .unwrap();
         let r = result("rev", "run-a", &d, 1, ev["id"].as_str().unwrap());
-        w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Pass);
         assert_eq!(
             g.decision
@@ -597,19 +550,17 @@ async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
                 .map(|t| t.as_str().to_owned()),
             Some("2026-11-30T12:09:00Z".into())
         );
-        assert!(
-            w.engine
-                .status(EXEC, &ts("2026-11-30T12:08:59Z"))
-                .await
-                .unwrap()
-                .applicable
-                .is_some()
-        );
-        let later = w
-            .engine
-            .status(EXEC, &ts("2026-11-30T12:09:00Z"))
+        let store = w.engine.store();
+        store
+            .set_manual_time(&ts("2026-11-30T12:08:59Z"))
             .await
             .unwrap();
+        assert!(w.engine.status(EXEC).await.unwrap().applicable.is_some());
+        store
+            .set_manual_time(&ts("2026-11-30T12:09:00Z"))
+            .await
+            .unwrap();
+        let later = w.engine.status(EXEC).await.unwrap();
         assert!(later.applicable.is_none());
         assert_eq!(
             later.latest.unwrap().not_applicable,

@@ -30,10 +30,10 @@ async fn outsider(w: &World) -> Principal {
     let role = serde_json::from_value(json!("verifier")).unwrap();
     let t = w
         .engine
-        .add_principal(&w.ops, "outsider", role, &now())
+        .add_principal(&w.ops, "outsider", role)
         .await
         .unwrap();
-    w.engine.authenticate(&t, &now()).await.unwrap()
+    w.engine.authenticate(&t).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,7 +51,6 @@ async fn a_grant_that_has_already_lapsed_is_refused_and_nothing_is_stored() {
                     EXEC,
                     Access::Read,
                     &ts(expires),
-                    &now(),
                 )
                 .await
                 .unwrap_err();
@@ -74,15 +73,15 @@ async fn status_and_history_of_a_gate_that_does_not_exist_say_so() {
         let w = world(store.clone()).await;
         subject_with_evidence(&w, 1, "a", "pass").await;
         let other = Engine::new(store, "mreg");
-        let e = other.status(EXEC, &now()).await.unwrap_err();
+        let e = other.status(EXEC).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
         assert!(
             e.to_string().contains("gate \"mreg\" does not exist"),
             "{e}"
         );
-        let e = other.history(EXEC, &now()).await.unwrap_err();
+        let e = other.history(EXEC).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
-        w.engine.status(EXEC, &now()).await.unwrap();
+        w.engine.status(EXEC).await.unwrap();
     })
     .await;
 }
@@ -94,68 +93,47 @@ async fn an_operator_reads_everything_and_anyone_else_only_what_is_theirs() {
         subject_with_evidence(&w, 1, "a", "pass").await;
         let out = outsider(&w).await;
 
-        let all = w.engine.list_principals(&w.ops, &now()).await.unwrap();
+        let all = w.engine.list_principals(&w.ops).await.unwrap();
         assert_eq!(all.len(), 7);
         let text = serde_json::to_string(&all).unwrap();
         assert!(!text.contains("token"), "{text}");
         assert!(!text.contains("sha256:"), "a token hash is shown: {text}");
-        let mine = w.engine.list_principals(&w.coder, &now()).await.unwrap();
+        let mine = w.engine.list_principals(&w.coder).await.unwrap();
         assert_eq!(
             mine.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
             ["coder"]
         );
-        let (me, grants) = w
-            .engine
-            .show_principal(&w.coder, "coder", &now())
-            .await
-            .unwrap();
+        let (me, grants) = w.engine.show_principal(&w.coder, "coder").await.unwrap();
         assert_eq!(me.role, Role::Producer);
         assert_eq!(grants.len(), 1);
         assert!(grants[0].in_force);
 
         // Reading someone else is refused, and the refusal is on record.
         let before = denials_of(&w, "coder").await;
-        let e = w
-            .engine
-            .show_principal(&w.coder, "rev", &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.show_principal(&w.coder, "rev").await.unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .list_grants(&w.coder, Some("rev"), &now())
+            .list_grants(&w.coder, Some("rev"))
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         assert_eq!(denials_of(&w, "coder").await, before + 2);
 
-        assert_eq!(
-            w.engine
-                .list_grants(&w.ops, None, &now())
-                .await
-                .unwrap()
-                .len(),
-            5
-        );
-        let own = w.engine.list_grants(&w.rev, None, &now()).await.unwrap();
+        assert_eq!(w.engine.list_grants(&w.ops, None).await.unwrap().len(), 5);
+        let own = w.engine.list_grants(&w.rev, None).await.unwrap();
         assert_eq!(own.len(), 1);
         assert_eq!(own[0].grant_id.as_str(), "g-rev");
+        w.engine.revoke(&w.ops, "g-rev2", "rotated").await.unwrap();
         w.engine
-            .revoke(&w.ops, "g-rev2", "rotated", &now())
+            .store()
+            .set_manual_time(&ts("2026-11-30T12:00:01Z"))
             .await
             .unwrap();
-        let g = w
-            .engine
-            .show_grant(&w.ops, "g-rev2", &ts("2026-11-30T12:00:01Z"))
-            .await
-            .unwrap();
+        let g = w.engine.show_grant(&w.ops, "g-rev2").await.unwrap();
         assert!(!g.in_force);
         assert_eq!(g.revoked_because.as_deref(), Some("rotated"));
-        let e = w
-            .engine
-            .show_grant(&w.rev, "g-coder", &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.show_grant(&w.rev, "g-coder").await.unwrap_err();
         assert_eq!(code(&e), "not_found");
 
         // Policies are what work is held to: everyone may read them.
@@ -167,41 +145,31 @@ async fn an_operator_reads_everything_and_anyone_else_only_what_is_theirs() {
         assert_eq!(policy.name.as_str(), "merge");
 
         // Executions and runs: only with a grant in force on them.
-        let listed = w.engine.list_executions(&w.rev, &now()).await.unwrap();
+        let listed = w.engine.list_executions(&w.rev).await.unwrap();
         assert_eq!(listed.len(), 1);
-        assert!(
-            w.engine
-                .list_executions(&out, &now())
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(w.engine.list_executions(&out).await.unwrap().is_empty());
         let before = denials_of(&w, "outsider").await;
-        let e = w
-            .engine
-            .show_execution(&out, EXEC, &now())
-            .await
-            .unwrap_err();
+        let e = w.engine.show_execution(&out, EXEC).await.unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        let shown = w.engine.show_execution(&w.ops, EXEC, &now()).await.unwrap();
+        let shown = w.engine.show_execution(&w.ops, EXEC).await.unwrap();
         assert_eq!(shown.subjects.len(), 1);
         assert_eq!(shown.subjects[0].producer.as_str(), "coder");
 
         let req = w
             .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
+            .create_request(&w.coder, EXEC, &json!({}))
             .await
             .unwrap();
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
-        let runs = w.engine.list_runs(&w.alice, EXEC, &now()).await.unwrap();
+        let runs = w.engine.list_runs(&w.alice, EXEC).await.unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].request_digest, req);
-        let e = w.engine.show_run(&out, "run-1", &now()).await.unwrap_err();
+        let e = w.engine.show_run(&out, "run-1").await.unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        let e = w.engine.list_runs(&out, EXEC, &now()).await.unwrap_err();
+        let e = w.engine.list_runs(&out, EXEC).await.unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         assert_eq!(denials_of(&w, "outsider").await, before + 3);
     })
@@ -215,16 +183,16 @@ async fn a_result_template_has_every_criterion_and_only_the_runs_verifier_gets_i
         let (d, _) = subject_with_evidence(&w, 1, "a", "pass").await;
         let req = w
             .engine
-            .create_request(&w.coder, EXEC, &json!({}), &now())
+            .create_request(&w.coder, EXEC, &json!({}))
             .await
             .unwrap();
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
         let t = w
             .engine
-            .result_template(&w.rev, &req, "run-1", &now())
+            .result_template(&w.rev, &req, "run-1")
             .await
             .unwrap();
         assert_eq!(t.subject_digest, d);
@@ -247,14 +215,14 @@ async fn a_result_template_has_every_criterion_and_only_the_runs_verifier_gets_i
         ] {
             let e = w
                 .engine
-                .result_template(who, &req, "run-1", &now())
+                .result_template(who, &req, "run-1")
                 .await
                 .unwrap_err();
             assert_eq!(code(&e), expected, "{}", who.name);
         }
         let e = w
             .engine
-            .result_template(&w.rev, &req, "run-none", &now())
+            .result_template(&w.rev, &req, "run-none")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "not_found");
@@ -262,7 +230,7 @@ async fn a_result_template_has_every_criterion_and_only_the_runs_verifier_gets_i
         // It is a result the engine accepts as it stands: every field is filled in but the
         // rows' verdicts.
         let doc = serde_json::to_value(&t).unwrap();
-        w.engine.submit_result(&w.rev, &doc, &now()).await.unwrap();
+        w.engine.submit_result(&w.rev, &doc).await.unwrap();
     })
     .await;
 }
@@ -334,10 +302,7 @@ async fn a_subject_built_from_specs_pins_their_digests_and_is_accepted() {
         assert_eq!(subject.criteria.items[1].weight, Some(2.0));
         let value = serde_json::to_value(&subject).unwrap();
         assert_eq!(
-            w.engine
-                .put_subject(&w.coder, &value, &now())
-                .await
-                .unwrap(),
+            w.engine.put_subject(&w.coder, &value).await.unwrap(),
             digest
         );
         assert!(

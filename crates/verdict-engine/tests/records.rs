@@ -40,7 +40,7 @@ async fn a_refused_action_leaves_exactly_one_denial_row() {
         let requests_before = request_bodies(store.as_ref()).await.len();
         let e = w
             .engine
-            .add_principal(&w.coder, "mallory", Role::Operator, &now())
+            .add_principal(&w.coder, "mallory", Role::Operator)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "permission_denied");
@@ -57,7 +57,7 @@ async fn a_refused_action_leaves_exactly_one_denial_row() {
         assert_eq!(d.token_fingerprint, None);
         // The same refusal again is a row of its own.
         w.engine
-            .add_principal(&w.coder, "mallory", Role::Operator, &now())
+            .add_principal(&w.coder, "mallory", Role::Operator)
             .await
             .unwrap_err();
         assert_eq!(denial_rows(store.as_ref()).await.len(), before.len() + 2);
@@ -70,7 +70,7 @@ async fn a_refused_action_leaves_exactly_one_denial_row() {
         // What is not a refusal of authority is not a denial.
         let e = w
             .engine
-            .add_principal(&w.ops, "bad\u{200b}name", Role::Runner, &now())
+            .add_principal(&w.ops, "bad\u{200b}name", Role::Runner)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "invalid_input");
@@ -86,7 +86,7 @@ async fn an_unauthenticated_attempt_is_recorded_without_the_token() {
         let store = w.engine.store().clone();
         let before = denial_rows(store.as_ref()).await.len();
         let token = format!("vdt_{}", "5a".repeat(32));
-        let e = w.engine.authenticate(&token, &now()).await.unwrap_err();
+        let e = w.engine.authenticate(&token).await.unwrap_err();
         assert_eq!(e.code(), "unauthenticated");
         let rows = denial_rows(store.as_ref()).await;
         assert_eq!(rows.len(), before + 1);
@@ -118,9 +118,9 @@ async fn an_unauthenticated_attempt_is_recorded_without_the_token() {
                     .is_none_or(|c| !c.contains(&token[4..20]))
         }));
         // The same wrong token again gives the same fingerprint, another one another.
-        w.engine.authenticate(&token, &now()).await.unwrap_err();
+        w.engine.authenticate(&token).await.unwrap_err();
         let other = format!("vdt_{}", "a5".repeat(32));
-        w.engine.authenticate(&other, &now()).await.unwrap_err();
+        w.engine.authenticate(&other).await.unwrap_err();
         let rows = denial_rows(store.as_ref()).await;
         let prints: Vec<Option<String>> = rows[before..]
             .iter()
@@ -129,7 +129,7 @@ async fn an_unauthenticated_attempt_is_recorded_without_the_token() {
         assert_eq!(prints[0], prints[1]);
         assert_ne!(prints[0], prints[2]);
         // No token at all: a denial without a fingerprint.
-        w.engine.authenticate("", &now()).await.unwrap_err();
+        w.engine.authenticate("").await.unwrap_err();
         let last: DenialRecord = denial_rows(store.as_ref())
             .await
             .last()
@@ -144,15 +144,15 @@ async fn an_unauthenticated_attempt_is_recorded_without_the_token() {
         // A valid token leaves no denial, and nobody can take the marker's name.
         let token = w
             .engine
-            .add_principal(&w.ops, "rev3", Role::Verifier, &now())
+            .add_principal(&w.ops, "rev3", Role::Verifier)
             .await
             .unwrap();
         let before = denial_rows(store.as_ref()).await.len();
-        w.engine.authenticate(&token, &now()).await.unwrap();
+        w.engine.authenticate(&token).await.unwrap();
         assert_eq!(denial_rows(store.as_ref()).await.len(), before);
         let e = w
             .engine
-            .add_principal(&w.ops, UNAUTHENTICATED, Role::Verifier, &now())
+            .add_principal(&w.ops, UNAUTHENTICATED, Role::Verifier)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "invalid_input");
@@ -168,13 +168,13 @@ async fn evaluations_are_kept_apart_and_replay_reads_them() {
         passed(&w, 1, "change A", "run-a").await;
         let store = w.engine.store().clone();
         // Twice at the same `now`: the same evaluation, stored once.
-        let again = w.engine.gate_run(&w.rev, EXEC, &now()).await.unwrap();
+        let again = w.engine.gate_run(&w.rev, EXEC).await.unwrap();
         assert!(!again.inserted);
         w.engine
-            .put_subject(&w.coder, &subject(2, "change B"), &now())
+            .put_subject(&w.coder, &subject(2, "change B"))
             .await
             .unwrap();
-        w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         let decisions = store
             .list(
                 DocKind::Decision,
@@ -233,13 +233,14 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
         let w = world(store).await;
         let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
         w.engine
-            .revoke(&w.ops, "g-rev", "reviewer rotated out", &now())
+            .revoke(&w.ops, "g-rev", "reviewer rotated out")
             .await
             .unwrap();
         let later = ts("2026-11-30T12:00:01Z");
+        w.engine.store().set_manual_time(&later).await.unwrap();
         let sub = w
             .engine
-            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev), &later)
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
             .await
             .unwrap();
         assert!(!sub.counted);
@@ -261,19 +262,19 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
             .unwrap()
             .unwrap();
         assert!(!fresh.counts(&row).await.unwrap());
-        let history = fresh.history(EXEC, &later).await.unwrap();
+        let history = fresh.history(EXEC).await.unwrap();
         let view = history.runs.iter().find(|r| r.run_id == "run-a").unwrap();
         assert_eq!(
             (view.status.as_str(), view.counted),
             ("unavailable", Some(false))
         );
         assert!(fresh.collect(EXEC).await.unwrap().verifications.is_empty());
-        let g = fresh.gate_run(&w.ops, EXEC, &later).await.unwrap();
+        let g = fresh.gate_run(&w.ops, EXEC).await.unwrap();
         let key = g.decision.evaluation_key.clone().unwrap();
         let record = store.evaluations(&key).await.unwrap()[0].value().unwrap();
         assert_eq!(record["verifications"], json!([]));
         assert_ne!(g.decision.outcome, verdict_core::contracts::Outcome::Pass);
-        let status = fresh.status(EXEC, &later).await.unwrap();
+        let status = fresh.status(EXEC).await.unwrap();
         let current = status.applicable.unwrap();
         assert_eq!(current.decision.evaluation_key.as_ref(), Some(&key));
         assert_eq!(fresh.gate_replay(&key).await.unwrap().bytes, g.bytes);
@@ -338,7 +339,7 @@ async fn a_decision_from_before_schema_2_replays_from_its_request_record_and_onl
         assert_eq!(w.engine.gate_replay(&key).await.unwrap().bytes, bytes);
         // With only a planted record, replay refuses rather than vouching for the decision.
         w.engine
-            .add_evidence(&w.ci, &[evidence(&d, "fail", "ci", "runner")], &now())
+            .add_evidence(&w.ci, &[evidence(&d, "fail", "ci", "runner")])
             .await
             .unwrap();
         let (key, record, _) = legacy_decision(&w).await;

@@ -44,13 +44,13 @@ async fn review(
     let req = request(w, json!({})).await;
     let pre = w
         .engine
-        .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+        .admit(&w.ops, &req, "rev", "reviewer", run)
         .await
         .unwrap();
     assert!(!pre.skipped, "{pre:?}");
     let mut r = result("rev", run, d, 1, ev);
     edit(&mut r);
-    let sub = w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
+    let sub = w.engine.submit_result(&w.rev, &r).await.unwrap();
     assert!(sub.counted, "{sub:?}");
     w.engine
         .store()
@@ -68,13 +68,10 @@ async fn a_request_pinned_to_a_replaced_policy_admits_no_run() {
         let w = world(store).await;
         subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({})).await;
-        w.engine
-            .set_policy(&w.ops, &policy(2), &now())
-            .await
-            .unwrap();
+        w.engine.set_policy(&w.ops, &policy(2)).await.unwrap();
         let e = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
             .await
             .unwrap_err();
         assert_eq!(e.code(), "conflict");
@@ -83,7 +80,7 @@ async fn a_request_pinned_to_a_replaced_policy_admits_no_run() {
         // A request made under the new revision admits as usual.
         let fresh = request(&w, json!({})).await;
         w.engine
-            .admit(&w.ops, &fresh, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &fresh, "rev", "reviewer", "run-a")
             .await
             .unwrap();
     })
@@ -97,12 +94,12 @@ async fn max_runs_is_enforced_at_admission() {
         subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({"max_runs": 1})).await;
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
         let e = w
             .engine
-            .admit(&w.ops, &req, "rev2", "reviewer", "run-2", &now())
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-2")
             .await
             .unwrap_err();
         assert_eq!(e.code(), "conflict");
@@ -119,10 +116,10 @@ async fn racing_admissions_for_the_last_run_admit_exactly_one() {
         subject_with_evidence(&w, 1, "change A", "pass").await;
         for round in 0..4 {
             let req = request(&w, json!({"max_runs": 1, "timeout_s": round + 1})).await;
-            let (a, b, t) = (format!("run-{round}-a"), format!("run-{round}-b"), now());
+            let (a, b) = (format!("run-{round}-a"), format!("run-{round}-b"));
             let (r1, r2) = tokio::join!(
-                w.engine.admit(&w.ops, &req, "rev", "reviewer", &a, &t),
-                w.engine.admit(&w.ops, &req, "rev2", "reviewer", &b, &t),
+                w.engine.admit(&w.ops, &req, "rev", "reviewer", &a),
+                w.engine.admit(&w.ops, &req, "rev2", "reviewer", &b),
             );
             assert_eq!(
                 usize::from(r1.is_ok()) + usize::from(r2.is_ok()),
@@ -134,14 +131,7 @@ async fn racing_admissions_for_the_last_run_admit_exactly_one() {
             // The lease is released: the cap, not a stuck lease, refuses a third try.
             let again = w
                 .engine
-                .admit(
-                    &w.ops,
-                    &req,
-                    "rev2",
-                    "reviewer",
-                    &format!("run-{round}-c"),
-                    &now(),
-                )
+                .admit(&w.ops, &req, "rev2", "reviewer", &format!("run-{round}-c"))
                 .await
                 .unwrap_err();
             assert!(again.to_string().contains("allows 1 run"), "{again}");
@@ -171,13 +161,17 @@ async fn a_lease_left_by_a_crashed_admission_blocks_until_it_lapses() {
             .unwrap();
         let e = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap_err();
         assert!(e.to_string().contains("in progress"), "{e}");
-        let later = now().plus_seconds(61);
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &later)
+            .store()
+            .set_manual_time(&now().plus_seconds(61))
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
     })
@@ -197,7 +191,7 @@ async fn a_budget_with_a_typo_or_an_impossible_cap_is_refused() {
         ] {
             let e = w
                 .engine
-                .create_request(&w.coder, EXEC, &budget, &now())
+                .create_request(&w.coder, EXEC, &budget)
                 .await
                 .unwrap_err();
             assert_eq!(e.code(), "invalid_input", "{budget}: {e}");
@@ -225,7 +219,7 @@ async fn a_blocker_on_a_subject_never_gated_binds_the_next_subject() {
             .unwrap();
         assert_eq!(req["prior_blockers"], json!([{"id": "f-leak", "version": 1}]));
         // Until a counted result disposes of it, B cannot pass.
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(
             g.decision
@@ -241,7 +235,7 @@ async fn a_blocker_on_a_subject_never_gated_binds_the_next_subject() {
             r["dispositions"] = json!([{"finding": "f-leak", "version": 1, "disposition": "resolved", "evidence_refs": [ev]}]);
         })
         .await;
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Pass, "{:?}", g.decision.reasons);
         // Resolved on B, the blocker no longer binds C.
         subject_with_evidence(&w, 1, "change C", "pass").await;
@@ -273,7 +267,7 @@ async fn a_blocker_still_present_on_an_ungated_subject_stays_open() {
         let pinned = w.engine.prior_blockers(EXEC, &c).await.unwrap();
         assert_eq!(pinned.len(), 1, "{pinned:?}");
         assert_eq!(pinned[0].0.as_str(), "f-leak");
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert!(
             g.decision
                 .reasons
@@ -315,7 +309,7 @@ async fn admission_notes_no_run_record_confirms_are_ignored() {
         assert!(w.engine.admission_notes(EXEC).await.unwrap().is_empty());
         // So it neither uses up the request's only run nor shows in history.
         w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
         let notes = w.engine.admission_notes(EXEC).await.unwrap();
@@ -356,11 +350,7 @@ async fn a_run_whose_admission_stopped_before_cancelling_is_still_never_called()
         };
         store.admit_run(&system, &admission).await.unwrap();
         let model = Counting(std::sync::atomic::AtomicUsize::new(0));
-        let out = w
-            .engine
-            .run_model(&w.rev, "run-1", &model, &now())
-            .await
-            .unwrap();
+        let out = w.engine.run_model(&w.rev, "run-1", &model).await.unwrap();
         assert!(
             matches!(out, verdict_engine::RunOutcome::Skipped(_)),
             "{out:?}"

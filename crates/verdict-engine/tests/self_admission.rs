@@ -45,15 +45,15 @@ impl ModelVerifier for Passing {
 async fn request(w: &World, outcome: &str) -> verdict_core::digest::Digest {
     let d = w
         .engine
-        .put_subject(&w.coder, &subject(1, "diff"), &now())
+        .put_subject(&w.coder, &subject(1, "diff"))
         .await
         .unwrap();
     w.engine
-        .add_evidence(&w.ci, &[evidence(&d, outcome, "ci", "runner")], &now())
+        .add_evidence(&w.ci, &[evidence(&d, outcome, "ci", "runner")])
         .await
         .unwrap();
     w.engine
-        .create_request(&w.coder, EXEC, &json!({}), &now())
+        .create_request(&w.coder, EXEC, &json!({}))
         .await
         .unwrap()
 }
@@ -65,13 +65,13 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         let req = request(&w, "pass").await;
         let pre = w
             .engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-self", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-self")
             .await
             .unwrap();
         assert!(!pre.skipped, "{pre:?}");
         let out = w
             .engine
-            .run_model(&w.rev, "run-self", &Passing, &now())
+            .run_model(&w.rev, "run-self", &Passing)
             .await
             .unwrap();
         let RunOutcome::Submitted(s) = out else {
@@ -81,7 +81,7 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         let manifest = json!({"schema": "verdict.context-manifest/v1", "entries": []});
         let d = w
             .engine
-            .record_run_context(&w.rev, "run-self", &report(&manifest), &now())
+            .record_run_context(&w.rev, "run-self", &report(&manifest))
             .await
             .unwrap();
         assert_eq!(d, digest(DigestKind::Context, &manifest));
@@ -89,7 +89,7 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].context_digest, d);
         assert_eq!(notes[0].manifest, manifest);
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome.as_str(), "pass");
     })
     .await;
@@ -103,30 +103,30 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
         // A verifier cannot admit a colleague, and a producer cannot admit anyone.
         let e = w
             .engine
-            .admit(&w.rev, &req, "rev2", "reviewer", "run-x", &now())
+            .admit(&w.rev, &req, "rev2", "reviewer", "run-x")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .admit(&w.coder, &req, "coder", "reviewer", "run-y", &now())
+            .admit(&w.coder, &req, "coder", "reviewer", "run-y")
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         w.engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-rev", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-rev")
             .await
             .unwrap();
         // Another verifier can neither start that run nor write its context note.
         let e = w
             .engine
-            .run_model(&w.rev2, "run-rev", &Passing, &now())
+            .run_model(&w.rev2, "run-rev", &Passing)
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
         let e = w
             .engine
-            .record_run_context(&w.rev2, "run-rev", &report(&json!({})), &now())
+            .record_run_context(&w.rev2, "run-rev", &report(&json!({})))
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
@@ -134,11 +134,11 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
         // Nothing was submitted for it either.
         assert!(
             w.engine
-                .run_model(&w.coder, "run-rev", &Passing, &now())
+                .run_model(&w.coder, "run-rev", &Passing)
                 .await
                 .is_err()
         );
-        let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome.as_str(), "pass");
     })
     .await;
@@ -151,7 +151,7 @@ async fn self_admission_still_runs_preflight_and_never_calls_the_model() {
         let req = request(&w, "fail").await;
         let pre = w
             .engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-f", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-f")
             .await
             .unwrap();
         assert!(pre.skipped);
@@ -166,11 +166,7 @@ async fn self_admission_still_runs_preflight_and_never_calls_the_model() {
                 Err("called".into())
             }
         }
-        let out = w
-            .engine
-            .run_model(&w.rev, "run-f", &Never, &now())
-            .await
-            .unwrap();
+        let out = w.engine.run_model(&w.rev, "run-f", &Never).await.unwrap();
         assert!(matches!(out, RunOutcome::Skipped(_)), "{out:?}");
     })
     .await;
@@ -182,7 +178,7 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
         let w = world(store).await;
         let req = request(&w, "pass").await;
         w.engine
-            .admit(&w.rev, &req, "rev", "reviewer", "run-r", &now())
+            .admit(&w.rev, &req, "rev", "reviewer", "run-r")
             .await
             .unwrap();
         let subject = w
@@ -223,13 +219,13 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
             cache_key: None,
         };
         w.engine
-            .record_run_context(&w.rev, "run-r", &report, &now())
+            .record_run_context(&w.rev, "run-r", &report)
             .await
             .unwrap();
         let notes = w.engine.run_contexts("run-r").await.unwrap();
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].receipts, std::slice::from_ref(&receipt));
-        let h = w.engine.history(EXEC, &now()).await.unwrap();
+        let h = w.engine.history(EXEC).await.unwrap();
         let run = h.runs.iter().find(|r| r.run_id == "run-r").unwrap();
         assert_eq!(run.receipts, [receipt]);
         assert_eq!(

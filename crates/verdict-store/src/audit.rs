@@ -221,6 +221,9 @@ pub enum ProblemKind {
     Pointer,
     /// The chain does not contain the head a signed checkpoint vouches for.
     Checkpoint,
+    /// A stored gate decision that replaying its evaluation record does not reproduce byte for
+    /// byte (or that has no record to replay): a decision the Gate did not make.
+    Replay,
 }
 
 impl ProblemKind {
@@ -234,6 +237,7 @@ impl ProblemKind {
             Self::Reordered => "reordered",
             Self::Pointer => "pointer",
             Self::Checkpoint => "checkpoint",
+            Self::Replay => "replay",
         }
     }
 }

@@ -113,6 +113,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn describe(&self) -> String;
     /// The schema version applied.
     async fn schema_version(&self) -> Result<i64>;
+    /// The system clock now: this machine's (SQLite) or the database server's (PostgreSQL).
+    async fn clock_now(&self) -> Result<verdict_core::contracts::Timestamp>;
     /// Appends `items` in one transaction, each with its audit event, all or nothing. An item
     /// whose key is stored is settled by [`Prepared::settle`] instead.
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>>;

@@ -54,9 +54,10 @@ pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, role_names};
 pub use records::{
-    Access, DenialRecord, DocKind, EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord,
-    GrantScope, PointerKind, PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus,
-    ScopeKind, Table, UNAUTHENTICATED, token_fingerprint, token_sha256,
+    ADMISSION_LEASE_PREFIX, Access, CLOCK_POINTER, ClockSetting, DenialRecord, DocKind,
+    EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, PointerKind,
+    PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock, Table,
+    UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 pub use store::{About, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored};
 
@@ -95,7 +96,7 @@ pub async fn open_with(location: &Location, options: &OpenOptions) -> Result<Arc
     match location {
         Location::Sqlite(path) => {
             let backend = sqlite::SqliteBackend::open(path, options.migrate).await?;
-            Ok(Arc::new(store::StoreImpl { backend }))
+            Ok(Arc::new(store::StoreImpl::new(backend)))
         }
         Location::Postgres(url) => {
             let backend = postgres::PgBackend::open(
@@ -105,7 +106,7 @@ pub async fn open_with(location: &Location, options: &OpenOptions) -> Result<Arc
                 options.max_connections,
             )
             .await?;
-            Ok(Arc::new(store::StoreImpl { backend }))
+            Ok(Arc::new(store::StoreImpl::new(backend)))
         }
     }
 }

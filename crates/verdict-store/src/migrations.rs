@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -40,6 +40,11 @@ pub const SQLITE: &[Migration] = &[
         version: 5,
         name: "claims_match_the_writer",
         sql: include_str!("../migrations/sqlite/0005_claims_match_the_writer.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "authority_at_the_store",
+        sql: include_str!("../migrations/sqlite/0006_authority_at_the_store.sql"),
     },
 ];
 
@@ -69,6 +74,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 5,
         name: "claims_match_the_writer",
         sql: include_str!("../migrations/postgres/0005_claims_match_the_writer.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "authority_at_the_store",
+        sql: include_str!("../migrations/postgres/0006_authority_at_the_store.sql"),
     },
 ];
 

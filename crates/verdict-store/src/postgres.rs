@@ -554,6 +554,18 @@ impl Backend for PgBackend {
         pool_version(&self.pool).await
     }
 
+    async fn clock_now(&self) -> Result<verdict_core::contracts::Timestamp> {
+        // The database's clock, so every client of one store reads the same time.
+        let micros: i64 =
+            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(pg_err)?;
+        Ok(verdict_core::contracts::Timestamp::from_unix_nanos(
+            i128::from(micros) * 1000,
+        ))
+    }
+
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
         if let [item] = items.as_slice() {
             // One record: the routine call is a transaction of its own, so it is one round trip

@@ -262,11 +262,14 @@ pub enum PointerKind {
     Gate,
     /// Job name to its lease holder and expiry.
     Lease,
+    /// The store's clock ([`ClockSetting`]), named [`CLOCK_POINTER`]: set once, when the store
+    /// is initialised, and never moved.
+    Clock,
 }
 
 impl PointerKind {
     /// Every kind.
-    pub const ALL: [Self; 3] = [Self::Execution, Self::Gate, Self::Lease];
+    pub const ALL: [Self; 4] = [Self::Execution, Self::Gate, Self::Lease, Self::Clock];
 
     /// The kind's name in the `pointers` table.
     #[must_use]
@@ -275,6 +278,7 @@ impl PointerKind {
             Self::Execution => "execution",
             Self::Gate => "gate",
             Self::Lease => "lease",
+            Self::Clock => "clock",
         }
     }
 
@@ -289,6 +293,7 @@ impl PointerKind {
             Self::Execution => "execution pointers",
             Self::Gate => "gate pointers",
             Self::Lease => "job leases",
+            Self::Clock => "the store clock",
         }
     }
 
@@ -297,10 +302,48 @@ impl PointerKind {
     pub const fn writers(self) -> &'static [ActorRole] {
         use ActorRole::{Operator, Runner, Verifier};
         match self {
-            Self::Execution | Self::Gate => &[Operator],
+            Self::Execution | Self::Gate | Self::Clock => &[Operator],
             Self::Lease => &[Operator, Runner, Verifier],
         }
     }
+}
+
+/// The prefix of the engine's admission leases (`admit <request digest>`): only the operator
+/// role moves them, so a runner or verifier cannot squat a request's admissions.
+pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
+
+/// The name of the one clock pointer.
+pub const CLOCK_POINTER: &str = "store";
+
+/// Which clock a store keeps. It is chosen when the store is initialised (before its first
+/// principal), recorded as an audited pointer change, and never changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreClock {
+    /// The system clock (on PostgreSQL, the database server's clock). No caller supplies a time.
+    System,
+    /// A manual clock, for tests and simulations: the time is whatever the caller sets, and
+    /// the store says so wherever it reports its state.
+    Manual,
+}
+
+impl StoreClock {
+    /// The wire name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::Manual => "manual",
+        }
+    }
+}
+
+/// The value of the clock pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockSetting {
+    /// The clock the store keeps.
+    pub clock: StoreClock,
 }
 
 /// A principal: its name, role and the SHA-256 of its token. The token itself is never stored.

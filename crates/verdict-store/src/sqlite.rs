@@ -379,7 +379,26 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
     Ok(out)
 }
 
+/// The clock is chosen once, under its one name, before the store's first principal: checked
+/// in the transaction that records it, so it cannot be chosen again or after the fact.
+fn clock_may_be_chosen(tx: &Transaction<'_>, cas: &PreparedCas) -> Result<()> {
+    let principals: i64 = tx
+        .prepare_cached("SELECT count(*) FROM principals")
+        .map_err(err)?
+        .query_row([], |r| r.get(0))
+        .map_err(err)?;
+    if principals > 0 || cas.expected.is_some() || cas.name != crate::records::CLOCK_POINTER {
+        return Err(StoreError::Refused(
+            "the store's clock is chosen once, when the store is initialised, before its first principal".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn cas_tx(tx: &Transaction<'_>, actor: &Actor, cas: &PreparedCas) -> Result<CasOutcome> {
+    if cas.kind == PointerKind::Clock {
+        clock_may_be_chosen(tx, cas)?;
+    }
     let current = pointer_row(tx, cas.kind, &cas.name)?;
     let (revision, value) = current
         .as_ref()
@@ -492,6 +511,21 @@ impl Backend for SqliteBackend {
 
     async fn schema_version(&self) -> Result<i64> {
         self.with(|c| version(c)).await
+    }
+
+    async fn clock_now(&self) -> Result<verdict_core::contracts::Timestamp> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| StoreError::Backend {
+                backend: "sqlite",
+                message: format!("the system clock is before 1970: {e}"),
+            })?
+            .as_nanos();
+        let nanos = i128::try_from(nanos).map_err(|e| StoreError::Backend {
+            backend: "sqlite",
+            message: format!("the system clock is out of range: {e}"),
+        })?;
+        Ok(verdict_core::contracts::Timestamp::from_unix_nanos(nanos))
     }
 
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {

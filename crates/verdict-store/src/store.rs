@@ -5,8 +5,9 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord, Revocation,
-    RunAdmission, RunEvent, RunStatus, Table, canonical_text, finding_key, key_of,
+    self, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
+    PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table,
+    canonical_text, finding_key, key_of,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -142,7 +143,7 @@ pub struct GateHead {
 pub struct LeaseHolder {
     /// The holder's principal.
     pub holder: Name,
-    /// When the lease lapses (the caller compares with its own clock).
+    /// When the lease lapses (on the store's clock).
     pub expires_at: Timestamp,
 }
 
@@ -158,11 +159,24 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// Whether the grant is in force at `now` (not revoked by then, not expired).
+    /// Whether the grant is in force for an act at `now` (the store's time): not expired and
+    /// not revoked. A revocation on record revokes every act that comes after it, whatever
+    /// time either carries: the store orders them, not a clock.
     #[must_use]
     pub fn is_active(&self, now: &Timestamp) -> bool {
-        *now < self.record.expires_at
-            && self.revocation.as_ref().is_none_or(|r| *now < r.revoked_at)
+        *now < self.record.expires_at && self.revocation.is_none()
+    }
+
+    /// Whether the grant's scope takes in the subject's execution (or its mission).
+    #[must_use]
+    pub fn covers(&self, subject: &Subject) -> bool {
+        let scope = &self.record.scope;
+        match scope.kind {
+            records::ScopeKind::Execution => scope.id.as_str() == subject.execution.id.as_str(),
+            records::ScopeKind::Mission => {
+                subject.mission.as_ref().map(Name::as_str) == Some(scope.id.as_str())
+            }
+        }
     }
 }
 
@@ -195,6 +209,21 @@ pub trait Store: Send + Sync {
 
     /// The schema version of the database.
     async fn schema_version(&self) -> Result<i64>;
+
+    /// The clock the store keeps: the one chosen when it was initialised, else the system's.
+    async fn clock(&self) -> Result<StoreClock>;
+
+    /// Chooses the store's clock, once, before its first principal exists (the store checks
+    /// both in the transaction that records it). Operator only.
+    async fn establish_clock(&self, actor: &Actor, clock: StoreClock) -> Result<Pointer>;
+
+    /// Sets the time this handle's manual clock reads. Refused unless the store keeps a manual
+    /// clock: a store on the system clock takes no time from anyone.
+    async fn set_manual_time(&self, now: &Timestamp) -> Result<()>;
+
+    /// The store's time: the system clock (on PostgreSQL, the database's clock), or the time
+    /// set on a manual clock. Every time that decides authority is taken from here.
+    async fn now(&self) -> Result<Timestamp>;
 
     /// Appends a contract document (its carried `"digest"`, if any, is checked and dropped).
     /// Storing the same document again appends nothing and returns the stored row; a gate
@@ -251,6 +280,16 @@ pub trait Store: Send + Sync {
     /// Admits a verifier run (operator only). The request and the subject must be stored and
     /// the generation must be the subject's.
     async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored>;
+
+    /// [`Store::admit_run`] with the note that goes with it (a verification request document,
+    /// appended after the admission), in one transaction: a refused admission leaves no note.
+    /// Returns the admission's row.
+    async fn admit_run_noted(
+        &self,
+        actor: &Actor,
+        admission: &RunAdmission,
+        note: &Value,
+    ) -> Result<Stored>;
 
     /// Appends a status transition of a run (the operator, or the run's own verifier). Nothing
     /// follows a terminal status; repeating the latest status is a no-op.
@@ -329,6 +368,27 @@ pub trait Store: Send + Sync {
 /// The store over one backend.
 pub(crate) struct StoreImpl<B> {
     pub(crate) backend: B,
+    /// The clock, once known to be recorded (it never changes after that).
+    clock: std::sync::OnceLock<StoreClock>,
+    /// The time a manual clock reads, as set on this handle.
+    manual_now: std::sync::Mutex<Option<Timestamp>>,
+}
+
+impl<B> StoreImpl<B> {
+    pub(crate) fn new(backend: B) -> Self {
+        Self {
+            backend,
+            clock: std::sync::OnceLock::new(),
+            manual_now: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn manual_now(&self) -> std::sync::MutexGuard<'_, Option<Timestamp>> {
+        // The value is a plain timestamp: a panic elsewhere cannot leave it half-written.
+        self.manual_now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 fn invalid(what: &'static str) -> impl Fn(String) -> StoreError {
@@ -579,13 +639,40 @@ impl<B: Backend> StoreImpl<B> {
         } else {
             None
         };
-        match mismatch {
-            Some(why) => Err(StoreError::Refused(format!(
+        if let Some(why) = mismatch {
+            return Err(StoreError::Refused(format!(
                 "run {:?} {why}",
                 a.run_id.as_str()
-            ))),
-            None => Ok(()),
+            )));
         }
+        // The verifier's grant must be in force at the store's time; a result whose run already
+        // ended for a lapsed grant is kept as history (it never counts).
+        let lapsed = run.events.iter().any(|e| {
+            e.status == RunStatus::Unavailable && e.reason == Some(UnavailableReason::GrantRevoked)
+        });
+        if !lapsed {
+            let subject: Subject = self
+                .get(DocKind::Subject, &r.subject_digest)
+                .await?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "subject",
+                    key: r.subject_digest.to_string(),
+                })?
+                .decode()?;
+            let now = self.now().await?;
+            let granted = self
+                .grants_for(&actor.principal)
+                .await?
+                .iter()
+                .any(|g| g.covers(&subject) && g.is_active(&now));
+            if !granted {
+                return Err(StoreError::Refused(format!(
+                    "result {}: verifier {:?} holds no grant in force on its subject",
+                    r.id, actor.principal
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// A verifier files a finding only about a subject it holds an admitted run for, whether
@@ -605,6 +692,44 @@ impl<B: Backend> StoreImpl<B> {
             "finding {id}: {:?} holds no run admitted for subject {subject}",
             actor.principal
         )))
+    }
+
+    /// The checked admission record of a run, ready to append.
+    async fn prepare_admission(&self, actor: &Actor, admission: &RunAdmission) -> Result<Prepared> {
+        actor.may_append(Table::VerifierRuns)?;
+        if self
+            .get(DocKind::Request, &admission.request_digest)
+            .await?
+            .is_none()
+        {
+            return Err(StoreError::NotFound {
+                what: "verification request",
+                key: admission.request_digest.to_string(),
+            });
+        }
+        let subject: Subject = self
+            .get(DocKind::Subject, &admission.subject_digest)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: admission.subject_digest.to_string(),
+            })?
+            .decode()?;
+        if subject.execution.generation != admission.admitted_generation {
+            return Err(StoreError::Refused(format!(
+                "run {:?} admitted for generation {}, but subject {} is generation {}",
+                admission.run_id.as_str(),
+                admission.admitted_generation,
+                admission.subject_digest,
+                subject.execution.generation
+            )));
+        }
+        let body = text_of(Table::VerifierRuns, admission)?;
+        record(
+            Table::VerifierRuns,
+            body,
+            Some(admission.run_id.to_string()),
+        )
     }
 
     async fn find_one(&self, table: Table, filter: Filter) -> Result<Option<Stored>> {
@@ -697,6 +822,53 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn schema_version(&self) -> Result<i64> {
         self.backend.schema_version().await
+    }
+
+    async fn clock(&self) -> Result<StoreClock> {
+        if let Some(clock) = self.clock.get() {
+            return Ok(*clock);
+        }
+        let Some(pointer) = self
+            .backend
+            .pointer(PointerKind::Clock, CLOCK_POINTER)
+            .await?
+        else {
+            // Not chosen (yet): a store keeps the system clock unless told otherwise.
+            return Ok(StoreClock::System);
+        };
+        let setting: Option<ClockSetting> = pointer.decode()?;
+        let clock = setting.map_or(StoreClock::System, |s| s.clock);
+        Ok(*self.clock.get_or_init(|| clock))
+    }
+
+    async fn establish_clock(&self, actor: &Actor, clock: StoreClock) -> Result<Pointer> {
+        actor.may_move(PointerKind::Clock)?;
+        let new = Some(text_of(Table::PointerChanges, &ClockSetting { clock })?);
+        self.cas(actor, PointerKind::Clock, CLOCK_POINTER, None, new)
+            .await
+    }
+
+    async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {
+        match self.clock().await? {
+            StoreClock::Manual => {
+                *self.manual_now() = Some(now.clone());
+                Ok(())
+            }
+            StoreClock::System => Err(StoreError::Refused(format!(
+                "this store keeps the system clock; it takes no time from the caller (asked to act at {now})"
+            ))),
+        }
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        match self.clock().await? {
+            StoreClock::System => self.backend.clock_now().await,
+            StoreClock::Manual => self.manual_now().clone().ok_or_else(|| {
+                StoreError::Refused(
+                    "this store keeps a manual clock and no time was set on it (--now)".into(),
+                )
+            }),
+        }
     }
 
     async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored> {
@@ -886,41 +1058,26 @@ impl<B: Backend> Store for StoreImpl<B> {
     }
 
     async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored> {
-        actor.may_append(Table::VerifierRuns)?;
-        if self
-            .get(DocKind::Request, &admission.request_digest)
-            .await?
-            .is_none()
-        {
-            return Err(StoreError::NotFound {
-                what: "verification request",
-                key: admission.request_digest.to_string(),
-            });
-        }
-        let subject: Subject = self
-            .get(DocKind::Subject, &admission.subject_digest)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                what: "subject",
-                key: admission.subject_digest.to_string(),
-            })?
-            .decode()?;
-        if subject.execution.generation != admission.admitted_generation {
-            return Err(StoreError::Refused(format!(
-                "run {:?} admitted for generation {}, but subject {} is generation {}",
-                admission.run_id.as_str(),
-                admission.admitted_generation,
-                admission.subject_digest,
-                subject.execution.generation
-            )));
-        }
-        let body = text_of(Table::VerifierRuns, admission)?;
-        let item = record(
-            Table::VerifierRuns,
-            body,
-            Some(admission.run_id.to_string()),
-        )?;
+        let item = self.prepare_admission(actor, admission).await?;
         self.append_one(actor, item).await
+    }
+
+    async fn admit_run_noted(
+        &self,
+        actor: &Actor,
+        admission: &RunAdmission,
+        note: &Value,
+    ) -> Result<Stored> {
+        let mut items = vec![self.prepare_admission(actor, admission).await?];
+        items.append(&mut self.prepare_doc(actor, DocKind::Request, note).await?);
+        let table = Table::VerifierRuns.name();
+        let key = admission.run_id.to_string();
+        self.backend
+            .append(actor, items)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or(StoreError::NotFound { what: table, key })
     }
 
     async fn record_run_status(
@@ -1094,6 +1251,11 @@ impl<B: Backend> Store for StoreImpl<B> {
     ) -> Result<Pointer> {
         actor.may_move(PointerKind::Lease)?;
         check_pointer_name(job, "job name")?;
+        if actor.role != ActorRole::Operator && job.starts_with(records::ADMISSION_LEASE_PREFIX) {
+            return Err(StoreError::Refused(format!(
+                "{job:?} is an admission lease; only the operator role moves it"
+            )));
+        }
         if actor.role != ActorRole::Operator {
             let own =
                 |h: Option<&LeaseHolder>| h.is_some_and(|h| h.holder.as_str() == actor.principal);

@@ -37,6 +37,7 @@ mod tables;
 mod validate;
 
 pub use count::FUTURE_TOLERANCE_S;
+pub use validate::policy_problems;
 
 use crate::canonical;
 use crate::contracts::{DecisionSchema, GateDecision, Outcome, ReasonCode, Scores};

@@ -4,8 +4,56 @@
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
 use super::rules::CompiledRule;
-use crate::contracts::{Outcome, ReasonCode};
+use crate::contracts::{Outcome, Policy, ReasonCode};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The policy's rules compiled, and every way the policy breaks the contract (a `pass` where
+/// only a doubt or a stricter outcome may stand, a repeated rule id, a rule that does not
+/// compile), each located by its JSON pointer in a bundle.
+fn policy_rules(p: &Policy) -> (Vec<CompiledRule>, Vec<String>) {
+    let mut problems = Vec::new();
+    for (field, o) in [
+        ("on_inconclusive", p.on_inconclusive),
+        ("on_contradiction", p.on_contradiction),
+    ] {
+        if o == Outcome::Pass {
+            problems.push(format!(
+                "/policy/{field}: pass is refused; a doubt can never pass"
+            ));
+        }
+    }
+    let mut rule_ids = BTreeSet::new();
+    let mut rules = Vec::new();
+    for r in &p.rules {
+        if !rule_ids.insert(r.id.as_str()) {
+            problems.push(format!(
+                "/policy/rules: rule id {:?} is repeated",
+                r.id.as_str()
+            ));
+        }
+        if r.outcome == Outcome::Pass {
+            problems.push(format!(
+                "/policy/rules: rule {:?} has outcome pass; rules may only make a decision stricter",
+                r.id.as_str()
+            ));
+        }
+        match CompiledRule::compile(r) {
+            Ok(c) => rules.push(c),
+            Err(e) => problems.push(format!(
+                "/policy/rules: rule {:?} does not compile: {e}",
+                r.id.as_str()
+            )),
+        }
+    }
+    (rules, problems)
+}
+
+/// Reads a policy as the Gate will: the problems that would make every bundle under it
+/// `invalid_input`, none when the Gate can decide with it.
+#[must_use]
+pub fn policy_problems(p: &Policy) -> Vec<String> {
+    policy_rules(p).1
+}
 
 /// Checks the loaded bundle; returns the compiled policy rules when it is valid.
 pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
@@ -49,39 +97,9 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
     }
 
     // Policy: nothing in it may turn a doubt into a pass.
-    let p = &l.policy;
-    for (field, o) in [
-        ("on_inconclusive", p.on_inconclusive),
-        ("on_contradiction", p.on_contradiction),
-    ] {
-        if o == Outcome::Pass {
-            add(format!(
-                "/policy/{field}: pass is refused; a doubt can never pass"
-            ));
-        }
-    }
-    let mut rule_ids = BTreeSet::new();
-    let mut rules = Vec::new();
-    for r in &p.rules {
-        if !rule_ids.insert(r.id.as_str()) {
-            add(format!(
-                "/policy/rules: rule id {:?} is repeated",
-                r.id.as_str()
-            ));
-        }
-        if r.outcome == Outcome::Pass {
-            add(format!(
-                "/policy/rules: rule {:?} has outcome pass; rules may only make a decision stricter",
-                r.id.as_str()
-            ));
-        }
-        match CompiledRule::compile(r) {
-            Ok(c) => rules.push(c),
-            Err(e) => add(format!(
-                "/policy/rules: rule {:?} does not compile: {e}",
-                r.id.as_str()
-            )),
-        }
+    let (rules, problems) = policy_rules(&l.policy);
+    for problem in problems {
+        add(problem);
     }
 
     // One namespace for refs: every item id and resource name names one thing only.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use verdict_core::contracts::Timestamp;
 use verdict_core::digest::{Digest, DigestKind, digest};
 use verdict_engine::{Engine, Principal};
-use verdict_store::{Access, Location, OpenOptions, ScopeKind, Store};
+use verdict_store::{Access, Location, OpenOptions, ScopeKind, Store, StoreClock};
 
 pub const EXEC: &str = "ex-1";
 pub const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
@@ -75,8 +75,11 @@ pub struct World {
 
 pub async fn world(store: Arc<dyn Store>) -> World {
     let engine = Engine::new(store, "merge");
-    let t = engine.init("ops").await.unwrap();
-    let ops = engine.authenticate(&t, &now()).await.unwrap();
+    // A manual clock: the tests decide what time it is, and the store takes it from nowhere
+    // else.
+    let t = engine.init("ops", StoreClock::Manual).await.unwrap();
+    engine.store().set_manual_time(&now()).await.unwrap();
+    let ops = engine.authenticate(&t).await.unwrap();
     let mut who = Vec::new();
     for (name, role, access) in [
         ("coder", "producer", Access::Write),
@@ -86,11 +89,8 @@ pub async fn world(store: Arc<dyn Store>) -> World {
         ("alice", "human", Access::Write),
     ] {
         let role = serde_json::from_value(json!(role)).unwrap();
-        let token = engine
-            .add_principal(&ops, name, role, &now())
-            .await
-            .unwrap();
-        let p = engine.authenticate(&token, &now()).await.unwrap();
+        let token = engine.add_principal(&ops, name, role).await.unwrap();
+        let p = engine.authenticate(&token).await.unwrap();
         engine
             .grant(
                 &ops,
@@ -100,13 +100,12 @@ pub async fn world(store: Arc<dyn Store>) -> World {
                 EXEC,
                 access,
                 &ts("2027-01-01T00:00:00Z"),
-                &now(),
             )
             .await
             .unwrap();
         who.push(p);
     }
-    engine.set_policy(&ops, &policy(1), &now()).await.unwrap();
+    engine.set_policy(&ops, &policy(1)).await.unwrap();
     let [coder, ci, rev, rev2, alice] = <[Principal; 5]>::try_from(who).unwrap();
     World {
         engine,
@@ -189,12 +188,12 @@ pub async fn subject_with_evidence(
 ) -> (Digest, String) {
     let d = w
         .engine
-        .put_subject(&w.coder, &subject(generation, diff), &now())
+        .put_subject(&w.coder, &subject(generation, diff))
         .await
         .unwrap();
     let ev = evidence(&d, outcome, "ci", "runner");
     w.engine
-        .add_evidence(&w.ci, std::slice::from_ref(&ev), &now())
+        .add_evidence(&w.ci, std::slice::from_ref(&ev))
         .await
         .unwrap();
     (d, ev["id"].as_str().unwrap().to_owned())
@@ -203,7 +202,7 @@ pub async fn subject_with_evidence(
 /// The producer's request for the current subject, with `budget`.
 pub async fn request(w: &World, budget: Value) -> Digest {
     w.engine
-        .create_request(&w.coder, EXEC, &budget, &now())
+        .create_request(&w.coder, EXEC, &budget)
         .await
         .unwrap()
 }
@@ -220,7 +219,7 @@ pub async fn prepared(
     let req = request(w, json!({"max_runs": 1})).await;
     let pre = w
         .engine
-        .admit(&w.ops, &req, "rev", "reviewer", run, &now())
+        .admit(&w.ops, &req, "rev", "reviewer", run)
         .await
         .unwrap();
     assert!(!pre.skipped, "{pre:?}");
@@ -232,11 +231,11 @@ pub async fn passed(w: &World, generation: u64, diff: &str, run: &str) -> Digest
     let (d, ev, _) = prepared(w, generation, diff, run).await;
     let sub = w
         .engine
-        .submit_result(&w.rev, &result("rev", run, &d, generation, &ev), &now())
+        .submit_result(&w.rev, &result("rev", run, &d, generation, &ev))
         .await
         .unwrap();
     assert!(sub.counted);
-    let g = w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+    let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
     assert_eq!(
         g.decision.outcome.as_str(),
         "pass",
@@ -249,7 +248,7 @@ pub async fn passed(w: &World, generation: u64, diff: &str, run: &str) -> Digest
 /// The execution's current subject and the gate's current policy, as `status` shows them: what
 /// a person who reviewed them now names in a decision.
 pub async fn reviewed(w: &World) -> verdict_engine::Reviewed {
-    let status = w.engine.status(EXEC, &now()).await.unwrap();
+    let status = w.engine.status(EXEC).await.unwrap();
     verdict_engine::Reviewed {
         subject_digest: status.head.unwrap().subject_digest,
         policy_digest: status.gate.unwrap().policy_digest,

@@ -565,6 +565,31 @@ pub fn decision(subject: &Digest, policy: &Digest, key: &str, outcome: &str) -> 
 /// `generation`, through a fresh verification request.
 pub async fn admit(t: &TestStore, s: &Digest, generation: u64, run: &str) {
     let operator = verdict_store::Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    // The verifier's grant on the subject's execution, which its result needs.
+    let subject: verdict_core::contracts::Subject = t
+        .store
+        .get(verdict_store::DocKind::Subject, s)
+        .await
+        .unwrap()
+        .unwrap()
+        .decode()
+        .unwrap();
+    t.store
+        .add_grant(
+            &operator,
+            &verdict_store::GrantRecord {
+                grant_id: format!("g-{run}").parse().unwrap(),
+                principal: VERIFIER.parse().unwrap(),
+                scope: verdict_store::GrantScope {
+                    kind: verdict_store::ScopeKind::Execution,
+                    id: subject.execution.id.as_str().parse().unwrap(),
+                },
+                access: verdict_store::Access::Read,
+                expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+            },
+        )
+        .await
+        .unwrap();
     let req = t
         .store
         .put(&operator, verdict_store::DocKind::Request, &request(s))
@@ -612,20 +637,15 @@ pub async fn populate(store: &dyn Store) {
             id: "ex-1".parse().unwrap(),
         },
         access: Access::Read,
-        expires_at: "2026-12-31T00:00:00Z".parse().unwrap(),
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
     };
     store.add_grant(&op, &grant).await.unwrap();
-    store
-        .revoke_grant(
-            &op,
-            &Revocation {
-                grant_id: "g-1".parse().unwrap(),
-                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                reason: "done".into(),
-            },
-        )
-        .await
-        .unwrap();
+    // A second grant that stays in force: a result needs its verifier's grant.
+    let kept = GrantRecord {
+        grant_id: "g-2".parse().unwrap(),
+        ..grant
+    };
+    store.add_grant(&op, &kept).await.unwrap();
     store
         .put(
             &Actor::new(PRODUCER, Role::Producer),
@@ -687,6 +707,18 @@ pub async fn populate(store: &dyn Store) {
         .unwrap();
     store
         .record_run_status(&verifier, "vrun-1", RunStatus::Completed, None)
+        .await
+        .unwrap();
+    // One of the verifier's grants is revoked once it is done.
+    store
+        .revoke_grant(
+            &op,
+            &Revocation {
+                grant_id: "g-1".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "done".into(),
+            },
+        )
         .await
         .unwrap();
     store

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 6: nothing changes here.
+--
+-- Version 6 records which clock the store keeps as a pointer (`clock`/`store`), which SQLite
+-- stores like any other pointer; the store checks, in the transaction that records it, that it
+-- is chosen once and before the first principal. The PostgreSQL side of version 6 adds the
+-- routine that makes the same check in the database. Whoever can write the SQLite file controls
+-- the store; `audit verify` and signed checkpoints detect what they change.
