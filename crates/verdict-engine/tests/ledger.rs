@@ -263,12 +263,12 @@ async fn a_prompt_revision_change_starts_a_new_cohort() {
                 cache_key: None,
             };
             w.engine
-                .record_run_context(&w.rev, run, &report, &now())
+                .record_run_context(&w.rev, run, &report)
                 .await
                 .unwrap();
             let r = with_model(result("rev", run, &d, generation, &ev), "m1");
-            w.engine.submit_result(&w.rev, &r, &now()).await.unwrap();
-            w.engine.gate_run(&w.ops, EXEC, &now()).await.unwrap();
+            w.engine.submit_result(&w.rev, &r).await.unwrap();
+            w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         }
         let l = ledger(&w).await;
         let prompts: Vec<&str> = l

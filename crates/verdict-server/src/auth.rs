@@ -5,7 +5,6 @@
 
 use crate::AppState;
 use crate::problem::ApiError;
-use crate::uses;
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
@@ -28,7 +27,7 @@ impl FromRequestParts<AppState> for Caller {
             .and_then(|v| v.to_str().ok())
             .and_then(bearer)
             .unwrap_or("");
-        let principal = uses::authenticate(&state.engine, token).await?;
+        let principal = state.engine.authenticate(token).await?;
         Ok(Self(principal))
     }
 }

@@ -14,7 +14,6 @@ pub mod body;
 pub mod openapi;
 pub mod problem;
 pub mod routes;
-mod uses;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

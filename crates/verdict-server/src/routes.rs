@@ -1,5 +1,5 @@
-//! The handlers: each reads its body and path, calls one engine use case through
-//! [`crate::uses`] and renders what it returns. No handler decides anything the CLI would have
+//! The handlers: each reads its body and path, calls one engine use case and renders what it
+//! returns; every time that decides authority is the store's, so no handler reads a clock. No handler decides anything the CLI would have
 //! to decide again; the request and response shapes here are the API's contract, described in
 //! `/openapi.json` and docs/server.md.
 
@@ -7,7 +7,6 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::body::StrictJson;
 use crate::problem::{ApiError, Problem};
-use crate::uses;
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
@@ -161,7 +160,7 @@ pub async fn put_subject(
     Caller(caller): Caller,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
-    let digest = uses::put_subject(&state.engine, &caller, &doc).await?;
+    let digest = state.engine.put_subject(&caller, &doc).await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
 
@@ -179,7 +178,7 @@ pub async fn add_evidence(
     Caller(caller): Caller,
     StrictJson(batch): StrictJson<EvidenceBatch>,
 ) -> Result<(StatusCode, Json<EvidenceStored>), ApiError> {
-    let digests = uses::add_evidence(&state.engine, &caller, &batch.evidence).await?;
+    let digests = state.engine.add_evidence(&caller, &batch.evidence).await?;
     Ok((StatusCode::CREATED, Json(EvidenceStored { digests })))
 }
 
@@ -197,7 +196,10 @@ pub async fn create_request(
     Caller(caller): Caller,
     StrictJson(req): StrictJson<NewRequest>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
-    let digest = uses::create_request(&state.engine, &caller, &req.execution, &req.budget).await?;
+    let digest = state
+        .engine
+        .create_request(&caller, &req.execution, &req.budget)
+        .await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
 
@@ -216,7 +218,7 @@ pub async fn gate_run(
     Caller(caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<(StatusCode, Json<GateRunOutcome>), ApiError> {
-    let run = uses::gate_run(&state.engine, &caller, &id).await?;
+    let run = state.engine.gate_run(&caller, &id).await?;
     // The stored bytes, not a re-serialisation: what a client replays against.
     let decision = verdict_core::json::parse_str(&run.bytes).map_err(|e| {
         ApiError::Engine(verdict_engine::EngineError::Invalid {
@@ -252,7 +254,7 @@ pub async fn status(
     Caller(_caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<Status>, ApiError> {
-    Ok(Json(uses::status(&state.engine, &id).await?))
+    Ok(Json(state.engine.status(&id).await?))
 }
 
 /// Every decision and verifier run of the execution.
@@ -269,7 +271,7 @@ pub async fn history(
     Caller(_caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<History>, ApiError> {
-    Ok(Json(uses::history(&state.engine, &id).await?))
+    Ok(Json(state.engine.history(&id).await?))
 }
 
 /// Cancels an execution: no decision of it applies from now on.
@@ -289,7 +291,10 @@ pub async fn cancel_execution(
     StrictJson(body): StrictJson<NewCancellation>,
 ) -> Result<Json<Cancellation>, ApiError> {
     Ok(Json(
-        uses::cancel_execution(&state.engine, &caller, &id, &body.reason).await?,
+        state
+            .engine
+            .cancel_execution(&caller, &id, &body.reason)
+            .await?,
     ))
 }
 
@@ -311,15 +316,16 @@ pub async fn decide(
         subject_digest: body.subject_digest,
         policy_digest: body.policy_digest,
     };
-    let digest = uses::decide(
-        &state.engine,
-        &caller,
-        &body.execution,
-        body.decision.into(),
-        &body.reason,
-        &reviewed,
-    )
-    .await?;
+    let digest = state
+        .engine
+        .decide(
+            &caller,
+            &body.execution,
+            body.decision.into(),
+            &body.reason,
+            &reviewed,
+        )
+        .await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
 

@@ -80,17 +80,13 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
         // Admission and the verifier's result are not routes of this API yet.
         let pre = w
             .engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-a", &now())
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
             .await
             .unwrap();
         assert!(!pre.skipped, "{pre:?}");
         let sub = w
             .engine
-            .submit_result(
-                &w.rev,
-                &result("run-a", &sd, 1, ev["id"].as_str().unwrap()),
-                &now(),
-            )
+            .submit_result(&w.rev, &result("run-a", &sd, 1, ev["id"].as_str().unwrap()))
             .await
             .unwrap();
         assert!(sub.counted);

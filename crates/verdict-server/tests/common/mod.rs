@@ -209,8 +209,11 @@ impl World {
 pub async fn world(store: Arc<dyn Store>) -> World {
     let engine = Engine::new(store, "merge");
     let mut tokens = std::collections::BTreeMap::new();
-    let t = engine.init("ops").await.unwrap();
-    let ops = engine.authenticate(&t, &now()).await.unwrap();
+    let t = engine
+        .init("ops", verdict_store::StoreClock::System)
+        .await
+        .unwrap();
+    let ops = engine.authenticate(&t).await.unwrap();
     tokens.insert("ops", t);
     for (name, role, access) in [
         ("coder", "producer", Access::Write),
@@ -219,10 +222,7 @@ pub async fn world(store: Arc<dyn Store>) -> World {
         ("alice", "human", Access::Write),
     ] {
         let role = serde_json::from_value(json!(role)).unwrap();
-        let token = engine
-            .add_principal(&ops, name, role, &now())
-            .await
-            .unwrap();
+        let token = engine.add_principal(&ops, name, role).await.unwrap();
         engine
             .grant(
                 &ops,
@@ -232,14 +232,13 @@ pub async fn world(store: Arc<dyn Store>) -> World {
                 EXEC,
                 access,
                 &"2099-01-01T00:00:00Z".parse().unwrap(),
-                &now(),
             )
             .await
             .unwrap();
         tokens.insert(name, token);
     }
-    let rev = engine.authenticate(&tokens["rev"], &now()).await.unwrap();
-    engine.set_policy(&ops, &policy(), &now()).await.unwrap();
+    let rev = engine.authenticate(&tokens["rev"]).await.unwrap();
+    engine.set_policy(&ops, &policy()).await.unwrap();
     World {
         engine,
         ops,
