@@ -9,6 +9,7 @@
     clippy::panic
 )]
 
+#[path = "integration/common/mod.rs"]
 mod common;
 
 use common::*;

@@ -1,0 +1,204 @@
+//! Authority tried from outside: the store's clock, `init` on an initialised store. Each
+//! attack is refused, writes nothing but its denial, and leaves the chain intact (checked by
+//! `on_both`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::json;
+use verdict_core::contracts::HumanVerdict;
+use verdict_store::{About, Actor, ActorRole, DocKind, ProblemKind, StoreClock};
+
+async fn chain_length(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_on_an_initialised_store_is_refused_and_writes_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let before = chain_length(&w).await;
+        for (name, clock) in [("mallory", StoreClock::System), ("ops", StoreClock::Manual)] {
+            let e = w.engine.init(name, clock).await.unwrap_err();
+            assert_eq!(e.code(), "conflict", "{e}");
+        }
+        assert!(
+            w.engine
+                .store()
+                .principal("mallory")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // Not even the store's own actor can choose the clock again.
+        let system = Actor::new(verdict_engine::ENGINE_PRINCIPAL, ActorRole::Operator);
+        assert!(
+            w.engine
+                .store()
+                .establish_clock(&system, StoreClock::System)
+                .await
+                .is_err()
+        );
+        assert_eq!(chain_length(&w).await, before);
+        assert_eq!(w.engine.store().clock().await.unwrap(), StoreClock::Manual);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_on_the_system_clock_refuses_a_time_and_uses_its_own() {
+    on_both(|store| async move {
+        let engine = verdict_engine::Engine::new(store.clone(), "merge");
+        engine.init("ops", StoreClock::System).await.unwrap();
+        let e = store.set_manual_time(&ts("2000-01-01T00:00:00Z")).await;
+        assert!(e.unwrap_err().to_string().contains("system clock"));
+        // The store's time is the real one, not the time that was offered.
+        let now = engine.now().await.unwrap();
+        assert!(now > ts("2026-01-01T00:00:00Z"), "{now}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_time_set_before_a_revocation_brings_the_grant_back() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev, _) = prepared(&w, 1, "change A", "run-a").await;
+        for g in ["g-rev", "g-alice"] {
+            w.engine.revoke(&w.ops, g, "rotated out").await.unwrap();
+        }
+        // The clock is moved back to before the revocation: the revocation still holds,
+        // because the store orders it before every act it records after it.
+        let store = w.engine.store();
+        store
+            .set_manual_time(&ts("2026-11-30T11:00:00Z"))
+            .await
+            .unwrap();
+        let sub = w
+            .engine
+            .submit_result(&w.rev, &result("rev", "run-a", &d, 1, &ev))
+            .await
+            .unwrap();
+        assert!(!sub.counted);
+        let e = w
+            .engine
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Approve,
+                "backdated",
+                &reviewed(&w).await,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        let denials = store.denials_of("alice").await.unwrap();
+        assert_eq!(denials.len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_admission_leaves_no_note() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        prepared(&w, 1, "change A", "run-a").await;
+        let notes = w.engine.admission_notes(EXEC).await.unwrap().len();
+        let before = chain_length(&w).await;
+        // run-a belongs to rev; admitting rev2 under the same run id is refused.
+        let req = request(&w, json!({})).await;
+        let after_request = chain_length(&w).await;
+        assert!(after_request > before);
+        let e = w
+            .engine
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-a")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("already stored"), "{e}");
+        assert_eq!(w.engine.admission_notes(EXEC).await.unwrap().len(), notes);
+        assert_eq!(chain_length(&w).await, after_request);
+        let run = w.engine.store().run("run-a").await.unwrap().unwrap();
+        assert_eq!(run.admission.verifier.as_str(), "rev");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_the_gate_would_refuse_never_becomes_current() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let head = w.engine.gate_head().await.unwrap();
+        let before = chain_length(&w).await;
+        let rule = json!({"id": "r-1", "when": "true", "outcome": "pass", "reason": "always"});
+        for (field, value) in [
+            ("on_inconclusive", json!("pass")),
+            ("on_contradiction", json!("pass")),
+            ("rules", json!([rule])),
+        ] {
+            let mut p = policy(2);
+            p[field] = value;
+            let e = w.engine.set_policy(&w.ops, &p).await.unwrap_err();
+            assert_eq!(e.code(), "invalid_input", "{field}: {e}");
+            assert!(e.to_string().contains(field), "{field}: {e}");
+        }
+        assert_eq!(w.engine.gate_head().await.unwrap(), head);
+        assert_eq!(chain_length(&w).await, before);
+        // The same policy without the pass is accepted: the refusal is about the pass.
+        let mut p = policy(2);
+        p["on_inconclusive"] = json!("human_required");
+        w.engine.set_policy(&w.ops, &p).await.unwrap();
+    })
+    .await;
+}
+
+/// Issue 13, attack 8: a gate-role writer stored a pass with no evidence, `status` took it
+/// for applicable and `audit verify` said the store was intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_make() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        passed(&w, 1, "change A", "run-a").await;
+        assert!(w.engine.verify_store(None).await.unwrap().is_intact());
+        let decisions = w
+            .engine
+            .store()
+            .list(DocKind::Decision, &About::Execution(EXEC.into()))
+            .await
+            .unwrap();
+        let mut forged = decisions[0].value().unwrap();
+        forged["evaluation_key"] = json!(DEF);
+        forged["criteria"] = json!([]);
+        let row = w
+            .engine
+            .store()
+            .put(&Actor::gate("mallory"), DocKind::Decision, &forged)
+            .await
+            .unwrap();
+        // Its hashes agree with the chain: only replaying it shows the Gate never made it.
+        assert!(
+            w.engine
+                .store()
+                .verify_audit(None)
+                .await
+                .unwrap()
+                .is_intact()
+        );
+        let report = w.engine.verify_store(None).await.unwrap();
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        let p = &report.problems[0];
+        assert_eq!(p.kind, ProblemKind::Replay);
+        assert_eq!((p.seq, p.key.as_deref()), (Some(row.seq), Some(DEF)));
+    })
+    .await;
+}

@@ -1,0 +1,283 @@
+//! The reliability ledger over a real store: one observation per attempt, only the applicable
+//! decision counts, and a verifier model change starts a new cohort. On SQLite and PostgreSQL.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::{Value, json};
+use verdict_engine::ledger::{AttemptClass, Cohort, Ledger, Window};
+
+const WINDOW: Window = Window {
+    attempts: 100,
+    days: 30,
+    min_sample: 1,
+};
+
+fn later() -> verdict_core::contracts::Timestamp {
+    ts("2026-11-30T12:30:00Z")
+}
+
+async fn ledger(w: &World) -> Ledger {
+    w.engine.store().set_manual_time(&later()).await.unwrap();
+    w.engine.ledger(WINDOW).await.unwrap()
+}
+
+fn only(l: &Ledger) -> &Cohort {
+    assert_eq!(l.cohorts.len(), 1, "{}", l.to_table());
+    &l.cohorts[0]
+}
+
+fn with_model(mut r: Value, model: &str) -> Value {
+    r["verifier"]["runtime"] = json!({"provider": "openai", "model": model, "snapshot": "2026-11"});
+    r
+}
+
+/// Subject, passing evidence, a reviewer run on `model`, and a gate run that passes.
+async fn pass_on(w: &World, generation: u64, diff: &str, run: &str, model: &str) {
+    let (d, ev, _) = prepared(w, generation, diff, run).await;
+    let r = with_model(result("rev", run, &d, generation, &ev), model);
+    assert!(w.engine.submit_result(&w.rev, &r).await.unwrap().counted);
+    let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+    assert_eq!(
+        g.decision.outcome.as_str(),
+        "pass",
+        "{:?}",
+        g.decision.reasons
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_and_re_verifications_are_counted_once() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev, _) = prepared(&w, 0, "change A", "run-1").await;
+        let r = with_model(result("rev", "run-1", &d, 0, &ev), "m1");
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        // A second verifier run on the same subject, and the gate run again, twice.
+        let req = request(&w, json!({})).await;
+        w.engine
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-2")
+            .await
+            .unwrap();
+        let r2 = with_model(result("rev2", "run-2", &d, 0, &ev), "m1");
+        w.engine.submit_result(&w.rev2, &r2).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        w.engine
+            .store()
+            .set_manual_time(&ts("2026-11-30T12:05:00Z"))
+            .await
+            .unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        w.engine.store().set_manual_time(&later()).await.unwrap();
+        let history = w.engine.history(EXEC).await.unwrap();
+        // Two results, two decisions (the third gate run, with nothing time-sensitive in it,
+        // has the second one's evaluation key).
+        assert_eq!(history.decisions.len(), 2);
+        assert_eq!(history.runs.len(), 2);
+
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.verified_passes), (1, 1));
+        assert_eq!(c.pass_rate, Some(1.0));
+        assert_eq!(c.first_attempt_pass_rate, Some(1.0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_pass_stops_counting() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        assert_eq!(only(&ledger(&w).await).verified_passes, 1);
+        // A new revision of the same attempt: the pass is for a subject that is no longer the
+        // attempt's, so it stops counting at once...
+        let (d, ev, _) = prepared(&w, 0, "change A, revised", "run-2").await;
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.verified_passes), (1, 0));
+        assert_eq!(c.by_class.get(&AttemptClass::Unverified), Some(&1));
+        // ...and once the revision is verified and gated, the attempt is the failure it is.
+        let mut r = result("rev", "run-2", &d, 0, &ev);
+        r["criteria"][0]["status"] = "failed".into();
+        let r = with_model(r, "m1");
+        assert!(w.engine.submit_result(&w.rev, &r).await.unwrap().counted);
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "rework");
+        let l = ledger(&w).await;
+        let c = &l.cohorts[0];
+        assert_eq!(l.cohorts.len(), 1);
+        assert_eq!((c.attempts, c.verified_passes), (1, 0));
+        assert_eq!(c.by_class.get(&AttemptClass::Rework), Some(&1));
+        assert_eq!(c.pass_rate, Some(0.0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn human_required_never_counts_as_a_pass() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev, _) = prepared(&w, 0, "change A", "run-1").await;
+        let mut r = result("rev", "run-1", &d, 0, &ev);
+        r["criteria"][0]["status"] = "inconclusive".into();
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "human_required");
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.covered, c.verified_passes), (1, 1, 0));
+        assert_eq!(c.by_class.get(&AttemptClass::HumanRequired), Some(&1));
+        assert_eq!(c.pass_rate, Some(0.0));
+        assert_eq!(c.pass_rate_lower_95, Some(0.0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_model_change_starts_a_new_cohort() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        // The next attempt (a retry: a new generation) is verified by another model.
+        pass_on(&w, 1, "change B", "run-2", "m2").await;
+        let l = ledger(&w).await;
+        assert_eq!(l.cohorts.len(), 2, "{}", l.to_table());
+        let models: Vec<&str> = l
+            .cohorts
+            .iter()
+            .map(|c| c.key.verifiers[0].model.as_str())
+            .collect();
+        assert_eq!(models, ["openai/m1@2026-11", "openai/m2@2026-11"]);
+        for c in &l.cohorts {
+            // Each cohort has its one attempt, a pass; the closed attempt's pass still stands.
+            assert_eq!((c.attempts, c.verified_passes), (1, 1), "{}", c.key.label());
+        }
+        // Attempt numbers run per execution: only the first is a first attempt.
+        assert_eq!(l.cohorts[0].first_attempts, 1);
+        assert_eq!(l.cohorts[1].first_attempts, 0);
+        assert_eq!(l.cohorts[1].first_attempt_pass_rate, None);
+        // The same model again joins the first cohort.
+        pass_on(&w, 2, "change C", "run-3", "m1").await;
+        let l = ledger(&w).await;
+        assert_eq!(l.cohorts.len(), 2);
+        assert_eq!(l.cohorts[0].attempts, 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_verification_is_a_coverage_gap_not_a_failure() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, _, _) = prepared(&w, 0, "change A", "run-1").await;
+        let mut r = result("rev", "run-1", &d, 0, "unused");
+        r["status"] = "unavailable".into();
+        r["unavailable_reason"] = "timeout".into();
+        r["criteria"] = json!([]);
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "blocked");
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.covered), (1, 0));
+        assert_eq!(c.by_class.get(&AttemptClass::CoverageGap), Some(&1));
+        // Nothing was rated: the rates have a zero denominator and are null, not zero.
+        assert_eq!((c.pass_rate, c.pass_rate_lower_95), (None, None));
+        assert_eq!(c.coverage, Some(0.0));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_names_the_capability_else_the_subject_does() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        let l = ledger(&w).await;
+        assert_eq!(only(&l).key.capability, "-:work_package");
+        // The next attempt's request names its capability.
+        let (d, ev) = subject_with_evidence(&w, 1, "change B", "pass").await;
+        let req = w
+            .engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("migrations"))
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-2")
+            .await
+            .unwrap();
+        let r = with_model(result("rev", "run-2", &d, 1, &ev), "m1");
+        w.engine.submit_result(&w.rev, &r).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        // A later request about the subject from someone who is not its producer (the store
+        // takes it; the ledger does not).
+        let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
+            "capability": "forged"});
+        w.engine
+            .store()
+            .put(
+                &verdict_store::Actor::new("ci", verdict_core::contracts::Role::Producer),
+                verdict_store::DocKind::Request,
+                &forged,
+            )
+            .await
+            .unwrap();
+        let l = ledger(&w).await;
+        let caps: Vec<&str> = l
+            .cohorts
+            .iter()
+            .map(|c| c.key.capability.as_str())
+            .collect();
+        assert_eq!(caps, ["-:work_package", "migrations"]);
+        assert!(
+            w.engine
+                .create_request_for(&w.coder, EXEC, &json!({}), Some(""))
+                .await
+                .is_err()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_revision_change_starts_a_new_cohort() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        for (generation, diff, run, prompt) in [
+            (0, "change A", "run-1", "judge-1"),
+            (1, "change B", "run-2", "judge-2"),
+        ] {
+            let (d, ev, _) = prepared(&w, generation, diff, run).await;
+            let report = verdict_engine::RunReport {
+                manifest: json!({"construction": {"revision": prompt}}),
+                receipts: vec![],
+                detail: None,
+                cache_key: None,
+            };
+            w.engine
+                .record_run_context(&w.rev, run, &report)
+                .await
+                .unwrap();
+            let r = with_model(result("rev", run, &d, generation, &ev), "m1");
+            w.engine.submit_result(&w.rev, &r).await.unwrap();
+            w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        }
+        let l = ledger(&w).await;
+        let prompts: Vec<&str> = l
+            .cohorts
+            .iter()
+            .map(|c| c.key.verifiers[0].prompt.as_str())
+            .collect();
+        assert_eq!(prompts, ["judge-1", "judge-2"], "{}", l.to_table());
+        assert!(l.cohorts.iter().all(|c| c.verified_passes == 1));
+    })
+    .await;
+}

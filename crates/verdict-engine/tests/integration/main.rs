@@ -1,0 +1,22 @@
+//! The crate's integration tests, one binary: each module was a test binary of its own,
+//! and linking one binary instead of many is most of what a cold test build costs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[macro_use]
+mod common;
+
+mod attest;
+mod authority;
+mod hostile;
+mod ledger;
+mod lifecycle;
+mod quickstart;
+mod reading;
+mod records;
+mod requests;
+mod self_admission;

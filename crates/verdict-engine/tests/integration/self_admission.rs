@@ -1,0 +1,238 @@
+//! A verifier admitting itself and running its own model verifier (what `verdict verify`
+//! does), and the run's context note, on SQLite and PostgreSQL.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use async_trait::async_trait;
+use common::*;
+use serde_json::{Value, json};
+use verdict_core::digest::{DigestKind, digest};
+use verdict_engine::{ModelVerifier, RunOutcome, VerifyTask};
+
+fn report(manifest: &Value) -> verdict_engine::RunReport {
+    verdict_engine::RunReport {
+        manifest: manifest.clone(),
+        ..Default::default()
+    }
+}
+
+fn code(e: &verdict_engine::EngineError) -> &'static str {
+    e.code()
+}
+
+struct Passing;
+
+#[async_trait]
+impl ModelVerifier for Passing {
+    async fn verify(&self, task: &VerifyTask) -> Result<Value, String> {
+        let ev = task.evidence.first().and_then(|e| e["id"].as_str());
+        Ok(result(
+            task.verifier.as_str(),
+            task.run_id.as_str(),
+            &task.subject_digest,
+            task.generation,
+            ev.unwrap_or_default(),
+        ))
+    }
+}
+
+async fn request(w: &World, outcome: &str) -> verdict_core::digest::Digest {
+    let d = w
+        .engine
+        .put_subject(&w.coder, &subject(1, "diff"))
+        .await
+        .unwrap();
+    w.engine
+        .add_evidence(&w.ci, &[evidence(&d, outcome, "ci", "runner")])
+        .await
+        .unwrap();
+    w.engine
+        .create_request(&w.coder, EXEC, &json!({}))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "pass").await;
+        let pre = w
+            .engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-self")
+            .await
+            .unwrap();
+        assert!(!pre.skipped, "{pre:?}");
+        let out = w
+            .engine
+            .run_model(&w.rev, "run-self", &Passing)
+            .await
+            .unwrap();
+        let RunOutcome::Submitted(s) = out else {
+            panic!("skipped: {out:?}");
+        };
+        assert!(s.counted, "{s:?}");
+        let manifest = json!({"schema": "verdict.context-manifest/v1", "entries": []});
+        let d = w
+            .engine
+            .record_run_context(&w.rev, "run-self", &report(&manifest))
+            .await
+            .unwrap();
+        assert_eq!(d, digest(DigestKind::Context, &manifest));
+        let notes = w.engine.run_contexts("run-self").await.unwrap();
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].context_digest, d);
+        assert_eq!(notes[0].manifest, manifest);
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "pass");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_do() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "pass").await;
+        // A verifier cannot admit a colleague, and a producer cannot admit anyone.
+        let e = w
+            .engine
+            .admit(&w.rev, &req, "rev2", "reviewer", "run-x")
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), "permission_denied");
+        let e = w
+            .engine
+            .admit(&w.coder, &req, "coder", "reviewer", "run-y")
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), "permission_denied");
+        w.engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-rev")
+            .await
+            .unwrap();
+        // Another verifier can neither start that run nor write its context note.
+        let e = w
+            .engine
+            .run_model(&w.rev2, "run-rev", &Passing)
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), "permission_denied");
+        let e = w
+            .engine
+            .record_run_context(&w.rev2, "run-rev", &report(&json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), "permission_denied");
+        assert!(w.engine.run_contexts("run-rev").await.unwrap().is_empty());
+        // Nothing was submitted for it either.
+        assert!(
+            w.engine
+                .run_model(&w.coder, "run-rev", &Passing)
+                .await
+                .is_err()
+        );
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(g.decision.outcome.as_str(), "pass");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_admission_still_runs_preflight_and_never_calls_the_model() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "fail").await;
+        let pre = w
+            .engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-f")
+            .await
+            .unwrap();
+        assert!(pre.skipped);
+        assert!(
+            pre.reasons.iter().any(|r| r.starts_with("check_failed")),
+            "{pre:?}"
+        );
+        struct Never;
+        #[async_trait]
+        impl ModelVerifier for Never {
+            async fn verify(&self, _: &VerifyTask) -> Result<Value, String> {
+                Err("called".into())
+            }
+        }
+        let out = w.engine.run_model(&w.rev, "run-f", &Never).await.unwrap();
+        assert!(matches!(out, RunOutcome::Skipped(_)), "{out:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "pass").await;
+        w.engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-r")
+            .await
+            .unwrap();
+        let subject = w
+            .engine
+            .store()
+            .run("run-r")
+            .await
+            .unwrap()
+            .unwrap()
+            .admission
+            .subject_digest;
+        // The producer may append to the requests table; a note shaped like the engine's,
+        // with receipts that make the run look cheap and clean, is not the engine's.
+        let forged = json!({
+            "schema": verdict_engine::RUN_CONTEXT_SCHEMA, "run_id": "run-r",
+            "subject_digest": subject.as_str(), "context_digest": subject.as_str(),
+            "manifest": {}, "receipts": []
+        });
+        w.engine
+            .store()
+            .put(&w.coder.actor(), verdict_store::DocKind::Request, &forged)
+            .await
+            .unwrap();
+        assert!(w.engine.run_contexts("run-r").await.unwrap().is_empty());
+
+        let receipt: verdict_judge::receipt::Receipt = serde_json::from_value(json!({
+            "sample": 0, "attempt": 2, "provider": "openai-compatible", "model": "judge-model",
+            "snapshot": "fp_1", "nonce": "00112233445566778899aabbccddeeff",
+            "tokens_in": 1200, "tokens_out": 900000, "tokens_estimated": false,
+            "cost_estimate": 27.0, "latency_ms": 812, "outcome": "budget_exhausted",
+            "detail": "token budget: the call reported 1200 tokens in and 900000 out"
+        }))
+        .unwrap();
+        let report = verdict_engine::RunReport {
+            manifest: json!({"entries": []}),
+            receipts: vec![receipt.clone()],
+            detail: Some("token budget: over the cap 20000".into()),
+            cache_key: None,
+        };
+        w.engine
+            .record_run_context(&w.rev, "run-r", &report)
+            .await
+            .unwrap();
+        let notes = w.engine.run_contexts("run-r").await.unwrap();
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].receipts, std::slice::from_ref(&receipt));
+        let h = w.engine.history(EXEC).await.unwrap();
+        let run = h.runs.iter().find(|r| r.run_id == "run-r").unwrap();
+        assert_eq!(run.receipts, [receipt]);
+        assert_eq!(
+            run.detail.as_deref(),
+            Some("token budget: over the cap 20000")
+        );
+        assert_eq!(run.context_digest.as_ref(), Some(&notes[0].context_digest));
+    })
+    .await;
+}

@@ -1,0 +1,458 @@
+//! The HTTP API over real HTTP on loopback, each test body run on SQLite and on PostgreSQL:
+//! the lifecycle from subject to decision, refusals of authority (403 with their code, writing
+//! nothing but the denial), authentication (401, recorded), bad bodies (4xx problem documents,
+//! never 5xx) and the generated OpenAPI description.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::{Value, json};
+use verdict_core::digest::{DigestKind, digest};
+use verdict_server::AppState;
+
+/// A bad request: method, path, body, media type, and the status and code it must get.
+type BadBody = (
+    &'static str,
+    &'static str,
+    Vec<u8>,
+    &'static str,
+    u16,
+    &'static str,
+);
+
+/// The audit events appended after `seq`.
+async fn events_after(w: &World, seq: u64) -> Vec<verdict_store::AuditEvent> {
+    w.engine.store().audit_events(seq, 10_000).await.unwrap()
+}
+
+async fn head_seq(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_walks_from_subject_to_decision_through_the_api() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+
+        let doc = subject(1, "diff-1");
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let sd = digest(DigestKind::Subject, &doc);
+        assert_eq!(r.body["digest"], sd.as_str());
+
+        let ev = evidence(sd.as_str(), "pass");
+        let r = s
+            .send(
+                "POST",
+                "/v1/evidence",
+                Some(w.token("ci")),
+                Some(&json!({"evidence": [ev]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["digests"].as_array().unwrap().len(), 1);
+
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(w.token("coder")),
+                Some(&json!({"execution": EXEC, "budget": {"max_runs": 1}})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let req: verdict_core::digest::Digest = r.body["digest"].as_str().unwrap().parse().unwrap();
+
+        // Admission and the verifier's result are not routes of this API yet.
+        let pre = w
+            .engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-a")
+            .await
+            .unwrap();
+        assert!(!pre.skipped, "{pre:?}");
+        let sub = w
+            .engine
+            .submit_result(&w.rev, &result("run-a", &sd, 1, ev["id"].as_str().unwrap()))
+            .await
+            .unwrap();
+        assert!(sub.counted);
+
+        // Before the gate runs, nothing applies.
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("coder")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.body["applicable"].is_null(), "{r:?}");
+        assert_eq!(r.body["head"]["subject_digest"], sd.as_str());
+
+        let r = s
+            .send(
+                "POST",
+                "/v1/executions/ex-1/gate-runs",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["inserted"], true);
+        assert_eq!(r.body["decision"]["outcome"], "pass", "{r:?}");
+        let key = r.body["decision"]["evaluation_key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // What the API returned is what the store holds, and it replays.
+        let replay = w.engine.gate_replay(&key.parse().unwrap()).await.unwrap();
+        assert_eq!(
+            verdict_core::json::parse_str(&replay.bytes).unwrap(),
+            r.body["decision"]
+        );
+
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("alice")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["applicable"]["decision"]["outcome"], "pass", "{r:?}");
+        let policy = r.body["gate"]["policy_digest"].as_str().unwrap().to_owned();
+
+        let decision = json!({
+            "execution": EXEC,
+            "decision": "approve",
+            "reason": "read the diff and the test log",
+            "subject_digest": sd.as_str(),
+            "policy_digest": policy,
+        });
+        // A decision naming a subject that is not the current one is refused, not rebound.
+        let mut stale = decision.clone();
+        stale["subject_digest"] = json!(digest(DigestKind::Subject, &subject(1, "other")).as_str());
+        let before = head_seq(&w).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("alice")),
+                Some(&stale),
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a refused decision wrote something"
+        );
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("alice")),
+                Some(&decision),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let hd: verdict_core::digest::Digest = r.body["digest"].as_str().unwrap().parse().unwrap();
+        assert!(
+            w.engine
+                .store()
+                .get(verdict_store::DocKind::HumanDecision, &hd)
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/history",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["decisions"].as_array().unwrap().len(), 1, "{r:?}");
+        let runs = r.body["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{r:?}");
+        assert_eq!(runs[0]["run_id"], "run-a");
+
+        let r = s
+            .send(
+                "POST",
+                "/v1/executions/ex-1/cancel",
+                Some(w.token("coder")),
+                Some(&json!({"reason": "superseded by another plan"})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["cancelled"]["kind"], "execution", "{r:?}");
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert!(r.body["applicable"].is_null(), "{r:?}");
+        assert!(!r.body["cancelled"].is_null(), "{r:?}");
+        // A cancelled execution is never gated again.
+        let r = s
+            .send(
+                "POST",
+                "/v1/executions/ex-1/gate-runs",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_cross_role_write_is_403_and_writes_only_its_denial() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let doc = subject(1, "diff-1");
+
+        // Each try: the refusal's status and code, and exactly one audit event after it, a
+        // denial naming the caller.
+        let tries: [(&str, &str, Value, &str); 4] = [
+            // A runner may not put subjects.
+            ("ci", "/v1/subjects", doc.clone(), "permission_denied"),
+            // A verifier may not put them either.
+            ("rev", "/v1/subjects", doc.clone(), "permission_denied"),
+            // A human may not create requests.
+            (
+                "alice",
+                "/v1/requests",
+                json!({"execution": EXEC}),
+                "permission_denied",
+            ),
+            // A verifier may not append check evidence.
+            (
+                "rev",
+                "/v1/evidence",
+                json!({"evidence": [evidence(digest(DigestKind::Subject, &doc).as_str(), "pass")]}),
+                "permission_denied",
+            ),
+        ];
+        for (who, path, body, code) in tries {
+            let before = head_seq(&w).await;
+            let r = s.send("POST", path, Some(w.token(who)), Some(&body)).await;
+            assert_problem(&r, 403, code);
+            assert_eq!(r.body["retryable"], false);
+            let after = events_after(&w, before).await;
+            assert_eq!(after.len(), 1, "{who} {path}: {after:?}");
+            assert_eq!(after[0].table, "denials", "{who} {path}");
+            let denial = w.denials().await.pop().unwrap();
+            assert_eq!(denial["principal"], who);
+            assert_eq!(denial["code"], code);
+        }
+        assert!(w.engine.execution_head(EXEC).await.unwrap().is_none());
+
+        // The producer may not decide on its own work: self-verification, also 403.
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let status = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("coder")),
+                None,
+            )
+            .await;
+        let decision = json!({
+            "execution": EXEC,
+            "decision": "approve",
+            "reason": "looks right to me",
+            "subject_digest": status.body["head"]["subject_digest"],
+            "policy_digest": status.body["gate"]["policy_digest"],
+        });
+        let before = head_seq(&w).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("coder")),
+                Some(&decision),
+            )
+            .await;
+        assert_problem(&r, 403, "self_verification_denied");
+        let after = events_after(&w, before).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].table, "denials");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_unknown_token_is_401_and_recorded() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let doc = subject(1, "diff-1");
+        let before = w.denials().await.len();
+
+        let r = s.send("POST", "/v1/subjects", None, Some(&doc)).await;
+        assert_problem(&r, 401, "unauthenticated");
+        assert_eq!(r.headers.get("www-authenticate").unwrap(), "Bearer");
+
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some("vdt_not-a-token"),
+                None,
+            )
+            .await;
+        assert_problem(&r, 401, "unauthenticated");
+
+        // A credential of another scheme is no token at all.
+        let r = s
+            .client
+            .get(format!("{}/v1/executions/ex-1/history", s.base))
+            .header("authorization", format!("Basic {}", w.token("ops")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+
+        let denials = w.denials().await;
+        assert_eq!(denials.len(), before + 3, "{denials:?}");
+        for d in &denials[before..] {
+            assert_eq!(d["principal"], "unauthenticated");
+            assert_eq!(d["code"], "unauthenticated");
+            // Never the token itself.
+            assert!(!d.to_string().contains("not-a-token"), "{d}");
+            assert!(!d.to_string().contains(w.token("ops")), "{d}");
+        }
+        assert!(w.engine.execution_head(EXEC).await.unwrap().is_none());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let state = AppState {
+            body_limit: 4096,
+            ..AppState::new(w.engine.clone())
+        };
+        let s = serve(state).await;
+        let coder = w.token("coder");
+        // An execution with a subject, so a refusal below is about the body, not a missing head.
+        let r = s.send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "diff-1"))).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let json = "application/json";
+        let big = format!("{{\"reason\": \"{}\"}}", "x".repeat(8192));
+        let cases: Vec<BadBody> = vec![
+            ("POST", "/v1/subjects", b"{\"schema\": ".to_vec(), json, 400, "malformed_body"),
+            ("POST", "/v1/subjects", b"not json".to_vec(), json, 400, "malformed_body"),
+            ("POST", "/v1/requests", br#"{"execution": "ex-1", "execution": "ex-2"}"#.to_vec(), json, 400, "malformed_body"),
+            ("POST", "/v1/requests", br#"{"execution": "ex-1", "budget": {"max_runs": 9007199254740993}}"#.to_vec(), json, 400, "malformed_body"),
+            ("POST", "/v1/requests", br#"{"execution": 5}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/requests", br#"{"execution": "ex-1", "priority": 1}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/requests", br#"[]"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/requests", br#"{"execution": "ex-1", "budget": [1]}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/evidence", br#"{"evidence": {}}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/evidence", br#"{"evidence": [{"id": "ev-1"}]}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/subjects", br#"{"schema": "verdict.subject/v1"}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/subjects", br#"null"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/human-decisions", br#"{"execution": "ex-1", "decision": "maybe", "reason": "r", "subject_digest": "sha256:00", "policy_digest": "sha256:00"}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/executions/ex-1/cancel", big.into_bytes(), json, 413, "payload_too_large"),
+            ("POST", "/v1/subjects", b"{}".to_vec(), "text/plain", 415, "unsupported_media_type"),
+            ("POST", "/v1/subjects", b"{}".to_vec(), "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
+            ("POST", "/v1/no-such-route", b"{}".to_vec(), json, 404, "route_not_found"),
+            ("DELETE", "/v1/subjects", b"{}".to_vec(), json, 405, "route_not_found"),
+        ];
+        let before = head_seq(&w).await;
+        for (method, path, body, media, status, code) in cases {
+            let shown = String::from_utf8_lossy(&body).chars().take(80).collect::<String>();
+            let r = s.send_raw(method, path, Some(coder), Some((body, media))).await;
+            assert!(r.status < 500, "{method} {path} {shown}: {r:?}");
+            assert_problem(&r, status, code);
+        }
+        // A path segment that is not UTF-8 is the client's mistake too.
+        let r = s.send("GET", "/v1/executions/%FF/status", Some(coder), None).await;
+        assert_problem(&r, 400, "malformed_body");
+        // The engine's own "not stored" for an execution that does not exist.
+        let r = s.send("POST", "/v1/requests", Some(coder), Some(&json!({"execution": "ex-none"}))).await;
+        assert_problem(&r, 404, "not_found");
+        assert_eq!(head_seq(&w).await, before, "a bad body wrote something");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_names_every_route_and_probes_answer() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+
+        let r = s.send("GET", "/openapi.json", None, None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.content_type.starts_with("application/json"), "{r:?}");
+        assert_eq!(r.body["openapi"], "3.1.0");
+        let paths = r.body["paths"].as_object().unwrap();
+        let expected = [
+            ("/v1/subjects", "post"),
+            ("/v1/evidence", "post"),
+            ("/v1/requests", "post"),
+            ("/v1/executions/{id}/gate-runs", "post"),
+            ("/v1/executions/{id}/status", "get"),
+            ("/v1/executions/{id}/history", "get"),
+            ("/v1/executions/{id}/cancel", "post"),
+            ("/v1/human-decisions", "post"),
+            ("/healthz", "get"),
+            ("/readyz", "get"),
+            ("/openapi.json", "get"),
+        ];
+        assert_eq!(paths.len(), expected.len(), "{:?}", paths.keys());
+        for (path, method) in expected {
+            let op = &paths[path][method];
+            assert!(op.is_object(), "{path} {method} missing");
+            if path.starts_with("/v1/") {
+                assert_eq!(op["security"], json!([{"bearer": []}]), "{path}");
+                assert!(op["responses"]["4XX"].is_object(), "{path}");
+            }
+        }
+        assert_eq!(
+            r.body["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+        assert!(r.body["components"]["schemas"]["Problem"].is_object());
+
+        let r = s.send("GET", "/healthz", None, None).await;
+        assert_eq!((r.status, &r.body["status"]), (200, &json!("ok")));
+        let r = s.send("GET", "/readyz", None, None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["schema_version"], verdict_store::SCHEMA_VERSION);
+    })
+    .await;
+}

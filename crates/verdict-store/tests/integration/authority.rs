@@ -1,0 +1,344 @@
+//! Authority tried by hand through a PostgreSQL login that holds only its own role: the write
+//! routines themselves refuse what the store refuses, and a refusal appends nothing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::json;
+use sqlx::{Connection as _, Executor as _};
+use verdict_core::contracts::{Role, UnavailableReason};
+use verdict_store::{
+    Actor, ActorRole, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock,
+    Table,
+};
+
+/// A login that is a member of one principal role only.
+async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
+    let login = format!("{}{}_auth_login", t.prefix, role.as_str());
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}{}\"",
+        t.prefix,
+        role.as_str()
+    ))
+    .await
+    .unwrap();
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    (sqlx::PgConnection::connect(&url).await.unwrap(), login)
+}
+
+async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn head_text(digest: &str, generation: u64) -> String {
+    let v = json!({"generation": generation, "subject_digest": digest});
+    String::from_utf8(verdict_core::canonical::to_vec(&v)).unwrap()
+}
+
+/// The call of cas_execution that moves `ex-1` from `old` (at `revision`) to `new`.
+fn cas_execution_call(revision: u64, old: &str, new: &str) -> String {
+    let change = json!({
+        "pointer": "execution", "name": "ex-1", "revision": revision + 1,
+        "old": serde_json::from_str::<serde_json::Value>(old).unwrap(),
+        "new": serde_json::from_str::<serde_json::Value>(new).unwrap(),
+    });
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+    let digest = verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+    let key = verdict_store::records::pointer_change_key("execution", "ex-1", revision + 1);
+    format!(
+        "SELECT * FROM verdict.cas_execution('{OPERATOR}', 'operator', 'ex-1', {revision}, '{old}', '{new}', '{key}', '{digest}', '{body}')"
+    )
+}
+
+/// Issue 13, attack 5: by hand, the operator's routine moved an execution from generation 2
+/// back to 1, and the old pass applied again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_execution_pointer_never_moves_back_even_by_hand() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let (s1, s2) = (subject("ex-1", 1), subject("ex-1", 2));
+    let (d1, d2) = (subject_digest(&s1), subject_digest(&s2));
+    store.put(&producer, DocKind::Subject, &s1).await.unwrap();
+    store.put(&producer, DocKind::Subject, &s2).await.unwrap();
+    store
+        .set_current_subject(&op, "ex-1", None, &d1)
+        .await
+        .unwrap();
+    let at_1 = ExecutionHead {
+        subject_digest: d1.clone(),
+        generation: 1,
+    };
+    let moved = store
+        .set_current_subject(&op, "ex-1", Some(&at_1), &d2)
+        .await
+        .unwrap();
+    // The store refuses it first...
+    let at_2 = ExecutionHead {
+        subject_digest: d2.clone(),
+        generation: 2,
+    };
+    assert!(
+        store
+            .set_current_subject(&op, "ex-1", Some(&at_2), &d1)
+            .await
+            .is_err()
+    );
+    // ...and the database refuses it by hand, to the subject at its generation or to a head
+    // that names another generation than its subject's.
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    let (mut conn, login) = connect_as(&t, ActorRole::Operator).await;
+    let current = moved.value.clone().unwrap();
+    for (new, says) in [
+        (
+            head_text(d1.as_str(), 1),
+            "cannot go back from generation 2 to 1",
+        ),
+        (head_text(d1.as_str(), 2), "is not a stored subject of it"),
+    ] {
+        let err = try_sql(
+            &mut conn,
+            &cas_execution_call(moved.revision, &current, &new),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains(says), "{err}");
+    }
+    // The routine still moves it forward (the same call shape, so the refusal above is about
+    // the generation).
+    let s3 = subject("ex-1", 3);
+    let d3 = subject_digest(&s3);
+    store.put(&producer, DocKind::Subject, &s3).await.unwrap();
+    try_sql(
+        &mut conn,
+        &cas_execution_call(moved.revision, &current, &head_text(d3.as_str(), 3)),
+    )
+    .await
+    .unwrap();
+    let p = store
+        .pointer(PointerKind::Execution, "ex-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.execution().unwrap().unwrap().generation, 3);
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 2);
+    conn.close().await.unwrap();
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.cleanup().await;
+}
+
+/// The clock is chosen once, before the first principal, by the store and by the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clock_is_chosen_once_before_the_first_principal() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        let op = Actor::new(OPERATOR, Role::Operator);
+        assert_eq!(store.clock().await.unwrap(), StoreClock::System);
+        store
+            .establish_clock(&op, StoreClock::Manual)
+            .await
+            .unwrap();
+        assert_eq!(store.clock().await.unwrap(), StoreClock::Manual);
+        assert!(
+            store.now().await.is_err(),
+            "a manual clock has no time until one is set"
+        );
+        store
+            .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            store
+                .establish_clock(&op, StoreClock::System)
+                .await
+                .is_err()
+        );
+        let producer = Actor::new(PRODUCER, Role::Producer);
+        assert!(
+            store
+                .establish_clock(&producer, StoreClock::System)
+                .await
+                .is_err()
+        );
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+    // On a store with a principal, not even by hand.
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, login) = connect_as(&t, ActorRole::Operator).await;
+    let err = try_sql(
+        &mut conn,
+        "SELECT * FROM verdict.cas_clock('engine', 'operator', 'store', 0, NULL, '{\"clock\":\"manual\"}', 'k', 'd', 'b')",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("chosen once"), "{err}");
+    conn.close().await.unwrap();
+    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.cleanup().await;
+}
+
+/// The single-record and the batched call of a table's write routine for `doc`.
+fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> [String; 2] {
+    let body = String::from_utf8(verdict_core::canonical::to_vec(doc)).unwrap();
+    let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+    let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
+    let body = body.replace('\'', "''");
+    [
+        format!(
+            "SELECT r_seq FROM verdict.put_one_{}('{principal}', '{role}', '{key}', '{digest}', '{body}', NULL)",
+            table.name()
+        ),
+        format!(
+            "SELECT r_seq FROM verdict.put_{}('{principal}', '{role}', ARRAY['{key}'], ARRAY['{digest}'], ARRAY['{body}'], ARRAY[NULL])",
+            table.name()
+        ),
+    ]
+}
+
+/// Issue 13, attack 4: a verifier whose grant was revoked wrote its result straight through
+/// the write routine, with nothing on record about the lapsed grant, and the Gate passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let op = Actor::new(OPERATOR, Role::Operator);
+        let verifier = Actor::new(VERIFIER, Role::Verifier);
+        let s = subject_digest(&subject("ex-1", 1));
+        let req = store
+            .put(&op, DocKind::Request, &request(&s))
+            .await
+            .unwrap();
+        store
+            .admit_run(
+                &op,
+                &RunAdmission {
+                    run_id: "vrun-2".parse().unwrap(),
+                    request_digest: req.digest.clone(),
+                    subject_digest: s.clone(),
+                    verifier: VERIFIER.parse().unwrap(),
+                    class: "reviewer".parse().unwrap(),
+                    admitted_generation: 1,
+                },
+            )
+            .await
+            .unwrap();
+        // populate revoked one of the verifier's grants after its first run; the other goes now.
+        store
+            .revoke_grant(
+                &op,
+                &verdict_store::Revocation {
+                    grant_id: "g-2".parse().unwrap(),
+                    revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                    reason: "rotated out".into(),
+                },
+            )
+            .await
+            .unwrap();
+        let doc = result(&s, 1, "vrun-2", vec![]);
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        let err = store
+            .put(&verifier, DocKind::Verification, &doc)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no grant in force"), "{err}");
+        if t.kind == Kind::Postgres {
+            let (mut conn, login) = connect_as(&t, ActorRole::Verifier).await;
+            for sql in put_calls(Table::VerificationResults, VERIFIER, "verifier", &doc) {
+                let err = try_sql(&mut conn, &sql).await.unwrap_err();
+                assert!(err.contains("no grant in force"), "{err}");
+            }
+            conn.close().await.unwrap();
+            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+        // Once its run is on record as ended for the lapsed grant, the result is kept, as
+        // history that never counts (what the engine does).
+        store
+            .record_run_status(
+                &op,
+                "vrun-2",
+                RunStatus::Unavailable,
+                Some(UnavailableReason::GrantRevoked),
+            )
+            .await
+            .unwrap();
+        store
+            .put(&verifier, DocKind::Verification, &doc)
+            .await
+            .unwrap();
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
+
+/// Issue 13, attack 7: a runner login took the `admit <request>` lease until 2099 through
+/// cas_lease, and the operator's admissions then failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_lease_cannot_be_squatted() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let runner = Actor::new(RUNNER, Role::Runner);
+        let until_2099 = verdict_store::LeaseHolder {
+            holder: RUNNER.parse().unwrap(),
+            expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
+        };
+        let job = format!("{}{}", verdict_store::ADMISSION_LEASE_PREFIX, d("request"));
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        let err = store
+            .cas_lease(&runner, &job, None, Some(&until_2099))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("admission lease"), "{err}");
+        if t.kind == Kind::Postgres {
+            let (mut conn, login) = connect_as(&t, ActorRole::Runner).await;
+            let new = String::from_utf8(verdict_core::canonical::to_vec(
+                &serde_json::to_value(&until_2099).unwrap(),
+            ))
+            .unwrap();
+            let call = |name: &str, new: &str| {
+                let change = json!({"pointer": "lease", "name": name, "revision": 1, "old": null,
+                                    "new": serde_json::from_str::<serde_json::Value>(new).unwrap()});
+                let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+                let digest =
+                    verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+                let key = verdict_store::records::pointer_change_key("lease", name, 1);
+                format!(
+                    "SELECT * FROM verdict.cas_lease('{RUNNER}', 'runner', '{name}', 0, NULL, '{new}', '{key}', '{digest}', '{body}')"
+                )
+            };
+            let err = try_sql(&mut conn, &call(&job, &new)).await.unwrap_err();
+            assert!(err.contains("admission lease"), "{err}");
+            // Nor a lease of its own name held for someone else.
+            let theirs = new.replace(RUNNER, VERIFIER);
+            let err = try_sql(&mut conn, &call("job-1", &theirs))
+                .await
+                .unwrap_err();
+            assert!(err.contains("only its own leases"), "{err}");
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+            // Its own lease under another name it still takes.
+            try_sql(&mut conn, &call("job-1", &new)).await.unwrap();
+            conn.close().await.unwrap();
+            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+        }
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}

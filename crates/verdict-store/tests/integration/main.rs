@@ -1,0 +1,21 @@
+//! The crate's integration tests, one binary: each module was a test binary of its own,
+//! and linking one binary instead of many is most of what a cold test build costs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[macro_use]
+mod common;
+
+mod append_only;
+mod audit_verify;
+mod audit_verify_pages;
+mod authority;
+mod batches;
+mod crash;
+mod documents;
+mod engine_records;
+mod migrations;
