@@ -257,13 +257,7 @@ impl Engine {
     /// JUnit XML of the check evidence stored about `execution`'s current subject; every
     /// check the subject pins without evidence is an error case.
     pub async fn junit(&self, execution: &str) -> Result<String> {
-        let head = self
-            .execution_head(execution)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "execution",
-                key: execution.to_owned(),
-            })?;
+        let head = self.existing_execution_head(execution).await?;
         let subject = self
             .store
             .get(DocKind::Subject, &head.subject_digest)

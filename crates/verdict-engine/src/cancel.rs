@@ -27,13 +27,7 @@ impl Engine {
             "cancel executions",
         )
         .await?;
-        let head = self
-            .execution_head(execution)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "execution",
-                key: execution.to_owned(),
-            })?;
+        let head = self.existing_execution_head(execution).await?;
         let subject = self.subject(&head.subject_digest).await?;
         if caller.role == Role::Producer && subject.producer.principal != caller.name {
             let err = EngineError::PermissionDenied {

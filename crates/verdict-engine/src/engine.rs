@@ -395,6 +395,16 @@ impl Engine {
         )
     }
 
+    /// The execution's head, or `not_found` when no subject was ever put for it.
+    pub(crate) async fn existing_execution_head(&self, execution: &str) -> Result<ExecutionHead> {
+        self.execution_head(execution)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "execution",
+                key: execution.to_owned(),
+            })
+    }
+
     /// An execution's current subject and generation, if any.
     pub async fn execution_head(&self, execution: &str) -> Result<Option<ExecutionHead>> {
         Ok(

@@ -107,13 +107,7 @@ pub struct GateRun {
 impl Engine {
     /// Reads everything the engine counts for the execution's current subject.
     pub async fn collect(&self, execution: &str) -> Result<Collected> {
-        let head = self
-            .execution_head(execution)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "execution",
-                key: execution.to_owned(),
-            })?;
+        let head = self.existing_execution_head(execution).await?;
         let gate = self
             .gate_head()
             .await?

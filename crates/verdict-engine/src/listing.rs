@@ -347,13 +347,7 @@ impl Engine {
         execution: &str,
     ) -> Result<ExecutionView> {
         let now = &self.now().await?;
-        let head = self
-            .execution_head(execution)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "execution",
-                key: execution.to_owned(),
-            })?;
+        let head = self.existing_execution_head(execution).await?;
         let current = self.subject(&head.subject_digest).await?;
         if !self.may_read(caller, &current, now).await? {
             return Err(self

@@ -58,7 +58,19 @@ pub async fn run(
     let (ops, operator_token) = match operator_token {
         Some(token) => (engine.authenticate(token).await?, None),
         None => {
-            let token = engine.init("qs-operator", StoreClock::System).await?;
+            let token = engine
+                .init("qs-operator", StoreClock::System)
+                .await
+                .map_err(|e| match e.code() {
+                    // Say what to do instead of which pointer refused the second init.
+                    "conflict" => EngineError::Conflict(
+                        "this store is already initialised: run the quickstart with its \
+                         operator's token (--token or VERDICT_TOKEN), or on an empty store \
+                         (another VERDICT_HOME or --store)"
+                            .into(),
+                    ),
+                    _ => e,
+                })?;
             (engine.authenticate(&token).await?, Some(token))
         }
     };

@@ -198,13 +198,7 @@ impl Engine {
             "create verification requests",
         )
         .await?;
-        let head = self
-            .execution_head(execution)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "execution",
-                key: execution.to_owned(),
-            })?;
+        let head = self.existing_execution_head(execution).await?;
         let subject = self.subject(&head.subject_digest).await?;
         self.require_grant(caller, &subject, true, "create a verification request", now)
             .await?;

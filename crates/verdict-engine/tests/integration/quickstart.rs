@@ -21,11 +21,17 @@ async fn quickstart_reworks_then_passes_and_runs_again_as_a_new_execution() {
         .unwrap();
         // It initialised the store; running again needs that operator's token.
         let token = first.operator_token.clone().unwrap();
+        let again = verdict_engine::quickstart::run(store.clone(), None, &mut |_: &str| {})
+            .await
+            .unwrap_err();
+        assert_eq!(
+            again.code(),
+            "conflict",
+            "a second init is refused: {again}"
+        );
         assert!(
-            verdict_engine::quickstart::run(store.clone(), None, &mut |_: &str| {})
-                .await
-                .is_err(),
-            "a second init is refused"
+            again.to_string().contains("--token or VERDICT_TOKEN"),
+            "{again}"
         );
         let outcomes: Vec<Outcome> = first.decisions.iter().map(|d| d.outcome).collect();
         assert_eq!(outcomes, vec![Outcome::Rework, Outcome::Pass], "{lines:#?}");
