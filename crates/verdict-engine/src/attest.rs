@@ -175,7 +175,14 @@ impl Engine {
                 .decisions
                 .iter()
                 .find(|v| v.decision.evaluation_key.as_ref() == Some(evaluation_key));
-            if let Some(view) = view.filter(|v| !v.applies()) {
+            // Fail closed: a pass this gate's history cannot place is never attested.
+            let Some(view) = view else {
+                return Err(EngineError::Conflict(format!(
+                    "the pass {evaluation_key} is not among the decisions of gate {:?}; it is not attested",
+                    self.gate()
+                )));
+            };
+            if !view.applies() {
                 let why: Vec<&str> = view.not_applicable.iter().map(|w| w.as_str()).collect();
                 return Err(EngineError::Conflict(format!(
                     "the pass {evaluation_key} no longer applies ({}); it is not attested",

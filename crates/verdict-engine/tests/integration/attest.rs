@@ -141,6 +141,26 @@ async fn a_pass_that_no_longer_applies_is_not_attested() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_under_another_gates_policy_is_not_attested() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        passed(&w, 0, "change A", "run-1").await;
+        let eval = current_key(&w).await;
+        // A gate with a policy of its own: the pass was made under another policy.
+        let other = verdict_engine::Engine::new(store, "other-gate");
+        other.set_policy(&w.ops, &policy(2)).await.unwrap();
+        let before = requests(&w).await;
+        let err = other
+            .attest(&w.ops, &eval, &key(6), true)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "conflict", "{err}");
+        assert_eq!(requests(&w).await, before);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_a_producer_writes_are_never_taken_for_the_engines() {
     on_both(|store| async move {
         let w = world(store).await;
