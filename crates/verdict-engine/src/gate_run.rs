@@ -183,6 +183,25 @@ impl Engine {
         if !agrees {
             return Ok(false);
         }
+        // One run, one result: the run's outcome was recorded for the first result stored for
+        // it, so any later one (written around the engine, or racing it) is history.
+        let mut first = None;
+        for other in self
+            .store
+            .list(
+                DocKind::Verification,
+                &About::Subject(r.subject_digest.clone()),
+            )
+            .await?
+        {
+            let o: VerificationResult = other.decode()?;
+            if o.verifier.run == r.verifier.run && first.is_none_or(|seq| other.seq < seq) {
+                first = Some(other.seq);
+            }
+        }
+        if first != Some(row.seq) {
+            return Ok(false);
+        }
         let subject = self.subject(&r.subject_digest).await?;
         Ok(answers_each_criterion_once(&r, &subject).is_ok())
     }

@@ -713,6 +713,54 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_result_for_a_run_never_counts() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let d = w
+            .engine
+            .put_subject(&w.coder, &three_criteria("change A"))
+            .await
+            .unwrap();
+        let ev = evidence(&d, "pass", "ci", "runner");
+        let ev_id = ev["id"].as_str().unwrap().to_owned();
+        w.engine.add_evidence(&w.ci, &[ev]).await.unwrap();
+        let req = request(&w, json!({})).await;
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        let all = ["tests-pass", "docs-updated", "no-new-deps"];
+        // The engine takes a whole result that fails one criterion...
+        let mut failing = rows("run-1", &d, &ev_id, &all);
+        failing["criteria"][1]["status"] = json!("failed");
+        let sub = w.engine.submit_result(&w.rev, &failing).await.unwrap();
+        assert!(sub.counted);
+        // ...and the verifier then stores an all-passed one for the same run behind its back.
+        let mut second = rows("run-1", &d, &ev_id, &all);
+        second["id"] = json!("vr-run-1-again");
+        w.engine
+            .store()
+            .put(&w.rev.actor(), DocKind::Verification, &second)
+            .await
+            .unwrap();
+        let collected = w.engine.collect(EXEC).await.unwrap();
+        assert_eq!(
+            collected.verifications.len(),
+            1,
+            "only the run's first result counts"
+        );
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(
+            g.decision.outcome,
+            Outcome::Pass,
+            "{:?}",
+            g.decision.reasons
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
     on_both(|store| async move {
         let w = world(store).await;
