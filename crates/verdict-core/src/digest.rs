@@ -105,6 +105,44 @@ pub struct Digest(String);
 #[error("malformed digest {0:?} (expected sha256: and 64 lowercase hex digits)")]
 pub struct MalformedDigest(pub String);
 
+/// Lowercase hex of `bytes`: the one encoder behind digests, key ids and public keys.
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .flat_map(|b| {
+            [
+                char::from(canonical::hex_digit(b >> 4)),
+                char::from(canonical::hex_digit(b & 0xf)),
+            ]
+        })
+        .collect()
+}
+
+/// The bytes of lowercase hex text; `None` for odd length or any other character, so an
+/// uppercase or padded spelling of a key is never taken as the same key.
+#[must_use]
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    fn nibble(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks_exact(2)
+        .map(|pair| match pair {
+            [hi, lo] => Some(nibble(*hi)? << 4 | nibble(*lo)?),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Digest {
     /// Wraps raw SHA-256 output.
     #[must_use]
@@ -319,6 +357,20 @@ pub fn raw(bytes: &[u8]) -> Digest {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hex_round_trips_and_unhex_takes_only_lowercase_pairs() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let text = hex(&bytes);
+        assert_eq!(text.len(), 512);
+        assert!(text.starts_with("000102") && text.ends_with("fdfeff"));
+        assert_eq!(unhex(&text), Some(bytes));
+        assert_eq!(unhex(""), Some(Vec::new()));
+        assert_eq!(unhex("abc"), None, "odd length");
+        assert_eq!(unhex("AB"), None, "uppercase is another spelling");
+        assert_eq!(unhex("0g"), None);
+        assert_eq!(unhex(" 00"), None);
+    }
 
     #[test]
     fn matches_the_definition_byte_for_byte() {

@@ -166,32 +166,9 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey> {
         .map_err(|e| StoreError::Checkpoint(format!("public key {text:?}: {e}")))
 }
 
-/// Lowercase hex of `bytes`.
-#[must_use]
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2)
-        || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect()
-}
+/// Lowercase hex of `bytes` (the workspace's one encoder).
+pub use verdict_core::digest::hex;
+use verdict_core::digest::unhex;
 
 #[cfg(test)]
 mod tests {
