@@ -115,6 +115,17 @@ impl Engine {
                 what: "gate policy",
                 key: self.gate.clone(),
             })?;
+        self.collect_for(execution, head, gate.policy_digest).await
+    }
+
+    /// Reads everything the engine counts for one subject of the execution (`head` names it
+    /// and its generation, current or not) under one policy.
+    pub(crate) async fn collect_for(
+        &self,
+        execution: &str,
+        head: ExecutionHead,
+        policy_digest: Digest,
+    ) -> Result<Collected> {
         let get = |kind: DocKind, d: Digest, what: &'static str| async move {
             self.store
                 .get(kind, &d)
@@ -125,7 +136,7 @@ impl Engine {
                 })
         };
         let subject = get(DocKind::Subject, head.subject_digest.clone(), "subject").await?;
-        let policy = get(DocKind::Policy, gate.policy_digest.clone(), "policy").await?;
+        let policy = get(DocKind::Policy, policy_digest.clone(), "policy").await?;
         let about = About::Subject(head.subject_digest.clone());
         let evidence = self.store.list(DocKind::Evidence, &about).await?;
         let mut verifications = Vec::new();
@@ -143,7 +154,7 @@ impl Engine {
         }
         Ok(Collected {
             head,
-            policy_digest: gate.policy_digest,
+            policy_digest,
             subject,
             policy,
             evidence,

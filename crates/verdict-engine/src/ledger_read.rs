@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{Outcome, ReasonCode, Subject, VerificationResult};
 use verdict_core::digest::Digest;
-use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, PointerKind};
+use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, ExecutionHead, PointerKind};
 
 /// The part of a run-context note the ledger reads: which construction rules built the prompt.
 #[derive(Debug, Deserialize)]
@@ -189,6 +189,46 @@ impl Engine {
         })
     }
 
+    /// Whether a decision about a closed attempt still stood when the attempt closed. History
+    /// judges a superseded generation's decision only by the generation having moved, so this
+    /// makes the checks `history` makes for the current subject: the items the Gate reads for
+    /// that subject under the decision's policy have its evidence set, and its evaluation is
+    /// the last recorded for them. A late hard failure filed before the next generation
+    /// started, for instance, leaves the pass it overturned stale here too.
+    async fn stood_until_closed(&self, execution: &str, view: &DecisionView) -> Result<bool> {
+        let d = &view.decision;
+        let (Some(subject), Some(policy), Some(key), Some(set)) = (
+            d.subject_digest.as_ref(),
+            d.policy_digest.as_ref(),
+            d.evaluation_key.as_ref(),
+            d.evidence_set_digest.as_ref(),
+        ) else {
+            return Ok(false);
+        };
+        let mut latest = None;
+        for row in self
+            .store
+            .list(DocKind::Evaluation, &About::Subject(subject.clone()))
+            .await?
+        {
+            let record: EvaluationRecord = row.decode()?;
+            if record.policy_digest == *policy {
+                latest = Some(record);
+            }
+        }
+        let Some(record) = latest.filter(|r| r.evaluation_key == *key) else {
+            return Ok(false);
+        };
+        let head = ExecutionHead {
+            subject_digest: subject.clone(),
+            generation: view.generation,
+        };
+        let collected = self.collect_for(execution, head, policy.clone()).await?;
+        let now_set =
+            verdict_core::gate::evaluate_value(&collected.bundle(&record.now)?).evidence_set_digest;
+        Ok(now_set.as_ref() == Some(set))
+    }
+
     /// One observation per attempt (execution generation) of `execution`, as at `now`.
     pub async fn ledger_attempts(&self, execution: &str) -> Result<Vec<Observation>> {
         let now = &self.now().await?;
@@ -222,7 +262,8 @@ impl Engine {
                 .max_by_key(|v| v.seq);
             let (class, key, policy, verifiers, at) = match decision {
                 Some(view) => {
-                    let stands = view.not_applicable.iter().all(|w| excused(*w, closed));
+                    let stands = view.not_applicable.iter().all(|w| excused(*w, closed))
+                        && (!closed || self.stood_until_closed(execution, view).await?);
                     let class = if stands {
                         classify(view)
                     } else {

@@ -122,6 +122,48 @@ async fn a_superseded_pass_stops_counting() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_overturned_before_its_attempt_closed_stays_stale() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        let first = w.engine.execution_head(EXEC).await.unwrap().unwrap();
+        // A hard failure of the required check is filed while the attempt is still open, and
+        // nobody gates again before the next attempt starts.
+        let mut fail = evidence(&first.subject_digest, "fail", "ci", "runner");
+        fail["id"] = json!("ev-late-fail");
+        w.engine.add_evidence(&w.ci, &[fail]).await.unwrap();
+        prepared(&w, 1, "change B", "run-2").await;
+        let attempts = w.engine.ledger_attempts(EXEC).await.unwrap();
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(attempts[0].class, AttemptClass::Stale, "{attempts:?}");
+        // No cohort counts it as a verified pass.
+        let l = ledger(&w).await;
+        let passes: u64 = l.cohorts.iter().map(|c| c.verified_passes as u64).sum();
+        let stale: u64 = l
+            .cohorts
+            .iter()
+            .filter_map(|c| c.by_class.get(&AttemptClass::Stale).map(|n| *n as u64))
+            .sum();
+        assert_eq!((passes, stale), (0, 1), "{}", l.to_table());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_that_stood_until_its_attempt_closed_keeps_counting() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        prepared(&w, 1, "change B", "run-2").await;
+        let attempts = w.engine.ledger_attempts(EXEC).await.unwrap();
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(attempts[0].class, AttemptClass::Pass, "{attempts:?}");
+        assert_eq!(attempts[1].class, AttemptClass::Unverified, "{attempts:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn human_required_never_counts_as_a_pass() {
     on_both(|store| async move {
         let w = world(store).await;
