@@ -52,7 +52,7 @@ done
   --phases examples,coverage,fuzzing \
   --max-examples 40 \
   --seed 1 \
-  --workers 2 \
+  --workers 1 \
   --request-timeout 10 \
   --suppress-health-check all \
   --no-shrink
