@@ -126,8 +126,35 @@ impl Server {
         token: Option<&str>,
         body: Option<(Vec<u8>, &str)>,
     ) -> Reply {
+        self.send_with(method, path, token, body, &[]).await
+    }
+
+    /// A request with extra headers; a JSON body is given as a value.
+    pub async fn send_headers(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let raw = body.map(|b| (serde_json::to_vec(b).unwrap(), "application/json"));
+        self.send_with(method, path, token, raw, headers).await
+    }
+
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(Vec<u8>, &str)>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.client.request(method, format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -143,6 +170,10 @@ impl Server {
             .unwrap_or_default();
         let bytes = resp.bytes().await.unwrap();
         let body = if bytes.is_empty() {
+            Value::Null
+        } else if !content_type.contains("json") {
+            Value::String(String::from_utf8_lossy(&bytes).into_owned())
+        } else if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes)
@@ -301,4 +332,32 @@ pub fn result(run: &str, subject: &Digest, generation: u64, ev_id: &str) -> Valu
         "findings": [],
         "dispositions": []
     })
+}
+
+/// The seq of the audit chain's last event (0 when empty).
+pub async fn head_seq(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+/// The audit events appended after `seq`.
+pub async fn events_after(w: &World, seq: u64) -> Vec<verdict_store::AuditEvent> {
+    w.engine.store().audit_events(seq, 10_000).await.unwrap()
+}
+
+/// Asserts that `reply` is a 403 with `code` and that exactly one audit event, a denial of
+/// `who` with that code, was appended after `before`.
+pub async fn assert_denied_once(w: &World, before: u64, reply: &Reply, who: &str, code: &str) {
+    assert_problem(reply, 403, code);
+    assert_eq!(reply.body["retryable"], false);
+    let after = events_after(w, before).await;
+    assert_eq!(after.len(), 1, "{who}: {after:?}");
+    assert_eq!(after[0].table, "denials", "{who}: {after:?}");
+    let denial = w.denials().await.pop().unwrap();
+    assert_eq!(denial["principal"], who);
+    assert_eq!(denial["code"], code);
 }
