@@ -471,3 +471,40 @@ async fn openapi_names_every_route_and_probes_answer() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_the_store_cannot_record_is_503_and_retryable() {
+    on_both_backed(|store, backing| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let doc = subject(1, "diff-1");
+        backing.refuse_denials().await;
+        let before = head_seq(&w).await;
+        // A refusal of authority and a failed authentication: neither is answered as if its
+        // denial were on record, and neither is blamed on the client.
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("ci")), Some(&doc))
+            .await;
+        assert_problem(&r, 503, "store_error");
+        assert_eq!(r.body["retryable"], true);
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("recording the denial failed"),
+            "{r:?}"
+        );
+        let r = s
+            .send("GET", "/v1/executions", Some("vdt_unknown"), None)
+            .await;
+        assert_problem(&r, 503, "store_error");
+        assert_eq!(head_seq(&w).await, before, "something was written");
+        // Once the store takes denials again, the same request is refused and recorded.
+        backing.accept_denials().await;
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("ci")), Some(&doc))
+            .await;
+        assert_denied_once(&w, before, &r, "ci", "permission_denied").await;
+    })
+    .await;
+}

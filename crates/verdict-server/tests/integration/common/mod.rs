@@ -65,6 +65,97 @@ where
     );
 }
 
+/// Where a test store lives, so a test can damage it from outside the store's own code.
+#[derive(Debug, Clone)]
+pub enum Backing {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Backing {
+    /// From now on, every insert into the denials table fails: the store cannot record a
+    /// refusal (a full disk, a lost privilege).
+    pub async fn refuse_denials(&self) {
+        match self {
+            Self::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.execute_batch(
+                    "CREATE TRIGGER test_no_denials BEFORE INSERT ON denials \
+                     BEGIN SELECT RAISE(ABORT, 'denials refused by the test'); END;",
+                )
+                .unwrap();
+            }
+            Self::Postgres(url) => {
+                use sqlx::{Connection as _, Executor as _};
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                conn.execute(
+                    "CREATE FUNCTION verdict.test_no_denials() RETURNS trigger LANGUAGE plpgsql AS \
+                     $$ BEGIN RAISE EXCEPTION 'denials refused by the test'; END $$; \
+                     CREATE TRIGGER test_no_denials BEFORE INSERT ON verdict.denials \
+                     FOR EACH ROW EXECUTE FUNCTION verdict.test_no_denials();",
+                )
+                .await
+                .unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+
+    /// Undoes [`Backing::refuse_denials`].
+    pub async fn accept_denials(&self) {
+        match self {
+            Self::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.execute_batch("DROP TRIGGER test_no_denials;").unwrap();
+            }
+            Self::Postgres(url) => {
+                use sqlx::{Connection as _, Executor as _};
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                conn.execute(
+                    "DROP TRIGGER test_no_denials ON verdict.denials; \
+                     DROP FUNCTION verdict.test_no_denials();",
+                )
+                .await
+                .unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+}
+
+/// [`on_both`], telling the body where each store lives.
+pub async fn on_both_backed<F, Fut>(body: F)
+where
+    F: Fn(Arc<dyn Store>, Backing) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("verdict.db");
+    let store = verdict_store::open(&Location::Sqlite(path.clone()))
+        .await
+        .unwrap();
+    body(store.clone(), Backing::Sqlite(path)).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "sqlite audit chain broken"
+    );
+
+    let scratch = verdict_store::scratch::ScratchPostgres::create("serverb").unwrap();
+    let options = OpenOptions {
+        role_prefix: Some(scratch.role_prefix()),
+        max_connections: 4,
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    body(store.clone(), Backing::Postgres(scratch.url().to_owned())).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "postgres audit chain broken"
+    );
+}
+
 /// A server on a loopback port, stopped when dropped.
 pub struct Server {
     pub base: String,
@@ -171,10 +262,9 @@ impl Server {
         let bytes = resp.bytes().await.unwrap();
         let body = if bytes.is_empty() {
             Value::Null
-        } else if !content_type.contains("json") {
+        } else if content_type.starts_with("text/plain") {
+            // `/metrics` only; every other answer must be JSON.
             Value::String(String::from_utf8_lossy(&bytes).into_owned())
-        } else if bytes.is_empty() {
-            Value::Null
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {bytes:?}"))
