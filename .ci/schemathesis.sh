@@ -31,7 +31,8 @@ trap cleanup EXIT
 export VERDICT_STORE="sqlite:$WORK/verdict.db"
 TOKEN="$("$VERDICT" init --operator ops | grep '^vdt_')"
 export VERDICT_TOKEN="$TOKEN"
-"$VERDICT" policy set examples/first-gate/policy.json >/dev/null
+"$VERDICT" policy set examples/merge-gate/policy.json >/dev/null
+"$VERDICT" subject put examples/merge-gate/subject.json >/dev/null
 
 # Port 0: the server picks a free port and prints it.
 "$VERDICT" serve --listen 127.0.0.1:0 2>"$WORK/serve.log" &
@@ -46,11 +47,11 @@ done
 
 # A bounded run: a fixed seed and example count keep it to a minute or two. Only the checks
 # the API promises: never a server error, and every answer as its description says.
-"$VENV/bin/schemathesis" run "$BASE/openapi.json" \
+"$VENV/bin/schemathesis" --config-file .ci/schemathesis.toml run "$BASE/openapi.json" \
   --header "Authorization: Bearer $TOKEN" \
   --checks not_a_server_error,response_schema_conformance,content_type_conformance,status_code_conformance \
   --phases examples,coverage,fuzzing \
-  --max-examples 40 \
+  --max-examples 60 \
   --seed 1 \
   --workers 1 \
   --request-timeout 10 \

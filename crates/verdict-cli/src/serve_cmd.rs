@@ -51,21 +51,34 @@ enum LogFormat {
 
 /// Runs `verdict serve`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    // Logs go to standard error, so standard output stays free for what a command prints.
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    let installed = match args.log_format {
-        LogFormat::Json => logs.json().flatten_event(true).try_init(),
-        LogFormat::Text => logs.with_ansi(false).try_init(),
-    };
-    installed.map_err(|e| anyhow::anyhow!("installing the logger: {e}"))?;
+    install_logs(args.log_format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(serve(args))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to standard error, so standard output stays free: the server's request lines at
+/// `info`, everything else (the store's drivers) only from `warn` up.
+fn install_logs(format: LogFormat) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("verdict_server", tracing::Level::INFO)
+        .with_default(tracing::Level::WARN);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let registry = tracing_subscriber::registry().with(filter);
+    let installed = match format {
+        LogFormat::Json => registry
+            .with(layer.json().flatten_event(true).with_current_span(false))
+            .try_init(),
+        LogFormat::Text => registry.with(layer.with_ansi(false)).try_init(),
+    };
+    installed.map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
 }
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
