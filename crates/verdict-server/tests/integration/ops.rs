@@ -326,3 +326,51 @@ async fn the_default_body_limit_is_the_store_s_4_mib() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_request_in_flight_finish_then_stops() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    on_both(|store| async move {
+        let w = world(store).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(verdict_server::serve(
+            listener,
+            AppState::new(w.engine.clone()),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        // A request whose body is still arriving when the server is told to stop.
+        let body = br#"{"reason": "superseded"}"#;
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /v1/executions/ex-1/cancel HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            w.token("ops"),
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        conn.write_all(&body[..5]).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        stop.send(()).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!server.is_finished(), "the server stopped with a request in flight");
+        conn.write_all(&body[5..]).await.unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.unwrap();
+        // The engine answered it: no execution ex-1 is stored.
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        assert!(answer.contains("\"not_found\""), "{answer}");
+        tokio::time::timeout(std::time::Duration::from_secs(10), server)
+            .await
+            .expect("the server did not stop after its last request")
+            .unwrap()
+            .unwrap();
+        // Stopped: no new connection is served.
+        let refused = tokio::net::TcpStream::connect(addr).await;
+        assert!(refused.is_err(), "still accepting after shutdown");
+    })
+    .await;
+}
