@@ -245,6 +245,10 @@ async fn another_role_s_operator_write_is_403_and_writes_only_its_denial() {
                 Some(result("run-a", &DEF.parse().unwrap(), 1, "ev-1")),
                 "self_verification_denied",
             ),
+            // Only an operator or the verifier itself admits a verifier to a run.
+            ("ci", "POST", "/v1/runs", Some(json!({"request": DEF, "verifier": "rev", "class": "reviewer", "run_id": "run-c"})), "permission_denied"),
+            // Only verifiers submit results.
+            ("alice", "POST", "/v1/results", Some(result("run-a", &DEF.parse().unwrap(), 1, "ev-1")), "permission_denied"),
             // Reads outside the caller's reach are refused and recorded too.
             ("ci", "GET", "/v1/principals/ops", None, "permission_denied"),
             (
