@@ -171,6 +171,11 @@ pub async fn observe(
             "method" => method
         )
         .record(elapsed.as_secs_f64());
+        // Refusals by reason code: a rise in `unauthenticated` or `permission_denied` is what
+        // an operator alerts on.
+        if !code.is_empty() {
+            metrics::counter!("verdict_http_problems_total", "code" => code).increment(1);
+        }
     });
     response
 }

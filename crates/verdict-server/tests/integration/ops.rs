@@ -224,6 +224,15 @@ async fn metrics_count_requests_latency_and_decisions() {
             "{text}"
         );
         assert!(!text.contains("ex-9"), "{text}");
+        assert_eq!(
+            sample(
+                &text,
+                "verdict_http_problems_total",
+                &["code=\"not_found\""]
+            ),
+            1.0,
+            "{text}"
+        );
         assert!(
             sample(
                 &text,
