@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 use std::process::ExitCode;
 use verdict_engine::{DEFAULT_GATE, Engine};
+use verdict_server::limit::AuthLimit;
 use verdict_server::{AppState, DEFAULT_BODY_LIMIT};
 use verdict_store::Location;
 
@@ -28,16 +29,56 @@ pub struct Args {
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BODY_LIMIT)]
     body_limit: usize,
+    /// How each request is logged to standard error: one JSON object per line, or text.
+    #[arg(long, value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
+    /// Failed authentications one address may make back to back before it gets 429.
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().burst)]
+    auth_burst: u32,
+    /// Failed authentications an address earns back per minute.
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().per_minute)]
+    auth_per_minute: u32,
+}
+
+/// The log line format.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    /// One JSON object per line, for a log collector.
+    Json,
+    /// Human-readable lines.
+    Text,
 }
 
 /// Runs `verdict serve`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    install_logs(args.log_format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(serve(args))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to standard error, so standard output stays free: the server's request lines at
+/// `info`, everything else (the store's drivers) only from `warn` up.
+fn install_logs(format: LogFormat) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("verdict_server", tracing::Level::INFO)
+        .with_default(tracing::Level::WARN);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let registry = tracing_subscriber::registry().with(filter);
+    let installed = match format {
+        LogFormat::Json => registry
+            .with(layer.json().flatten_event(true).with_current_span(false))
+            .try_init(),
+        LogFormat::Text => registry.with(layer.with_ansi(false)).try_init(),
+    };
+    installed.map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
 }
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
@@ -55,9 +96,13 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let state = AppState {
-        engine: Engine::new(store, args.gate.clone()),
         body_limit: args.body_limit,
-    };
+        ..AppState::new(Engine::new(store, args.gate.clone()))
+    }
+    .with_auth_limit(AuthLimit {
+        burst: args.auth_burst,
+        per_minute: args.auth_per_minute,
+    });
     eprintln!(
         "verdict: serving http://{addr} over {}",
         location.redacted()

@@ -165,18 +165,20 @@ impl Engine {
         let nonce = match token::generate() {
             Ok(n) => n.trim_start_matches(token::TOKEN_PREFIX).to_owned(),
             Err(e) => {
-                return EngineError::Conflict(format!(
-                    "{err} (and recording the denial failed: {e})"
-                ));
+                return EngineError::DenialNotRecorded {
+                    refusal: Box::new(err),
+                    cause: e.to_string(),
+                };
             }
         };
         // The refusal's time is the store's; if even that cannot be read, the refusal stands.
         let at = match self.now().await {
             Ok(at) => at,
             Err(e) => {
-                return EngineError::Conflict(format!(
-                    "{err} (and recording the denial failed: {e})"
-                ));
+                return EngineError::DenialNotRecorded {
+                    refusal: Box::new(err),
+                    cause: e.to_string(),
+                };
             }
         };
         let record = DenialRecord {
@@ -201,9 +203,10 @@ impl Engine {
         match written {
             Ok(()) => err,
             // The refusal stands either way; a failed audit write is reported with it.
-            Err(e) => {
-                EngineError::Conflict(format!("{err} (and recording the denial failed: {e})"))
-            }
+            Err(cause) => EngineError::DenialNotRecorded {
+                refusal: Box::new(err),
+                cause,
+            },
         }
     }
 

@@ -62,6 +62,16 @@ pub enum EngineError {
         /// The evaluation key.
         key: String,
     },
+    /// A refusal of authority stands, but recording it as a denial failed: the store did not
+    /// take the audit write, so the refusal is reported as the store's fault rather than as
+    /// the refusal alone, which would claim an audit record that does not exist.
+    #[error("{refusal} (and recording the denial failed: {cause})")]
+    DenialNotRecorded {
+        /// The refusal.
+        refusal: Box<EngineError>,
+        /// Why the denial could not be written.
+        cause: String,
+    },
     /// The store refused or failed. Its text is the store error's own: with it also as the
     /// source, a prefix here would print it twice in an error chain.
     #[error(transparent)]
@@ -91,7 +101,7 @@ impl EngineError {
                 | StoreError::Duplicate(_),
             ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
-            Self::Store(_) => "store_error",
+            Self::DenialNotRecorded { .. } | Self::Store(_) => "store_error",
         }
     }
 

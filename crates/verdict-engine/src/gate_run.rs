@@ -8,7 +8,7 @@ use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use verdict_core::contracts::{
-    GateDecision, Id, Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
+    GateDecision, Id, Role, Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{
@@ -301,6 +301,18 @@ impl Engine {
             }
         }
         Ok(report)
+    }
+
+    /// [`Engine::verify_store`] as `caller`, who must be an operator: the walk reads every row,
+    /// so it is not for a principal whose reads are scoped by grants. A refusal is recorded.
+    pub async fn verify_store_as(
+        &self,
+        caller: &Principal,
+        anchor: Option<&ChainHead>,
+    ) -> Result<AuditReport> {
+        self.require_role(caller, &[Role::Operator], "verify the audit chain")
+            .await?;
+        self.verify_store(anchor).await
     }
 
     /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the

@@ -2,12 +2,14 @@
 //! own `authenticate`. A missing, malformed or unknown token goes to the engine as it came
 //! (absent or malformed as an empty token), so the refusal is recorded exactly as the engine
 //! records any other: a denial of `unauthenticated` with at most a short token fingerprint.
+//! Failed authentications are rate-limited per peer address ([`crate::limit`]).
 
 use crate::AppState;
 use crate::problem::ApiError;
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use verdict_engine::Principal;
 
 /// The authenticated principal of a request.
@@ -27,8 +29,33 @@ impl FromRequestParts<AppState> for Caller {
             .and_then(|v| v.to_str().ok())
             .and_then(bearer)
             .unwrap_or("");
-        let principal = state.engine.authenticate(token).await?;
-        Ok(Self(principal))
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        if let Some(wait) = state.limiter.exhausted(peer) {
+            // Only a token no principal holds is limited; looking it up writes nothing.
+            let known = !token.is_empty()
+                && state
+                    .engine
+                    .store()
+                    .principal_by_token_hash(&verdict_store::token_sha256(token))
+                    .await
+                    .map_err(|e| ApiError::Engine(e.into()))?
+                    .is_some();
+            if !known {
+                return Err(ApiError::TooManyRequests {
+                    retry_after: wait.as_secs().max(1),
+                });
+            }
+        }
+        match state.engine.authenticate(token).await {
+            Ok(principal) => Ok(Self(principal)),
+            Err(e) => {
+                state.limiter.charge(peer);
+                Err(e.into())
+            }
+        }
     }
 }
 

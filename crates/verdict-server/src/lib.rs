@@ -7,26 +7,40 @@
 //! strict JSON reader before they are decoded ([`body`]). The OpenAPI 3.1 description is
 //! generated from the handlers and served at `/openapi.json` ([`openapi`]).
 //!
+//! List routes are paginated ([`page`]); the pointer-like resources carry an `ETag` and the
+//! writes that move them honour `If-Match` ([`etag`]). Failed authentication is rate-limited
+//! per peer ([`limit`]). Every request gets an id, a log line and metrics ([`ops`]).
+//!
 //! Main items: [`app`] (the router), [`AppState`], [`serve`].
 
+pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod etag;
+pub mod limit;
 pub mod openapi;
+pub mod ops;
+pub mod page;
 pub mod problem;
 pub mod routes;
+pub mod work;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use limit::{AuthLimit, Limiter};
+use ops::Metrics;
 use problem::ApiError;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 use verdict_engine::Engine;
 
-/// The body limit when none is configured: 1 MiB, well above any lifecycle document.
-pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+/// The body limit when none is configured: the store's limit on one document (4 MiB).
+pub const DEFAULT_BODY_LIMIT: usize = 4 << 20;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -35,6 +49,10 @@ pub struct AppState {
     pub engine: Engine,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// The buckets of failed authentication per peer.
+    pub limiter: Arc<Limiter>,
+    /// Request and decision metrics, served at `/metrics`.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -44,13 +62,23 @@ impl AppState {
         Self {
             engine,
             body_limit: DEFAULT_BODY_LIMIT,
+            limiter: Arc::new(Limiter::new(AuthLimit::default())),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// This state with another limit on failed authentication.
+    #[must_use]
+    pub fn with_auth_limit(mut self, limit: AuthLimit) -> Self {
+        self.limiter = Arc::new(Limiter::new(limit));
+        self
     }
 }
 
 /// The router of every route (docs/server.md).
 pub fn app(state: AppState) -> Router {
     let limit = state.body_limit;
+    let metrics = state.metrics.clone();
     Router::new()
         .route("/v1/subjects", post(routes::put_subject))
         .route("/v1/evidence", post(routes::add_evidence))
@@ -60,13 +88,36 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/executions/{id}/history", get(routes::history))
         .route("/v1/executions/{id}/cancel", post(routes::cancel_execution))
         .route("/v1/human-decisions", post(routes::decide))
+        .route("/v1/executions", get(work::list_executions))
+        .route("/v1/executions/{id}", get(work::show_execution))
+        .route("/v1/executions/{id}/runs", get(work::list_runs))
+        .route("/v1/runs", post(work::admit))
+        .route("/v1/runs/{id}", get(work::show_run))
+        .route("/v1/runs/{id}/cancel", post(work::cancel_run))
+        .route("/v1/results", post(work::submit_result))
+        .route(
+            "/v1/principals",
+            get(admin::list_principals).post(admin::add_principal),
+        )
+        .route("/v1/principals/{name}", get(admin::show_principal))
+        .route("/v1/grants", get(admin::list_grants).post(admin::add_grant))
+        .route("/v1/grants/{id}", get(admin::show_grant))
+        .route("/v1/grants/{id}/revoke", post(admin::revoke_grant))
+        .route(
+            "/v1/gate/policy",
+            get(admin::show_gate_policy).put(admin::set_gate_policy),
+        )
+        .route("/v1/policies/{digest}", get(admin::show_policy))
+        .route("/v1/audit/verify", post(admin::audit_verify))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
+        .route("/metrics", get(ops::serve_metrics))
         .route("/openapi.json", get(openapi::serve))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(panicked))
+        .layer(axum::middleware::from_fn_with_state(metrics, ops::observe))
         .with_state(state)
 }
 
@@ -76,9 +127,13 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    // The peer's address is what failed authentication is limited by.
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 async fn no_route() -> ApiError {

@@ -3,7 +3,7 @@
 //! the two lists equal).
 
 use crate::problem::Problem;
-use crate::routes;
+use crate::{admin, ops, routes, work};
 use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -21,8 +21,27 @@ use utoipa::{Modify, OpenApi};
         routes::history,
         routes::cancel_execution,
         routes::decide,
+        work::list_executions,
+        work::show_execution,
+        work::list_runs,
+        work::admit,
+        work::show_run,
+        work::cancel_run,
+        work::submit_result,
+        admin::add_principal,
+        admin::list_principals,
+        admin::show_principal,
+        admin::add_grant,
+        admin::list_grants,
+        admin::show_grant,
+        admin::revoke_grant,
+        admin::show_gate_policy,
+        admin::set_gate_policy,
+        admin::show_policy,
+        admin::audit_verify,
         routes::healthz,
         routes::readyz,
+        ops::serve_metrics,
         serve,
     ),
     components(schemas(Problem)),

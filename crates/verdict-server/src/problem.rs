@@ -3,6 +3,7 @@
 //! JSON), leaves through [`ApiError::into_response`], so each has the same shape and the status
 //! for an engine error is chosen here and nowhere else.
 
+use crate::ops::ProblemCode;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -38,6 +39,22 @@ pub enum ApiError {
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The peer failed authentication too often; the engine was not asked and no denial was
+    /// written ([`crate::limit`]).
+    #[error("too many failed authentications from this address; retry after {retry_after} s")]
+    TooManyRequests {
+        /// Seconds until the peer may try again.
+        retry_after: u64,
+    },
+    /// A decision the store returned cannot be read back: the store's fault, not the
+    /// client's.
+    #[error("the stored {what} cannot be read: {message}")]
+    StoredUnreadable {
+        /// What was read.
+        what: &'static str,
+        /// Why not.
+        message: String,
+    },
     /// The request itself is unusable before any engine call: no token, a body that is not
     /// JSON, too large, of the wrong media type or shape, or a path that names nothing.
     #[error("{detail}")]
@@ -68,6 +85,10 @@ impl ApiError {
             // The request itself is wrong, or (readiness) the store is at another schema
             // version: sending it again unchanged cannot help.
             Self::Request { status, code, .. } => (*status, code, false),
+            Self::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", true),
+            Self::StoredUnreadable { .. } => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "store_error", false)
+            }
             Self::Engine(e) => {
                 let (status, retryable) = engine_status(e);
                 (status, e.code(), retryable)
@@ -103,6 +124,10 @@ fn engine_status(e: &EngineError) -> (StatusCode, bool) {
         EngineError::Conflict(_) => (StatusCode::CONFLICT, false),
         // A stored decision that no longer replays is a fault of the store's contents.
         EngineError::ReplayMismatch { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
+        // The refusal stands, but its denial is not in the audit chain: answering with the
+        // refusal alone would claim a record that does not exist. The store failed, and once
+        // it answers again the same request is refused and recorded.
+        EngineError::DenialNotRecorded { .. } => (StatusCode::SERVICE_UNAVAILABLE, true),
         EngineError::Store(s) => store_status(s),
     }
 }
@@ -144,12 +169,17 @@ fn title(code: &str) -> &'static str {
         "unsupported_media_type" => "The body is not application/json",
         "route_not_found" => "No route has this path and method",
         "internal" => "The server failed",
+        "rate_limited" => "Too many failed authentications from this address",
+        "invalid_query" => "The query string is not what this route reads",
+        "precondition_failed" => "The resource is not in the state If-Match names",
+        "invalid_precondition" => "The If-Match header cannot be read",
         _ => "The request failed",
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let (_, code, _) = self.classify();
         let mut response = self.problem().into_response();
         // RFC 9110: a 401 names the scheme that would be accepted.
         if response.status() == StatusCode::UNAUTHORIZED {
@@ -157,6 +187,12 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if let Self::TooManyRequests { retry_after } = &self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        }
+        response.extensions_mut().insert(ProblemCode(code));
         response
     }
 }
@@ -234,6 +270,39 @@ mod tests {
         assert_eq!(
             classify(EngineError::Store(refused)),
             (422, "invalid_input", false)
+        );
+    }
+
+    #[test]
+    fn a_refusal_whose_denial_was_not_written_is_the_store_s_fault_and_retryable() {
+        let refusal = EngineError::PermissionDenied {
+            principal: "ci".into(),
+            role: "runner",
+            action: "put subjects".into(),
+            why: "only producers".into(),
+        };
+        let e = EngineError::DenialNotRecorded {
+            refusal: Box::new(refusal),
+            cause: "disk full".into(),
+        };
+        assert_eq!(classify(e), (503, "store_error", true));
+        let e = EngineError::DenialNotRecorded {
+            refusal: Box::new(EngineError::Unauthenticated),
+            cause: "disk full".into(),
+        };
+        assert_eq!(classify(e), (503, "store_error", true));
+    }
+
+    #[test]
+    fn an_unreadable_stored_decision_is_a_server_fault_not_the_client_s() {
+        let e = ApiError::StoredUnreadable {
+            what: "gate decision",
+            message: "expected value at line 1".into(),
+        };
+        let (status, code, retryable) = e.classify();
+        assert_eq!(
+            (status.as_u16(), code, retryable),
+            (500, "store_error", false)
         );
     }
 

@@ -6,11 +6,12 @@
 use crate::AppState;
 use crate::auth::Caller;
 use crate::body::StrictJson;
+use crate::etag;
 use crate::problem::{ApiError, Problem};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -34,10 +35,24 @@ impl<S: Send + Sync> FromRequestParts<S> for ExecutionId {
                     ApiError::request(
                         StatusCode::BAD_REQUEST,
                         "malformed_body",
-                        format!("the execution id in the path cannot be read: {e}"),
+                        format!("the path segment cannot be read: {e}"),
                     )
                 })?;
         Ok(Self(id))
+    }
+}
+
+/// One path segment (`{id}`, `{name}`, `{digest}`), read as text; one that cannot be read is
+/// a 400 problem document.
+#[derive(Debug)]
+pub struct Segment(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ExecutionId(s) = ExecutionId::from_request_parts(parts, state).await?;
+        Ok(Self(s))
     }
 }
 
@@ -146,9 +161,11 @@ pub struct Health {
     pub schema_version: Option<i64>,
 }
 
-/// Puts a subject; the execution's current subject moves to it.
+/// Puts a subject; the execution's current subject moves to it. With `If-Match`, only when the
+/// execution's head is still the one tagged (`GET /v1/executions/{id}`).
 #[utoipa::path(post, path = "/v1/subjects", tag = "lifecycle",
     request_body(content = Object, description = "A subject document (docs/spec/subject.md)"),
+    params(("If-Match" = Option<String>, Header, description = "The execution's ETag; 412 if it moved")),
     responses(
         (status = 201, description = "Stored and current", body = Stored),
         (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
@@ -158,8 +175,23 @@ pub struct Health {
 pub async fn put_subject(
     State(state): State<AppState>,
     Caller(caller): Caller,
+    headers: HeaderMap,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    if headers.contains_key(header::IF_MATCH) {
+        let id = doc
+            .pointer("/execution/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ApiError::request(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_input",
+                    "the subject names no execution id at /execution/id, so If-Match has nothing to match".into(),
+                )
+            })?;
+        let head = state.engine.execution_head(id).await?;
+        etag::check_if_match(&headers, head.as_ref().map(etag::of_execution).as_deref())?;
+    }
     let digest = state.engine.put_subject(&caller, &doc).await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
@@ -220,12 +252,17 @@ pub async fn gate_run(
 ) -> Result<(StatusCode, Json<GateRunOutcome>), ApiError> {
     let run = state.engine.gate_run(&caller, &id).await?;
     // The stored bytes, not a re-serialisation: what a client replays against.
-    let decision = verdict_core::json::parse_str(&run.bytes).map_err(|e| {
-        ApiError::Engine(verdict_engine::EngineError::Invalid {
-            what: "stored gate decision",
-            message: e.to_string(),
-        })
-    })?;
+    let decision = stored_decision(&run.bytes)?;
+    if run.inserted {
+        let outcome = run.decision.outcome.as_str();
+        let reasons: Vec<String> = run
+            .decision
+            .reasons
+            .iter()
+            .map(|r| r.code.as_str().to_owned())
+            .collect();
+        state.metrics.decision(outcome, &reasons);
+    }
     let status = if run.inserted {
         StatusCode::CREATED
     } else {
@@ -238,6 +275,15 @@ pub async fn gate_run(
             decision,
         }),
     ))
+}
+
+/// A stored decision's bytes as JSON. The engine wrote them, so bytes that do not read are a
+/// fault of the store, never of the request.
+pub(crate) fn stored_decision(bytes: &str) -> Result<Value, ApiError> {
+    verdict_core::json::parse_str(bytes).map_err(|e| ApiError::StoredUnreadable {
+        what: "gate decision",
+        message: e.to_string(),
+    })
 }
 
 /// The execution's applicable decision, or the latest and why it does not apply.

@@ -1,5 +1,6 @@
 //! `verdict serve` as the built binary, on SQLite and on PostgreSQL: it prints the address it
-//! bound, answers over HTTP with the store's principals, and ends cleanly on SIGTERM.
+//! bound, answers over HTTP with the store's principals, logs each request as one JSON line
+//! with its request id, and ends cleanly on SIGTERM.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -52,9 +53,8 @@ fn serve_on(store: &str) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut line).unwrap();
     let addr = line
         .split("http://")
         .nth(1)
@@ -89,6 +89,23 @@ fn serve_on(store: &str) {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(exit.success(), "{exit:?}");
+    // Every request was logged as one JSON object carrying its id, route and status.
+    let mut logs = String::new();
+    stderr.read_to_string(&mut logs).unwrap();
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 3, "{logs}");
+    assert_eq!(lines[1]["route"], "/v1/executions/{id}/status", "{logs}");
+    assert_eq!(lines[1]["status"], 401, "{logs}");
+    assert_eq!(lines[1]["code"], "unauthenticated", "{logs}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["request_id"].as_str().is_some_and(|id| !id.is_empty())),
+        "{logs}"
+    );
 }
 
 #[test]

@@ -26,20 +26,6 @@ type BadBody = (
     &'static str,
 );
 
-/// The audit events appended after `seq`.
-async fn events_after(w: &World, seq: u64) -> Vec<verdict_store::AuditEvent> {
-    w.engine.store().audit_events(seq, 10_000).await.unwrap()
-}
-
-async fn head_seq(w: &World) -> u64 {
-    w.engine
-        .store()
-        .audit_head()
-        .await
-        .unwrap()
-        .map_or(0, |h| h.seq)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_walks_from_subject_to_decision_through_the_api() {
     on_both(|store| async move {
@@ -388,6 +374,15 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
             ("POST", "/v1/executions/ex-1/cancel", big.into_bytes(), json, 413, "payload_too_large"),
             ("POST", "/v1/subjects", b"{}".to_vec(), "text/plain", 415, "unsupported_media_type"),
             ("POST", "/v1/subjects", b"{}".to_vec(), "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
+            ("POST", "/v1/principals", br#"{"name": "x", "role": "king"}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/grants", br#"{"grant_id": "g", "principal": "ci", "scope": "execution", "scope_id": "ex-1", "access": "read", "expires_at": "tomorrow"}"#.to_vec(), json, 422, "invalid_input"),
+            ("POST", "/v1/runs", br#"{"request": "sha256:00", "verifier": "rev", "class": "reviewer", "run_id": "r"}"#.to_vec(), json, 422, "invalid_input"),
+            ("PUT", "/v1/gate/policy", b"{\"schema\": 1,}".to_vec(), json, 400, "malformed_body"),
+            ("PUT", "/v1/gate/policy", b"{}".to_vec(), "text/yaml", 415, "unsupported_media_type"),
+            ("GET", "/v1/principals?limit=many", Vec::new(), json, 400, "invalid_query"),
+            ("GET", "/v1/grants?limit=0", Vec::new(), json, 400, "invalid_query"),
+            ("GET", "/v1/executions?colour=red", Vec::new(), json, 400, "invalid_query"),
+            ("GET", "/v1/policies/not-a-digest", Vec::new(), json, 422, "invalid_input"),
             ("POST", "/v1/no-such-route", b"{}".to_vec(), json, 404, "route_not_found"),
             ("DELETE", "/v1/subjects", b"{}".to_vec(), json, 405, "route_not_found"),
         ];
@@ -429,11 +424,31 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/executions/{id}/history", "get"),
             ("/v1/executions/{id}/cancel", "post"),
             ("/v1/human-decisions", "post"),
+            ("/v1/executions", "get"),
+            ("/v1/executions/{id}", "get"),
+            ("/v1/executions/{id}/runs", "get"),
+            ("/v1/runs", "post"),
+            ("/v1/runs/{id}", "get"),
+            ("/v1/runs/{id}/cancel", "post"),
+            ("/v1/results", "post"),
+            ("/v1/principals", "post"),
+            ("/v1/principals", "get"),
+            ("/v1/principals/{name}", "get"),
+            ("/v1/grants", "post"),
+            ("/v1/grants", "get"),
+            ("/v1/grants/{id}", "get"),
+            ("/v1/grants/{id}/revoke", "post"),
+            ("/v1/gate/policy", "get"),
+            ("/v1/gate/policy", "put"),
+            ("/v1/policies/{digest}", "get"),
+            ("/v1/audit/verify", "post"),
             ("/healthz", "get"),
             ("/readyz", "get"),
+            ("/metrics", "get"),
             ("/openapi.json", "get"),
         ];
-        assert_eq!(paths.len(), expected.len(), "{:?}", paths.keys());
+        let methods: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+        assert_eq!(methods, expected.len(), "{:?}", paths.keys());
         for (path, method) in expected {
             let op = &paths[path][method];
             assert!(op.is_object(), "{path} {method} missing");
@@ -453,6 +468,43 @@ async fn openapi_names_every_route_and_probes_answer() {
         let r = s.send("GET", "/readyz", None, None).await;
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.body["schema_version"], verdict_store::SCHEMA_VERSION);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_the_store_cannot_record_is_503_and_retryable() {
+    on_both_backed(|store, backing| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let doc = subject(1, "diff-1");
+        backing.refuse_denials().await;
+        let before = head_seq(&w).await;
+        // A refusal of authority and a failed authentication: neither is answered as if its
+        // denial were on record, and neither is blamed on the client.
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("ci")), Some(&doc))
+            .await;
+        assert_problem(&r, 503, "store_error");
+        assert_eq!(r.body["retryable"], true);
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("recording the denial failed"),
+            "{r:?}"
+        );
+        let r = s
+            .send("GET", "/v1/executions", Some("vdt_unknown"), None)
+            .await;
+        assert_problem(&r, 503, "store_error");
+        assert_eq!(head_seq(&w).await, before, "something was written");
+        // Once the store takes denials again, the same request is refused and recorded.
+        backing.accept_denials().await;
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("ci")), Some(&doc))
+            .await;
+        assert_denied_once(&w, before, &r, "ci", "permission_denied").await;
     })
     .await;
 }

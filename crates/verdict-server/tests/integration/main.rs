@@ -11,3 +11,6 @@
 mod common;
 
 mod api;
+mod authority;
+mod ops;
+mod work;

@@ -65,6 +65,97 @@ where
     );
 }
 
+/// Where a test store lives, so a test can damage it from outside the store's own code.
+#[derive(Debug, Clone)]
+pub enum Backing {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Backing {
+    /// From now on, every insert into the denials table fails: the store cannot record a
+    /// refusal (a full disk, a lost privilege).
+    pub async fn refuse_denials(&self) {
+        match self {
+            Self::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.execute_batch(
+                    "CREATE TRIGGER test_no_denials BEFORE INSERT ON denials \
+                     BEGIN SELECT RAISE(ABORT, 'denials refused by the test'); END;",
+                )
+                .unwrap();
+            }
+            Self::Postgres(url) => {
+                use sqlx::{Connection as _, Executor as _};
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                conn.execute(
+                    "CREATE FUNCTION verdict.test_no_denials() RETURNS trigger LANGUAGE plpgsql AS \
+                     $$ BEGIN RAISE EXCEPTION 'denials refused by the test'; END $$; \
+                     CREATE TRIGGER test_no_denials BEFORE INSERT ON verdict.denials \
+                     FOR EACH ROW EXECUTE FUNCTION verdict.test_no_denials();",
+                )
+                .await
+                .unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+
+    /// Undoes [`Backing::refuse_denials`].
+    pub async fn accept_denials(&self) {
+        match self {
+            Self::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.execute_batch("DROP TRIGGER test_no_denials;").unwrap();
+            }
+            Self::Postgres(url) => {
+                use sqlx::{Connection as _, Executor as _};
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                conn.execute(
+                    "DROP TRIGGER test_no_denials ON verdict.denials; \
+                     DROP FUNCTION verdict.test_no_denials();",
+                )
+                .await
+                .unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+}
+
+/// [`on_both`], telling the body where each store lives.
+pub async fn on_both_backed<F, Fut>(body: F)
+where
+    F: Fn(Arc<dyn Store>, Backing) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("verdict.db");
+    let store = verdict_store::open(&Location::Sqlite(path.clone()))
+        .await
+        .unwrap();
+    body(store.clone(), Backing::Sqlite(path)).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "sqlite audit chain broken"
+    );
+
+    let scratch = verdict_store::scratch::ScratchPostgres::create("serverb").unwrap();
+    let options = OpenOptions {
+        role_prefix: Some(scratch.role_prefix()),
+        max_connections: 4,
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    body(store.clone(), Backing::Postgres(scratch.url().to_owned())).await;
+    assert!(
+        store.verify_audit(None).await.unwrap().is_intact(),
+        "postgres audit chain broken"
+    );
+}
+
 /// A server on a loopback port, stopped when dropped.
 pub struct Server {
     pub base: String,
@@ -126,8 +217,35 @@ impl Server {
         token: Option<&str>,
         body: Option<(Vec<u8>, &str)>,
     ) -> Reply {
+        self.send_with(method, path, token, body, &[]).await
+    }
+
+    /// A request with extra headers; a JSON body is given as a value.
+    pub async fn send_headers(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let raw = body.map(|b| (serde_json::to_vec(b).unwrap(), "application/json"));
+        self.send_with(method, path, token, raw, headers).await
+    }
+
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(Vec<u8>, &str)>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.client.request(method, format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -144,6 +262,9 @@ impl Server {
         let bytes = resp.bytes().await.unwrap();
         let body = if bytes.is_empty() {
             Value::Null
+        } else if content_type.starts_with("text/plain") {
+            // `/metrics` only; every other answer must be JSON.
+            Value::String(String::from_utf8_lossy(&bytes).into_owned())
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("status {status}: body is not JSON ({e}): {bytes:?}"))
@@ -301,4 +422,32 @@ pub fn result(run: &str, subject: &Digest, generation: u64, ev_id: &str) -> Valu
         "findings": [],
         "dispositions": []
     })
+}
+
+/// The seq of the audit chain's last event (0 when empty).
+pub async fn head_seq(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+/// The audit events appended after `seq`.
+pub async fn events_after(w: &World, seq: u64) -> Vec<verdict_store::AuditEvent> {
+    w.engine.store().audit_events(seq, 10_000).await.unwrap()
+}
+
+/// Asserts that `reply` is a 403 with `code` and that exactly one audit event, a denial of
+/// `who` with that code, was appended after `before`.
+pub async fn assert_denied_once(w: &World, before: u64, reply: &Reply, who: &str, code: &str) {
+    assert_problem(reply, 403, code);
+    assert_eq!(reply.body["retryable"], false);
+    let after = events_after(w, before).await;
+    assert_eq!(after.len(), 1, "{who}: {after:?}");
+    assert_eq!(after[0].table, "denials", "{who}: {after:?}");
+    let denial = w.denials().await.pop().unwrap();
+    assert_eq!(denial["principal"], who);
+    assert_eq!(denial["code"], code);
 }

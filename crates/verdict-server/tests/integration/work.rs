@@ -1,0 +1,190 @@
+//! Executions, verifier runs and results over HTTP, each body on SQLite and on PostgreSQL: a
+//! verifier admitted, its result counted, runs listed and cancelled, and `If-Match` on the
+//! subject put that moves an execution.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::json;
+use verdict_core::digest::{DigestKind, digest};
+use verdict_server::AppState;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_is_admitted_and_its_result_counts_through_the_api() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let (ops, rev, coder) = (w.token("ops"), w.token("rev"), w.token("coder"));
+
+        let doc = subject(1, "diff-1");
+        let sd = digest(DigestKind::Subject, &doc);
+        let r = s.send("POST", "/v1/subjects", Some(coder), Some(&doc)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let ev = evidence(sd.as_str(), "pass");
+        let r = s
+            .send("POST", "/v1/evidence", Some(w.token("ci")), Some(&json!({"evidence": [ev]})))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("POST", "/v1/requests", Some(coder), Some(&json!({"execution": EXEC, "budget": {"max_runs": 3}})))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let request = r.body["digest"].as_str().unwrap().to_owned();
+
+        // A verifier may admit itself, and only itself.
+        let admit = |verifier: &str, run: &str| {
+            json!({"request": request, "verifier": verifier, "class": "reviewer", "run_id": run})
+        };
+        let r = s.send("POST", "/v1/runs", Some(rev), Some(&admit("rev", "run-a"))).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["run_id"], "run-a");
+        assert_eq!(r.body["skipped"], false, "{r:?}");
+        let before = head_seq(&w).await;
+        let r = s.send("POST", "/v1/runs", Some(rev), Some(&admit("alice", "run-x"))).await;
+        assert_denied_once(&w, before, &r, "rev", "permission_denied").await;
+
+        let r = s.send("GET", "/v1/runs/run-a", Some(rev), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        // Admitted and not ended: no status change recorded yet.
+        assert_eq!(r.body["events"], json!([]), "{r:?}");
+        assert_eq!(r.body["subject_digest"], sd.as_str());
+
+        let res = result("run-a", &sd, 1, ev["id"].as_str().unwrap());
+        let r = s.send("POST", "/v1/results", Some(rev), Some(&res)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["counted"], true, "{r:?}");
+        assert!(r.body["why_not"].is_null());
+
+        // A second run, cancelled by the operator; cancelling it again is a conflict.
+        let r = s.send("POST", "/v1/runs", Some(ops), Some(&admit("rev", "run-b"))).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let why = json!({"reason": "one review is enough"});
+        let r = s.send("POST", "/v1/runs/run-b/cancel", Some(ops), Some(&why)).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["cancelled"]["kind"], "run", "{r:?}");
+        let r = s.send("POST", "/v1/runs/run-b/cancel", Some(ops), Some(&why)).await;
+        assert_problem(&r, 409, "conflict");
+        let r = s.send("POST", "/v1/runs/run-none/cancel", Some(ops), Some(&why)).await;
+        assert_problem(&r, 404, "not_found");
+
+        let r = s.send("GET", "/v1/executions/ex-1/runs", Some(coder), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let runs: Vec<&str> = r.body["items"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+        assert_eq!(runs, ["run-a", "run-b"]);
+        let last = &r.body["items"][1]["events"];
+        assert_eq!(last[last.as_array().unwrap().len() - 1]["status"], "cancelled", "{r:?}");
+
+        let r = s.send("GET", "/v1/executions", Some(ops), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["items"][0]["execution"], EXEC);
+        assert_eq!(r.body["items"][0]["subject_digest"], sd.as_str());
+        assert!(r.body["next"].is_null());
+        let r = s.send("GET", "/v1/executions/ex-1", Some(rev), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["subjects"][0]["producer"], "coder");
+        assert!(r.headers.contains_key("etag"), "{r:?}");
+
+        // The decision counts the result.
+        let r = s.send("POST", "/v1/executions/ex-1/gate-runs", Some(ops), None).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["decision"]["outcome"], "pass", "{r:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_put_with_a_stale_if_match_is_412_and_moves_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let coder = w.token("coder");
+        // Nothing stored yet: no tag matches, not even `*`.
+        let r = s
+            .send_headers(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(1, "d1")),
+                &[("if-match", "*")],
+            )
+            .await;
+        assert_problem(&r, 412, "precondition_failed");
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d1")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("GET", "/v1/executions/ex-1", Some(coder), None)
+            .await;
+        let first = r.headers["etag"].to_str().unwrap().to_owned();
+
+        let r = s
+            .send_headers(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(2, "d2")),
+                &[("if-match", &first)],
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("GET", "/v1/executions/ex-1", Some(coder), None)
+            .await;
+        let second = r.headers["etag"].to_str().unwrap().to_owned();
+        assert_ne!(first, second);
+
+        // A client that read generation 1 tries to move the execution past generation 2.
+        let before = head_seq(&w).await;
+        let r = s
+            .send_headers(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(3, "d3")),
+                &[("if-match", &first)],
+            )
+            .await;
+        assert_problem(&r, 412, "precondition_failed");
+        assert_eq!(r.body["retryable"], false);
+        assert_eq!(head_seq(&w).await, before, "a refused put wrote");
+        assert_eq!(
+            w.engine
+                .execution_head(EXEC)
+                .await
+                .unwrap()
+                .unwrap()
+                .generation,
+            2
+        );
+        // A weak tag never matches If-Match.
+        let weak = format!("W/{second}");
+        let r = s
+            .send_headers(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(3, "d3")),
+                &[("if-match", &weak)],
+            )
+            .await;
+        assert_problem(&r, 412, "precondition_failed");
+        let r = s
+            .send_headers(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(3, "d3")),
+                &[("if-match", &second)],
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    })
+    .await;
+}
