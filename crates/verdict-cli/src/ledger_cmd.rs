@@ -54,7 +54,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             days: args.days,
             min_sample: args.min_sample,
         };
-        let ledger = ctx.engine.ledger(window).await?;
+        let ledger = ctx.engine.ledger(&ctx.caller().await?, window).await?;
         match args.format {
             Format::Table => crate::out::write_all(ledger.to_table().as_bytes())?,
             Format::Json => outln!("{}", serde_json::to_string_pretty(&ledger)?)?,

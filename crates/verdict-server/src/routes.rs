@@ -240,7 +240,8 @@ pub async fn gate_run(
     ))
 }
 
-/// The execution's applicable decision, or the latest and why it does not apply.
+/// The execution's applicable decision, or the latest and why it does not apply. An operator
+/// reads any execution; anyone else only one its grants in force cover (else 403).
 #[utoipa::path(get, path = "/v1/executions/{id}/status", tag = "lifecycle",
     params(("id" = String, Path, description = "Execution id")),
     responses(
@@ -251,13 +252,13 @@ pub async fn gate_run(
     security(("bearer" = [])))]
 pub async fn status(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<Status>, ApiError> {
-    Ok(Json(state.engine.status(&id).await?))
+    Ok(Json(state.engine.status(&caller, &id).await?))
 }
 
-/// Every decision and verifier run of the execution.
+/// Every decision and verifier run of the execution, read as the status is.
 #[utoipa::path(get, path = "/v1/executions/{id}/history", tag = "lifecycle",
     params(("id" = String, Path, description = "Execution id")),
     responses(
@@ -268,10 +269,10 @@ pub async fn status(
     security(("bearer" = [])))]
 pub async fn history(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<History>, ApiError> {
-    Ok(Json(state.engine.history(&id).await?))
+    Ok(Json(state.engine.history(&caller, &id).await?))
 }
 
 /// Cancels an execution: no decision of it applies from now on.
