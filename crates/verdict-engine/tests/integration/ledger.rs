@@ -25,7 +25,7 @@ fn later() -> verdict_core::contracts::Timestamp {
 
 async fn ledger(w: &World) -> Ledger {
     w.engine.store().set_manual_time(&later()).await.unwrap();
-    w.engine.ledger(WINDOW).await.unwrap()
+    w.engine.ledger(&w.ops, WINDOW).await.unwrap()
 }
 
 fn only(l: &Ledger) -> &Cohort {
@@ -76,7 +76,7 @@ async fn retries_and_re_verifications_are_counted_once() {
             .unwrap();
         w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         w.engine.store().set_manual_time(&later()).await.unwrap();
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         // Two results, two decisions (the third gate run, with nothing time-sensitive in it,
         // has the second one's evaluation key).
         assert_eq!(history.decisions.len(), 2);
