@@ -50,7 +50,10 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 common,
             } => {
                 let ctx = Ctx::open(&common).await?;
-                (ctx.engine.junit(&ctx.caller().await?, &execution).await?, out)
+                (
+                    ctx.engine.junit(&ctx.caller().await?, &execution).await?,
+                    out,
+                )
             }
             ExportCommand::Github {
                 execution,

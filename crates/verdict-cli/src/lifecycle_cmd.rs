@@ -771,10 +771,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let h = ctx
-                .engine
-                .history(&ctx.caller().await?, &execution)
-                .await?;
+            let h = ctx.engine.history(&ctx.caller().await?, &execution).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {

@@ -395,7 +395,12 @@ impl Engine {
 
     /// Refuses a read of something `caller` may not see, and records the refusal as a denial,
     /// exactly as a refused write is recorded.
-    pub(crate) async fn deny_read(&self, caller: &Principal, what: String, why: &str) -> EngineError {
+    pub(crate) async fn deny_read(
+        &self,
+        caller: &Principal,
+        what: String,
+        why: &str,
+    ) -> EngineError {
         let err = EngineError::PermissionDenied {
             principal: caller.name.to_string(),
             role: caller.role.as_str(),
@@ -431,10 +436,7 @@ impl Engine {
         Err(self
             .deny_read(
                 caller,
-                format!(
-                    "{what} of execution {:?}",
-                    subject.execution.id.as_str()
-                ),
+                format!("{what} of execution {:?}", subject.execution.id.as_str()),
                 "no grant in force on its execution or mission",
             )
             .await)

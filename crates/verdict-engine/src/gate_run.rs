@@ -108,7 +108,8 @@ impl Engine {
     /// Reads everything the engine counts for the execution's current subject, for an operator
     /// or a principal holding a grant in force on the execution or its mission.
     pub async fn collect(&self, caller: &Principal, execution: &str) -> Result<Collected> {
-        self.require_read(caller, execution, "the gate's inputs").await?;
+        self.require_read(caller, execution, "the gate's inputs")
+            .await?;
         self.collect_unscoped(execution).await
     }
 
@@ -143,7 +144,10 @@ impl Engine {
         }
         let human_decisions = self.store.list(DocKind::HumanDecision, &about).await?;
         let mut prior_findings = Vec::new();
-        for (id, version) in self.prior_blockers_unscoped(execution, &head.subject_digest).await? {
+        for (id, version) in self
+            .prior_blockers_unscoped(execution, &head.subject_digest)
+            .await?
+        {
             if let Some(f) = self.store.finding(&id, version).await? {
                 prior_findings.push(f);
             }

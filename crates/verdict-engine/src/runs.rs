@@ -508,7 +508,8 @@ impl Engine {
     /// The pure Gate over the execution's deterministic evidence alone. Read by an operator,
     /// or by a principal holding a grant in force on the execution or its mission.
     pub async fn preflight(&self, caller: &Principal, execution: &str) -> Result<Preflight> {
-        self.require_read(caller, execution, "the preflight").await?;
+        self.require_read(caller, execution, "the preflight")
+            .await?;
         self.preflight_unscoped(execution).await
     }
 
@@ -896,7 +897,10 @@ impl Engine {
             return Err(self.deny(caller, err).await);
         }
         let execution = subject.execution.id.as_str();
-        let execution_cancelled = self.execution_cancellation_unscoped(execution).await?.is_some();
+        let execution_cancelled = self
+            .execution_cancellation_unscoped(execution)
+            .await?
+            .is_some();
         let late = match run.status() {
             Some(RunStatus::Cancelled) => true,
             Some(s) if s.is_terminal() => {

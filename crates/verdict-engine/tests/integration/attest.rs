@@ -135,7 +135,13 @@ async fn a_pass_that_no_longer_applies_is_not_attested() {
         assert_eq!(err.code(), "conflict", "{err}");
         assert!(err.to_string().contains("subject_moved"), "{err}");
         assert_eq!(requests(&w).await, before);
-        assert!(w.engine.attestations(&w.ops, EXEC).await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .attestations(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     })
     .await;
 }

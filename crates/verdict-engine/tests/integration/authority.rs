@@ -126,7 +126,10 @@ async fn a_refused_admission_leaves_no_note() {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("already stored"), "{e}");
-        assert_eq!(w.engine.admission_notes(&w.ops, EXEC).await.unwrap().len(), notes);
+        assert_eq!(
+            w.engine.admission_notes(&w.ops, EXEC).await.unwrap().len(),
+            notes
+        );
         assert_eq!(chain_length(&w).await, after_request);
         let run = w.engine.store().run("run-a").await.unwrap().unwrap();
         assert_eq!(run.admission.verifier.as_str(), "rev");

@@ -29,7 +29,14 @@ async fn a_pass_on_subject_a_does_not_apply_to_subject_b() {
     on_both(|store| async move {
         let w = world(store).await;
         let a = passed(&w, 1, "change A", "run-a").await;
-        assert!(w.engine.status(&w.ops, EXEC).await.unwrap().applicable.is_some());
+        assert!(
+            w.engine
+                .status(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .applicable
+                .is_some()
+        );
         let b = w
             .engine
             .put_subject(&w.coder, &subject(1, "change B"))
@@ -555,7 +562,14 @@ async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
             .set_manual_time(&ts("2026-11-30T12:08:59Z"))
             .await
             .unwrap();
-        assert!(w.engine.status(&w.ops, EXEC).await.unwrap().applicable.is_some());
+        assert!(
+            w.engine
+                .status(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .applicable
+                .is_some()
+        );
         store
             .set_manual_time(&ts("2026-11-30T12:09:00Z"))
             .await

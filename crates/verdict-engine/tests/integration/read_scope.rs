@@ -117,7 +117,10 @@ async fn reads(
             "prior_blockers",
             e.prior_blockers(who, execution, &current).await.map(drop),
         ),
-        ("attestations", e.attestations(who, execution).await.map(drop)),
+        (
+            "attestations",
+            e.attestations(who, execution).await.map(drop),
+        ),
         ("junit", e.junit(who, execution).await.map(drop)),
         (
             "github_payloads",

@@ -268,7 +268,14 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
             (view.status.as_str(), view.counted),
             ("unavailable", Some(false))
         );
-        assert!(fresh.collect(&w.ops, EXEC).await.unwrap().verifications.is_empty());
+        assert!(
+            fresh
+                .collect(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .verifications
+                .is_empty()
+        );
         let g = fresh.gate_run(&w.ops, EXEC).await.unwrap();
         let key = g.decision.evaluation_key.clone().unwrap();
         let record = store.evaluations(&key).await.unwrap()[0].value().unwrap();
@@ -277,7 +284,10 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
         let status = fresh.status(&w.ops, EXEC).await.unwrap();
         let current = status.applicable.unwrap();
         assert_eq!(current.decision.evaluation_key.as_ref(), Some(&key));
-        assert_eq!(fresh.gate_replay(&w.ops, &key).await.unwrap().bytes, g.bytes);
+        assert_eq!(
+            fresh.gate_replay(&w.ops, &key).await.unwrap().bytes,
+            g.bytes
+        );
     })
     .await;
 }
@@ -336,7 +346,10 @@ async fn a_decision_from_before_schema_2_replays_from_its_request_record_and_onl
                 .await
                 .unwrap();
         }
-        assert_eq!(w.engine.gate_replay(&w.ops, &key).await.unwrap().bytes, bytes);
+        assert_eq!(
+            w.engine.gate_replay(&w.ops, &key).await.unwrap().bytes,
+            bytes
+        );
         // With only a planted record, replay refuses rather than vouching for the decision.
         w.engine
             .add_evidence(&w.ci, &[evidence(&d, "fail", "ci", "runner")])

@@ -306,7 +306,13 @@ async fn admission_notes_no_run_record_confirms_are_ignored() {
             )
             .await
             .unwrap();
-        assert!(w.engine.admission_notes(&w.ops, EXEC).await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .admission_notes(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // So it neither uses up the request's only run nor shows in history.
         w.engine
             .admit(&w.ops, &req, "rev", "reviewer", "run-1")

@@ -130,7 +130,13 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        assert!(w.engine.run_contexts(&w.ops, "run-rev").await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .run_contexts(&w.ops, "run-rev")
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // Nothing was submitted for it either.
         assert!(
             w.engine
@@ -202,7 +208,13 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
             .put(&w.coder.actor(), verdict_store::DocKind::Request, &forged)
             .await
             .unwrap();
-        assert!(w.engine.run_contexts(&w.ops, "run-r").await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .run_contexts(&w.ops, "run-r")
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
         let receipt: verdict_judge::receipt::Receipt = serde_json::from_value(json!({
             "sample": 0, "attempt": 2, "provider": "openai-compatible", "model": "judge-model",
