@@ -24,7 +24,8 @@ enum Format {
 
 One observation per attempt (execution generation); only the decision that applies to it
 counts. Rates with no attempts to rate are null; a cohort below the minimum sample is
-insufficient_evidence. See docs/ledger.md.")]
+insufficient_evidence. The ledger covers every execution, so only an operator reads it.
+See docs/ledger.md.")]
 pub struct Args {
     /// At most this many of each cohort's most recent attempts.
     #[arg(long, default_value_t = 100)]

@@ -14,7 +14,8 @@ use verdict_store::{Access, Location, ScopeKind, StoreClock};
 /// Options every lifecycle command takes.
 #[derive(clap::Args, Clone)]
 pub struct Common {
-    /// The caller's token (shown once by `init` or `principal add`).
+    /// The caller's token (shown once by `init` or `principal add`). Reads need one as writes
+    /// do: an operator reads everything, anyone else what its grants in force cover.
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
@@ -152,7 +153,7 @@ pub enum LifecycleCommand {
     },
     /// Show an execution's current applicable decision, or why none applies.
     #[command(
-        after_help = "Example:\n  verdict status ex-1 --json\n\nExit status: 0 when a pass applies, 1 otherwise."
+        after_help = "Example:\n  verdict status ex-1 --json\n\nAn operator reads any execution; anyone else one its grants in force cover.\nExit status: 0 when a pass applies, 1 otherwise; 2 when refused (no token, a wrong one, no grant)."
     )]
     Status {
         /// Execution id.
