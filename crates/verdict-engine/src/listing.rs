@@ -320,17 +320,9 @@ impl Engine {
         caller: &Principal,
         execution: &str,
     ) -> Result<ExecutionView> {
+        // Scope first, so an execution that does not exist is news only to whom may read it.
+        self.require_read(caller, execution, "the subjects").await?;
         let head = self.existing_execution_head(execution).await?;
-        let current = self.subject(&head.subject_digest).await?;
-        if !self.may_read(caller, &current).await? {
-            return Err(self
-                .deny_read(
-                    caller,
-                    format!("execution {execution:?}"),
-                    "no grant in force on it",
-                )
-                .await);
-        }
         let mut subjects = Vec::new();
         for row in self
             .store

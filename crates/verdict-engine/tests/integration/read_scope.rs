@@ -190,6 +190,10 @@ async fn a_grant_scopes_every_read_and_a_revocation_ends_it() {
         // An execution nobody has put a subject for is no more readable than B.
         let e = w.engine.status(&reader, "ex-9").await.unwrap_err();
         assert_eq!(e.code(), "permission_denied", "{e}");
+        let e = w.engine.show_execution(&reader, "ex-9").await.unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        let e = w.engine.show_execution(&w.ops, "ex-9").await.unwrap_err();
+        assert_eq!(e.code(), "not_found", "{e}");
         // The platform's ledger is the operators'.
         let before = chain_length(&w).await;
         let e = w.engine.ledger(&reader, WINDOW).await.unwrap_err();
