@@ -50,7 +50,10 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 common,
             } => {
                 let ctx = Ctx::open(&common).await?;
-                (ctx.engine.junit(&execution).await?, out)
+                (
+                    ctx.engine.junit(&ctx.caller().await?, &execution).await?,
+                    out,
+                )
             }
             ExportCommand::Github {
                 execution,
@@ -59,7 +62,11 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 common,
             } => {
                 let ctx = Ctx::open(&common).await?;
-                let p = ctx.engine.github_payloads(&execution, &head_sha).await?;
+                let caller = ctx.caller().await?;
+                let p = ctx
+                    .engine
+                    .github_payloads(&caller, &execution, &head_sha)
+                    .await?;
                 let mut text = serde_json::to_string_pretty(&p)?;
                 text.push('\n');
                 (text, out)

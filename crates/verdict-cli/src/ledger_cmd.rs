@@ -24,7 +24,8 @@ enum Format {
 
 One observation per attempt (execution generation); only the decision that applies to it
 counts. Rates with no attempts to rate are null; a cohort below the minimum sample is
-insufficient_evidence. See docs/ledger.md.")]
+insufficient_evidence. The ledger covers every execution, so only an operator reads it.
+See docs/ledger.md.")]
 pub struct Args {
     /// At most this many of each cohort's most recent attempts.
     #[arg(long, default_value_t = 100)]
@@ -54,7 +55,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             days: args.days,
             min_sample: args.min_sample,
         };
-        let ledger = ctx.engine.ledger(window).await?;
+        let ledger = ctx.engine.ledger(&ctx.caller().await?, window).await?;
         match args.format {
             Format::Table => crate::out::write_all(ledger.to_table().as_bytes())?,
             Format::Json => outln!("{}", serde_json::to_string_pretty(&ledger)?)?,

@@ -14,7 +14,8 @@ use verdict_store::{Access, Location, ScopeKind, StoreClock};
 /// Options every lifecycle command takes.
 #[derive(clap::Args, Clone)]
 pub struct Common {
-    /// The caller's token (shown once by `init` or `principal add`).
+    /// The caller's token (shown once by `init` or `principal add`). Reads need one as writes
+    /// do: an operator reads everything, anyone else what its grants in force cover.
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
@@ -152,7 +153,7 @@ pub enum LifecycleCommand {
     },
     /// Show an execution's current applicable decision, or why none applies.
     #[command(
-        after_help = "Example:\n  verdict status ex-1 --json\n\nExit status: 0 when a pass applies, 1 otherwise."
+        after_help = "Example:\n  verdict status ex-1 --json\n\nAn operator reads any execution; anyone else one its grants in force cover.\nExit status: 0 when a pass applies, 1 otherwise; 2 when refused (no token, a wrong one, no grant)."
     )]
     Status {
         /// Execution id.
@@ -500,7 +501,8 @@ pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
             .key
             .parse()
             .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
-        let g = ctx.engine.gate_replay(&key).await?;
+        let caller = ctx.caller().await?;
+        let g = ctx.engine.gate_replay(&caller, &key).await?;
         outln!("{}", g.bytes)?;
         eprintln!("replayed: identical to the stored decision");
         Ok(ExitCode::SUCCESS)
@@ -720,7 +722,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let s = ctx.engine.status(&execution).await?;
+            let s = ctx.engine.status(&ctx.caller().await?, &execution).await?;
             let passing = s
                 .applicable
                 .as_ref()
@@ -770,7 +772,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            let h = ctx.engine.history(&execution).await?;
+            let h = ctx.engine.history(&ctx.caller().await?, &execution).await?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
@@ -843,10 +845,19 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 .as_deref()
                 .filter(|s| std::env::var("VERDICT_STORE").ok().as_deref() != Some(*s))
                 .map_or(String::new(), |s| format!(" --store {}", shell_word(s)));
+            // Reads need a token too: the operator's is named again unless it came from
+            // VERDICT_TOKEN, which the same shell still holds. A new store's operator token was
+            // printed just above.
+            let token = q
+                .operator_token
+                .as_deref()
+                .or(ctx.token.as_deref())
+                .filter(|t| std::env::var("VERDICT_TOKEN").ok().as_deref() != Some(*t))
+                .map_or(String::new(), |t| format!(" --token {}", shell_word(t)));
             let ex = shell_word(&q.execution);
             outln!("inspect it with:")?;
-            outln!("  verdict status {ex} --gate quickstart{store}")?;
-            outln!("  verdict history {ex} --gate quickstart{store}")?;
+            outln!("  verdict status {ex} --gate quickstart{store}{token}")?;
+            outln!("  verdict history {ex} --gate quickstart{store}{token}")?;
             outln!("  verdict audit verify{store}")?;
             return Ok(crate::gate_cmd::exit_code(
                 q.decisions

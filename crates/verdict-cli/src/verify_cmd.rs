@@ -315,11 +315,11 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         .iter()
         .map(verdict_store::Stored::value)
         .collect::<Result<_, _>>()?;
-    let prior = engine.pinned_prior_findings(&request).await?;
+    let prior = engine.pinned_prior_findings(&caller, &request).await?;
     for (class, _) in &judges {
         material.request(
             VerifierIdentity {
-                principal: caller.name.clone(),
+                principal: caller.name().clone(),
                 class: class
                     .parse()
                     .map_err(|e| anyhow::anyhow!("{class:?}: {e}"))?,
@@ -337,7 +337,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
             .admit(
                 &caller,
                 &request_digest,
-                caller.name.as_str(),
+                caller.name().as_str(),
                 class,
                 &run_id,
             )

@@ -64,7 +64,7 @@ fn setup(
                 "findings": [], "dispositions": []});
             engine.submit_result(&p["rev"], &result).await.unwrap();
         }
-        let bundle = engine.collect("ex").await.unwrap().bundle(&now).unwrap();
+        let bundle = engine.collect(&ops, "ex").await.unwrap().bundle(&now).unwrap();
         (engine, ops, bundle)
     })
 }
@@ -89,13 +89,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| verdict_core::gate::evaluate_value(&bundle))
     });
     g.bench_function("collect_from_store", |b| {
-        b.iter(|| rt.block_on(engine.collect("ex")).unwrap())
+        b.iter(|| rt.block_on(engine.collect(&ops, "ex")).unwrap())
     });
     g.bench_function("gate_run_converging", |b| {
         b.iter(|| rt.block_on(engine.gate_run(&ops, "ex")).unwrap())
     });
     g.bench_function("gate_replay", |b| {
-        b.iter(|| rt.block_on(engine.gate_replay(&key)).unwrap())
+        b.iter(|| rt.block_on(engine.gate_replay(&ops, &key)).unwrap())
     });
     g.finish();
 }

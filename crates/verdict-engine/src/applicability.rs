@@ -2,7 +2,7 @@
 //! read from the execution's head, the gate's policy, the items the Gate would read now, the
 //! execution's cancellation and the store's time; nothing is ever written over.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
@@ -166,14 +166,14 @@ impl Engine {
     /// dispositions) and human decision, including one appended while the evaluation ran; the
     /// second keeps two decisions from applying at once.
     async fn decision_views(&self, execution: &str, now: &Timestamp) -> Result<Views> {
-        let head = self.execution_head(execution).await?;
+        let head = self.execution_head_unscoped(execution).await?;
         let gate = self.gate_head().await?;
         // A gate exists once a policy is set for it. Without this, every decision would read
         // as `policy_revision_moved`, which hides a misspelt `--gate`.
         if gate.is_none() {
             return Err(EngineError::NoSuchGate(self.gate.clone()));
         }
-        let cancelled = self.execution_cancellation(execution).await?;
+        let cancelled = self.execution_cancellation_unscoped(execution).await?;
         let mut current: Option<Current> = None;
         let mut views = Vec::new();
         for row in self
@@ -248,7 +248,7 @@ impl Engine {
         gate: &GateHead,
         now: &Timestamp,
     ) -> Result<Current> {
-        let collected = self.collect(execution).await?;
+        let collected = self.collect_unscoped(execution).await?;
         let evidence_set =
             if collected.head == *head && collected.policy_digest == gate.policy_digest {
                 verdict_core::gate::evaluate_value(&collected.bundle(now)?).evidence_set_digest
@@ -275,8 +275,16 @@ impl Engine {
         })
     }
 
-    /// The execution's current applicable decision at `now`, or why none applies.
-    pub async fn status(&self, execution: &str) -> Result<Status> {
+    /// The execution's current applicable decision at `now`, or why none applies. Read by an
+    /// operator, or by a principal holding a grant in force on the execution or its mission;
+    /// anyone else is refused and the refusal recorded.
+    pub async fn status(&self, caller: &Principal, execution: &str) -> Result<Status> {
+        self.require_read(caller, execution, "the status").await?;
+        self.status_unscoped(execution).await
+    }
+
+    /// [`Engine::status`] for the engine's own use, for no caller.
+    pub(crate) async fn status_unscoped(&self, execution: &str) -> Result<Status> {
         let now = &self.now().await?;
         let Views {
             head,
@@ -305,15 +313,22 @@ impl Engine {
         })
     }
 
-    /// Every decision and run of the execution, each with its applicability at `now`.
-    pub async fn history(&self, execution: &str) -> Result<History> {
+    /// Every decision and run of the execution, each with its applicability at `now`. Read as
+    /// [`Engine::status`] is.
+    pub async fn history(&self, caller: &Principal, execution: &str) -> Result<History> {
+        self.require_read(caller, execution, "the history").await?;
+        self.history_unscoped(execution).await
+    }
+
+    /// [`Engine::history`] for the engine's own use, for no caller.
+    pub(crate) async fn history_unscoped(&self, execution: &str) -> Result<History> {
         let now = &self.now().await?;
         let decisions = self.decision_views(execution, now).await?.decisions;
         let about = About::Execution(execution.to_owned());
         let cancellations: Vec<Cancellation> = self.notes(&about, CANCELLATION_SCHEMA).await?;
         let refusals: Vec<ResultRefusal> = self.notes(&about, RESULT_REFUSAL_SCHEMA).await?;
         let mut runs = Vec::new();
-        for note in self.admission_notes(execution).await? {
+        for note in self.admission_notes_unscoped(execution).await? {
             let run_id = note
                 .get("run_id")
                 .and_then(serde_json::Value::as_str)
@@ -342,7 +357,7 @@ impl Engine {
                 {
                     let r: verdict_core::contracts::VerificationResult = row.decode()?;
                     if r.verifier.run.as_str() == run_id {
-                        counted = Some(self.counts(&row).await?);
+                        counted = Some(self.counts_unscoped(&row).await?);
                     }
                 }
             }

@@ -115,8 +115,13 @@ impl Engine {
         }
     }
 
-    /// Whether the engine has recorded `key` as one it signs with.
-    pub async fn signing_key_registered(&self, key: &VerifyingKey) -> Result<bool> {
+    /// Whether the engine has recorded `key` as one it signs with. Signing keys are public, so
+    /// any authenticated principal may ask.
+    pub async fn signing_key_registered(
+        &self,
+        _caller: &Principal,
+        key: &VerifyingKey,
+    ) -> Result<bool> {
         Ok(self.key_row(key).await?.is_some_and(|(_, ours)| ours))
     }
 
@@ -158,7 +163,7 @@ impl Engine {
     ) -> Result<Attested> {
         self.require_role(caller, &[Role::Operator], "sign attestations")
             .await?;
-        let (run, bundle) = self.replay_with_bundle(evaluation_key).await?;
+        let (run, bundle) = self.replay_unscoped(evaluation_key).await?;
         let decision = run.decision;
         let subject_digest =
             decision
@@ -170,7 +175,7 @@ impl Engine {
                 })?;
         if decision.outcome == Outcome::Pass {
             let execution = self.subject(&subject_digest).await?.execution.id;
-            let history = self.history(execution.as_str()).await?;
+            let history = self.history_unscoped(execution.as_str()).await?;
             let view = history
                 .decisions
                 .iter()
@@ -255,15 +260,25 @@ impl Engine {
     }
 
     /// The engine's records of the attestations about `execution`'s subjects, in the order
-    /// they were made.
-    pub async fn attestations(&self, execution: &str) -> Result<Vec<AttestationRecord>> {
+    /// they were made. Read by an operator, or by a principal holding a grant in force on the
+    /// execution or its mission.
+    pub async fn attestations(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<Vec<AttestationRecord>> {
+        self.require_read(caller, execution, "the attestations")
+            .await?;
         self.notes(&About::Execution(execution.to_owned()), ATTESTATION_SCHEMA)
             .await
     }
 
     /// JUnit XML of the check evidence stored about `execution`'s current subject; every
-    /// check the subject pins without evidence is an error case.
-    pub async fn junit(&self, execution: &str) -> Result<String> {
+    /// check the subject pins without evidence is an error case. Read as
+    /// [`Engine::attestations`] are.
+    pub async fn junit(&self, caller: &Principal, execution: &str) -> Result<String> {
+        self.require_read(caller, execution, "the check evidence")
+            .await?;
         let head = self.existing_execution_head(execution).await?;
         let subject = self
             .store
@@ -285,9 +300,15 @@ impl Engine {
     }
 
     /// GitHub check-run and commit-status bodies for `execution` about commit `head_sha`: the
-    /// decision that applies at `now`, or none and why.
-    pub async fn github_payloads(&self, execution: &str, head_sha: &str) -> Result<GithubPayloads> {
-        let status = self.status(execution).await?;
+    /// decision that applies at `now`, or none and why. Read as [`Engine::status`] is.
+    pub async fn github_payloads(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        head_sha: &str,
+    ) -> Result<GithubPayloads> {
+        self.require_read(caller, execution, "the status").await?;
+        let status = self.status_unscoped(execution).await?;
         let why = match (&status.applicable, &status.latest) {
             (Some(_), _) => String::new(),
             (None, Some(latest)) => {

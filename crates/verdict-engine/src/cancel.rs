@@ -44,7 +44,7 @@ impl Engine {
         self.require_grant(caller, &subject, true, "cancel an execution", now)
             .await?;
         let reason = required_reason(reason)?;
-        if let Some(done) = self.execution_cancellation(execution).await? {
+        if let Some(done) = self.execution_cancellation_unscoped(execution).await? {
             return Err(already_cancelled(execution, &done));
         }
         let record = Cancellation {
@@ -65,7 +65,7 @@ impl Engine {
         // The record first: from here on the execution is cancelled whatever happens to the
         // runs below, and a run left open by a crash is fenced at submission.
         self.put_note(&record).await?;
-        for note in self.admission_notes(execution).await? {
+        for note in self.admission_notes_unscoped(execution).await? {
             let Some(run_id) = note.get("run_id").and_then(serde_json::Value::as_str) else {
                 continue;
             };
@@ -127,8 +127,23 @@ impl Engine {
         Ok(record)
     }
 
-    /// The cancellation of an execution, if it was cancelled.
-    pub async fn execution_cancellation(&self, execution: &str) -> Result<Option<Cancellation>> {
+    /// The cancellation of an execution, if it was cancelled. Read by an operator, or by a
+    /// principal holding a grant in force on the execution or its mission.
+    pub async fn execution_cancellation(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<Option<Cancellation>> {
+        self.require_read(caller, execution, "the cancellation")
+            .await?;
+        self.execution_cancellation_unscoped(execution).await
+    }
+
+    /// [`Engine::execution_cancellation`] for the engine's own use, for no caller.
+    pub(crate) async fn execution_cancellation_unscoped(
+        &self,
+        execution: &str,
+    ) -> Result<Option<Cancellation>> {
         let notes: Vec<Cancellation> = self
             .notes(&About::Execution(execution.to_owned()), CANCELLATION_SCHEMA)
             .await?;
@@ -139,7 +154,7 @@ impl Engine {
 
     /// Refuses an action on a cancelled execution (a conflict: nothing is written).
     pub(crate) async fn require_live(&self, execution: &str, action: &str) -> Result<()> {
-        match self.execution_cancellation(execution).await? {
+        match self.execution_cancellation_unscoped(execution).await? {
             Some(c) => Err(EngineError::Conflict(format!(
                 "execution {execution:?} was cancelled by {} ({}): {}; it cannot {action}",
                 c.by.principal.as_str(),

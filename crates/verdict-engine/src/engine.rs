@@ -20,16 +20,50 @@ pub const ENGINE_PRINCIPAL: &str = "verdict-engine";
 /// The gate used when none is named.
 pub const DEFAULT_GATE: &str = "default";
 
-/// An authenticated caller.
+/// An authenticated caller. Only the engine makes one: [`Engine::authenticate`] from a token,
+/// or the engine itself where it acts for a principal it already checked. Its fields are
+/// private, so no other crate can name someone it did not authenticate:
+///
+/// ```compile_fail,E0451
+/// use verdict_core::contracts::Role;
+/// let forged = verdict_engine::Principal {
+///     name: "mallory".parse().unwrap(),
+///     role: Role::Operator,
+/// };
+/// ```
+///
+/// What another crate may do is read one:
+///
+/// ```
+/// fn describe(p: &verdict_engine::Principal) -> String {
+///     format!("{} ({})", p.name(), p.role().as_str())
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// Name.
-    pub name: Name,
-    /// Role.
-    pub role: Role,
+    pub(crate) name: Name,
+    pub(crate) role: Role,
 }
 
 impl Principal {
+    /// A principal the engine vouches for: the holder of a token it checked, or a principal of
+    /// the store it acts for after checking the caller that asked.
+    pub(crate) fn new(name: Name, role: Role) -> Self {
+        Self { name, role }
+    }
+
+    /// The principal's name.
+    #[must_use]
+    pub fn name(&self) -> &Name {
+        &self.name
+    }
+
+    /// The principal's role.
+    #[must_use]
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
     /// The store actor of this principal, in its own role.
     #[must_use]
     pub fn actor(&self) -> Actor {
@@ -126,10 +160,7 @@ impl Engine {
                 .await?
         };
         match found {
-            Some(p) => Ok(Principal {
-                name: p.name,
-                role: p.role,
-            }),
+            Some(p) => Ok(Principal::new(p.name, p.role)),
             None => {
                 let fingerprint = (!token.is_empty()).then(|| token_fingerprint(token));
                 Err(self
@@ -365,6 +396,95 @@ impl Engine {
         Err(self.deny(who, err).await)
     }
 
+    /// Refuses a read of something `caller` may not see, and records the refusal as a denial,
+    /// exactly as a refused write is recorded.
+    pub(crate) async fn deny_read(
+        &self,
+        caller: &Principal,
+        what: String,
+        why: &str,
+    ) -> EngineError {
+        let err = EngineError::PermissionDenied {
+            principal: caller.name.to_string(),
+            role: caller.role.as_str(),
+            action: format!("read {what}"),
+            why: why.to_owned(),
+        };
+        self.deny(caller, err).await
+    }
+
+    /// Whether `caller` may read what is about `subject`: an operator always; anyone else
+    /// while it holds a grant (read or write) in force at the store's time on the subject's
+    /// execution or mission. Being the producer gives no read of its own: a producer acts
+    /// under a grant like everyone else, and a revoked grant must end its reads too.
+    pub(crate) async fn may_read(&self, caller: &Principal, subject: &Subject) -> Result<bool> {
+        if caller.role == Role::Operator {
+            return Ok(true);
+        }
+        let now = &self.now().await?;
+        self.has_grant(caller.name.as_str(), subject, false, now)
+            .await
+    }
+
+    /// Refuses (and records) a read of `what` about `subject` unless [`Engine::may_read`].
+    pub(crate) async fn require_read_subject(
+        &self,
+        caller: &Principal,
+        subject: &Subject,
+        what: &str,
+    ) -> Result<()> {
+        if self.may_read(caller, subject).await? {
+            return Ok(());
+        }
+        Err(self
+            .deny_read(
+                caller,
+                format!("{what} of execution {:?}", subject.execution.id.as_str()),
+                "no grant in force on its execution or mission",
+            )
+            .await)
+    }
+
+    /// Refuses (and records) a read of `what` about `execution` unless the caller is an
+    /// operator or holds a grant in force on it: on its current subject's execution or
+    /// mission, or, for an execution that has no subject yet, on the execution by name. A
+    /// caller in scope learns that an execution is unknown; anyone else learns nothing.
+    pub(crate) async fn require_read(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        what: &str,
+    ) -> Result<()> {
+        if caller.role == Role::Operator {
+            return Ok(());
+        }
+        if let Some(head) = self.execution_head_unscoped(execution).await? {
+            let subject = self.subject(&head.subject_digest).await?;
+            return self.require_read_subject(caller, &subject, what).await;
+        }
+        let now = &self.now().await?;
+        let named = self
+            .store
+            .grants_for(caller.name.as_str())
+            .await?
+            .iter()
+            .any(|g| {
+                g.is_active(now)
+                    && g.record.scope.kind == ScopeKind::Execution
+                    && g.record.scope.id.as_str() == execution
+            });
+        if named {
+            return Ok(());
+        }
+        Err(self
+            .deny_read(
+                caller,
+                format!("{what} of execution {execution:?}"),
+                "no grant in force on it",
+            )
+            .await)
+    }
+
     /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).
     /// Returns the policy digest.
     pub async fn set_policy(&self, caller: &Principal, policy: &Value) -> Result<Digest> {
@@ -388,8 +508,14 @@ impl Engine {
         Ok(digest)
     }
 
+    /// The gate's current policy and revision, if set, for any authenticated caller: the
+    /// policy every decision is made under is no secret from those it decides about.
+    pub async fn gate_policy_head(&self, _caller: &Principal) -> Result<Option<GateHead>> {
+        self.gate_head().await
+    }
+
     /// The gate's current policy, if set.
-    pub async fn gate_head(&self) -> Result<Option<GateHead>> {
+    pub(crate) async fn gate_head(&self) -> Result<Option<GateHead>> {
         Ok(
             match self.store.pointer(PointerKind::Gate, &self.gate).await? {
                 Some(p) => p.gate()?,
@@ -400,7 +526,7 @@ impl Engine {
 
     /// The execution's head, or `not_found` when no subject was ever put for it.
     pub(crate) async fn existing_execution_head(&self, execution: &str) -> Result<ExecutionHead> {
-        self.execution_head(execution)
+        self.execution_head_unscoped(execution)
             .await?
             .ok_or_else(|| EngineError::NotFound {
                 what: "execution",
@@ -408,8 +534,22 @@ impl Engine {
             })
     }
 
-    /// An execution's current subject and generation, if any.
-    pub async fn execution_head(&self, execution: &str) -> Result<Option<ExecutionHead>> {
+    /// An execution's current subject and generation, if any. Read by an operator, or by a
+    /// principal holding a grant in force on the execution or its mission.
+    pub async fn execution_head(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<Option<ExecutionHead>> {
+        self.require_read(caller, execution, "the head").await?;
+        self.execution_head_unscoped(execution).await
+    }
+
+    /// [`Engine::execution_head`] for the engine's own use, for no caller.
+    pub(crate) async fn execution_head_unscoped(
+        &self,
+        execution: &str,
+    ) -> Result<Option<ExecutionHead>> {
         Ok(
             match self
                 .store

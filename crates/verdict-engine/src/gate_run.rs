@@ -105,8 +105,16 @@ pub struct GateRun {
 }
 
 impl Engine {
-    /// Reads everything the engine counts for the execution's current subject.
-    pub async fn collect(&self, execution: &str) -> Result<Collected> {
+    /// Reads everything the engine counts for the execution's current subject, for an operator
+    /// or a principal holding a grant in force on the execution or its mission.
+    pub async fn collect(&self, caller: &Principal, execution: &str) -> Result<Collected> {
+        self.require_read(caller, execution, "the gate's inputs")
+            .await?;
+        self.collect_unscoped(execution).await
+    }
+
+    /// [`Engine::collect`] for the engine's own use, for no caller.
+    pub(crate) async fn collect_unscoped(&self, execution: &str) -> Result<Collected> {
         let head = self.existing_execution_head(execution).await?;
         let gate = self
             .gate_head()
@@ -141,13 +149,16 @@ impl Engine {
         let evidence = self.store.list(DocKind::Evidence, &about).await?;
         let mut verifications = Vec::new();
         for row in self.store.list(DocKind::Verification, &about).await? {
-            if self.counts(&row).await? {
+            if self.counts_unscoped(&row).await? {
                 verifications.push(row);
             }
         }
         let human_decisions = self.store.list(DocKind::HumanDecision, &about).await?;
         let mut prior_findings = Vec::new();
-        for (id, version) in self.prior_blockers(execution, &head.subject_digest).await? {
+        for (id, version) in self
+            .prior_blockers_unscoped(execution, &head.subject_digest)
+            .await?
+        {
             if let Some(f) = self.store.finding(&id, version).await? {
                 prior_findings.push(f);
             }
@@ -171,7 +182,18 @@ impl Engine {
     /// whose grant lapsed, whose result was refused or that recorded no outcome makes any result
     /// stored for it history. And a result counts only when it answers every criterion of its
     /// subject exactly once, however it reached the store.
-    pub async fn counts(&self, row: &Stored) -> Result<bool> {
+    ///
+    /// Read by an operator, or by a principal holding a grant in force on the result's subject.
+    pub async fn counts(&self, caller: &Principal, row: &Stored) -> Result<bool> {
+        let r: VerificationResult = row.decode()?;
+        let subject = self.subject(&r.subject_digest).await?;
+        self.require_read_subject(caller, &subject, "whether a result counts")
+            .await?;
+        self.counts_unscoped(row).await
+    }
+
+    /// [`Engine::counts`] for the engine's own use, for no caller.
+    pub(crate) async fn counts_unscoped(&self, row: &Stored) -> Result<bool> {
         if row.counted == Some(false) {
             return Ok(false);
         }
@@ -225,7 +247,7 @@ impl Engine {
         // A cancelled execution is never gated again; a decision that raced the cancellation
         // is stored but never applies (applicability reads the cancellation too).
         self.require_live(execution, "be gated").await?;
-        let collected = self.collect(execution).await?;
+        let collected = self.collect_unscoped(execution).await?;
         let bundle = collected.bundle(now)?;
         let decision = verdict_core::gate::evaluate_value(&bundle);
         let key = decision
@@ -283,7 +305,7 @@ impl Engine {
                 .filter(|e| e.table == Table::GateDecisions.name())
             {
                 let replayed = match e.key.parse::<Digest>() {
-                    Ok(key) => self.gate_replay(&key).await.map(|_| ()),
+                    Ok(key) => self.replay_unscoped(&key).await.map(|_| ()),
                     Err(err) => Err(EngineError::Invalid {
                         what: "evaluation key",
                         message: err.to_string(),
@@ -316,13 +338,48 @@ impl Engine {
     }
 
     /// Rebuilds the bundle of a stored decision from its record and evaluates it again; the
-    /// bytes must equal the stored ones. `key` is the evaluation key.
-    pub async fn gate_replay(&self, key: &Digest) -> Result<GateRun> {
-        Ok(self.replay_with_bundle(key).await?.0)
+    /// bytes must equal the stored ones. `key` is the evaluation key. Read by an operator, or
+    /// by a principal holding a grant in force on the decision's subject.
+    pub async fn gate_replay(&self, caller: &Principal, key: &Digest) -> Result<GateRun> {
+        Ok(self.replay_with_bundle(caller, key).await?.0)
     }
 
     /// [`Engine::gate_replay`], also returning the rebuilt bundle that reproduced the decision.
-    pub async fn replay_with_bundle(&self, key: &Digest) -> Result<(GateRun, Value)> {
+    pub async fn replay_with_bundle(
+        &self,
+        caller: &Principal,
+        key: &Digest,
+    ) -> Result<(GateRun, Value)> {
+        if caller.role != Role::Operator {
+            let stored =
+                self.store
+                    .decision_by_key(key)
+                    .await?
+                    .ok_or_else(|| EngineError::NotFound {
+                        what: "gate decision",
+                        key: key.to_string(),
+                    })?;
+            let decision: GateDecision = stored.decode()?;
+            let subject = match &decision.subject_digest {
+                Some(d) => self.subject(d).await?,
+                None => {
+                    return Err(self
+                        .deny_read(
+                            caller,
+                            format!("gate decision {key}"),
+                            "it names no subject, so no grant can cover it",
+                        )
+                        .await);
+                }
+            };
+            self.require_read_subject(caller, &subject, "a gate decision")
+                .await?;
+        }
+        self.replay_unscoped(key).await
+    }
+
+    /// [`Engine::replay_with_bundle`] for the engine's own use, for no caller.
+    pub(crate) async fn replay_unscoped(&self, key: &Digest) -> Result<(GateRun, Value)> {
         let stored =
             self.store
                 .decision_by_key(key)

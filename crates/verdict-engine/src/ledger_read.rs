@@ -2,12 +2,12 @@
 //! the decision `history` says applies to it. The counting itself is in `ledger.rs`.
 
 use crate::applicability::{DecisionView, NotApplicable};
-use crate::engine::Engine;
+use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::ledger::{AttemptClass, CohortKey, Ledger, Observation, VerifierRevision, Window};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
-use verdict_core::contracts::{Outcome, ReasonCode, Subject, VerificationResult};
+use verdict_core::contracts::{Outcome, ReasonCode, Role, Subject, VerificationResult};
 use verdict_core::digest::Digest;
 use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, ExecutionHead, PointerKind};
 
@@ -159,7 +159,7 @@ impl Engine {
                 |rt| format!("{}/{}@{}", rt.provider, rt.model, rt.snapshot),
             );
             let prompt = self
-                .run_contexts(r.verifier.run.as_str())
+                .run_contexts_unscoped(r.verifier.run.as_str())
                 .await?
                 .into_iter()
                 .filter_map(|c| serde_json::from_value::<ManifestHead>(c.manifest).ok())
@@ -229,13 +229,27 @@ impl Engine {
         Ok(now_set.as_ref() == Some(set))
     }
 
-    /// One observation per attempt (execution generation) of `execution`, as at `now`.
-    pub async fn ledger_attempts(&self, execution: &str) -> Result<Vec<Observation>> {
+    /// One observation per attempt (execution generation) of `execution`, as at `now`. Read by
+    /// an operator, or by a principal holding a grant in force on the execution or its mission.
+    pub async fn ledger_attempts(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<Vec<Observation>> {
+        self.require_read(caller, execution, "the attempts").await?;
+        self.ledger_attempts_unscoped(execution).await
+    }
+
+    /// [`Engine::ledger_attempts`] for the engine's own use, for no caller.
+    pub(crate) async fn ledger_attempts_unscoped(
+        &self,
+        execution: &str,
+    ) -> Result<Vec<Observation>> {
         let now = &self.now().await?;
-        let Some(head) = self.execution_head(execution).await? else {
+        let Some(head) = self.execution_head_unscoped(execution).await? else {
             return Ok(Vec::new());
         };
-        let history = self.history(execution).await?;
+        let history = self.history_unscoped(execution).await?;
         // The final subject of each generation: the head for the current one, else the last
         // subject of that generation the store holds.
         let mut finals: BTreeMap<u64, (Digest, Subject)> = BTreeMap::new();
@@ -334,11 +348,17 @@ impl Engine {
     }
 
     /// The reliability ledger of every execution in the store over `window`, as at `now`.
-    pub async fn ledger(&self, window: Window) -> Result<Ledger> {
+    /// Operators only: its numbers are the platform's, over executions no other principal may
+    /// read, and a ledger of only the executions a caller's grants cover would carry the same
+    /// labels with other numbers. Anyone else reads the attempts of the executions it may read
+    /// ([`Engine::ledger_attempts`]).
+    pub async fn ledger(&self, caller: &Principal, window: Window) -> Result<Ledger> {
+        self.require_role(caller, &[Role::Operator], "read the platform's ledger")
+            .await?;
         let now = &self.now().await?;
         let mut observations = Vec::new();
         for execution in self.executions().await? {
-            observations.extend(self.ledger_attempts(&execution).await?);
+            observations.extend(self.ledger_attempts_unscoped(&execution).await?);
         }
         Ok(crate::ledger::compute(&observations, window, now))
     }

@@ -27,9 +27,11 @@
 //! // A wrong token is refused, and the attempt is recorded as a denial. Every time that
 //! // decides authority is the store's clock, never the caller's.
 //! let ops = engine.authenticate(&token).await?;
-//! let status = engine.status("ex-1").await?;
+//! // Reads are the caller's too: an operator reads every execution, anyone else only those
+//! // its grants in force cover; a refused read is recorded as a denial.
+//! let status = engine.status(&ops, "ex-1").await?;
 //! assert!(status.applicable.is_none());
-//! # let _ = ops; Ok(()) }
+//! # Ok(()) }
 //! ```
 
 mod applicability;

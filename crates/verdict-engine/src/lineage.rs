@@ -3,7 +3,7 @@
 //! than only from decisions: a blocker a verifier reported on a subject that was never gated
 //! still binds the next subject.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Principal};
 use crate::error::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
@@ -37,7 +37,22 @@ impl Engine {
     /// or left unresolved. A candidate stays open unless the latest earlier subject after its
     /// own that disposed of it, in counted results, resolved it (with refs) or superseded it
     /// (with a reason). A candidate whose own subject is not in the lineage stays open.
+    ///
+    /// Read by an operator, or by a principal holding a grant in force on the execution or its
+    /// mission.
     pub async fn prior_blockers(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        current: &Digest,
+    ) -> Result<Vec<FindingRef>> {
+        self.require_read(caller, execution, "the prior blockers")
+            .await?;
+        self.prior_blockers_unscoped(execution, current).await
+    }
+
+    /// [`Engine::prior_blockers`] for the engine's own use, for no caller.
+    pub(crate) async fn prior_blockers_unscoped(
         &self,
         execution: &str,
         current: &Digest,
@@ -63,7 +78,7 @@ impl Engine {
                 .collect();
             let about = About::Subject(row.digest.clone());
             for result in self.store.list(DocKind::Verification, &about).await? {
-                if !self.counts(&result).await? {
+                if !self.counts_unscoped(&result).await? {
                     continue;
                 }
                 let r: VerificationResult = result.decode()?;

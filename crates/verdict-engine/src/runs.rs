@@ -219,7 +219,7 @@ impl Engine {
             .map(ToString::to_string)
             .collect();
         let prior: Vec<Value> = self
-            .prior_blockers(execution, &head.subject_digest)
+            .prior_blockers_unscoped(execution, &head.subject_digest)
             .await?
             .into_iter()
             .map(|(id, version)| json!({"id": id.as_str(), "version": version}))
@@ -327,7 +327,7 @@ impl Engine {
         let subject = self.subject(&subject_digest).await?;
         let execution = subject.execution.id.to_string();
         self.require_live(&execution, "admit runs").await?;
-        let head = self.execution_head(&execution).await?;
+        let head = self.execution_head_unscoped(&execution).await?;
         if head.as_ref().map(|h| &h.subject_digest) != Some(&subject_digest) {
             return Err(EngineError::Conflict(format!(
                 "request {request} is for subject {subject_digest}, which is no longer execution {execution:?}'s current subject"
@@ -375,7 +375,7 @@ impl Engine {
         } = pinned;
         if let Some(max) = budget.max_runs {
             let used = self
-                .admission_notes(execution)
+                .admission_notes_unscoped(execution)
                 .await?
                 .iter()
                 .filter(|n| n.get("request_digest") == Some(&json!(request.as_str())))
@@ -392,10 +392,7 @@ impl Engine {
                 key: verifier.to_owned(),
             });
         };
-        let who = Principal {
-            name: record.name,
-            role: record.role,
-        };
+        let who = Principal::new(record.name, record.role);
         if who.name == subject.producer.principal || run_id == subject.producer.run.as_str() {
             let err = EngineError::SelfVerificationDenied {
                 principal: who.name.to_string(),
@@ -439,7 +436,7 @@ impl Engine {
         };
         // The run and its note are appended together: a run is never without the note that
         // says whether a model may be called for it, whatever crashes when.
-        let preflight = self.preflight(execution).await?;
+        let preflight = self.preflight_unscoped(execution).await?;
         let note = json!({
             "schema": ADMISSION_SCHEMA,
             "run_id": run_id,
@@ -508,10 +505,18 @@ impl Engine {
         Ok((job, holder))
     }
 
-    /// The pure Gate over the execution's deterministic evidence alone.
-    pub async fn preflight(&self, execution: &str) -> Result<Preflight> {
+    /// The pure Gate over the execution's deterministic evidence alone. Read by an operator,
+    /// or by a principal holding a grant in force on the execution or its mission.
+    pub async fn preflight(&self, caller: &Principal, execution: &str) -> Result<Preflight> {
+        self.require_read(caller, execution, "the preflight")
+            .await?;
+        self.preflight_unscoped(execution).await
+    }
+
+    /// [`Engine::preflight`] for the engine's own use, for no caller.
+    pub(crate) async fn preflight_unscoped(&self, execution: &str) -> Result<Preflight> {
         let now = &self.now().await?;
-        let mut collected = self.collect(execution).await?;
+        let mut collected = self.collect_unscoped(execution).await?;
         collected.verifications.clear();
         collected.human_decisions.clear();
         let decision = verdict_core::gate::evaluate_value(&collected.bundle(now)?);
@@ -543,8 +548,16 @@ impl Engine {
     /// The admission notes of an execution's runs, in the order they were written, one per
     /// run. Notes share the requests table, which producers may write, so a note counts only
     /// when the run record (written by the engine alone) confirms its run, request, subject,
-    /// verifier, class and generation; anything else is ignored.
-    pub async fn admission_notes(&self, execution: &str) -> Result<Vec<Value>> {
+    /// verifier, class and generation; anything else is ignored. Read by an operator, or by a
+    /// principal holding a grant in force on the execution or its mission.
+    pub async fn admission_notes(&self, caller: &Principal, execution: &str) -> Result<Vec<Value>> {
+        self.require_read(caller, execution, "the admissions")
+            .await?;
+        self.admission_notes_unscoped(execution).await
+    }
+
+    /// [`Engine::admission_notes`] for the engine's own use, for no caller.
+    pub(crate) async fn admission_notes_unscoped(&self, execution: &str) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         for row in self
@@ -624,7 +637,7 @@ impl Engine {
             .await?;
         let subject = self.subject(&run.admission.subject_digest).await?;
         let note = self
-            .admission_notes(subject.execution.id.as_str())
+            .admission_notes_unscoped(subject.execution.id.as_str())
             .await?
             .into_iter()
             .find(|n| n.get("run_id") == Some(&json!(run_id)));
@@ -672,7 +685,7 @@ impl Engine {
             .iter()
             .map(|s| s.value())
             .collect::<Result<Vec<_>, _>>()?;
-        let prior_findings = self.pinned_prior_findings(&request).await?;
+        let prior_findings = self.pinned_prior_findings_unscoped(&request).await?;
         let task = VerifyTask {
             run_id: a.run_id.clone(),
             verifier: a.verifier.clone(),
@@ -684,10 +697,8 @@ impl Engine {
             evidence,
             prior_findings,
         };
-        let verifier = Principal {
-            name: a.verifier.clone(),
-            role: Role::Verifier,
-        };
+        // The engine acts as the run's verifier, for a caller `own_run` checked above.
+        let verifier = Principal::new(a.verifier.clone(), Role::Verifier);
         self.store
             .record_run_status(&verifier.actor(), run_id, RunStatus::Started, None)
             .await?;
@@ -701,8 +712,34 @@ impl Engine {
     }
 
     /// The prior blocking findings a request pinned, read by id and version; a pin whose
-    /// finding is not stored is refused rather than silently dropped.
-    pub async fn pinned_prior_findings(&self, request: &Value) -> Result<Vec<Value>> {
+    /// finding is not stored is refused rather than silently dropped. The request is the
+    /// caller's to give, so each finding is checked, not the request: an operator reads any,
+    /// anyone else only findings on subjects its grants in force cover.
+    pub async fn pinned_prior_findings(
+        &self,
+        caller: &Principal,
+        request: &Value,
+    ) -> Result<Vec<Value>> {
+        let found = self.pinned_prior_findings_unscoped(request).await?;
+        for f in &found {
+            let subject: Digest = f
+                .get("subject_digest")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| invalid("prior finding")(format!("subject_digest: {e}")))?;
+            let subject = self.subject(&subject).await?;
+            self.require_read_subject(caller, &subject, "a prior finding")
+                .await?;
+        }
+        Ok(found)
+    }
+
+    /// [`Engine::pinned_prior_findings`] for the engine's own use, for no caller.
+    pub(crate) async fn pinned_prior_findings_unscoped(
+        &self,
+        request: &Value,
+    ) -> Result<Vec<Value>> {
         let bad = invalid("verification request");
         let mut out = Vec::new();
         let pins = request
@@ -769,18 +806,35 @@ impl Engine {
         Ok(digest)
     }
 
-    /// The context notes recorded for a run, in the order they were stored.
-    pub async fn run_contexts(&self, run_id: &str) -> Result<Vec<RunContext>> {
-        let run = self
-            .store
+    /// The context notes recorded for a run, in the order they were stored. Read by the run's
+    /// verifier, an operator, or a principal holding a grant in force on the run's subject.
+    pub async fn run_contexts(&self, caller: &Principal, run_id: &str) -> Result<Vec<RunContext>> {
+        let run = self.known_run(run_id).await?;
+        if run.admission.verifier != caller.name {
+            let subject = self.subject(&run.admission.subject_digest).await?;
+            self.require_read_subject(caller, &subject, "a run's context")
+                .await?;
+        }
+        self.contexts_about(&run.admission.subject_digest, run_id)
+            .await
+    }
+
+    /// [`Engine::run_contexts`] for the engine's own use, for no caller.
+    pub(crate) async fn run_contexts_unscoped(&self, run_id: &str) -> Result<Vec<RunContext>> {
+        let run = self.known_run(run_id).await?;
+        self.contexts_about(&run.admission.subject_digest, run_id)
+            .await
+    }
+
+    /// The run `run_id`, or `not_found`.
+    async fn known_run(&self, run_id: &str) -> Result<Run> {
+        self.store
             .run(run_id)
             .await?
             .ok_or_else(|| EngineError::NotFound {
                 what: "run",
                 key: run_id.to_owned(),
-            })?;
-        self.contexts_about(&run.admission.subject_digest, run_id)
-            .await
+            })
     }
 
     /// The context notes of run `run_id` among the engine's notes about `subject`.
@@ -843,7 +897,10 @@ impl Engine {
             return Err(self.deny(caller, err).await);
         }
         let execution = subject.execution.id.as_str();
-        let execution_cancelled = self.execution_cancellation(execution).await?.is_some();
+        let execution_cancelled = self
+            .execution_cancellation_unscoped(execution)
+            .await?
+            .is_some();
         let late = match run.status() {
             Some(RunStatus::Cancelled) => true,
             Some(s) if s.is_terminal() => {

@@ -47,7 +47,7 @@ impl Engine {
         let execution = subject.execution.id.as_str();
         // A cancelled execution stays ended; a retry is a new execution.
         self.require_live(execution, "take a new subject").await?;
-        let head = self.execution_head(execution).await?;
+        let head = self.execution_head_unscoped(execution).await?;
         if let Some(h) = &head
             && subject.execution.generation < h.generation
         {

@@ -460,10 +460,11 @@ async fn current_policy(
     state: &AppState,
     caller: &verdict_engine::Principal,
 ) -> Result<(GatePolicy, String), ApiError> {
-    let head =
-        state.engine.gate_head().await?.ok_or_else(|| {
-            verdict_engine::EngineError::NoSuchGate(state.engine.gate().to_owned())
-        })?;
+    let head = state
+        .engine
+        .gate_policy_head(caller)
+        .await?
+        .ok_or_else(|| verdict_engine::EngineError::NoSuchGate(state.engine.gate().to_owned()))?;
     let (digest, policy) = state
         .engine
         .show_policy(caller, Some(&head.policy_digest))
@@ -520,7 +521,7 @@ pub async fn set_gate_policy(
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(HeaderMap, Json<GatePolicy>), ApiError> {
     if headers.contains_key(header::IF_MATCH) {
-        let head = state.engine.gate_head().await?;
+        let head = state.engine.gate_policy_head(&caller).await?;
         etag::check_if_match(&headers, head.as_ref().map(etag::of_gate).as_deref())?;
     }
     state.engine.set_policy(&caller, &doc).await?;

@@ -189,7 +189,7 @@ pub async fn put_subject(
                     "the subject names no execution id at /execution/id, so If-Match has nothing to match".into(),
                 )
             })?;
-        let head = state.engine.execution_head(id).await?;
+        let head = state.engine.execution_head(&caller, id).await?;
         etag::check_if_match(&headers, head.as_ref().map(etag::of_execution).as_deref())?;
     }
     let digest = state.engine.put_subject(&caller, &doc).await?;
@@ -286,7 +286,8 @@ pub(crate) fn stored_decision(bytes: &str) -> Result<Value, ApiError> {
     })
 }
 
-/// The execution's applicable decision, or the latest and why it does not apply.
+/// The execution's applicable decision, or the latest and why it does not apply. An operator
+/// reads any execution; anyone else only one its grants in force cover (else 403).
 #[utoipa::path(get, path = "/v1/executions/{id}/status", tag = "lifecycle",
     params(("id" = String, Path, description = "Execution id")),
     responses(
@@ -297,13 +298,13 @@ pub(crate) fn stored_decision(bytes: &str) -> Result<Value, ApiError> {
     security(("bearer" = [])))]
 pub async fn status(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<Status>, ApiError> {
-    Ok(Json(state.engine.status(&id).await?))
+    Ok(Json(state.engine.status(&caller, &id).await?))
 }
 
-/// Every decision and verifier run of the execution.
+/// Every decision and verifier run of the execution, read as the status is.
 #[utoipa::path(get, path = "/v1/executions/{id}/history", tag = "lifecycle",
     params(("id" = String, Path, description = "Execution id")),
     responses(
@@ -314,10 +315,10 @@ pub async fn status(
     security(("bearer" = [])))]
 pub async fn history(
     State(state): State<AppState>,
-    Caller(_caller): Caller,
+    Caller(caller): Caller,
     ExecutionId(id): ExecutionId,
 ) -> Result<Json<History>, ApiError> {
-    Ok(Json(state.engine.history(&id).await?))
+    Ok(Json(state.engine.history(&caller, &id).await?))
 }
 
 /// Cancels an execution: no decision of it applies from now on.

@@ -76,7 +76,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
             .trim()
             .to_owned();
         let status: Value = serde_json::from_str(&env.ok(
-            None,
+            Some(&ops),
             &["status", "quickstart-1", "--gate", "quickstart", "--json"],
         ))
         .unwrap();
@@ -167,7 +167,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         // Exports for others' tools.
         let junit = env.path("junit.xml");
         env.ok(
-            None,
+            Some(&ops),
             &[
                 "export",
                 "junit",
@@ -183,7 +183,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         assert!(xml.contains("failures=\"0\" errors=\"0\""), "{xml}");
         let gh = env.path("github.json");
         env.ok(
-            None,
+            Some(&ops),
             &[
                 "export",
                 "github",
@@ -200,7 +200,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         assert_eq!(p["check_run"]["conclusion"], "success");
         assert_eq!(p["commit_status"]["state"], "success");
         let out = env.run(
-            None,
+            Some(&ops),
             &[
                 "export",
                 "github",
@@ -216,7 +216,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         // The ledger: one attempt, a verified pass, in every format.
         let svg = env.path("svg");
         let json: Value = serde_json::from_str(&env.ok(
-            None,
+            Some(&ops),
             &[
                 "ledger",
                 "--gate",
@@ -237,7 +237,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         let chart = std::fs::read_to_string(PathBuf::from(&svg).join("cohort-001.svg")).unwrap();
         assert!(chart.starts_with("<svg"));
         let csv = env.ok(
-            None,
+            Some(&ops),
             &[
                 "ledger",
                 "--gate",
@@ -255,11 +255,11 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 .unwrap()
                 .contains("insufficient_evidence")
         );
-        let table = env.ok(None, &["ledger", "--gate", "quickstart"]);
+        let table = env.ok(Some(&ops), &["ledger", "--gate", "quickstart"]);
         assert!(table.contains("insufficient_evidence"), "{table}");
         // A gate no policy was ever set for does not exist; the ledger says so rather than
         // counting every attempt as unverified under it.
-        let none = env.run(None, &["ledger"]);
+        let none = env.run(Some(&ops), &["ledger"]);
         assert_eq!(none.status.code(), Some(2));
         assert!(
             String::from_utf8_lossy(&none.stderr).contains("gate \"default\" does not exist"),

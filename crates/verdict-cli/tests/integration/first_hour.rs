@@ -137,10 +137,40 @@ fn a_closed_standard_output_ends_every_command_cleanly() {
         .to_owned();
     let commands: &[&[&str]] = &[
         &["schema", "bundle"],
-        &["status", "quickstart-1", "--gate", "quickstart", "--json"],
-        &["status", "quickstart-1", "--gate", "quickstart"],
-        &["history", "quickstart-1", "--gate", "quickstart", "--json"],
-        &["history", "quickstart-1", "--gate", "quickstart"],
+        &[
+            "status",
+            "quickstart-1",
+            "--gate",
+            "quickstart",
+            "--json",
+            "--token",
+            &ops,
+        ],
+        &[
+            "status",
+            "quickstart-1",
+            "--gate",
+            "quickstart",
+            "--token",
+            &ops,
+        ],
+        &[
+            "history",
+            "quickstart-1",
+            "--gate",
+            "quickstart",
+            "--json",
+            "--token",
+            &ops,
+        ],
+        &[
+            "history",
+            "quickstart-1",
+            "--gate",
+            "quickstart",
+            "--token",
+            &ops,
+        ],
         &["gate", "evaluate", "examples/rework/bundle.json"],
         &[
             "gate",
@@ -184,9 +214,14 @@ fn status_of_a_gate_that_does_not_exist_says_so() {
     let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
     let out = verdict_in(&store).arg("quickstart").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    let ops = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("vdt_"))
+        .unwrap()
+        .to_owned();
     for cmd in ["status", "history"] {
         let out = verdict_in(&store)
-            .args([cmd, "quickstart-1", "--gate", "merge"])
+            .args([cmd, "quickstart-1", "--gate", "merge", "--token", &ops])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{cmd}: {}", text(&out));

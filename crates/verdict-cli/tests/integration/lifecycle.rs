@@ -114,10 +114,13 @@ fn quickstart_twice_then_status_history_and_audit() {
         let second = env.ok(Some(&ops), &["quickstart"]);
         assert!(second.contains("quickstart-2"), "{second}");
         assert!(!second.contains("vdt_"), "{second}");
-        let status = env.ok(None, &["status", "quickstart-1", "--gate", "quickstart"]);
+        let status = env.ok(
+            Some(&ops),
+            &["status", "quickstart-1", "--gate", "quickstart"],
+        );
         assert!(status.starts_with("quickstart-1: pass applies"), "{status}");
         let history: Value = serde_json::from_str(&env.ok(
-            None,
+            Some(&ops),
             &["history", "quickstart-2", "--gate", "quickstart", "--json"],
         ))
         .unwrap();
@@ -128,7 +131,7 @@ fn quickstart_twice_then_status_history_and_audit() {
         );
         for d in history["decisions"].as_array().unwrap() {
             env.ok(
-                None,
+                Some(&ops),
                 &[
                     "gate",
                     "replay",
@@ -149,8 +152,13 @@ fn printed_commands(out: &str) -> Vec<String> {
 }
 
 /// Runs each printed command exactly as printed, through `sh`, with the built binary first on
-/// PATH, in the quickstart's directory and environment.
-fn run_as_printed(env: &Env, commands: &[String], store_in_env: bool) -> Vec<String> {
+/// PATH, in the quickstart's directory and environment (`token` as VERDICT_TOKEN, if given).
+fn run_as_printed(
+    env: &Env,
+    commands: &[String],
+    store_in_env: bool,
+    token: Option<&str>,
+) -> Vec<String> {
     let bin = Path::new(env!("CARGO_BIN_EXE_verdict")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     commands
@@ -165,6 +173,9 @@ fn run_as_printed(env: &Env, commands: &[String], store_in_env: bool) -> Vec<Str
                 .env_remove("VERDICT_STORE");
             if store_in_env {
                 cmd.env("VERDICT_STORE", &env.store);
+            }
+            if let Some(t) = token {
+                cmd.env("VERDICT_TOKEN", t);
             }
             let out = cmd.output().unwrap();
             assert!(
@@ -186,12 +197,26 @@ fn quickstart_prints_follow_ups_that_work_as_printed() {
         let commands = printed_commands(&out);
         assert_eq!(commands.len(), 3, "{out}");
         assert!(commands.iter().all(|c| !c.contains("--store")), "{out}");
-        let outputs = run_as_printed(env, &commands, true);
+        // Reads need a token: the new operator's, printed once above, is named again.
+        let ops = out.lines().find(|l| l.starts_with("vdt_")).unwrap();
+        for c in &commands[..2] {
+            assert!(c.ends_with(&format!(" --token {ops}")), "{out}");
+        }
+        let outputs = run_as_printed(env, &commands, true, None);
         assert!(
             outputs[0].starts_with("quickstart-1: pass applies"),
             "{outputs:?}"
         );
         assert!(outputs[1].contains("applies"), "{outputs:?}");
+        // A token from VERDICT_TOKEN is not printed: the same shell still holds it.
+        let out = env.ok(Some(ops), &["quickstart"]);
+        let commands = printed_commands(&out);
+        assert!(commands.iter().all(|c| !c.contains("vdt_")), "{out}");
+        let outputs = run_as_printed(env, &commands, true, Some(ops));
+        assert!(
+            outputs[0].starts_with("quickstart-2: pass applies"),
+            "{outputs:?}"
+        );
     });
     // The store from `--store`, in a directory whose name needs quoting: the commands name it.
     let env = Env::sqlite();
@@ -214,7 +239,7 @@ fn quickstart_prints_follow_ups_that_work_as_printed() {
     let out = String::from_utf8(out.stdout).unwrap();
     let commands = printed_commands(&out);
     assert!(commands.iter().all(|c| c.contains("--store '")), "{out}");
-    let outputs = run_as_printed(&env, &commands, false);
+    let outputs = run_as_printed(&env, &commands, false, None);
     assert!(
         outputs[0].starts_with("quickstart-1: pass applies"),
         "{outputs:?}"
@@ -372,7 +397,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
             serde_json::from_str(&env.ok(Some(&ci), &["gate", "run", "ex-1"])).unwrap();
         assert_eq!(decision["outcome"], "pass");
         let replay = env.ok(
-            None,
+            Some(&ops),
             &[
                 "gate",
                 "replay",
@@ -381,7 +406,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         );
         assert_eq!(serde_json::from_str::<Value>(&replay).unwrap(), decision);
         assert!(
-            env.ok(None, &["status", "ex-1"])
+            env.ok(Some(&ops), &["status", "ex-1"])
                 .starts_with("ex-1: pass applies")
         );
         // A new policy revision: the pass stays stored but no longer applies.
@@ -391,7 +416,7 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
             Some(&ops),
             &["policy", "set", &env.file("policy2.json", &p2)],
         );
-        let out = env.run(None, &["status", "ex-1"]);
+        let out = env.run(Some(&ops), &["status", "ex-1"]);
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stdout).contains("policy_revision_moved"));
         env.ok(None, &["audit", "verify"]);
@@ -743,6 +768,141 @@ fn on_a_manual_clock_no_earlier_time_gets_past_a_revocation_or_an_expiry() {
         );
         let status = String::from_utf8_lossy(&out.stdout);
         assert!(status.contains("store clock: manual"), "{status}");
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
+#[test]
+fn reads_without_a_token_or_with_a_wrong_one_are_refused_and_write_only_a_denial() {
+    both(|env| {
+        let w = walk(env, &[], &[]);
+        let out = env.run(Some(&w.ops), &["gate", "run", "ex-1"]);
+        let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let key = decision["evaluation_key"].as_str().unwrap().to_owned();
+        let sha = "c".repeat(40);
+        let reads: [&[&str]; 7] = [
+            &["status", "ex-1"],
+            &["history", "ex-1"],
+            &["gate", "replay", &key],
+            &["ledger"],
+            &["export", "junit", "ex-1"],
+            &["export", "github", "ex-1", "--head-sha", &sha],
+            &["execution", "show", "ex-1"],
+        ];
+        for args in reads {
+            for token in [None, Some("vdt_not-a-token-anyone-holds")] {
+                let before = chain_length(&env.store);
+                let denials = unauthenticated_denials(&env.store).len();
+                let out = env.run(token, args);
+                assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+                assert!(out.stdout.is_empty(), "{args:?} printed something");
+                let said = stderr(&out);
+                assert!(said.contains("unauthenticated"), "{args:?}: {said}");
+                if token.is_none() {
+                    assert!(said.contains("--token or VERDICT_TOKEN"), "{said}");
+                }
+                assert_eq!(chain_length(&env.store), before + 1, "{args:?}");
+                assert_eq!(unauthenticated_denials(&env.store).len(), denials + 1);
+            }
+            // With the operator's token each reads.
+            let out = env.run(Some(&w.ops), args);
+            assert_ne!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        }
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
+#[test]
+fn a_verifiers_reads_follow_its_grant_through_revocation_and_expiry() {
+    both(|env| {
+        let at = |t: &'static str| ["--now", t];
+        let w = walk(env, &["--clock", "manual"], &at(NOW));
+        let subject = json!({
+            "schema": "verdict.subject/v1",
+            "execution": {"id": "ex-2", "generation": 1},
+            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "objective": {"revision": "1", "digest": DEF},
+            "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+            "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+            "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+        });
+        env.ok(
+            Some(&w.ops),
+            &[
+                &["subject", "put", &env.file("ex2.json", &subject)][..],
+                &at(NOW),
+            ]
+            .concat(),
+        );
+        // Read: no pass applies yet (exit 1). Refused: exit 2, `permission_denied`, one denial.
+        let reads = |token: &str, execution: &str, now: &'static str| {
+            let before = chain_length(&env.store);
+            let out = env.run(
+                Some(token),
+                &[&["status", execution][..], &at(now)].concat(),
+            );
+            match out.status.code() {
+                Some(1) => {
+                    assert_eq!(chain_length(&env.store), before);
+                    true
+                }
+                Some(2) => {
+                    assert!(
+                        stderr(&out).contains("permission_denied"),
+                        "{}",
+                        stderr(&out)
+                    );
+                    assert_eq!(chain_length(&env.store), before + 1);
+                    false
+                }
+                other => panic!("{other:?}: {}", stderr(&out)),
+            }
+        };
+        assert!(reads(&w.rev, "ex-1", NOW));
+        assert!(!reads(&w.rev, "ex-2", NOW));
+        assert!(reads(&w.ops, "ex-2", NOW));
+        // A grant that expires at 12:30 reads at 12:10, not at 13:00.
+        let rev2 = env.ok(
+            Some(&w.ops),
+            &[
+                &["principal", "add", "rev2", "--role", "verifier"][..],
+                &at(NOW),
+            ]
+            .concat(),
+        );
+        env.ok(
+            Some(&w.ops),
+            &[
+                &[
+                    "grant",
+                    "add",
+                    "g-rev2",
+                    "--principal",
+                    "rev2",
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    "read",
+                    "--expires",
+                    "2026-11-30T12:30:00Z",
+                ][..],
+                &at(NOW),
+            ]
+            .concat(),
+        );
+        assert!(reads(&rev2, "ex-1", "2026-11-30T12:10:00Z"));
+        assert!(!reads(&rev2, "ex-1", "2026-11-30T13:00:00Z"));
+        // Revoked, the verifier reads nothing, whatever earlier time it names.
+        env.ok(
+            Some(&w.ops),
+            &[
+                &["grant", "revoke", "g-rev", "--reason", "rotated out"][..],
+                &at("2026-11-30T12:20:00Z"),
+            ]
+            .concat(),
+        );
+        assert!(!reads(&w.rev, "ex-1", "2026-11-30T12:20:00Z"));
+        assert!(!reads(&w.rev, "ex-1", "2026-11-30T11:00:00Z"));
         env.ok(None, &["audit", "verify"]);
     });
 }

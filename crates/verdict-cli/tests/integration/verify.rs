@@ -363,7 +363,7 @@ fn a_valid_reply_is_stored_counted_and_the_gate_passes() {
     assert_eq!(decision["outcome"], "pass", "{decision}");
     assert_eq!(code, Some(0));
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
+        serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap();
     let run = &history["runs"][0];
     assert_eq!(run["run_id"], cols[1]);
     assert_eq!(run["counted"], true, "{history}");
@@ -391,7 +391,7 @@ fn garbage_ends_unavailable_invalid_output_and_the_gate_is_blocked() {
         .collect();
     assert!(codes.contains(&"verifier_unavailable"), "{codes:?}");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
+        serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
 }
 
@@ -405,7 +405,7 @@ fn a_failing_required_check_skips_the_model_entirely() {
     assert!(stdout.contains("check_failed"), "{stdout}");
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0, "the model was called");
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
+        serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "cancelled", "{history}");
 }
 
@@ -502,7 +502,7 @@ fn resource_and_objective_bytes_must_match_the_subject_or_nothing_runs() {
     }
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
+        serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"], json!([]), "a run was admitted: {history}");
 }
 
@@ -530,7 +530,7 @@ fn a_pass_citing_no_citable_entry_ends_the_run_unavailable() {
         "{stdout}"
     );
     let history: Value =
-        serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap();
+        serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap();
     assert_eq!(history["runs"][0]["status"], "unavailable", "{history}");
     let (_, decision) = s.gate();
     assert_ne!(decision["outcome"], "pass", "{decision}");
@@ -576,7 +576,7 @@ fn the_request_budget_caps_the_class_budget() {
 }
 
 fn history(s: &Setup) -> Value {
-    serde_json::from_str(&s.env.ok(None, &["history", "ex-1", "--json"])).unwrap()
+    serde_json::from_str(&s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"])).unwrap()
 }
 
 #[test]
@@ -608,7 +608,7 @@ fn receipts_are_stored_with_the_run_and_history_shows_them() {
                 .starts_with("sha256:")
         );
         assert_eq!(run["detail"], Value::Null);
-        let text = s.env.ok(None, &["history", "ex-1"]);
+        let text = s.env.ok(Some(&s.rev), &["history", "ex-1"]);
         assert!(
             text.contains("call sample 0 attempt 1: openai-compatible judge-model snapshot fp_cli, tokens 10 in 10 out")
                 && text.contains(", valid"),
@@ -653,8 +653,8 @@ fn an_echoed_key_reaches_neither_output_nor_the_store() {
         let shown = format!(
             "{stdout}\n{}\n{}\n{}",
             text(&out.stderr),
-            s.env.ok(None, &["history", "ex-1", "--json"]),
-            s.env.ok(None, &["history", "ex-1"]),
+            s.env.ok(Some(&s.rev), &["history", "ex-1", "--json"]),
+            s.env.ok(Some(&s.rev), &["history", "ex-1"]),
         );
         for i in 0..=key.len() - 12 {
             assert!(

@@ -30,7 +30,7 @@ async fn requests(w: &World) -> usize {
 }
 
 async fn current_key(w: &World) -> Digest {
-    let s = w.engine.status(EXEC).await.unwrap();
+    let s = w.engine.status(&w.ops, EXEC).await.unwrap();
     s.applicable.unwrap().decision.evaluation_key.unwrap()
 }
 
@@ -43,7 +43,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         let old = key(1);
         assert!(
             !w.engine
-                .signing_key_registered(&old.verifying_key())
+                .signing_key_registered(&w.ops, &old.verifying_key())
                 .await
                 .unwrap()
         );
@@ -54,7 +54,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         assert_eq!(report.test_results, 1);
         assert!(
             w.engine
-                .signing_key_registered(&old.verifying_key())
+                .signing_key_registered(&w.ops, &old.verifying_key())
                 .await
                 .unwrap()
         );
@@ -63,7 +63,7 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         // and the store says which key signed which.
         let new = key(2);
         let b = w.engine.attest(&w.ops, &eval, &new, false).await.unwrap();
-        let records = w.engine.attestations(EXEC).await.unwrap();
+        let records = w.engine.attestations(&w.ops, EXEC).await.unwrap();
         let ids: Vec<&str> = records.iter().map(|r| r.key_id.as_str()).collect();
         assert_eq!(ids, [a.record.key_id.as_str(), b.record.key_id.as_str()]);
         assert_ne!(a.record.key_id, b.record.key_id);
@@ -108,7 +108,7 @@ async fn only_an_operator_signs_and_a_refusal_writes_only_its_denial() {
         );
         assert!(
             !w.engine
-                .signing_key_registered(&key(3).verifying_key())
+                .signing_key_registered(&w.ops, &key(3).verifying_key())
                 .await
                 .unwrap()
         );
@@ -135,7 +135,13 @@ async fn a_pass_that_no_longer_applies_is_not_attested() {
         assert_eq!(err.code(), "conflict", "{err}");
         assert!(err.to_string().contains("subject_moved"), "{err}");
         assert_eq!(requests(&w).await, before);
-        assert!(w.engine.attestations(EXEC).await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .attestations(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     })
     .await;
 }
@@ -180,7 +186,7 @@ async fn records_a_producer_writes_are_never_taken_for_the_engines() {
             .unwrap();
         assert!(
             !w.engine
-                .signing_key_registered(&forged_key.verifying_key())
+                .signing_key_registered(&w.ops, &forged_key.verifying_key())
                 .await
                 .unwrap()
         );
@@ -210,7 +216,7 @@ async fn records_a_producer_writes_are_never_taken_for_the_engines() {
             )
             .await
             .unwrap();
-        let listed = w.engine.attestations(EXEC).await.unwrap();
+        let listed = w.engine.attestations(&w.ops, EXEC).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].key_id, real.record.key_id);
     })
@@ -222,24 +228,24 @@ async fn exports_follow_the_applicable_decision() {
     on_both(|store| async move {
         let w = world(store).await;
         let sha = "0123456789abcdef0123456789abcdef01234567";
-        let none = w.engine.github_payloads(EXEC, sha).await;
+        let none = w.engine.github_payloads(&w.ops, EXEC, sha).await;
         assert!(none.is_ok());
         assert_eq!(none.unwrap().check_run.conclusion, "action_required");
         passed(&w, 0, "change A", "run-1").await;
-        let p = w.engine.github_payloads(EXEC, sha).await.unwrap();
+        let p = w.engine.github_payloads(&w.ops, EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "success");
         assert_eq!(p.commit_status.state, "success");
-        let xml = w.engine.junit(EXEC).await.unwrap();
+        let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
         assert!(
             xml.contains("tests=\"1\" failures=\"0\" errors=\"0\""),
             "{xml}"
         );
         // A new revision: the pass no longer applies, so nothing says success.
         subject_with_evidence(&w, 0, "change B", "fail").await;
-        let p = w.engine.github_payloads(EXEC, sha).await.unwrap();
+        let p = w.engine.github_payloads(&w.ops, EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "action_required");
         assert!(p.check_run.output.summary.contains("subject_moved"));
-        let xml = w.engine.junit(EXEC).await.unwrap();
+        let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
         assert!(
             xml.contains("tests=\"1\" failures=\"1\" errors=\"0\""),
             "{xml}"

@@ -114,7 +114,7 @@ async fn a_refused_admission_leaves_no_note() {
     on_both(|store| async move {
         let w = world(store).await;
         prepared(&w, 1, "change A", "run-a").await;
-        let notes = w.engine.admission_notes(EXEC).await.unwrap().len();
+        let notes = w.engine.admission_notes(&w.ops, EXEC).await.unwrap().len();
         let before = chain_length(&w).await;
         // run-a belongs to rev; admitting rev2 under the same run id is refused.
         let req = request(&w, json!({})).await;
@@ -126,7 +126,10 @@ async fn a_refused_admission_leaves_no_note() {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("already stored"), "{e}");
-        assert_eq!(w.engine.admission_notes(EXEC).await.unwrap().len(), notes);
+        assert_eq!(
+            w.engine.admission_notes(&w.ops, EXEC).await.unwrap().len(),
+            notes
+        );
         assert_eq!(chain_length(&w).await, after_request);
         let run = w.engine.store().run("run-a").await.unwrap().unwrap();
         assert_eq!(run.admission.verifier.as_str(), "rev");
@@ -138,7 +141,7 @@ async fn a_refused_admission_leaves_no_note() {
 async fn a_policy_the_gate_would_refuse_never_becomes_current() {
     on_both(|store| async move {
         let w = world(store).await;
-        let head = w.engine.gate_head().await.unwrap();
+        let head = w.engine.list_gates(&w.ops).await.unwrap();
         let before = chain_length(&w).await;
         let rule = json!({"id": "r-1", "when": "true", "outcome": "pass", "reason": "always"});
         for (field, value) in [
@@ -152,7 +155,7 @@ async fn a_policy_the_gate_would_refuse_never_becomes_current() {
             assert_eq!(e.code(), "invalid_input", "{field}: {e}");
             assert!(e.to_string().contains(field), "{field}: {e}");
         }
-        assert_eq!(w.engine.gate_head().await.unwrap(), head);
+        assert_eq!(w.engine.list_gates(&w.ops).await.unwrap(), head);
         assert_eq!(chain_length(&w).await, before);
         // The same policy without the pass is accepted: the refusal is about the pass.
         let mut p = policy(2);

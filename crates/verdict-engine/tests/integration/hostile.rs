@@ -32,7 +32,7 @@ async fn audit_seq(w: &World) -> u64 {
 /// How many decisions of the execution apply at `at`; never more than one.
 async fn applying(w: &World) -> Vec<Outcome> {
     w.engine
-        .history(EXEC)
+        .history(&w.ops, EXEC)
         .await
         .unwrap()
         .decisions
@@ -52,7 +52,7 @@ async fn a_late_hard_failure_stops_a_pass_from_applying() {
         let mut fail = evidence(&d, "fail", "ci", "runner");
         fail["id"] = json!("ev-late-fail");
         w.engine.add_evidence(&w.ci, &[fail]).await.unwrap();
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "{:?}", status.applicable);
         let latest = status.latest.unwrap();
         assert_eq!(latest.decision.outcome, Outcome::Pass);
@@ -62,7 +62,7 @@ async fn a_late_hard_failure_stops_a_pass_from_applying() {
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Rework);
         assert_eq!(applying(&w).await, vec![Outcome::Rework]);
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         assert_eq!(history.decisions.len(), 2);
         assert_eq!(
             history.decisions[0].not_applicable,
@@ -89,7 +89,7 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
         let ev = evidence(&d, "pass", "ci", "runner")["id"].clone();
         let r = result("rev2", "run-b", &d, 1, ev.as_str().unwrap());
         assert!(w.engine.submit_result(&w.rev2, &r).await.unwrap().counted);
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
@@ -198,7 +198,7 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
                 .cancel_execution(who, EXEC, "mine now")
                 .await
                 .unwrap_err();
-            assert_eq!(e.code(), "permission_denied", "{} {e}", who.name);
+            assert_eq!(e.code(), "permission_denied", "{} {e}", who.name());
             // A refused cancellation writes its denial and nothing else.
             assert_eq!(denials(&w).await, before + 1);
             assert_eq!(audit_seq(&w).await, seq + 1);
@@ -214,7 +214,7 @@ async fn only_an_operator_or_its_own_producer_cancels_an_execution() {
         assert_eq!(audit_seq(&w).await, seq);
         assert!(
             w.engine
-                .execution_cancellation(EXEC)
+                .execution_cancellation(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .is_none()
@@ -258,7 +258,7 @@ async fn a_cancelled_execution_has_no_decision_and_takes_nothing_new() {
             .await
             .unwrap();
 
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(status.cancelled.unwrap().reason, "superseded by ex-2");
         assert_eq!(
@@ -303,7 +303,7 @@ async fn a_cancelled_execution_has_no_decision_and_takes_nothing_new() {
             .await
             .unwrap();
         assert!(!late.counted);
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         assert!(history.decisions.iter().all(|d| !d.applies()));
         let run = history
             .runs
@@ -332,7 +332,7 @@ async fn a_cancelled_runs_late_result_is_history_only() {
         for who in [&w.rev, &w.coder, &w.alice] {
             let seq = audit_seq(&w).await;
             let e = w.engine.cancel_run(who, "run-a", "stop").await.unwrap_err();
-            assert_eq!(e.code(), "permission_denied", "{}", who.name);
+            assert_eq!(e.code(), "permission_denied", "{}", who.name());
             assert_eq!(audit_seq(&w).await, seq + 1);
         }
         w.engine
@@ -356,7 +356,7 @@ async fn a_cancelled_runs_late_result_is_history_only() {
             "{:?}",
             g.decision.reasons
         );
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         let run = &history.runs[0];
         assert_eq!(
             (run.status.as_str(), run.counted),
@@ -560,7 +560,7 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
             g.decision.reasons
         );
         assert_ne!(g.decision.outcome, Outcome::Pass);
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         let first = history.runs.iter().find(|r| r.run_id == "run-1").unwrap();
         assert_eq!(first.status, "unavailable");
         assert!(
@@ -614,7 +614,7 @@ async fn a_producer_forging_a_cancellation_record_cancels_nothing() {
             .unwrap();
         assert!(
             w.engine
-                .execution_cancellation(EXEC)
+                .execution_cancellation(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .is_none()
@@ -678,7 +678,7 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         )
         .await
         .unwrap();
-        let collected = w.engine.collect(EXEC).await.unwrap();
+        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
         assert!(collected.verifications.is_empty(), "none of them counts");
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
@@ -743,7 +743,7 @@ async fn a_second_result_for_a_run_never_counts() {
             .put(&w.rev.actor(), DocKind::Verification, &second)
             .await
             .unwrap();
-        let collected = w.engine.collect(EXEC).await.unwrap();
+        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
         assert_eq!(
             collected.verifications.len(),
             1,
@@ -770,7 +770,7 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
             .await
             .unwrap();
         // A slow gate run reads the items...
-        let read = w.engine.collect(EXEC).await.unwrap();
+        let read = w.engine.collect(&w.ops, EXEC).await.unwrap();
         // ...a hard failure lands meanwhile...
         let mut fail = evidence(&d, "fail", "ci", "runner");
         fail["id"] = json!("ev-meanwhile");
@@ -805,7 +805,7 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
             )
             .await
             .unwrap();
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "{:?}", status.applicable);
         assert_eq!(
             status.latest.unwrap().not_applicable,

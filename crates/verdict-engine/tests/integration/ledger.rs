@@ -25,7 +25,7 @@ fn later() -> verdict_core::contracts::Timestamp {
 
 async fn ledger(w: &World) -> Ledger {
     w.engine.store().set_manual_time(&later()).await.unwrap();
-    w.engine.ledger(WINDOW).await.unwrap()
+    w.engine.ledger(&w.ops, WINDOW).await.unwrap()
 }
 
 fn only(l: &Ledger) -> &Cohort {
@@ -76,7 +76,7 @@ async fn retries_and_re_verifications_are_counted_once() {
             .unwrap();
         w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         w.engine.store().set_manual_time(&later()).await.unwrap();
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         // Two results, two decisions (the third gate run, with nothing time-sensitive in it,
         // has the second one's evaluation key).
         assert_eq!(history.decisions.len(), 2);
@@ -126,23 +126,28 @@ async fn a_pass_overturned_before_its_attempt_closed_stays_stale() {
     on_both(|store| async move {
         let w = world(store).await;
         pass_on(&w, 0, "change A", "run-1", "m1").await;
-        let first = w.engine.execution_head(EXEC).await.unwrap().unwrap();
+        let first = w
+            .engine
+            .execution_head(&w.ops, EXEC)
+            .await
+            .unwrap()
+            .unwrap();
         // A hard failure of the required check is filed while the attempt is still open, and
         // nobody gates again before the next attempt starts.
         let mut fail = evidence(&first.subject_digest, "fail", "ci", "runner");
         fail["id"] = json!("ev-late-fail");
         w.engine.add_evidence(&w.ci, &[fail]).await.unwrap();
         prepared(&w, 1, "change B", "run-2").await;
-        let attempts = w.engine.ledger_attempts(EXEC).await.unwrap();
+        let attempts = w.engine.ledger_attempts(&w.ops, EXEC).await.unwrap();
         assert_eq!(attempts.len(), 2);
         assert_eq!(attempts[0].class, AttemptClass::Stale, "{attempts:?}");
         // No cohort counts it as a verified pass.
         let l = ledger(&w).await;
-        let passes: u64 = l.cohorts.iter().map(|c| c.verified_passes as u64).sum();
+        let passes: u64 = l.cohorts.iter().map(|c| c.verified_passes).sum();
         let stale: u64 = l
             .cohorts
             .iter()
-            .filter_map(|c| c.by_class.get(&AttemptClass::Stale).map(|n| *n as u64))
+            .filter_map(|c| c.by_class.get(&AttemptClass::Stale).copied())
             .sum();
         assert_eq!((passes, stale), (0, 1), "{}", l.to_table());
     })
@@ -155,7 +160,7 @@ async fn a_pass_that_stood_until_its_attempt_closed_keeps_counting() {
         let w = world(store).await;
         pass_on(&w, 0, "change A", "run-1", "m1").await;
         prepared(&w, 1, "change B", "run-2").await;
-        let attempts = w.engine.ledger_attempts(EXEC).await.unwrap();
+        let attempts = w.engine.ledger_attempts(&w.ops, EXEC).await.unwrap();
         assert_eq!(attempts.len(), 2);
         assert_eq!(attempts[0].class, AttemptClass::Pass, "{attempts:?}");
         assert_eq!(attempts[1].class, AttemptClass::Unverified, "{attempts:?}");

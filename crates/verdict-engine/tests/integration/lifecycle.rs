@@ -29,14 +29,21 @@ async fn a_pass_on_subject_a_does_not_apply_to_subject_b() {
     on_both(|store| async move {
         let w = world(store).await;
         let a = passed(&w, 1, "change A", "run-a").await;
-        assert!(w.engine.status(EXEC).await.unwrap().applicable.is_some());
+        assert!(
+            w.engine
+                .status(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .applicable
+                .is_some()
+        );
         let b = w
             .engine
             .put_subject(&w.coder, &subject(1, "change B"))
             .await
             .unwrap();
         assert_ne!(a, b);
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
@@ -63,7 +70,7 @@ async fn a_retry_to_the_next_generation_inherits_no_pass() {
             .put_subject(&w.coder, &subject(2, "change A"))
             .await
             .unwrap();
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none());
         assert_eq!(
             status.latest.unwrap().not_applicable,
@@ -162,7 +169,7 @@ async fn a_verifier_cannot_put_a_subject_or_evidence_for_its_own_subject() {
         assert_eq!(code(&e), "permission_denied");
         assert_eq!(
             w.engine
-                .execution_head(EXEC)
+                .execution_head(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .unwrap()
@@ -220,7 +227,7 @@ async fn a_policy_revision_after_a_pass_leaves_it_stored_but_not_applicable() {
         let w = world(store).await;
         passed(&w, 1, "change A", "run-a").await;
         w.engine.set_policy(&w.ops, &policy(2)).await.unwrap();
-        let status = w.engine.status(EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "a new evaluation is needed");
         let old = status.latest.unwrap();
         assert_eq!(old.decision.outcome, Outcome::Pass);
@@ -228,7 +235,7 @@ async fn a_policy_revision_after_a_pass_leaves_it_stored_but_not_applicable() {
         let again = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert!(again.inserted);
         assert_ne!(again.decision.evaluation_key, old.decision.evaluation_key);
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         assert_eq!(history.decisions.len(), 2);
         assert!(!history.decisions[0].applies());
         assert!(history.decisions[1].applies());
@@ -259,7 +266,7 @@ async fn a_stale_verifier_finishing_after_the_generation_moved_is_history_only()
                 .iter()
                 .any(|r| r.code.as_str() == "verifier_missing")
         );
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         let run = history.runs.iter().find(|r| r.run_id == "run-a").unwrap();
         assert_eq!(run.counted, Some(false));
         assert_eq!(run.generation, 1);
@@ -342,7 +349,7 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
             0,
             "no call reached the verifier"
         );
-        let history = w.engine.history(EXEC).await.unwrap();
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         assert_eq!(history.runs[0].status, "cancelled");
         assert_eq!(history.runs[0].preflight["skipped"], true);
 
@@ -466,7 +473,7 @@ async fn rework_then_fix_carries_the_blocker_and_replay_reproduces_every_decisio
         assert_eq!(rows.len(), 3);
         for row in rows {
             let d: GateDecision = row.decode().unwrap();
-            let again = w.engine.gate_replay(d.evaluation_key.as_ref().unwrap()).await.unwrap();
+            let again = w.engine.gate_replay(&w.ops, d.evaluation_key.as_ref().unwrap()).await.unwrap();
             assert_eq!(again.bytes, row.body);
             assert_eq!(again.decision.canonical_bytes().unwrap(), row.body.as_bytes());
         }
@@ -555,12 +562,19 @@ async fn a_pass_on_time_sensitive_evidence_stops_applying_when_it_expires() {
             .set_manual_time(&ts("2026-11-30T12:08:59Z"))
             .await
             .unwrap();
-        assert!(w.engine.status(EXEC).await.unwrap().applicable.is_some());
+        assert!(
+            w.engine
+                .status(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .applicable
+                .is_some()
+        );
         store
             .set_manual_time(&ts("2026-11-30T12:09:00Z"))
             .await
             .unwrap();
-        let later = w.engine.status(EXEC).await.unwrap();
+        let later = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(later.applicable.is_none());
         assert_eq!(
             later.latest.unwrap().not_applicable,

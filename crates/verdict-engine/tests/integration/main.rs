@@ -16,6 +16,7 @@ mod hostile;
 mod ledger;
 mod lifecycle;
 mod quickstart;
+mod read_scope;
 mod reading;
 mod records;
 mod requests;

@@ -48,12 +48,13 @@ async fn quickstart_reworks_then_passes_and_runs_again_as_a_new_execution() {
         assert!(second.operator_token.is_none());
         assert_ne!(first.execution, second.execution);
         let engine = verdict_engine::Engine::new(store, "quickstart");
+        let ops = engine.authenticate(&token).await.unwrap();
         for ex in [&first.execution, &second.execution] {
-            let status = engine.status(ex).await.unwrap();
+            let status = engine.status(&ops, ex).await.unwrap();
             assert_eq!(status.applicable.unwrap().decision.outcome, Outcome::Pass);
-            for d in engine.history(ex).await.unwrap().decisions {
+            for d in engine.history(&ops, ex).await.unwrap().decisions {
                 engine
-                    .gate_replay(d.decision.evaluation_key.as_ref().unwrap())
+                    .gate_replay(&ops, d.decision.evaluation_key.as_ref().unwrap())
                     .await
                     .unwrap();
             }

@@ -73,15 +73,15 @@ async fn status_and_history_of_a_gate_that_does_not_exist_say_so() {
         let w = world(store.clone()).await;
         subject_with_evidence(&w, 1, "a", "pass").await;
         let other = Engine::new(store, "mreg");
-        let e = other.status(EXEC).await.unwrap_err();
+        let e = other.status(&w.ops, EXEC).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
         assert!(
             e.to_string().contains("gate \"mreg\" does not exist"),
             "{e}"
         );
-        let e = other.history(EXEC).await.unwrap_err();
+        let e = other.history(&w.ops, EXEC).await.unwrap_err();
         assert_eq!(code(&e), "not_found");
-        w.engine.status(EXEC).await.unwrap();
+        w.engine.status(&w.ops, EXEC).await.unwrap();
     })
     .await;
 }
@@ -218,7 +218,7 @@ async fn a_result_template_has_every_criterion_and_only_the_runs_verifier_gets_i
                 .result_template(who, &req, "run-1")
                 .await
                 .unwrap_err();
-            assert_eq!(code(&e), expected, "{}", who.name);
+            assert_eq!(code(&e), expected, "{}", who.name());
         }
         let e = w
             .engine

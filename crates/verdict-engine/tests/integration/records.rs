@@ -195,7 +195,7 @@ async fn evaluations_are_kept_apart_and_replay_reads_them() {
             );
             // Written by the Gate in the same transaction as the decision: adjacent seqs.
             assert_eq!(records[0].seq + 1, row.seq);
-            let replayed = w.engine.gate_replay(&key).await.unwrap();
+            let replayed = w.engine.gate_replay(&w.ops, &key).await.unwrap();
             assert_eq!(replayed.bytes, row.body);
             assert_eq!(
                 replayed.decision.canonical_bytes().unwrap(),
@@ -261,23 +261,33 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
             .await
             .unwrap()
             .unwrap();
-        assert!(!fresh.counts(&row).await.unwrap());
-        let history = fresh.history(EXEC).await.unwrap();
+        assert!(!fresh.counts(&w.ops, &row).await.unwrap());
+        let history = fresh.history(&w.ops, EXEC).await.unwrap();
         let view = history.runs.iter().find(|r| r.run_id == "run-a").unwrap();
         assert_eq!(
             (view.status.as_str(), view.counted),
             ("unavailable", Some(false))
         );
-        assert!(fresh.collect(EXEC).await.unwrap().verifications.is_empty());
+        assert!(
+            fresh
+                .collect(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .verifications
+                .is_empty()
+        );
         let g = fresh.gate_run(&w.ops, EXEC).await.unwrap();
         let key = g.decision.evaluation_key.clone().unwrap();
         let record = store.evaluations(&key).await.unwrap()[0].value().unwrap();
         assert_eq!(record["verifications"], json!([]));
         assert_ne!(g.decision.outcome, verdict_core::contracts::Outcome::Pass);
-        let status = fresh.status(EXEC).await.unwrap();
+        let status = fresh.status(&w.ops, EXEC).await.unwrap();
         let current = status.applicable.unwrap();
         assert_eq!(current.decision.evaluation_key.as_ref(), Some(&key));
-        assert_eq!(fresh.gate_replay(&key).await.unwrap().bytes, g.bytes);
+        assert_eq!(
+            fresh.gate_replay(&w.ops, &key).await.unwrap().bytes,
+            g.bytes
+        );
     })
     .await;
 }
@@ -285,7 +295,7 @@ async fn a_result_kept_as_history_is_left_out_alike_by_gate_run_history_and_repl
 /// What an engine of schema 1 did for the execution's current subject: evaluate, keep the
 /// record among the requests (returned, not stored), store the decision.
 async fn legacy_decision(w: &World) -> (verdict_core::digest::Digest, serde_json::Value, String) {
-    let collected = w.engine.collect(EXEC).await.unwrap();
+    let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
     let digests = |rows: &[verdict_store::Stored]| {
         let mut v: Vec<String> = rows.iter().map(|r| r.digest.to_string()).collect();
         v.sort();
@@ -336,7 +346,10 @@ async fn a_decision_from_before_schema_2_replays_from_its_request_record_and_onl
                 .await
                 .unwrap();
         }
-        assert_eq!(w.engine.gate_replay(&key).await.unwrap().bytes, bytes);
+        assert_eq!(
+            w.engine.gate_replay(&w.ops, &key).await.unwrap().bytes,
+            bytes
+        );
         // With only a planted record, replay refuses rather than vouching for the decision.
         w.engine
             .add_evidence(&w.ci, &[evidence(&d, "fail", "ci", "runner")])
@@ -349,7 +362,7 @@ async fn a_decision_from_before_schema_2_replays_from_its_request_record_and_onl
             .put(&w.coder.actor(), DocKind::Request, &planted)
             .await
             .unwrap();
-        let e = w.engine.gate_replay(&key).await.unwrap_err();
+        let e = w.engine.gate_replay(&w.ops, &key).await.unwrap_err();
         assert_eq!(e.code(), "replay_mismatch");
     })
     .await;

@@ -241,7 +241,7 @@ async fn a_blocker_on_a_subject_never_gated_binds_the_next_subject() {
         subject_with_evidence(&w, 1, "change C", "pass").await;
         let pinned = w
             .engine
-            .prior_blockers(EXEC, &sd(&subject(1, "change C")))
+            .prior_blockers(&w.ops, EXEC, &sd(&subject(1, "change C")))
             .await
             .unwrap();
         assert!(pinned.is_empty(), "{pinned:?}");
@@ -264,7 +264,7 @@ async fn a_blocker_still_present_on_an_ungated_subject_stays_open() {
         // Neither A nor B was gated; C still inherits the blocker.
         let c = sd(&subject(1, "change C"));
         subject_with_evidence(&w, 1, "change C", "pass").await;
-        let pinned = w.engine.prior_blockers(EXEC, &c).await.unwrap();
+        let pinned = w.engine.prior_blockers(&w.ops, EXEC, &c).await.unwrap();
         assert_eq!(pinned.len(), 1, "{pinned:?}");
         assert_eq!(pinned[0].0.as_str(), "f-leak");
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
@@ -306,13 +306,19 @@ async fn admission_notes_no_run_record_confirms_are_ignored() {
             )
             .await
             .unwrap();
-        assert!(w.engine.admission_notes(EXEC).await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .admission_notes(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // So it neither uses up the request's only run nor shows in history.
         w.engine
             .admit(&w.ops, &req, "rev", "reviewer", "run-1")
             .await
             .unwrap();
-        let notes = w.engine.admission_notes(EXEC).await.unwrap();
+        let notes = w.engine.admission_notes(&w.ops, EXEC).await.unwrap();
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0]["run_id"], "run-1");
     })

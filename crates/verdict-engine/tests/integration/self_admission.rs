@@ -85,7 +85,7 @@ async fn a_verifier_admits_itself_runs_its_model_and_records_the_context() {
             .await
             .unwrap();
         assert_eq!(d, digest(DigestKind::Context, &manifest));
-        let notes = w.engine.run_contexts("run-self").await.unwrap();
+        let notes = w.engine.run_contexts(&w.ops, "run-self").await.unwrap();
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].context_digest, d);
         assert_eq!(notes[0].manifest, manifest);
@@ -130,7 +130,13 @@ async fn nobody_admits_runs_or_records_for_another_verifier_and_producers_never_
             .await
             .unwrap_err();
         assert_eq!(code(&e), "permission_denied");
-        assert!(w.engine.run_contexts("run-rev").await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .run_contexts(&w.ops, "run-rev")
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // Nothing was submitted for it either.
         assert!(
             w.engine
@@ -202,7 +208,13 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
             .put(&w.coder.actor(), verdict_store::DocKind::Request, &forged)
             .await
             .unwrap();
-        assert!(w.engine.run_contexts("run-r").await.unwrap().is_empty());
+        assert!(
+            w.engine
+                .run_contexts(&w.ops, "run-r")
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
         let receipt: verdict_judge::receipt::Receipt = serde_json::from_value(json!({
             "sample": 0, "attempt": 2, "provider": "openai-compatible", "model": "judge-model",
@@ -222,10 +234,10 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
             .record_run_context(&w.rev, "run-r", &report)
             .await
             .unwrap();
-        let notes = w.engine.run_contexts("run-r").await.unwrap();
+        let notes = w.engine.run_contexts(&w.ops, "run-r").await.unwrap();
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].receipts, std::slice::from_ref(&receipt));
-        let h = w.engine.history(EXEC).await.unwrap();
+        let h = w.engine.history(&w.ops, EXEC).await.unwrap();
         let run = h.runs.iter().find(|r| r.run_id == "run-r").unwrap();
         assert_eq!(run.receipts, [receipt]);
         assert_eq!(

@@ -106,7 +106,11 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
             .unwrap()
             .to_owned();
         // What the API returned is what the store holds, and it replays.
-        let replay = w.engine.gate_replay(&key.parse().unwrap()).await.unwrap();
+        let replay = w
+            .engine
+            .gate_replay(&w.ops, &key.parse().unwrap())
+            .await
+            .unwrap();
         assert_eq!(
             verdict_core::json::parse_str(&replay.bytes).unwrap(),
             r.body["decision"]
@@ -257,7 +261,13 @@ async fn a_forbidden_cross_role_write_is_403_and_writes_only_its_denial() {
             assert_eq!(denial["principal"], who);
             assert_eq!(denial["code"], code);
         }
-        assert!(w.engine.execution_head(EXEC).await.unwrap().is_none());
+        assert!(
+            w.engine
+                .execution_head(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_none()
+        );
 
         // The producer may not decide on its own work: self-verification, also 403.
         let r = s
@@ -337,7 +347,13 @@ async fn a_missing_or_unknown_token_is_401_and_recorded() {
             assert!(!d.to_string().contains("not-a-token"), "{d}");
             assert!(!d.to_string().contains(w.token("ops")), "{d}");
         }
-        assert!(w.engine.execution_head(EXEC).await.unwrap().is_none());
+        assert!(
+            w.engine
+                .execution_head(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .is_none()
+        );
     })
     .await;
 }
@@ -505,6 +521,90 @@ async fn a_refusal_the_store_cannot_record_is_503_and_retryable() {
             .send("POST", "/v1/subjects", Some(w.token("ci")), Some(&doc))
             .await;
         assert_denied_once(&w, before, &r, "ci", "permission_denied").await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_need_a_bearer_and_a_grant_in_force_and_a_refusal_writes_only_its_denial() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(w.token("coder")),
+                Some(&subject(1, "d")),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        // A verifier whose only grant is on another execution.
+        let role = serde_json::from_value(json!("verifier")).unwrap();
+        let outsider = w
+            .engine
+            .add_principal(&w.ops, "outsider", role)
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-outsider",
+                "outsider",
+                verdict_store::ScopeKind::Execution,
+                "ex-2",
+                verdict_store::Access::Read,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        for path in ["/v1/executions/ex-1/status", "/v1/executions/ex-1/history"] {
+            // No bearer: 401, recorded without a principal.
+            let before = head_seq(&w).await;
+            let r = s.send("GET", path, None, None).await;
+            assert_problem(&r, 401, "unauthenticated");
+            assert_eq!(r.headers.get("www-authenticate").unwrap(), "Bearer");
+            let after = events_after(&w, before).await;
+            assert_eq!(after.len(), 1, "{after:?}");
+            assert_eq!(after[0].table, "denials");
+
+            // Out of scope: 403, and its denial is the only write.
+            let before = head_seq(&w).await;
+            let r = s.send("GET", path, Some(&outsider), None).await;
+            assert_problem(&r, 403, "permission_denied");
+            assert!(
+                r.body["detail"].as_str().unwrap().contains("outsider"),
+                "{r:?}"
+            );
+            let after = events_after(&w, before).await;
+            assert_eq!(after.len(), 1, "{after:?}");
+            assert_eq!(after[0].table, "denials");
+            let denial = w.denials().await.pop().unwrap();
+            assert_eq!(denial["principal"], "outsider");
+            assert_eq!(denial["code"], "permission_denied");
+
+            // In scope, and the operator: 200, nothing written.
+            let before = head_seq(&w).await;
+            for who in ["rev", "ops"] {
+                let r = s.send("GET", path, Some(w.token(who)), None).await;
+                assert_eq!(r.status, 200, "{who}: {r:?}");
+            }
+            assert_eq!(head_seq(&w).await, before);
+        }
+        // Revoked, the verifier's grant reads nothing either.
+        w.engine
+            .revoke(&w.ops, "g-rev", "rotated out")
+            .await
+            .unwrap();
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("rev")),
+                None,
+            )
+            .await;
+        assert_problem(&r, 403, "permission_denied");
     })
     .await;
 }

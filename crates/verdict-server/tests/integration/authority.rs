@@ -127,7 +127,15 @@ async fn an_operator_manages_principals_grants_and_the_policy_over_the_api() {
             .await;
         assert_problem(&r, 412, "precondition_failed");
         assert_eq!(head_seq(&w).await, before, "a refused policy set wrote");
-        assert_eq!(w.engine.gate_head().await.unwrap().unwrap().revision, 2);
+        assert_eq!(
+            w.engine
+                .gate_policy_head(&w.ops)
+                .await
+                .unwrap()
+                .unwrap()
+                .revision,
+            2
+        );
         // Against the tag just read, the same write goes through.
         let r = s
             .send_headers(
@@ -267,7 +275,7 @@ async fn another_role_s_operator_write_is_403_and_writes_only_its_denial() {
             assert_denied_once(&w, before, &r, who, code).await;
         }
         // Nothing moved: the same principals, grants and policy.
-        assert_eq!(w.engine.gate_head().await.unwrap().unwrap().revision, 1);
+        assert_eq!(w.engine.gate_policy_head(&w.ops).await.unwrap().unwrap().revision, 1);
         let all = w.engine.list_principals(&w.ops).await.unwrap();
         assert_eq!(all.len(), 5);
         let grants = w.engine.list_grants(&w.ops, None).await.unwrap();

@@ -156,7 +156,7 @@ async fn a_subject_put_with_a_stale_if_match_is_412_and_moves_nothing() {
         assert_eq!(head_seq(&w).await, before, "a refused put wrote");
         assert_eq!(
             w.engine
-                .execution_head(EXEC)
+                .execution_head(&w.ops, EXEC)
                 .await
                 .unwrap()
                 .unwrap()

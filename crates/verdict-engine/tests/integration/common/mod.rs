@@ -248,7 +248,7 @@ pub async fn passed(w: &World, generation: u64, diff: &str, run: &str) -> Digest
 /// The execution's current subject and the gate's current policy, as `status` shows them: what
 /// a person who reviewed them now names in a decision.
 pub async fn reviewed(w: &World) -> verdict_engine::Reviewed {
-    let status = w.engine.status(EXEC).await.unwrap();
+    let status = w.engine.status(&w.ops, EXEC).await.unwrap();
     verdict_engine::Reviewed {
         subject_digest: status.head.unwrap().subject_digest,
         policy_digest: status.gate.unwrap().policy_digest,
