@@ -133,6 +133,9 @@ async fn verify(
         .await
 }
 
+/// What an input error must be.
+type Expect = fn(&InputError) -> bool;
+
 fn judged(run: &ClassRun) -> &Judged {
     match &run.outcome {
         ClassOutcome::Judged(j) => j,
@@ -315,7 +318,7 @@ async fn inputs_that_do_not_fit_are_refused_before_any_run_or_call() {
                 .collect(),
         };
         let good = DIFF.as_bytes();
-        let cases: Vec<(VerifyInputs, Vec<String>, fn(&InputError) -> bool)> = vec![
+        let cases: Vec<(VerifyInputs, Vec<String>, Expect)> = vec![
             (
                 with(OBJECTIVE.as_bytes(), &[("diff", b"+ other\n")]),
                 vec![],
