@@ -25,7 +25,9 @@ missing, unknown or mismatched is refused before any run is admitted.
 Per class: the run is admitted (as the caller), preflight runs first (when the deterministic
 evidence already ends in rework or blocked, no model is called and the run records why), then
 the judge runs, the context manifest is recorded with the run, and the result is submitted,
-`unavailable` ones included. One line per class: class, run id, status, reason.
+`unavailable` ones included; a result the engine refuses ends the run unavailable
+(invalid_output) with the refusal as its reason. The request's budget lowers each class's own.
+One line per class: class, run id, status, reason.
 
 Cache: a class with `cache: true` (the default) reuses a valid result of an earlier run with
 the same context digest (subject, generation, criteria, data, budget), provider, model and
