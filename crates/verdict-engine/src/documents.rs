@@ -160,7 +160,6 @@ pub fn document_schema(name: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use serde_json::json;
 
