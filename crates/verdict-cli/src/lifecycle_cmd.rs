@@ -426,7 +426,6 @@ impl Ctx {
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--now {text:?}: {e}"))?;
             self.engine
-                .store()
                 .set_manual_time(&now)
                 .await
                 .with_context(|| format!("--now {text}"))?;
@@ -486,7 +485,7 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
                 crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
             }
         }
-        if ctx.engine.store().clock().await? == StoreClock::Manual {
+        if ctx.engine.clock().await? == StoreClock::Manual {
             eprintln!("store clock: manual (the decision's time was set with --now)");
         }
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
@@ -523,7 +522,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             ctx.set_time(&common).await?;
             eprintln!(
                 "store: {} (clock: {})\noperator {operator:?} created; its token is shown only now:",
-                ctx.engine.store().describe(),
+                ctx.engine.describe_store(),
                 clock.as_str()
             );
             outln!("{token}")?;
@@ -815,21 +814,17 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let ctx = Ctx::open(&Common {
                 token,
                 store: store.clone(),
-                gate: verdict_engine::DEFAULT_GATE.to_owned(),
+                gate: crate::quickstart::GATE.to_owned(),
                 now: None,
             })
             .await?;
             // The first failed write is kept and reported once the flow has ended.
             let mut written = Ok(());
-            let q = verdict_engine::quickstart::run(
-                ctx.engine.store().clone(),
-                ctx.token.as_deref(),
-                &mut |l: &str| {
-                    if written.is_ok() {
-                        written = outln!("{l}");
-                    }
-                },
-            )
+            let q = crate::quickstart::run(&ctx.engine, ctx.token.as_deref(), &mut |l: &str| {
+                if written.is_ok() {
+                    written = outln!("{l}");
+                }
+            })
             .await?;
             written?;
             if let Some(token) = &q.operator_token {

@@ -27,6 +27,7 @@ mod key_cmd;
 mod ledger_cmd;
 mod lifecycle_cmd;
 mod man_cmd;
+mod quickstart;
 mod scaffold_cmd;
 mod schema_cmd;
 mod serve_cmd;

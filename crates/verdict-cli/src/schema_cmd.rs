@@ -1,5 +1,5 @@
-//! `verdict schema NAME`: the JSON Schema of a contract document, of the verifiers file, or of a
-//! check spec.
+//! `verdict schema NAME`: the JSON Schema of a contract document, of one of the engine's own
+//! documents (request, admission note, run context), of the verifiers file, or of a check spec.
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
@@ -9,7 +9,8 @@ use verdict_core::schema;
 #[derive(clap::Args)]
 #[command(after_help = "Example:\n  verdict schema bundle > gate-bundle.schema.json")]
 pub struct Args {
-    /// One of: bundle, subject, policy, decision, evidence, verification, verifiers, check-spec.
+    /// One of: bundle, subject, policy, decision, evidence, verification, request,
+    /// admission-note, run-context, verifiers, check-spec.
     name: String,
 }
 
@@ -22,13 +23,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let found = match args.name.as_str() {
         VERIFIERS => Some(verdict_judge::config::verifiers_schema()),
         CHECK_SPEC => Some(verdict_probes::schema::check_spec_schema()),
-        name => schema::schema(name),
+        name => schema::schema(name).or_else(|| verdict_engine::document_schema(name)),
     };
     let Some(s) = found else {
         bail!(
-            "unknown schema {:?}; expected one of {}, {VERIFIERS}, {CHECK_SPEC}",
+            "unknown schema {:?}; expected one of {}, {}, {VERIFIERS}, {CHECK_SPEC}",
             args.name,
-            schema::NAMES.join(", ")
+            schema::NAMES.join(", "),
+            verdict_engine::DOCUMENT_NAMES.join(", ")
         );
     };
     outln!("{}", serde_json::to_string_pretty(&s)?)?;

@@ -105,8 +105,8 @@ pub struct RunView {
     pub generation: u64,
     /// Latest status (`admitted` while none).
     pub status: String,
-    /// Preflight outcome, and whether the model verifier was skipped.
-    pub preflight: serde_json::Value,
+    /// Preflight outcome, whether the model verifier was skipped, and why.
+    pub preflight: crate::runs::Preflight,
     /// Whether its result (if any) counts now.
     pub counted: Option<bool>,
     /// Why it ended as it did, where the engine recorded words for it: who cancelled it and
@@ -329,11 +329,7 @@ impl Engine {
         let refusals: Vec<ResultRefusal> = self.notes(&about, RESULT_REFUSAL_SCHEMA).await?;
         let mut runs = Vec::new();
         for note in self.admission_notes_unscoped(execution).await? {
-            let run_id = note
-                .get("run_id")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let run_id = note.run_id.to_string();
             let run = self.store.run(&run_id).await?;
             let status = run
                 .as_ref()
@@ -391,23 +387,14 @@ impl Engine {
                     .map(|r| format!("result refused ({}): {}", r.reason.as_str(), r.detail)),
                 _ => None,
             };
-            let text = |k: &str| {
-                note.get(k)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
             runs.push(RunView {
                 run_id,
-                verifier: text("verifier"),
-                class: text("class"),
-                subject_digest: text("subject_digest"),
-                generation: note
-                    .get("generation")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or_default(),
+                verifier: note.verifier.to_string(),
+                class: note.class.to_string(),
+                subject_digest: note.subject_digest.to_string(),
+                generation: note.generation,
                 status,
-                preflight: note.get("preflight").cloned().unwrap_or_default(),
+                preflight: note.preflight,
                 counted,
                 detail: detail.or_else(|| context.as_ref().and_then(|c| c.detail.clone())),
                 context_digest: context.as_ref().map(|c| c.context_digest.clone()),

@@ -4,24 +4,29 @@
 //! on its own budget (`max_total_tokens`, `max_cost`, `timeout_s`).
 
 use crate::error::{Result, invalid};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A request's budget. Every field is optional; an absent field sets no cap.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestBudget {
     /// Runs that may be admitted for the request, over every class (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_runs: Option<u32>,
     /// Tokens in and out a single model run may use (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_total_tokens: Option<u64>,
     /// Estimated cost a single model run may reach (finite, at least 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub max_cost: Option<f64>,
     /// Wall time of a single model run in seconds (above 0, at most 86400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 86400), extend("exclusiveMinimum" = 0))]
     pub timeout_s: Option<f64>,
 }
 
@@ -37,6 +42,14 @@ impl RequestBudget {
             return Err(bad("a budget is an object or null".into()));
         }
         let b: Self = serde_json::from_value(v.clone()).map_err(|e| bad(e.to_string()))?;
+        b.check()?;
+        Ok(b)
+    }
+
+    /// Checks the caps a type cannot: none is zero, negative or unbounded.
+    pub fn check(&self) -> Result<()> {
+        let bad = invalid("budget");
+        let b = self;
         if b.max_runs == Some(0) {
             return Err(bad("max_runs must be at least 1".into()));
         }
@@ -51,12 +64,7 @@ impl RequestBudget {
         {
             return Err(bad("timeout_s must be above 0 and at most 86400".into()));
         }
-        Ok(b)
-    }
-
-    /// The budget a stored request pins (`budget` field; absent is the empty budget).
-    pub fn of_request(request: &Value) -> Result<Self> {
-        Self::from_value(request.get("budget").unwrap_or(&Value::Null))
+        Ok(())
     }
 
     /// This budget as a document.
@@ -101,10 +109,6 @@ mod tests {
         );
         assert_eq!(
             RequestBudget::from_value(&Value::Null).unwrap(),
-            RequestBudget::default()
-        );
-        assert_eq!(
-            RequestBudget::of_request(&json!({"schema": "x"})).unwrap(),
             RequestBudget::default()
         );
     }

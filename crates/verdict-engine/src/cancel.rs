@@ -66,9 +66,7 @@ impl Engine {
         // runs below, and a run left open by a crash is fenced at submission.
         self.put_note(&record).await?;
         for note in self.admission_notes_unscoped(execution).await? {
-            let Some(run_id) = note.get("run_id").and_then(serde_json::Value::as_str) else {
-                continue;
-            };
+            let run_id = note.run_id.as_str();
             if let Some(run) = self.store.run(run_id).await?
                 && !run.status().is_some_and(RunStatus::is_terminal)
             {

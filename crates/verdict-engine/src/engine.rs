@@ -115,6 +115,23 @@ impl Engine {
         Ok(self.store.now().await?)
     }
 
+    /// The clock the store keeps (chosen once, at `init`).
+    pub async fn clock(&self) -> Result<StoreClock> {
+        Ok(self.store.clock().await?)
+    }
+
+    /// Sets the time of a store on a manual clock (tests and simulations), for this handle; a
+    /// store on the system clock refuses it.
+    pub async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {
+        Ok(self.store.set_manual_time(now).await?)
+    }
+
+    /// Where the store is, as it describes itself (a location, never a secret).
+    #[must_use]
+    pub fn describe_store(&self) -> String {
+        self.store.describe()
+    }
+
     /// Initialises an empty store: chooses its clock and creates its first operator, whose
     /// token is returned (shown once). Refused on a store that has any principal: after the
     /// first operator, only an operator adds principals.

@@ -119,7 +119,7 @@ impl Engine {
             };
             let Some(capability) = request
                 .capability
-                .filter(|_| request.schema == crate::runs::REQUEST_SCHEMA)
+                .filter(|_| request.schema == crate::documents::REQUEST_SCHEMA)
             else {
                 continue;
             };

@@ -5,17 +5,31 @@
 //! authenticated [`Principal`] and checked against its role and grants; every refusal is
 //! audited; decisions are only ever computed here, from the store, and replay byte for byte.
 //!
-//! Main items:
-//! - [`Engine`]: principals and tokens ([`Engine::init`], [`Engine::add_principal`]), grants,
-//!   the gate policy, subjects and evidence, requests, runs with preflight, results, human
-//!   decisions pinned to what was reviewed ([`Reviewed`]), cancellation
-//!   ([`Engine::cancel_execution`], [`Engine::cancel_run`]), [`Engine::gate_run`] /
-//!   [`Engine::gate_replay`], and [`Engine::status`] / [`Engine::history`] with derived
-//!   applicability.
-//! - [`ModelVerifier`]: what the engine calls for a run that preflight did not settle.
-//! - [`quickstart`]: one real change walked through the whole flow.
-//! - [`EngineError`]: typed refusals with stable codes (`permission_denied`,
-//!   `self_verification_denied`, ...).
+//! The engine is the one application layer: every use case is a method of [`Engine`], and the
+//! faces (the CLI, the HTTP server, future workers) only parse, call one use case and render.
+//! The engine does no file I/O for them: it takes bytes and typed values.
+//!
+//! Use cases:
+//! - principals and tokens: [`Engine::init`], [`Engine::authenticate`],
+//!   [`Engine::add_principal`]; grants: [`Engine::grant`], [`Engine::revoke`]; the gate's
+//!   policy: [`Engine::set_policy`]; the store's manual clock: [`Engine::set_manual_time`].
+//! - work and evidence: [`Engine::put_subject`], [`Engine::add_evidence`] (check evidence as a
+//!   runner files it), [`scaffold`] (a subject built from specs and bytes, a result template).
+//! - verification: [`Engine::create_request`], [`Engine::admit`] with preflight,
+//!   [`Engine::run_model`] with any [`ModelVerifier`], [`Engine::record_run_context`],
+//!   [`Engine::submit_result`], and the whole of it for the model verifier in one call:
+//!   [`Engine::verify_request`] (admission, judge, context note, submission, budget caps and
+//!   refused results, per class).
+//! - decisions: [`Engine::decide`] (a human's, pinned to what was reviewed, [`Reviewed`]),
+//!   [`Engine::gate_run`], [`Engine::gate_replay`], cancellation ([`Engine::cancel_execution`],
+//!   [`Engine::cancel_run`]), [`attest`]ations.
+//! - reads: [`Engine::status`] and [`Engine::history`] with derived applicability, the list and
+//!   show reads ([`Engine::list_principals`], [`Engine::show_run`], ...), the [`ledger`].
+//!
+//! The engine's own documents are typed ([`documents`]): [`VerificationRequest`],
+//! [`AdmissionNote`] and [`RunContext`], with schemas derived from the same types.
+//! [`EngineError`]: typed refusals with stable codes (`permission_denied`,
+//! `self_verification_denied`, ...).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,6 +52,7 @@ mod applicability;
 pub mod attest;
 mod budget;
 mod cancel;
+pub mod documents;
 mod engine;
 pub mod error;
 mod gate_run;
@@ -46,14 +61,18 @@ mod ledger_read;
 mod lineage;
 mod listing;
 mod notes;
-pub mod quickstart;
 mod runs;
 pub mod scaffold;
 mod subjects;
 pub mod token;
+mod verify;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
 pub use budget::RequestBudget;
+pub use documents::{
+    ADMISSION_SCHEMA, AdmissionNote, AdmissionSchema, DOCUMENT_NAMES, PriorBlocker, REQUEST_SCHEMA,
+    RequestSchema, VerificationRequest, document_schema,
+};
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
@@ -64,7 +83,11 @@ pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
 };
 pub use runs::{
-    ADMISSION_SCHEMA, ModelVerifier, Preflight, REQUEST_SCHEMA, RUN_CONTEXT_SCHEMA, RunContext,
-    RunContextSchema, RunOutcome, RunReport, Submitted, VerifyTask,
+    ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,
+    RunReport, Submitted, VerifyTask,
 };
 pub use subjects::Reviewed;
+pub use verify::{
+    ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
+    VerifyOptions,
+};

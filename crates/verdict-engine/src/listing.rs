@@ -390,9 +390,7 @@ impl Engine {
         self.show_execution(caller, execution).await?;
         let mut out = Vec::new();
         for note in self.admission_notes_unscoped(execution).await? {
-            if let Some(run_id) = note.get("run_id").and_then(serde_json::Value::as_str) {
-                out.push(self.show_run(caller, run_id).await?);
-            }
+            out.push(self.show_run(caller, note.run_id.as_str()).await?);
         }
         Ok(out)
     }

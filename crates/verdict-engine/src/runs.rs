@@ -1,26 +1,25 @@
 //! Verification requests, verifier runs (admission, preflight, the model call) and results.
 
 use crate::budget::RequestBudget;
+use crate::documents::{
+    AdmissionNote, AdmissionSchema, PriorBlocker, RequestSchema, VerificationRequest,
+};
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use crate::notes::{RESULT_REFUSAL_SCHEMA, ResultRefusal};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use verdict_core::contracts::{
-    Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp, UnavailableReason, VerificationResult,
-    VerificationStatus,
+    CheckEvidence, Finding, Id, Name, Outcome, ReasonCode, Role, Subject, Timestamp,
+    UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, Run, RunAdmission, RunStatus};
 
-/// Schema of a verification request.
-pub const REQUEST_SCHEMA: &str = "verdict.request/v1";
-/// Schema of the engine's note of one admission and its preflight.
-pub const ADMISSION_SCHEMA: &str = "verdict.admission/v1";
 /// Schema of the note that records the context manifest a run's model was shown.
 pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
 
@@ -93,7 +92,7 @@ const DETERMINISTIC: [ReasonCode; 10] = [
 
 /// A request that may still admit runs, read once per admission.
 struct PinnedRequest {
-    req: Value,
+    req: VerificationRequest,
     subject_digest: Digest,
     subject: Subject,
     execution: String,
@@ -115,12 +114,12 @@ pub struct VerifyTask {
     pub subject_digest: Digest,
     /// The generation admitted for.
     pub generation: u64,
-    /// The request document.
-    pub request: Value,
+    /// The request.
+    pub request: VerificationRequest,
     /// The check evidence about the subject.
-    pub evidence: Vec<Value>,
+    pub evidence: Vec<CheckEvidence>,
     /// The prior blocking findings the request pinned, by id and version.
-    pub prior_findings: Vec<Value>,
+    pub prior_findings: Vec<Finding>,
 }
 
 /// A verifier the engine calls for a run: a model behind a provider, or a script.
@@ -131,7 +130,8 @@ pub trait ModelVerifier: Send + Sync {
 }
 
 /// Preflight: the pure Gate over the deterministic evidence alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Preflight {
     /// The outcome of that evaluation.
     pub outcome: Outcome,
@@ -204,7 +204,7 @@ impl Engine {
             .await?;
         self.require_live(execution, "take a verification request")
             .await?;
-        let budget = RequestBudget::from_value(budget)?.to_value()?;
+        let budget = RequestBudget::from_value(budget)?;
         let gate = self
             .gate_head()
             .await?
@@ -213,34 +213,37 @@ impl Engine {
                 key: self.gate.clone(),
             })?;
         let policy = self.policy(&gate.policy_digest).await?;
+        // Sorted by their text, as requests have always listed them.
         let classes: BTreeSet<String> = policy
             .verifier_classes_for(subject.risk.class)
             .iter()
             .map(ToString::to_string)
             .collect();
-        let prior: Vec<Value> = self
+        let prior_blockers = self
             .prior_blockers_unscoped(execution, &head.subject_digest)
             .await?
             .into_iter()
-            .map(|(id, version)| json!({"id": id.as_str(), "version": version}))
+            .map(|(id, version)| PriorBlocker { id, version })
             .collect();
-        let doc = json!({
-            "schema": REQUEST_SCHEMA,
-            "execution": execution,
-            "subject_digest": head.subject_digest.as_str(),
-            "generation": head.generation,
-            "gate": self.gate,
-            "policy_digest": gate.policy_digest.as_str(),
-            "verifier_classes": classes,
-            "prior_blockers": prior,
-            "risk_class": serde_json::to_value(subject.risk.class).unwrap_or(Value::Null),
-            "budget": budget,
-        });
-        let mut doc = doc;
-        if let (Some(c), Value::Object(map)) = (&capability, &mut doc) {
+        let doc = VerificationRequest {
+            schema: RequestSchema::V1,
+            execution: subject.execution.id.clone(),
+            subject_digest: head.subject_digest.clone(),
+            generation: head.generation,
+            gate: self.gate.clone(),
+            policy_digest: gate.policy_digest.clone(),
+            verifier_classes: classes
+                .iter()
+                .map(|c| c.parse())
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| invalid("verifier class")(format!("{e}")))?,
+            prior_blockers,
+            risk_class: subject.risk.class,
+            budget,
             // Only when named, so requests that name none keep their digests.
-            map.insert("capability".to_owned(), Value::from(c.as_str()));
+            capability,
         }
+        .to_value()?;
         Ok(self
             .store
             .put(&caller.actor(), DocKind::Request, &doc)
@@ -304,26 +307,8 @@ impl Engine {
     /// A stored request that may still admit runs: its subject is the execution's current one
     /// and its policy the gate's current revision.
     async fn pinned_request(&self, request: &Digest) -> Result<PinnedRequest> {
-        let req = self
-            .store
-            .get(DocKind::Request, request)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "verification request",
-                key: request.to_string(),
-            })?
-            .value()?;
-        if req.get("schema") != Some(&json!(REQUEST_SCHEMA)) {
-            return Err(invalid("verification request")(format!(
-                "{request} is not a {REQUEST_SCHEMA}"
-            )));
-        }
-        let subject_digest: Digest = req
-            .get("subject_digest")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e| invalid("verification request")(format!("subject_digest: {e}")))?;
+        let req = self.request(request).await?;
+        let subject_digest = req.subject_digest.clone();
         let subject = self.subject(&subject_digest).await?;
         let execution = subject.execution.id.to_string();
         self.require_live(&execution, "admit runs").await?;
@@ -335,16 +320,15 @@ impl Engine {
         }
         // A run for a request pinned to a replaced policy could only ever produce a result the
         // current policy did not ask for; a new request is needed.
-        let pinned = req.get("policy_digest").and_then(Value::as_str);
+        let pinned = &req.policy_digest;
         let gate = self.gate_head().await?;
-        if pinned.is_none() || gate.as_ref().map(|g| g.policy_digest.as_str()) != pinned {
+        if gate.as_ref().map(|g| &g.policy_digest) != Some(pinned) {
             return Err(EngineError::Conflict(format!(
-                "request {request} pins policy {}, which is no longer gate {:?}'s current revision; create a new request",
-                pinned.unwrap_or("(none)"),
+                "request {request} pins policy {pinned}, which is no longer gate {:?}'s current revision; create a new request",
                 self.gate
             )));
         }
-        let budget = RequestBudget::of_request(&req)?;
+        let budget = req.budget.clone();
         Ok(PinnedRequest {
             req,
             subject_digest,
@@ -378,7 +362,7 @@ impl Engine {
                 .admission_notes_unscoped(execution)
                 .await?
                 .iter()
-                .filter(|n| n.get("request_digest") == Some(&json!(request.as_str())))
+                .filter(|n| &n.request_digest == request)
                 .count();
             if used >= usize::try_from(max).unwrap_or(usize::MAX) {
                 return Err(EngineError::Conflict(format!(
@@ -412,12 +396,7 @@ impl Engine {
         }
         self.require_grant(&who, subject, false, "be admitted to a run", now)
             .await?;
-        let classes = req
-            .get("verifier_classes")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if !classes.contains(&json!(class)) {
+        if !req.asks_for(class) {
             return Err(invalid("verifier class")(format!(
                 "request {request} does not ask for class {class:?}"
             )));
@@ -437,20 +416,17 @@ impl Engine {
         // The run and its note are appended together: a run is never without the note that
         // says whether a model may be called for it, whatever crashes when.
         let preflight = self.preflight_unscoped(execution).await?;
-        let note = json!({
-            "schema": ADMISSION_SCHEMA,
-            "run_id": run_id,
-            "request_digest": request.as_str(),
-            "subject_digest": subject_digest.as_str(),
-            "generation": subject.execution.generation,
-            "verifier": who.name.as_str(),
-            "class": class,
-            "preflight": {
-                "outcome": preflight.outcome.as_str(),
-                "skipped": preflight.skipped,
-                "reasons": preflight.reasons,
-            },
-        });
+        let note = AdmissionNote {
+            schema: AdmissionSchema::V1,
+            run_id: admission.run_id.clone(),
+            request_digest: request.clone(),
+            subject_digest: subject_digest.clone(),
+            generation: subject.execution.generation,
+            verifier: who.name.clone(),
+            class: admission.class.clone(),
+            preflight: preflight.clone(),
+        }
+        .to_value()?;
         // One transaction: an admission the store refuses (a run id already taken, say)
         // leaves no note behind.
         self.store
@@ -550,14 +526,21 @@ impl Engine {
     /// when the run record (written by the engine alone) confirms its run, request, subject,
     /// verifier, class and generation; anything else is ignored. Read by an operator, or by a
     /// principal holding a grant in force on the execution or its mission.
-    pub async fn admission_notes(&self, caller: &Principal, execution: &str) -> Result<Vec<Value>> {
+    pub async fn admission_notes(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<Vec<AdmissionNote>> {
         self.require_read(caller, execution, "the admissions")
             .await?;
         self.admission_notes_unscoped(execution).await
     }
 
     /// [`Engine::admission_notes`] for the engine's own use, for no caller.
-    pub(crate) async fn admission_notes_unscoped(&self, execution: &str) -> Result<Vec<Value>> {
+    pub(crate) async fn admission_notes_unscoped(
+        &self,
+        execution: &str,
+    ) -> Result<Vec<AdmissionNote>> {
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         for row in self
@@ -565,27 +548,44 @@ impl Engine {
             .list(DocKind::Request, &About::Execution(execution.to_owned()))
             .await?
         {
-            let v = row.value()?;
-            if v.get("schema") != Some(&json!(ADMISSION_SCHEMA)) {
-                continue;
-            }
-            let Some(run_id) = v.get("run_id").and_then(Value::as_str) else {
+            // Not a note, or one the engine could not have written: ignored.
+            let Some(note) = AdmissionNote::from_value(&row.value()?) else {
                 continue;
             };
-            let Some(run) = self.store.run(run_id).await? else {
+            let Some(run) = self.store.run(note.run_id.as_str()).await? else {
                 continue;
             };
             let a = &run.admission;
-            let confirmed = v.get("request_digest") == Some(&json!(a.request_digest.as_str()))
-                && v.get("subject_digest") == Some(&json!(a.subject_digest.as_str()))
-                && v.get("verifier") == Some(&json!(a.verifier.as_str()))
-                && v.get("class") == Some(&json!(a.class.as_str()))
-                && v.get("generation") == Some(&json!(a.admitted_generation));
-            if confirmed && seen.insert(run_id.to_owned()) {
-                out.push(v);
+            let confirmed = note.request_digest == a.request_digest
+                && note.subject_digest == a.subject_digest
+                && note.verifier == a.verifier
+                && note.class == a.class
+                && note.generation == a.admitted_generation;
+            if confirmed && seen.insert(note.run_id.clone()) {
+                out.push(note);
             }
         }
         Ok(out)
+    }
+
+    /// The verification request stored under `digest`, read through its type.
+    pub(crate) async fn request(&self, digest: &Digest) -> Result<VerificationRequest> {
+        let doc = self
+            .store
+            .get(DocKind::Request, digest)
+            .await?
+            .ok_or_else(|| EngineError::NotFound {
+                what: "verification request",
+                key: digest.to_string(),
+            })?
+            .value()?;
+        VerificationRequest::from_value(&doc).map_err(|e| match e {
+            EngineError::Invalid { what, message } => EngineError::Invalid {
+                what,
+                message: format!("{digest}: {message}"),
+            },
+            other => other,
+        })
     }
 
     /// The run `run_id`, for an operator or for the verifier it was admitted for; anyone else
@@ -636,13 +636,13 @@ impl Engine {
             )
             .await?;
         let subject = self.subject(&run.admission.subject_digest).await?;
-        let note = self
+        let skipped = self
             .admission_notes_unscoped(subject.execution.id.as_str())
             .await?
             .into_iter()
-            .find(|n| n.get("run_id") == Some(&json!(run_id)));
-        let pre = note.as_ref().and_then(|n| n.get("preflight"));
-        let skipped = pre.filter(|p| p.get("skipped") == Some(&json!(true)));
+            .find(|n| n.run_id.as_str() == run_id)
+            .map(|n| n.preflight)
+            .filter(|p| p.skipped);
         if run.status().is_some_and(RunStatus::is_terminal) || skipped.is_some() {
             if let Some(pre) = skipped {
                 if run.status().is_none() {
@@ -651,17 +651,7 @@ impl Engine {
                         .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
                         .await?;
                 }
-                return Ok(RunOutcome::Skipped(Preflight {
-                    outcome: serde_json::from_value(
-                        pre.get("outcome").cloned().unwrap_or_default(),
-                    )
-                    .unwrap_or(Outcome::Blocked),
-                    skipped: true,
-                    reasons: serde_json::from_value(
-                        pre.get("reasons").cloned().unwrap_or_default(),
-                    )
-                    .unwrap_or_default(),
-                }));
+                return Ok(RunOutcome::Skipped(pre));
             }
             return Err(EngineError::Conflict(format!(
                 "run {run_id:?} already ended"
@@ -671,20 +661,8 @@ impl Engine {
         let subject = self.subject(&a.subject_digest).await?;
         self.require_live(subject.execution.id.as_str(), "start a run")
             .await?;
-        let request = self
-            .store
-            .get(DocKind::Request, &a.request_digest)
-            .await?
-            .map(|r| r.value())
-            .transpose()?
-            .unwrap_or_default();
-        let evidence = self
-            .store
-            .list(DocKind::Evidence, &About::Subject(a.subject_digest.clone()))
-            .await?
-            .iter()
-            .map(|s| s.value())
-            .collect::<Result<Vec<_>, _>>()?;
+        let request = self.request(&a.request_digest).await?;
+        let evidence = self.evidence_about(&a.subject_digest).await?;
         let prior_findings = self.pinned_prior_findings_unscoped(&request).await?;
         let task = VerifyTask {
             run_id: a.run_id.clone(),
@@ -718,17 +696,11 @@ impl Engine {
     pub async fn pinned_prior_findings(
         &self,
         caller: &Principal,
-        request: &Value,
-    ) -> Result<Vec<Value>> {
+        request: &VerificationRequest,
+    ) -> Result<Vec<Finding>> {
         let found = self.pinned_prior_findings_unscoped(request).await?;
         for f in &found {
-            let subject: Digest = f
-                .get("subject_digest")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .parse()
-                .map_err(|e| invalid("prior finding")(format!("subject_digest: {e}")))?;
-            let subject = self.subject(&subject).await?;
+            let subject = self.subject(&f.subject_digest).await?;
             self.require_read_subject(caller, &subject, "a prior finding")
                 .await?;
         }
@@ -738,35 +710,32 @@ impl Engine {
     /// [`Engine::pinned_prior_findings`] for the engine's own use, for no caller.
     pub(crate) async fn pinned_prior_findings_unscoped(
         &self,
-        request: &Value,
-    ) -> Result<Vec<Value>> {
-        let bad = invalid("verification request");
+        request: &VerificationRequest,
+    ) -> Result<Vec<Finding>> {
         let mut out = Vec::new();
-        let pins = request
-            .get("prior_blockers")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for (i, pin) in pins.iter().enumerate() {
-            let id: Id = pin
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .parse()
-                .map_err(|e| bad(format!("prior_blockers/{i}/id: {e}")))?;
-            let version = pin
-                .get("version")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| bad(format!("prior_blockers/{i}/version is not a count")))?;
+        for PriorBlocker { id, version } in &request.prior_blockers {
             let found =
                 self.store
-                    .finding(&id, version)
+                    .finding(id, *version)
                     .await?
                     .ok_or_else(|| EngineError::NotFound {
                         what: "prior finding",
                         key: format!("{id} version {version}"),
                     })?;
-            out.push(found.value()?);
+            out.push(found.decode()?);
+        }
+        Ok(out)
+    }
+
+    /// The check evidence stored about `subject`, in the order it was stored.
+    pub(crate) async fn evidence_about(&self, subject: &Digest) -> Result<Vec<CheckEvidence>> {
+        let rows = self
+            .store
+            .list(DocKind::Evidence, &About::Subject(subject.clone()))
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(row.decode()?);
         }
         Ok(out)
     }
@@ -1096,23 +1065,11 @@ impl Engine {
         known.insert(r.id.to_string());
         known.extend(r.findings.iter().map(|f| f.id.to_string()));
         let prior: Vec<(String, u64)> = self
-            .store
-            .get(DocKind::Request, request)
+            .request(request)
             .await?
-            .map(|s| s.value())
-            .transpose()?
-            .and_then(|v| v.get("prior_blockers").and_then(Value::as_array).cloned())
-            .unwrap_or_default()
-            .iter()
-            .map(|p| {
-                (
-                    p.get("id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    p.get("version").and_then(Value::as_u64).unwrap_or_default(),
-                )
-            })
+            .prior_blockers
+            .into_iter()
+            .map(|p| (p.id.to_string(), p.version))
             .collect();
         known.extend(prior.iter().map(|(id, _)| id.clone()));
         let refs = r

@@ -123,6 +123,105 @@ fn attest_depends_only_on_the_core_and_does_no_io() {
     }
 }
 
+/// The store's write API, read from the `Store` trait itself so that a write method added later
+/// is covered: every method that takes the acting `Actor`, and the one that sets the clock.
+fn store_writes() -> Vec<String> {
+    let text = std::fs::read_to_string(crates_dir().join("verdict-store/src/store.rs")).unwrap();
+    let start = text.find("pub trait Store").unwrap();
+    let body = &text[start..start + text[start..].find("\n}\n").unwrap()];
+    let mut out = Vec::new();
+    for piece in body.split("fn ").skip(1) {
+        let name = piece.split('(').next().unwrap().trim().to_owned();
+        let signature = &piece[..piece.find([';', '{']).unwrap_or(piece.len())];
+        if signature.contains("&Actor") || name == "set_manual_time" {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Rust source without its comments, spacing or line breaks.
+fn code_of(source: &str) -> String {
+    source
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .concat()
+        .split_whitespace()
+        .collect()
+}
+
+/// Calls of `writes` on anything named a store in `source` (comments left out, spacing and line
+/// breaks ignored), with the text of each call.
+fn direct_store_writes(source: &str, writes: &[String]) -> Vec<String> {
+    let code = code_of(source);
+    let mut found = Vec::new();
+    for w in writes {
+        for receiver in ["store.", "store().", "store()?.", "store.clone()."] {
+            let call = format!("{receiver}{w}(");
+            if code.contains(&call) {
+                found.push(call);
+            }
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The faces only parse, call one engine use case and render: neither the CLI's nor the
+/// server's source calls the store's write API, and the CLI never reaches past the engine to
+/// its store at all (a read it needs is an engine method).
+#[test]
+fn the_faces_never_write_to_the_store_directly() {
+    let writes = store_writes();
+    for expected in [
+        "put",
+        "put_batch",
+        "admit_run_noted",
+        "record_run_status",
+        "cas_lease",
+    ] {
+        assert!(
+            writes.iter().any(|w| w == expected),
+            "the write API read from the trait lacks {expected}: {writes:?}"
+        );
+    }
+    // The check sees a call however it is formatted.
+    let sample = "ctx.engine\n    .store() // the store\n    .put(&actor, kind, &doc)";
+    assert_eq!(direct_store_writes(sample, &writes), ["store().put("]);
+    for face in ["verdict-cli", "verdict-server"] {
+        let mut files = Vec::new();
+        rust_files(&crates_dir().join(face).join("src"), &mut files);
+        assert!(!files.is_empty(), "{face}");
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let found = direct_store_writes(&text, &writes);
+            assert!(
+                found.is_empty(),
+                "{} writes to the store directly ({found:?}); call an engine use case",
+                path.display()
+            );
+            if face == "verdict-cli" {
+                assert!(
+                    !code_of(&text).contains(".store()"),
+                    "{} reaches into the engine's store; call an engine use case",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_crate_is_in_the_code_map() {
     let map = std::fs::read_to_string(crates_dir().join("../ARCHITECTURE.md")).unwrap();

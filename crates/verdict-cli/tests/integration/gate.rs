@@ -216,6 +216,9 @@ fn schemas_are_printed_and_accept_the_examples() {
         "decision",
         "evidence",
         "verification",
+        "request",
+        "admission-note",
+        "run-context",
     ] {
         let out = verdict(&["schema", name]);
         assert_eq!(out.status.code(), Some(0), "{name}");

@@ -110,7 +110,18 @@ fn quickstart_twice_then_status_history_and_audit() {
             .find(|l| l.starts_with("vdt_"))
             .unwrap()
             .to_owned();
-        assert!(!env.run(None, &["quickstart"]).status.success());
+        let again = env.run(None, &["quickstart"]);
+        assert_eq!(again.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(
+            err.contains("already initialised") && err.contains("--token or VERDICT_TOKEN"),
+            "{err}"
+        );
+        // The first subject was sent back for the injection the scripted reviewer found.
+        assert!(
+            first.contains("gate: rework (") && first.contains("gate: pass"),
+            "{first}"
+        );
         let second = env.ok(Some(&ops), &["quickstart"]);
         assert!(second.contains("quickstart-2"), "{second}");
         assert!(!second.contains("vdt_"), "{second}");

@@ -351,7 +351,7 @@ async fn preflight_with_a_failing_required_check_never_calls_the_verifier() {
         );
         let history = w.engine.history(&w.ops, EXEC).await.unwrap();
         assert_eq!(history.runs[0].status, "cancelled");
-        assert_eq!(history.runs[0].preflight["skipped"], true);
+        assert!(history.runs[0].preflight.skipped);
 
         // With the check fixed on a new subject the verifier is called, once.
         subject_with_evidence(&w, 1, "fixed", "pass").await;

@@ -12,12 +12,13 @@ mod common;
 
 mod attest;
 mod authority;
+mod documents;
 mod hostile;
 mod ledger;
 mod lifecycle;
-mod quickstart;
 mod read_scope;
 mod reading;
 mod records;
 mod requests;
 mod self_admission;
+mod verify;

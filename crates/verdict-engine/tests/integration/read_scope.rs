@@ -266,7 +266,7 @@ async fn a_mission_grant_reads_the_executions_of_its_mission_only() {
 async fn prior_findings_are_read_by_their_subjects_grant_not_the_requests() {
     on_both(|store| async move {
         let w = world(store).await;
-        let (a, ev, _) = prepared(&w, 1, "change A", "run-1").await;
+        let (a, ev, req) = prepared(&w, 1, "change A", "run-1").await;
         let mut r = result("rev", "run-1", &a, 1, &ev);
         r["criteria"][0]["status"] = json!("failed");
         r["findings"] = json!([{
@@ -277,7 +277,17 @@ async fn prior_findings_are_read_by_their_subjects_grant_not_the_requests() {
         w.engine.submit_result(&w.rev, &r).await.unwrap();
         put_other(&w, OTHER, None).await;
         // A request the caller writes itself, pinning a finding of an execution it may not read.
-        let request: Value = json!({"prior_blockers": [{"id": "f-leak", "version": 1}]});
+        let mut request: Value = w
+            .engine
+            .store()
+            .get(DocKind::Request, &req)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        request["prior_blockers"] = json!([{"id": "f-leak", "version": 1}]);
+        let request = verdict_engine::VerificationRequest::from_value(&request).unwrap();
         let outsider = reader(&w, ScopeKind::Execution, OTHER, "2027-01-01T00:00:00Z").await;
         let before = chain_length(&w).await;
         let e = w

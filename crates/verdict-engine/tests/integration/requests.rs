@@ -320,7 +320,7 @@ async fn admission_notes_no_run_record_confirms_are_ignored() {
             .unwrap();
         let notes = w.engine.admission_notes(&w.ops, EXEC).await.unwrap();
         assert_eq!(notes.len(), 1);
-        assert_eq!(notes[0]["run_id"], "run-1");
+        assert_eq!(notes[0].run_id.as_str(), "run-1");
     })
     .await;
 }

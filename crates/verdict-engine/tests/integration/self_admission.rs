@@ -31,7 +31,7 @@ struct Passing;
 #[async_trait]
 impl ModelVerifier for Passing {
     async fn verify(&self, task: &VerifyTask) -> Result<Value, String> {
-        let ev = task.evidence.first().and_then(|e| e["id"].as_str());
+        let ev = task.evidence.first().map(|e| e.id.as_str());
         Ok(result(
             task.verifier.as_str(),
             task.run_id.as_str(),

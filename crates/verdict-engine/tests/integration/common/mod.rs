@@ -265,9 +265,8 @@ impl verdict_engine::ModelVerifier for Counting {
         let ev = task
             .evidence
             .first()
-            .and_then(|e| e["id"].as_str())
-            .unwrap_or_default()
-            .to_owned();
+            .map(|e| e.id.to_string())
+            .unwrap_or_default();
         Ok(result(
             task.verifier.as_str(),
             task.run_id.as_str(),

@@ -1,4 +1,5 @@
-//! `verdict quickstart`: one real change walked through the whole flow in the given store.
+//! `verdict quickstart`: one real change walked through the whole flow in the given store, as a
+//! face over the engine's use cases (each step is one engine call, acting as one principal).
 //!
 //! A tiny greeting service runs in-process on a loopback port. Version 1 echoes a name into
 //! HTML unescaped; version 2 escapes it. The flow acts as each principal in turn: the producer
@@ -7,9 +8,6 @@
 //! blocker, the Gate sends the change to rework; the producer deploys the fix as subject B,
 //! the checks run again, the verifier resolves the prior blocker, and the Gate passes it.
 
-use crate::engine::Engine;
-use crate::error::{EngineError, Result};
-use crate::runs::{ModelVerifier, RunOutcome, VerifyTask};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -17,8 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use verdict_core::contracts::{GateDecision, Name, Role};
+use verdict_engine::{Engine, EngineError, ModelVerifier, Result, RunOutcome, VerifyTask};
 use verdict_probes::{evidence, load, runner};
-use verdict_store::{Access, ScopeKind, Store, StoreClock};
+use verdict_store::{Access, ScopeKind, StoreClock};
 
 /// The checks of the example, run from the outside against the live service.
 const SPEC: &str = r#"
@@ -45,16 +44,18 @@ pub struct Quickstart {
     pub operator_token: Option<String>,
 }
 
+/// The gate the quickstart sets its policy on.
+pub const GATE: &str = "quickstart";
+
 /// Walks one change through the flow, printing each step with `say`. Each run creates its own
 /// principals and a new execution. On an empty store it initialises the store first (system
 /// clock) and returns the new operator's token; on an initialised one it needs an operator's
-/// token, since only an operator adds principals.
+/// token, since only an operator adds principals. `engine` acts for gate [`GATE`].
 pub async fn run(
-    store: Arc<dyn Store>,
+    engine: &Engine,
     operator_token: Option<&str>,
     say: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Quickstart> {
-    let engine = Engine::new(store.clone(), "quickstart");
     let (ops, operator_token) = match operator_token {
         Some(token) => (engine.authenticate(token).await?, None),
         None => {
@@ -74,20 +75,26 @@ pub async fn run(
             (engine.authenticate(&token).await?, Some(token))
         }
     };
-    if ops.role != Role::Operator {
+    if ops.role() != Role::Operator {
         return Err(EngineError::PermissionDenied {
-            principal: ops.name.to_string(),
-            role: ops.role.as_str(),
+            principal: ops.name().to_string(),
+            role: ops.role().as_str(),
             action: "run the quickstart".into(),
             why: "it adds principals, which only an operator may".into(),
         });
     }
+    let taken: Vec<String> = engine
+        .list_principals(&ops)
+        .await?
+        .into_iter()
+        .map(|p| p.name.to_string())
+        .collect();
     let mut n = 1_u32;
-    while store.principal(&format!("qs{n}-producer")).await?.is_some() {
+    while taken.contains(&format!("qs{n}-producer")) {
         n += 1;
     }
     let execution = format!("quickstart-{n}");
-    say(&format!("store: {}", store.describe()));
+    say(&format!("store: {}", engine.describe_store()));
 
     // Principals: each acts with its own token; none of these tokens is ever printed.
     let far = engine.now().await?.plus_seconds(86_400);
@@ -120,7 +127,10 @@ pub async fn run(
     let (producer, runner_p, verifier) = (get("producer")?, get("runner")?, get("verifier")?);
     say(&format!(
         "1. principals: {} (operator), {}, {}, {}",
-        ops.name, producer.name, runner_p.name, verifier.name
+        ops.name(),
+        producer.name(),
+        runner_p.name(),
+        verifier.name()
     ));
 
     let version = Arc::new(AtomicU8::new(1));
@@ -158,7 +168,7 @@ pub async fn run(
                 step - 1
             ));
         }
-        let subject = subject(&execution, &producer.name, diff, &spec);
+        let subject = subject(&execution, producer.name(), diff, &spec);
         let sd = engine.put_subject(&producer, &subject).await?;
         say(&format!("{step}. producer: subject {sd} ({diff})"));
         let report = runner::run(
@@ -171,7 +181,7 @@ pub async fn run(
             &runner::Stopper::new(),
         )
         .await;
-        let docs = evidence::evidence_documents(&report, &spec, &sd, &runner_p.name).map_err(
+        let docs = evidence::evidence_documents(&report, &spec, &sd, runner_p.name()).map_err(
             |message| EngineError::Invalid {
                 what: "check evidence",
                 message,
@@ -193,7 +203,13 @@ pub async fn run(
             .await?;
         let run_id = format!("qs{n}-review-{step}");
         let pre = engine
-            .admit(&ops, &request, verifier.name.as_str(), "reviewer", &run_id)
+            .admit(
+                &ops,
+                &request,
+                verifier.name().as_str(),
+                "reviewer",
+                &run_id,
+            )
             .await?;
         say(&format!(
             "{}. operator: request {request}; reviewer admitted to {run_id}; preflight {}",
@@ -284,21 +300,18 @@ impl ModelVerifier for Scripted {
         let ev_of = |check: &str| {
             task.evidence
                 .iter()
-                .find(|e| e.get("check").and_then(Value::as_str) == Some(check))
-                .and_then(|e| e.get("id").and_then(Value::as_str))
+                .find(|e| e.check.as_str() == check)
+                .map(|e| e.id.to_string())
                 .unwrap_or_default()
-                .to_owned()
         };
         let sd = task.subject_digest.as_str();
         let run = task.run_id.as_str();
         let prior: Vec<Value> = task
             .request
-            .get("prior_blockers")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
+            .prior_blockers
             .iter()
             .map(|p| {
-                json!({"finding": p["id"], "version": p["version"],
+                json!({"finding": p.id.as_str(), "version": p.version,
                        "disposition": if escaped { "resolved" } else { "still_present" },
                        "evidence_refs": ["diff"]})
             })
