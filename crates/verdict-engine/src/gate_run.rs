@@ -8,12 +8,13 @@ use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use verdict_core::contracts::{
-    GateDecision, Id, Role, Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
+    Finding, GateDecision, Role, Timestamp, UnavailableReason, VerificationResult,
+    VerificationStatus,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{
-    About, Actor, AuditReport, ChainHead, DocKind, ExecutionHead, Problem, ProblemKind, RunStatus,
-    Stored, Table,
+    About, Actor, AuditReport, ChainHead, DocKind, EvaluationRecord, ExecutionHead, FindingRef,
+    Problem, ProblemKind, RunStatus, Stored, Table,
 };
 
 /// Schema of the record naming the items of one evaluated bundle (stored in
@@ -61,35 +62,39 @@ impl Collected {
         }))
     }
 
-    /// The record naming these items (digests, and findings by id and version).
+    /// The record naming these items (digests, and findings by id and version), as the store's
+    /// typed evaluation record: every list sorted and without repeats.
     fn record(&self, evaluation_key: &Digest, now: &Timestamp) -> Result<Value> {
         let digests = |rows: &[Stored]| {
             rows.iter()
-                .map(|r| r.digest.to_string())
+                .map(|r| r.digest.clone())
                 .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
         };
         let mut findings = BTreeSet::new();
         for f in &self.prior_findings {
-            let v = f.value()?;
-            findings.insert((
-                v.get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                v.get("version").and_then(Value::as_u64).unwrap_or_default(),
-            ));
+            let finding: Finding = f.decode()?;
+            findings.insert(FindingRef {
+                id: finding.id,
+                version: finding.version,
+            });
         }
-        Ok(json!({
-            "schema": EVALUATION_RECORD_SCHEMA,
-            "evaluation_key": evaluation_key.as_str(),
-            "subject_digest": self.subject.digest.as_str(),
-            "policy_digest": self.policy.digest.as_str(),
-            "now": now.as_str(),
-            "evidence": digests(&self.evidence),
-            "verifications": digests(&self.verifications),
-            "human_decisions": digests(&self.human_decisions),
-            "prior_findings": findings.into_iter().map(|(id, version)| json!({"id": id, "version": version})).collect::<Vec<_>>(),
-        }))
+        let record = EvaluationRecord {
+            schema: EVALUATION_RECORD_SCHEMA.to_owned(),
+            evaluation_key: evaluation_key.clone(),
+            subject_digest: self.subject.digest.clone(),
+            policy_digest: self.policy.digest.clone(),
+            now: now.clone(),
+            evidence: digests(&self.evidence),
+            verifications: digests(&self.verifications),
+            human_decisions: digests(&self.human_decisions),
+            prior_findings: findings.into_iter().collect(),
+        };
+        serde_json::to_value(&record).map_err(|e| EngineError::Invalid {
+            what: "evaluation record",
+            message: e.to_string(),
+        })
     }
 }
 
@@ -411,13 +416,15 @@ impl Engine {
             key: key.to_string(),
         };
         for row in records {
-            let v = row.value()?;
-            if v.get("schema") != Some(&json!(EVALUATION_RECORD_SCHEMA))
-                || v.get("evaluation_key") != Some(&json!(key.as_str()))
-            {
+            // Requests of other kinds share the legacy location; only a record of this key is
+            // one to replay.
+            let Ok(record) = row.decode::<EvaluationRecord>() else {
+                continue;
+            };
+            if record.schema != EVALUATION_RECORD_SCHEMA || record.evaluation_key != *key {
                 continue;
             }
-            let bundle = self.rebuild(&v).await?;
+            let bundle = self.rebuild(&record).await?;
             let again = verdict_core::gate::evaluate_value(&bundle);
             let bytes = again.canonical_bytes().map_err(|e| EngineError::Invalid {
                 what: "gate decision",
@@ -440,66 +447,38 @@ impl Engine {
         Err(last_err)
     }
 
-    async fn rebuild(&self, record: &Value) -> Result<Value> {
-        let field = |name: &str| {
-            record
-                .get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let digest = |s: &str| {
-            s.parse::<Digest>().map_err(|e| EngineError::Invalid {
-                what: "evaluation record",
-                message: format!("{s:?}: {e}"),
-            })
-        };
-        let fetch = |kind: DocKind, d: Digest| async move {
-            self.store
-                .get(kind, &d)
-                .await?
-                .ok_or(EngineError::NotFound {
-                    what: "bundle item",
-                    key: d.to_string(),
-                })?
-                .value()
-                .map_err(EngineError::from)
+    async fn rebuild(&self, record: &EvaluationRecord) -> Result<Value> {
+        let fetch = |kind: DocKind, d: &Digest| {
+            let d = d.clone();
+            async move {
+                self.store
+                    .get(kind, &d)
+                    .await?
+                    .ok_or(EngineError::NotFound {
+                        what: "bundle item",
+                        key: d.to_string(),
+                    })?
+                    .value()
+                    .map_err(EngineError::from)
+            }
         };
         let mut lists = Vec::new();
-        for (name, kind) in [
-            ("evidence", DocKind::Evidence),
-            ("verifications", DocKind::Verification),
-            ("human_decisions", DocKind::HumanDecision),
+        for (digests, kind) in [
+            (&record.evidence, DocKind::Evidence),
+            (&record.verifications, DocKind::Verification),
+            (&record.human_decisions, DocKind::HumanDecision),
         ] {
-            let mut items = Vec::new();
-            for d in record
-                .get(name)
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice)
-            {
-                items.push(fetch(kind, digest(d.as_str().unwrap_or_default())?).await?);
+            let mut items = Vec::with_capacity(digests.len());
+            for d in digests {
+                items.push(fetch(kind, d).await?);
             }
             lists.push(Value::Array(items));
         }
-        let mut prior = Vec::new();
-        for f in record
-            .get("prior_findings")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
-        {
-            let id: Id = f
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .parse()
-                .map_err(|e| EngineError::Invalid {
-                    what: "evaluation record",
-                    message: format!("finding id: {e}"),
-                })?;
-            let version = f.get("version").and_then(Value::as_u64).unwrap_or_default();
+        let mut prior = Vec::with_capacity(record.prior_findings.len());
+        for FindingRef { id, version } in &record.prior_findings {
             let row =
                 self.store
-                    .finding(&id, version)
+                    .finding(id, *version)
                     .await?
                     .ok_or_else(|| EngineError::NotFound {
                         what: "finding",
@@ -514,13 +493,13 @@ impl Engine {
             })?;
         Ok(json!({
             "schema": "verdict.gate-bundle/v1",
-            "policy": fetch(DocKind::Policy, digest(&field("policy_digest"))?).await?,
-            "subject": fetch(DocKind::Subject, digest(&field("subject_digest"))?).await?,
+            "policy": fetch(DocKind::Policy, &record.policy_digest).await?,
+            "subject": fetch(DocKind::Subject, &record.subject_digest).await?,
             "evidence": evidence,
             "verifications": verifications,
             "human_decisions": human_decisions,
             "prior_findings": prior,
-            "now": field("now"),
+            "now": record.now.as_str(),
         }))
     }
 }

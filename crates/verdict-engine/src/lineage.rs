@@ -110,12 +110,12 @@ impl Engine {
         let mut open = Vec::new();
         for (id, version) in candidates {
             let origin = match self.store.finding(&id, version).await? {
-                Some(f) => f
-                    .value()?
-                    .get("subject_digest")
-                    .and_then(serde_json::Value::as_str)
-                    .and_then(|s| s.parse::<Digest>().ok())
-                    .and_then(|d| position.get(&d).copied()),
+                Some(f) => position
+                    .get(
+                        &f.decode::<verdict_core::contracts::Finding>()?
+                            .subject_digest,
+                    )
+                    .copied(),
                 None => None,
             };
             let closed = origin.is_some_and(|origin| {

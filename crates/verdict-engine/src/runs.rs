@@ -1057,9 +1057,12 @@ impl Engine {
         let about = About::Subject(r.subject_digest.clone());
         for kind in [DocKind::Evidence, DocKind::Verification, DocKind::Finding] {
             for row in self.store.list(kind, &about).await? {
-                if let Some(id) = row.value()?.get("id").and_then(Value::as_str) {
-                    known.insert(id.to_owned());
+                // Evidence, results and findings all carry an `id`; nothing else is read here.
+                #[derive(serde::Deserialize)]
+                struct Identified {
+                    id: String,
                 }
+                known.insert(row.decode::<Identified>()?.id);
             }
         }
         known.insert(r.id.to_string());
