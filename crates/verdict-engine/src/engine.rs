@@ -380,7 +380,7 @@ impl Engine {
             .await?;
         let expected = self.gate_head().await?;
         self.store
-            .set_gate_policy(&Self::system(), &self.gate, expected.as_ref(), &digest)
+            .set_gate_policy(&caller.actor(), &self.gate, expected.as_ref(), &digest)
             .await?;
         Ok(digest)
     }

@@ -52,7 +52,7 @@ pub use checkpoint::Checkpoint;
 pub use error::{Result, StoreError};
 pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
-pub use postgres::{DEFAULT_ROLE_PREFIX, role_names};
+pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};
 pub use records::{
     ADMISSION_LEASE_PREFIX, Access, CLOCK_POINTER, ClockSetting, DenialRecord, DocKind,
     EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, PointerKind,

@@ -5,7 +5,7 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
+    self, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
     PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table,
     canonical_text, finding_key, key_of,
 };
@@ -675,6 +675,37 @@ impl<B: Backend> StoreImpl<B> {
         Ok(())
     }
 
+    /// A producer moves an execution only to a subject it produced, while it holds a write
+    /// grant in force on the execution (or its mission) at the store's time.
+    async fn check_producer_moves(
+        &self,
+        actor: &Actor,
+        execution: &str,
+        digest: &Digest,
+        subject: &Subject,
+    ) -> Result<()> {
+        if subject.producer.principal.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "execution {execution:?}: producer {:?} did not produce subject {digest}",
+                actor.principal
+            )));
+        }
+        let now = self.now().await?;
+        let granted = self
+            .grants_for(&actor.principal)
+            .await?
+            .iter()
+            .any(|g| g.record.access == Access::Write && g.covers(subject) && g.is_active(&now));
+        if granted {
+            Ok(())
+        } else {
+            Err(StoreError::Refused(format!(
+                "execution {execution:?}: producer {:?} holds no write grant in force on it",
+                actor.principal
+            )))
+        }
+    }
+
     /// A verifier files a finding only about a subject it holds an admitted run for, whether
     /// the finding comes alone or inside a result.
     async fn check_finding_subject(&self, actor: &Actor, id: &str, subject: &Digest) -> Result<()> {
@@ -1195,6 +1226,10 @@ impl<B: Backend> Store for StoreImpl<B> {
                 "execution {execution:?} cannot go back from generation {} to {}",
                 old.generation, new.generation
             )));
+        }
+        if actor.role == ActorRole::Producer {
+            self.check_producer_moves(actor, execution, subject, &s)
+                .await?;
         }
         let expected = expected
             .map(|e| text_of(Table::PointerChanges, e))
