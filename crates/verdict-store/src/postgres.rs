@@ -123,7 +123,11 @@ fn quote(ident: &str) -> String {
 fn migration_sql(sql: &str, prefix: &str) -> String {
     let mut out = sql.replace("__PREFIX_LITERAL__", &format!("'{prefix}'"));
     out = out.replace("__OWNER__", &quote(&format!("{prefix}owner")));
-    for role in ActorRole::ALL.iter().map(|r| r.as_str()).chain([SERVICE_ROLE]) {
+    for role in ActorRole::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .chain([SERVICE_ROLE])
+    {
         let placeholder = format!("__{}__", role.to_uppercase());
         out = out.replace(&placeholder, &quote(&format!("{prefix}{role}")));
     }
@@ -504,13 +508,12 @@ impl PgBackend {
         {
             return Ok(Some(found.clone()));
         }
-        let found: Option<String> = sqlx::query_scalar(
-            "SELECT db_role FROM verdict.principal_roles WHERE principal = $1",
-        )
-        .bind(&actor.principal)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(pg_err)?;
+        let found: Option<String> =
+            sqlx::query_scalar("SELECT db_role FROM verdict.principal_roles WHERE principal = $1")
+                .bind(&actor.principal)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(pg_err)?;
         if let Some(role) = &found {
             self.identities
                 .lock()
@@ -554,11 +557,7 @@ impl PgBackend {
 pub fn principal_db_role(prefix: &str, database: &str, name: &str) -> String {
     use sha2::{Digest as _, Sha256};
     let hash = Sha256::digest(format!("{database}/{name}").as_bytes());
-    let hex: String = hash
-        .iter()
-        .take(10)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String = hash.iter().take(10).map(|b| format!("{b:02x}")).collect();
     format!("{prefix}p_{hex}")
 }
 
@@ -600,7 +599,12 @@ impl PgBackend {
         }
         let mut expected: Vec<(String, Option<String>, String, Option<i64>)> = vec![
             (format!("{}gate", self.prefix), None, "gate".into(), None),
-            (format!("{}system", self.prefix), None, "system".into(), None),
+            (
+                format!("{}system", self.prefix),
+                None,
+                "system".into(),
+                None,
+            ),
             (
                 format!("{}operator", self.prefix),
                 Some(ENGINE_IDENTITY.into()),
@@ -648,13 +652,17 @@ impl PgBackend {
                     // store's.
                     let own_group = format!("{}{role}", self.prefix);
                     if seq.is_some()
-                        && (groups.iter().any(|g| g.starts_with(&self.prefix) && *g != own_group)
+                        && (groups
+                            .iter()
+                            .any(|g| g.starts_with(&self.prefix) && *g != own_group)
                             || !groups.contains(&own_group))
                     {
                         flag(
                             who,
                             *seq,
-                            format!("identity {db_role} is a member of {groups:?}, not of {own_group} alone"),
+                            format!(
+                                "identity {db_role} is a member of {groups:?}, not of {own_group} alone"
+                            ),
                         );
                     }
                 }

@@ -691,11 +691,10 @@ impl<B: Backend> StoreImpl<B> {
             )));
         }
         let now = self.now().await?;
-        let granted = self
-            .grants_for(&actor.principal)
-            .await?
-            .iter()
-            .any(|g| g.record.access == Access::Write && g.covers(subject) && g.is_active(&now));
+        let granted =
+            self.grants_for(&actor.principal).await?.iter().any(|g| {
+                g.record.access == Access::Write && g.covers(subject) && g.is_active(&now)
+            });
         if granted {
             Ok(())
         } else {

@@ -14,8 +14,7 @@ use serde_json::json;
 use sqlx::{Connection as _, Executor as _};
 use verdict_core::contracts::{Role, UnavailableReason};
 use verdict_store::{
-    Actor, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock,
-    Table,
+    Actor, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock, Table,
 };
 
 /// A login of the principal's own database role, storing the principal first if need be.
@@ -125,7 +124,9 @@ async fn the_execution_pointer_never_moves_back_even_by_hand() {
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 2);
     conn.close().await.unwrap();
     assert!(store.verify_audit(None).await.unwrap().is_intact());
-    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN")).await.unwrap();
+    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+        .await
+        .unwrap();
     t.cleanup().await;
 }
 
@@ -177,7 +178,9 @@ async fn the_clock_is_chosen_once_before_the_first_principal() {
     .unwrap_err();
     assert!(err.contains("chosen once"), "{err}");
     conn.close().await.unwrap();
-    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN")).await.unwrap();
+    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+        .await
+        .unwrap();
     t.cleanup().await;
 }
 
@@ -253,7 +256,9 @@ async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
                 assert!(err.contains("no grant in force"), "{err}");
             }
             conn.close().await.unwrap();
-            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN")).await.unwrap();
+            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                .await
+                .unwrap();
         }
         assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
         // Once its run is on record as ended for the lapsed grant, the result is kept, as
@@ -326,7 +331,9 @@ async fn an_admission_lease_cannot_be_squatted() {
             // Its own lease under another name it still takes.
             try_sql(&mut conn, &call("job-1", &new)).await.unwrap();
             conn.close().await.unwrap();
-            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN")).await.unwrap();
+            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                .await
+                .unwrap();
         }
         assert!(store.verify_audit(None).await.unwrap().is_intact());
         t.cleanup().await;
