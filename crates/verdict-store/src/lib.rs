@@ -59,7 +59,9 @@ pub use records::{
     PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock, Table,
     UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
-pub use store::{About, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored};
+pub use store::{
+    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored,
+};
 
 use std::sync::Arc;
 

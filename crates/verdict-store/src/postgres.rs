@@ -45,6 +45,9 @@ pub(crate) struct PgBackend {
     /// `None` outside when the pool has a single connection, which cannot be set aside.
     writer: Option<Mutex<Option<Kept>>>,
     prefix: String,
+    /// Where the store is, with its credentials: a principal's login is given as this URL
+    /// with the principal's user and password instead.
+    url: String,
     /// The database role each principal acts as (schema version 7), as looked up once: the
     /// mapping is append-only, so what was found stays true.
     identities: Arc<std::sync::Mutex<HashMap<String, String>>>,
@@ -434,6 +437,7 @@ impl PgBackend {
             pool,
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
+            url: url.to_owned(),
             identities: Arc::default(),
             describe,
             snapshot: None,
@@ -680,6 +684,17 @@ impl PgBackend {
         }
         Ok(drift)
     }
+}
+
+/// `url` with its user and password replaced (both made of characters a URL takes as they are).
+fn url_as(url: &str, user: &str, password: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{user}:{password}@{host}{tail}")
 }
 
 /// The engine's own principal, which the operator group role acts for until the engine's
@@ -1052,6 +1067,32 @@ impl Backend for PgBackend {
             .transpose()
     }
 
+    async fn give_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::DbLogin> {
+        let mut bytes = [0_u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend {
+            backend: "postgres",
+            message: format!("no randomness for a password: {e}"),
+        })?;
+        let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let user: String = sqlx::query_scalar("SELECT verdict.principal_login($1, $2, $3, $4)")
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(principal)
+            .bind(&password)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(pg_err)?;
+        tx.commit().await.map_err(pg_err)?;
+        let url = url_as(&self.url, &user, &password);
+        Ok(crate::store::DbLogin {
+            user,
+            password,
+            url,
+        })
+    }
+
     async fn snapshot(&self) -> Result<Self> {
         // A connection taken out of the pool for good (it closes when the snapshot is
         // dropped, ending its transaction), so the pool never hands out one mid-transaction.
@@ -1067,6 +1108,7 @@ impl Backend for PgBackend {
             pool: self.pool.clone(),
             writer: None,
             prefix: self.prefix.clone(),
+            url: self.url.clone(),
             identities: Arc::clone(&self.identities),
             describe: self.describe.clone(),
             snapshot: Some(Mutex::new(conn)),

@@ -180,6 +180,27 @@ impl Grant {
     }
 }
 
+/// A database login of a principal's own (PostgreSQL): with it the principal connects as its
+/// own identity and can do only what it may. The password is shown once and stored nowhere.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DbLogin {
+    /// The login's user name: the principal's database role.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// The store's connection URL with this user and password.
+    pub url: String,
+}
+
+impl std::fmt::Debug for DbLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbLogin")
+            .field("user", &self.user)
+            .field("password", &"***")
+            .finish_non_exhaustive()
+    }
+}
+
 /// A verifier run: its admission and status history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -261,6 +282,10 @@ pub trait Store: Send + Sync {
 
     /// A principal by name.
     async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
+
+    /// Gives principal `name` a database login of its own with a fresh password (operator
+    /// only; PostgreSQL only).
+    async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin>;
 
     /// A principal by the SHA-256 of its token.
     async fn principal_by_token_hash(
@@ -1023,6 +1048,18 @@ impl<B: Backend> Store for StoreImpl<B> {
             .await?
             .map(|s| s.decode())
             .transpose()
+    }
+
+    async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin> {
+        // Giving a login is the act of adding principals.
+        actor.may_append(Table::Principals)?;
+        if self.principal(name).await?.is_none() {
+            return Err(StoreError::NotFound {
+                what: "principal",
+                key: name.to_owned(),
+            });
+        }
+        self.backend.give_login(actor, name).await
     }
 
     async fn principal_by_token_hash(

@@ -20,7 +20,8 @@
 --   own principal, `verdict-engine`, in the operator role, for the writes the engine still
 --   makes on a caller's behalf; a principal's login is not a member of it unless that
 --   principal is an operator.
--- - The check is spliced at the very start of every put_, put_one_ and cas_ routine, so a call
+-- - The check is spliced at the very start of every put_, put_one_ and cas_ routine (and of
+--   principal_login, by which an operator gives a principal a login of its own), so a call
 --   whose identity does not act for its principal is refused (SQLSTATE 42501) before anything
 --   else is read. cas_clock keeps its own rule: it acts only while the store has no principal,
 --   which is when no identity exists yet.
@@ -155,6 +156,33 @@ BEGIN
 END $$;
 GRANT EXECUTE ON FUNCTION verdict.cas_execution(text, text, text, bigint, text, text, text, text, text) TO __PRODUCER__;
 
+-- A login of a principal's own (schema version 7): its identity may log in, with the password
+-- given. Only an operator gives one (the identity check is spliced in below), and only to a
+-- stored principal; the password is chosen by the caller's store from 32 random bytes.
+CREATE FUNCTION verdict.principal_login(p_principal text, p_role text, p_name text,
+    p_password text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_db text;
+BEGIN
+    IF p_role IS DISTINCT FROM 'operator' THEN
+        RAISE EXCEPTION 'only an operator gives a principal a login, not %', p_role
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT m.db_role INTO v_db FROM verdict.principal_roles m JOIN verdict.principals p
+        ON p.name = m.principal WHERE m.principal = p_name;
+    IF v_db IS NULL THEN
+        RAISE EXCEPTION 'principal % is not stored', p_name USING ERRCODE = '42501';
+    END IF;
+    IF p_password IS NULL OR length(p_password) < 32 THEN
+        RAISE EXCEPTION 'a login''s password has at least 32 characters' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format('ALTER ROLE %I LOGIN PASSWORD %L', v_db, p_password);
+    RETURN v_db;
+END $$;
+REVOKE ALL ON FUNCTION verdict.principal_login(text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION verdict.principal_login(text, text, text, text) TO __OPERATOR__;
+
 -- The role claim of compare-and-set: the identity acting must be a member of the role the
 -- call claims (a principal's role is a member of its group role). The identity check spliced
 -- below says which principal it acts for.
@@ -196,7 +224,7 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure AS signature, p.proname::text AS name FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = 'verdict'::regnamespace
-          AND (p.proname ~ '^put_(one_)?[a-z_]+$' OR p.proname IN ('cas_execution', 'cas_gate', 'cas_lease'))
+          AND (p.proname ~ '^put_(one_)?[a-z_]+$' OR p.proname IN ('cas_execution', 'cas_gate', 'cas_lease', 'principal_login'))
         ORDER BY p.proname
     LOOP
         v_def := pg_get_functiondef(f.signature);
@@ -215,10 +243,10 @@ BEGIN
         EXECUTE substr(v_def, 1, v_at + length(v_marker) - 1) || v_check
             || substr(v_def, v_at + length(v_marker));
     END LOOP;
-    -- 15 tables, two routines each, and three pointer routines.
+    -- 15 tables, two routines each, three pointer routines and the one giving a login.
     IF (SELECT count(*) FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'verdict'::regnamespace
-            AND (p.proname ~ '^put_(one_)?[a-z_]+$' OR p.proname IN ('cas_execution', 'cas_gate', 'cas_lease'))
-            AND position('database identity % does not act' IN p.prosrc) > 0) <> 33 THEN
+            AND (p.proname ~ '^put_(one_)?[a-z_]+$' OR p.proname IN ('cas_execution', 'cas_gate', 'cas_lease', 'principal_login'))
+            AND position('database identity % does not act' IN p.prosrc) > 0) <> 34 THEN
         RAISE EXCEPTION 'the identity check is not in every write routine';
     END IF;
 END $make$;

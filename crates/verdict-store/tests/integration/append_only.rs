@@ -832,9 +832,10 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 35,
+        definers, 36,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
-         included) and the trigger that gives a new principal its identity"
+         included), the trigger that gives a new principal its identity and the routine that \
+         gives it a login"
     );
     t.cleanup().await;
 }
