@@ -1,8 +1,8 @@
 //! The PostgreSQL backend. Every write calls the SECURITY DEFINER routine of its table, which
-//! holds the call to the role the connection acts in: a batch first drops to the database role
-//! of the actor's role (`SET LOCAL ROLE`), a single append is one routine call on a connection
-//! kept for single appends. So the database enforces who may write what; the routine appends
-//! the audit event and computes its hash.
+//! holds the call to the principal the connection acts as: a write transaction first switches
+//! to the database identity of the actor's principal (`SET LOCAL ROLE`), and the connection
+//! kept for single appends is switched with `SET ROLE` when the actor changes. So the database
+//! enforces who may write what; the routine appends the audit event and computes its hash.
 
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead};
