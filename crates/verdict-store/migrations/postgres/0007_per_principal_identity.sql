@@ -30,6 +30,8 @@
 -- - An execution's pointer is moved by the producer who put the subject, in its own role:
 --   cas_execution takes a producer only for a subject that producer produced, while it holds
 --   a write grant in force on the execution (or its mission) at the database's clock.
+-- - The same grant is required of a producer's subjects and requests, a runner's evidence and
+--   a human's decisions, checked by their routines at the database's clock.
 
 SET LOCAL ROLE __OWNER__;
 SET LOCAL search_path = verdict, pg_temp;
@@ -182,6 +184,60 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION verdict.principal_login(text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION verdict.principal_login(text, text, text, text) TO __OPERATOR__;
+
+-- Grants at the database's clock: a producer's subject and request, a runner's evidence and a
+-- human's decision need the writer's write grant on the execution (or mission) of the subject
+-- they are about, not revoked and, on a store that keeps the database's clock, not expired at
+-- clock_timestamp(), as the engine requires before it writes. Spliced right after each
+-- routine parses the body. A superuser session with no role set is not bound (as above).
+DO $grants$
+DECLARE
+    t record;
+    f record;
+    v_def text;
+    v_hits integer;
+    v_check constant text := $check$
+    IF p_role = ANY (@ROLES@::text[])
+        AND NOT (current_setting('role') = 'none' AND coalesce((SELECT gr_r.rolsuper
+            FROM pg_catalog.pg_roles gr_r WHERE gr_r.rolname = session_user), false))
+        AND NOT EXISTS (SELECT 1 FROM verdict.grants gr_g, (@SUBJECT@) gr_s (execution_id, mission)
+            WHERE gr_g.principal = p_principal AND (gr_g.body::jsonb ->> 'access') = 'write'
+              AND ((gr_g.scope_kind = 'execution' AND gr_g.scope_id = gr_s.execution_id)
+                OR (gr_g.scope_kind = 'mission' AND gr_g.scope_id = gr_s.mission))
+              AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations gr_v
+                  WHERE gr_v.grant_id = gr_g.key)
+              AND ((gr_g.body::jsonb ->> 'expires_at')::timestamptz > clock_timestamp()
+                OR EXISTS (SELECT 1 FROM verdict.pointers gr_c WHERE gr_c.pointer = 'clock'
+                    AND gr_c.name = 'store' AND gr_c.value = '{"clock":"manual"}'))) THEN
+        RAISE EXCEPTION '%: % holds no write grant in force on its execution', @KEY@, p_principal
+            USING ERRCODE = '42501';
+    END IF;$check$;
+    v_of_subject constant text := 'SELECT s.execution_id, s.body::jsonb ->> ''mission'' '
+        || 'FROM verdict.subjects s WHERE s.key = (v_doc ->> ''subject_digest'')';
+BEGIN
+    FOR t IN SELECT * FROM (VALUES
+        ('subjects', 'ARRAY[''producer'']',
+            'SELECT v_doc #>> ''{execution,id}'', v_doc ->> ''mission'''),
+        ('verification_requests', 'ARRAY[''producer'']', v_of_subject),
+        ('check_evidence', 'ARRAY[''runner'']', v_of_subject),
+        ('human_decisions', 'ARRAY[''human'']', v_of_subject)
+    ) AS v(name, roles, subject) LOOP
+        FOR f IN SELECT * FROM (VALUES
+            (format('verdict.put_%s(text, text, text[], text[], text[], text[])', t.name),
+                'v_doc := p_bodies[i]::jsonb;', 'p_keys[i]'),
+            (format('verdict.put_one_%s(text, text, text, text, text, text)', t.name),
+                'v_doc := p_body::jsonb;', 'p_key')
+        ) AS r(signature, marker, key_expr) LOOP
+            v_def := pg_get_functiondef(f.signature::regprocedure);
+            v_hits := (length(v_def) - length(replace(v_def, f.marker, ''))) / length(f.marker);
+            IF v_hits <> 1 THEN
+                RAISE EXCEPTION '%: the body is parsed % times, not once', f.signature, v_hits;
+            END IF;
+            EXECUTE replace(v_def, f.marker, f.marker || replace(replace(replace(v_check,
+                '@ROLES@', t.roles), '@SUBJECT@', t.subject), '@KEY@', f.key_expr));
+        END LOOP;
+    END LOOP;
+END $grants$;
 
 -- The role claim of compare-and-set: the identity acting must be a member of the role the
 -- call claims (a principal's role is a member of its group role). The identity check spliced

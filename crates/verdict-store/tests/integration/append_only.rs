@@ -607,6 +607,9 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     conn.close().await.unwrap();
 
     let (mut conn, human_login) = connect_as(&t, HUMAN, Role::Human).await;
+    // Its decisions need its write grant (schema version 7), so what is refused below is the
+    // signature.
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
     let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
     let mut signed = human(&s, &p);
     signed["principal"] = json!("bob");
@@ -633,6 +636,7 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     conn.close().await.unwrap();
 
     let (mut conn, producer_login) = connect_as(&t, PRODUCER, Role::Producer).await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-9").await;
     let forged = "says it was produced by";
     refused_both_ways(
         &t,
@@ -694,7 +698,9 @@ async fn a_member_login_appends_singly_only_in_its_own_role() {
     populate(t.store.as_ref()).await;
     let (conn, login) = connect_as(&t, RUNNER, Role::Runner).await;
     conn.close().await.unwrap();
-    // The runner's own login (schema version 7): the store acts as the runner's identity.
+    // The runner's own login (schema version 7): the store acts as the runner's identity, which
+    // holds a write grant on the execution.
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
     let verdict_store::Location::Postgres(url) = &t.location else {
         unreachable!()
     };

@@ -206,6 +206,7 @@ async fn a_service_login_writes_only_as_the_principal_it_set_role_to() {
     populate(t.store.as_ref()).await;
     register(t.store.as_ref(), PRODUCER, Role::Producer).await;
     register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
     let login = format!("{}svc_login", t.prefix);
     t.raw(&format!(
         "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}service\"",
@@ -500,5 +501,93 @@ async fn audit_verify_checks_the_identities() {
         "{:#?}",
         report.problems
     );
+    t.cleanup().await;
+}
+
+/// A runner whose grant was revoked files evidence by hand, a human with no grant records a
+/// decision, a producer with no grant puts a subject or a request: each routine refuses, at the
+/// database's clock, and nothing is appended. With a grant in force the same calls go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    t.store
+        .revoke_grant(
+            &op,
+            &verdict_store::Revocation {
+                grant_id: "g-runner".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "rotated out".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let mut conns = vec![
+        principal_login(&t, RUNNER, Role::Runner).await.0,
+        principal_login(&t, HUMAN, Role::Human).await.0,
+        principal_login(&t, PRODUCER, Role::Producer).await.0,
+    ];
+    let seq = head_seq(&t).await;
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-granted");
+    // Not the request populate stored: a stored key is returned as it is, with no check.
+    let mut fresh_request = request(&s);
+    fresh_request["classes"] = json!(["reviewer", "security"]);
+    // (which login, the two calls of one write)
+    let cases = [
+        (
+            0,
+            put_calls(
+                Table::CheckEvidence,
+                RUNNER,
+                "runner",
+                &evidence(&s, "ev-late"),
+            ),
+        ),
+        (
+            1,
+            put_calls(Table::HumanDecisions, HUMAN, "human", &decision),
+        ),
+        (
+            2,
+            put_calls(Table::Subjects, PRODUCER, "producer", &subject("ex-1", 2)),
+        ),
+        (
+            2,
+            put_calls(
+                Table::VerificationRequests,
+                PRODUCER,
+                "producer",
+                &fresh_request,
+            ),
+        ),
+    ];
+    for (which, calls) in &cases {
+        for sql in calls {
+            let err = try_sql(&mut conns[*which], sql).await.expect_err(sql);
+            assert!(
+                err.contains("holds no write grant in force"),
+                "{sql}: {err}"
+            );
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // With grants in force, the same calls are taken.
+    grant_write(t.store.as_ref(), "g-runner-2", RUNNER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    let seq = head_seq(&t).await;
+    for (which, calls) in &cases {
+        try_sql(&mut conns[*which], &calls[0]).await.unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 4);
+    for conn in conns {
+        conn.close().await.unwrap();
+    }
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }

@@ -227,6 +227,7 @@ async fn a_database_owner_with_createrole_migrates_without_superuser() {
         (HUMAN, verdict_core::contracts::Role::Human),
     ] {
         register(store.as_ref(), name, role).await;
+        grant_write(store.as_ref(), &format!("g-{name}"), name, "ex-1").await;
     }
     populate(store.as_ref()).await;
     assert!(store.verify_audit(None).await.unwrap().is_intact());

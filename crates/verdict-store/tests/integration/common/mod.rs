@@ -828,3 +828,22 @@ pub async fn register(store: &dyn Store, name: &str, role: verdict_core::contrac
         store.add_principal(&op, &record).await.unwrap();
     }
 }
+
+/// Gives `principal` a write grant on `execution` until 2099 (added by [`OPERATOR`]): on
+/// PostgreSQL the routines require one of a producer's subjects and requests, a runner's
+/// evidence and a human's decisions (schema version 7).
+pub async fn grant_write(store: &dyn Store, id: &str, principal: &str, execution: &str) {
+    use verdict_store::{Access, Actor, GrantRecord, GrantScope, ScopeKind};
+    let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    let grant = GrantRecord {
+        grant_id: id.parse().unwrap(),
+        principal: principal.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: execution.parse().unwrap(),
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store.add_grant(&op, &grant).await.unwrap();
+}
