@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
-/// The connection kept for single appends and the role its session acts in (`None`: the
+/// The connection kept for single appends and the role it acts in (`None`: the
 /// login's own identity).
 struct Kept {
     conn: PoolConnection<Postgres>,
@@ -465,7 +465,7 @@ impl PgBackend {
                 role: None,
             }),
         };
-        // The session acts as the actor's identity; it changes only when the actor does.
+        // The connection acts as the actor's identity; it changes only when the actor does.
         let mut rows = Ok(Vec::new());
         if kept.role != role {
             let set = match &role {
@@ -485,7 +485,7 @@ impl PgBackend {
             rows = call_put_one(&mut *kept.conn, actor, item).await;
         }
         // After any error the connection is closed rather than given back to the pool with a
-        // principal's role set on its session.
+        // principal's role set on it.
         if rows.is_err()
             && let Some(kept) = slot.take()
         {
@@ -543,7 +543,7 @@ impl PgBackend {
         role: Option<&str>,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         // One round trip: open the transaction and act as the identity for its duration (or as
-        // the login itself, whatever role a pooled session was left in).
+        // the login itself, whatever role a pooled connection was left in).
         let begin = format!(
             "BEGIN; SET LOCAL ROLE {}",
             role.map_or_else(|| "NONE".to_owned(), quote)
@@ -833,7 +833,7 @@ impl Backend for PgBackend {
 
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
         if let [item] = items.as_slice() {
-            // One record: the routine call is a transaction of its own on a session already
+            // One record: the routine call is a transaction of its own on a connection already
             // acting as the actor's identity, so it is one round trip instead of three; a
             // refusal leaves nothing behind.
             return self.put_one(actor, item).await;

@@ -25,7 +25,7 @@
 --   whose identity does not act for its principal is refused (SQLSTATE 42501) before anything
 --   else is read. cas_clock keeps its own rule: it acts only while the store has no principal,
 --   which is when no identity exists yet.
--- - A superuser session with no role set is not bound: it could rewrite the routines anyway.
+-- - A superuser connection with no role set is not bound: it could rewrite the routines anyway.
 --   A service login must not be a superuser.
 -- - An execution's pointer is moved by the producer who put the subject, in its own role:
 --   cas_execution takes a producer only for a subject that producer produced, while it holds
@@ -189,7 +189,7 @@ GRANT EXECUTE ON FUNCTION verdict.principal_login(text, text, text, text) TO __O
 -- human's decision need the writer's write grant on the execution (or mission) of the subject
 -- they are about, not revoked and, on a store that keeps the database's clock, not expired at
 -- clock_timestamp(), as the engine requires before it writes. Spliced right after each
--- routine parses the body. A superuser session with no role set is not bound (as above).
+-- routine parses the body. A superuser connection with no role set is not bound (as above).
 DO $grants$
 DECLARE
     t record;
