@@ -224,6 +224,18 @@ async fn the_request_names_the_capability_else_the_subject_does() {
             .add_principal(&w.ops, "coder-2", verdict_core::contracts::Role::Producer)
             .await
             .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-coder-2",
+                "coder-2",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Write,
+                &"2027-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
         let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
             "capability": "forged"});
         w.engine

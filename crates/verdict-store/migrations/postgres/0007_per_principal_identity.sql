@@ -197,7 +197,7 @@ DECLARE
     v_def text;
     v_hits integer;
     v_check constant text := $check$
-    IF p_role = ANY (@ROLES@::text[])
+    IF p_role = ANY (@ROLES@::text[]) AND (@ABOUT@)
         AND NOT (current_setting('role') = 'none' AND coalesce((SELECT gr_r.rolsuper
             FROM pg_catalog.pg_roles gr_r WHERE gr_r.rolname = session_user), false))
         AND NOT EXISTS (SELECT 1 FROM verdict.grants gr_g, (@SUBJECT@) gr_s (execution_id, mission)
@@ -217,11 +217,13 @@ DECLARE
 BEGIN
     FOR t IN SELECT * FROM (VALUES
         ('subjects', 'ARRAY[''producer'']',
-            'SELECT v_doc #>> ''{execution,id}'', v_doc ->> ''mission'''),
-        ('verification_requests', 'ARRAY[''producer'']', v_of_subject),
-        ('check_evidence', 'ARRAY[''runner'']', v_of_subject),
-        ('human_decisions', 'ARRAY[''human'']', v_of_subject)
-    ) AS v(name, roles, subject) LOOP
+            'SELECT v_doc #>> ''{execution,id}'', v_doc ->> ''mission''', 'true'),
+        -- A document in the requests table that is about no subject is a note, which counts
+        -- only when the engine wrote it; there is no execution to hold a grant on.
+        ('verification_requests', 'ARRAY[''producer'']', v_of_subject, 'v_doc ? ''subject_digest'''),
+        ('check_evidence', 'ARRAY[''runner'']', v_of_subject, 'true'),
+        ('human_decisions', 'ARRAY[''human'']', v_of_subject, 'true')
+    ) AS v(name, roles, subject, about) LOOP
         FOR f IN SELECT * FROM (VALUES
             (format('verdict.put_%s(text, text, text[], text[], text[], text[])', t.name),
                 'v_doc := p_bodies[i]::jsonb;', 'p_keys[i]'),
@@ -233,8 +235,9 @@ BEGIN
             IF v_hits <> 1 THEN
                 RAISE EXCEPTION '%: the body is parsed % times, not once', f.signature, v_hits;
             END IF;
-            EXECUTE replace(v_def, f.marker, f.marker || replace(replace(replace(v_check,
-                '@ROLES@', t.roles), '@SUBJECT@', t.subject), '@KEY@', f.key_expr));
+            EXECUTE replace(v_def, f.marker, f.marker || replace(replace(replace(replace(v_check,
+                '@ROLES@', t.roles), '@ABOUT@', t.about), '@SUBJECT@', t.subject), '@KEY@',
+                f.key_expr));
         END LOOP;
     END LOOP;
 END $grants$;
