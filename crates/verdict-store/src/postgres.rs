@@ -1115,3 +1115,37 @@ impl Backend for PgBackend {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_login_url_keeps_the_place_and_replaces_the_credentials() {
+        assert_eq!(
+            url_as(
+                "postgres://svc:secret@db:5432/verdict?sslmode=require",
+                "u",
+                "p"
+            ),
+            "postgres://u:p@db:5432/verdict?sslmode=require"
+        );
+        assert_eq!(
+            url_as("postgresql://db/verdict", "u", "p"),
+            "postgresql://u:p@db/verdict"
+        );
+        assert_eq!(url_as("postgres://a@b", "u", "p"), "postgres://u:p@b");
+    }
+
+    #[test]
+    fn a_principals_role_is_named_by_its_store_and_fits_a_role_name() {
+        let a = principal_db_role("verdict_", "db1", "coder");
+        assert_eq!(a.len(), "verdict_p_".len() + 20);
+        assert!(a.starts_with("verdict_p_"));
+        // Another database, or another principal, is another identity.
+        assert_ne!(a, principal_db_role("verdict_", "db2", "coder"));
+        assert_ne!(a, principal_db_role("verdict_", "db1", "coder2"));
+        // The longest prefix the store takes still gives a name PostgreSQL keeps whole.
+        assert!(principal_db_role(&"p".repeat(40), "db", "x").len() <= 63);
+    }
+}
