@@ -102,8 +102,9 @@ fn check_prefix(prefix: &str) -> Result<()> {
     }
 }
 
-/// The database role names for a prefix: the owner, one per actor role, then the service role
-/// (a member of every principal's own role, so a login granted it can act as any principal).
+/// The database role names for a prefix: the owner, one per actor role, the service role (a
+/// member of every principal's own role, so a login granted it can act as any principal), then
+/// the engine's own identity.
 #[must_use]
 pub fn role_names(prefix: &str) -> Vec<String> {
     std::iter::once(format!("{prefix}owner"))
@@ -112,12 +113,16 @@ pub fn role_names(prefix: &str) -> Vec<String> {
                 .iter()
                 .map(|r| format!("{prefix}{}", r.as_str())),
         )
-        .chain(std::iter::once(format!("{prefix}{SERVICE_ROLE}")))
+        .chain([SERVICE_ROLE, ENGINE_ROLE].map(|r| format!("{prefix}{r}")))
         .collect()
 }
 
 /// The suffix of the role every principal's database role is granted to.
 const SERVICE_ROLE: &str = "service";
+
+/// The suffix of the role the engine's own principal acts as (a member of the operators' group
+/// role, of which no principal's identity is a member).
+const ENGINE_ROLE: &str = "engine";
 
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
@@ -129,7 +134,7 @@ fn migration_sql(sql: &str, prefix: &str) -> String {
     for role in ActorRole::ALL
         .iter()
         .map(|r| r.as_str())
-        .chain([SERVICE_ROLE])
+        .chain([SERVICE_ROLE, ENGINE_ROLE])
     {
         let placeholder = format!("__{}__", role.to_uppercase());
         out = out.replace(&placeholder, &quote(&format!("{prefix}{role}")));
@@ -188,59 +193,72 @@ fn migrate_err(e: sqlx::Error) -> StoreError {
 /// databases (and concurrent migrations) may share them; a lost creation race is retried.
 async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
     for name in role_names(prefix) {
-        let sql = format!(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN \
-             CREATE ROLE {} NOLOGIN; END IF; END $$",
-            quote(&name)
-        );
-        let mut attempt = 0;
-        loop {
-            match pool
-                .execute(sqlx::raw_sql(AssertSqlSafe(sql.clone())))
-                .await
-            {
-                Ok(_) => break,
-                // Concurrent CREATE ROLE fails with unique_violation, duplicate_object or
-                // "tuple concurrently updated"; each means: look again. A refusal is final.
-                Err(e) if attempt < 5 && !is_denied(&e) => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                }
-                Err(e) => return Err(migrate_err(e)),
-            }
-        }
+        execute_retrying(
+            pool,
+            &format!(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN \
+                 CREATE ROLE {} NOLOGIN; END IF; END $$",
+                quote(&name)
+            ),
+        )
+        .await?;
     }
     // The owner makes a role for every principal added (schema version 7), and grants it its
     // group role and to the service role; from PostgreSQL 16 on, that needs the admin option
-    // on those roles as well as CREATEROLE.
+    // on those roles as well as CREATEROLE. The engine's identity calls what operators may.
     let owner = quote(&format!("{prefix}owner"));
-    let can: bool = sqlx::query_scalar("SELECT rolcreaterole FROM pg_roles WHERE rolname = $1")
-        .bind(format!("{prefix}owner"))
-        .fetch_one(pool)
-        .await
-        .map_err(pg_err)?;
-    if !can {
-        pool.execute(sqlx::raw_sql(AssertSqlSafe(format!(
-            "ALTER ROLE {owner} CREATEROLE"
-        ))))
-        .await
-        .map_err(migrate_err)?;
-    }
+    let (engine, operator) = (
+        quote(&format!("{prefix}{ENGINE_ROLE}")),
+        quote(&format!("{prefix}operator")),
+    );
+    execute_retrying(
+        pool,
+        &format!(
+            "DO $$ BEGIN \
+             IF NOT (SELECT rolcreaterole FROM pg_roles WHERE rolname = '{prefix}owner') THEN \
+             ALTER ROLE {owner} CREATEROLE; END IF; \
+             IF NOT pg_has_role('{prefix}{ENGINE_ROLE}', '{prefix}operator', 'MEMBER') THEN \
+             GRANT {operator} TO {engine}; END IF; END $$"
+        ),
+    )
+    .await?;
     let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
         .fetch_one(pool)
         .await
         .map_err(pg_err)?;
     if version >= 160_000 {
         for name in role_names(prefix).iter().skip(1) {
-            pool.execute(sqlx::raw_sql(AssertSqlSafe(format!(
-                "GRANT {} TO {owner} WITH ADMIN OPTION, INHERIT FALSE, SET FALSE",
-                quote(name)
-            ))))
-            .await
-            .map_err(migrate_err)?;
+            execute_retrying(
+                pool,
+                &format!(
+                    "GRANT {} TO {owner} WITH ADMIN OPTION, INHERIT FALSE, SET FALSE",
+                    quote(name)
+                ),
+            )
+            .await?;
         }
     }
     Ok(())
+}
+
+/// Runs a statement that changes roles, which are shared by every database of the server: a
+/// concurrent change of the same role fails with unique_violation, duplicate_object or "tuple
+/// concurrently updated", each of which means: try again. A refusal is final.
+async fn execute_retrying(pool: &PgPool, sql: &str) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        match pool
+            .execute(sqlx::raw_sql(AssertSqlSafe(sql.to_owned())))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if attempt < 5 && !is_denied(&e) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+            }
+            Err(e) => return Err(migrate_err(e)),
+        }
+    }
 }
 
 fn is_denied(e: &sqlx::Error) -> bool {
@@ -610,7 +628,7 @@ impl PgBackend {
                 None,
             ),
             (
-                format!("{}operator", self.prefix),
+                format!("{}{ENGINE_ROLE}", self.prefix),
                 Some(ENGINE_IDENTITY.into()),
                 "operator".into(),
                 None,
@@ -697,8 +715,8 @@ fn url_as(url: &str, user: &str, password: &str) -> String {
     format!("{scheme}://{user}:{password}@{host}{tail}")
 }
 
-/// The engine's own principal, which the operator group role acts for until the engine's
-/// remaining writes on a caller's behalf are made as the caller.
+/// The engine's own principal, which `<prefix>engine` acts for until the engine's remaining
+/// writes on a caller's behalf are made as the caller.
 const ENGINE_IDENTITY: &str = "verdict-engine";
 
 /// Calls the write routine of a run of records of one table, returning its rows.

@@ -168,8 +168,9 @@ async fn migrate_on_postgres_creates_the_roles_once() {
     .await
     .unwrap();
     assert_eq!(
-        roles, 9,
-        "owner, six principal roles, the system role and the service role, none able to log in"
+        roles, 10,
+        "owner, six principal roles, the system role, the service role and the engine's role, \
+         none able to log in"
     );
     // Another prefix for the same database is refused rather than half-applied.
     let out = verdict(

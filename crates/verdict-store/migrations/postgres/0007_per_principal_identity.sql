@@ -16,10 +16,10 @@
 --   append-only like every table here and filled only by a trigger on principals, in the
 --   transaction that stores the principal; `audit verify` recomputes it from the principals.
 -- - The gate's and the system's identities are built in: `<prefix>gate` writes as the gate
---   under any name, `<prefix>system` records denials. `<prefix>operator` acts for the engine's
---   own principal, `verdict-engine`, in the operator role, for the writes the engine still
---   makes on a caller's behalf; a principal's login is not a member of it unless that
---   principal is an operator.
+--   under any name, `<prefix>system` records denials. `<prefix>engine`, a member of the
+--   operators' group role, acts for the engine's own principal, `verdict-engine`, in the
+--   operator role, for the writes the engine still makes on a caller's behalf; no principal's
+--   identity is a member of it (the service login is).
 -- - The check is spliced at the very start of every put_, put_one_ and cas_ routine (and of
 --   principal_login, by which an operator gives a principal a login of its own), so a call
 --   whose identity does not act for its principal is refused (SQLSTATE 42501) before anything
@@ -58,7 +58,7 @@ CREATE POLICY principal_roles_append ON verdict.principal_roles FOR INSERT TO __
 INSERT INTO verdict.principal_roles (db_role, principal, role) VALUES
     (__PREFIX_LITERAL__ || 'gate', NULL, 'gate'),
     (__PREFIX_LITERAL__ || 'system', NULL, 'system'),
-    (__PREFIX_LITERAL__ || 'operator', 'verdict-engine', 'operator');
+    (__PREFIX_LITERAL__ || 'engine', 'verdict-engine', 'operator');
 
 -- The database role of a principal of this store.
 CREATE FUNCTION verdict.principal_db_role(p_name text) RETURNS text

@@ -591,3 +591,35 @@ async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }
+
+/// An operator's own login writes as the engine's principal (whose notes count as the
+/// engine's), or becomes the engine's, the gate's or the system's identity: refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_login_cannot_write_as_the_engine_the_gate_or_the_system() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let seq = head_seq(&t).await;
+    let note = json!({"schema": "verdict.cancellation/v1", "subject_digest": d("s")});
+    for sql in put_calls(
+        Table::VerificationRequests,
+        "verdict-engine",
+        "operator",
+        &note,
+    ) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal verdict-engine"),
+            "{sql}: {err}"
+        );
+    }
+    for builtin in ["engine", "gate", "system"] {
+        let err = try_sql(&mut conn, &format!("SET ROLE \"{}{builtin}\"", t.prefix))
+            .await
+            .unwrap_err();
+        assert!(err.contains("permission denied"), "{builtin}: {err}");
+    }
+    conn.close().await.unwrap();
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
