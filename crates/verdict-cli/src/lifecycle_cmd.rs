@@ -196,13 +196,20 @@ pub enum LifecycleCommand {
 #[derive(clap::Subcommand)]
 pub enum PrincipalCommand {
     /// Add a principal; prints its token once.
-    #[command(after_help = "Example:\n  verdict principal add rev --role verifier")]
+    #[command(
+        after_help = "Examples:\n  verdict principal add rev --role verifier\n  verdict principal add coder --role producer --db-login"
+    )]
     Add {
         /// Name.
         name: String,
         /// Role.
         #[arg(long, value_parser = ["producer", "runner", "verifier", "human", "operator"])]
         role: String,
+        /// PostgreSQL: also give the principal a database login of its own and print its
+        /// connection URL once (user and password included); with it the principal can do
+        /// only what it may.
+        #[arg(long)]
+        db_login: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -527,18 +534,29 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             );
             outln!("{token}")?;
         }
-        C::Principal(PrincipalCommand::Add { name, role, common }) => {
+        C::Principal(PrincipalCommand::Add {
+            name,
+            role,
+            db_login,
+            common,
+        }) => {
             let ctx = Ctx::open(&common).await?;
             let role = parse_role(&role)?;
-            let token = ctx
-                .engine
-                .add_principal(&ctx.caller().await?, &name, role)
-                .await?;
+            let caller = ctx.caller().await?;
+            let token = ctx.engine.add_principal(&caller, &name, role).await?;
             eprintln!(
                 "principal {name:?} ({}) created; its token is shown only now:",
                 role.as_str()
             );
             outln!("{token}")?;
+            if db_login {
+                let login = ctx.engine.give_db_login(&caller, &name).await?;
+                eprintln!(
+                    "database login {:?} for {name:?}; its connection URL is shown only now:",
+                    login.user
+                );
+                outln!("{}", login.url)?;
+            }
         }
         C::Grant(GrantCommand::Add {
             id,

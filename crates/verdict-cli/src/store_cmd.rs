@@ -19,8 +19,11 @@ pub enum StoreCommand {
         refused. On PostgreSQL, run it as a superuser, or as a role with CREATEROLE that may \
         create a schema in the database (its owner, say): it creates NOLOGIN roles \
         <prefix>owner, <prefix>operator, <prefix>producer, <prefix>runner, <prefix>verifier, \
-        <prefix>human, <prefix>gate and <prefix>system, makes the connecting role a member of \
-        each, and builds the schema as <prefix>owner.")]
+        <prefix>human, <prefix>gate, <prefix>system, <prefix>service and <prefix>engine, makes \
+        the connecting \
+        role a member of each, gives <prefix>owner CREATEROLE (it makes a NOLOGIN role for \
+        every principal added, which <prefix>service may act as), and builds the schema as \
+        <prefix>owner.")]
     Migrate(MigrateArgs),
 }
 

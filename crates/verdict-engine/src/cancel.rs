@@ -119,8 +119,9 @@ impl Engine {
         // The record, then the run event: the event is what fences the run; a record whose
         // event never landed names a run that is still open, and history shows it as such.
         self.put_note(&record).await?;
+        // The run's end is the operator's own act, written in its own role.
         self.store
-            .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+            .record_run_status(&caller.actor(), run_id, RunStatus::Cancelled, None)
             .await?;
         Ok(record)
     }

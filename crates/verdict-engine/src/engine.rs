@@ -8,7 +8,7 @@ use std::sync::Arc;
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
-    Access, Actor, ActorRole, DenialRecord, DocKind, ExecutionHead, GateHead, GrantRecord,
+    Access, Actor, ActorRole, DbLogin, DenialRecord, DocKind, ExecutionHead, GateHead, GrantRecord,
     GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, StoreClock, StoreError,
     UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
@@ -305,6 +305,15 @@ impl Engine {
         Ok(token)
     }
 
+    /// Gives principal `name` a PostgreSQL login of its own (operator only): its database
+    /// identity may log in with a fresh password, returned once with the store's connection URL
+    /// for it. With that login the principal can do only what it may.
+    pub async fn give_db_login(&self, caller: &Principal, name: &str) -> Result<DbLogin> {
+        self.require_role(caller, &[Role::Operator], "give database logins")
+            .await?;
+        Ok(self.store.give_login(&caller.actor(), name).await?)
+    }
+
     /// Grants `principal` access to an execution or mission until `expires_at` (operator only).
     #[expect(
         clippy::too_many_arguments,
@@ -520,7 +529,7 @@ impl Engine {
             .await?;
         let expected = self.gate_head().await?;
         self.store
-            .set_gate_policy(&Self::system(), &self.gate, expected.as_ref(), &digest)
+            .set_gate_policy(&caller.actor(), &self.gate, expected.as_ref(), &digest)
             .await?;
         Ok(digest)
     }

@@ -892,8 +892,9 @@ impl Engine {
             // A cancelled run's result is history: its run is marked cancelled before the
             // document lands, so it is never read as counted.
             if run.status().is_none_or(|s| !s.is_terminal()) {
+                // Recorded by the run's own verifier, in its own role: it needs no other.
                 self.store
-                    .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                    .record_run_status(&actor, run_id, RunStatus::Cancelled, None)
                     .await?;
             }
             let stored = self.store.put(&actor, DocKind::Verification, doc).await?;

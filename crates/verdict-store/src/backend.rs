@@ -135,6 +135,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Rows whose columns derived from their body no longer hold what the body gives. Empty
     /// where the database computes such columns itself and nothing can set them.
     async fn derived_drift(&self) -> Result<Vec<Drift>>;
+    /// Gives principal `principal`'s own database identity a login with a fresh password, as
+    /// `actor` (an operator). Only PostgreSQL has logins to give.
+    async fn give_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::DbLogin> {
+        let _ = (actor, principal);
+        Err(crate::error::StoreError::Refused(
+            "a SQLite store has no database logins; whoever can write its file controls it".into(),
+        ))
+    }
     /// A backend whose reads all see the store as it was when this was called, whatever is
     /// appended meanwhile: `audit verify` reads through one, so a store written during the
     /// walk is not mistaken for a tampered one. For reading only.

@@ -1,8 +1,8 @@
 //! The PostgreSQL backend. Every write calls the SECURITY DEFINER routine of its table, which
-//! holds the call to the role the connection acts in: a batch first drops to the database role
-//! of the actor's role (`SET LOCAL ROLE`), a single append is one routine call on a connection
-//! kept for single appends. So the database enforces who may write what; the routine appends
-//! the audit event and computes its hash.
+//! holds the call to the principal the connection acts as: a write transaction first switches
+//! to the database identity of the actor's principal (`SET LOCAL ROLE`), and the connection
+//! kept for single appends is switched with `SET ROLE` when the actor changes. So the database
+//! enforces who may write what; the routine appends the audit event and computes its hash.
 
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead};
@@ -19,8 +19,17 @@ use async_trait::async_trait;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Executor as _, Postgres, Row as _};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
+
+/// The connection kept for single appends and the role it acts in (`None`: the
+/// login's own identity).
+struct Kept {
+    conn: PoolConnection<Postgres>,
+    role: Option<String>,
+}
 
 /// The role prefix used when none is configured.
 pub const DEFAULT_ROLE_PREFIX: &str = "verdict_";
@@ -34,8 +43,14 @@ pub(crate) struct PgBackend {
     /// a connection taken from the pool and given back for every call adds a ping on acquire
     /// and another on release. `None` inside until first use, or after the connection failed;
     /// `None` outside when the pool has a single connection, which cannot be set aside.
-    writer: Option<Mutex<Option<PoolConnection<Postgres>>>>,
+    writer: Option<Mutex<Option<Kept>>>,
     prefix: String,
+    /// Where the store is, with its credentials: a principal's login is given as this URL
+    /// with the principal's user and password instead.
+    url: String,
+    /// The database role each principal acts as (schema version 7), as looked up once: the
+    /// mapping is append-only, so what was found stays true.
+    identities: Arc<std::sync::Mutex<HashMap<String, String>>>,
     describe: String,
     /// Set on a snapshot ([`Backend::snapshot`]): a connection of its own inside a read-only
     /// REPEATABLE READ transaction, which every read of this backend goes through.
@@ -87,7 +102,9 @@ fn check_prefix(prefix: &str) -> Result<()> {
     }
 }
 
-/// The database role names for a prefix: the owner, then one per actor role.
+/// The database role names for a prefix: the owner, one per actor role, the service role (a
+/// member of every principal's own role, so a login granted it can act as any principal), then
+/// the engine's own identity.
 #[must_use]
 pub fn role_names(prefix: &str) -> Vec<String> {
     std::iter::once(format!("{prefix}owner"))
@@ -96,8 +113,16 @@ pub fn role_names(prefix: &str) -> Vec<String> {
                 .iter()
                 .map(|r| format!("{prefix}{}", r.as_str())),
         )
+        .chain([SERVICE_ROLE, ENGINE_ROLE].map(|r| format!("{prefix}{r}")))
         .collect()
 }
+
+/// The suffix of the role every principal's database role is granted to.
+const SERVICE_ROLE: &str = "service";
+
+/// The suffix of the role the engine's own principal acts as (a member of the operators' group
+/// role, of which no principal's identity is a member).
+const ENGINE_ROLE: &str = "engine";
 
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
@@ -106,9 +131,13 @@ fn quote(ident: &str) -> String {
 fn migration_sql(sql: &str, prefix: &str) -> String {
     let mut out = sql.replace("__PREFIX_LITERAL__", &format!("'{prefix}'"));
     out = out.replace("__OWNER__", &quote(&format!("{prefix}owner")));
-    for role in ActorRole::ALL {
-        let placeholder = format!("__{}__", role.as_str().to_uppercase());
-        out = out.replace(&placeholder, &quote(&format!("{prefix}{}", role.as_str())));
+    for role in ActorRole::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .chain([SERVICE_ROLE, ENGINE_ROLE])
+    {
+        let placeholder = format!("__{}__", role.to_uppercase());
+        out = out.replace(&placeholder, &quote(&format!("{prefix}{role}")));
     }
     out
 }
@@ -164,29 +193,72 @@ fn migrate_err(e: sqlx::Error) -> StoreError {
 /// databases (and concurrent migrations) may share them; a lost creation race is retried.
 async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
     for name in role_names(prefix) {
-        let sql = format!(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN \
-             CREATE ROLE {} NOLOGIN; END IF; END $$",
-            quote(&name)
-        );
-        let mut attempt = 0;
-        loop {
-            match pool
-                .execute(sqlx::raw_sql(AssertSqlSafe(sql.clone())))
-                .await
-            {
-                Ok(_) => break,
-                // Concurrent CREATE ROLE fails with unique_violation, duplicate_object or
-                // "tuple concurrently updated"; each means: look again. A refusal is final.
-                Err(e) if attempt < 5 && !is_denied(&e) => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                }
-                Err(e) => return Err(migrate_err(e)),
-            }
+        execute_retrying(
+            pool,
+            &format!(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN \
+                 CREATE ROLE {} NOLOGIN; END IF; END $$",
+                quote(&name)
+            ),
+        )
+        .await?;
+    }
+    // The owner makes a role for every principal added (schema version 7), and grants it its
+    // group role and to the service role; from PostgreSQL 16 on, that needs the admin option
+    // on those roles as well as CREATEROLE. The engine's identity calls what operators may.
+    let owner = quote(&format!("{prefix}owner"));
+    let (engine, operator) = (
+        quote(&format!("{prefix}{ENGINE_ROLE}")),
+        quote(&format!("{prefix}operator")),
+    );
+    execute_retrying(
+        pool,
+        &format!(
+            "DO $$ BEGIN \
+             IF NOT (SELECT rolcreaterole FROM pg_roles WHERE rolname = '{prefix}owner') THEN \
+             ALTER ROLE {owner} CREATEROLE; END IF; \
+             IF NOT pg_has_role('{prefix}{ENGINE_ROLE}', '{prefix}operator', 'MEMBER') THEN \
+             GRANT {operator} TO {engine}; END IF; END $$"
+        ),
+    )
+    .await?;
+    let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
+        .fetch_one(pool)
+        .await
+        .map_err(pg_err)?;
+    if version >= 160_000 {
+        for name in role_names(prefix).iter().skip(1) {
+            execute_retrying(
+                pool,
+                &format!(
+                    "GRANT {} TO {owner} WITH ADMIN OPTION, INHERIT FALSE, SET FALSE",
+                    quote(name)
+                ),
+            )
+            .await?;
         }
     }
     Ok(())
+}
+
+/// Runs a statement that changes roles, which are shared by every database of the server: a
+/// concurrent change of the same role fails with unique_violation, duplicate_object or "tuple
+/// concurrently updated", each of which means: try again. A refusal is final.
+async fn execute_retrying(pool: &PgPool, sql: &str) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        match pool
+            .execute(sqlx::raw_sql(AssertSqlSafe(sql.to_owned())))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if attempt < 5 && !is_denied(&e) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+            }
+            Err(e) => return Err(migrate_err(e)),
+        }
+    }
 }
 
 fn is_denied(e: &sqlx::Error) -> bool {
@@ -383,6 +455,8 @@ impl PgBackend {
             pool,
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
             prefix,
+            url: url.to_owned(),
+            identities: Arc::default(),
             describe,
             snapshot: None,
         })
@@ -393,20 +467,82 @@ impl PgBackend {
     /// none. The routine call is a transaction of its own either way.
     async fn put_one(&self, actor: &Actor, item: &Prepared) -> Result<Vec<Stored>> {
         let run = std::slice::from_ref(item);
+        let role = self.identity(actor).await?;
         let Some(mut slot) = self.writer.as_ref().and_then(|w| w.try_lock().ok()) else {
-            return settle_run(run, call_put_one(&self.pool, actor, item).await);
+            let mut tx = self.begin_as(role.as_deref()).await?;
+            let rows = call_put_one(&mut *tx, actor, item).await;
+            if rows.is_ok() {
+                tx.commit().await.map_err(pg_err)?;
+            }
+            return settle_run(run, rows);
         };
-        let conn = match slot.as_mut() {
-            Some(conn) => conn,
-            None => slot.insert(self.pool.acquire().await.map_err(pg_err)?),
+        let kept = match slot.as_mut() {
+            Some(kept) => kept,
+            None => slot.insert(Kept {
+                conn: self.pool.acquire().await.map_err(pg_err)?,
+                role: None,
+            }),
         };
-        let rows = call_put_one(&mut **conn, actor, item).await;
-        // After any error the connection goes back to the pool, which tests it and drops it if
-        // it is broken: a server ending the session reports that as a database error too.
-        if rows.is_err() {
-            *slot = None;
+        // The connection acts as the actor's identity; it changes only when the actor does.
+        let mut rows = Ok(Vec::new());
+        if kept.role != role {
+            let set = match &role {
+                Some(r) => format!("SET ROLE {}", quote(r)),
+                None => "RESET ROLE".to_owned(),
+            };
+            rows = kept
+                .conn
+                .execute(sqlx::raw_sql(AssertSqlSafe(set)))
+                .await
+                .map(|_| Vec::new());
+            if rows.is_ok() {
+                kept.role.clone_from(&role);
+            }
+        }
+        if rows.is_ok() {
+            rows = call_put_one(&mut *kept.conn, actor, item).await;
+        }
+        // After any error the connection is closed rather than given back to the pool with a
+        // principal's role set on it.
+        if rows.is_err()
+            && let Some(kept) = slot.take()
+        {
+            drop(kept.conn.detach());
         }
         settle_run(run, rows)
+    }
+
+    /// The database role `actor` acts as: the gate's and the system's own roles, else the role
+    /// recorded for its principal. `None` for a principal with no role on record: the call then
+    /// acts as the login itself, which the routines refuse unless it is a superuser.
+    async fn identity(&self, actor: &Actor) -> Result<Option<String>> {
+        match actor.role {
+            ActorRole::Gate | ActorRole::System => {
+                return Ok(Some(format!("{}{}", self.prefix, actor.role.as_str())));
+            }
+            _ => {}
+        }
+        if let Some(found) = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&actor.principal)
+        {
+            return Ok(Some(found.clone()));
+        }
+        let found: Option<String> =
+            sqlx::query_scalar("SELECT db_role FROM verdict.principal_roles WHERE principal = $1")
+                .bind(&actor.principal)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(pg_err)?;
+        if let Some(role) = &found {
+            self.identities
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(actor.principal.clone(), role.clone());
+        }
+        Ok(found)
     }
 
     /// The rows of a read, from the snapshot's transaction on a snapshot, else from the pool.
@@ -422,12 +558,13 @@ impl PgBackend {
 
     async fn begin_as(
         &self,
-        role: ActorRole,
+        role: Option<&str>,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        // One round trip: open the transaction and drop to the role for its duration.
+        // One round trip: open the transaction and act as the identity for its duration (or as
+        // the login itself, whatever role a pooled connection was left in).
         let begin = format!(
             "BEGIN; SET LOCAL ROLE {}",
-            quote(&format!("{}{}", self.prefix, role.as_str()))
+            role.map_or_else(|| "NONE".to_owned(), quote)
         );
         self.pool
             .begin_with(AssertSqlSafe(begin))
@@ -435,6 +572,152 @@ impl PgBackend {
             .map_err(pg_err)
     }
 }
+
+/// The database role of principal `name` in database `database` (schema version 7): the prefix,
+/// `p_`, and 20 hex digits of the SHA-256 of `<database>/<name>`, at most 62 bytes.
+#[must_use]
+pub fn principal_db_role(prefix: &str, database: &str, name: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let hash = Sha256::digest(format!("{database}/{name}").as_bytes());
+    let hex: String = hash.iter().take(10).map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}p_{hex}")
+}
+
+impl PgBackend {
+    /// How the identities on record differ from what the principals give (schema version 7):
+    /// each principal acts as the role its name gives, in its own role, and that role is a
+    /// member of its group role and of no other role of the store; nothing else acts but the
+    /// built-in identities.
+    async fn identity_drift(&self) -> Result<Vec<Drift>> {
+        let db: String = sqlx::query_scalar("SELECT current_database()::text")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(pg_err)?;
+        let principals = self
+            .rows(sqlx::query(
+                "SELECT key, seq, role FROM verdict.principals ORDER BY seq",
+            ))
+            .await
+            .map_err(pg_err)?;
+        let mapped = self
+            .rows(sqlx::query(
+                "SELECT m.db_role, m.principal, m.role, coalesce(array_agg(g.rolname::text) \
+                 FILTER (WHERE g.rolname IS NOT NULL), '{}') \
+                 FROM verdict.principal_roles m \
+                 LEFT JOIN pg_roles r ON r.rolname = m.db_role \
+                 LEFT JOIN pg_auth_members am ON am.member = r.oid \
+                 LEFT JOIN pg_roles g ON g.oid = am.roleid \
+                 GROUP BY m.db_role, m.principal, m.role ORDER BY m.db_role",
+            ))
+            .await
+            .map_err(pg_err)?;
+        let mut found: HashMap<String, (String, Option<String>, Vec<String>)> = HashMap::new();
+        for r in &mapped {
+            let db_role: String = r.try_get(0).map_err(pg_err)?;
+            let principal: Option<String> = r.try_get(1).map_err(pg_err)?;
+            let role: String = r.try_get(2).map_err(pg_err)?;
+            let groups: Vec<String> = r.try_get(3).map_err(pg_err)?;
+            found.insert(db_role, (role, principal, groups));
+        }
+        let mut expected: Vec<(String, Option<String>, String, Option<i64>)> = vec![
+            (format!("{}gate", self.prefix), None, "gate".into(), None),
+            (
+                format!("{}system", self.prefix),
+                None,
+                "system".into(),
+                None,
+            ),
+            (
+                format!("{}{ENGINE_ROLE}", self.prefix),
+                Some(ENGINE_IDENTITY.into()),
+                "operator".into(),
+                None,
+            ),
+        ];
+        for r in &principals {
+            let name: String = r.try_get(0).map_err(pg_err)?;
+            let seq: i64 = r.try_get(1).map_err(pg_err)?;
+            let role: Option<String> = r.try_get(2).map_err(pg_err)?;
+            expected.push((
+                principal_db_role(&self.prefix, &db, &name),
+                Some(name),
+                role.unwrap_or_default(),
+                Some(seq),
+            ));
+        }
+        let mut drift = Vec::new();
+        let mut flag = |key: &str, seq: Option<i64>, detail: String| {
+            drift.push(Drift {
+                table: "principal_roles".into(),
+                key: Some(key.to_owned()),
+                seq,
+                detail,
+            });
+        };
+        for (db_role, principal, role, seq) in &expected {
+            let who = principal.as_deref().unwrap_or(db_role);
+            match found.remove(db_role) {
+                None => flag(who, *seq, format!("no identity {db_role} is on record")),
+                Some((r, p, groups)) => {
+                    if r != *role || p != *principal {
+                        flag(
+                            who,
+                            *seq,
+                            format!(
+                                "identity {db_role} acts for {} as {r}, not for {} as {role}",
+                                p.as_deref().unwrap_or("anyone"),
+                                principal.as_deref().unwrap_or("anyone")
+                            ),
+                        );
+                    }
+                    // A principal's role belongs to its group role and to nothing else of the
+                    // store's.
+                    let own_group = format!("{}{role}", self.prefix);
+                    if seq.is_some()
+                        && (groups
+                            .iter()
+                            .any(|g| g.starts_with(&self.prefix) && *g != own_group)
+                            || !groups.contains(&own_group))
+                    {
+                        flag(
+                            who,
+                            *seq,
+                            format!(
+                                "identity {db_role} is a member of {groups:?}, not of {own_group} alone"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for (db_role, (role, principal, _)) in found {
+            flag(
+                &db_role,
+                None,
+                format!(
+                    "identity {db_role} acts for {} as {role}, which is no stored principal",
+                    principal.as_deref().unwrap_or("anyone")
+                ),
+            );
+        }
+        Ok(drift)
+    }
+}
+
+/// `url` with its user and password replaced (both made of characters a URL takes as they are).
+fn url_as(url: &str, user: &str, password: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{user}:{password}@{host}{tail}")
+}
+
+/// The engine's own principal, which `<prefix>engine` acts for until the engine's remaining
+/// writes on a caller's behalf are made as the caller.
+const ENGINE_IDENTITY: &str = "verdict-engine";
 
 /// Calls the write routine of a run of records of one table, returning its rows.
 async fn call_put<'c>(
@@ -568,13 +851,13 @@ impl Backend for PgBackend {
 
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
         if let [item] = items.as_slice() {
-            // One record: the routine call is a transaction of its own, so it is one round trip
-            // instead of three. The routine checks the role claim itself (the session must be a
-            // member of the claimed role, and the role one its table allows), which is what
-            // `SET LOCAL ROLE` adds on the batched path; a refusal leaves nothing behind.
+            // One record: the routine call is a transaction of its own on a connection already
+            // acting as the actor's identity, so it is one round trip instead of three; a
+            // refusal leaves nothing behind.
             return self.put_one(actor, item).await;
         }
-        let mut tx = self.begin_as(actor.role).await?;
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
         let mut out = Vec::with_capacity(items.len());
         // One call per run of consecutive items of one table, in order.
         for run in items.chunk_by(|a, b| a.table == b.table) {
@@ -586,7 +869,8 @@ impl Backend for PgBackend {
     }
 
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
-        let mut tx = self.begin_as(actor.role).await?;
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
         let sql = format!(
             "SELECT r_ok, r_revision, r_value, r_seq FROM verdict.cas_{}($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             cas.kind.as_str()
@@ -719,6 +1003,7 @@ impl Backend for PgBackend {
                 });
             }
         }
+        drift.extend(self.identity_drift().await?);
         Ok(drift)
     }
 
@@ -800,6 +1085,32 @@ impl Backend for PgBackend {
             .transpose()
     }
 
+    async fn give_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::DbLogin> {
+        let mut bytes = [0_u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend {
+            backend: "postgres",
+            message: format!("no randomness for a password: {e}"),
+        })?;
+        let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let user: String = sqlx::query_scalar("SELECT verdict.principal_login($1, $2, $3, $4)")
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(principal)
+            .bind(&password)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(pg_err)?;
+        tx.commit().await.map_err(pg_err)?;
+        let url = url_as(&self.url, &user, &password);
+        Ok(crate::store::DbLogin {
+            user,
+            password,
+            url,
+        })
+    }
+
     async fn snapshot(&self) -> Result<Self> {
         // A connection taken out of the pool for good (it closes when the snapshot is
         // dropped, ending its transaction), so the pool never hands out one mid-transaction.
@@ -815,8 +1126,44 @@ impl Backend for PgBackend {
             pool: self.pool.clone(),
             writer: None,
             prefix: self.prefix.clone(),
+            url: self.url.clone(),
+            identities: Arc::clone(&self.identities),
             describe: self.describe.clone(),
             snapshot: Some(Mutex::new(conn)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_login_url_keeps_the_place_and_replaces_the_credentials() {
+        assert_eq!(
+            url_as(
+                "postgres://svc:secret@db:5432/verdict?sslmode=require",
+                "u",
+                "p"
+            ),
+            "postgres://u:p@db:5432/verdict?sslmode=require"
+        );
+        assert_eq!(
+            url_as("postgresql://db/verdict", "u", "p"),
+            "postgresql://u:p@db/verdict"
+        );
+        assert_eq!(url_as("postgres://a@b", "u", "p"), "postgres://u:p@b");
+    }
+
+    #[test]
+    fn a_principals_role_is_named_by_its_store_and_fits_a_role_name() {
+        let a = principal_db_role("verdict_", "db1", "coder");
+        assert_eq!(a.len(), "verdict_p_".len() + 20);
+        assert!(a.starts_with("verdict_p_"));
+        // Another database, or another principal, is another identity.
+        assert_ne!(a, principal_db_role("verdict_", "db2", "coder"));
+        assert_ne!(a, principal_db_role("verdict_", "db1", "coder2"));
+        // The longest prefix the store takes still gives a name PostgreSQL keeps whole.
+        assert!(principal_db_role(&"p".repeat(40), "db", "x").len() <= 63);
     }
 }

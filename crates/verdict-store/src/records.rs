@@ -300,9 +300,11 @@ impl PointerKind {
     /// Roles that may move pointers of this kind.
     #[must_use]
     pub const fn writers(self) -> &'static [ActorRole] {
-        use ActorRole::{Operator, Runner, Verifier};
+        use ActorRole::{Operator, Producer, Runner, Verifier};
         match self {
-            Self::Execution | Self::Gate | Self::Clock => &[Operator],
+            Self::Gate | Self::Clock => &[Operator],
+            // A producer moves the execution of a subject it produced (the store checks which).
+            Self::Execution => &[Operator, Producer],
             Self::Lease => &[Operator, Runner, Verifier],
         }
     }

@@ -71,7 +71,7 @@ impl ScratchPostgres {
         let (admin, db) = (admin_url.clone(), name.clone());
         blocking(async move {
             let mut conn = PgConnection::connect(&admin).await.map_err(backend)?;
-            sweep(&mut conn).await?;
+            sweep(&mut conn, &admin).await?;
             conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "CREATE DATABASE \"{db}\""
             ))))
@@ -117,13 +117,15 @@ impl Drop for ScratchPostgres {
         // A failed drop is left for the next sweep; a destructor must not panic.
         let _ = blocking(async move {
             let mut conn = PgConnection::connect(&admin).await.map_err(backend)?;
-            drop_one(&mut conn, &name).await
+            drop_one(&mut conn, &admin, &name).await
         });
     }
 }
 
-/// Drops a scratch database and every role named after it.
-async fn drop_one(conn: &mut PgConnection, name: &str) -> Result<()> {
+/// Drops a scratch database and every role named after it, and the roles of its principals
+/// (named after the store's role prefix, which may be another's).
+async fn drop_one(conn: &mut PgConnection, admin: &str, name: &str) -> Result<()> {
+    let principals = principal_roles(admin, name).await;
     conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
     ))))
@@ -136,7 +138,7 @@ async fn drop_one(conn: &mut PgConnection, name: &str) -> Result<()> {
         .map_err(backend)?;
     for row in roles {
         let role: String = row.try_get(0).map_err(backend)?;
-        if role.starts_with(&prefix) {
+        if role.starts_with(&prefix) || principals.contains(&role) {
             conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP ROLE IF EXISTS \"{role}\""
             ))))
@@ -147,8 +149,28 @@ async fn drop_one(conn: &mut PgConnection, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The database roles of the principals stored in scratch database `name` (none when it has no
+/// store, or cannot be read).
+async fn principal_roles(admin: &str, name: &str) -> Vec<String> {
+    let Some((base, _)) = admin.rsplit_once('/') else {
+        return Vec::new();
+    };
+    let Ok(mut conn) = PgConnection::connect(&format!("{base}/{name}")).await else {
+        return Vec::new();
+    };
+    let roles = sqlx::query_scalar(
+        "SELECT m.db_role FROM verdict.principal_roles m JOIN verdict.principals p \
+         ON p.name = m.principal",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
+    let _ = conn.close().await;
+    roles
+}
+
 /// Drops the scratch databases of processes that no longer run.
-async fn sweep(conn: &mut PgConnection) -> Result<()> {
+async fn sweep(conn: &mut PgConnection, admin: &str) -> Result<()> {
     let rows = sqlx::query("SELECT datname FROM pg_database")
         .fetch_all(&mut *conn)
         .await
@@ -156,7 +178,7 @@ async fn sweep(conn: &mut PgConnection) -> Result<()> {
     for row in rows {
         let name: String = row.try_get(0).map_err(backend)?;
         if owner_pid(&name).is_some_and(|pid| !process_exists(pid)) {
-            drop_one(conn, &name).await?;
+            drop_one(conn, admin, &name).await?;
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
+    self, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
     PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table,
     canonical_text, finding_key, key_of,
 };
@@ -180,6 +180,27 @@ impl Grant {
     }
 }
 
+/// A database login of a principal's own (PostgreSQL): with it the principal connects as its
+/// own identity and can do only what it may. The password is shown once and stored nowhere.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DbLogin {
+    /// The login's user name: the principal's database role.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// The store's connection URL with this user and password.
+    pub url: String,
+}
+
+impl std::fmt::Debug for DbLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbLogin")
+            .field("user", &self.user)
+            .field("password", &"***")
+            .finish_non_exhaustive()
+    }
+}
+
 /// A verifier run: its admission and status history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -261,6 +282,10 @@ pub trait Store: Send + Sync {
 
     /// A principal by name.
     async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
+
+    /// Gives principal `name` a database login of its own with a fresh password (operator
+    /// only; PostgreSQL only).
+    async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin>;
 
     /// A principal by the SHA-256 of its token.
     async fn principal_by_token_hash(
@@ -675,6 +700,36 @@ impl<B: Backend> StoreImpl<B> {
         Ok(())
     }
 
+    /// A producer moves an execution only to a subject it produced, while it holds a write
+    /// grant in force on the execution (or its mission) at the store's time.
+    async fn check_producer_moves(
+        &self,
+        actor: &Actor,
+        execution: &str,
+        digest: &Digest,
+        subject: &Subject,
+    ) -> Result<()> {
+        if subject.producer.principal.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "execution {execution:?}: producer {:?} did not produce subject {digest}",
+                actor.principal
+            )));
+        }
+        let now = self.now().await?;
+        let granted =
+            self.grants_for(&actor.principal).await?.iter().any(|g| {
+                g.record.access == Access::Write && g.covers(subject) && g.is_active(&now)
+            });
+        if granted {
+            Ok(())
+        } else {
+            Err(StoreError::Refused(format!(
+                "execution {execution:?}: producer {:?} holds no write grant in force on it",
+                actor.principal
+            )))
+        }
+    }
+
     /// A verifier files a finding only about a subject it holds an admitted run for, whether
     /// the finding comes alone or inside a result.
     async fn check_finding_subject(&self, actor: &Actor, id: &str, subject: &Digest) -> Result<()> {
@@ -995,6 +1050,18 @@ impl<B: Backend> Store for StoreImpl<B> {
             .transpose()
     }
 
+    async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin> {
+        // Giving a login is the act of adding principals.
+        actor.may_append(Table::Principals)?;
+        if self.principal(name).await?.is_none() {
+            return Err(StoreError::NotFound {
+                what: "principal",
+                key: name.to_owned(),
+            });
+        }
+        self.backend.give_login(actor, name).await
+    }
+
     async fn principal_by_token_hash(
         &self,
         token_sha256: &Digest,
@@ -1195,6 +1262,10 @@ impl<B: Backend> Store for StoreImpl<B> {
                 "execution {execution:?} cannot go back from generation {} to {}",
                 old.generation, new.generation
             )));
+        }
+        if actor.role == ActorRole::Producer {
+            self.check_producer_moves(actor, execution, subject, &s)
+                .await?;
         }
         let expected = expected
             .map(|e| text_of(Table::PointerChanges, e))

@@ -917,3 +917,118 @@ fn a_verifiers_reads_follow_its_grant_through_revocation_and_expiry() {
         env.ok(None, &["audit", "verify"]);
     });
 }
+
+/// `principal add --db-login` on PostgreSQL: the principal gets a login of its own, shown once
+/// as a connection URL. Through it the producer puts its subject and moves its execution
+/// (holding no operator role); with an operator's token it still cannot add a principal, and
+/// as its bare login it writes nothing.
+#[test]
+fn a_principals_own_database_login_does_only_what_it_may() {
+    let env = Env::postgres();
+    let ops = env.ok(None, &["init", "--operator", "ops"]);
+    let out = env.ok(
+        Some(&ops),
+        &[
+            "principal",
+            "add",
+            "coder",
+            "--role",
+            "producer",
+            "--db-login",
+        ],
+    );
+    let mut lines = out.lines();
+    let (coder, url) = (
+        lines.next().unwrap().to_owned(),
+        lines.next().unwrap().to_owned(),
+    );
+    assert!(url.starts_with("postgres") && url.contains("_p_"), "{url}");
+    env.ok(
+        Some(&ops),
+        &[
+            "grant",
+            "add",
+            "g-coder",
+            "--principal",
+            "coder",
+            "--execution",
+            "ex-1",
+            "--access",
+            "write",
+            "--expires",
+            "2099-01-01T00:00:00Z",
+        ],
+    );
+    let as_coder = |token: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(args)
+            .current_dir(env.dir.path())
+            .env("VERDICT_STORE", &url)
+            .env("VERDICT_HOME", env.dir.path().join("home"))
+            .env("VERDICT_TOKEN", token)
+            .output()
+            .unwrap()
+    };
+    let subject = json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": "ex-1", "generation": 1},
+        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "objective": {"revision": "1", "digest": DEF},
+        "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+        "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+        "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+    });
+    let out = as_coder(
+        &coder,
+        &["subject", "put", &env.file("subject.json", &subject)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sd = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (head, author) = rt.block_on(async {
+        let location = verdict_store::Location::resolve(Some(&env.store)).unwrap();
+        let store = verdict_store::open(&location).await.unwrap();
+        let head = store
+            .pointer(verdict_store::PointerKind::Execution, "ex-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .execution()
+            .unwrap()
+            .unwrap();
+        let last = store.audit_head().await.unwrap().unwrap().seq;
+        let event = store.audit_events(last - 1, 1).await.unwrap().remove(0);
+        (head, (event.principal, event.role))
+    });
+    assert_eq!(head.subject_digest.as_str(), sd);
+    assert_eq!(author, ("coder".to_owned(), "producer".to_owned()));
+    // With the operator's token, through the producer's login: the database refuses.
+    let length = chain_length(&env.store);
+    let out = as_coder(&ops, &["principal", "add", "mallory", "--role", "operator"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(chain_length(&env.store), length);
+    // The bare login, by hand, writes nothing.
+    let err = rt.block_on(async {
+        use sqlx::Connection as _;
+        let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query(
+            "SELECT * FROM verdict.put_one_subjects('ops', 'operator', 'k', 'd', '{}', NULL)",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap_err()
+        .to_string()
+    });
+    assert!(err.contains("does not act for principal ops"), "{err}");
+    assert_eq!(chain_length(&env.store), length);
+    let audit = env.ok(None, &["audit", "verify"]);
+    assert!(audit.contains("audit chain intact"), "{audit}");
+}

@@ -87,14 +87,14 @@ fn migrate_refuses_a_newer_schema_and_bad_locations() {
     );
     let conn = rusqlite::Connection::open(home.path().join("verdict.db")).unwrap();
     conn.execute(
-        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (7, 'later', '2030-01-01T00:00:00Z')",
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'later', '2030-01-01T00:00:00Z')",
         [],
     )
     .unwrap();
     let out = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("schema version 7 is newer"), "{err}");
+    assert!(err.contains("schema version 99 is newer"), "{err}");
 
     let out = verdict(
         &[
@@ -168,8 +168,9 @@ async fn migrate_on_postgres_creates_the_roles_once() {
     .await
     .unwrap();
     assert_eq!(
-        roles, 8,
-        "owner, six principal roles and the system role, none able to log in"
+        roles, 10,
+        "owner, six principal roles, the system role, the service role and the engine's role, \
+         none able to log in"
     );
     // Another prefix for the same database is refused rather than half-applied.
     let out = verdict(

@@ -264,14 +264,31 @@ async fn the_request_names_the_capability_else_the_subject_does() {
         let r = with_model(result("rev", "run-2", &d, 1, &ev), "m1");
         w.engine.submit_result(&w.rev, &r).await.unwrap();
         w.engine.gate_run(&w.ops, EXEC).await.unwrap();
-        // A later request about the subject from someone who is not its producer (the store
-        // takes it; the ledger does not).
+        // A later request about the subject from a producer that is not its producer (the
+        // store takes it; the ledger does not). A principal writes only in its own role, so
+        // this is another producer.
+        w.engine
+            .add_principal(&w.ops, "coder-2", verdict_core::contracts::Role::Producer)
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-coder-2",
+                "coder-2",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Write,
+                &"2027-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
         let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
             "capability": "forged"});
         w.engine
             .store()
             .put(
-                &verdict_store::Actor::new("ci", verdict_core::contracts::Role::Producer),
+                &verdict_store::Actor::new("coder-2", verdict_core::contracts::Role::Producer),
                 verdict_store::DocKind::Request,
                 &forged,
             )

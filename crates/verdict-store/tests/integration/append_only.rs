@@ -246,7 +246,12 @@ async fn a_stale_compare_and_set_fails_and_changes_nothing(t: &TestStore) {
         .set_current_subject(&producer, "ex-1", Some(&now), &d2)
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    // A producer moves only its own execution, and only under a write grant in force; this one
+    // holds none.
+    assert!(
+        matches!(&err, StoreError::Refused(m) if m.contains("holds no write grant")),
+        "{err}"
+    );
 
     // Eight writers race from the same expected value: exactly one wins.
     let s3 = subject("ex-1", 3);
@@ -351,21 +356,10 @@ async fn a_stale_compare_and_set_fails_and_changes_nothing(t: &TestStore) {
 }
 both!(a_stale_compare_and_set_fails_and_changes_nothing);
 
-/// Connects to the test database as a login role that is a member of one principal role.
-async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
-    let login = format!("{}{}_login", t.prefix, role.as_str());
-    t.raw(&format!(
-        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}{}\"",
-        t.prefix,
-        role.as_str()
-    ))
-    .await
-    .unwrap();
-    let verdict_store::Location::Postgres(url) = &t.location else {
-        unreachable!()
-    };
-    let url = url.replacen("postgres@", &format!("{login}@"), 1);
-    (sqlx::PgConnection::connect(&url).await.unwrap(), login)
+/// Connects to the test database as the principal's own database role (schema version 7),
+/// storing the principal first if need be.
+async fn connect_as(t: &TestStore, name: &str, role: Role) -> (sqlx::PgConnection, String) {
+    principal_login(t, name, role).await
 }
 
 async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
@@ -379,7 +373,7 @@ async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String>
 async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
-    let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
+    let (mut conn, login) = connect_as(&t, PRODUCER, Role::Producer).await;
     let s = subject_digest(&subject("ex-1", 1));
     let body = serde_json::to_string(&result(&s, 1, "vrun-1", vec![])).unwrap();
     for table in [
@@ -427,7 +421,10 @@ async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
         canon.replace('\'', "''")
     );
     let err = try_sql(&mut conn, &sql).await.unwrap_err();
-    assert!(err.contains("not a member"), "{err}");
+    assert!(
+        err.contains("does not act for principal ci-runner in role runner"),
+        "{err}"
+    );
     for sql in [
         "UPDATE verdict.check_evidence SET body = body",
         "DELETE FROM verdict.check_evidence",
@@ -534,7 +531,7 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     };
     let results = Table::VerificationResults;
 
-    let (mut conn, verifier_login) = connect_as(&t, ActorRole::Verifier).await;
+    let (mut conn, verifier_login) = connect_as(&t, VERIFIER, Role::Verifier).await;
     let not_admitted = "run vrun-1 was not admitted for verifier reviewer-1";
     refused_both_ways(
         &t,
@@ -565,12 +562,12 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
                 result(&other, 1, "vrun-1", vec![]),
                 not_admitted,
             ),
-            // Another verifier principal, in the same database role, on reviewer-1's run.
+            // Another verifier principal, through reviewer-1's identity, on reviewer-1's run.
             (
                 results,
                 "reviewer-2",
                 with_verifier("principal", "reviewer-2"),
-                "run vrun-1 was not admitted for verifier reviewer-2",
+                "does not act for principal reviewer-2 in role verifier",
             ),
             // A result that names another verifier than the one writing it.
             (
@@ -589,7 +586,7 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
                 Table::RunEvents,
                 "reviewer-2",
                 json!({"run_id": "vrun-1", "n": 9, "status": "completed"}),
-                "run vrun-1 does not belong to verifier reviewer-2",
+                "does not act for principal reviewer-2 in role verifier",
             ),
         ],
     )
@@ -609,7 +606,10 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     }
     conn.close().await.unwrap();
 
-    let (mut conn, human_login) = connect_as(&t, ActorRole::Human).await;
+    let (mut conn, human_login) = connect_as(&t, HUMAN, Role::Human).await;
+    // Its decisions need its write grant (schema version 7), so what is refused below is the
+    // signature.
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
     let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
     let mut signed = human(&s, &p);
     signed["principal"] = json!("bob");
@@ -635,7 +635,8 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     .unwrap();
     conn.close().await.unwrap();
 
-    let (mut conn, producer_login) = connect_as(&t, ActorRole::Producer).await;
+    let (mut conn, producer_login) = connect_as(&t, PRODUCER, Role::Producer).await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-9").await;
     let forged = "says it was produced by";
     refused_both_ways(
         &t,
@@ -646,7 +647,7 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
                 Table::Subjects,
                 "agent-other",
                 other_subject.clone(),
-                "producer agent-other may not register work of producer agent-coder-1",
+                "does not act for principal agent-other in role producer",
             ),
             (
                 Table::CheckEvidence,
@@ -695,8 +696,11 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
 async fn a_member_login_appends_singly_only_in_its_own_role() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
-    let (conn, login) = connect_as(&t, ActorRole::Runner).await;
+    let (conn, login) = connect_as(&t, RUNNER, Role::Runner).await;
     conn.close().await.unwrap();
+    // The runner's own login (schema version 7): the store acts as the runner's identity, which
+    // holds a write grant on the execution.
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
     let verdict_store::Location::Postgres(url) = &t.location else {
         unreachable!()
     };
@@ -834,8 +838,10 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 34,
-        "15 put routines, 15 single-record put routines and 4 compare-and-set routines (the clock's included)"
+        definers, 36,
+        "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
+         included), the trigger that gives a new principal its identity and the routine that \
+         gives it a login"
     );
     t.cleanup().await;
 }
@@ -846,8 +852,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
 async fn a_routine_checks_the_digest_and_a_direct_insert_fails() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
+    let (mut conn, login) = connect_as(&t, PRODUCER, Role::Producer).await;
     let head = t.store.audit_head().await.unwrap();
-    let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
     let s = subject_digest(&subject("ex-1", 1));
     let ev = evidence(&s, "ev-by-hand");
     let canon = String::from_utf8(verdict_core::canonical::to_vec(&ev)).unwrap();
@@ -893,8 +899,8 @@ async fn a_routine_checks_the_digest_and_a_direct_insert_fails() {
 async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
+    let (mut conn, login) = connect_as(&t, PRODUCER, Role::Producer).await;
     let head = t.store.audit_head().await.unwrap().unwrap();
-    let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
     let s = subject_digest(&subject("ex-1", 1));
     let ev = evidence_by(&s, "ev-repeated", PRODUCER, "producer");
     let canon = String::from_utf8(verdict_core::canonical::to_vec(&ev))
@@ -916,25 +922,19 @@ async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
     };
     let both = format!("ARRAY['{dg}', '{dg}']");
     let set_role = format!("SET ROLE \"{}producer\"", t.prefix);
-    let may_not = "role gate may not write check_evidence";
+    // Since schema version 7 the identity acting is checked first: a role the principal does
+    // not hold, or the producers' group role instead of the principal's own, is refused by it.
+    let not_it = "does not act for principal agent-coder-1";
     let refused = [
-        // A role the table does not take, whatever the connection acts in.
-        (None, call("gate", &both), may_not),
-        (None, one("gate", dg.as_str()), may_not),
-        // A role the table takes, but not the one the connection acts in.
-        (
-            Some(set_role.clone()),
-            call("runner", &both),
-            "acting as role",
-        ),
-        (Some(set_role), one("runner", dg.as_str()), "acting as role"),
-        // Without SET ROLE, a role the login is not a member of.
-        (
-            Some("RESET ROLE".to_owned()),
-            call("runner", &both),
-            "is not a member of",
-        ),
-        (None, one("runner", dg.as_str()), "is not a member of"),
+        // A role the table does not take.
+        (None, call("gate", &both), not_it),
+        (None, one("gate", dg.as_str()), not_it),
+        // A role the table takes, but not the principal's.
+        (None, call("runner", &both), not_it),
+        (None, one("runner", dg.as_str()), not_it),
+        // The principal's own role claimed through the group role.
+        (Some(set_role.clone()), call("producer", &both), not_it),
+        (Some(set_role), one("producer", dg.as_str()), not_it),
         (
             None,
             call("producer", &format!("ARRAY['{dg}']")),
@@ -952,6 +952,15 @@ async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
         }
         let err = try_sql(&mut conn, &sql).await.unwrap_err();
         assert!(err.contains(expected), "{sql}: {err}");
+        try_sql(&mut conn, "RESET ROLE").await.unwrap();
+    }
+    // A superuser, which the identity check does not bind, is still held to the table's roles.
+    for sql in [call("gate", &both), one("gate", dg.as_str())] {
+        let err = t.raw(&sql).await.unwrap_err();
+        assert!(
+            err.contains("role gate may not write check_evidence"),
+            "{sql}: {err}"
+        );
     }
     assert_eq!(t.store.audit_head().await.unwrap().unwrap(), head);
     let rows: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(call("producer", &both)))

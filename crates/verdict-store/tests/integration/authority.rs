@@ -14,25 +14,12 @@ use serde_json::json;
 use sqlx::{Connection as _, Executor as _};
 use verdict_core::contracts::{Role, UnavailableReason};
 use verdict_store::{
-    Actor, ActorRole, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock,
-    Table,
+    Actor, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock, Table,
 };
 
-/// A login that is a member of one principal role only.
-async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
-    let login = format!("{}{}_auth_login", t.prefix, role.as_str());
-    t.raw(&format!(
-        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}{}\"",
-        t.prefix,
-        role.as_str()
-    ))
-    .await
-    .unwrap();
-    let verdict_store::Location::Postgres(url) = &t.location else {
-        unreachable!()
-    };
-    let url = url.replacen("postgres@", &format!("{login}@"), 1);
-    (sqlx::PgConnection::connect(&url).await.unwrap(), login)
+/// A login of the principal's own database role, storing the principal first if need be.
+async fn connect_as(t: &TestStore, name: &str, role: Role) -> (sqlx::PgConnection, String) {
+    principal_login(t, name, role).await
 }
 
 async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
@@ -99,8 +86,8 @@ async fn the_execution_pointer_never_moves_back_even_by_hand() {
     );
     // ...and the database refuses it by hand, to the subject at its generation or to a head
     // that names another generation than its subject's.
+    let (mut conn, login) = connect_as(&t, OPERATOR, Role::Operator).await;
     let length = store.audit_head().await.unwrap().unwrap().seq;
-    let (mut conn, login) = connect_as(&t, ActorRole::Operator).await;
     let current = moved.value.clone().unwrap();
     for (new, says) in [
         (
@@ -137,7 +124,9 @@ async fn the_execution_pointer_never_moves_back_even_by_hand() {
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 2);
     conn.close().await.unwrap();
     assert!(store.verify_audit(None).await.unwrap().is_intact());
-    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+        .await
+        .unwrap();
     t.cleanup().await;
 }
 
@@ -180,7 +169,7 @@ async fn the_clock_is_chosen_once_before_the_first_principal() {
     // On a store with a principal, not even by hand.
     let t = postgres().await;
     populate(t.store.as_ref()).await;
-    let (mut conn, login) = connect_as(&t, ActorRole::Operator).await;
+    let (mut conn, login) = connect_as(&t, OPERATOR, Role::Operator).await;
     let err = try_sql(
         &mut conn,
         "SELECT * FROM verdict.cas_clock('engine', 'operator', 'store', 0, NULL, '{\"clock\":\"manual\"}', 'k', 'd', 'b')",
@@ -189,7 +178,9 @@ async fn the_clock_is_chosen_once_before_the_first_principal() {
     .unwrap_err();
     assert!(err.contains("chosen once"), "{err}");
     conn.close().await.unwrap();
-    t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+        .await
+        .unwrap();
     t.cleanup().await;
 }
 
@@ -259,13 +250,15 @@ async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
             .unwrap_err();
         assert!(err.to_string().contains("no grant in force"), "{err}");
         if t.kind == Kind::Postgres {
-            let (mut conn, login) = connect_as(&t, ActorRole::Verifier).await;
+            let (mut conn, login) = connect_as(&t, VERIFIER, Role::Verifier).await;
             for sql in put_calls(Table::VerificationResults, VERIFIER, "verifier", &doc) {
                 let err = try_sql(&mut conn, &sql).await.unwrap_err();
                 assert!(err.contains("no grant in force"), "{err}");
             }
             conn.close().await.unwrap();
-            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                .await
+                .unwrap();
         }
         assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
         // Once its run is on record as ended for the lapsed grant, the result is kept, as
@@ -301,6 +294,8 @@ async fn an_admission_lease_cannot_be_squatted() {
             expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
         };
         let job = format!("{}{}", verdict_store::ADMISSION_LEASE_PREFIX, d("request"));
+        // The runner is a stored principal, so that on PostgreSQL it has an identity to log in as.
+        register(store, RUNNER, Role::Runner).await;
         let length = store.audit_head().await.unwrap().unwrap().seq;
         let err = store
             .cas_lease(&runner, &job, None, Some(&until_2099))
@@ -308,7 +303,7 @@ async fn an_admission_lease_cannot_be_squatted() {
             .unwrap_err();
         assert!(err.to_string().contains("admission lease"), "{err}");
         if t.kind == Kind::Postgres {
-            let (mut conn, login) = connect_as(&t, ActorRole::Runner).await;
+            let (mut conn, login) = connect_as(&t, RUNNER, Role::Runner).await;
             let new = String::from_utf8(verdict_core::canonical::to_vec(
                 &serde_json::to_value(&until_2099).unwrap(),
             ))
@@ -336,7 +331,9 @@ async fn an_admission_lease_cannot_be_squatted() {
             // Its own lease under another name it still takes.
             try_sql(&mut conn, &call("job-1", &new)).await.unwrap();
             conn.close().await.unwrap();
-            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                .await
+                .unwrap();
         }
         assert!(store.verify_audit(None).await.unwrap().is_intact());
         t.cleanup().await;

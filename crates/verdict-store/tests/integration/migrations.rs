@@ -211,6 +211,24 @@ async fn a_database_owner_with_createrole_migrates_without_superuser() {
         ..OpenOptions::default()
     };
     let store = verdict_store::open_with(&location, &options).await.unwrap();
+    // Without a superuser every write acts as a stored principal's identity (schema version
+    // 7): the engine's own identity adds the first operator, who adds the others.
+    let engine =
+        verdict_store::Actor::new("verdict-engine", verdict_core::contracts::Role::Operator);
+    let first = verdict_store::PrincipalRecord {
+        name: OPERATOR.parse().unwrap(),
+        role: verdict_core::contracts::Role::Operator,
+        token_sha256: verdict_store::token_sha256("token-of-engine"),
+    };
+    store.add_principal(&engine, &first).await.unwrap();
+    for (name, role) in [
+        (PRODUCER, verdict_core::contracts::Role::Producer),
+        (RUNNER, verdict_core::contracts::Role::Runner),
+        (HUMAN, verdict_core::contracts::Role::Human),
+    ] {
+        register(store.as_ref(), name, role).await;
+        grant_write(store.as_ref(), &format!("g-{name}"), name, "ex-1").await;
+    }
     populate(store.as_ref()).await;
     assert!(store.verify_audit(None).await.unwrap().is_intact());
     drop(store);

@@ -794,3 +794,56 @@ pub fn denial(principal: &str, role: Option<&str>, seed: &str) -> Value {
     }
     v
 }
+
+/// A connection as principal `name` through its own database role (schema version 7), given a
+/// login for the test; the principal is stored first, in `role`, when it is not yet. Returns
+/// the connection and the login's name.
+pub async fn principal_login(
+    t: &TestStore,
+    name: &str,
+    role: verdict_core::contracts::Role,
+) -> (sqlx::PgConnection, String) {
+    register(t.store.as_ref(), name, role).await;
+    let login = verdict_store::principal_db_role(&t.prefix, &t.db, name);
+    t.raw(&format!("ALTER ROLE \"{login}\" LOGIN"))
+        .await
+        .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    (sqlx::PgConnection::connect(&url).await.unwrap(), login)
+}
+
+/// Stores principal `name` in `role` unless it is stored already (added by [`OPERATOR`]).
+pub async fn register(store: &dyn Store, name: &str, role: verdict_core::contracts::Role) {
+    use verdict_store::{Actor, PrincipalRecord, token_sha256};
+    if store.principal(name).await.unwrap().is_none() {
+        let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+        let record = PrincipalRecord {
+            name: name.parse().unwrap(),
+            role,
+            token_sha256: token_sha256(&format!("token-of-{name}")),
+        };
+        store.add_principal(&op, &record).await.unwrap();
+    }
+}
+
+/// Gives `principal` a write grant on `execution` until 2099 (added by [`OPERATOR`]): on
+/// PostgreSQL the routines require one of a producer's subjects and requests, a runner's
+/// evidence and a human's decisions (schema version 7).
+pub async fn grant_write(store: &dyn Store, id: &str, principal: &str, execution: &str) {
+    use verdict_store::{Access, Actor, GrantRecord, GrantScope, ScopeKind};
+    let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    let grant = GrantRecord {
+        grant_id: id.parse().unwrap(),
+        principal: principal.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: execution.parse().unwrap(),
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store.add_grant(&op, &grant).await.unwrap();
+}

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 7: nothing changes here.
+--
+-- Version 7 gives every principal a database identity of its own on PostgreSQL, so the database
+-- binds each write to the principal it names, and lets an execution's own producer move its
+-- pointer. SQLite has no identities to bind: there the store makes the same checks before it
+-- writes (a producer moves only the execution of a subject it produced, under a write grant in
+-- force), and this migration keeps both backends at the same schema version.

@@ -1,0 +1,625 @@
+//! Per-principal identity (schema version 7), tried through real PostgreSQL logins: each
+//! principal's own login, and a service login that acts for principals with `SET ROLE`. Every
+//! write routine refuses a call whose identity does not act for the principal it names, and a
+//! refusal appends nothing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::json;
+use sqlx::{Connection as _, Executor as _};
+use verdict_core::contracts::Role;
+use verdict_store::{
+    Access, Actor, DocKind, ExecutionHead, GrantRecord, GrantScope, Location, OpenOptions,
+    PrincipalRecord, ScopeKind, Table, token_sha256,
+};
+
+async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn canonical(v: &serde_json::Value) -> String {
+    String::from_utf8(verdict_core::canonical::to_vec(v)).unwrap()
+}
+
+/// The single-record and the batched call of `table`'s routine appending `doc` as `principal`
+/// in `role`.
+fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> [String; 2] {
+    let body = canonical(doc);
+    let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+    let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
+    let body = body.replace('\'', "''");
+    [
+        format!(
+            "SELECT r_seq FROM verdict.put_one_{}('{principal}', '{role}', '{key}', '{digest}', '{body}', NULL)",
+            table.name()
+        ),
+        format!(
+            "SELECT r_seq FROM verdict.put_{}('{principal}', '{role}', ARRAY['{key}'], ARRAY['{digest}'], ARRAY['{body}'], ARRAY[NULL])",
+            table.name()
+        ),
+    ]
+}
+
+/// The call of cas_execution moving `execution` from `old` (at `revision`; `None` when it has
+/// no head yet) to `new`, as `principal` in `role`.
+fn cas_execution(
+    principal: &str,
+    role: &str,
+    execution: &str,
+    revision: u64,
+    old: Option<&ExecutionHead>,
+    new: &ExecutionHead,
+) -> String {
+    let old_value = old.map_or(serde_json::Value::Null, |h| {
+        serde_json::to_value(h).unwrap()
+    });
+    let new_value = serde_json::to_value(new).unwrap();
+    let change = json!({
+        "pointer": "execution", "name": execution, "revision": revision + 1,
+        "old": old_value, "new": new_value,
+    });
+    let body = canonical(&change);
+    let digest = verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+    let key = verdict_store::records::pointer_change_key("execution", execution, revision + 1);
+    let old_text = old.map_or("NULL".to_owned(), |_| {
+        format!("'{}'", canonical(&old_value))
+    });
+    format!(
+        "SELECT * FROM verdict.cas_execution('{principal}', '{role}', '{execution}', {revision}, {old_text}, '{}', '{key}', '{digest}', '{body}')",
+        canonical(&new_value)
+    )
+}
+
+/// The audit chain has not moved since `seq` and still verifies.
+async fn nothing_appended(t: &TestStore, seq: u64) {
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap().seq, seq);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+
+async fn head_seq(t: &TestStore) -> u64 {
+    t.store.audit_head().await.unwrap().unwrap().seq
+}
+
+fn write_grant(id: &str, principal: &str, execution: &str) -> GrantRecord {
+    GrantRecord {
+        grant_id: id.parse().unwrap(),
+        principal: principal.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: execution.parse().unwrap(),
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    }
+}
+
+/// A producer's own login calls put_one_principals (and put_principals) to mint an operator:
+/// refused, by EXECUTE and by the identity check, with nothing appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_login_cannot_mint_an_operator() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let seq = head_seq(&t).await;
+    let minted = PrincipalRecord {
+        name: "mallory".parse().unwrap(),
+        role: Role::Operator,
+        token_sha256: token_sha256("mallory's token"),
+    };
+    let doc = serde_json::to_value(&minted).unwrap();
+    for principal in [PRODUCER, OPERATOR] {
+        for sql in put_calls(Table::Principals, principal, "operator", &doc) {
+            let err = try_sql(&mut conn, &sql).await.unwrap_err();
+            assert!(err.contains("permission denied"), "{sql}: {err}");
+        }
+    }
+    // Nor through the operators' group role, which it is no member of.
+    let err = try_sql(&mut conn, &format!("SET ROLE \"{}operator\"", t.prefix))
+        .await
+        .unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    conn.close().await.unwrap();
+    assert!(t.store.principal("mallory").await.unwrap().is_none());
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// A verifier's login writes a result naming another verifier, for that verifier's own run:
+/// refused, though the call claims the other verifier throughout and the run is theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_login_cannot_write_as_another_verifier() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    // reviewer-1 holds run vrun-1 (populate); reviewer-2 logs in and writes reviewer-1's result.
+    let (mut conn, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    let seq = head_seq(&t).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let doc = result(&s, 1, "vrun-1", vec![]);
+    for sql in put_calls(Table::VerificationResults, VERIFIER, "verifier", &doc) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal reviewer-1 in role verifier"),
+            "{sql}: {err}"
+        );
+    }
+    // Nor a status of reviewer-1's run.
+    let event = json!({"run_id": "vrun-1", "n": 9, "status": "completed"});
+    for sql in put_calls(Table::RunEvents, VERIFIER, "verifier", &event) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(err.contains("does not act for principal"), "{sql}: {err}");
+    }
+    // Nor by becoming reviewer-1's identity.
+    let theirs = verdict_store::principal_db_role(&t.prefix, &t.db, VERIFIER);
+    let err = try_sql(&mut conn, &format!("SET ROLE \"{theirs}\""))
+        .await
+        .unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    conn.close().await.unwrap();
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// A human's login signs a decision as another human (the body and the call both name bob):
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_login_cannot_sign_as_another_human() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "bob", Role::Human).await;
+    let (mut conn, _) = principal_login(&t, HUMAN, Role::Human).await;
+    let seq = head_seq(&t).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let mut as_bob = human(&s, &p);
+    as_bob["principal"] = json!("bob");
+    as_bob["id"] = json!("hd-bob");
+    for sql in put_calls(Table::HumanDecisions, "bob", "human", &as_bob) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal bob in role human"),
+            "{sql}: {err}"
+        );
+    }
+    conn.close().await.unwrap();
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// A service login (a member of `<prefix>service`, not a superuser) writes nothing as itself,
+/// nor through a group role; it acts for a principal only after `SET ROLE` to that principal's
+/// identity, and then only as that principal. A store opened with it works, acting for each
+/// principal in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_login_writes_only_as_the_principal_it_set_role_to() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), PRODUCER, Role::Producer).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let login = format!("{}svc_login", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}service\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let seq = head_seq(&t).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let ev = evidence_by(&s, "ev-svc", PRODUCER, "producer");
+    let calls = put_calls(Table::CheckEvidence, PRODUCER, "producer", &ev);
+    // As itself.
+    for sql in &calls {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(
+            err.contains(&format!("database identity {login} does not act")),
+            "{sql}: {err}"
+        );
+    }
+    // Through the producers' group role.
+    try_sql(&mut conn, &format!("SET ROLE \"{}producer\"", t.prefix))
+        .await
+        .unwrap();
+    for sql in &calls {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(err.contains("does not act for principal"), "{sql}: {err}");
+    }
+    // As the runner (whose role may write evidence too), naming the producer.
+    let runner = verdict_store::principal_db_role(&t.prefix, &t.db, RUNNER);
+    try_sql(&mut conn, &format!("SET ROLE \"{runner}\""))
+        .await
+        .unwrap();
+    for sql in &calls {
+        let err = try_sql(&mut conn, sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal agent-coder-1"),
+            "{sql}: {err}"
+        );
+    }
+    nothing_appended(&t, seq).await;
+    // As the producer itself, it writes.
+    let producer = verdict_store::principal_db_role(&t.prefix, &t.db, PRODUCER);
+    try_sql(&mut conn, &format!("SET ROLE \"{producer}\""))
+        .await
+        .unwrap();
+    try_sql(&mut conn, &calls[0]).await.unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    // The store, opened with the service login, acts for each principal through its identity.
+    let store = verdict_store::open_with(
+        &Location::Postgres(url),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 4,
+        },
+    )
+    .await
+    .unwrap();
+    let runner = Actor::new(RUNNER, Role::Runner);
+    store
+        .put(&runner, DocKind::Evidence, &evidence(&s, "ev-svc-runner"))
+        .await
+        .unwrap();
+    store
+        .put_batch(
+            &Actor::new(PRODUCER, Role::Producer),
+            &[(
+                DocKind::Evidence,
+                evidence_by(&s, "ev-svc-2", PRODUCER, "producer"),
+            )],
+        )
+        .await
+        .unwrap();
+    // A principal with no identity on record (never stored) writes nothing through it.
+    let stranger = Actor::new("stranger", Role::Runner);
+    let before = head_seq(&t).await;
+    let err = store
+        .put(
+            &stranger,
+            DocKind::Evidence,
+            &evidence_by(&s, "ev-x", "stranger", "runner"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not act for principal stranger"),
+        "{err}"
+    );
+    nothing_appended(&t, before).await;
+    drop(store);
+    t.cleanup().await;
+}
+
+/// A producer's own login, a member of no operator role, puts a subject and moves its
+/// execution forward; it cannot move another producer's execution, nor move its own back, nor
+/// move it once its grant is revoked. Through the store and by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_login_moves_only_its_own_execution_forward() {
+    let t = postgres().await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    register(t.store.as_ref(), OPERATOR, Role::Operator).await;
+    register(t.store.as_ref(), "agent-other", Role::Producer).await;
+    t.store
+        .add_grant(&op, &write_grant("g-p", PRODUCER, "ex-1"))
+        .await
+        .unwrap();
+    t.store
+        .add_grant(&op, &write_grant("g-o", "agent-other", "ex-2"))
+        .await
+        .unwrap();
+    let (conn, login) = principal_login(&t, PRODUCER, Role::Producer).await;
+    conn.close().await.unwrap();
+    let member: bool = t
+        .count(&format!(
+            "SELECT pg_has_role('{login}', '{}operator', 'MEMBER')::int::bigint",
+            t.prefix
+        ))
+        .await
+        == 1;
+    assert!(!member, "the producer's login holds no operator role");
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    let as_producer = verdict_store::open_with(
+        &Location::Postgres(url.clone()),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let (s1, s2) = (subject("ex-1", 1), subject("ex-1", 2));
+    let (d1, d2) = (subject_digest(&s1), subject_digest(&s2));
+    as_producer
+        .put(&producer, DocKind::Subject, &s1)
+        .await
+        .unwrap();
+    as_producer
+        .put(&producer, DocKind::Subject, &s2)
+        .await
+        .unwrap();
+    as_producer
+        .set_current_subject(&producer, "ex-1", None, &d1)
+        .await
+        .unwrap();
+    let at_1 = ExecutionHead {
+        subject_digest: d1.clone(),
+        generation: 1,
+    };
+    let moved = as_producer
+        .set_current_subject(&producer, "ex-1", Some(&at_1), &d2)
+        .await
+        .unwrap();
+    assert_eq!(moved.revision, 2);
+    let at_2 = ExecutionHead {
+        subject_digest: d2.clone(),
+        generation: 2,
+    };
+    // Another producer's execution, with a subject of its own put by the superuser store.
+    let mut theirs = subject("ex-2", 1);
+    theirs["producer"]["principal"] = json!("agent-other");
+    let theirs_digest = subject_digest(&theirs);
+    t.store
+        .put(
+            &Actor::new("agent-other", Role::Producer),
+            DocKind::Subject,
+            &theirs,
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let err = as_producer
+        .set_current_subject(&producer, "ex-2", None, &theirs_digest)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("did not produce"), "{err}");
+    let err = as_producer
+        .set_current_subject(&producer, "ex-1", Some(&at_2), &d1)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot go back"), "{err}");
+    // By hand, past the store's checks, the database refuses the same.
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let to_theirs = ExecutionHead {
+        subject_digest: theirs_digest.clone(),
+        generation: 1,
+    };
+    for (sql, says) in [
+        (
+            cas_execution(PRODUCER, "producer", "ex-2", 0, None, &to_theirs),
+            "did not produce",
+        ),
+        (
+            cas_execution(PRODUCER, "producer", "ex-1", 2, Some(&at_2), &at_1),
+            "cannot go back",
+        ),
+        // Claiming to be the other producer, or an operator.
+        (
+            cas_execution("agent-other", "producer", "ex-2", 0, None, &to_theirs),
+            "does not act for principal agent-other",
+        ),
+        (
+            cas_execution(PRODUCER, "operator", "ex-1", 2, Some(&at_2), &at_1),
+            "does not act for principal agent-coder-1 in role operator",
+        ),
+    ] {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(err.contains(says), "{sql}: {err}");
+    }
+    nothing_appended(&t, seq).await;
+    // Once its grant is revoked, not even forward.
+    let s3 = subject("ex-1", 3);
+    let d3 = subject_digest(&s3);
+    as_producer
+        .put(&producer, DocKind::Subject, &s3)
+        .await
+        .unwrap();
+    t.store
+        .revoke_grant(
+            &op,
+            &verdict_store::Revocation {
+                grant_id: "g-p".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "rotated out".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let at_3 = ExecutionHead {
+        subject_digest: d3.clone(),
+        generation: 3,
+    };
+    let err = try_sql(
+        &mut conn,
+        &cas_execution(PRODUCER, "producer", "ex-1", 2, Some(&at_2), &at_3),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("holds no write grant in force"), "{err}");
+    let err = as_producer
+        .set_current_subject(&producer, "ex-1", Some(&at_2), &d3)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no write grant"), "{err}");
+    conn.close().await.unwrap();
+    nothing_appended(&t, seq).await;
+    drop(as_producer);
+    t.cleanup().await;
+}
+
+/// `audit verify` recomputes every principal's identity: one recorded for a principal that is
+/// not stored, or a principal's role made a member of another group role, is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_checks_the_identities() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    let verifier = verdict_store::principal_db_role(&t.prefix, &t.db, VERIFIER);
+    t.raw(&format!("GRANT \"{}operator\" TO \"{verifier}\"", t.prefix))
+        .await
+        .unwrap();
+    t.tamper(
+        "principal_roles",
+        &format!(
+            "INSERT INTO verdict.principal_roles (db_role, principal, role) VALUES ('{}p_forged', 'ghost', 'operator')",
+            t.prefix
+        ),
+    )
+    .await;
+    let report = t.store.verify_audit(None).await.unwrap();
+    let found = |what: &str| {
+        report
+            .problems
+            .iter()
+            .any(|p| format!("{p:?}").contains(what))
+    };
+    assert!(found("ghost"), "{:#?}", report.problems);
+    assert!(
+        found(&format!("identity {verifier} is a member")),
+        "{:#?}",
+        report.problems
+    );
+    t.cleanup().await;
+}
+
+/// A runner whose grant was revoked files evidence by hand, a human with no grant records a
+/// decision, a producer with no grant puts a subject or a request: each routine refuses, at the
+/// database's clock, and nothing is appended. With a grant in force the same calls go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    t.store
+        .revoke_grant(
+            &op,
+            &verdict_store::Revocation {
+                grant_id: "g-runner".parse().unwrap(),
+                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                reason: "rotated out".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let mut conns = vec![
+        principal_login(&t, RUNNER, Role::Runner).await.0,
+        principal_login(&t, HUMAN, Role::Human).await.0,
+        principal_login(&t, PRODUCER, Role::Producer).await.0,
+    ];
+    let seq = head_seq(&t).await;
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-granted");
+    // Not the request populate stored: a stored key is returned as it is, with no check.
+    let mut fresh_request = request(&s);
+    fresh_request["classes"] = json!(["reviewer", "security"]);
+    // (which login, the two calls of one write)
+    let cases = [
+        (
+            0,
+            put_calls(
+                Table::CheckEvidence,
+                RUNNER,
+                "runner",
+                &evidence(&s, "ev-late"),
+            ),
+        ),
+        (
+            1,
+            put_calls(Table::HumanDecisions, HUMAN, "human", &decision),
+        ),
+        (
+            2,
+            put_calls(Table::Subjects, PRODUCER, "producer", &subject("ex-1", 2)),
+        ),
+        (
+            2,
+            put_calls(
+                Table::VerificationRequests,
+                PRODUCER,
+                "producer",
+                &fresh_request,
+            ),
+        ),
+    ];
+    for (which, calls) in &cases {
+        for sql in calls {
+            let err = try_sql(&mut conns[*which], sql).await.expect_err(sql);
+            assert!(
+                err.contains("holds no write grant in force"),
+                "{sql}: {err}"
+            );
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // With grants in force, the same calls are taken.
+    grant_write(t.store.as_ref(), "g-runner-2", RUNNER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    let seq = head_seq(&t).await;
+    for (which, calls) in &cases {
+        try_sql(&mut conns[*which], &calls[0]).await.unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 4);
+    for conn in conns {
+        conn.close().await.unwrap();
+    }
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// An operator's own login writes as the engine's principal (whose notes count as the
+/// engine's), or becomes the engine's, the gate's or the system's identity: refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_login_cannot_write_as_the_engine_the_gate_or_the_system() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let seq = head_seq(&t).await;
+    let note = json!({"schema": "verdict.cancellation/v1", "subject_digest": d("s")});
+    for sql in put_calls(
+        Table::VerificationRequests,
+        "verdict-engine",
+        "operator",
+        &note,
+    ) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal verdict-engine"),
+            "{sql}: {err}"
+        );
+    }
+    for builtin in ["engine", "gate", "system"] {
+        let err = try_sql(&mut conn, &format!("SET ROLE \"{}{builtin}\"", t.prefix))
+            .await
+            .unwrap_err();
+        assert!(err.contains("permission denied"), "{builtin}: {err}");
+    }
+    conn.close().await.unwrap();
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
