@@ -160,7 +160,10 @@ impl Table {
                 text!("execution_id", &["execution", "id"]),
                 integer!("generation", &["execution", "generation"]),
             ],
-            Self::Policies => &[text!("name", &["name"]), integer!("revision", &["revision"])],
+            Self::Policies => &[
+                text!("name", &["name"]),
+                integer!("revision", &["revision"]),
+            ],
             Self::CheckEvidence => &[
                 SUBJECT,
                 text!("evidence_id", &["id"]),
@@ -1012,4 +1015,85 @@ fn check_result(r: &VerificationResult) -> Result<(), String> {
 pub(crate) fn canonical_text<T: Serialize>(record: &T) -> Result<String, String> {
     let value = serde_json::to_value(record).map_err(|e| e.to_string())?;
     String::from_utf8(canonical::to_vec(&value)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_fields_are_held_to_their_bounds() {
+        let name = |n: usize| "é".repeat(n);
+        assert!(
+            check_audit_fields(&name(256), &"k".repeat(MAX_KEY_CHARS), Some(&name(256))).is_ok()
+        );
+        assert!(check_audit_fields("p", "k", None).is_ok());
+        for (principal, key, correlation, says) in [
+            (
+                String::new(),
+                "k".to_owned(),
+                None,
+                "a principal of 0 characters",
+            ),
+            (
+                name(257),
+                "k".to_owned(),
+                None,
+                "a principal of 257 characters",
+            ),
+            ("p".to_owned(), String::new(), None, "a key of 0 characters"),
+            (
+                "p".to_owned(),
+                "k".repeat(321),
+                None,
+                "a key of 321 characters",
+            ),
+            (
+                "p".to_owned(),
+                "k".to_owned(),
+                Some(name(257)),
+                "a correlation of 257 characters",
+            ),
+        ] {
+            let err = check_audit_fields(&principal, &key, correlation.as_deref()).unwrap_err();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+
+    #[test]
+    fn derived_columns_read_what_the_routines_write() {
+        let body = serde_json::json!({
+            "execution": {"id": "ex-1", "generation": 3},
+            "subject_digest": null,
+            "n": "7",
+            "outcome": {"nested": true},
+            "flag": false,
+        });
+        let col = |path: &'static [&'static str], integer: bool| DerivedColumn {
+            column: "c",
+            path,
+            integer,
+        };
+        let value = |s: &str| Derivation::Value(Some(s.to_owned()));
+        assert_eq!(
+            col(&["execution", "id"], false).derive(&body),
+            value("ex-1")
+        );
+        assert_eq!(
+            col(&["execution", "generation"], true).derive(&body),
+            value("3")
+        );
+        assert_eq!(
+            col(&["subject_digest"], false).derive(&body),
+            Derivation::Value(None)
+        );
+        assert_eq!(
+            col(&["missing", "x"], false).derive(&body),
+            Derivation::Value(None)
+        );
+        assert_eq!(col(&["n"], true).derive(&body), value("7"));
+        assert_eq!(col(&["flag"], false).derive(&body), value("false"));
+        assert_eq!(col(&["outcome"], false).derive(&body), Derivation::Unknown);
+        assert_eq!(col(&["flag"], true).derive(&body), Derivation::Unknown);
+    }
 }

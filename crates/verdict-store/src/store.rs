@@ -748,8 +748,7 @@ impl<B: Backend> StoreImpl<B> {
     async fn append_one(&self, actor: &Actor, item: Prepared) -> Result<Stored> {
         let table = item.table.name();
         let key = item.key.clone();
-        one(self.append(actor, vec![item]).await?)
-            .ok_or(StoreError::NotFound { what: table, key })
+        one(self.append(actor, vec![item]).await?).ok_or(StoreError::NotFound { what: table, key })
     }
 
     async fn cas(
@@ -828,11 +827,15 @@ impl<B: Backend> StoreImpl<B> {
 
 /// A record's audit fields within their bounds ([`records::check_audit_fields`]).
 fn check_item(actor: &Actor, item: &Prepared) -> Result<()> {
-    records::check_audit_fields(&actor.principal, &item.key, item.correlation.as_deref())
-        .map_err(|message| StoreError::Invalid {
+    records::check_audit_fields(&actor.principal, &item.key, item.correlation.as_deref()).map_err(
+        |message| StoreError::Invalid {
             what: item.table.name(),
-            message: format!("{}: {message}", item.key.chars().take(80).collect::<String>()),
-        })
+            message: format!(
+                "{}: {message}",
+                item.key.chars().take(80).collect::<String>()
+            ),
+        },
+    )
 }
 
 fn check_pointer_name(name: &str, what: &'static str) -> Result<()> {

@@ -19,7 +19,7 @@ use verdict_store::{
 };
 
 /// A login that is a member of one principal role only.
-async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
+pub(crate) async fn connect_as(t: &TestStore, role: ActorRole) -> (sqlx::PgConnection, String) {
     let login = format!("{}{}_auth_login", t.prefix, role.as_str());
     t.raw(&format!(
         "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}{}\"",
