@@ -41,7 +41,7 @@ SET LOCAL search_path = verdict, pg_temp;
 -- round-trip digits come from PostgreSQL's own float8 output, pinned to its shortest form by
 -- extra_float_digits; only their layout is ECMAScript's.
 CREATE FUNCTION verdict._jcs_number(p numeric) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT SET extra_float_digits = 1 AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT SET extra_float_digits = 1 SET search_path = verdict, pg_temp AS $$
 DECLARE
     v_text text;
     v_mantissa text;
@@ -95,7 +95,7 @@ END $$;
 -- supplementary character (0xEE, 0xEF become 0xF5, 0xF6), so bytes compare as UTF-16 code
 -- units do. Without such characters UTF-8 byte order already is UTF-16 order.
 CREATE FUNCTION verdict._jcs_key(p text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
     SELECT coalesce(string_agg(CASE WHEN ascii(c) BETWEEN 57344 AND 65535
             THEN set_byte(convert_to(c, 'UTF8'), 0, get_byte(convert_to(c, 'UTF8'), 0) + 7)
             ELSE convert_to(c, 'UTF8') END, ''::bytea ORDER BY i), ''::bytea)
@@ -108,7 +108,7 @@ $$;
 -- member or element with no canonical text (NULL) drops out, so the result cannot equal a body
 -- that holds one. `p_remap`: order names by _jcs_key, else by their bytes.
 CREATE FUNCTION verdict._jcs(p jsonb, p_remap boolean) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
 BEGIN
     IF jsonb_typeof(p) = 'object' THEN
         RETURN '{' || coalesce((
@@ -136,7 +136,7 @@ END $$;
 -- The canonical text of any JSON value (`p_text`: the text it was parsed from, to learn
 -- whether any name could need the slower order).
 CREATE FUNCTION verdict._canonical(p jsonb, p_text text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
 BEGIN
     CASE jsonb_typeof(p)
         WHEN 'object', 'array' THEN
@@ -153,7 +153,7 @@ END $$;
 -- call it only when one is). `p_name` and `p_value` are a pointer's name and new value.
 CREATE FUNCTION verdict._refuse_bounds(p_table text, p_principal text, p_key text, p_body text,
     p_correlation text, p_name text, p_value text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
 DECLARE
     v_key text := coalesce(left(p_key, 80) || CASE WHEN length(p_key) > 80 THEN '...' ELSE '' END,
         'with no key');
