@@ -711,14 +711,18 @@ async fn bench_bodies_in(
             .await
             .map_err(|e| e.to_string())?;
     }
-    let mut new = Routine {
+    let new = Routine {
         conn: sqlx::PgConnection::connect(after)
             .await
             .map_err(|e| e.to_string())?,
     };
     let n_single = scaled(3000, scale);
     let n_batched = scaled(30_000, scale).max(1000) / 1000 * 1000;
-    let (mut single, mut batched) = ([Duration::ZERO; 2], [Duration::ZERO; 2]);
+    // Each schema's routine and what its single and batched appends took.
+    let mut sides = [
+        (old, Duration::ZERO, Duration::ZERO),
+        (new, Duration::ZERO, Duration::ZERO),
+    ];
     let (per_single, per_batched) = (
         (n_single / ROUNDS).max(1),
         (n_batched / ROUNDS / 1000).max(1) * 1000,
@@ -727,13 +731,17 @@ async fn bench_bodies_in(
         // Each round, the other schema goes first.
         let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
-            let routine = if which == 0 { &mut old } else { &mut new };
-            single[which] += routine.single(r * per_single, per_single).await?;
-            batched[which] += routine
+            let Some((routine, single, batched)) = sides.get_mut(which) else {
+                continue;
+            };
+            *single += routine.single(r * per_single, per_single).await?;
+            *batched += routine
                 .batched(1_000_000 + r * per_batched, per_batched)
                 .await?;
         }
     }
+    let [(_, single_old, batched_old), (_, single_new, batched_new)] = sides;
+    let (single, batched) = ([single_old, single_new], [batched_old, batched_new]);
     let line = |routine: &str, ops: u64, times: [Duration; 2]| -> Vec<String> {
         let rate = |d: Duration| ops as f64 / d.as_secs_f64().max(1e-9);
         let micros = |d: Duration| d.as_secs_f64() * 1e6 / ops as f64;
