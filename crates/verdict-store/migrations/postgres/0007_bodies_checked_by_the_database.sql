@@ -22,7 +22,8 @@
 --   `#` n for run events; id `@` version for findings; the evaluation key for gate decisions;
 --   pointer `:` revision `:` name for pointer changes;
 -- - a compare-and-set whose new pointer value is not the canonical text of the change's `new`.
--- A body that is not JSON at all still fails the parse (SQLSTATE 22P02).
+-- A body that is not JSON at all still fails the parse (SQLSTATE 22P02), and one whose strings
+-- hold U+0000, which jsonb cannot, as before (SQLSTATE 22P05).
 --
 -- How: the checks are spliced into each routine around its digest check (the bounds just
 -- before it, the parse and the form and key checks just after it), so they run before the
@@ -102,52 +103,60 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
     FROM regexp_split_to_table(p, '') WITH ORDINALITY AS s(c, i)
 $$;
 
--- The canonical text of an object or array. Scalars are written in place: a string or name by
--- jsonb's own escaping, which is JCS's (the two-character escapes, \u00XX in lower-case hex for
--- the other controls, everything else as it is), an integer within range as its digits. A
--- member or element with no canonical text (NULL) drops out, so the result cannot equal a body
--- that holds one. `p_remap`: order names by _jcs_key, else by their bytes.
-CREATE FUNCTION verdict._jcs(p jsonb, p_remap boolean) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
+-- The canonical text of a JSON value. Scalars are written in place: a string or name by jsonb's
+-- own escaping, which is JCS's (the two-character escapes, \u00XX in lower-case hex for the
+-- other controls, everything else as it is), an integer within range as its digits. A member or
+-- element with no canonical text (NULL) drops out, so the result cannot equal a body that holds
+-- one. `p_remap`: order names by _jcs_key, else by their bytes.
+--
+-- A function call per object or array would set up a query of its own each time, which cost
+-- more than the rest of an append; so the first levels are one expression of nested subqueries
+-- (one subquery a level, for objects and arrays alike), built below, and only a value nested
+-- deeper than that calls _jcs again. _canonical is the same expression for a whole body, with
+-- the order chosen from the body's text (any name that could need the slower order holds a
+-- character U+E000 to U+FFFF, which a canonical body holds as it is). The planner estimates
+-- each nested subquery at a hundred rows a level, and JIT-compiling the expression for that cost
+-- took a second a call: both functions run without JIT.
+DO $make$
+DECLARE
+    -- Beyond the unrolled levels: a container calls _jcs, a scalar is written in place.
+    v_scalar constant text := $scalar$CASE WHEN jsonb_typeof(@V@) = 'number' THEN CASE WHEN scale((@V@)::numeric) = 0
+            AND abs((@V@)::numeric) <= 9007199254740991 THEN (@V@)::text
+        ELSE verdict._jcs_number((@V@)::numeric) END
+    ELSE (@V@)::text END$scalar$;
+    v_expr text := $deeper$CASE WHEN jsonb_typeof(@V@) IN ('object', 'array') THEN verdict._jcs(@V@, p_remap)
+    ELSE $deeper$ || v_scalar || ' END';
 BEGIN
-    IF jsonb_typeof(p) = 'object' THEN
-        RETURN '{' || coalesce((
-            SELECT string_agg(to_json(e.key)::text || ':' || CASE jsonb_typeof(e.value)
-                    WHEN 'object' THEN verdict._jcs(e.value, p_remap)
-                    WHEN 'array' THEN verdict._jcs(e.value, p_remap)
-                    WHEN 'number' THEN CASE WHEN scale(e.value::numeric) = 0
-                            AND abs(e.value::numeric) <= 9007199254740991 THEN e.value::text
-                        ELSE verdict._jcs_number(e.value::numeric) END
-                    ELSE e.value::text END, ','
-                ORDER BY CASE WHEN p_remap THEN verdict._jcs_key(e.key) END, e.key COLLATE "C")
-            FROM jsonb_each(p) e), '') || '}';
-    END IF;
-    RETURN '[' || coalesce((
-        SELECT string_agg(CASE jsonb_typeof(e.value)
-                WHEN 'object' THEN verdict._jcs(e.value, p_remap)
-                WHEN 'array' THEN verdict._jcs(e.value, p_remap)
-                WHEN 'number' THEN CASE WHEN scale(e.value::numeric) = 0
-                        AND abs(e.value::numeric) <= 9007199254740991 THEN e.value::text
-                    ELSE verdict._jcs_number(e.value::numeric) END
-                ELSE e.value::text END, ',' ORDER BY e.i)
-        FROM jsonb_array_elements(p) WITH ORDINALITY AS e(value, i)), '') || ']';
-END $$;
-
--- The canonical text of any JSON value (`p_text`: the text it was parsed from, to learn
--- whether any name could need the slower order).
-CREATE FUNCTION verdict._canonical(p jsonb, p_text text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
+    FOR d IN REVERSE 3 .. 1 LOOP
+        v_expr := replace(replace(replace(replace($level$CASE WHEN jsonb_typeof(@V@) IN ('object', 'array') THEN (
+        SELECT CASE jsonb_typeof(@V@) WHEN 'object' THEN '{' ELSE '[' END
+            || coalesce(string_agg(coalesce(to_json(m@D@.k)::text || ':', '') || @CHILD@, ','
+                ORDER BY CASE WHEN p_remap THEN verdict._jcs_key(m@D@.k) END, m@D@.k COLLATE "C", m@D@.i), '')
+            || CASE jsonb_typeof(@V@) WHEN 'object' THEN '}' ELSE ']' END
+        FROM (SELECT e.key, e.value, NULL::bigint
+                FROM jsonb_each(CASE jsonb_typeof(@V@) WHEN 'object' THEN @V@ ELSE '{}' END) AS e
+            UNION ALL
+            SELECT NULL, a.value, a.i
+                FROM jsonb_array_elements(CASE jsonb_typeof(@V@) WHEN 'array' THEN @V@ ELSE '[]' END)
+                WITH ORDINALITY AS a(value, i)) AS m@D@(k, v, i))
+    ELSE @SCALAR@ END$level$, '@SCALAR@', v_scalar), '@CHILD@', replace(v_expr, '@V@', 'm@D@.v')), '@D@', d::text),
+            '@V@', CASE WHEN d = 1 THEN 'p' ELSE '@V@' END);
+    END LOOP;
+    EXECUTE format($f$CREATE FUNCTION verdict._jcs(p jsonb, p_remap boolean) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan AS $body$
 BEGIN
-    CASE jsonb_typeof(p)
-        WHEN 'object', 'array' THEN
-            RETURN verdict._jcs(p, octet_length(p_text) <> length(p_text)
-                AND p_text ~ '[\uE000-\uFFFF]');
-        WHEN 'number' THEN
-            RETURN verdict._jcs_number(p::numeric);
-        ELSE
-            RETURN p::text;
-    END CASE;
-END $$;
+    RETURN %s;
+END $body$$f$, v_expr);
+    EXECUTE format($f$CREATE FUNCTION verdict._canonical(p jsonb, p_text text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan AS $body$
+DECLARE
+    p_remap boolean := octet_length(p_text) <> length(p_text) AND p_text ~ '[\uE000-\uFFFF]';
+BEGIN
+    RETURN %s;
+END $body$$f$, v_expr);
+END $make$;
 
 -- Raises the refusal of a record whose body or audit fields are out of bounds (the routines
 -- call it only when one is). `p_name` and `p_value` are a pointer's name and new value.

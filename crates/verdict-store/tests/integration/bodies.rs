@@ -564,3 +564,81 @@ async fn the_body_checks_are_callable_only_by_the_routines() {
     }
     t.cleanup().await;
 }
+
+/// Documents of every shape verdict writes (deep nesting, fractions and integers at the edges
+/// of their range, strings needing every kind of escape, names ordered by UTF-16 code units
+/// where that differs from their bytes) append through the store (U+0000 aside: PostgreSQL's
+/// jsonb cannot hold it, and refused it before schema version 7 too): the database rebuilds
+/// exactly the canonical form verdict wrote. The same document with members swapped five levels
+/// down is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_writes_the_canonical_form_verdict_writes() {
+    let numbers = json!([
+        0,
+        -1,
+        9_007_199_254_740_991_i64,
+        -9_007_199_254_740_991_i64,
+        0.1,
+        -2.5,
+        123.456,
+        1.5e-7,
+        0.000_001,
+        333_333_333.333_333_3,
+        1e-300,
+        5e-324,
+        9_007_199_254_740.993,
+        4.35,
+        0.5e-6
+    ]);
+    let strings = json!([
+        "",
+        "plain",
+        "quote \" backslash \\ slash /",
+        "\u{1}\u{8}\u{9}\u{a}\u{c}\u{d}\u{1f}",
+        "\u{7f}\u{2028}\u{2029}é\u{1f600}\u{fb33}\u{e000}\u{ffff}"
+    ]);
+    // U+1F600 sorts before U+FB33 and U+E000 by UTF-16 code units, after them by bytes.
+    let names = json!({"a": 1, "\u{1f600}": 2, "\u{fb33}": 3, "\u{e000}": 4, "b\u{1}": 5, "b": 6});
+    let deep = json!({"l1": {"l2": [{"l3": {"l4": {"l5": {"z": [names.clone()], "a": numbers.clone()}}}}]}});
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let producer = Actor::new(PRODUCER, Role::Producer);
+        let s = subject_digest(&subject("ex-1", 1));
+        for (i, shape) in [
+            numbers.clone(),
+            strings.clone(),
+            names.clone(),
+            deep.clone(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let doc = json!({"shape": shape, "n": i, "subject_digest": s.as_str()});
+            let row = store.put(&producer, DocKind::Request, &doc).await.unwrap();
+            assert!(row.inserted, "{i}");
+        }
+        if t.kind == Kind::Postgres {
+            let (mut conn, login) = connect_as(&t, ActorRole::Producer).await;
+            let doc = json!({"shape": deep, "n": "again", "subject_digest": s.as_str()});
+            let body = canonical(&doc);
+            // "z" and "a" five levels down, swapped.
+            let swapped = body.replacen("{\"a\":[0,", "{\"z\":[{}],\"a\":[0,", 1);
+            let swapped = swapped.replacen("],\"z\":[{\"a\":1", "],\"y\":[{\"a\":1", 1);
+            assert_ne!(swapped, body);
+            let call = Call::new(Table::VerificationRequests, PRODUCER, "producer", swapped);
+            refused_both_ways(&mut conn, &call, "not in canonical form").await;
+            put_one(
+                &mut conn,
+                &Call::new(Table::VerificationRequests, PRODUCER, "producer", body),
+            )
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+            t.raw(&format!("DROP ROLE \"{login}\"")).await.unwrap();
+        }
+        let report = store.verify_audit(None).await.unwrap();
+        assert!(report.is_intact(), "{:#?}", report.problems);
+        t.cleanup().await;
+    }
+}
