@@ -116,7 +116,8 @@ $$;
 -- the order chosen from the body's text (any name that could need the slower order holds a
 -- character U+E000 to U+FFFF, which a canonical body holds as it is). The planner estimates
 -- each nested subquery at a hundred rows a level, and JIT-compiling the expression for that cost
--- took a second a call: both functions run without JIT.
+-- took a second a call: both functions run without JIT, and on a generic plan (a plan for the
+-- body at hand always looked cheaper, so the expression was planned again on every call).
 DO $make$
 DECLARE
     -- Beyond the unrolled levels: a container calls _jcs, a scalar is written in place.
