@@ -30,7 +30,7 @@
 -- chain lock is taken and before a stored key is looked up. The body is parsed there once; the
 -- later parse that schema 5's claim checks followed is dropped, and those checks read the same
 -- parsed body. Every marker must occur exactly once in the routine it is spliced into; CREATE
--- OR REPLACE keeps each routine's grants, owner and settings. The helpers are owned by the
+-- OR REPLACE keeps each routine's grants, owner and settings. The functions below are owned by the
 -- owner and executable by nobody else: only the routines call them.
 
 SET LOCAL ROLE __OWNER__;

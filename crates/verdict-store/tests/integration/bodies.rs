@@ -539,12 +539,12 @@ async fn the_store_holds_audit_fields_to_the_same_bounds() {
     }
 }
 
-/// The helpers the routines check bodies with run only inside the routines: no principal role
+/// The functions the routines check bodies with run only inside the routines: no principal role
 /// may call them, and each has a fixed search_path like every routine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_body_checks_are_callable_only_by_the_routines() {
     let t = postgres().await;
-    for helper in [
+    for function in [
         "_jcs_number(numeric)",
         "_jcs_key(text)",
         "_jcs(jsonb, boolean)",
@@ -554,12 +554,12 @@ async fn the_body_checks_are_callable_only_by_the_routines() {
         for r in ActorRole::ALL {
             let may = t
                 .count(&format!(
-                    "SELECT has_function_privilege('{}{}', 'verdict.{helper}', 'EXECUTE')::int::bigint",
+                    "SELECT has_function_privilege('{}{}', 'verdict.{function}', 'EXECUTE')::int::bigint",
                     t.prefix,
                     r.as_str()
                 ))
                 .await;
-            assert_eq!(may, 0, "{} may call {helper}", r.as_str());
+            assert_eq!(may, 0, "{} may call {function}", r.as_str());
         }
     }
     t.cleanup().await;
