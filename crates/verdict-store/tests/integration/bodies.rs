@@ -568,7 +568,7 @@ async fn the_body_checks_are_callable_only_by_the_routines() {
 /// Documents of every shape verdict writes (deep nesting, fractions and integers at the edges
 /// of their range, strings needing every kind of escape, names ordered by UTF-16 code units
 /// where that differs from their bytes) append through the store (U+0000 aside: PostgreSQL's
-/// jsonb cannot hold it, and refused it before schema version 7 too): the database rebuilds
+/// jsonb cannot hold it, and refused it before schema version 8 too): the database rebuilds
 /// exactly the canonical form verdict wrote. The same document with members swapped five levels
 /// down is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 7: the write routines refuse a malformed body.
+-- verdict store, PostgreSQL schema version 8: the write routines refuse a malformed body.
 --
 -- Until now the routines checked a body's digest and its claims about the writer, and took the
 -- rest on trust from the store. A database login calling them by hand could append a body that

@@ -1,4 +1,4 @@
--- verdict store, SQLite schema version 7: nothing changes here.
+-- verdict store, SQLite schema version 8: nothing changes here.
 --
 -- Version 7 makes the PostgreSQL write routines refuse a body that is not canonical, is keyed
 -- under another key than the one it derives, or is over 4 MiB, and audit fields out of
