@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -50,6 +50,11 @@ pub const SQLITE: &[Migration] = &[
         version: 7,
         name: "per_principal_identity",
         sql: include_str!("../migrations/sqlite/0007_per_principal_identity.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "bodies_checked_by_the_database",
+        sql: include_str!("../migrations/sqlite/0008_bodies_checked_by_the_database.sql"),
     },
 ];
 
@@ -89,6 +94,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 7,
         name: "per_principal_identity",
         sql: include_str!("../migrations/postgres/0007_per_principal_identity.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "bodies_checked_by_the_database",
+        sql: include_str!("../migrations/postgres/0008_bodies_checked_by_the_database.sql"),
     },
 ];
 

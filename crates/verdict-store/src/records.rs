@@ -21,6 +21,195 @@ use verdict_core::digest::{Digest, DigestKind};
 /// Largest canonical body the store accepts (documents carry digests, not content).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
+/// Longest principal name, pointer name or correlation an audit event holds, in characters
+/// (principal and pointer names are names: 1 to 256 characters).
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// Longest key a record is stored under, in characters: above the longest key a valid body
+/// derives (a pointer change's: a pointer kind of up to 9 characters, a revision of up to 20
+/// digits and a name of up to 256 characters, 287 in all).
+pub const MAX_KEY_CHARS: usize = 320;
+
+/// Largest pointer value, in bytes (the values are small records: a subject or policy digest
+/// with its generation or revision, a lease holder's name with its expiry).
+pub const MAX_POINTER_VALUE_BYTES: usize = 4096;
+
+/// Checks the fields an audit event records beside the body's digest: the principal (1 to
+/// [`MAX_NAME_CHARS`] characters), the key (at most [`MAX_KEY_CHARS`]) and the correlation (at
+/// most [`MAX_NAME_CHARS`]). The PostgreSQL write routines hold every call to the same bounds.
+pub fn check_audit_fields(
+    principal: &str,
+    key: &str,
+    correlation: Option<&str>,
+) -> Result<(), String> {
+    let chars = |s: &str| s.chars().count();
+    if !(1..=MAX_NAME_CHARS).contains(&chars(principal)) {
+        return Err(format!(
+            "a principal of {} characters is not 1 to {MAX_NAME_CHARS} characters",
+            chars(principal)
+        ));
+    }
+    if !(1..=MAX_KEY_CHARS).contains(&chars(key)) {
+        return Err(format!(
+            "a key of {} characters is not 1 to {MAX_KEY_CHARS} characters",
+            chars(key)
+        ));
+    }
+    if let Some(c) = correlation.filter(|c| chars(c) > MAX_NAME_CHARS) {
+        return Err(format!(
+            "a correlation of {} characters exceeds {MAX_NAME_CHARS} characters",
+            chars(c)
+        ));
+    }
+    Ok(())
+}
+
+/// A column a PostgreSQL table keeps beside the body, derived from it by the write routine
+/// (for lookups by subject, run, principal and so on). `audit verify` derives each again from
+/// the body, here in code, and compares it with what is stored; it never evaluates SQL it
+/// reads from the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedColumn {
+    /// The column's name.
+    pub column: &'static str,
+    /// The member of the body it holds, by names from the top (`->>` or `#>>` in SQL).
+    pub path: &'static [&'static str],
+    /// Whether the column is a `bigint` (the member cast to an integer) rather than text.
+    pub integer: bool,
+}
+
+/// What a derived column should hold for a body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Derivation {
+    /// This text (an integer column's value in decimal), or NULL.
+    Value(Option<String>),
+    /// A member of a kind no valid body holds there (an object, a fraction, ...): the body is
+    /// reported as invalid on its own, and the column is not compared.
+    Unknown,
+}
+
+/// A text column holding the member at `path` (a literal, so the tables below are constants).
+macro_rules! text {
+    ($column:literal, $path:expr) => {
+        DerivedColumn {
+            column: $column,
+            path: $path,
+            integer: false,
+        }
+    };
+}
+
+/// A `bigint` column holding the member at `path`.
+macro_rules! integer {
+    ($column:literal, $path:expr) => {
+        DerivedColumn {
+            column: $column,
+            path: $path,
+            integer: true,
+        }
+    };
+}
+
+impl DerivedColumn {
+    /// What the column holds for `body`, as the write routine derives it: a string member as
+    /// it is, an integer in decimal, a missing member or `null` as NULL.
+    #[must_use]
+    pub fn derive(&self, body: &Value) -> Derivation {
+        let mut at = Some(body);
+        for name in self.path {
+            at = at.and_then(|v| v.get(name));
+        }
+        match at {
+            None | Some(Value::Null) => Derivation::Value(None),
+            Some(Value::String(s)) if self.integer => match s.trim().parse::<i64>() {
+                Ok(i) => Derivation::Value(Some(i.to_string())),
+                Err(_) => Derivation::Unknown,
+            },
+            Some(Value::String(s)) => Derivation::Value(Some(s.clone())),
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(i) => Derivation::Value(Some(i.to_string())),
+                None => Derivation::Unknown,
+            },
+            Some(Value::Bool(b)) if !self.integer => Derivation::Value(Some(b.to_string())),
+            Some(_) => Derivation::Unknown,
+        }
+    }
+}
+
+impl Table {
+    /// The columns the PostgreSQL write routine of this table derives from each body (none for
+    /// pointer changes, whose columns the database generates itself).
+    #[must_use]
+    pub const fn derived_columns(self) -> &'static [DerivedColumn] {
+        const SUBJECT: DerivedColumn = text!("subject_digest", &["subject_digest"]);
+        const POLICY: DerivedColumn = text!("policy_digest", &["policy_digest"]);
+        const EVALUATION: DerivedColumn = text!("evaluation_key", &["evaluation_key"]);
+        match self {
+            Self::Principals => &[
+                text!("name", &["name"]),
+                text!("role", &["role"]),
+                text!("token_sha256", &["token_sha256"]),
+            ],
+            Self::Grants => &[
+                text!("principal", &["principal"]),
+                text!("scope_kind", &["scope", "kind"]),
+                text!("scope_id", &["scope", "id"]),
+            ],
+            Self::GrantRevocations => &[text!("grant_id", &["grant_id"])],
+            Self::Subjects => &[
+                text!("execution_id", &["execution", "id"]),
+                integer!("generation", &["execution", "generation"]),
+            ],
+            Self::Policies => &[
+                text!("name", &["name"]),
+                integer!("revision", &["revision"]),
+            ],
+            Self::CheckEvidence => &[
+                SUBJECT,
+                text!("evidence_id", &["id"]),
+                text!("check_id", &["check"]),
+            ],
+            Self::VerificationRequests => &[SUBJECT],
+            Self::VerifierRuns => &[
+                text!("run_id", &["run_id"]),
+                text!("request_digest", &["request_digest"]),
+                SUBJECT,
+                text!("verifier", &["verifier"]),
+                text!("class", &["class"]),
+                integer!("generation", &["admitted_generation"]),
+            ],
+            Self::RunEvents => &[
+                text!("run_id", &["run_id"]),
+                integer!("n", &["n"]),
+                text!("status", &["status"]),
+            ],
+            Self::VerificationResults => &[
+                SUBJECT,
+                text!("run_id", &["verifier", "run"]),
+                text!("verifier", &["verifier", "principal"]),
+                text!("class", &["verifier", "class"]),
+                integer!("generation", &["generation"]),
+                text!("status", &["status"]),
+            ],
+            Self::Findings => &[
+                text!("finding_id", &["id"]),
+                integer!("version", &["version"]),
+                SUBJECT,
+            ],
+            Self::HumanDecisions => &[SUBJECT, POLICY, text!("principal", &["principal"])],
+            Self::GateDecisions => &[EVALUATION, SUBJECT, POLICY, text!("outcome", &["outcome"])],
+            Self::Denials => &[
+                text!("principal", &["principal"]),
+                text!("role", &["role"]),
+                text!("code", &["code"]),
+                text!("at", &["at"]),
+            ],
+            Self::GateEvaluations => &[EVALUATION, SUBJECT, POLICY],
+            Self::PointerChanges => &[],
+        }
+    }
+}
+
 /// An append-only table of the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
@@ -828,4 +1017,85 @@ fn check_result(r: &VerificationResult) -> Result<(), String> {
 pub(crate) fn canonical_text<T: Serialize>(record: &T) -> Result<String, String> {
     let value = serde_json::to_value(record).map_err(|e| e.to_string())?;
     String::from_utf8(canonical::to_vec(&value)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_fields_are_held_to_their_bounds() {
+        let name = |n: usize| "é".repeat(n);
+        assert!(
+            check_audit_fields(&name(256), &"k".repeat(MAX_KEY_CHARS), Some(&name(256))).is_ok()
+        );
+        assert!(check_audit_fields("p", "k", None).is_ok());
+        for (principal, key, correlation, says) in [
+            (
+                String::new(),
+                "k".to_owned(),
+                None,
+                "a principal of 0 characters",
+            ),
+            (
+                name(257),
+                "k".to_owned(),
+                None,
+                "a principal of 257 characters",
+            ),
+            ("p".to_owned(), String::new(), None, "a key of 0 characters"),
+            (
+                "p".to_owned(),
+                "k".repeat(321),
+                None,
+                "a key of 321 characters",
+            ),
+            (
+                "p".to_owned(),
+                "k".to_owned(),
+                Some(name(257)),
+                "a correlation of 257 characters",
+            ),
+        ] {
+            let err = check_audit_fields(&principal, &key, correlation.as_deref()).unwrap_err();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+
+    #[test]
+    fn derived_columns_read_what_the_routines_write() {
+        let body = serde_json::json!({
+            "execution": {"id": "ex-1", "generation": 3},
+            "subject_digest": null,
+            "n": "7",
+            "outcome": {"nested": true},
+            "flag": false,
+        });
+        let col = |path: &'static [&'static str], integer: bool| DerivedColumn {
+            column: "c",
+            path,
+            integer,
+        };
+        let value = |s: &str| Derivation::Value(Some(s.to_owned()));
+        assert_eq!(
+            col(&["execution", "id"], false).derive(&body),
+            value("ex-1")
+        );
+        assert_eq!(
+            col(&["execution", "generation"], true).derive(&body),
+            value("3")
+        );
+        assert_eq!(
+            col(&["subject_digest"], false).derive(&body),
+            Derivation::Value(None)
+        );
+        assert_eq!(
+            col(&["missing", "x"], false).derive(&body),
+            Derivation::Value(None)
+        );
+        assert_eq!(col(&["n"], true).derive(&body), value("7"));
+        assert_eq!(col(&["flag"], false).derive(&body), value("false"));
+        assert_eq!(col(&["outcome"], false).derive(&body), Derivation::Unknown);
+        assert_eq!(col(&["flag"], true).derive(&body), Derivation::Unknown);
+    }
 }

@@ -787,6 +787,15 @@ impl<B: Backend> StoreImpl<B> {
         )
     }
 
+    /// Appends after checking each record's audit fields against the bounds the PostgreSQL
+    /// routines hold every call to, so both backends refuse the same records.
+    async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
+        for item in &items {
+            check_item(actor, item)?;
+        }
+        self.backend.append(actor, items).await
+    }
+
     async fn find_one(&self, table: Table, filter: Filter) -> Result<Option<Stored>> {
         Ok(one(self.backend.find(table, filter).await?))
     }
@@ -794,8 +803,7 @@ impl<B: Backend> StoreImpl<B> {
     async fn append_one(&self, actor: &Actor, item: Prepared) -> Result<Stored> {
         let table = item.table.name();
         let key = item.key.clone();
-        one(self.backend.append(actor, vec![item]).await?)
-            .ok_or(StoreError::NotFound { what: table, key })
+        one(self.append(actor, vec![item]).await?).ok_or(StoreError::NotFound { what: table, key })
     }
 
     async fn cas(
@@ -851,11 +859,38 @@ impl<B: Backend> StoreImpl<B> {
             new,
             change,
         };
+        check_item(actor, &cas.change)?;
+        check_pointer_name(name, "pointer name")?;
+        for value in [&cas.expected, &cas.new].into_iter().flatten() {
+            if value.len() > records::MAX_POINTER_VALUE_BYTES {
+                return Err(StoreError::Invalid {
+                    what: "pointer value",
+                    message: format!(
+                        "a value of {} bytes exceeds {} bytes",
+                        value.len(),
+                        records::MAX_POINTER_VALUE_BYTES
+                    ),
+                });
+            }
+        }
         match self.backend.cas(actor, cas).await? {
             CasOutcome::Done(p) => Ok(p),
             CasOutcome::Stale(found) => Err(stale(found.as_ref().and_then(|p| p.value.as_deref()))),
         }
     }
+}
+
+/// A record's audit fields within their bounds ([`records::check_audit_fields`]).
+fn check_item(actor: &Actor, item: &Prepared) -> Result<()> {
+    records::check_audit_fields(&actor.principal, &item.key, item.correlation.as_deref()).map_err(
+        |message| StoreError::Invalid {
+            what: item.table.name(),
+            message: format!(
+                "{}: {message}",
+                item.key.chars().take(80).collect::<String>()
+            ),
+        },
+    )
 }
 
 fn check_pointer_name(name: &str, what: &'static str) -> Result<()> {
@@ -928,7 +963,7 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored> {
         let items = self.prepare_doc(actor, kind, doc).await?;
-        one(self.backend.append(actor, items).await?).ok_or(StoreError::NotFound {
+        one(self.append(actor, items).await?).ok_or(StoreError::NotFound {
             what: kind.table().name(),
             key: String::new(),
         })

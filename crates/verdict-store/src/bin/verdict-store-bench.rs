@@ -7,6 +7,12 @@
 //! disk. It prints a Markdown table. `--only sqlite` or `--only postgres` runs one
 //! backend; `--only sqlite-batched` runs just SQLite's batched appends (for profiling).
 //!
+//! `--only postgres-bodies` measures what the write routines' checks of a body (schema version
+//! 7: canonical form, key, size and audit field bounds) cost per append: the same routine calls
+//! (`put_one_check_evidence`, one durable commit each, and `put_check_evidence`, 1000 records
+//! per commit) on a database at the version before and one at the current version, in
+//! alternating rounds of one run.
+//!
 //! `verdict-store-bench load --store URL --count N [--batch B]` appends N synthetic check
 //! evidence documents in batches of B, printing `committed K` after each commit; the crash test
 //! kills it mid-way.
@@ -24,7 +30,7 @@ use verdict_store::{Actor, DocKind, Location, OpenOptions, Store};
 
 const USAGE: &str = "usage:
   verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL]
-      [--only sqlite|sqlite-batched|postgres] [--scale F]
+      [--only sqlite|sqlite-batched|postgres|postgres-bodies] [--scale F]
   verdict-store-bench load --store URL --count N [--batch B]";
 
 const RUNNER: &str = "bench-runner";
@@ -139,12 +145,26 @@ fn scaled(base: u64, scale: f64) -> u64 {
 async fn run(args: &Args) -> Result<(), String> {
     let scale: f64 = args.number("--scale", 1.0)?;
     let only = args.value("--only");
-    if only.is_some_and(|o| !["sqlite", "sqlite-batched", "postgres"].contains(&o)) {
+    if only
+        .is_some_and(|o| !["sqlite", "sqlite-batched", "postgres", "postgres-bodies"].contains(&o))
+    {
         return Err(USAGE.to_owned());
+    }
+    if only == Some("postgres-bodies") {
+        let admin = args.value("--postgres").ok_or(USAGE)?;
+        let lines = bench_bodies(admin, scale).await?;
+        println!(
+            "| routine | schema | appends | seconds | per second | after / before | µs per append, after − before |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|");
+        for line in lines {
+            println!("{line}");
+        }
+        return Ok(());
     }
     let mut lines = Vec::new();
     let body_len = verdict_core::canonical::to_vec(&evidence(0)).len();
-    if only != Some("postgres") {
+    if only.is_none_or(|o| o.starts_with("sqlite")) {
         let dir = args.value("--sqlite-dir").map_or_else(
             || std::env::temp_dir().join(format!("verdict-bench-{}", std::process::id())),
             PathBuf::from,
@@ -531,4 +551,225 @@ async fn bench_postgres_in(url: &str, prefix: &str, scale: f64) -> Result<Vec<St
             Some((batched.per_sec() / raw8.per_sec(), "≥ 0.5 × raw, 8 clients")),
         ),
     ])
+}
+
+/// The migration that makes the write routines check bodies: "before" is the schema without it.
+const BODIES_MIGRATION: &str = "bodies_checked_by_the_database";
+
+/// A PostgreSQL migration's SQL with its role placeholders filled in for `prefix` (as the store
+/// fills them when it migrates).
+fn filled(sql: &str, prefix: &str) -> String {
+    let mut out = sql.replace("__PREFIX_LITERAL__", &format!("'{prefix}'"));
+    out = out.replace("__OWNER__", &format!("\"{prefix}owner\""));
+    for role in verdict_store::ActorRole::ALL {
+        out = out.replace(
+            &format!("__{}__", role.as_str().to_uppercase()),
+            &format!("\"{prefix}{}\"", role.as_str()),
+        );
+    }
+    out
+}
+
+/// Calls of the evidence routines by hand, as the runner role, on one database.
+struct Routine {
+    conn: sqlx::PgConnection,
+}
+
+impl Routine {
+    fn record(i: u64) -> Result<(String, String), String> {
+        let body = String::from_utf8(verdict_core::canonical::to_vec(&evidence(i)))
+            .map_err(|e| e.to_string())?;
+        let digest = verdict_store::records::row_digest("evidence", body.as_bytes()).to_string();
+        Ok((digest, body))
+    }
+
+    /// `n` single appends from `start`, one durable commit each.
+    async fn single(&mut self, start: u64, n: u64) -> Result<Duration, String> {
+        let records: Vec<(String, String)> = (start..start + n)
+            .map(Self::record)
+            .collect::<Result<_, _>>()?;
+        let t = Instant::now();
+        for (digest, body) in &records {
+            sqlx::query(
+                "SELECT r_seq FROM verdict.put_one_check_evidence($1, 'runner', $2, $2, $3, NULL)",
+            )
+            .bind(RUNNER)
+            .bind(digest)
+            .bind(body)
+            .fetch_all(&mut self.conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(t.elapsed())
+    }
+
+    /// `n` appends from `start` in calls of 1000 records, one commit each.
+    async fn batched(&mut self, start: u64, n: u64) -> Result<Duration, String> {
+        let mut calls = Vec::new();
+        for b in 0..n / 1000 {
+            let records: Vec<(String, String)> = (start + b * 1000..start + (b + 1) * 1000)
+                .map(Self::record)
+                .collect::<Result<_, _>>()?;
+            calls.push(records);
+        }
+        let t = Instant::now();
+        for records in &calls {
+            let mut tx = self.conn.begin().await.map_err(|e| e.to_string())?;
+            sqlx::query(
+                "SELECT r_seq FROM verdict.put_check_evidence($1, 'runner', $2, $2, $3, $4)",
+            )
+            .bind(RUNNER)
+            .bind(records.iter().map(|r| r.0.as_str()).collect::<Vec<_>>())
+            .bind(records.iter().map(|r| r.1.as_str()).collect::<Vec<_>>())
+            .bind(vec![None::<String>; records.len()])
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| e.to_string())?;
+            tx.commit().await.map_err(|e| e.to_string())?;
+        }
+        Ok(t.elapsed())
+    }
+}
+
+async fn bench_bodies(admin: &str, scale: f64) -> Result<Vec<String>, String> {
+    let pid = std::process::id();
+    let prefix = format!("vbench{pid}_");
+    let dbs = [
+        format!("verdict_bench_{pid}_before"),
+        format!("verdict_bench_{pid}_after"),
+    ];
+    let mut conn = sqlx::PgConnection::connect(admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_owned())
+        .ok_or("--postgres needs a URL ending in /DATABASE")?;
+    for db in &dbs {
+        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{db}\""
+        ))))
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    let result = bench_bodies_in(
+        &format!("{base}/{}", dbs[0]),
+        &format!("{base}/{}", dbs[1]),
+        &prefix,
+        scale,
+    )
+    .await;
+    for db in &dbs {
+        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+        ))))
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    for role in verdict_store::role_names(&prefix) {
+        let _ = conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+    result
+}
+
+async fn bench_bodies_in(
+    before: &str,
+    after: &str,
+    prefix: &str,
+    scale: f64,
+) -> Result<Vec<String>, String> {
+    // The current schema (which also creates the roles), then the one before the checks.
+    verdict_store::migrate(&Location::Postgres(after.to_owned()), Some(prefix))
+        .await
+        .map_err(|e| e.to_string())?;
+    let checked = verdict_store::migrations::POSTGRES
+        .iter()
+        .find(|m| m.name == BODIES_MIGRATION)
+        .map(|m| m.version)
+        .ok_or("no migration checks bodies")?;
+    let mut old = Routine {
+        conn: sqlx::PgConnection::connect(before)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    for m in verdict_store::migrations::POSTGRES
+        .iter()
+        .filter(|m| m.version < checked)
+    {
+        let sql = format!(
+            "BEGIN; {} INSERT INTO verdict.schema_migrations (version, name) VALUES ({}, '{}'); COMMIT;",
+            filled(m.sql, prefix),
+            m.version,
+            m.name
+        );
+        old.conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let new = Routine {
+        conn: sqlx::PgConnection::connect(after)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    let n_single = scaled(3000, scale);
+    let n_batched = scaled(30_000, scale).max(1000) / 1000 * 1000;
+    // Each schema's routine and what its single and batched appends took.
+    let mut sides = [
+        (old, Duration::ZERO, Duration::ZERO),
+        (new, Duration::ZERO, Duration::ZERO),
+    ];
+    let (per_single, per_batched) = (
+        (n_single / ROUNDS).max(1),
+        (n_batched / ROUNDS / 1000).max(1) * 1000,
+    );
+    for r in 0..ROUNDS {
+        // Each round, the other schema goes first.
+        let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let Some((routine, single, batched)) = sides.get_mut(which) else {
+                continue;
+            };
+            *single += routine.single(r * per_single, per_single).await?;
+            *batched += routine
+                .batched(1_000_000 + r * per_batched, per_batched)
+                .await?;
+        }
+    }
+    let [(_, single_old, batched_old), (_, single_new, batched_new)] = sides;
+    let (single, batched) = ([single_old, single_new], [batched_old, batched_new]);
+    let line = |routine: &str, ops: u64, times: [Duration; 2]| -> Vec<String> {
+        let rate = |d: Duration| ops as f64 / d.as_secs_f64().max(1e-9);
+        let micros = |d: Duration| d.as_secs_f64() * 1e6 / ops as f64;
+        vec![
+            format!(
+                "| {routine} | {} (before) | {ops} | {:.2} | {:.0} | | |",
+                checked - 1,
+                times[0].as_secs_f64(),
+                rate(times[0])
+            ),
+            format!(
+                "| {routine} | {checked} (after) | {ops} | {:.2} | {:.0} | {:.2} | {:.1} |",
+                times[1].as_secs_f64(),
+                rate(times[1]),
+                rate(times[1]) / rate(times[0]),
+                micros(times[1]) - micros(times[0])
+            ),
+        ]
+    };
+    let mut lines = line(
+        "put_one_check_evidence, one durable commit each",
+        per_single * ROUNDS,
+        single,
+    );
+    lines.extend(line(
+        "put_check_evidence, 1000 per commit",
+        per_batched * ROUNDS,
+        batched,
+    ));
+    Ok(lines)
 }

@@ -18,7 +18,11 @@ use verdict_store::{
 };
 
 /// A login of the principal's own database role, storing the principal first if need be.
-async fn connect_as(t: &TestStore, name: &str, role: Role) -> (sqlx::PgConnection, String) {
+pub(crate) async fn connect_as(
+    t: &TestStore,
+    name: &str,
+    role: Role,
+) -> (sqlx::PgConnection, String) {
     principal_login(t, name, role).await
 }
 

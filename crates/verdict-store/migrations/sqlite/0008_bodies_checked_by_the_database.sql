@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 8: nothing changes here.
+--
+-- Version 7 makes the PostgreSQL write routines refuse a body that is not canonical, is keyed
+-- under another key than the one it derives, or is over 4 MiB, and audit fields out of
+-- bounds. On SQLite the store makes the same checks before it writes (both backends), and
+-- there is no routine to call around it: whoever can write the SQLite file controls the store;
+-- `audit verify` and signed checkpoints detect what they change.

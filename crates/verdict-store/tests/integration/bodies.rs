@@ -1,0 +1,667 @@
+//! Bodies and audit fields checked by the database: the PostgreSQL write routines, called by
+//! hand through a login of the writer's role, refuse what the store would never send (a body
+//! that is not canonical, a key the body does not derive, a body past the size limit, audit
+//! fields out of bounds), and `audit verify` derives the derived columns in code instead of
+//! running SQL kept in the catalog.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::authority::connect_as;
+use crate::common;
+
+use common::*;
+use serde_json::{Value, json};
+use sqlx::Connection as _;
+use verdict_core::contracts::Role;
+use verdict_store::records::{self, MAX_BODY_BYTES, MAX_NAME_CHARS, row_digest};
+use verdict_store::{Actor, ActorRole, DocKind, ProblemKind, Table};
+
+fn canonical(v: &Value) -> String {
+    String::from_utf8(verdict_core::canonical::to_vec(v)).unwrap()
+}
+
+/// A record as a caller hands it to a write routine.
+#[derive(Clone)]
+struct Call {
+    table: Table,
+    principal: String,
+    role: &'static str,
+    key: String,
+    body: String,
+    correlation: Option<String>,
+}
+
+impl Call {
+    /// `body` as it is, keyed as its table derives the key from its canonical form (its digest
+    /// for documents), with the digest of exactly these bytes.
+    fn new(table: Table, principal: &str, role: &'static str, body: String) -> Self {
+        let value: Value = serde_json::from_str(&body).unwrap();
+        let canonical_digest = row_digest(table.domain(), canonical(&value).as_bytes());
+        let key = records::key_of_value(table, &value, &canonical_digest)
+            .unwrap_or_else(|_| canonical_digest.to_string());
+        let key = if key == canonical_digest.as_str() {
+            row_digest(table.domain(), body.as_bytes()).to_string()
+        } else {
+            key
+        };
+        Self {
+            table,
+            principal: principal.to_owned(),
+            role,
+            key,
+            body,
+            correlation: None,
+        }
+    }
+
+    fn digest(&self) -> String {
+        row_digest(self.table.domain(), self.body.as_bytes()).to_string()
+    }
+}
+
+/// The database's refusal: its SQLSTATE and message.
+type Refusal = (String, String);
+
+fn refusal(e: sqlx::Error) -> Refusal {
+    let db = e.as_database_error().expect("a refusal from the database");
+    (
+        db.code().unwrap_or_default().into_owned(),
+        db.message().to_owned(),
+    )
+}
+
+/// Calls `put_one_<table>`.
+async fn put_one(conn: &mut sqlx::PgConnection, c: &Call) -> Result<(), Refusal> {
+    let sql = format!(
+        "SELECT r_seq FROM verdict.put_one_{}($1, $2, $3, $4, $5, $6)",
+        c.table.name()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&c.principal)
+        .bind(c.role)
+        .bind(&c.key)
+        .bind(c.digest())
+        .bind(&c.body)
+        .bind(c.correlation.as_deref())
+        .fetch_all(conn)
+        .await
+        .map(|_| ())
+        .map_err(refusal)
+}
+
+/// Calls `put_<table>` with a run of one record in a transaction of the writer's role, as the
+/// store's batches do.
+async fn put_run(conn: &mut sqlx::PgConnection, c: &Call) -> Result<(), Refusal> {
+    let sql = format!(
+        "SELECT r_seq FROM verdict.put_{}($1, $2, $3, $4, $5, $6)",
+        c.table.name()
+    );
+    let mut tx = conn.begin().await.unwrap();
+    let result = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&c.principal)
+        .bind(c.role)
+        .bind(vec![c.key.clone()])
+        .bind(vec![c.digest()])
+        .bind(vec![c.body.clone()])
+        .bind(vec![c.correlation.clone()])
+        .fetch_all(&mut *tx)
+        .await;
+    match result {
+        Ok(_) => {
+            tx.commit().await.unwrap();
+            Ok(())
+        }
+        Err(e) => Err(refusal(e)),
+    }
+}
+
+/// A write grant on `ex-1` for `who`, which the routines require of a producer's requests and a
+/// runner's evidence (schema 7).
+async fn write_grant(store: &dyn verdict_store::Store, who: &str) {
+    use verdict_store::{Access, GrantRecord, GrantScope, ScopeKind};
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let grant = GrantRecord {
+        grant_id: format!("g-write-{who}").parse().unwrap(),
+        principal: who.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: "ex-1".parse().unwrap(),
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store.add_grant(&op, &grant).await.unwrap();
+}
+
+/// Both routines refuse the call with SQLSTATE 22023 and a message naming the table and `says`.
+async fn refused_both_ways(conn: &mut sqlx::PgConnection, c: &Call, says: &str) {
+    for (routine, outcome) in [
+        ("put_one", put_one(conn, c).await),
+        ("put", put_run(conn, c).await),
+    ] {
+        let (code, message) = outcome.expect_err(routine);
+        assert_eq!(code, "22023", "{routine}: {message}");
+        assert!(
+            message.contains(c.table.name()) && message.contains(says),
+            "{routine}: {message:?} should name {} and say {says:?}",
+            c.table.name()
+        );
+    }
+}
+
+/// A verification request (any JSON object) whose canonical body is exactly `len` bytes.
+fn request_of_len(s: &verdict_core::digest::Digest, len: usize) -> String {
+    let empty = canonical(&json!({"pad": "", "subject_digest": s.as_str()}));
+    let pad = "p".repeat(len - empty.len());
+    let body = canonical(&json!({"pad": pad, "subject_digest": s.as_str()}));
+    assert_eq!(body.len(), len);
+    body
+}
+
+/// Moves the members of a canonical object into reverse order.
+fn reordered(body: &str) -> String {
+    let v: serde_json::Map<String, Value> = serde_json::from_str(body).unwrap();
+    let members: Vec<String> = v
+        .iter()
+        .rev()
+        .map(|(k, v)| format!("{}:{}", canonical(&json!(k)), canonical(v)))
+        .collect();
+    format!("{{{}}}", members.join(","))
+}
+
+/// Every malformed body and out-of-bounds audit field, tried through both write routines by a
+/// login of the writer's role: each is refused with SQLSTATE 22023 and nothing is appended; a
+/// canonical body still appends through either routine, and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_routines_refuse_malformed_bodies() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let (mut runner, _) = connect_as(&t, RUNNER, Role::Runner).await;
+    let (mut producer, _) = connect_as(&t, PRODUCER, Role::Producer).await;
+    write_grant(store, RUNNER).await;
+    write_grant(store, PRODUCER).await;
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+
+    let ev = canonical(&evidence(&s, "ev-bodies"));
+    let evidence_call = |body: String| Call::new(Table::CheckEvidence, RUNNER, "runner", body);
+    // Whitespace anywhere: after a name, around the body, a newline at the end.
+    for body in [
+        ev.replacen("\":", "\": ", 1),
+        format!(" {ev}"),
+        format!("{ev}\n"),
+    ] {
+        refused_both_ways(&mut runner, &evidence_call(body), "not in canonical form").await;
+    }
+    // Members out of order.
+    refused_both_ways(
+        &mut runner,
+        &evidence_call(reordered(&ev)),
+        "not in canonical form",
+    )
+    .await;
+    // `produced_by` twice: jsonb keeps the last (the runner, so the writer check passes), the
+    // stored text would say another producer first, and every later read of it fails.
+    let twice = ev.replacen(
+        "\"produced_by\":",
+        "\"produced_by\":{\"principal\":\"someone-else\",\"role\":\"producer\"},\"produced_by\":",
+        1,
+    );
+    assert_ne!(twice, ev);
+    refused_both_ways(&mut runner, &evidence_call(twice), "not in canonical form").await;
+    // A number written otherwise than verdict writes it, and an escape verdict does not write.
+    for body in [
+        ev.replacen("\"observed_at\":", "\"n\":1.0,\"observed_at\":", 1),
+        ev.replacen("unit-tests", "unit\\u002dtests", 1),
+    ] {
+        refused_both_ways(&mut runner, &evidence_call(body), "not in canonical form").await;
+    }
+    // A canonical body under another key than its digest.
+    let mut elsewhere = evidence_call(ev.clone());
+    elsewhere.key = d("elsewhere");
+    refused_both_ways(&mut runner, &elsewhere, "is stored under key").await;
+    // Findings are keyed by id and version: not by the digest, nor by another version.
+    let verifier_finding = canonical(&finding(&s, "f-bodies", 1));
+    let mut wrong_version = Call::new(
+        Table::Findings,
+        VERIFIER,
+        "verifier",
+        verifier_finding.clone(),
+    );
+    assert_eq!(wrong_version.key, "f-bodies@1");
+    wrong_version.key = "f-bodies@2".into();
+    let (mut verifier, _) = connect_as(&t, VERIFIER, Role::Verifier).await;
+    refused_both_ways(&mut verifier, &wrong_version, "is stored under key").await;
+
+    // Past the 4 MiB limit, by one byte and by a mebibyte: refused before anything else.
+    for len in [MAX_BODY_BYTES + 1, 5 << 20] {
+        let call = Call::new(
+            Table::VerificationRequests,
+            PRODUCER,
+            "producer",
+            request_of_len(&s, len),
+        );
+        refused_both_ways(&mut producer, &call, "exceeds the limit of 4194304 bytes").await;
+    }
+    // Audit fields past their bounds.
+    let small = Call::new(
+        Table::VerificationRequests,
+        PRODUCER,
+        "producer",
+        canonical(&json!({"note": "bodies", "subject_digest": s.as_str()})),
+    );
+    // A principal past its bound is no principal this login acts for: since schema 7 the
+    // identity check, first in every routine, refuses it before the bounds are looked at (the
+    // store's own bound is tried in `the_store_holds_audit_fields_to_the_same_bounds`).
+    let mut long_principal = small.clone();
+    long_principal.principal = "p".repeat(MAX_NAME_CHARS + 1);
+    for (routine, outcome) in [
+        ("put_one", put_one(&mut producer, &long_principal).await),
+        ("put", put_run(&mut producer, &long_principal).await),
+    ] {
+        let (code, message) = outcome.expect_err(routine);
+        assert_eq!(code, "42501", "{routine}: {message}");
+        assert!(
+            message.contains("does not act for principal"),
+            "{routine}: {message}"
+        );
+    }
+    let mut long_correlation = small.clone();
+    long_correlation.correlation = Some("c".repeat(MAX_NAME_CHARS + 1));
+    refused_both_ways(
+        &mut producer,
+        &long_correlation,
+        "a correlation of 257 characters",
+    )
+    .await;
+    let mut long_key = small.clone();
+    long_key.key = "k".repeat(records::MAX_KEY_CHARS + 1);
+    refused_both_ways(&mut producer, &long_key, "a key of 321 characters").await;
+
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+
+    // What the store itself would send goes through either routine, up to the limit itself.
+    put_one(&mut runner, &evidence_call(ev)).await.unwrap();
+    let mut at_limit = Call::new(
+        Table::VerificationRequests,
+        PRODUCER,
+        "producer",
+        request_of_len(&s, MAX_BODY_BYTES),
+    );
+    at_limit.correlation = Some("c".repeat(MAX_NAME_CHARS));
+    put_run(&mut producer, &at_limit).await.unwrap();
+    put_one(&mut producer, &small).await.unwrap();
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 3);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+
+    // The scratch store drops its principals' roles when it is cleaned up.
+    for conn in [runner, producer, verifier] {
+        conn.close().await.unwrap();
+    }
+    t.cleanup().await;
+}
+
+/// The call of cas_lease that gives `job` to the runner at revision 1, from its parts.
+async fn cas_lease(
+    conn: &mut sqlx::PgConnection,
+    job: &str,
+    new: &str,
+    key: &str,
+    body: &str,
+) -> Result<(), Refusal> {
+    let mut tx = conn.begin().await.unwrap();
+    let result =
+        sqlx::query("SELECT * FROM verdict.cas_lease($1, 'runner', $2, 0, NULL, $3, $4, $5, $6)")
+            .bind(RUNNER)
+            .bind(job)
+            .bind(new)
+            .bind(key)
+            .bind(row_digest("store.pointer-change", body.as_bytes()).to_string())
+            .bind(body)
+            .fetch_all(&mut *tx)
+            .await;
+    match result {
+        Ok(_) => {
+            tx.commit().await.unwrap();
+            Ok(())
+        }
+        Err(e) => Err(refusal(e)),
+    }
+}
+
+/// Compare-and-set by hand: a change record that is not canonical, under another key, with a
+/// pointer name or value past its bound, or a new value that is not the change's own canonical
+/// text, is refused; the well-formed change still moves the pointer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_and_set_refuses_malformed_changes() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let (mut conn, _) = connect_as(&t, RUNNER, Role::Runner).await;
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    let holder = |name: &str| json!({"expires_at": "2099-01-01T00:00:00Z", "holder": name});
+    let change = |job: &str, new: &Value| {
+        canonical(&json!({"pointer": "lease", "name": job, "revision": 1, "old": null, "new": new}))
+    };
+    let new = holder(RUNNER);
+    let new_text = canonical(&new);
+    let body = change("job-9", &new);
+    let key = records::pointer_change_key("lease", "job-9", 1);
+
+    let refused = |outcome: Result<(), Refusal>, says: &str| {
+        let (code, message) = outcome.unwrap_err();
+        assert_eq!(code, "22023", "{message}");
+        assert!(
+            message.contains("pointer_changes") && message.contains(says),
+            "{message:?} should say {says:?}"
+        );
+    };
+    refused(
+        cas_lease(
+            &mut conn,
+            "job-9",
+            &new_text,
+            &key,
+            &body.replacen(",", ", ", 1),
+        )
+        .await,
+        "not in canonical form",
+    );
+    refused(
+        cas_lease(&mut conn, "job-9", &new_text, &key, &reordered(&body)).await,
+        "not in canonical form",
+    );
+    refused(
+        cas_lease(&mut conn, "job-9", &new_text, "lease:1:job-8", &body).await,
+        "is stored under key",
+    );
+    // The new value the pointer would keep, spelt with a space: jsonb finds it equal to the
+    // change's, but the pointer keeps its text.
+    refused(
+        cas_lease(
+            &mut conn,
+            "job-9",
+            &new_text.replacen(":", ": ", 1),
+            &key,
+            &body,
+        )
+        .await,
+        "not the canonical text",
+    );
+    let long = "j".repeat(MAX_NAME_CHARS + 1);
+    refused(
+        cas_lease(
+            &mut conn,
+            &long,
+            &new_text,
+            &records::pointer_change_key("lease", &long, 1),
+            &change(&long, &new),
+        )
+        .await,
+        "a pointer name of 257 characters",
+    );
+    let big =
+        json!({"expires_at": "2099-01-01T00:00:00Z", "holder": RUNNER, "pad": "x".repeat(4100)});
+    refused(
+        cas_lease(
+            &mut conn,
+            "job-9",
+            &canonical(&big),
+            &key,
+            &change("job-9", &big),
+        )
+        .await,
+        "a pointer value of",
+    );
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    cas_lease(&mut conn, "job-9", &new_text, &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// The schema's owner rewrites a derived column's comment (where the expression each column
+/// was derived with used to be read from by `audit verify`) into SQL with an effect, then
+/// changes a derived column behind the routines' back. `audit verify`, run by the superuser,
+/// never runs the planted SQL and still reports the changed column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_runs_no_sql_from_the_catalog() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let owner = format!("\"{}owner\"", t.prefix);
+    let note = "derived from the body by the write routine: ";
+    t.raw(&format!(
+        "SET ROLE {owner}; \
+         CREATE FUNCTION verdict.planted() RETURNS text LANGUAGE plpgsql AS $$ \
+           BEGIN RAISE EXCEPTION 'the planted SQL ran as %', current_user; END $$; \
+         COMMENT ON COLUMN verdict.check_evidence.subject_digest IS \
+           '{note}((body)::jsonb ->> ''subject_digest'') || verdict.planted()'; \
+         COMMENT ON COLUMN verdict.principals.name IS \
+           '{note}pg_read_file(''PG_VERSION'') || verdict.planted()'; \
+         RESET ROLE;"
+    ))
+    .await
+    .unwrap();
+    // It would run, were it evaluated.
+    let err = t.raw("SELECT verdict.planted()").await.unwrap_err();
+    assert!(err.contains("the planted SQL ran"), "{err}");
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+
+    // The owner switches the table's guards off, changes the subject a piece of evidence is
+    // filed under, and puts the guards back.
+    let seq = t.count("SELECT min(seq) FROM verdict.check_evidence").await;
+    t.raw(&format!(
+        "BEGIN; SET LOCAL ROLE {owner}; \
+         ALTER TABLE verdict.check_evidence DISABLE TRIGGER check_evidence_append_only; \
+         ALTER TABLE verdict.check_evidence NO FORCE ROW LEVEL SECURITY; \
+         GRANT UPDATE ON verdict.check_evidence TO {owner}; \
+         UPDATE verdict.check_evidence SET subject_digest = 'sha256:{}' WHERE seq = {seq}; \
+         REVOKE UPDATE ON verdict.check_evidence FROM {owner}; \
+         ALTER TABLE verdict.check_evidence FORCE ROW LEVEL SECURITY; \
+         ALTER TABLE verdict.check_evidence ENABLE TRIGGER check_evidence_append_only; COMMIT;",
+        "0".repeat(64)
+    ))
+    .await
+    .unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+    let p = &report.problems[0];
+    assert_eq!(p.kind, ProblemKind::Modified);
+    assert_eq!(p.seq, Some(u64::try_from(seq).unwrap()));
+    assert_eq!(p.table, "check_evidence");
+    assert!(p.detail.contains("column subject_digest"), "{p}");
+    t.cleanup().await;
+}
+
+/// The table of derived columns in code names every column the schema derives from a body,
+/// with its type, and nothing else: a column it missed would go unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_derived_columns_in_code_are_the_schemas() {
+    let t = postgres().await;
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let in_schema: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod) \
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = 'verdict' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped \
+           AND a.attgenerated <> 's' AND c.relname <> 'pointer_changes' \
+           AND a.attname NOT IN ('seq', 'key', 'digest', 'body', 'counted') \
+           AND c.relname IN (SELECT unnest($1::text[])) \
+         ORDER BY 1, 2",
+    )
+    .bind(Table::ALL.iter().map(|t| t.name()).collect::<Vec<_>>())
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let mut in_code: Vec<(String, String, String)> = Table::ALL
+        .iter()
+        .flat_map(|t| {
+            t.derived_columns().iter().map(|c| {
+                (
+                    t.name().to_owned(),
+                    c.column.to_owned(),
+                    if c.integer { "bigint" } else { "text" }.to_owned(),
+                )
+            })
+        })
+        .collect();
+    in_code.sort();
+    assert_eq!(in_code, in_schema);
+    assert_eq!(in_code.len(), 47);
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// The store holds every record to the same audit field bounds on both backends before it
+/// writes: a pointer name past 256 characters never reaches the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_holds_audit_fields_to_the_same_bounds() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let runner = Actor::new(RUNNER, Role::Runner);
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        let holder = verdict_store::LeaseHolder {
+            holder: RUNNER.parse().unwrap(),
+            expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
+        };
+        let long = "j".repeat(MAX_NAME_CHARS + 1);
+        assert!(
+            store
+                .cas_lease(&runner, &long, None, Some(&holder))
+                .await
+                .is_err()
+        );
+        // A document past the size limit.
+        let s = subject_digest(&subject("ex-1", 1));
+        let big: Value = serde_json::from_str(&request_of_len(&s, MAX_BODY_BYTES + 1)).unwrap();
+        let producer = Actor::new(PRODUCER, Role::Producer);
+        let err = store
+            .put(&producer, DocKind::Request, &big)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
+
+/// The functions the routines check bodies with run only inside the routines: no principal role
+/// may call them, and each has a fixed search_path like every routine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_body_checks_are_callable_only_by_the_routines() {
+    let t = postgres().await;
+    for function in [
+        "_jcs_number(numeric)",
+        "_jcs_key(text)",
+        "_jcs(jsonb, boolean)",
+        "_canonical(jsonb, text)",
+        "_refuse_bounds(text, text, text, text, text, text, text)",
+    ] {
+        for r in ActorRole::ALL {
+            let may = t
+                .count(&format!(
+                    "SELECT has_function_privilege('{}{}', 'verdict.{function}', 'EXECUTE')::int::bigint",
+                    t.prefix,
+                    r.as_str()
+                ))
+                .await;
+            assert_eq!(may, 0, "{} may call {function}", r.as_str());
+        }
+    }
+    t.cleanup().await;
+}
+
+/// Documents of every shape verdict writes (deep nesting, fractions and integers at the edges
+/// of their range, strings needing every kind of escape, names ordered by UTF-16 code units
+/// where that differs from their bytes) append through the store (U+0000 aside: PostgreSQL's
+/// jsonb cannot hold it, and refused it before schema version 8 too): the database rebuilds
+/// exactly the canonical form verdict wrote. The same document with members swapped five levels
+/// down is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_writes_the_canonical_form_verdict_writes() {
+    let numbers = json!([
+        0,
+        -1,
+        9_007_199_254_740_991_i64,
+        -9_007_199_254_740_991_i64,
+        0.1,
+        -2.5,
+        123.456,
+        1.5e-7,
+        0.000_001,
+        333_333_333.333_333_3,
+        1e-300,
+        5e-324,
+        9_007_199_254_740.993,
+        4.35,
+        0.5e-6
+    ]);
+    let strings = json!([
+        "",
+        "plain",
+        "quote \" backslash \\ slash /",
+        "\u{1}\u{8}\u{9}\u{a}\u{c}\u{d}\u{1f}",
+        "\u{7f}\u{2028}\u{2029}é\u{1f600}\u{fb33}\u{e000}\u{ffff}"
+    ]);
+    // U+1F600 sorts before U+FB33 and U+E000 by UTF-16 code units, after them by bytes.
+    let names = json!({"a": 1, "\u{1f600}": 2, "\u{fb33}": 3, "\u{e000}": 4, "b\u{1}": 5, "b": 6});
+    let deep = json!({"l1": {"l2": [{"l3": {"l4": {"l5": {"z": [names.clone()], "a": numbers.clone()}}}}]}});
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let producer = Actor::new(PRODUCER, Role::Producer);
+        let s = subject_digest(&subject("ex-1", 1));
+        for (i, shape) in [
+            numbers.clone(),
+            strings.clone(),
+            names.clone(),
+            deep.clone(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let doc = json!({"shape": shape, "n": i, "subject_digest": s.as_str()});
+            let row = store.put(&producer, DocKind::Request, &doc).await.unwrap();
+            assert!(row.inserted, "{i}");
+        }
+        if t.kind == Kind::Postgres {
+            let (mut conn, _) = connect_as(&t, PRODUCER, Role::Producer).await;
+            write_grant(store, PRODUCER).await;
+            let doc = json!({"shape": deep, "n": "again", "subject_digest": s.as_str()});
+            let body = canonical(&doc);
+            // "z" and "a" five levels down, swapped.
+            let swapped = body.replacen("{\"a\":[0,", "{\"z\":[{}],\"a\":[0,", 1);
+            let swapped = swapped.replacen("],\"z\":[{\"a\":1", "],\"y\":[{\"a\":1", 1);
+            assert_ne!(swapped, body);
+            let call = Call::new(Table::VerificationRequests, PRODUCER, "producer", swapped);
+            refused_both_ways(&mut conn, &call, "not in canonical form").await;
+            put_one(
+                &mut conn,
+                &Call::new(Table::VerificationRequests, PRODUCER, "producer", body),
+            )
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+        let report = store.verify_audit(None).await.unwrap();
+        assert!(report.is_intact(), "{:#?}", report.problems);
+        t.cleanup().await;
+    }
+}
