@@ -40,6 +40,7 @@ mod budget;
 mod cancel;
 mod engine;
 pub mod error;
+pub mod events;
 mod gate_run;
 pub mod ledger;
 mod ledger_read;

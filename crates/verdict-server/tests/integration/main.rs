@@ -12,5 +12,6 @@ mod common;
 
 mod api;
 mod authority;
+mod events;
 mod ops;
 mod work;
