@@ -52,6 +52,7 @@ mod runs;
 pub mod scaffold;
 mod subjects;
 pub mod token;
+pub mod webhooks;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
 pub use budget::RequestBudget;

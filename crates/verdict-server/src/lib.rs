@@ -24,6 +24,7 @@ pub mod ops;
 pub mod page;
 pub mod problem;
 pub mod routes;
+pub mod webhooks;
 pub mod work;
 
 use axum::Router;
@@ -58,6 +59,9 @@ pub struct AppState {
     pub events: events::EventTiming,
     /// Set once the server stops: every event stream and delivery loop ends on it.
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The webhook key and delivery settings; without them no webhook is registered or
+    /// delivered.
+    pub webhooks: Option<Arc<webhooks::Webhooks>>,
 }
 
 impl AppState {
@@ -71,6 +75,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             events: events::EventTiming::default(),
             stop: Arc::new(tokio::sync::watch::Sender::new(false)),
+            webhooks: None,
         }
     }
 
@@ -117,6 +122,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/policies/{digest}", get(admin::show_policy))
         .route("/v1/audit/verify", post(admin::audit_verify))
         .route("/v1/events", get(events::stream))
+        .route("/v1/webhooks", post(webhooks::register))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))
@@ -136,6 +142,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let stop = state.stop.clone();
+    if let Some(hooks) = state.webhooks.clone() {
+        tokio::spawn(webhooks::run(state.clone(), hooks));
+    }
     // The peer's address is what failed authentication is limited by.
     axum::serve(
         listener,

@@ -3,7 +3,7 @@
 //! the two lists equal).
 
 use crate::problem::Problem;
-use crate::{admin, events, ops, routes, work};
+use crate::{admin, events, ops, routes, webhooks, work};
 use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -40,6 +40,7 @@ use utoipa::{Modify, OpenApi};
         admin::show_policy,
         admin::audit_verify,
         events::stream,
+        webhooks::register,
         routes::healthz,
         routes::readyz,
         ops::serve_metrics,

@@ -14,4 +14,5 @@ mod api;
 mod authority;
 mod events;
 mod ops;
+mod webhooks;
 mod work;
