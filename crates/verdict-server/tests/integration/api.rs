@@ -458,6 +458,8 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/gate/policy", "put"),
             ("/v1/policies/{digest}", "get"),
             ("/v1/audit/verify", "post"),
+            ("/v1/events", "get"),
+            ("/v1/webhooks", "post"),
             ("/healthz", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),
