@@ -153,7 +153,14 @@ impl Reader {
                 if let Some(left) = &mut self.left {
                     *left -= 1;
                 }
-                return Some((Ok(render(&event)), self));
+                let Some(rendered) = render(&event) else {
+                    tracing::error!(
+                        seq = event.seq,
+                        "event stream ended: an event cannot be written as JSON"
+                    );
+                    return None;
+                };
+                return Some((Ok(rendered), self));
             }
             if self.caught_up {
                 if !self.wait {
@@ -185,11 +192,14 @@ impl Reader {
     }
 }
 
-/// One event in the stream's framing.
-fn render(event: &Event) -> SseEvent {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
-    SseEvent::default()
-        .id(event.seq.to_string())
-        .event(event.kind.name())
-        .data(data)
+/// One event in the stream's framing; none if it cannot be written (it is then not sent as
+/// anything else).
+fn render(event: &Event) -> Option<SseEvent> {
+    let data = serde_json::to_string(event).ok()?;
+    Some(
+        SseEvent::default()
+            .id(event.seq.to_string())
+            .event(event.kind.name())
+            .data(data),
+    )
 }

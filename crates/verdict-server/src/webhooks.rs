@@ -333,10 +333,21 @@ async fn deliver(
     event: &Event,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> bool {
-    let Ok(body) = serde_json::to_vec(event) else {
-        return true;
-    };
     let attempts = retry.attempts.max(1);
+    let body = match serde_json::to_vec(event) {
+        Ok(b) => b,
+        Err(e) => {
+            record_failure(
+                state,
+                hook,
+                event.seq,
+                0,
+                &format!("not written as JSON: {e}"),
+            )
+            .await;
+            return true;
+        }
+    };
     let mut last_error = String::new();
     for n in 1..=attempts {
         let timestamp = std::time::SystemTime::now()
@@ -364,15 +375,20 @@ async fn deliver(
             }
         }
     }
-    tracing::warn!(webhook = %hook.id, event = event.seq, error = %last_error, "webhook delivery failed every attempt");
+    record_failure(state, hook, event.seq, attempts, &last_error).await;
+    true
+}
+
+/// Logs and records an event given up on.
+async fn record_failure(state: &AppState, hook: &Webhook, seq: u64, attempts: u32, error: &str) {
+    tracing::warn!(webhook = %hook.id, event = seq, error = %error, "webhook delivery failed every attempt");
     if let Err(e) = state
         .engine
-        .record_webhook_failure(hook, event.seq, attempts, &last_error)
+        .record_webhook_failure(hook, seq, attempts, error)
         .await
     {
-        tracing::error!(webhook = %hook.id, event = event.seq, error = %e, "recording a failed delivery failed");
+        tracing::error!(webhook = %hook.id, event = seq, error = %e, "recording a failed delivery failed");
     }
-    true
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod common;
 
 mod attest;
 mod authority;
+mod events;
 mod hostile;
 mod ledger;
 mod lifecycle;
