@@ -305,3 +305,70 @@ async fn only_an_operator_registers_a_webhook_and_only_to_https_or_loopback() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed_and_counts_as_a_failed_attempt() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(state(&w, 2)).await;
+        let target = receiver(0).await;
+        let hits: Arc<Mutex<usize>> = Arc::default();
+        let counted = hits.clone();
+        let location = target.url.clone();
+        let app = axum::Router::new().route(
+            "/moved",
+            axum::routing::post(move || {
+                let counted = counted.clone();
+                let location = location.clone();
+                async move {
+                    *counted.lock().unwrap() += 1;
+                    (
+                        StatusCode::TEMPORARY_REDIRECT,
+                        [(axum::http::header::LOCATION, location)],
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let r = s
+            .send(
+                "POST",
+                "/v1/webhooks",
+                Some(w.token("ops")),
+                Some(&json!({"id": "wh-moved", "url": format!("http://{addr}/moved"), "scope": {"kind": "all"}, "event_types": ["subject_moved"]})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&subject(1, "d1")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+
+        let mut failure = None;
+        for _ in 0..200 {
+            failure = w
+                .engine
+                .store()
+                .rows(Table::VerificationRequests, 0, 1000)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|row| row.value().unwrap())
+                .find(|v| v["schema"] == "verdict.webhook-failure/v1");
+            if failure.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let failure = failure.expect("no failure recorded");
+        assert_eq!(failure["webhook"], "wh-moved");
+        assert_eq!(failure["attempts"], 2);
+        assert!(failure["error"].as_str().unwrap().contains("307"), "{failure}");
+        assert_eq!(*hits.lock().unwrap(), 2);
+        assert!(target.deliveries().is_empty(), "the redirect was followed");
+    })
+    .await;
+}
