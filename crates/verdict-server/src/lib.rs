@@ -122,7 +122,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/policies/{digest}", get(admin::show_policy))
         .route("/v1/audit/verify", post(admin::audit_verify))
         .route("/v1/events", get(events::stream))
-        .route("/v1/webhooks", post(webhooks::register))
+        .route("/v1/webhooks", get(webhooks::list).post(webhooks::register))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))

@@ -41,6 +41,7 @@ use utoipa::{Modify, OpenApi};
         admin::audit_verify,
         events::stream,
         webhooks::register,
+        webhooks::list,
         routes::healthz,
         routes::readyz,
         ops::serve_metrics,

@@ -14,10 +14,11 @@
 use crate::AppState;
 use crate::auth::Caller;
 use crate::body::StrictJson;
+use crate::page::{ListQuery, PageQuery, paginate};
 use crate::problem::ApiError;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -215,6 +216,41 @@ pub async fn register(
     Ok((
         StatusCode::CREATED,
         Json(RegisteredWebhook { webhook, secret }),
+    ))
+}
+
+/// A page of webhook registrations.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookPage {
+    /// The registrations, oldest first (no secret).
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<Webhook>,
+    /// The path and query of the next page, or null.
+    pub next: Option<String>,
+}
+
+/// The webhooks registered (operator only), oldest first; never a secret.
+#[utoipa::path(get, path = "/v1/webhooks", tag = "lifecycle",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of webhook registrations", body = WebhookPage),
+        (status = "4XX", description = "Refused", body = crate::problem::Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = crate::problem::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ListQuery(q): ListQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<WebhookPage>), ApiError> {
+    let all = state.engine.webhooks(&caller).await?;
+    let page = paginate(all, |w| w.id.as_str(), &q, "/v1/webhooks", &[])?;
+    Ok((
+        page.headers(),
+        Json(WebhookPage {
+            items: page.items,
+            next: page.next,
+        }),
     ))
 }
 

@@ -460,6 +460,7 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/audit/verify", "post"),
             ("/v1/events", "get"),
             ("/v1/webhooks", "post"),
+            ("/v1/webhooks", "get"),
             ("/healthz", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),

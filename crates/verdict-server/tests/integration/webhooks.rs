@@ -302,6 +302,20 @@ async fn only_an_operator_registers_a_webhook_and_only_to_https_or_loopback() {
             .send("POST", "/v1/webhooks", Some(w.token("ops")), Some(&body))
             .await;
         assert_eq!(r.status, 201, "{r:?}");
+        let secret = r.body["secret"].as_str().unwrap().to_owned();
+
+        // Listing is operators' only too, and never shows the secret.
+        let r = s
+            .send("GET", "/v1/webhooks", Some(w.token("ops")), None)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["items"][0]["id"], "wh-x");
+        assert!(!r.body.to_string().contains(&secret));
+        let before = head_seq(&w).await;
+        let r = s
+            .send("GET", "/v1/webhooks", Some(w.token("rev")), None)
+            .await;
+        assert_denied_once(&w, before, &r, "rev", "permission_denied").await;
     })
     .await;
 }
