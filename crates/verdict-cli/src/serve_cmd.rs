@@ -4,6 +4,7 @@ use anyhow::Context as _;
 use std::process::ExitCode;
 use verdict_engine::{DEFAULT_GATE, Engine};
 use verdict_server::limit::AuthLimit;
+use verdict_server::webhooks::{Retry, WebhookKey, Webhooks};
 use verdict_server::{AppState, DEFAULT_BODY_LIMIT};
 use verdict_store::Location;
 
@@ -38,6 +39,11 @@ pub struct Args {
     /// Failed authentications an address earns back per minute.
     #[arg(long, value_name = "N", default_value_t = AuthLimit::default().per_minute)]
     auth_per_minute: u32,
+    /// The key webhook secrets are derived from (at least 32 bytes; created with fresh
+    /// randomness, readable by its owner only, when the file does not exist). Without it, no
+    /// webhook is registered or delivered.
+    #[arg(long, value_name = "FILE")]
+    webhook_key: Option<std::path::PathBuf>,
 }
 
 /// The log line format.
@@ -95,8 +101,16 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
+    let webhooks = match &args.webhook_key {
+        Some(path) => Some(std::sync::Arc::new(Webhooks {
+            key: webhook_key(path)?,
+            retry: Retry::default(),
+        })),
+        None => None,
+    };
     let state = AppState {
         body_limit: args.body_limit,
+        webhooks,
         ..AppState::new(Engine::new(store, args.gate.clone()))
     }
     .with_auth_limit(AuthLimit {
@@ -111,6 +125,25 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         .await
         .context("serving")?;
     Ok(())
+}
+
+/// The webhook key in `path`, created first if the file does not exist.
+fn webhook_key(path: &std::path::Path) -> anyhow::Result<WebhookKey> {
+    if !path.exists() {
+        let fresh = verdict_engine::token::generate()?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options
+            .open(path)
+            .with_context(|| format!("cannot create the webhook key {}", path.display()))?;
+        std::io::Write::write_all(&mut file, fresh.as_bytes())
+            .with_context(|| format!("cannot write the webhook key {}", path.display()))?;
+    }
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the webhook key {}", path.display()))?;
+    WebhookKey::new(bytes).with_context(|| format!("the webhook key {}", path.display()))
 }
 
 /// Completes on Ctrl-C or, on Unix, SIGTERM. If a handler cannot be installed the server

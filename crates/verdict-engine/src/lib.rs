@@ -55,6 +55,7 @@ mod cancel;
 pub mod documents;
 mod engine;
 pub mod error;
+pub mod events;
 mod gate_run;
 pub mod ledger;
 mod ledger_read;
@@ -66,6 +67,7 @@ pub mod scaffold;
 mod subjects;
 pub mod token;
 mod verify;
+pub mod webhooks;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
 pub use budget::RequestBudget;

@@ -17,12 +17,14 @@ pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod etag;
+pub mod events;
 pub mod limit;
 pub mod openapi;
 pub mod ops;
 pub mod page;
 pub mod problem;
 pub mod routes;
+pub mod webhooks;
 pub mod work;
 
 use axum::Router;
@@ -53,6 +55,13 @@ pub struct AppState {
     pub limiter: Arc<Limiter>,
     /// Request and decision metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// How event streams poll the store and keep idle connections alive.
+    pub events: events::EventTiming,
+    /// Set once the server stops: every event stream and delivery loop ends on it.
+    pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The webhook key and delivery settings; without them no webhook is registered or
+    /// delivered.
+    pub webhooks: Option<Arc<webhooks::Webhooks>>,
 }
 
 impl AppState {
@@ -64,6 +73,9 @@ impl AppState {
             body_limit: DEFAULT_BODY_LIMIT,
             limiter: Arc::new(Limiter::new(AuthLimit::default())),
             metrics: Arc::new(Metrics::new()),
+            events: events::EventTiming::default(),
+            stop: Arc::new(tokio::sync::watch::Sender::new(false)),
+            webhooks: None,
         }
     }
 
@@ -109,6 +121,8 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/policies/{digest}", get(admin::show_policy))
         .route("/v1/audit/verify", post(admin::audit_verify))
+        .route("/v1/events", get(events::stream))
+        .route("/v1/webhooks", get(webhooks::list).post(webhooks::register))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))
@@ -127,12 +141,21 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let stop = state.stop.clone();
+    if let Some(hooks) = state.webhooks.clone() {
+        tokio::spawn(webhooks::run(state.clone(), hooks));
+    }
     // The peer's address is what failed authentication is limited by.
     axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        // Event streams never end on their own: told to stop, they end, and the requests
+        // in flight can finish.
+        stop.send_replace(true);
+    })
     .await
 }
 

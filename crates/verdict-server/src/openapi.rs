@@ -3,7 +3,7 @@
 //! the two lists equal).
 
 use crate::problem::Problem;
-use crate::{admin, ops, routes, work};
+use crate::{admin, events, ops, routes, webhooks, work};
 use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -39,6 +39,9 @@ use utoipa::{Modify, OpenApi};
         admin::set_gate_policy,
         admin::show_policy,
         admin::audit_verify,
+        events::stream,
+        webhooks::register,
+        webhooks::list,
         routes::healthz,
         routes::readyz,
         ops::serve_metrics,

@@ -173,6 +173,7 @@ fn title(code: &str) -> &'static str {
         "invalid_query" => "The query string is not what this route reads",
         "precondition_failed" => "The resource is not in the state If-Match names",
         "invalid_precondition" => "The If-Match header cannot be read",
+        "webhooks_disabled" => "This server has no webhook key",
         _ => "The request failed",
     }
 }

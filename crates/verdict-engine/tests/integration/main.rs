@@ -13,6 +13,7 @@ mod common;
 mod attest;
 mod authority;
 mod documents;
+mod events;
 mod hostile;
 mod ledger;
 mod lifecycle;

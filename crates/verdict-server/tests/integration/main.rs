@@ -12,5 +12,7 @@ mod common;
 
 mod api;
 mod authority;
+mod events;
 mod ops;
+mod webhooks;
 mod work;

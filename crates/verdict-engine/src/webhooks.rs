@@ -1,0 +1,305 @@
+//! Webhook registrations: where an operator asks for lifecycle events ([`crate::events`]) to be
+//! pushed. A registration is one of the engine's own notes (`verdict.webhook/v1`, stored among
+//! the requests as the engine, in the operator role, so it is in the audit chain), believed
+//! only when the chain shows the engine wrote it. It never holds the secret: only the SHA-256
+//! of it, so whoever delivers can tell that the secret it derives is still the one shown at
+//! registration. A delivery that failed every attempt is recorded the same way
+//! (`verdict.webhook-failure/v1`).
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result, invalid};
+use crate::events::{EventKind, EventPage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use verdict_core::contracts::{Name, Role, Timestamp};
+use verdict_core::digest::Digest;
+use verdict_store::Table;
+
+/// Schema of a webhook registration.
+pub const WEBHOOK_SCHEMA: &str = "verdict.webhook/v1";
+/// Schema of the record of a delivery that failed every attempt.
+pub const WEBHOOK_FAILURE_SCHEMA: &str = "verdict.webhook-failure/v1";
+
+/// Which events a webhook receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WebhookScope {
+    /// Every execution's.
+    All,
+    /// One execution's.
+    Execution {
+        /// The execution id.
+        id: Name,
+    },
+    /// The executions of one mission.
+    Mission {
+        /// The mission.
+        id: Name,
+    },
+}
+
+/// A webhook registration (`verdict.webhook/v1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// Always [`WEBHOOK_SCHEMA`].
+    pub schema: String,
+    /// The webhook's id, unique in the store.
+    pub id: Name,
+    /// Where events are posted: `https`, or `http` to a loopback address.
+    pub url: String,
+    /// Which executions' events.
+    pub scope: WebhookScope,
+    /// Which event types (see [`EventKind::NAMES`]); empty: all of them.
+    pub event_types: Vec<String>,
+    /// `sha256:` of the secret's bytes: the secret itself is never stored.
+    pub secret_sha256: Digest,
+    /// The operator who registered it; events are read as this principal.
+    pub registered_by: Name,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// What a caller asks to register.
+#[derive(Debug, Clone)]
+pub struct NewWebhook {
+    /// The webhook's id.
+    pub id: String,
+    /// Where to post.
+    pub url: String,
+    /// Which executions' events.
+    pub scope: WebhookScope,
+    /// Which event types; empty: all.
+    pub event_types: Vec<String>,
+    /// `sha256:` of the secret the deliverer will sign with.
+    pub secret_sha256: Digest,
+}
+
+/// The record of one event whose delivery failed every attempt (`verdict.webhook-failure/v1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookFailure {
+    /// Always [`WEBHOOK_FAILURE_SCHEMA`].
+    pub schema: String,
+    /// The webhook.
+    pub webhook: Name,
+    /// The event's id (its audit seq).
+    pub event: u64,
+    /// How many attempts were made.
+    pub attempts: u32,
+    /// What the last attempt ended with.
+    pub error: String,
+    /// When it was given up (the store's time).
+    pub at: Timestamp,
+}
+
+/// Whether `url` is one events may be posted to: `https`, or plain `http` only to a loopback
+/// address (`localhost`, 127.0.0.0/8, `::1`), where no network sees the body. No credentials
+/// in the URL; no spaces or control characters.
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(
+            "the URL is over 2048 characters or holds whitespace or control characters".into(),
+        );
+    }
+    let (https, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else {
+        return Err(format!("{url:?} is neither https:// nor http://"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("the URL carries credentials; use the signature instead".into());
+    }
+    let host = if let Some(bracketed) = authority.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?} names no host"));
+    }
+    if https {
+        return Ok(());
+    }
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        Ok(())
+    } else {
+        Err(format!(
+            "plain http is accepted only to a loopback address, not {host:?}; use https"
+        ))
+    }
+}
+
+impl Engine {
+    /// Registers a webhook (operator only; anyone else is refused and the refusal recorded).
+    /// The URL must pass [`check_url`], every event type must be known and the id unused.
+    pub async fn register_webhook(&self, caller: &Principal, new: NewWebhook) -> Result<Webhook> {
+        self.require_role(caller, &[Role::Operator], "register webhooks")
+            .await?;
+        let id: Name = new
+            .id
+            .parse()
+            .map_err(|e| invalid("webhook id")(format!("{e}")))?;
+        check_url(&new.url).map_err(invalid("webhook url"))?;
+        if let Some(unknown) = new
+            .event_types
+            .iter()
+            .find(|t| !EventKind::NAMES.contains(&t.as_str()))
+        {
+            return Err(invalid("webhook event types")(format!(
+                "{unknown:?} is not one of {}",
+                EventKind::NAMES.join(", ")
+            )));
+        }
+        let (existing, _) = self.webhook_registrations_after(0).await?;
+        if existing.iter().any(|(_, w)| w.id == id) {
+            return Err(EngineError::Conflict(format!(
+                "webhook {:?} is registered already",
+                id.as_str()
+            )));
+        }
+        let hook = Webhook {
+            schema: WEBHOOK_SCHEMA.to_owned(),
+            id,
+            url: new.url,
+            scope: new.scope,
+            event_types: new.event_types,
+            secret_sha256: new.secret_sha256,
+            registered_by: caller.name.clone(),
+            at: self.now().await?,
+        };
+        self.put_note(&hook).await?;
+        Ok(hook)
+    }
+
+    /// Every webhook registered (operator only).
+    pub async fn webhooks(&self, caller: &Principal) -> Result<Vec<Webhook>> {
+        self.require_role(caller, &[Role::Operator], "list webhooks")
+            .await?;
+        let (all, _) = self.webhook_registrations_after(0).await?;
+        Ok(all.into_iter().map(|(_, w)| w).collect())
+    }
+
+    /// The registrations stored after audit seq `after`, each with its seq, and the seq read
+    /// to. The delivery loop's own read, for no caller (as `verify_store` is): a registration
+    /// holds no secret, and the events it delivers are read as its registering operator.
+    pub async fn webhook_registrations_after(
+        &self,
+        after: u64,
+    ) -> Result<(Vec<(u64, Webhook)>, u64)> {
+        const PAGE: u32 = 500;
+        let mut out = Vec::new();
+        let mut cursor = after;
+        loop {
+            let rows = self
+                .store
+                .rows(Table::VerificationRequests, cursor, PAGE)
+                .await?;
+            let Some(last) = rows.last() else {
+                return Ok((out, cursor));
+            };
+            cursor = last.seq;
+            let full = rows.len() == PAGE as usize;
+            for row in rows {
+                let value = row.value()?;
+                if value.get("schema").and_then(serde_json::Value::as_str) != Some(WEBHOOK_SCHEMA)
+                    || !self.written_by_engine(&row).await?
+                {
+                    continue;
+                }
+                if let Ok(hook) = verdict_core::contracts::decode_plain::<Webhook>(&value) {
+                    out.push((row.seq, hook));
+                }
+            }
+            if !full {
+                return Ok((out, cursor));
+            }
+        }
+    }
+
+    /// The events `hook` receives after audit seq `after` (reading at most `limit` audit
+    /// events): those its registering operator may read, within its scope and types. A
+    /// registrant that is no longer an operator receives nothing.
+    pub async fn webhook_events(
+        &self,
+        hook: &Webhook,
+        after: u64,
+        limit: u32,
+    ) -> Result<EventPage> {
+        let registrant = match self.store.principal(hook.registered_by.as_str()).await? {
+            Some(p) if p.role == Role::Operator => Principal::new(p.name, p.role),
+            _ => {
+                return Ok(EventPage {
+                    events: Vec::new(),
+                    read_to: after,
+                });
+            }
+        };
+        let mut page = self.events_after(&registrant, after, limit).await?;
+        page.events.retain(|e| {
+            let in_scope = match &hook.scope {
+                WebhookScope::All => true,
+                WebhookScope::Execution { id } => e.execution == id.as_str(),
+                WebhookScope::Mission { id } => e.mission.as_deref() == Some(id.as_str()),
+            };
+            in_scope
+                && (hook.event_types.is_empty()
+                    || hook.event_types.iter().any(|t| t == e.kind.name()))
+        });
+        Ok(page)
+    }
+
+    /// Records that event `event` was not delivered to `hook` after `attempts` attempts.
+    pub async fn record_webhook_failure(
+        &self,
+        hook: &Webhook,
+        event: u64,
+        attempts: u32,
+        error: &str,
+    ) -> Result<WebhookFailure> {
+        let record = WebhookFailure {
+            schema: WEBHOOK_FAILURE_SCHEMA.to_owned(),
+            webhook: hook.id.clone(),
+            event,
+            attempts,
+            error: error.chars().take(1000).collect(),
+            at: self.now().await?,
+        };
+        self.put_note(&record).await?;
+        Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_url;
+
+    #[test]
+    fn only_https_or_loopback_http_is_accepted() {
+        for ok in [
+            "https://hooks.example.com/verdict",
+            "http://127.0.0.1:8080/x",
+            "http://localhost/x",
+            "http://[::1]:9000/",
+        ] {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://hooks.example.com/x",
+            "http://10.0.0.1/x",
+            "http://127.0.0.1.example.com/x",
+            "ftp://127.0.0.1/",
+            "https://user:pw@example.com/",
+            "https://",
+            "https://example.com/a b",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+}

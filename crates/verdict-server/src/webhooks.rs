@@ -1,0 +1,457 @@
+//! Webhooks: `POST /v1/webhooks` (operators) registers one, and a delivery loop posts each
+//! matching lifecycle event to it, signed. The registration is an engine note in the store
+//! ([`verdict_engine::webhooks`]); its secret is never stored but derived from the server's
+//! webhook key (`verdict serve --webhook-key FILE`) and the webhook's id, so every server over
+//! the same store with the same key signs alike, and the secret is shown once, at
+//! registration.
+//!
+//! Delivery is at least once and in order per webhook: an event is posted until a 2xx comes
+//! back or the attempts run out (exponential back-off with jitter; a redirect is an answer
+//! like any other non-2xx and is not followed), and only then does the next one go. A delivery
+//! that failed every attempt is recorded in the store and the loop moves on. The receiver
+//! dedupes by `Verdict-Event-Id`.
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::body::StrictJson;
+use crate::page::{ListQuery, PageQuery, paginate};
+use crate::problem::ApiError;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use std::fmt::Write as _;
+use std::hash::BuildHasher as _;
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::ToSchema;
+use verdict_engine::events::Event;
+use verdict_engine::webhooks::{NewWebhook, Webhook, WebhookScope};
+
+/// The shortest webhook key accepted, in bytes.
+pub const MIN_KEY_BYTES: usize = 32;
+
+/// Why a webhook key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Too short to derive secrets from.
+    #[error("a webhook key must be at least {MIN_KEY_BYTES} bytes, not {0}")]
+    TooShort(usize),
+}
+
+/// The key every webhook's secret is derived from.
+#[derive(Clone)]
+pub struct WebhookKey(Vec<u8>);
+
+impl std::fmt::Debug for WebhookKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookKey(..)")
+    }
+}
+
+impl WebhookKey {
+    /// A key of at least [`MIN_KEY_BYTES`] bytes.
+    pub fn new(bytes: Vec<u8>) -> Result<Self, KeyError> {
+        if bytes.len() < MIN_KEY_BYTES {
+            return Err(KeyError::TooShort(bytes.len()));
+        }
+        Ok(Self(bytes))
+    }
+
+    /// The secret of webhook `id`: `whsec_` and the hex of HMAC-SHA256 under the key of a
+    /// domain-separated id.
+    #[must_use]
+    pub fn secret_for(&self, id: &str) -> String {
+        let mac = hmac_hex(&self.0, &[b"verdict.webhook-secret/v1\n", id.as_bytes()]);
+        format!("whsec_{mac}")
+    }
+}
+
+/// Hex of HMAC-SHA256 under `key` over the concatenation of `parts`.
+fn hmac_hex(key: &[u8], parts: &[&[u8]]) -> String {
+    // HMAC takes a key of any length.
+    let mut mac = match <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => return String::new(),
+    };
+    for p in parts {
+        mac.update(p);
+    }
+    let mut out = String::with_capacity(64);
+    for b in mac.finalize().into_bytes() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// The `Verdict-Signature` of a delivery: `sha256=` and the hex of HMAC-SHA256 under the
+/// secret over `<timestamp>.<body>`.
+#[must_use]
+pub fn signature(secret: &str, timestamp: u64, body: &[u8]) -> String {
+    let ts = timestamp.to_string();
+    format!(
+        "sha256={}",
+        hmac_hex(secret.as_bytes(), &[ts.as_bytes(), b".", body])
+    )
+}
+
+/// How deliveries are attempted.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// Attempts per event, at least 1.
+    pub attempts: u32,
+    /// The wait after the first failed attempt; it doubles after each further one.
+    pub base: Duration,
+    /// The longest wait between two attempts (before jitter).
+    pub max: Duration,
+    /// How long one attempt may take.
+    pub timeout: Duration,
+    /// How often the loop looks for new events and registrations while caught up.
+    pub poll: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            attempts: 6,
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            timeout: Duration::from_secs(10),
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Retry {
+    /// The wait after failed attempt `n` (from 1): `base * 2^(n-1)`, capped, plus up to half
+    /// of it again at random, so receivers that failed together are not retried together.
+    fn backoff(&self, n: u32) -> Duration {
+        let exp = self
+            .base
+            .saturating_mul(2_u32.saturating_pow(n.saturating_sub(1)))
+            .min(self.max);
+        let random = std::collections::hash_map::RandomState::new().hash_one(n);
+        let half = u64::try_from(exp.as_millis() / 2).unwrap_or(u64::MAX);
+        let jitter = if half == 0 { 0 } else { random % (half + 1) };
+        exp + Duration::from_millis(jitter)
+    }
+}
+
+/// What the server needs to register webhooks and deliver to them.
+#[derive(Debug, Clone)]
+pub struct Webhooks {
+    /// The key secrets are derived from.
+    pub key: WebhookKey,
+    /// How deliveries are attempted.
+    pub retry: Retry,
+}
+
+/// `POST /v1/webhooks`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhookBody {
+    /// The webhook's id, unique in the store.
+    pub id: String,
+    /// `https://...`, or `http://` to a loopback address only.
+    pub url: String,
+    /// `{"kind": "all"}`, `{"kind": "execution", "id"}` or `{"kind": "mission", "id"}`.
+    #[schema(value_type = Object)]
+    pub scope: WebhookScope,
+    /// Event types to deliver (`gate_decision`, `human_decision`, `run_ended`,
+    /// `execution_cancelled`, `subject_moved`); absent or empty: all.
+    #[serde(default)]
+    pub event_types: Vec<String>,
+}
+
+/// A registered webhook, with its secret: shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RegisteredWebhook {
+    /// The registration as stored (no secret).
+    #[schema(value_type = Object)]
+    pub webhook: Webhook,
+    /// The secret deliveries are signed with; it is not stored and not shown again.
+    pub secret: String,
+}
+
+/// Registers a webhook (operator only). The answer carries its secret, shown once.
+#[utoipa::path(post, path = "/v1/webhooks", tag = "lifecycle",
+    request_body = NewWebhookBody,
+    responses(
+        (status = 201, description = "Registered", body = RegisteredWebhook),
+        (status = "4XX", description = "Refused; 409 webhooks_disabled when the server has no webhook key", body = crate::problem::Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = crate::problem::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn register(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    StrictJson(body): StrictJson<NewWebhookBody>,
+) -> Result<(StatusCode, Json<RegisteredWebhook>), ApiError> {
+    let Some(hooks) = state.webhooks.clone() else {
+        // Who may not register is told so (and recorded) before being told there is no key.
+        state.engine.webhooks(&caller).await?;
+        return Err(ApiError::request(
+            StatusCode::CONFLICT,
+            "webhooks_disabled",
+            "this server was started without --webhook-key, so it can neither sign nor deliver"
+                .into(),
+        ));
+    };
+    let secret = hooks.key.secret_for(&body.id);
+    let webhook = state
+        .engine
+        .register_webhook(
+            &caller,
+            NewWebhook {
+                id: body.id,
+                url: body.url,
+                scope: body.scope,
+                event_types: body.event_types,
+                secret_sha256: verdict_core::digest::raw(secret.as_bytes()),
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisteredWebhook { webhook, secret }),
+    ))
+}
+
+/// A page of webhook registrations.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookPage {
+    /// The registrations, oldest first (no secret).
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<Webhook>,
+    /// The path and query of the next page, or null.
+    pub next: Option<String>,
+}
+
+/// The webhooks registered (operator only), oldest first; never a secret.
+#[utoipa::path(get, path = "/v1/webhooks", tag = "lifecycle",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of webhook registrations", body = WebhookPage),
+        (status = "4XX", description = "Refused", body = crate::problem::Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = crate::problem::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ListQuery(q): ListQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<WebhookPage>), ApiError> {
+    let all = state.engine.webhooks(&caller).await?;
+    let page = paginate(all, |w| w.id.as_str(), &q, "/v1/webhooks", &[])?;
+    Ok((
+        page.headers(),
+        Json(WebhookPage {
+            items: page.items,
+            next: page.next,
+        }),
+    ))
+}
+
+/// The delivery loop: finds registrations as they are stored and runs one delivery task per
+/// webhook, until the server stops.
+pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(hooks.retry.timeout)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "webhook delivery cannot start: no HTTP client");
+            return;
+        }
+    };
+    let mut stop = state.stop.subscribe();
+    let mut cursor = 0;
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        match state.engine.webhook_registrations_after(cursor).await {
+            Ok((found, read_to)) => {
+                cursor = read_to;
+                for (seq, hook) in found {
+                    tasks.spawn(deliver_all(
+                        state.clone(),
+                        hooks.clone(),
+                        client.clone(),
+                        seq,
+                        hook,
+                    ));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading webhook registrations failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(hooks.retry.poll) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    // Each task watches the stop too; one cut short mid-delivery sends that event again on
+    // the next start (at least once).
+    tasks.shutdown().await;
+}
+
+/// Delivers `hook`'s events after `from`, in order, until the server stops. Deliveries start
+/// after the registration; the cursor is kept in memory, so after a restart they start there
+/// again and the receiver dedupes what it already has.
+async fn deliver_all(
+    state: AppState,
+    hooks: Arc<Webhooks>,
+    client: reqwest::Client,
+    from: u64,
+    hook: Webhook,
+) {
+    let secret = hooks.key.secret_for(hook.id.as_str());
+    if verdict_core::digest::raw(secret.as_bytes()) != hook.secret_sha256 {
+        // Signing with another secret than the one shown would only teach the receiver to
+        // ignore signatures.
+        tracing::error!(webhook = %hook.id, "webhook not delivered: this server's key is not the one it was registered under");
+        return;
+    }
+    let mut stop = state.stop.subscribe();
+    let mut cursor = from;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let caught_up = match state.engine.webhook_events(&hook, cursor, 500).await {
+            Ok(page) => {
+                for event in &page.events {
+                    if !deliver(
+                        &state,
+                        &hooks.retry,
+                        &client,
+                        &hook,
+                        &secret,
+                        event,
+                        &mut stop,
+                    )
+                    .await
+                    {
+                        return;
+                    }
+                }
+                let caught_up = page.read_to == cursor;
+                cursor = page.read_to;
+                caught_up
+            }
+            Err(e) => {
+                tracing::warn!(webhook = %hook.id, error = %e, "reading events failed");
+                true
+            }
+        };
+        if caught_up {
+            tokio::select! {
+                () = tokio::time::sleep(hooks.retry.poll) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+}
+
+/// Posts one event until it is taken or the attempts run out (then records the failure).
+/// False when the server is stopping.
+async fn deliver(
+    state: &AppState,
+    retry: &Retry,
+    client: &reqwest::Client,
+    hook: &Webhook,
+    secret: &str,
+    event: &Event,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let attempts = retry.attempts.max(1);
+    let body = match serde_json::to_vec(event) {
+        Ok(b) => b,
+        Err(e) => {
+            record_failure(
+                state,
+                hook,
+                event.seq,
+                0,
+                &format!("not written as JSON: {e}"),
+            )
+            .await;
+            return true;
+        }
+    };
+    let mut last_error = String::new();
+    for n in 1..=attempts {
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let sent = client
+            .post(&hook.url)
+            .header("content-type", "application/json")
+            .header("verdict-event-id", event.seq.to_string())
+            .header("verdict-webhook-id", hook.id.as_str())
+            .header("verdict-timestamp", timestamp.to_string())
+            .header("verdict-signature", signature(secret, timestamp, &body))
+            .body(body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(resp) if resp.status().is_success() => return true,
+            Ok(resp) => last_error = format!("answered {}", resp.status()),
+            Err(e) => last_error = format!("no answer: {e}"),
+        }
+        if n < attempts {
+            tokio::select! {
+                () = tokio::time::sleep(retry.backoff(n)) => {}
+                _ = stop.changed() => return false,
+            }
+        }
+    }
+    record_failure(state, hook, event.seq, attempts, &last_error).await;
+    true
+}
+
+/// Logs and records an event given up on.
+async fn record_failure(state: &AppState, hook: &Webhook, seq: u64, attempts: u32, error: &str) {
+    tracing::warn!(webhook = %hook.id, event = seq, error = %error, "webhook delivery failed every attempt");
+    if let Err(e) = state
+        .engine
+        .record_webhook_failure(hook, seq, attempts, error)
+        .await
+    {
+        tracing::error!(webhook = %hook.id, event = seq, error = %e, "recording a failed delivery failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_cap_with_bounded_jitter() {
+        let r = Retry {
+            attempts: 10,
+            base: Duration::from_millis(100),
+            max: Duration::from_millis(1000),
+            ..Retry::default()
+        };
+        for (n, exp) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (9, 1000)] {
+            let d = r.backoff(n).as_millis();
+            assert!(d >= exp && d <= exp + exp / 2, "attempt {n}: {d} ms");
+        }
+    }
+
+    #[test]
+    fn a_short_key_is_refused_and_secrets_differ_per_webhook() {
+        assert!(WebhookKey::new(vec![7; 31]).is_err());
+        let key = WebhookKey::new(vec![7; 32]);
+        assert!(key.is_ok());
+        let Ok(key) = key else { return };
+        assert_ne!(key.secret_for("a"), key.secret_for("b"));
+        assert_eq!(key.secret_for("a"), key.secret_for("a"));
+    }
+}

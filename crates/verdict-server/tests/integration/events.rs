@@ -1,0 +1,367 @@
+//! `GET /v1/events` over real HTTP, each body on SQLite and on PostgreSQL: a gate decision
+//! appears in the stream with its audit seq as its id, a client resumes after the last id it
+//! saw, a principal out of scope never sees another execution's events, and streams end when
+//! the server stops.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::time::Duration;
+use verdict_core::digest::{DigestKind, digest};
+use verdict_server::AppState;
+use verdict_server::events::EventTiming;
+use verdict_store::{Access, ScopeKind};
+
+/// One Server-Sent Event as received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub id: u64,
+    pub event: String,
+    pub data: Value,
+}
+
+/// An open event stream, read frame by frame.
+pub struct Stream {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+impl Stream {
+    pub async fn open(s: &Server, token: &str, query: &str, last_id: Option<u64>) -> Self {
+        let mut req = s
+            .client
+            .get(format!("{}/v1/events{query}", s.base))
+            .bearer_auth(token);
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{resp:?}");
+        assert_eq!(
+            resp.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Self {
+            resp,
+            buf: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ended; panics after `wait` with no event.
+    pub async fn next(&mut self, wait: Duration) -> Option<Received> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            while let Some(end) = self.buf.find("\n\n") {
+                let frame: String = self.buf.drain(..end + 2).collect();
+                if let Some(event) = parse(&frame) {
+                    return Some(event);
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk())
+                .await
+                .expect("no event in time")
+                .unwrap();
+            match chunk {
+                Some(bytes) => self.buf.push_str(std::str::from_utf8(&bytes).unwrap()),
+                None => return None,
+            }
+        }
+    }
+
+    /// Every event until the response ends.
+    pub async fn all(mut self) -> Vec<Received> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next(Duration::from_secs(20)).await {
+            out.push(e);
+        }
+        out
+    }
+
+    /// Events until one of type `kind`, which is returned with those before it.
+    pub async fn until(&mut self, kind: &str) -> Vec<Received> {
+        let mut out = Vec::new();
+        loop {
+            let e = self
+                .next(Duration::from_secs(20))
+                .await
+                .expect("the stream ended");
+            let done = e.event == kind;
+            out.push(e);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+/// An event frame's fields; a frame of comments only (a keep-alive) is none.
+fn parse(frame: &str) -> Option<Received> {
+    let (mut id, mut event, mut data) = (None, None, String::new());
+    for line in frame.lines() {
+        if let Some(v) = line.strip_prefix("id:") {
+            id = Some(v.trim().parse().unwrap());
+        } else if let Some(v) = line.strip_prefix("event:") {
+            event = Some(v.trim().to_owned());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.trim_start());
+        }
+    }
+    Some(Received {
+        id: id?,
+        event: event.unwrap(),
+        data: serde_json::from_str(&data).unwrap(),
+    })
+}
+
+/// State whose streams poll often, so a test waits milliseconds, not seconds.
+pub fn fast(w: &World) -> AppState {
+    AppState {
+        events: EventTiming {
+            poll: Duration::from_millis(50),
+            keep_alive: Duration::from_millis(200),
+        },
+        ..AppState::new(w.engine.clone())
+    }
+}
+
+/// The seq of the last audit event appended to `table`.
+async fn last_seq_of(w: &World, table: &str) -> u64 {
+    events_after(w, 0)
+        .await
+        .iter()
+        .rev()
+        .find(|e| e.table == table)
+        .unwrap()
+        .seq
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_client_sees_a_gate_decision_and_resumes_after_the_last_id() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(fast(&w)).await;
+        let (ops, coder) = (w.token("ops"), w.token("coder"));
+        let doc = subject(1, "diff-1");
+        let sd = digest(DigestKind::Subject, &doc);
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+
+        // Opened before the gate run: the decision must arrive while the client waits.
+        let start = head_seq(&w).await;
+        let mut stream = Stream::open(&s, ops, &format!("?after={start}"), None).await;
+        let r = s
+            .send("POST", "/v1/executions/ex-1/gate-runs", Some(ops), None)
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let decision = r.body["decision"].clone();
+        let seen = stream.until("gate_decision").await;
+        let got = seen.last().unwrap();
+        assert!(seen.iter().all(|e| e.id > start), "{seen:?}");
+        let seq = last_seq_of(&w, "gate_decisions").await;
+        assert_eq!(got.id, seq);
+        assert_eq!(got.data["seq"], seq);
+        assert_eq!(got.data["type"], "gate_decision");
+        assert_eq!(got.data["execution"], EXEC);
+        assert_eq!(got.data["subject_digest"], sd.as_str());
+        assert_eq!(got.data["outcome"], decision["outcome"]);
+        assert_eq!(got.data["evaluation_key"], decision["evaluation_key"]);
+        let codes: Vec<Value> = decision["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["code"].clone())
+            .collect();
+        assert!(!codes.is_empty());
+        assert_eq!(got.data["reasons"], Value::Array(codes));
+        let stored = w
+            .engine
+            .store()
+            .decision_by_key(
+                &decision["evaluation_key"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.data["decision_digest"], stored.digest.as_str());
+
+        // Resuming with the last id gets only what came after it: nothing yet, then the
+        // subject's move.
+        let resumed = Stream::open(&s, ops, "?wait=false", Some(seq))
+            .await
+            .all()
+            .await;
+        assert!(resumed.is_empty(), "{resumed:?}");
+        let doc2 = subject(2, "diff-2");
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&doc2))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        // Last-Event-ID wins over `after`, as a reconnecting EventSource sends both.
+        let resumed = Stream::open(&s, ops, "?wait=false&after=0", Some(seq))
+            .await
+            .all()
+            .await;
+        assert_eq!(resumed.len(), 1, "{resumed:?}");
+        assert_eq!(resumed[0].event, "subject_moved");
+        assert!(resumed[0].id > seq);
+        assert_eq!(resumed[0].data["generation"], 2);
+        assert_eq!(resumed[0].data["previous"], sd.as_str());
+        let again = stream.until("subject_moved").await;
+        assert_eq!(again.last().unwrap().id, resumed[0].id);
+
+        // From the start: every event once, in seq order.
+        let all = Stream::open(&s, ops, "?wait=false", None).await.all().await;
+        let ids: Vec<u64> = all.iter().map(|e| e.id).collect();
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+        assert!(ids.contains(&seq));
+
+        // Stopping the server ends the open stream instead of holding the shutdown.
+        drop(s);
+        let end = stream.next(Duration::from_secs(10)).await;
+        assert!(end.is_none(), "{end:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_out_of_scope_never_sees_another_executions_events() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(fast(&w)).await;
+        let ops = w.token("ops");
+        let rev2 = w
+            .engine
+            .add_principal(
+                &w.ops,
+                "rev2",
+                serde_json::from_value(json!("verifier")).unwrap(),
+            )
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-rev2",
+                "rev2",
+                ScopeKind::Execution,
+                "ex-2",
+                Access::Read,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut other = subject(1, "other");
+        other["execution"]["id"] = json!("ex-2");
+        for doc in [subject(1, "mine"), other] {
+            let r = s.send("POST", "/v1/subjects", Some(ops), Some(&doc)).await;
+            assert_eq!(r.status, 201, "{r:?}");
+        }
+        for ex in [EXEC, "ex-2"] {
+            let r = s
+                .send(
+                    "POST",
+                    &format!("/v1/executions/{ex}/gate-runs"),
+                    Some(ops),
+                    None,
+                )
+                .await;
+            assert_eq!(r.status, 201, "{r:?}");
+        }
+        let r = s
+            .send(
+                "POST",
+                "/v1/executions/ex-2/cancel",
+                Some(ops),
+                Some(&json!({"reason": "stop"})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+
+        let executions = |events: &[Received]| {
+            let mut ex: Vec<String> = events
+                .iter()
+                .map(|e| e.data["execution"].as_str().unwrap().to_owned())
+                .collect();
+            ex.sort();
+            ex.dedup();
+            ex
+        };
+        let before = head_seq(&w).await;
+        let everything = Stream::open(&s, ops, "?wait=false", None).await.all().await;
+        let kinds: Vec<&str> = everything.iter().map(|e| e.event.as_str()).collect();
+        assert!(kinds.contains(&"execution_cancelled"), "{kinds:?}");
+        assert_eq!(executions(&everything), [EXEC, "ex-2"]);
+
+        let mine = Stream::open(&s, w.token("rev"), "?wait=false", None)
+            .await
+            .all()
+            .await;
+        assert_eq!(executions(&mine), [EXEC], "{mine:?}");
+        assert_eq!(
+            mine.iter().filter(|e| e.event == "gate_decision").count(),
+            1
+        );
+        let theirs = Stream::open(&s, &rev2, "?wait=false", None)
+            .await
+            .all()
+            .await;
+        assert_eq!(executions(&theirs), ["ex-2"], "{theirs:?}");
+        assert!(theirs.iter().any(|e| e.event == "execution_cancelled"));
+        // Filtering is a listing, not a refusal: reading the stream wrote nothing.
+        assert_eq!(head_seq(&w).await, before);
+
+        // A waiting stream out of scope stays silent while the other execution moves; once
+        // the grant is revoked, nothing more of ex-2 reaches rev2 either.
+        let mut waiting = Stream::open(&s, &rev2, &format!("?after={before}"), None).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(ops),
+                Some(&subject(2, "mine-2")),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        w.engine.revoke(&w.ops, "g-rev2", "done").await.unwrap();
+        let after = Stream::open(&s, &rev2, "?wait=false", None)
+            .await
+            .all()
+            .await;
+        assert!(after.is_empty(), "{after:?}");
+        drop(s);
+        assert!(waiting.next(Duration::from_secs(10)).await.is_none());
+
+        // Without a token: 401, recorded like any other.
+        let s = serve(fast(&w)).await;
+        let r = s.send("GET", "/v1/events?wait=false", None, None).await;
+        assert_problem(&r, 401, "unauthenticated");
+        let r = s
+            .send("GET", "/v1/events?wait=false&limit=0", Some(ops), None)
+            .await;
+        assert_problem(&r, 400, "invalid_query");
+        let r = s
+            .send_headers(
+                "GET",
+                "/v1/events?wait=false",
+                Some(ops),
+                None,
+                &[("last-event-id", "x")],
+            )
+            .await;
+        assert_problem(&r, 400, "invalid_query");
+    })
+    .await;
+}
