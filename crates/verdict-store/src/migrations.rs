@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -45,6 +45,11 @@ pub const SQLITE: &[Migration] = &[
         version: 6,
         name: "authority_at_the_store",
         sql: include_str!("../migrations/sqlite/0006_authority_at_the_store.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "jobs",
+        sql: include_str!("../migrations/sqlite/0007_jobs.sql"),
     },
 ];
 
@@ -79,6 +84,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 6,
         name: "authority_at_the_store",
         sql: include_str!("../migrations/postgres/0006_authority_at_the_store.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "jobs",
+        sql: include_str!("../migrations/postgres/0007_jobs.sql"),
     },
 ];
 

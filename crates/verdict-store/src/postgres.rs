@@ -29,7 +29,7 @@ pub const DEFAULT_ROLE_PREFIX: &str = "verdict_";
 const MIGRATE_LOCK: i64 = 8_531_478_330_712_965_378;
 
 pub(crate) struct PgBackend {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     /// A pool connection kept checked out for single appends, so that one costs one round trip:
     /// a connection taken from the pool and given back for every call adds a ping on acquire
     /// and another on release. `None` inside until first use, or after the connection failed;
@@ -56,7 +56,7 @@ fn pg_text(e: &sqlx::Error) -> String {
     }
 }
 
-fn pg_err(e: sqlx::Error) -> StoreError {
+pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),

@@ -18,4 +18,5 @@ mod batches;
 mod crash;
 mod documents;
 mod engine_records;
+mod jobs;
 mod migrations;
