@@ -194,8 +194,9 @@ pub trait JobQueue: Send + Sync {
     async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>>;
 
     /// Claims one job of `kind` that is ready, or whose lease lapsed, for `lease`: the job's
-    /// fencing token goes up by one and the returned job carries it. A gate job is ready only
-    /// once every other job of its request is finished or its deadline passed. `None`: no job
+    /// fencing token goes up by one and the returned job carries it. A verify job is ready only
+    /// once the checks job of its request (if any) is finished, a gate job once every other
+    /// job of its request is finished or its deadline passed. `None`: no job
     /// is ready. Only the kind's worker role may claim.
     async fn claim_job(
         &self,

@@ -22,3 +22,4 @@ mod records;
 mod requests;
 mod self_admission;
 mod verify;
+mod workers;

@@ -89,10 +89,14 @@ BEGIN
     WHERE j.kind = p_kind
       AND ((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= v_now))
         OR (j.state = 'running' AND j.lease_until <= v_now))
-      -- A gate job waits for the other jobs of its request, or for its deadline.
-      AND (j.kind <> 'gate' OR j.deadline_at <= v_now OR NOT EXISTS (
-            SELECT 1 FROM verdict.jobs o WHERE o.request = j.request AND o.kind <> 'gate'
-              AND o.state NOT IN ('done', 'failed')))
+      -- A verify job waits for the checks job of its request (preflight reads the evidence
+      -- the checks write); a gate job waits for every other job of its request, or for its
+      -- deadline.
+      AND ((j.kind = 'gate' AND j.deadline_at <= v_now) OR NOT EXISTS (
+            SELECT 1 FROM verdict.jobs o WHERE o.request = j.request
+              AND o.state NOT IN ('done', 'failed')
+              AND ((j.kind = 'gate' AND o.kind <> 'gate')
+                OR (j.kind = 'verify' AND o.kind = 'checks'))))
     ORDER BY coalesce(j.not_before, j.created_at), j.id
     LIMIT 1
     FOR UPDATE SKIP LOCKED;

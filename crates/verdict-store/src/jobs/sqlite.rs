@@ -152,9 +152,11 @@ impl JobQueue for SqliteBackend {
                     "SELECT j.id FROM jobs j WHERE j.kind = ?1 \
                      AND ((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= ?2)) \
                        OR (j.state = 'running' AND j.lease_until <= ?2)) \
-                     AND (j.kind <> 'gate' OR j.deadline_at <= ?2 OR NOT EXISTS ( \
-                       SELECT 1 FROM jobs o WHERE o.request = j.request AND o.kind <> 'gate' \
-                         AND o.state NOT IN ('done', 'failed'))) \
+                     AND ((j.kind = 'gate' AND j.deadline_at <= ?2) OR NOT EXISTS ( \
+                       SELECT 1 FROM jobs o WHERE o.request = j.request \
+                         AND o.state NOT IN ('done', 'failed') \
+                         AND ((j.kind = 'gate' AND o.kind <> 'gate') \
+                           OR (j.kind = 'verify' AND o.kind = 'checks')))) \
                      ORDER BY coalesce(j.not_before, j.created_at), j.id LIMIT 1",
                     params![kind.as_str(), now],
                     |r| r.get(0),
