@@ -103,8 +103,8 @@ pub enum JobsCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// List the queue: one line per job (id, kind, state, attempts, fencing token, request,
-    /// class, outcome or last error).
+    /// List the queue (operators): one line per job (id, kind, state, attempts, fencing token,
+    /// request, class, outcome or last error).
     #[command(after_help = "Example:\n  verdict jobs list --state running")]
     List {
         /// Only the jobs of this request.
@@ -183,14 +183,13 @@ async fn jobs(cmd: JobsCommand) -> Result<ExitCode> {
             common,
         } => {
             let ctx = Ctx::open(&common).await?;
-            // Only an authenticated principal reads the queue.
-            ctx.caller().await?;
+            let caller = ctx.caller().await?;
             let filter = JobFilter {
                 request: request.as_deref().map(digest).transpose()?,
                 kind: None,
                 state: state.as_deref().map(str::parse::<JobState>).transpose()?,
             };
-            for j in ctx.engine.store().queue().jobs(&filter).await? {
+            for j in ctx.engine.jobs(&caller, &filter).await? {
                 outln!("{}", line(&j))?;
             }
         }

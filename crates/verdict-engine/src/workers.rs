@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use verdict_core::contracts::{Name, Role, Subject};
 use verdict_core::digest::Digest;
-use verdict_store::{Actor, Job, JobKind, NewJob, StoreError};
+use verdict_store::{Actor, Job, JobFilter, JobKind, NewJob, StoreError};
 
 /// Attempts at one job before it is given up (each a claim of its own).
 pub const MAX_ATTEMPTS: i64 = 5;
@@ -178,6 +178,14 @@ impl Engine {
             .queue()
             .enqueue_jobs(&caller.actor(), &jobs)
             .await?)
+    }
+
+    /// The jobs `filter` matches, by id (operators only: the queue names requests of every
+    /// execution).
+    pub async fn jobs(&self, caller: &Principal, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.require_role(caller, &[Role::Operator], "read the job queue")
+            .await?;
+        Ok(self.store.queue().jobs(filter).await?)
     }
 
     /// Claims one ready job of `role` as `caller`, performs it through the engine's use cases
