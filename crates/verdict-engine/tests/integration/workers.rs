@@ -212,7 +212,7 @@ async fn a_request_reaches_a_decision_through_workers_alone_each_job_done_once()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_of_the_wrong_role_or_a_stranger_enqueuing_is_refused_as_a_denial() {
+async fn a_worker_of_the_wrong_role_a_stranger_enqueuing_or_reading_the_queue_is_refused() {
     on_both(|store| async move {
         let w = world(store).await;
         let req = requested(&w).await;
@@ -247,6 +247,18 @@ async fn a_worker_of_the_wrong_role_or_a_stranger_enqueuing_is_refused_as_a_deni
                 .store()
                 .queue()
                 .jobs(&JobFilter::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Only operators read the queue: it names requests of every execution.
+        for p in [&w.coder, &w.rev, &w.ci] {
+            let err = w.engine.jobs(p, &JobFilter::default()).await.unwrap_err();
+            assert_eq!(err.code(), "permission_denied", "{err}");
+        }
+        assert!(
+            w.engine
+                .jobs(&w.ops, &JobFilter::default())
                 .await
                 .unwrap()
                 .is_empty()

@@ -39,6 +39,13 @@ CREATE TABLE verdict.jobs (
 );
 CREATE INDEX jobs_ready ON verdict.jobs (kind, state, not_before);
 CREATE INDEX jobs_request ON verdict.jobs (request);
+-- Row security is forced, as on every table: the owner (the routines) inserts and updates
+-- through the policies below, and no policy lets anyone delete a job.
+ALTER TABLE verdict.jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE verdict.jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY jobs_read ON verdict.jobs FOR SELECT USING (true);
+CREATE POLICY jobs_enqueue ON verdict.jobs FOR INSERT TO __OWNER__ WITH CHECK (true);
+CREATE POLICY jobs_change ON verdict.jobs FOR UPDATE TO __OWNER__ USING (true) WITH CHECK (true);
 REVOKE ALL ON verdict.jobs FROM PUBLIC;
 GRANT SELECT ON verdict.jobs TO __OPERATOR__, __PRODUCER__, __RUNNER__, __VERIFIER__, __HUMAN__,
     __GATE__;

@@ -834,8 +834,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 34,
-        "15 put routines, 15 single-record put routines and 4 compare-and-set routines (the clock's included)"
+        definers, 39,
+        "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's included) and 5 job queue routines"
     );
     t.cleanup().await;
 }
