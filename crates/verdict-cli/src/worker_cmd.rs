@@ -347,11 +347,19 @@ async fn work(args: &Args) -> Result<ExitCode> {
     let wake = Arc::new(tokio::sync::Notify::new());
     {
         let (stop, wake) = (stop.clone(), wake.clone());
+        // Listening before the first claim: a SIGTERM from then on never ends a job midway.
+        #[cfg(unix)]
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("cannot listen for SIGTERM")?;
         tokio::spawn(async move {
+            #[cfg(unix)]
+            let term = async move {
+                term.recv().await;
+            };
+            #[cfg(not(unix))]
+            let term = std::future::pending::<()>();
             tokio::select! {
-                _ = term.recv() => {}
+                () = term => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
             stop.store(true, Ordering::SeqCst);
