@@ -134,8 +134,10 @@ fn back_off(attempts: i64) -> Duration {
 impl Engine {
     /// Enqueues the jobs of the stored request `request`: `checks` when its subject pins
     /// checks, one `verify` per class it asks for, and the `gate` job, which runs once the
-    /// others are finished or `deadline` (from now, on the store's clock) passed. The caller is
-    /// an operator or the producer of the request's subject. Enqueuing again adds nothing.
+    /// others are finished or `deadline` passed (from now, on the queue's clock: the
+    /// database's on PostgreSQL, the system's on SQLite; a manual store clock moves no lease).
+    /// The caller is an operator or the producer of the request's subject. Enqueuing again
+    /// adds nothing.
     pub async fn enqueue_request_jobs(
         &self,
         caller: &Principal,
