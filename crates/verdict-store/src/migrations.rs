@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -47,9 +47,9 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0006_authority_at_the_store.sql"),
     },
     Migration {
-        version: 7,
+        version: 9,
         name: "jobs",
-        sql: include_str!("../migrations/sqlite/0007_jobs.sql"),
+        sql: include_str!("../migrations/sqlite/0009_jobs.sql"),
     },
 ];
 
@@ -86,9 +86,9 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../migrations/postgres/0006_authority_at_the_store.sql"),
     },
     Migration {
-        version: 7,
+        version: 9,
         name: "jobs",
-        sql: include_str!("../migrations/postgres/0007_jobs.sql"),
+        sql: include_str!("../migrations/postgres/0009_jobs.sql"),
     },
 ];
 

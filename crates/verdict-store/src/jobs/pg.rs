@@ -1,5 +1,5 @@
 //! The job queue on PostgreSQL: every change is one call of a SECURITY DEFINER routine of
-//! schema 7 (`job_enqueue`, `job_claim`, `job_heartbeat`, `job_complete`, `job_fail`), which
+//! schema 9 (`job_enqueue`, `job_claim`, `job_heartbeat`, `job_complete`, `job_fail`), which
 //! checks the role the call claims and keeps every time on the database's clock.
 
 use super::{

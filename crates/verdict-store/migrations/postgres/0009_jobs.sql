@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 7: the job queue.
+-- verdict store, PostgreSQL schema version 9: the job queue.
 --
 -- Jobs are operational state, not evidence: a row is claimed, its lease renewed, and it is
 -- finished, each an UPDATE. Nothing a job does counts through this table: its effects are the
