@@ -34,6 +34,7 @@ mod serve_cmd;
 mod store_cmd;
 mod stream;
 mod verify_cmd;
+mod worker_cmd;
 
 /// verdict: independent verification with a deterministic Gate.
 #[derive(Parser)]
@@ -90,6 +91,11 @@ enum Command {
     Execution(cancel_cmd::ExecutionCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
+    /// Work jobs of one role from the store's queue until stopped (runner, verifier, gate).
+    Worker(Box<worker_cmd::Args>),
+    /// Enqueue a request's jobs for the workers; list the queue.
+    #[command(subcommand, after_help = "Example:\n  verdict jobs enqueue sha256:...")]
+    Jobs(worker_cmd::JobsCommand),
     /// Serve the HTTP API over a store (routes: docs/server.md, GET /openapi.json).
     Serve(Box<serve_cmd::Args>),
     /// Create and export the ed25519 keys attestations are signed with.
@@ -127,6 +133,8 @@ fn main() -> ExitCode {
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Execution(cmd) => cancel_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
+        Command::Worker(args) => worker_cmd::run(&args),
+        Command::Jobs(cmd) => worker_cmd::run_jobs(cmd),
         Command::Serve(args) => serve_cmd::run(&args),
         Command::Key(cmd) => key_cmd::run(cmd),
         Command::Attest(args) => attest_cmd::run(&args),

@@ -98,7 +98,8 @@ impl EngineError {
             | Self::Store(
                 StoreError::CasFailed { .. }
                 | StoreError::Conflict { .. }
-                | StoreError::Duplicate(_),
+                | StoreError::Duplicate(_)
+                | StoreError::StaleClaim { .. },
             ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
             Self::DenialNotRecorded { .. } | Self::Store(_) => "store_error",

@@ -23,6 +23,9 @@
 //! - decisions: [`Engine::decide`] (a human's, pinned to what was reviewed, [`Reviewed`]),
 //!   [`Engine::gate_run`], [`Engine::gate_replay`], cancellation ([`Engine::cancel_execution`],
 //!   [`Engine::cancel_run`]), [`attest`]ations.
+//! - workers: [`Engine::enqueue_request_jobs`] (a request's checks, verify and gate jobs in
+//!   the store's queue) and [`Engine::work_one`] (claim one job of a worker role, perform it
+//!   through the use cases above as the caller, finish it with the claim's fencing token).
 //! - reads: [`Engine::status`] and [`Engine::history`] with derived applicability, the list and
 //!   show reads ([`Engine::list_principals`], [`Engine::show_run`], ...), the [`ledger`].
 //!
@@ -68,6 +71,7 @@ mod subjects;
 pub mod token;
 mod verify;
 pub mod webhooks;
+mod workers;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
 pub use budget::RequestBudget;
@@ -93,3 +97,4 @@ pub use verify::{
     ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
     VerifyOptions,
 };
+pub use workers::{ChecksKit, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked, WorkerRole};

@@ -106,9 +106,10 @@ pub(crate) struct RawRow {
     pub counted: Option<bool>,
 }
 
-/// The operations a database backend provides.
+/// The operations a database backend provides; every backend keeps the job queue too
+/// ([`crate::jobs`]).
 #[async_trait]
-pub(crate) trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// Backend name and location, without secrets.
     fn describe(&self) -> String;
     /// The schema version applied.

@@ -63,6 +63,15 @@ pub enum StoreError {
         /// The value actually there (canonical JSON or `none`).
         found: String,
     },
+    /// A job heartbeat, completion or failure under a fencing token that is no longer the
+    /// job's current claim (its lease lapsed and another worker took it, or it is finished).
+    #[error("job {job}: fencing token {fencing} is not its current claim; nothing changed")]
+    StaleClaim {
+        /// The job.
+        job: i64,
+        /// The token the caller held.
+        fencing: i64,
+    },
     /// Something the operation depends on is not stored.
     #[error("{what} {key:?} not found")]
     NotFound {

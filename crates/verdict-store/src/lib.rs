@@ -14,6 +14,8 @@
 //!   moved by compare-and-set, each move audited.
 //! - [`EvaluationRecord`], [`DenialRecord`]: the engine's own records, in tables of their own
 //!   (`gate_evaluations`, `denials`) that only the Gate and the system role may write.
+//! - [`jobs`]: the job queue workers claim from ([`JobQueue`], [`Store::queue`]), operational
+//!   state beside the evidence: leases and fencing tokens, no evidence of its own.
 //! - [`audit`]: the hash chain, [`AuditReport`] of `audit verify`, and [`checkpoint`]: ed25519
 //!   signatures over the chain head.
 //!
@@ -37,6 +39,7 @@ pub mod audit;
 mod backend;
 pub mod checkpoint;
 pub mod error;
+pub mod jobs;
 pub mod location;
 pub mod migrations;
 mod postgres;
@@ -50,6 +53,7 @@ pub use actor::{Actor, ActorRole};
 pub use audit::{AuditEvent, AuditReport, ChainHead, Problem, ProblemKind};
 pub use checkpoint::Checkpoint;
 pub use error::{Result, StoreError};
+pub use jobs::{Job, JobFilter, JobKind, JobQueue, JobState, NewJob};
 pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};

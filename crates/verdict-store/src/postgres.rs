@@ -38,7 +38,7 @@ pub const DEFAULT_ROLE_PREFIX: &str = "verdict_";
 const MIGRATE_LOCK: i64 = 8_531_478_330_712_965_378;
 
 pub(crate) struct PgBackend {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     /// A pool connection kept checked out for single appends, so that one costs one round trip:
     /// a connection taken from the pool and given back for every call adds a ping on acquire
     /// and another on release. `None` inside until first use, or after the connection failed;
@@ -71,7 +71,7 @@ fn pg_text(e: &sqlx::Error) -> String {
     }
 }
 
-fn pg_err(e: sqlx::Error) -> StoreError {
+pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),
@@ -515,7 +515,7 @@ impl PgBackend {
     /// The database role `actor` acts as: the gate's and the system's own roles, else the role
     /// recorded for its principal. `None` for a principal with no role on record: the call then
     /// acts as the login itself, which the routines refuse unless it is a superuser.
-    async fn identity(&self, actor: &Actor) -> Result<Option<String>> {
+    pub(crate) async fn identity(&self, actor: &Actor) -> Result<Option<String>> {
         match actor.role {
             ActorRole::Gate | ActorRole::System => {
                 return Ok(Some(format!("{}{}", self.prefix, actor.role.as_str())));
@@ -556,7 +556,7 @@ impl PgBackend {
         }
     }
 
-    async fn begin_as(
+    pub(crate) async fn begin_as(
         &self,
         role: Option<&str>,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {

@@ -30,7 +30,7 @@ pub(crate) struct SqliteBackend {
     conn: Arc<Mutex<Connection>>,
 }
 
-fn err(e: rusqlite::Error) -> StoreError {
+pub(crate) fn err(e: rusqlite::Error) -> StoreError {
     if let rusqlite::Error::SqliteFailure(f, Some(msg)) = &e
         && (f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
             || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -482,7 +482,7 @@ impl SqliteBackend {
         })
     }
 
-    async fn with<T, F>(&self, f: F) -> Result<T>
+    pub(crate) async fn with<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,

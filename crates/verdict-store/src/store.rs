@@ -388,6 +388,9 @@ pub trait Store: Send + Sync {
 
     /// Every pointer of one kind (executions, gates or leases), by name.
     async fn pointers(&self, kind: PointerKind) -> Result<Vec<Pointer>>;
+
+    /// The job queue: operational state beside the evidence ([`crate::jobs`]).
+    fn queue(&self) -> &dyn crate::jobs::JobQueue;
 }
 
 /// The store over one backend.
@@ -908,6 +911,10 @@ fn check_pointer_name(name: &str, what: &'static str) -> Result<()> {
 impl<B: Backend> Store for StoreImpl<B> {
     fn describe(&self) -> String {
         self.backend.describe()
+    }
+
+    fn queue(&self) -> &dyn crate::jobs::JobQueue {
+        &self.backend
     }
 
     async fn schema_version(&self) -> Result<i64> {

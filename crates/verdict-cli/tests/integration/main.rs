@@ -25,3 +25,4 @@ mod serve;
 mod store;
 mod verifiers;
 mod verify;
+mod workers;

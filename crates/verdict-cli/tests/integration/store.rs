@@ -86,15 +86,20 @@ fn migrate_refuses_a_newer_schema_and_bad_locations() {
             .success()
     );
     let conn = rusqlite::Connection::open(home.path().join("verdict.db")).unwrap();
+    // One version past the newest this binary knows.
+    let later = verdict_store::SCHEMA_VERSION + 1;
     conn.execute(
-        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'later', '2030-01-01T00:00:00Z')",
-        [],
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, 'later', '2030-01-01T00:00:00Z')",
+        [later],
     )
     .unwrap();
     let out = verdict(&["store", "migrate"], Some(home.path()), home.path());
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("schema version 99 is newer"), "{err}");
+    assert!(
+        err.contains(&format!("schema version {later} is newer")),
+        "{err}"
+    );
 
     let out = verdict(
         &[

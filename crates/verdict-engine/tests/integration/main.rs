@@ -23,3 +23,4 @@ mod records;
 mod requests;
 mod self_admission;
 mod verify;
+mod workers;

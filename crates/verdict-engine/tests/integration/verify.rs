@@ -22,11 +22,11 @@ use verdict_engine::{
 };
 use verdict_judge::config::VerifiersFile;
 
-const OBJECTIVE: &str = "Retry a failed charge once";
-const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
+pub(crate) const OBJECTIVE: &str = "Retry a failed charge once";
+pub(crate) const DIFF: &str = "--- a/pay.rs\n+++ b/pay.rs\n+    charge_again();\n";
 
 #[derive(Clone, Copy)]
-enum Reply {
+pub(crate) enum Reply {
     /// Every criterion passed, citing the diff.
     Pass,
     /// The criterion failed with one finding whose remediation names the call it came from,
@@ -34,9 +34,9 @@ enum Reply {
     Finding,
 }
 
-struct Fake {
-    url: String,
-    calls: Arc<AtomicUsize>,
+pub(crate) struct Fake {
+    pub(crate) url: String,
+    pub(crate) calls: Arc<AtomicUsize>,
 }
 
 fn nonce_of(system: &str) -> String {
@@ -74,7 +74,7 @@ async fn answer(
     }))
 }
 
-async fn fake(mode: Reply) -> Fake {
+pub(crate) async fn fake(mode: Reply) -> Fake {
     let calls = Arc::new(AtomicUsize::new(0));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -86,7 +86,7 @@ async fn fake(mode: Reply) -> Fake {
 }
 
 /// The verifiers configuration: one `reviewer` class on the fake server, `price` optional.
-fn verifiers(url: &str, priced: bool) -> VerifiersFile {
+pub(crate) fn verifiers(url: &str, priced: bool) -> VerifiersFile {
     let mut provider = json!({"kind": "openai", "base_url": url, "model": "judge-model"});
     if priced {
         provider["price"] = json!({"input_per_mtok": 1.0, "output_per_mtok": 1.0});
@@ -97,7 +97,7 @@ fn verifiers(url: &str, priced: bool) -> VerifiersFile {
     VerifiersFile::parse(doc.to_string().as_bytes(), "verifiers").unwrap()
 }
 
-fn inputs() -> VerifyInputs {
+pub(crate) fn inputs() -> VerifyInputs {
     VerifyInputs {
         objective: OBJECTIVE.as_bytes().to_vec(),
         resources: vec![("diff".to_owned(), DIFF.as_bytes().to_vec())],
@@ -355,6 +355,7 @@ async fn inputs_that_do_not_fit_are_refused_before_any_run_or_call() {
             let options = VerifyOptions {
                 classes,
                 cache: None,
+                run_id: None,
             };
             let err = verify(&w, &req, &file, &given, &options).await.unwrap_err();
             match &err {

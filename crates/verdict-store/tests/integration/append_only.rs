@@ -838,10 +838,10 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 36,
+        definers, 41,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
-         included), the trigger that gives a new principal its identity and the routine that \
-         gives it a login"
+         included), the trigger that gives a new principal its identity, the routine that \
+         gives it a login, and 5 job queue routines"
     );
     t.cleanup().await;
 }

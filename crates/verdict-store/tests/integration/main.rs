@@ -20,4 +20,5 @@ mod crash;
 mod documents;
 mod engine_records;
 mod identity;
+mod jobs;
 mod migrations;

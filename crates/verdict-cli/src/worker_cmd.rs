@@ -1,0 +1,394 @@
+//! `verdict worker --role R`: a loop over `Engine::work_one`, and `verdict jobs` to enqueue a
+//! request's jobs and list the queue. The worker claims one job of its role at a time, does it
+//! as the principal whose token is given, and finishes it with the claim's fencing token; on
+//! SIGTERM or Ctrl-C it finishes the job in hand and stops.
+
+use crate::lifecycle_cmd::{Common, Ctx};
+use anyhow::{Context as _, Result, bail};
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use verdict_core::contracts::Subject;
+use verdict_core::digest::Digest;
+use verdict_engine::{
+    ChecksKit, ClassSource, Engine, Principal, VerifierKit, VerifyInputs, WorkOptions, Worked,
+    WorkerRole,
+};
+use verdict_judge::config::{ResolvedClass, VerifiersFile};
+use verdict_probes::load::{self, Spec};
+use verdict_probes::runner::{self, RunOptions, Stopper};
+use verdict_store::{Job, JobFilter, JobState};
+
+const HELP: &str = "\
+Roles: `runner` (a runner principal) runs the checks of --checks SPEC against the live system
+and files their evidence; `verifier` (a verifier principal) runs one model verifier class of a
+request with --verifiers FILE, reading the objective and resources a subject pins from
+--content DIR (each file named by the hex of its raw SHA-256); `gate` (an operator principal)
+runs the Gate once every other job of the request is finished or its deadline passed.
+
+Each job is claimed under a lease (--lease-seconds), renewed every third of it while the job
+runs; a worker that stops renewing (killed, paused, cut off) loses the job to the next worker
+once the lease lapses, and its late completion is refused. A failed attempt is retried after a
+back-off, up to 5 attempts. One line per job: done|failed|lost, kind, id, request, class,
+outcome.
+
+Exit status: with --once, 0 when the job was done or none was ready, 1 when it failed or was
+lost; without it, 0 after SIGTERM or Ctrl-C; 2 on bad input or a refusal.
+
+Examples:
+  VERDICT_TOKEN=$OPS verdict jobs enqueue sha256:... --deadline-seconds 3600
+  VERDICT_TOKEN=$CI verdict worker --role runner --checks checks.yaml
+  VERDICT_TOKEN=$REVIEWER verdict worker --role verifier --verifiers verifiers.yaml --content blobs
+  VERDICT_TOKEN=$OPS verdict worker --role gate";
+
+/// `--role`.
+#[derive(clap::ValueEnum, Clone, Copy)]
+pub enum RoleArg {
+    /// Run checks (a runner principal).
+    Runner,
+    /// Run model verifier classes (a verifier principal).
+    Verifier,
+    /// Run the Gate (an operator principal).
+    Gate,
+}
+
+/// Arguments of `verdict worker`.
+#[derive(clap::Args)]
+#[command(after_help = HELP)]
+pub struct Args {
+    /// Which jobs to work.
+    #[arg(long, value_enum)]
+    role: RoleArg,
+    /// Work at most one job, then exit.
+    #[arg(long)]
+    once: bool,
+    /// The lease taken with each claim, in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    lease_seconds: u64,
+    /// How long to wait before looking again when no job is ready, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    poll_ms: u64,
+    /// Verifier role: the verifiers file (JSON or YAML).
+    #[arg(long)]
+    verifiers: Option<PathBuf>,
+    /// Verifier role: the directory of subject content, each file named by the hex of its raw
+    /// SHA-256.
+    #[arg(long, value_name = "DIR")]
+    content: Option<PathBuf>,
+    /// Runner role: the check spec to run for each subject.
+    #[arg(long, value_name = "SPEC")]
+    checks: Option<PathBuf>,
+    /// Runner role: a spec variable, NAME=VALUE.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `verdict jobs`.
+#[derive(clap::Subcommand)]
+pub enum JobsCommand {
+    /// Enqueue a request's jobs: its checks, one per verifier class, and the gate (an operator
+    /// or the subject's producer). Enqueuing again adds nothing.
+    #[command(after_help = "Example:\n  verdict jobs enqueue sha256:... --deadline-seconds 3600")]
+    Enqueue {
+        /// The verification request's digest.
+        request: String,
+        /// Past this many seconds the gate job runs whatever the other jobs are doing.
+        #[arg(long)]
+        deadline_seconds: Option<u64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List the queue (operators): one line per job (id, kind, state, attempts, fencing token,
+    /// request, class, outcome or last error).
+    #[command(after_help = "Example:\n  verdict jobs list --state running")]
+    List {
+        /// Only the jobs of this request.
+        #[arg(long)]
+        request: Option<String>,
+        /// Only jobs in this state (ready, running, done, failed).
+        #[arg(long)]
+        state: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Runs `verdict worker`.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    crate::lifecycle_cmd::runtime()?.block_on(work(args))
+}
+
+/// Runs `verdict jobs`.
+pub fn run_jobs(cmd: JobsCommand) -> Result<ExitCode> {
+    crate::lifecycle_cmd::runtime()?.block_on(jobs(cmd))
+}
+
+fn digest(text: &str) -> Result<Digest> {
+    text.parse().map_err(|e| anyhow::anyhow!("{text:?}: {e}"))
+}
+
+fn line(job: &Job) -> String {
+    let class = if job.class.is_empty() {
+        "-"
+    } else {
+        &job.class
+    };
+    let note = job
+        .outcome
+        .as_deref()
+        .or(job.last_error.as_deref())
+        .unwrap_or("");
+    format!(
+        "{} {} {} attempts={} fencing={} {} {class} {note}",
+        job.id,
+        job.kind,
+        job.state.as_str(),
+        job.attempts,
+        job.fencing,
+        job.request
+    )
+    .trim_end()
+    .to_owned()
+}
+
+async fn jobs(cmd: JobsCommand) -> Result<ExitCode> {
+    match cmd {
+        JobsCommand::Enqueue {
+            request,
+            deadline_seconds,
+            common,
+        } => {
+            let ctx = Ctx::open(&common).await?;
+            let caller = ctx.caller().await?;
+            let jobs = ctx
+                .engine
+                .enqueue_request_jobs(
+                    &caller,
+                    &digest(&request)?,
+                    deadline_seconds.map(Duration::from_secs),
+                )
+                .await?;
+            for j in &jobs {
+                outln!("{}", line(j))?;
+            }
+        }
+        JobsCommand::List {
+            request,
+            state,
+            common,
+        } => {
+            let ctx = Ctx::open(&common).await?;
+            let caller = ctx.caller().await?;
+            let filter = JobFilter {
+                request: request.as_deref().map(digest).transpose()?,
+                kind: None,
+                state: state.as_deref().map(str::parse::<JobState>).transpose()?,
+            };
+            for j in ctx.engine.jobs(&caller, &filter).await? {
+                outln!("{}", line(&j))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The verifier classes of a verifiers file, templates relative to it.
+struct Classes {
+    file: VerifiersFile,
+    base: PathBuf,
+}
+
+impl ClassSource for Classes {
+    fn resolve(&self, name: &str) -> std::result::Result<ResolvedClass, String> {
+        self.file.class(name, &self.base).map_err(|e| e.to_string())
+    }
+}
+
+/// Subject content from a directory of files named by their digest's hex.
+struct Verifier {
+    classes: Classes,
+    content: PathBuf,
+}
+
+impl Verifier {
+    async fn blob(&self, what: &str, digest: &Digest) -> std::result::Result<Vec<u8>, String> {
+        let hex = digest.as_str().rsplit(':').next().unwrap_or_default();
+        let path = self.content.join(hex);
+        tokio::fs::read(&path)
+            .await
+            .map_err(|e| format!("{what} {digest}: {}: {e}", path.display()))
+    }
+}
+
+#[async_trait]
+impl VerifierKit for Verifier {
+    async fn inputs(&self, subject: &Subject) -> std::result::Result<VerifyInputs, String> {
+        let objective = self.blob("objective", &subject.objective.digest).await?;
+        let mut resources = Vec::new();
+        for r in &subject.resources {
+            let bytes = self
+                .blob(&format!("resource {}", r.name), &r.digest)
+                .await?;
+            resources.push((r.name.to_string(), bytes));
+        }
+        Ok(VerifyInputs {
+            objective,
+            resources,
+        })
+    }
+
+    fn classes(&self) -> &dyn ClassSource {
+        &self.classes
+    }
+}
+
+/// Runs one check spec for each subject and files its evidence as the caller.
+struct Runner {
+    spec: Spec,
+}
+
+#[async_trait]
+impl ChecksKit for Runner {
+    async fn run_checks(
+        &self,
+        engine: &Engine,
+        caller: &Principal,
+        _subject: &Subject,
+        subject_digest: &Digest,
+    ) -> std::result::Result<String, String> {
+        let opts = RunOptions {
+            jobs: runner::DEFAULT_JOBS,
+            deadline: None,
+            baseline: None,
+            agent: None,
+        };
+        let report = runner::run(&self.spec, opts, Arc::new(runner::Quiet), &Stopper::new()).await;
+        let docs = verdict_probes::evidence::evidence_documents(
+            &report,
+            &self.spec,
+            subject_digest,
+            caller.name(),
+        )?;
+        engine
+            .add_evidence(caller, &docs)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "{} checks, {}",
+            docs.len(),
+            if report.passed {
+                "passed"
+            } else {
+                "not all passed"
+            }
+        ))
+    }
+}
+
+fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
+    let holder = format!(
+        "{}-{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into()),
+        std::process::id()
+    );
+    let mut o = WorkOptions {
+        holder,
+        lease: Duration::from_secs(args.lease_seconds),
+        verifier: None,
+        checks: None,
+    };
+    let role = match args.role {
+        RoleArg::Runner => {
+            let Some(path) = &args.checks else {
+                bail!("--role runner needs --checks SPEC");
+            };
+            let vars = crate::check_cmd::parse_vars(&args.vars)?;
+            let spec = load::load_file(path, &vars)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            o.checks = Some(Arc::new(Runner { spec }));
+            WorkerRole::Runner
+        }
+        RoleArg::Verifier => {
+            let (Some(file), Some(content)) = (&args.verifiers, &args.content) else {
+                bail!("--role verifier needs --verifiers FILE and --content DIR");
+            };
+            let base = file.parent().unwrap_or_else(|| Path::new(".")).to_owned();
+            let file = VerifiersFile::load(file)?;
+            o.verifier = Some(Arc::new(Verifier {
+                classes: Classes { file, base },
+                content: content.clone(),
+            }));
+            WorkerRole::Verifier
+        }
+        RoleArg::Gate => WorkerRole::Gate,
+    };
+    Ok((role, o))
+}
+
+fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
+    match w {
+        Worked::Idle => None,
+        Worked::Done(j) => Some(("done", j)),
+        Worked::Failed { job, .. } => Some(("failed", job)),
+        Worked::Lost { job } => Some(("lost", job)),
+    }
+}
+
+async fn work(args: &Args) -> Result<ExitCode> {
+    let (role, options) = options(args)?;
+    let ctx = Ctx::open(&args.common).await?;
+    let caller = ctx.caller().await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    {
+        let (stop, wake) = (stop.clone(), wake.clone());
+        // Listening before the first claim: a SIGTERM from then on never ends a job midway.
+        #[cfg(unix)]
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("cannot listen for SIGTERM")?;
+        tokio::spawn(async move {
+            #[cfg(unix)]
+            let term = async move {
+                term.recv().await;
+            };
+            #[cfg(not(unix))]
+            let term = std::future::pending::<()>();
+            tokio::select! {
+                () = term => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            stop.store(true, Ordering::SeqCst);
+            wake.notify_one();
+        });
+    }
+    let poll = Duration::from_millis(args.poll_ms);
+    while !stop.load(Ordering::SeqCst) {
+        // The job in hand is finished before a stop is looked at again.
+        let worked = ctx.engine.work_one(&caller, role, &options).await?;
+        if let Some((what, job)) = kind_and_job(&worked) {
+            let why = match &worked {
+                Worked::Failed { why, .. } => format!(" ({why})"),
+                _ => String::new(),
+            };
+            outln!("{what} {}{why}", line(job))?;
+        }
+        if args.once {
+            return Ok(match worked {
+                Worked::Idle | Worked::Done(_) => ExitCode::SUCCESS,
+                Worked::Failed { .. } | Worked::Lost { .. } => ExitCode::from(1),
+            });
+        }
+        if worked == Worked::Idle {
+            tokio::select! {
+                () = tokio::time::sleep(poll) => {}
+                () = wake.notified() => {}
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,338 @@
+//! Workers: a verification request taken to a decision with nobody at a shell.
+//!
+//! [`Engine::enqueue_request_jobs`] turns a stored request into jobs in the store's queue
+//! ([`verdict_store::jobs`]): one `checks` job when its subject pins checks, one `verify` job
+//! per verifier class it asks for, and one `gate` job. [`Engine::work_one`] claims one job of
+//! the caller's worker role, performs it through the engine's own use cases as the caller (so
+//! every effect is an ordinary audited write, checked like any other), and finishes it with
+//! its fencing token. A worker whose lease lapsed cannot finish its job: the store refuses a
+//! stale token. While a job runs, its lease is renewed every third of its length; when a
+//! renewal is refused the job's work is dropped where it stands.
+
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result};
+use crate::verify::{ClassSource, VerifyInputs, VerifyOptions};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+use verdict_core::contracts::{Name, Role, Subject};
+use verdict_core::digest::Digest;
+use verdict_store::{Actor, Job, JobFilter, JobKind, NewJob, StoreError};
+
+/// Attempts at one job before it is given up (each a claim of its own).
+pub const MAX_ATTEMPTS: i64 = 5;
+
+/// What a worker works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerRole {
+    /// Runs the checks a request's subject pins (a runner principal).
+    Runner,
+    /// Runs one model verifier class of a request (a verifier principal).
+    Verifier,
+    /// Runs the Gate for a request's execution (an operator principal, writing as the Gate).
+    Gate,
+}
+
+impl WorkerRole {
+    /// The kind of job this role claims.
+    #[must_use]
+    pub const fn kind(self) -> JobKind {
+        match self {
+            Self::Runner => JobKind::Checks,
+            Self::Verifier => JobKind::Verify,
+            Self::Gate => JobKind::Gate,
+        }
+    }
+
+    /// The principal role that may work this role.
+    #[must_use]
+    pub const fn principal_role(self) -> Role {
+        match self {
+            Self::Runner => Role::Runner,
+            Self::Verifier => Role::Verifier,
+            Self::Gate => Role::Operator,
+        }
+    }
+
+    /// The role's name, as `verdict worker --role` takes it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Runner => "runner",
+            Self::Verifier => "verifier",
+            Self::Gate => "gate",
+        }
+    }
+}
+
+/// What a verifier worker needs from its face: the bytes a subject pins by digest, and the
+/// verifier classes of its configuration.
+#[async_trait]
+pub trait VerifierKit: Send + Sync {
+    /// The objective's and the resources' bytes of `subject`, or why they cannot be had.
+    async fn inputs(&self, subject: &Subject) -> std::result::Result<VerifyInputs, String>;
+    /// The verifier classes.
+    fn classes(&self) -> &dyn ClassSource;
+}
+
+/// What a runner worker needs from its face: running the checks a subject pins, filing their
+/// evidence through [`Engine::add_evidence`] as the caller.
+#[async_trait]
+pub trait ChecksKit: Send + Sync {
+    /// Runs the checks of `subject` (stored as `subject_digest`) and files their evidence;
+    /// returns what to record as the job's outcome.
+    async fn run_checks(
+        &self,
+        engine: &Engine,
+        caller: &Principal,
+        subject: &Subject,
+        subject_digest: &Digest,
+    ) -> std::result::Result<String, String>;
+}
+
+/// How a worker works.
+#[derive(Clone)]
+pub struct WorkOptions {
+    /// The label of this worker instance (host and process, say), kept with each claim.
+    pub holder: String,
+    /// The lease taken with each claim, renewed every third of it while the job runs.
+    pub lease: Duration,
+    /// For verifier workers.
+    pub verifier: Option<Arc<dyn VerifierKit>>,
+    /// For runner workers.
+    pub checks: Option<Arc<dyn ChecksKit>>,
+}
+
+/// What [`Engine::work_one`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Worked {
+    /// No job of the role was ready.
+    Idle,
+    /// The job was done and finished with the claim's token.
+    Done(Job),
+    /// The attempt failed; the job is ready again after a back-off, or was given up.
+    Failed {
+        /// The job as it stands.
+        job: Job,
+        /// Why.
+        why: String,
+    },
+    /// The claim was lost (its lease lapsed and another worker took the job): its work was
+    /// dropped or, if it had ended, its completion was refused.
+    Lost {
+        /// The job.
+        job: Job,
+    },
+}
+
+/// The back-off before attempt `attempts + 1`: 2, 4, 8, ... seconds, at most five minutes.
+fn back_off(attempts: i64) -> Duration {
+    let exp = u32::try_from(attempts.clamp(1, 8)).unwrap_or(8);
+    Duration::from_secs(2u64.saturating_pow(exp).min(300))
+}
+
+impl Engine {
+    /// Enqueues the jobs of the stored request `request`: `checks` when its subject pins
+    /// checks, one `verify` per class it asks for, and the `gate` job, which runs once the
+    /// others are finished or `deadline` passed (from now, on the queue's clock: the
+    /// database's on PostgreSQL, the system's on SQLite; a manual store clock moves no lease).
+    /// The caller is an operator or the producer of the request's subject. Enqueuing again
+    /// adds nothing.
+    pub async fn enqueue_request_jobs(
+        &self,
+        caller: &Principal,
+        request: &Digest,
+        deadline: Option<Duration>,
+    ) -> Result<Vec<Job>> {
+        self.require_role(
+            caller,
+            &[Role::Operator, Role::Producer],
+            "enqueue a request's jobs",
+        )
+        .await?;
+        let req = self.request(request).await?;
+        let subject = self.subject(&req.subject_digest).await?;
+        if caller.role() == Role::Producer && subject.producer.principal != *caller.name() {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name().to_string(),
+                role: caller.role().as_str(),
+                action: "enqueue a request's jobs".into(),
+                why: "only an operator or the producer of the request's subject may".into(),
+            };
+            return Err(self.deny(caller, err).await);
+        }
+        let job = |kind, class: &str, deadline| NewJob {
+            kind,
+            request: request.clone(),
+            class: class.to_owned(),
+            deadline,
+        };
+        let mut jobs = Vec::new();
+        if !subject.checks.is_empty() {
+            jobs.push(job(JobKind::Checks, "", None));
+        }
+        for class in &req.verifier_classes {
+            jobs.push(job(JobKind::Verify, class.as_str(), None));
+        }
+        jobs.push(job(JobKind::Gate, "", deadline));
+        Ok(self
+            .store
+            .queue()
+            .enqueue_jobs(&caller.actor(), &jobs)
+            .await?)
+    }
+
+    /// The jobs `filter` matches, by id (operators only: the queue names requests of every
+    /// execution).
+    pub async fn jobs(&self, caller: &Principal, filter: &JobFilter) -> Result<Vec<Job>> {
+        self.require_role(caller, &[Role::Operator], "read the job queue")
+            .await?;
+        Ok(self.store.queue().jobs(filter).await?)
+    }
+
+    /// Claims one ready job of `role` as `caller`, performs it through the engine's use cases
+    /// as `caller`, and finishes it with the claim's fencing token. The caller's principal role
+    /// must be the worker role's ([`WorkerRole::principal_role`]); a refusal is a denial.
+    pub async fn work_one(
+        &self,
+        caller: &Principal,
+        role: WorkerRole,
+        options: &WorkOptions,
+    ) -> Result<Worked> {
+        self.require_role(
+            caller,
+            &[role.principal_role()],
+            &format!("work {} jobs", role.as_str()),
+        )
+        .await?;
+        let actor = match role {
+            // The gate job's effect is written as the Gate, as `gate run` writes it.
+            WorkerRole::Gate => Actor::gate(caller.name().as_str()),
+            WorkerRole::Runner | WorkerRole::Verifier => caller.actor(),
+        };
+        let queue = self.store.queue();
+        let Some(job) = queue
+            .claim_job(&actor, role.kind(), &options.holder, options.lease)
+            .await?
+        else {
+            return Ok(Worked::Idle);
+        };
+        let work = self.perform(caller, &job, options);
+        let renew = self.keep_lease(&actor, &job, options.lease);
+        let done = tokio::select! {
+            done = work => done,
+            lost = renew => return Ok(Worked::Lost { job: lost }),
+        };
+        let finished = match done {
+            Ok(outcome) => queue
+                .complete_job(&actor, job.id, job.fencing, &outcome)
+                .await
+                .map(Worked::Done),
+            Err(why) => {
+                let retry = (job.attempts < MAX_ATTEMPTS).then(|| back_off(job.attempts));
+                queue
+                    .fail_job(&actor, job.id, job.fencing, &why, retry)
+                    .await
+                    .map(|job| Worked::Failed { job, why })
+            }
+        };
+        match finished {
+            Ok(w) => Ok(w),
+            Err(StoreError::StaleClaim { .. }) => Ok(Worked::Lost { job }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Renews the lease every third of its length until a renewal is refused; returns the
+    /// job then. Any other failure to renew is retried at the next tick: the lease may still
+    /// hold, and if it lapses the next renewal says so.
+    async fn keep_lease(&self, actor: &Actor, job: &Job, lease: Duration) -> Job {
+        let tick = (lease / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(tick).await;
+            if let Err(StoreError::StaleClaim { .. }) = self
+                .store
+                .queue()
+                .heartbeat(actor, job.id, job.fencing, lease)
+                .await
+            {
+                return job.clone();
+            }
+        }
+    }
+
+    /// One job's work; `Err` is why the attempt failed.
+    async fn perform(
+        &self,
+        caller: &Principal,
+        job: &Job,
+        options: &WorkOptions,
+    ) -> std::result::Result<String, String> {
+        let req = self
+            .request(&job.request)
+            .await
+            .map_err(|e| e.to_string())?;
+        match job.kind {
+            JobKind::Gate => {
+                let run = self
+                    .gate_run(caller, req.execution.as_str())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let key = run
+                    .decision
+                    .evaluation_key
+                    .as_ref()
+                    .map_or_else(String::new, ToString::to_string);
+                Ok(format!("{} {key}", run.decision.outcome.as_str()))
+            }
+            JobKind::Verify => {
+                let kit = options
+                    .verifier
+                    .as_ref()
+                    .ok_or("this worker has no verifier configuration")?;
+                let subject = self
+                    .subject(&req.subject_digest)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let inputs = kit.inputs(&subject).await?;
+                // The run is named by the job and the claim's token: each claim's attempt is a
+                // run of its own, and a retried admission of the same claim is refused.
+                let run_id: Name = format!("job-{}-{}", job.id, job.fencing)
+                    .parse()
+                    .map_err(|e| format!("run id: {e}"))?;
+                let verify = VerifyOptions {
+                    classes: vec![job.class.clone()],
+                    cache: None,
+                    run_id: Some(run_id),
+                };
+                let runs = self
+                    .verify_request(caller, &job.request, &inputs, kit.classes(), &verify)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(runs
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {}",
+                            r.run_id,
+                            if r.completed() { "completed" } else { "ended" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "))
+            }
+            JobKind::Checks => {
+                let kit = options
+                    .checks
+                    .as_ref()
+                    .ok_or("this worker has no checks configuration")?;
+                let subject = self
+                    .subject(&req.subject_digest)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                kit.run_checks(self, caller, &subject, &req.subject_digest)
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The job queue: operational state that takes a verification request to a decision with
+//! workers on as many machines as needed.
+//!
+//! Unlike every other table, a job row changes: it is claimed, its lease renewed, and it is
+//! finished. Nothing counts through it: a job's effects are the engine's ordinary audited
+//! writes (check evidence, runs and results, gate decisions), so `audit verify` neither covers
+//! the queue nor needs it. What the queue guarantees is who may finish a job: every claim
+//! increments the job's fencing token, and a heartbeat, completion or failure is refused
+//! ([`StoreError::StaleClaim`]) unless it carries the current token and comes from the
+//! principal that claimed. A claim takes a ready job, or one whose lease lapsed; on PostgreSQL
+//! with `FOR UPDATE SKIP LOCKED` inside a SECURITY DEFINER routine, on SQLite inside a
+//! `BEGIN IMMEDIATE` transaction. Lease times are the database's clock on PostgreSQL and the
+//! system clock on SQLite (one machine): a lease measures elapsed time, never authority.
+
+use crate::actor::{Actor, ActorRole};
+use crate::error::{Result, StoreError};
+use async_trait::async_trait;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+use verdict_core::contracts::Timestamp;
+use verdict_core::digest::Digest;
+
+/// What a job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobKind {
+    /// Run the checks the request's subject pins (runners).
+    Checks,
+    /// Run one model verifier class for the request (verifiers).
+    Verify,
+    /// Run the Gate once the other jobs of the request are finished or its deadline passed.
+    Gate,
+}
+
+impl JobKind {
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Checks, Self::Verify, Self::Gate];
+
+    /// The name stored in the `kind` column.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Checks => "checks",
+            Self::Verify => "verify",
+            Self::Gate => "gate",
+        }
+    }
+
+    /// The role that claims, renews and finishes jobs of this kind.
+    #[must_use]
+    pub const fn worker_role(self) -> ActorRole {
+        match self {
+            Self::Checks => ActorRole::Runner,
+            Self::Verify => ActorRole::Verifier,
+            Self::Gate => ActorRole::Gate,
+        }
+    }
+}
+
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobKind {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| StoreError::Invalid {
+                what: "job kind",
+                message: format!("{s:?} is not one of checks, verify, gate"),
+            })
+    }
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Waiting to be claimed (maybe not before a time).
+    Ready,
+    /// Claimed, under a lease.
+    Running,
+    /// Finished by the holder of its current claim.
+    Done,
+    /// Given up.
+    Failed,
+}
+
+impl JobState {
+    /// The name stored in the `state` column.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether the job will not run again.
+    #[must_use]
+    pub const fn is_finished(self) -> bool {
+        matches!(self, Self::Done | Self::Failed)
+    }
+}
+
+impl FromStr for JobState {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self> {
+        [Self::Ready, Self::Running, Self::Done, Self::Failed]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| StoreError::Invalid {
+                what: "job state",
+                message: format!("{s:?} is not one of ready, running, done, failed"),
+            })
+    }
+}
+
+/// A job to enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// What it does.
+    pub kind: JobKind,
+    /// The verification request it is for.
+    pub request: Digest,
+    /// The verifier class of a verify job; empty for the other kinds.
+    pub class: String,
+    /// A gate job's deadline, from now: past it the gate job is ready whatever the other jobs
+    /// of the request are doing. `None`: it waits for them.
+    pub deadline: Option<Duration>,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Its id.
+    pub id: i64,
+    /// What it does.
+    pub kind: JobKind,
+    /// The request.
+    pub request: Digest,
+    /// The class (verify jobs), else empty.
+    pub class: String,
+    /// Where it is.
+    pub state: JobState,
+    /// How many times it was claimed.
+    pub attempts: i64,
+    /// The label the last claim gave (a worker instance).
+    pub holder: Option<String>,
+    /// The principal of the last claim.
+    pub principal: Option<String>,
+    /// When the current lease lapses.
+    pub lease_until: Option<Timestamp>,
+    /// The fencing token of the last claim (0: never claimed).
+    pub fencing: i64,
+    /// Not claimable before this time (a retry's back-off).
+    pub not_before: Option<Timestamp>,
+    /// A gate job's deadline.
+    pub deadline_at: Option<Timestamp>,
+    /// What the job's completion said.
+    pub outcome: Option<String>,
+    /// Why its last attempt failed.
+    pub last_error: Option<String>,
+    /// Who enqueued it.
+    pub enqueued_by: String,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When it finished.
+    pub done_at: Option<Timestamp>,
+}
+
+/// Which jobs a listing shows (every field optional; all given must match).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Jobs of one request.
+    pub request: Option<Digest>,
+    /// Jobs of one kind.
+    pub kind: Option<JobKind>,
+    /// Jobs in one state.
+    pub state: Option<JobState>,
+}
+
+/// The job queue of a store.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Enqueues jobs (operators and producers; the engine checks which requests a producer
+    /// may enqueue). A job whose kind, request and class are already queued is not added
+    /// again; the stored one is returned. Returns one job per item, in order.
+    async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>>;
+
+    /// Claims one job of `kind` that is ready, or whose lease lapsed, for `lease`: the job's
+    /// fencing token goes up by one and the returned job carries it. A verify job is ready only
+    /// once the checks job of its request (if any) is finished, a gate job once every other
+    /// job of its request is finished or its deadline passed. `None`: no job
+    /// is ready. Only the kind's worker role may claim.
+    async fn claim_job(
+        &self,
+        actor: &Actor,
+        kind: JobKind,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Option<Job>>;
+
+    /// Extends the lease of a job the caller holds under `fencing` to `lease` from now.
+    async fn heartbeat(&self, actor: &Actor, id: i64, fencing: i64, lease: Duration)
+    -> Result<Job>;
+
+    /// Finishes a job the caller holds under `fencing`, recording `outcome`.
+    async fn complete_job(
+        &self,
+        actor: &Actor,
+        id: i64,
+        fencing: i64,
+        outcome: &str,
+    ) -> Result<Job>;
+
+    /// Ends the caller's attempt at a job it holds under `fencing`: ready again after
+    /// `retry_after`, or failed for good with `None`.
+    async fn fail_job(
+        &self,
+        actor: &Actor,
+        id: i64,
+        fencing: i64,
+        why: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<Job>;
+
+    /// The jobs `filter` matches, by id.
+    async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+}
+
+/// Milliseconds of a duration for the database, at least one (a zero lease would lapse as it
+/// is taken) and at most `i64::MAX`.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+/// The role check both backends make before anything else.
+pub(crate) fn may_enqueue(actor: &Actor) -> Result<()> {
+    if matches!(actor.role, ActorRole::Operator | ActorRole::Producer) {
+        Ok(())
+    } else {
+        Err(forbidden(actor))
+    }
+}
+
+/// The role check for claiming, renewing and finishing jobs of `kind`.
+pub(crate) fn may_work(actor: &Actor, kind: JobKind) -> Result<()> {
+    if actor.role == kind.worker_role() {
+        Ok(())
+    } else {
+        Err(forbidden(actor))
+    }
+}
+
+fn forbidden(actor: &Actor) -> StoreError {
+    StoreError::Forbidden {
+        principal: actor.principal.clone(),
+        role: actor.role.as_str(),
+        target: "jobs",
+    }
+}
+
+pub(crate) fn micros_to_ts(us: i64) -> Timestamp {
+    Timestamp::from_unix_nanos(i128::from(us) * 1000)
+}
+
+pub(crate) fn corrupt(id: i64, message: String) -> StoreError {
+    StoreError::Corrupt {
+        table: "jobs",
+        key: id.to_string(),
+        message,
+    }
+}
+
+/// A job row as both backends read it: times as microseconds since the epoch.
+pub(crate) struct RawJob {
+    pub(crate) id: i64,
+    pub(crate) kind: String,
+    pub(crate) request: String,
+    pub(crate) class: String,
+    pub(crate) state: String,
+    pub(crate) attempts: i64,
+    pub(crate) holder: Option<String>,
+    pub(crate) principal: Option<String>,
+    pub(crate) lease_until: Option<i64>,
+    pub(crate) fencing: i64,
+    pub(crate) not_before: Option<i64>,
+    pub(crate) deadline_at: Option<i64>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) enqueued_by: String,
+    pub(crate) created_at: i64,
+    pub(crate) done_at: Option<i64>,
+}
+
+impl RawJob {
+    pub(crate) fn into_job(self) -> Result<Job> {
+        let id = self.id;
+        Ok(Job {
+            id,
+            kind: self.kind.parse().map_err(|e| corrupt(id, format!("{e}")))?,
+            request: self
+                .request
+                .parse()
+                .map_err(|e| corrupt(id, format!("request: {e}")))?,
+            class: self.class,
+            state: self
+                .state
+                .parse()
+                .map_err(|e| corrupt(id, format!("{e}")))?,
+            attempts: self.attempts,
+            holder: self.holder,
+            principal: self.principal,
+            lease_until: self.lease_until.map(micros_to_ts),
+            fencing: self.fencing,
+            not_before: self.not_before.map(micros_to_ts),
+            deadline_at: self.deadline_at.map(micros_to_ts),
+            outcome: self.outcome,
+            last_error: self.last_error,
+            enqueued_by: self.enqueued_by,
+            created_at: micros_to_ts(self.created_at),
+            done_at: self.done_at.map(micros_to_ts),
+        })
+    }
+}
+
+/// The columns both backends select, in [`RawJob`]'s order, times in microseconds.
+pub(crate) fn columns(time: fn(&str) -> String) -> String {
+    [
+        "id".to_owned(),
+        "kind".to_owned(),
+        "request".to_owned(),
+        "class".to_owned(),
+        "state".to_owned(),
+        "attempts".to_owned(),
+        "holder".to_owned(),
+        "principal".to_owned(),
+        time("lease_until"),
+        "fencing".to_owned(),
+        time("not_before"),
+        time("deadline_at"),
+        "outcome".to_owned(),
+        "last_error".to_owned(),
+        "enqueued_by".to_owned(),
+        time("created_at"),
+        time("done_at"),
+    ]
+    .join(", ")
+}
+
+mod pg;
+mod sqlite;

@@ -1,0 +1,284 @@
+//! The job queue on SQLite: each operation one `BEGIN IMMEDIATE` transaction, which serialises
+//! it against every other writer of the file, in this process or another.
+
+use super::{
+    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, columns, may_enqueue, may_work, millis,
+};
+use crate::actor::Actor;
+use crate::error::{Result, StoreError};
+use crate::sqlite::{SqliteBackend, err};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension as _, Row, TransactionBehavior, params};
+use std::time::Duration;
+
+fn now_us() -> Result<i64> {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| StoreError::Backend {
+            backend: "sqlite",
+            message: format!("the system clock is before 1970: {e}"),
+        })?;
+    i64::try_from(d.as_micros()).map_err(|e| StoreError::Backend {
+        backend: "sqlite",
+        message: format!("the system clock is out of range: {e}"),
+    })
+}
+
+fn select() -> String {
+    format!("SELECT {} FROM jobs", columns(|c| c.to_owned()))
+}
+
+fn raw(r: &Row<'_>) -> rusqlite::Result<RawJob> {
+    Ok(RawJob {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        request: r.get(2)?,
+        class: r.get(3)?,
+        state: r.get(4)?,
+        attempts: r.get(5)?,
+        holder: r.get(6)?,
+        principal: r.get(7)?,
+        lease_until: r.get(8)?,
+        fencing: r.get(9)?,
+        not_before: r.get(10)?,
+        deadline_at: r.get(11)?,
+        outcome: r.get(12)?,
+        last_error: r.get(13)?,
+        enqueued_by: r.get(14)?,
+        created_at: r.get(15)?,
+        done_at: r.get(16)?,
+    })
+}
+
+fn job(conn: &Connection, id: i64) -> Result<Option<Job>> {
+    conn.query_row(&format!("{} WHERE id = ?1", select()), [id], raw)
+        .optional()
+        .map_err(err)?
+        .map(RawJob::into_job)
+        .transpose()
+}
+
+fn add(us: i64, d: Duration) -> i64 {
+    us.saturating_add(millis(d).saturating_mul(1000))
+}
+
+/// The job, if `actor` holds it under `fencing`; else why not.
+fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64) -> Result<Job> {
+    let job = job(conn, id)?.ok_or_else(|| StoreError::NotFound {
+        what: "job",
+        key: id.to_string(),
+    })?;
+    may_work(actor, job.kind)?;
+    if job.state != super::JobState::Running
+        || job.fencing != fencing
+        || job.principal.as_deref() != Some(actor.principal.as_str())
+    {
+        return Err(StoreError::StaleClaim { job: id, fencing });
+    }
+    Ok(job)
+}
+
+/// Runs `f` in one `BEGIN IMMEDIATE` transaction, committing only on success.
+async fn immediate<T, F>(backend: &SqliteBackend, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+{
+    backend
+        .with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(err)?;
+            Ok(out)
+        })
+        .await
+}
+
+#[async_trait]
+impl JobQueue for SqliteBackend {
+    async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>> {
+        may_enqueue(actor)?;
+        let jobs = jobs.to_vec();
+        let principal = actor.principal.clone();
+        immediate(self, move |tx| {
+            let now = now_us()?;
+            let mut out = Vec::with_capacity(jobs.len());
+            for j in &jobs {
+                tx.execute(
+                    "INSERT INTO jobs (kind, request, class, enqueued_by, created_at, deadline_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (kind, request, class) DO NOTHING",
+                    params![
+                        j.kind.as_str(),
+                        j.request.as_str(),
+                        j.class,
+                        principal,
+                        now,
+                        j.deadline.map(|d| add(now, d)),
+                    ],
+                )
+                .map_err(err)?;
+                let row = tx
+                    .query_row(
+                        &format!(
+                            "{} WHERE kind = ?1 AND request = ?2 AND class = ?3",
+                            select()
+                        ),
+                        params![j.kind.as_str(), j.request.as_str(), j.class],
+                        raw,
+                    )
+                    .map_err(err)?;
+                out.push(row.into_job()?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn claim_job(
+        &self,
+        actor: &Actor,
+        kind: JobKind,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Option<Job>> {
+        may_work(actor, kind)?;
+        let (holder, principal) = (holder.to_owned(), actor.principal.clone());
+        immediate(self, move |tx| {
+            let now = now_us()?;
+            let id: Option<i64> = tx
+                .query_row(
+                    "SELECT j.id FROM jobs j WHERE j.kind = ?1 \
+                     AND ((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= ?2)) \
+                       OR (j.state = 'running' AND j.lease_until <= ?2)) \
+                     AND ((j.kind = 'gate' AND j.deadline_at <= ?2) OR NOT EXISTS ( \
+                       SELECT 1 FROM jobs o WHERE o.request = j.request \
+                         AND o.state NOT IN ('done', 'failed') \
+                         AND ((j.kind = 'gate' AND o.kind <> 'gate') \
+                           OR (j.kind = 'verify' AND o.kind = 'checks')))) \
+                     ORDER BY coalesce(j.not_before, j.created_at), j.id LIMIT 1",
+                    params![kind.as_str(), now],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(err)?;
+            let Some(id) = id else {
+                return Ok(None);
+            };
+            tx.execute(
+                "UPDATE jobs SET state = 'running', holder = ?2, principal = ?3, \
+                 lease_until = ?4, fencing = fencing + 1, attempts = attempts + 1 WHERE id = ?1",
+                params![id, holder, principal, add(now, lease)],
+            )
+            .map_err(err)?;
+            job(tx, id)
+        })
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        actor: &Actor,
+        id: i64,
+        fencing: i64,
+        lease: Duration,
+    ) -> Result<Job> {
+        let actor = actor.clone();
+        immediate(self, move |tx| {
+            held(tx, &actor, id, fencing)?;
+            tx.execute(
+                "UPDATE jobs SET lease_until = ?2 WHERE id = ?1",
+                params![id, add(now_us()?, lease)],
+            )
+            .map_err(err)?;
+            found(tx, id)
+        })
+        .await
+    }
+
+    async fn complete_job(
+        &self,
+        actor: &Actor,
+        id: i64,
+        fencing: i64,
+        outcome: &str,
+    ) -> Result<Job> {
+        let (actor, outcome) = (actor.clone(), outcome.to_owned());
+        immediate(self, move |tx| {
+            held(tx, &actor, id, fencing)?;
+            tx.execute(
+                "UPDATE jobs SET state = 'done', outcome = ?2, done_at = ?3, lease_until = NULL \
+                 WHERE id = ?1",
+                params![id, outcome, now_us()?],
+            )
+            .map_err(err)?;
+            found(tx, id)
+        })
+        .await
+    }
+
+    async fn fail_job(
+        &self,
+        actor: &Actor,
+        id: i64,
+        fencing: i64,
+        why: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<Job> {
+        let (actor, why) = (actor.clone(), why.to_owned());
+        immediate(self, move |tx| {
+            held(tx, &actor, id, fencing)?;
+            let now = now_us()?;
+            match retry_after {
+                Some(d) => tx.execute(
+                    "UPDATE jobs SET state = 'ready', last_error = ?2, lease_until = NULL, \
+                     not_before = ?3 WHERE id = ?1",
+                    params![id, why, add(now, d)],
+                ),
+                None => tx.execute(
+                    "UPDATE jobs SET state = 'failed', last_error = ?2, lease_until = NULL, \
+                     done_at = ?3 WHERE id = ?1",
+                    params![id, why, now],
+                ),
+            }
+            .map_err(err)?;
+            found(tx, id)
+        })
+        .await
+    }
+
+    async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let filter = filter.clone();
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "{} WHERE (?1 IS NULL OR request = ?1) AND (?2 IS NULL OR kind = ?2) \
+                     AND (?3 IS NULL OR state = ?3) ORDER BY id",
+                    select()
+                ))
+                .map_err(err)?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        filter.request.as_ref().map(|d| d.as_str().to_owned()),
+                        filter.kind.map(JobKind::as_str),
+                        filter.state.map(super::JobState::as_str),
+                    ],
+                    raw,
+                )
+                .map_err(err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err)?;
+            rows.into_iter().map(RawJob::into_job).collect()
+        })
+        .await
+    }
+}
+
+fn found(conn: &Connection, id: i64) -> Result<Job> {
+    job(conn, id)?.ok_or_else(|| StoreError::NotFound {
+        what: "job",
+        key: id.to_string(),
+    })
+}

@@ -1,0 +1,456 @@
+//! The job queue: claims never share a job, a lapsed lease is taken over and the old claim's
+//! late heartbeat, completion or failure is refused, a gate job waits for its request's other
+//! jobs (or its deadline), and only a kind's worker role works it. On both backends; on
+//! PostgreSQL also by hand, through a login that holds one role only.
+
+use crate::common;
+
+use common::*;
+use sqlx::Executor as _;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use verdict_core::contracts::Role;
+use verdict_core::digest::Digest;
+use verdict_store::{Actor, ActorRole, JobFilter, JobKind, JobState, NewJob, StoreError};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+fn request(seed: &str) -> Digest {
+    d(seed).parse().unwrap()
+}
+
+fn job(kind: JobKind, seed: &str, class: &str) -> NewJob {
+    NewJob {
+        kind,
+        request: request(seed),
+        class: class.into(),
+        deadline: None,
+    }
+}
+
+fn operator() -> Actor {
+    Actor::new(OPERATOR, Role::Operator)
+}
+
+fn verifier(name: &str) -> Actor {
+    Actor::new(name, Role::Verifier)
+}
+
+fn gate_worker() -> Actor {
+    Actor {
+        principal: OPERATOR.into(),
+        role: ActorRole::Gate,
+    }
+}
+
+async fn enqueuing_twice_adds_nothing_and_only_operators_and_producers_enqueue(t: &TestStore) {
+    let q = t.store.queue();
+    let jobs = [
+        job(JobKind::Verify, "r1", "security"),
+        job(JobKind::Verify, "r1", "style"),
+        job(JobKind::Gate, "r1", ""),
+    ];
+    let first = q.enqueue_jobs(&operator(), &jobs).await.unwrap();
+    assert_eq!(first.len(), 3);
+    assert!(
+        first
+            .iter()
+            .all(|j| j.state == JobState::Ready && j.fencing == 0)
+    );
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let again = q.enqueue_jobs(&producer, &jobs).await.unwrap();
+    assert_eq!(
+        again.iter().map(|j| j.id).collect::<Vec<_>>(),
+        first.iter().map(|j| j.id).collect::<Vec<_>>()
+    );
+    assert_eq!(again[0].enqueued_by, OPERATOR, "the first enqueue stands");
+    assert_eq!(q.jobs(&JobFilter::default()).await.unwrap().len(), 3);
+    for role in [Role::Runner, Role::Verifier, Role::Human] {
+        let err = q
+            .enqueue_jobs(
+                &Actor::new("someone", role),
+                &[job(JobKind::Gate, "r2", "")],
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    }
+    assert_eq!(q.jobs(&JobFilter::default()).await.unwrap().len(), 3);
+}
+both!(enqueuing_twice_adds_nothing_and_only_operators_and_producers_enqueue);
+
+async fn racing_workers_never_claim_the_same_job(t: &TestStore) {
+    let q = t.store.queue();
+    let jobs: Vec<NewJob> = (0..12)
+        .map(|i| job(JobKind::Verify, &format!("race{i}"), "security"))
+        .collect();
+    q.enqueue_jobs(&operator(), &jobs).await.unwrap();
+    // Twenty-four claims at once for twelve jobs: each job goes to exactly one of them.
+    let claims = (0..24).map(|i| {
+        let store = t.store.clone();
+        tokio::spawn(async move {
+            store
+                .queue()
+                .claim_job(
+                    &verifier(&format!("v{}", i % 3)),
+                    JobKind::Verify,
+                    &format!("w{i}"),
+                    LEASE,
+                )
+                .await
+                .unwrap()
+        })
+    });
+    let mut won = Vec::new();
+    for c in claims {
+        if let Some(j) = c.await.unwrap() {
+            won.push(j);
+        }
+    }
+    let ids: BTreeSet<i64> = won.iter().map(|j| j.id).collect();
+    assert_eq!(won.len(), 12, "every job claimed once");
+    assert_eq!(ids.len(), 12, "no job claimed twice");
+    assert!(won.iter().all(|j| j.fencing == 1 && j.attempts == 1));
+    let none = q
+        .claim_job(&verifier("v9"), JobKind::Verify, "late", LEASE)
+        .await
+        .unwrap();
+    assert!(none.is_none(), "nothing left while every lease holds");
+}
+both!(racing_workers_never_claim_the_same_job);
+
+async fn a_lapsed_lease_is_taken_over_and_the_old_claim_is_refused(t: &TestStore) {
+    let q = t.store.queue();
+    let [queued] = <[_; 1]>::try_from(
+        q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "lapse", "security")])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let (a, b) = (verifier("va"), verifier("vb"));
+    let old = q
+        .claim_job(&a, JobKind::Verify, "a", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((old.id, old.fencing), (queued.id, 1));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let new = q
+        .claim_job(&b, JobKind::Verify, "b", LEASE)
+        .await
+        .unwrap()
+        .expect("a lapsed lease is taken over");
+    assert_eq!((new.id, new.fencing, new.attempts), (old.id, 2, 2));
+    // Everything the old claim tries now is refused and changes nothing.
+    let stale = [
+        q.heartbeat(&a, old.id, old.fencing, LEASE)
+            .await
+            .unwrap_err(),
+        q.complete_job(&a, old.id, old.fencing, "late")
+            .await
+            .unwrap_err(),
+        q.fail_job(&a, old.id, old.fencing, "late", None)
+            .await
+            .unwrap_err(),
+    ];
+    for err in stale {
+        assert!(
+            matches!(err, StoreError::StaleClaim { job, fencing: 1 } if job == old.id),
+            "{err}"
+        );
+    }
+    // Nor may another principal finish the new claim with its token.
+    let err = q
+        .complete_job(&a, new.id, new.fencing, "theirs")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::StaleClaim { .. }), "{err}");
+    let [now] = <[_; 1]>::try_from(q.jobs(&JobFilter::default()).await.unwrap()).unwrap();
+    assert_eq!(
+        (now.state, now.fencing, now.outcome),
+        (JobState::Running, 2, None)
+    );
+    q.heartbeat(&b, new.id, new.fencing, LEASE).await.unwrap();
+    let done = q.complete_job(&b, new.id, new.fencing, "ok").await.unwrap();
+    assert_eq!(
+        (done.state, done.outcome.as_deref()),
+        (JobState::Done, Some("ok"))
+    );
+    assert!(done.done_at.is_some());
+    // A finished job is finished: completing it again is refused too.
+    let err = q
+        .complete_job(&b, new.id, new.fencing, "again")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::StaleClaim { .. }), "{err}");
+    assert!(
+        q.claim_job(&b, JobKind::Verify, "b", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+both!(a_lapsed_lease_is_taken_over_and_the_old_claim_is_refused);
+
+async fn a_failed_attempt_is_retried_after_its_back_off_or_given_up(t: &TestStore) {
+    let q = t.store.queue();
+    q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "retry", "security")])
+        .await
+        .unwrap();
+    let v = verifier("va");
+    let first = q
+        .claim_job(&v, JobKind::Verify, "a", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let failed = q
+        .fail_job(
+            &v,
+            first.id,
+            first.fencing,
+            "provider down",
+            Some(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.state, JobState::Ready);
+    assert_eq!(failed.last_error.as_deref(), Some("provider down"));
+    assert!(
+        q.claim_job(&v, JobKind::Verify, "a", LEASE)
+            .await
+            .unwrap()
+            .is_none(),
+        "not before its back-off"
+    );
+    q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "retry2", "security")])
+        .await
+        .unwrap();
+    let second = q
+        .claim_job(&v, JobKind::Verify, "a", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let given_up = q
+        .fail_job(&v, second.id, second.fencing, "bad input", None)
+        .await
+        .unwrap();
+    assert_eq!(given_up.state, JobState::Failed);
+    assert!(given_up.state.is_finished());
+}
+both!(a_failed_attempt_is_retried_after_its_back_off_or_given_up);
+
+async fn a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline(t: &TestStore) {
+    let q = t.store.queue();
+    q.enqueue_jobs(
+        &operator(),
+        &[
+            job(JobKind::Verify, "wait", "security"),
+            job(JobKind::Gate, "wait", ""),
+            job(JobKind::Verify, "late", "security"),
+            NewJob {
+                deadline: Some(Duration::from_millis(1)),
+                ..job(JobKind::Gate, "late", "")
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The request "late" passed its deadline: its gate job is ready although its verify job
+    // never ran. The request "wait" has none, so its gate job waits.
+    let gate = gate_worker();
+    let first = q
+        .claim_job(&gate, JobKind::Gate, "g", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.request, request("late"));
+    assert!(
+        q.claim_job(&gate, JobKind::Gate, "g", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let v = verifier("va");
+    let wait_verify = q
+        .jobs(&JobFilter {
+            request: Some(request("wait")),
+            kind: Some(JobKind::Verify),
+            state: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(wait_verify.len(), 1);
+    let mut claimed = Vec::new();
+    while let Some(j) = q.claim_job(&v, JobKind::Verify, "v", LEASE).await.unwrap() {
+        claimed.push(j);
+    }
+    let mine = claimed
+        .iter()
+        .find(|j| j.request == request("wait"))
+        .unwrap();
+    assert!(
+        q.claim_job(&gate, JobKind::Gate, "g", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    q.complete_job(&v, mine.id, mine.fencing, "submitted")
+        .await
+        .unwrap();
+    let second = q
+        .claim_job(&gate, JobKind::Gate, "g", LEASE)
+        .await
+        .unwrap()
+        .expect("ready once every other job of its request is finished");
+    assert_eq!(second.request, request("wait"));
+}
+both!(a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline);
+
+async fn only_a_kinds_worker_role_works_it(t: &TestStore) {
+    let q = t.store.queue();
+    q.enqueue_jobs(
+        &operator(),
+        &[
+            job(JobKind::Checks, "roles", ""),
+            job(JobKind::Verify, "roles", "security"),
+        ],
+    )
+    .await
+    .unwrap();
+    let wrong = [
+        (Actor::new(RUNNER, Role::Runner), JobKind::Verify),
+        (verifier("va"), JobKind::Checks),
+        (Actor::new(PRODUCER, Role::Producer), JobKind::Checks),
+        (operator(), JobKind::Verify),
+        (Actor::new(RUNNER, Role::Runner), JobKind::Gate),
+    ];
+    for (actor, kind) in wrong {
+        let err = q.claim_job(&actor, kind, "x", LEASE).await.unwrap_err();
+        assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    }
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let checks = q
+        .claim_job(&runner, JobKind::Checks, "r", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    // A verifier cannot finish the runner's job even with its token.
+    let err = q
+        .complete_job(&verifier("va"), checks.id, checks.fencing, "x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Forbidden { .. } | StoreError::Denied(_)),
+        "{err}"
+    );
+    q.complete_job(&runner, checks.id, checks.fencing, "ok")
+        .await
+        .unwrap();
+}
+both!(only_a_kinds_worker_role_works_it);
+
+async fn sql(conn: &mut sqlx::PgConnection, text: &str) -> Result<(), String> {
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(text.to_owned())))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_own_role() {
+    let t = postgres().await;
+    let q = t.store.queue();
+    q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "hand", "security")])
+        .await
+        .unwrap();
+    let v = verifier("va");
+    let held = q
+        .claim_job(&v, JobKind::Verify, "a", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The principals' own logins (schema 7): each acts only for itself.
+    let (mut runner, _) = principal_login(&t, "ci-runner", Role::Runner).await;
+    let refused = [
+        // Straight writes to the table.
+        format!(
+            "UPDATE verdict.jobs SET state = 'done' WHERE id = {}",
+            held.id
+        ),
+        format!("DELETE FROM verdict.jobs WHERE id = {}", held.id),
+        "INSERT INTO verdict.jobs (kind, request, enqueued_by) VALUES ('gate', 'x', 'x')".into(),
+        // A verify claim while acting as a runner, and as a verifier it is not a member of.
+        "SELECT * FROM verdict.job_claim('ci-runner', 'runner', 'verify', 'h', 60000)".into(),
+        "SELECT * FROM verdict.job_claim('ci-runner', 'verifier', 'verify', 'h', 60000)".into(),
+        // Completing the verifier's job with its token, claiming to be it.
+        format!(
+            "SELECT * FROM verdict.job_complete('va', 'verifier', {}, {}, 'x')",
+            held.id, held.fencing
+        ),
+        // Enqueuing is for operators and producers.
+        "SELECT * FROM verdict.job_enqueue('ci-runner', 'runner', ARRAY['checks'], \
+         ARRAY['x'], ARRAY[''], ARRAY[NULL::bigint])"
+            .into(),
+    ];
+    for text in &refused {
+        let err = sql(&mut runner, text).await.unwrap_err();
+        assert!(
+            err.contains("permission denied")
+                || err.contains("may not")
+                || err.contains("not a member")
+                || err.contains("does not act for principal"),
+            "{text}: {err}"
+        );
+    }
+    // A verifier's login takes the lapsed job over through the routine, but only as itself;
+    // the old token is then refused by the routine itself.
+    let (mut verifier_login, _) = principal_login(&t, "vb", Role::Verifier).await;
+    let err = sql(
+        &mut verifier_login,
+        "SELECT * FROM verdict.job_claim('va', 'verifier', 'verify', 'h', 60000)",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("does not act for principal va"), "{err}");
+    sql(
+        &mut verifier_login,
+        "SELECT * FROM verdict.job_claim('vb', 'verifier', 'verify', 'h', 60000)",
+    )
+    .await
+    .unwrap();
+    // Its login cannot finish the job as the worker it took it from...
+    let err = sql(
+        &mut verifier_login,
+        &format!(
+            "SELECT * FROM verdict.job_complete('va', 'verifier', {}, {}, 'late')",
+            held.id, held.fencing
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("does not act for principal va"), "{err}");
+    // ...nor with the old token as itself; and the old holder's own late completion is refused.
+    let err = sql(
+        &mut verifier_login,
+        &format!(
+            "SELECT * FROM verdict.job_complete('vb', 'verifier', {}, {}, 'late')",
+            held.id, held.fencing
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("not the current claim"), "{err}");
+    let late = q
+        .complete_job(&v, held.id, held.fencing, "late")
+        .await
+        .unwrap_err();
+    assert!(matches!(late, StoreError::StaleClaim { .. }), "{late}");
+    let [now] = <[_; 1]>::try_from(q.jobs(&JobFilter::default()).await.unwrap()).unwrap();
+    assert_eq!(
+        (now.state, now.fencing, now.principal.as_deref()),
+        (JobState::Running, 2, Some("vb"))
+    );
+    t.cleanup().await;
+}
