@@ -11,6 +11,8 @@
 --   how a principal's own login still authenticates tokens.
 -- - principal_entries(name, after, limit): principals' names and roles (and seq), never their
 --   bodies: a lookup by name, or a listing a page at a time.
+-- And put_principals / put_one_principals return a stored principal's body only to a call
+-- offering exactly that body.
 --
 -- Leases. cas_lease let a runner or verifier take any lease name holding itself; only
 -- `admit <request>` was reserved to the operator role. A lease now has a purpose its name says:
@@ -52,6 +54,34 @@ GRANT EXECUTE ON FUNCTION verdict.principal_by_token(text)
     TO __OPERATOR__, __PRODUCER__, __RUNNER__, __VERIFIER__, __HUMAN__, __GATE__, __SERVICE__;
 GRANT EXECUTE ON FUNCTION verdict.principal_entries(text, bigint, bigint)
     TO __OPERATOR__, __PRODUCER__, __RUNNER__, __VERIFIER__, __HUMAN__, __GATE__, __SERVICE__;
+
+-- The principals' write routines returned the stored row of a name already taken, whatever
+-- body the call offered: an operator's login offering any body under another principal's name
+-- got that principal's token hash back. They now return the stored body only to a call that
+-- offers exactly it (same digest); otherwise no body, and the store reports the conflict.
+DO $own$
+DECLARE
+    f record;
+    v_def text;
+    v_hits integer;
+BEGIN
+    FOR f IN SELECT * FROM (VALUES
+        ('verdict.put_principals(text, text, text[], text[], text[], text[])',
+            'SELECT t.seq, t.digest, t.body, NULL::boolean,',
+            'SELECT t.seq, t.digest, CASE WHEN t.digest = p_digests[i] THEN t.body END, NULL::boolean,'),
+        ('verdict.put_one_principals(text, text, text, text, text, text)',
+            'SELECT t.seq, t.digest, t.body, false, NULL::boolean INTO r',
+            'SELECT t.seq, t.digest, CASE WHEN t.digest = p_digest THEN t.body END, false, NULL::boolean INTO r')
+    ) AS v(signature, marker, replacement) LOOP
+        v_def := pg_get_functiondef(f.signature::regprocedure);
+        v_hits := (length(v_def) - length(replace(v_def, f.marker, ''))) / length(f.marker);
+        IF v_hits <> 1 THEN
+            RAISE EXCEPTION '%: the lookup of a stored row occurs % times, not once', f.signature,
+                v_hits;
+        END IF;
+        EXECUTE replace(v_def, f.marker, f.replacement);
+    END LOOP;
+END $own$;
 
 DO $lease$
 DECLARE

@@ -663,6 +663,34 @@ async fn a_principals_login_reads_no_token_hash_yet_authenticates() {
                 .unwrap();
         assert!(listed.iter().any(|n| n == VERIFIER), "{listed:?}");
     }
+    // Offering another body under a stored principal's name gives no body back: the write
+    // routines used to return the stored row, token hash and all.
+    let guess = json!({"name": VERIFIER, "role": "verifier",
+                       "token_sha256": token_sha256("a-guess").as_str()});
+    for sql in put_calls(Table::Principals, OPERATOR, "operator", &guess) {
+        let sql = sql.replacen("SELECT r_seq", "SELECT count(r_body)", 1);
+        let bodies: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut as_operator)
+            .await
+            .unwrap();
+        assert_eq!(bodies, 0);
+    }
+    let err = t
+        .store
+        .add_principal(
+            &Actor::new(OPERATOR, Role::Operator),
+            &PrincipalRecord {
+                name: VERIFIER.parse().unwrap(),
+                role: Role::Verifier,
+                token_sha256: token_sha256("a-guess"),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, verdict_store::StoreError::Conflict { .. }),
+        "{err}"
+    );
     as_runner.close().await.unwrap();
     as_operator.close().await.unwrap();
     let Location::Postgres(url) = &t.location else {
