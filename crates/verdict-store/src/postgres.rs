@@ -805,7 +805,7 @@ fn settle_run(
         let digest: String = row.try_get(1).map_err(pg_err)?;
         let inserted: bool = row.try_get(3).map_err(pg_err)?;
         // A principal's stored body comes back only to a call offering exactly it (schema
-        // version 9); without it the digests differ, and settling refuses the record.
+        // version 10); without it the digests differ, and settling refuses the record.
         let body: Option<String> = row.try_get(2).map_err(pg_err)?;
         let stored = Stored {
             table: item.table,
@@ -924,7 +924,7 @@ impl Backend for PgBackend {
     }
 
     async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
-        // Through the routine (schema version 9): no principal's identity reads the table.
+        // Through the routine (schema version 10): no principal's identity reads the table.
         let rows = sqlx::query(
             "SELECT r_seq, r_key, r_digest, r_body, NULL::boolean FROM verdict.principal_by_token($1)",
         )

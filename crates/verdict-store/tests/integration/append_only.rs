@@ -308,7 +308,7 @@ async fn a_stale_compare_and_set_fails_and_changes_nothing(t: &TestStore) {
         .unwrap_err();
     assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
 
-    // Leases: named for a run admitted to the taker (schema version 9), taken for oneself
+    // Leases: named for a run admitted to the taker (schema version 10), taken for oneself
     // only, released only by the holder, stale ones refused.
     admit(t, &d1, 1, "vrun-l").await;
     let job = "run vrun-l";
@@ -847,7 +847,7 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
          gives it a login, and the two that authenticate a token and name principals without \
          reading their hashes"
     );
-    // No group role reads the principals' bodies, which hold token hashes (schema version 9).
+    // No group role reads the principals' bodies, which hold token hashes (schema version 10).
     for r in ActorRole::ALL {
         let reads = check(format!(
             "has_table_privilege('{}', 'verdict.principals', 'SELECT')",

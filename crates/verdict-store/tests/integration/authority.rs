@@ -321,7 +321,7 @@ async fn an_admission_lease_cannot_be_squatted() {
                 .await
                 .unwrap_err();
             assert!(err.contains("only its own leases"), "{err}");
-            // Nor, since schema version 9, its own lease under a name of its choosing.
+            // Nor, since schema version 10, its own lease under a name of its choosing.
             let err = try_sql(&mut conn, &call("job-1", &new)).await.unwrap_err();
             assert!(err.contains("a lease is named"), "{err}");
             assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
@@ -356,7 +356,7 @@ fn held_by(holder: &str) -> verdict_store::LeaseHolder {
     }
 }
 
-/// A runner or verifier took any lease name it liked, holding itself (schema version 9 ties a
+/// A runner or verifier took any lease name it liked, holding itself (schema version 10 ties a
 /// lease to its purpose): a lease named for another verifier's run, for a run never admitted
 /// or for nothing at all is refused, in the store and by cas_lease itself, and appends
 /// nothing; a verifier's lease of its own run, and an operator's admission lease of a stored

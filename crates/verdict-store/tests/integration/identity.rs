@@ -625,7 +625,7 @@ async fn an_operators_login_cannot_write_as_the_engine_the_gate_or_the_system() 
 }
 
 /// Every principal group role could read every table, the principals' bodies and so their
-/// token hashes included (schema version 9 takes that table from them). A runner's own login,
+/// token hashes included (schema version 10 takes that table from them). A runner's own login,
 /// and an operator's, is refused the principals' rows; a store opened through the runner's
 /// login still authenticates a token and looks principals up by name and lists them, without
 /// any hash; the service login still reads the rows, as `audit verify` needs.

@@ -753,7 +753,7 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
-    // The verifier's lease of its own run (schema version 9: a lease names its purpose).
+    // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
         holder: VERIFIER.parse().unwrap(),
         expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),

@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 9: token hashes are private, leases have a purpose.
+-- verdict store, PostgreSQL schema version 10: token hashes are private, leases have a purpose.
 --
 -- Token hashes. Every principal group role could SELECT every table, principals included, so a
 -- runner's own login read every principal's token hash. The group roles (operators' too) now

@@ -1,4 +1,4 @@
--- verdict store, SQLite schema version 9: nothing changes here.
+-- verdict store, SQLite schema version 10: nothing changes here.
 --
 -- Version 9 takes the principals' bodies (which hold token hashes) from every PostgreSQL
 -- principal role, and ties each lease to its purpose: `admit <request>` for a stored request,
