@@ -8,10 +8,7 @@ use crate::error::{EngineError, Result};
 use serde::Serialize;
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_store::{
-    About, Access, DocKind, Grant, GrantRecord, PointerKind, PrincipalRecord, ScopeKind, Stored,
-    Table,
-};
+use verdict_store::{About, Access, DocKind, Grant, GrantRecord, PointerKind, ScopeKind};
 
 /// How many rows a listing reads from the store at a time.
 const PAGE: u32 = 500;
@@ -134,20 +131,6 @@ fn grant_view(g: &Grant, now: &Timestamp) -> GrantView {
 }
 
 impl Engine {
-    /// Every row of `table`, a page at a time.
-    async fn all_rows(&self, table: Table) -> Result<Vec<Stored>> {
-        let mut out = Vec::new();
-        loop {
-            let after = out.last().map_or(0, |r: &Stored| r.seq);
-            let page = self.store.rows(table, after, PAGE).await?;
-            let done = page.len() < PAGE as usize;
-            out.extend(page);
-            if done {
-                return Ok(out);
-            }
-        }
-    }
-
     /// The principals `caller` may see: every one for an operator, else itself.
     pub async fn list_principals(&self, caller: &Principal) -> Result<Vec<PrincipalView>> {
         if caller.role != Role::Operator {
@@ -156,17 +139,31 @@ impl Engine {
                 role: caller.role,
             }]);
         }
-        self.all_rows(Table::Principals)
+        Ok(self
+            .all_principals()
             .await?
-            .iter()
-            .map(|row| {
-                let p: PrincipalRecord = row.decode()?;
-                Ok(PrincipalView {
-                    name: p.name,
-                    role: p.role,
-                })
+            .into_iter()
+            .map(|p| PrincipalView {
+                name: p.name,
+                role: p.role,
             })
-            .collect()
+            .collect())
+    }
+
+    /// Every principal's name and role, a page at a time (never its token's hash).
+    async fn all_principals(&self) -> Result<Vec<verdict_store::PrincipalInfo>> {
+        let mut out = Vec::new();
+        loop {
+            let after = out
+                .last()
+                .map_or(0, |p: &verdict_store::PrincipalInfo| p.seq);
+            let page = self.store.principals(after, PAGE).await?;
+            let done = page.len() < PAGE as usize;
+            out.extend(page);
+            if done {
+                return Ok(out);
+            }
+        }
     }
 
     /// One principal and its grants: any for an operator, else only the caller itself.
@@ -220,11 +217,11 @@ impl Engine {
         let names: Vec<String> = match (caller.role, principal) {
             (Role::Operator, Some(p)) => vec![p.to_owned()],
             (Role::Operator, None) => self
-                .all_rows(Table::Principals)
+                .all_principals()
                 .await?
                 .iter()
-                .map(|row| Ok(row.decode::<PrincipalRecord>()?.name.to_string()))
-                .collect::<Result<_>>()?,
+                .map(|p| p.name.to_string())
+                .collect(),
             (_, Some(p)) if p != caller.name.as_str() => {
                 return Err(self
                     .deny_read(

@@ -3,8 +3,8 @@
 use crate::actor::Actor;
 use crate::audit::{AuditEvent, ChainHead};
 use crate::error::{Result, StoreError};
-use crate::records::{PointerKind, Table};
-use crate::store::{Pointer, Stored};
+use crate::records::{PointerKind, PrincipalRecord, Table};
+use crate::store::{Pointer, PrincipalInfo, Stored};
 use async_trait::async_trait;
 use verdict_core::digest::Digest;
 
@@ -143,6 +143,56 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
         Err(crate::error::StoreError::Refused(
             "a SQLite store has no database logins; whoever can write its file controls it".into(),
         ))
+    }
+    /// The principal row holding `token_sha256`, if any.
+    async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
+        Ok(self
+            .find(
+                Table::Principals,
+                Filter::Column("token_sha256", token_sha256.to_owned()),
+            )
+            .await?
+            .pop())
+    }
+    /// Principals' names and roles in seq order: the one named `name`, or up to `limit` stored
+    /// after seq `after_seq`. Never their bodies, which hold token hashes.
+    async fn principal_entries(
+        &self,
+        name: Option<&str>,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<PrincipalInfo>> {
+        let rows = match name {
+            Some(name) => {
+                self.find(Table::Principals, Filter::Key(name.to_owned()))
+                    .await?
+            }
+            None => {
+                let mut out = Vec::new();
+                for row in self.scan(Table::Principals, after_seq, limit).await? {
+                    out.push(Stored {
+                        table: Table::Principals,
+                        seq: seq_from(Table::Principals.name(), &row.key, row.seq)?,
+                        digest: parse_digest(Table::Principals, &row.key, &row.digest)?,
+                        key: row.key,
+                        body: row.body,
+                        inserted: false,
+                        counted: None,
+                    });
+                }
+                out
+            }
+        };
+        rows.iter()
+            .map(|row| {
+                let p: PrincipalRecord = row.decode()?;
+                Ok(PrincipalInfo {
+                    name: p.name,
+                    role: p.role,
+                    seq: row.seq,
+                })
+            })
+            .collect()
     }
     /// A backend whose reads all see the store as it was when this was called, whatever is
     /// appended meanwhile: `audit verify` reads through one, so a store written during the

@@ -60,11 +60,12 @@ pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};
 pub use records::{
     ADMISSION_LEASE_PREFIX, Access, CLOCK_POINTER, ClockSetting, DenialRecord, DocKind,
     EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, PointerKind,
-    PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock, Table,
-    UNAUTHENTICATED, token_fingerprint, token_sha256,
+    PrincipalRecord, RUN_LEASE_PREFIX, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind,
+    StoreClock, Table, UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 pub use store::{
-    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, Run, Store, Stored,
+    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, PrincipalInfo, Run,
+    Store, Stored,
 };
 
 use std::sync::Arc;

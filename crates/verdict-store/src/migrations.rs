@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -60,6 +60,11 @@ pub const SQLITE: &[Migration] = &[
         version: 9,
         name: "jobs",
         sql: include_str!("../migrations/sqlite/0009_jobs.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "private_principals_and_leases",
+        sql: include_str!("../migrations/sqlite/0010_private_principals_and_leases.sql"),
     },
 ];
 
@@ -109,6 +114,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 9,
         name: "jobs",
         sql: include_str!("../migrations/postgres/0009_jobs.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "private_principals_and_leases",
+        sql: include_str!("../migrations/postgres/0010_private_principals_and_leases.sql"),
     },
 ];
 

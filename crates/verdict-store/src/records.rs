@@ -503,6 +503,10 @@ impl PointerKind {
 /// role moves them, so a runner or verifier cannot squat a request's admissions.
 pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
 
+/// The prefix of a run's lease (`run <run id>`): taken only by the verifier the run was
+/// admitted to, or in the operator role. A lease is named by one of these two prefixes.
+pub const RUN_LEASE_PREFIX: &str = "run ";
+
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";
 

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verdict_core::contracts::{
-    Finding, HumanDecision, Id, Name, Policy, Subject, Timestamp, UnavailableReason,
+    Finding, HumanDecision, Id, Name, Policy, Role, Subject, Timestamp, UnavailableReason,
     VerificationResult,
 };
 use verdict_core::digest::{self, Digest};
@@ -201,6 +201,17 @@ impl std::fmt::Debug for DbLogin {
     }
 }
 
+/// A principal as anyone who may look it up sees it: its name and role, not its token's hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalInfo {
+    /// Principal name.
+    pub name: Name,
+    /// The role it acts in.
+    pub role: Role,
+    /// Audit seq of the principal's record.
+    pub seq: u64,
+}
+
 /// A verifier run: its admission and status history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -280,14 +291,20 @@ pub trait Store: Send + Sync {
     /// Registers a principal (operator only).
     async fn add_principal(&self, actor: &Actor, principal: &PrincipalRecord) -> Result<Stored>;
 
-    /// A principal by name.
-    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
+    /// A principal by name: its name and role, never its token's hash.
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalInfo>>;
+
+    /// Up to `limit` principals stored after audit seq `after_seq`, in order: names and roles,
+    /// never token hashes (on PostgreSQL no principal's identity reads those).
+    async fn principals(&self, after_seq: u64, limit: u32) -> Result<Vec<PrincipalInfo>>;
 
     /// Gives principal `name` a database login of its own with a fresh password (operator
     /// only; PostgreSQL only).
     async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin>;
 
-    /// A principal by the SHA-256 of its token.
+    /// A principal by the SHA-256 of its token. On PostgreSQL this goes through a routine
+    /// every principal's identity may call, so a principal's own login still authenticates
+    /// tokens without reading any principal's row.
     async fn principal_by_token_hash(
         &self,
         token_sha256: &Digest,
@@ -352,9 +369,11 @@ pub trait Store: Send + Sync {
         policy: &Digest,
     ) -> Result<Pointer>;
 
-    /// Takes, renews, hands over or releases (`new: None`) a job lease, if its holder is
+    /// Takes, renews, hands over or releases (`new: None`) a lease, if its holder is
     /// `expected`. Runners and verifiers take leases only for themselves and release only
-    /// their own.
+    /// their own. A lease is named for its purpose: `admit <request>` for a stored request
+    /// (operator role only), `run <run id>` for a stored run, which a runner or verifier moves
+    /// only when the run was admitted to it; any other name is refused.
     async fn cas_lease(
         &self,
         actor: &Actor,
@@ -752,6 +771,47 @@ impl<B: Backend> StoreImpl<B> {
         )))
     }
 
+    /// A lease is named for its purpose: `admit <request>` names a stored request (its role
+    /// was checked first), `run <run id>` a stored run, admitted to the caller unless it acts
+    /// as an operator. The PostgreSQL routine makes the same checks.
+    async fn check_lease_purpose(&self, actor: &Actor, job: &str) -> Result<()> {
+        if let Some(request) = job.strip_prefix(records::ADMISSION_LEASE_PREFIX) {
+            let stored = self
+                .find_one(Table::VerificationRequests, Filter::Key(request.to_owned()))
+                .await?;
+            return match stored {
+                Some(_) => Ok(()),
+                None => Err(StoreError::Refused(format!(
+                    "lease {job:?}: no verification request {request} is stored"
+                ))),
+            };
+        }
+        if let Some(run_id) = job.strip_prefix(records::RUN_LEASE_PREFIX) {
+            let admission = self
+                .find_one(Table::VerifierRuns, Filter::Key(run_id.to_owned()))
+                .await?
+                .map(|row| row.decode::<RunAdmission>())
+                .transpose()?;
+            return match admission {
+                Some(a)
+                    if actor.role == ActorRole::Operator
+                        || a.verifier.as_str() == actor.principal =>
+                {
+                    Ok(())
+                }
+                _ => Err(StoreError::Refused(format!(
+                    "lease {job:?}: no run {run_id:?} admitted to {:?}",
+                    actor.principal
+                ))),
+            };
+        }
+        Err(StoreError::Refused(format!(
+            "lease {job:?}: a lease is named `{}<request>` or `{}<run id>`",
+            records::ADMISSION_LEASE_PREFIX,
+            records::RUN_LEASE_PREFIX
+        )))
+    }
+
     /// The checked admission record of a run, ready to append.
     async fn prepare_admission(&self, actor: &Actor, admission: &RunAdmission) -> Result<Prepared> {
         actor.may_append(Table::VerifierRuns)?;
@@ -1085,11 +1145,17 @@ impl<B: Backend> Store for StoreImpl<B> {
         self.append_one(actor, item).await
     }
 
-    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>> {
-        self.find_one(Table::Principals, Filter::Key(name.to_owned()))
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalInfo>> {
+        Ok(self
+            .backend
+            .principal_entries(Some(name), 0, 1)
             .await?
-            .map(|s| s.decode())
-            .transpose()
+            .pop())
+    }
+
+    async fn principals(&self, after_seq: u64, limit: u32) -> Result<Vec<PrincipalInfo>> {
+        let after = crate::backend::to_i64(after_seq, "seq")?;
+        self.backend.principal_entries(None, after, limit).await
     }
 
     async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin> {
@@ -1108,13 +1174,11 @@ impl<B: Backend> Store for StoreImpl<B> {
         &self,
         token_sha256: &Digest,
     ) -> Result<Option<PrincipalRecord>> {
-        self.find_one(
-            Table::Principals,
-            Filter::Column("token_sha256", token_sha256.to_string()),
-        )
-        .await?
-        .map(|s| s.decode())
-        .transpose()
+        self.backend
+            .principal_by_token(token_sha256.as_str())
+            .await?
+            .map(|s| s.decode())
+            .transpose()
     }
 
     async fn add_grant(&self, actor: &Actor, grant: &GrantRecord) -> Result<Stored> {
@@ -1381,6 +1445,7 @@ impl<B: Backend> Store for StoreImpl<B> {
                 )));
             }
         }
+        self.check_lease_purpose(actor, job).await?;
         let expected = expected
             .map(|e| text_of(Table::PointerChanges, e))
             .transpose()?;

@@ -308,47 +308,50 @@ async fn a_stale_compare_and_set_fails_and_changes_nothing(t: &TestStore) {
         .unwrap_err();
     assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
 
-    // Leases: taken for oneself only, released only by the holder, stale ones refused.
+    // Leases: named for a run admitted to the taker (schema version 10), taken for oneself
+    // only, released only by the holder, stale ones refused.
+    admit(t, &d1, 1, "vrun-l").await;
+    let job = "run vrun-l";
     let runner = Actor::new(RUNNER, Role::Runner);
+    let verifier = Actor::new(VERIFIER, Role::Verifier);
     let mine = LeaseHolder {
-        holder: RUNNER.parse().unwrap(),
+        holder: VERIFIER.parse().unwrap(),
         expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
     };
     let theirs = LeaseHolder {
-        holder: VERIFIER.parse().unwrap(),
+        holder: RUNNER.parse().unwrap(),
         expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
     };
     let err = t
         .store
-        .cas_lease(&runner, "job-1", None, Some(&theirs))
+        .cas_lease(&verifier, job, None, Some(&theirs))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Refused(_)), "{err}");
     t.store
-        .cas_lease(&runner, "job-1", None, Some(&mine))
+        .cas_lease(&verifier, job, None, Some(&mine))
         .await
         .unwrap();
-    let verifier = Actor::new(VERIFIER, Role::Verifier);
     let err = t
         .store
-        .cas_lease(&verifier, "job-1", None, Some(&theirs))
+        .cas_lease(&verifier, job, None, Some(&mine))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::CasFailed { .. }), "{err}");
     let err = t
         .store
-        .cas_lease(&verifier, "job-1", Some(&mine), None)
+        .cas_lease(&runner, job, Some(&mine), None)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Refused(_)), "{err}");
     let released = t
         .store
-        .cas_lease(&runner, "job-1", Some(&mine), None)
+        .cas_lease(&verifier, job, Some(&mine), None)
         .await
         .unwrap();
     assert_eq!((released.revision, released.value.as_deref()), (2, None));
     t.store
-        .cas_lease(&verifier, "job-1", None, Some(&theirs))
+        .cas_lease(&verifier, job, None, Some(&mine))
         .await
         .unwrap();
     let report = t.store.verify_audit(None).await.unwrap();
@@ -838,11 +841,21 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 41,
+        definers, 43,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
          included), the trigger that gives a new principal its identity, the routine that \
-         gives it a login, and 5 job queue routines"
+         gives it a login, 5 job queue routines, and the two that authenticate a token and name \
+         principals without reading their hashes"
     );
+    // No group role reads the principals' bodies, which hold token hashes (schema version 10).
+    for r in ActorRole::ALL {
+        let reads = check(format!(
+            "has_table_privilege('{}', 'verdict.principals', 'SELECT')",
+            role(r)
+        ))
+        .await;
+        assert!(!reads, "{} reads the principals' token hashes", r.as_str());
+    }
     t.cleanup().await;
 }
 

@@ -312,17 +312,7 @@ async fn an_admission_lease_cannot_be_squatted() {
                 &serde_json::to_value(&until_2099).unwrap(),
             ))
             .unwrap();
-            let call = |name: &str, new: &str| {
-                let change = json!({"pointer": "lease", "name": name, "revision": 1, "old": null,
-                                    "new": serde_json::from_str::<serde_json::Value>(new).unwrap()});
-                let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
-                let digest =
-                    verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
-                let key = verdict_store::records::pointer_change_key("lease", name, 1);
-                format!(
-                    "SELECT * FROM verdict.cas_lease('{RUNNER}', 'runner', '{name}', 0, NULL, '{new}', '{key}', '{digest}', '{body}')"
-                )
-            };
+            let call = |name: &str, new: &str| lease_call(RUNNER, "runner", name, new);
             let err = try_sql(&mut conn, &call(&job, &new)).await.unwrap_err();
             assert!(err.contains("admission lease"), "{err}");
             // Nor a lease of its own name held for someone else.
@@ -331,15 +321,153 @@ async fn an_admission_lease_cannot_be_squatted() {
                 .await
                 .unwrap_err();
             assert!(err.contains("only its own leases"), "{err}");
+            // Nor, since schema version 10, its own lease under a name of its choosing.
+            let err = try_sql(&mut conn, &call("job-1", &new)).await.unwrap_err();
+            assert!(err.contains("a lease is named"), "{err}");
             assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
-            // Its own lease under another name it still takes.
-            try_sql(&mut conn, &call("job-1", &new)).await.unwrap();
             conn.close().await.unwrap();
             t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
                 .await
                 .unwrap();
         }
         assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
+
+/// The by-hand call of cas_lease by `principal` in `role` taking lease `name` at revision 1,
+/// with `new` (canonical text) as its value.
+fn lease_call(principal: &str, role: &str, name: &str, new: &str) -> String {
+    let change = json!({"pointer": "lease", "name": name, "revision": 1, "old": null,
+                        "new": serde_json::from_str::<serde_json::Value>(new).unwrap()});
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+    let digest = verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+    let key = verdict_store::records::pointer_change_key("lease", name, 1);
+    format!(
+        "SELECT * FROM verdict.cas_lease('{principal}', '{role}', '{name}', 0, NULL, '{new}', '{key}', '{digest}', '{body}')"
+    )
+}
+
+/// A lease held by `holder` until 2099.
+fn held_by(holder: &str) -> verdict_store::LeaseHolder {
+    verdict_store::LeaseHolder {
+        holder: holder.parse().unwrap(),
+        expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
+    }
+}
+
+/// A runner or verifier took any lease name it liked, holding itself (schema version 10 ties a
+/// lease to its purpose): a lease named for another verifier's run, for a run never admitted
+/// or for nothing at all is refused, in the store and by cas_lease itself, and appends
+/// nothing; a verifier's lease of its own run, and an operator's admission lease of a stored
+/// request, are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_taken_only_for_the_callers_own_run() {
+    const OTHER: &str = "verifier-2";
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        register(store, RUNNER, Role::Runner).await;
+        register(store, OTHER, Role::Verifier).await;
+        let s = subject_digest(&subject("ex-1", 1));
+        admit(&t, &s, 1, "vrun-2").await;
+        admit(&t, &s, 1, "vrun-3").await;
+        let (runner, verifier, other, op) = (
+            Actor::new(RUNNER, Role::Runner),
+            Actor::new(VERIFIER, Role::Verifier),
+            Actor::new(OTHER, Role::Verifier),
+            Actor::new(OPERATOR, Role::Operator),
+        );
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        let refused = [
+            // Another verifier's run, a run never admitted, a made-up name.
+            (&runner, "run vrun-2".to_owned(), held_by(RUNNER)),
+            (&runner, "run vrun-9".to_owned(), held_by(RUNNER)),
+            (&runner, "job-1".to_owned(), held_by(RUNNER)),
+            (&other, "run vrun-2".to_owned(), held_by(OTHER)),
+            (&verifier, "job-1".to_owned(), held_by(VERIFIER)),
+            // An operator's lease names a stored request or run too.
+            (&op, "job-1".to_owned(), held_by(OPERATOR)),
+            (
+                &op,
+                format!("admit {}", d("no-such-request")),
+                held_by(OPERATOR),
+            ),
+        ];
+        for (actor, name, holder) in &refused {
+            let err = store
+                .cas_lease(actor, name, None, Some(holder))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, verdict_store::StoreError::Refused(m) if m.contains("lease")),
+                "{} taking {name:?}: {err}",
+                actor.principal
+            );
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+        store
+            .cas_lease(&verifier, "run vrun-2", None, Some(&held_by(VERIFIER)))
+            .await
+            .unwrap();
+        let request = store
+            .put(&op, DocKind::Request, &request(&s))
+            .await
+            .unwrap();
+        store
+            .cas_lease(
+                &op,
+                &format!("admit {}", request.digest),
+                None,
+                Some(&held_by(OPERATOR)),
+            )
+            .await
+            .unwrap();
+        if t.kind == Kind::Postgres {
+            let length = store.audit_head().await.unwrap().unwrap().seq;
+            let text = |h: &verdict_store::LeaseHolder| {
+                String::from_utf8(verdict_core::canonical::to_vec(
+                    &serde_json::to_value(h).unwrap(),
+                ))
+                .unwrap()
+            };
+            let (mut as_runner, runner_login) = connect_as(&t, RUNNER, Role::Runner).await;
+            for (name, says) in [
+                ("run vrun-3", "no run"),
+                ("run vrun-9", "no run"),
+                ("job-1", "a lease is named"),
+            ] {
+                let sql = lease_call(RUNNER, "runner", name, &text(&held_by(RUNNER)));
+                let err = try_sql(&mut as_runner, &sql).await.unwrap_err();
+                assert!(err.contains(says), "{name}: {err}");
+            }
+            let (mut as_other, other_login) = connect_as(&t, OTHER, Role::Verifier).await;
+            let sql = lease_call(OTHER, "verifier", "run vrun-3", &text(&held_by(OTHER)));
+            let err = try_sql(&mut as_other, &sql).await.unwrap_err();
+            assert!(err.contains("no run"), "{err}");
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+            let (mut as_verifier, verifier_login) = connect_as(&t, VERIFIER, Role::Verifier).await;
+            let sql = lease_call(
+                VERIFIER,
+                "verifier",
+                "run vrun-3",
+                &text(&held_by(VERIFIER)),
+            );
+            try_sql(&mut as_verifier, &sql).await.unwrap();
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
+            for (conn, login) in [
+                (as_runner, runner_login),
+                (as_other, other_login),
+                (as_verifier, verifier_login),
+            ] {
+                conn.close().await.unwrap();
+                t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                    .await
+                    .unwrap();
+            }
+        }
+        let report = store.verify_audit(None).await.unwrap();
+        assert!(report.is_intact(), "{:#?}", report.problems);
         t.cleanup().await;
     }
 }

@@ -308,7 +308,7 @@ async fn the_write_routines_refuse_malformed_bodies() {
     t.cleanup().await;
 }
 
-/// The call of cas_lease that gives `job` to the runner at revision 1, from its parts.
+/// The call of cas_lease that gives `job` to the verifier at revision 1, from its parts.
 async fn cas_lease(
     conn: &mut sqlx::PgConnection,
     job: &str,
@@ -318,8 +318,8 @@ async fn cas_lease(
 ) -> Result<(), Refusal> {
     let mut tx = conn.begin().await.unwrap();
     let result =
-        sqlx::query("SELECT * FROM verdict.cas_lease($1, 'runner', $2, 0, NULL, $3, $4, $5, $6)")
-            .bind(RUNNER)
+        sqlx::query("SELECT * FROM verdict.cas_lease($1, 'verifier', $2, 0, NULL, $3, $4, $5, $6)")
+            .bind(VERIFIER)
             .bind(job)
             .bind(new)
             .bind(key)
@@ -344,16 +344,18 @@ async fn compare_and_set_refuses_malformed_changes() {
     let t = postgres().await;
     let store = t.store.as_ref();
     populate(store).await;
-    let (mut conn, _) = connect_as(&t, RUNNER, Role::Runner).await;
+    // A lease names a run admitted to its taker (schema version 10).
+    admit(&t, &subject_digest(&subject("ex-1", 1)), 1, "vrun-2").await;
+    let (mut conn, _) = connect_as(&t, VERIFIER, Role::Verifier).await;
     let length = store.audit_head().await.unwrap().unwrap().seq;
     let holder = |name: &str| json!({"expires_at": "2099-01-01T00:00:00Z", "holder": name});
     let change = |job: &str, new: &Value| {
         canonical(&json!({"pointer": "lease", "name": job, "revision": 1, "old": null, "new": new}))
     };
-    let new = holder(RUNNER);
+    let new = holder(VERIFIER);
     let new_text = canonical(&new);
-    let body = change("job-9", &new);
-    let key = records::pointer_change_key("lease", "job-9", 1);
+    let body = change("run vrun-2", &new);
+    let key = records::pointer_change_key("lease", "run vrun-2", 1);
 
     let refused = |outcome: Result<(), Refusal>, says: &str| {
         let (code, message) = outcome.unwrap_err();
@@ -366,7 +368,7 @@ async fn compare_and_set_refuses_malformed_changes() {
     refused(
         cas_lease(
             &mut conn,
-            "job-9",
+            "run vrun-2",
             &new_text,
             &key,
             &body.replacen(",", ", ", 1),
@@ -375,11 +377,18 @@ async fn compare_and_set_refuses_malformed_changes() {
         "not in canonical form",
     );
     refused(
-        cas_lease(&mut conn, "job-9", &new_text, &key, &reordered(&body)).await,
+        cas_lease(&mut conn, "run vrun-2", &new_text, &key, &reordered(&body)).await,
         "not in canonical form",
     );
     refused(
-        cas_lease(&mut conn, "job-9", &new_text, "lease:1:job-8", &body).await,
+        cas_lease(
+            &mut conn,
+            "run vrun-2",
+            &new_text,
+            "lease:1:run vrun-3",
+            &body,
+        )
+        .await,
         "is stored under key",
     );
     // The new value the pointer would keep, spelt with a space: jsonb finds it equal to the
@@ -387,7 +396,7 @@ async fn compare_and_set_refuses_malformed_changes() {
     refused(
         cas_lease(
             &mut conn,
-            "job-9",
+            "run vrun-2",
             &new_text.replacen(":", ": ", 1),
             &key,
             &body,
@@ -408,20 +417,20 @@ async fn compare_and_set_refuses_malformed_changes() {
         "a pointer name of 257 characters",
     );
     let big =
-        json!({"expires_at": "2099-01-01T00:00:00Z", "holder": RUNNER, "pad": "x".repeat(4100)});
+        json!({"expires_at": "2099-01-01T00:00:00Z", "holder": VERIFIER, "pad": "x".repeat(4100)});
     refused(
         cas_lease(
             &mut conn,
-            "job-9",
+            "run vrun-2",
             &canonical(&big),
             &key,
-            &change("job-9", &big),
+            &change("run vrun-2", &big),
         )
         .await,
         "a pointer value of",
     );
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
-    cas_lease(&mut conn, "job-9", &new_text, &key, &body)
+    cas_lease(&mut conn, "run vrun-2", &new_text, &key, &body)
         .await
         .unwrap();
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);

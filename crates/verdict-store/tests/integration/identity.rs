@@ -623,3 +623,128 @@ async fn an_operators_login_cannot_write_as_the_engine_the_gate_or_the_system() 
     nothing_appended(&t, seq).await;
     t.cleanup().await;
 }
+
+/// Every principal group role could read every table, the principals' bodies and so their
+/// token hashes included (schema version 10 takes that table from them). A runner's own login,
+/// and an operator's, is refused the principals' rows; a store opened through the runner's
+/// login still authenticates a token and looks principals up by name and lists them, without
+/// any hash; the service login still reads the rows, as `audit verify` needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_login_reads_no_token_hash_yet_authenticates() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), OPERATOR, Role::Operator).await;
+    let (mut as_runner, runner_login) = principal_login(&t, RUNNER, Role::Runner).await;
+    let (mut as_operator, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    for conn in [&mut as_runner, &mut as_operator] {
+        for sql in [
+            "SELECT body FROM verdict.principals",
+            "SELECT token_sha256 FROM verdict.principals",
+            "SELECT name FROM verdict.principals",
+        ] {
+            let err = try_sql(conn, sql).await.unwrap_err();
+            assert!(err.contains("permission denied"), "{sql}: {err}");
+        }
+        // The routines give a row only for a hash the caller already holds, and names and
+        // roles without any hash.
+        let found: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM verdict.principal_by_token($1) WHERE r_key = $2",
+        )
+        .bind(token_sha256("token-1").as_str())
+        .bind(VERIFIER)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(found, 1);
+        let listed: Vec<String> =
+            sqlx::query_scalar("SELECT r_name FROM verdict.principal_entries(NULL, 0, 100)")
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+        assert!(listed.iter().any(|n| n == VERIFIER), "{listed:?}");
+    }
+    // Offering another body under a stored principal's name gives no body back: the write
+    // routines used to return the stored row, token hash and all.
+    let guess = json!({"name": VERIFIER, "role": "verifier",
+                       "token_sha256": token_sha256("a-guess").as_str()});
+    for sql in put_calls(Table::Principals, OPERATOR, "operator", &guess) {
+        let sql = sql.replacen("SELECT r_seq", "SELECT count(r_body)", 1);
+        let bodies: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut as_operator)
+            .await
+            .unwrap();
+        assert_eq!(bodies, 0);
+    }
+    let err = t
+        .store
+        .add_principal(
+            &Actor::new(OPERATOR, Role::Operator),
+            &PrincipalRecord {
+                name: VERIFIER.parse().unwrap(),
+                role: Role::Verifier,
+                token_sha256: token_sha256("a-guess"),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, verdict_store::StoreError::Conflict { .. }),
+        "{err}"
+    );
+    as_runner.close().await.unwrap();
+    as_operator.close().await.unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let as_runner = verdict_store::open_with(
+        &Location::Postgres(url.replacen("postgres@", &format!("{runner_login}@"), 1)),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let me = as_runner
+        .principal_by_token_hash(&token_sha256(&format!("token-of-{RUNNER}")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((me.name.as_str(), me.role), (RUNNER, Role::Runner));
+    assert!(
+        as_runner
+            .principal_by_token_hash(&token_sha256("no-such-token"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let verifier = as_runner.principal(VERIFIER).await.unwrap().unwrap();
+    assert_eq!(verifier.role, Role::Verifier);
+    assert!(as_runner.principal("nobody").await.unwrap().is_none());
+    let all = as_runner.principals(0, 100).await.unwrap();
+    assert!(all.iter().any(|p| p.name.as_str() == RUNNER), "{all:?}");
+    // Reading rows of the principals table through the runner's login is refused too.
+    let err = as_runner.rows(Table::Principals, 0, 10).await.unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    drop(as_runner);
+    // The service login reads the rows itself: `audit verify` re-hashes every one.
+    let service = format!("{}svc_reader", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{service}\" LOGIN IN ROLE \"{}service\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let mut as_service =
+        sqlx::PgConnection::connect(&url.replacen("postgres@", &format!("{service}@"), 1))
+            .await
+            .unwrap();
+    try_sql(&mut as_service, "SELECT body FROM verdict.principals")
+        .await
+        .unwrap();
+    as_service.close().await.unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}

@@ -753,12 +753,13 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
+    // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
-        holder: RUNNER.parse().unwrap(),
+        holder: VERIFIER.parse().unwrap(),
         expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
     };
     store
-        .cas_lease(&runner, "job-1", None, Some(&holder))
+        .cas_lease(&verifier, "run vrun-1", None, Some(&holder))
         .await
         .unwrap();
 }

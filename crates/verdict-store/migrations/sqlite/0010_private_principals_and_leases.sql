@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 10: nothing changes here.
+--
+-- Version 10 takes the principals' bodies (which hold token hashes) from every PostgreSQL
+-- principal role, and ties each lease to its purpose: `admit <request>` for a stored request,
+-- moved in the operator role; `run <run id>` for a stored run, moved by its own verifier or an
+-- operator; no other name. The store makes the lease checks before it writes, on both
+-- backends. A SQLite file has no roles: whoever can read it reads every row.
