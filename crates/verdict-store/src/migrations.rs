@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -55,6 +55,11 @@ pub const SQLITE: &[Migration] = &[
         version: 8,
         name: "bodies_checked_by_the_database",
         sql: include_str!("../migrations/sqlite/0008_bodies_checked_by_the_database.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "callers_write_their_own_acts",
+        sql: include_str!("../migrations/sqlite/0009_callers_write_their_own_acts.sql"),
     },
 ];
 
@@ -99,6 +104,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 8,
         name: "bodies_checked_by_the_database",
         sql: include_str!("../migrations/postgres/0008_bodies_checked_by_the_database.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "callers_write_their_own_acts",
+        sql: include_str!("../migrations/postgres/0009_callers_write_their_own_acts.sql"),
     },
 ];
 

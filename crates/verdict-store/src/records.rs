@@ -326,12 +326,13 @@ impl Table {
     pub const fn writers(self) -> &'static [ActorRole] {
         use ActorRole::{Gate, Human, Operator, Producer, Runner, System, Verifier};
         match self {
-            Self::Principals
-            | Self::Grants
-            | Self::GrantRevocations
-            | Self::Policies
-            | Self::VerifierRuns => &[Operator],
-            Self::Subjects | Self::VerificationRequests => &[Producer, Operator],
+            Self::Principals | Self::Grants | Self::GrantRevocations | Self::Policies => {
+                &[Operator]
+            }
+            // A verifier appends only its own admission and its note (the store checks which).
+            Self::VerifierRuns => &[Operator, Verifier],
+            Self::Subjects => &[Producer, Operator],
+            Self::VerificationRequests => &[Producer, Operator, Verifier],
             Self::CheckEvidence => &[Runner, Producer],
             Self::RunEvents => &[Operator, Verifier],
             Self::VerificationResults | Self::Findings => &[Verifier],
@@ -502,6 +503,10 @@ impl PointerKind {
 /// The prefix of the engine's admission leases (`admit <request digest>`): only the operator
 /// role moves them, so a runner or verifier cannot squat a request's admissions.
 pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
+
+/// The schema of the engine's admission notes: the one document a verifier may append to the
+/// requests table, naming itself as the admitted verifier.
+pub const ADMISSION_NOTE_SCHEMA: &str = "verdict.admission/v1";
 
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";

@@ -5,9 +5,9 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
-    PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table,
-    canonical_text, finding_key, key_of,
+    self, ADMISSION_NOTE_SCHEMA, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord,
+    PointerChange, PointerKind, PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus,
+    StoreClock, Table, canonical_text, finding_key, key_of,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -610,7 +610,21 @@ impl<B: Backend> StoreImpl<B> {
                     .await?;
                 subject_ref
             }
-            DocKind::Request | DocKind::Decision | DocKind::Evaluation => subject_ref,
+            DocKind::Request => {
+                // A verifier appends to the requests table only the note of its own admission.
+                if actor.role == ActorRole::Verifier
+                    && (value.get("schema").and_then(Value::as_str) != Some(ADMISSION_NOTE_SCHEMA)
+                        || value.get("verifier").and_then(Value::as_str)
+                            != Some(actor.principal.as_str()))
+                {
+                    return Err(StoreError::Refused(format!(
+                        "verifier {:?} may append only the note of its own admission",
+                        actor.principal
+                    )));
+                }
+                subject_ref
+            }
+            DocKind::Decision | DocKind::Evaluation => subject_ref,
             DocKind::Denial => value
                 .get("principal")
                 .and_then(Value::as_str)
@@ -779,12 +793,56 @@ impl<B: Backend> StoreImpl<B> {
                 subject.execution.generation
             )));
         }
+        if actor.role == ActorRole::Verifier {
+            self.check_self_admission(actor, admission, &subject)
+                .await?;
+        }
         let body = text_of(Table::VerifierRuns, admission)?;
         record(
             Table::VerifierRuns,
             body,
             Some(admission.run_id.to_string()),
         )
+    }
+
+    /// A verifier admits only itself, to a subject it did not produce (nor under the producer's
+    /// run), while it holds a grant in force on the subject's execution or mission: what the
+    /// engine requires of any admission, held here for a verifier acting on its own.
+    async fn check_self_admission(
+        &self,
+        actor: &Actor,
+        admission: &RunAdmission,
+        subject: &Subject,
+    ) -> Result<()> {
+        let run = admission.run_id.as_str();
+        if admission.verifier.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} may not admit verifier {:?} to run {run:?}; a verifier admits only itself",
+                actor.principal,
+                admission.verifier.as_str()
+            )));
+        }
+        if subject.producer.principal.as_str() == actor.principal
+            || subject.producer.run.as_str() == run
+        {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} may not verify the work of its own principal or run ({run:?})",
+                actor.principal
+            )));
+        }
+        let now = self.now().await?;
+        let granted = self
+            .grants_for(&actor.principal)
+            .await?
+            .iter()
+            .any(|g| g.covers(subject) && g.is_active(&now));
+        if !granted {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} holds no grant in force on the subject of run {run:?}",
+                actor.principal
+            )));
+        }
+        Ok(())
     }
 
     /// Appends after checking each record's audit fields against the bounds the PostgreSQL
