@@ -334,7 +334,9 @@ impl Table {
             Self::Subjects => &[Producer, Operator],
             Self::VerificationRequests => &[Producer, Operator, Verifier],
             Self::CheckEvidence => &[Runner, Producer],
-            Self::RunEvents => &[Operator, Verifier],
+            // A producer appends only the end (`cancelled`) of a run of its own execution that
+            // it cancelled (the store checks which).
+            Self::RunEvents => &[Operator, Verifier, Producer],
             Self::VerificationResults | Self::Findings => &[Verifier],
             Self::HumanDecisions => &[Human],
             Self::GateDecisions | Self::GateEvaluations => &[Gate],
@@ -507,6 +509,10 @@ pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
 /// The schema of the engine's admission notes: the one document a verifier may append to the
 /// requests table, naming itself as the admitted verifier.
 pub const ADMISSION_NOTE_SCHEMA: &str = "verdict.admission/v1";
+
+/// The schema of the engine's cancellation records: a producer ends the runs of an execution
+/// only once the requests table holds one naming it as the canceller of that execution.
+pub const CANCELLATION_NOTE_SCHEMA: &str = "verdict.cancellation/v1";
 
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";

@@ -5,9 +5,9 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, ADMISSION_NOTE_SCHEMA, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord,
-    PointerChange, PointerKind, PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus,
-    StoreClock, Table, canonical_text, finding_key, key_of,
+    self, ADMISSION_NOTE_SCHEMA, Access, CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting,
+    DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord, Revocation, RunAdmission,
+    RunEvent, RunStatus, StoreClock, Table, canonical_text, finding_key, key_of,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -845,6 +845,72 @@ impl<B: Backend> StoreImpl<B> {
         Ok(())
     }
 
+    /// A producer ends a run only as `cancelled`, only a run admitted for a subject it produced,
+    /// and only once the requests table holds a cancellation of that run's execution naming it
+    /// as the canceller: the runs of the execution it cancelled, never one run on its own.
+    async fn check_producer_cancels(
+        &self,
+        actor: &Actor,
+        run: &Run,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<()> {
+        let run_id = run.admission.run_id.as_str();
+        let refuse = |why: &str| {
+            Err(StoreError::Refused(format!(
+                "producer {:?} may not end run {run_id:?}: {why}",
+                actor.principal
+            )))
+        };
+        if status != RunStatus::Cancelled || reason.is_some() {
+            return refuse("a producer only cancels the runs of an execution it cancelled");
+        }
+        let subject: Subject = self
+            .get(DocKind::Subject, &run.admission.subject_digest)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: run.admission.subject_digest.to_string(),
+            })?
+            .decode()?;
+        if subject.producer.principal.as_str() != actor.principal {
+            return refuse("it was admitted for another producer's subject");
+        }
+        let execution = subject.execution.id.as_str();
+        let text =
+            |v: &Value, path: &str| v.pointer(path).and_then(Value::as_str).map(str::to_owned);
+        for row in self
+            .list(DocKind::Request, &About::Execution(execution.to_owned()))
+            .await?
+        {
+            let v = row.value()?;
+            if text(&v, "/schema").as_deref() == Some(CANCELLATION_NOTE_SCHEMA)
+                && text(&v, "/cancelled/kind").as_deref() == Some("execution")
+                && text(&v, "/cancelled/id").as_deref() == Some(execution)
+                && text(&v, "/by/principal").as_deref() == Some(actor.principal.as_str())
+                && text(&v, "/by/role").as_deref() == Some("producer")
+            {
+                // The record names the producer; the audit chain must too, or another
+                // producer's forgery would let this one end runs it never cancelled.
+                let written = self
+                    .backend
+                    .audit_events(row.seq.saturating_sub(1), 1)
+                    .await?
+                    .iter()
+                    .any(|e| {
+                        e.seq == row.seq
+                            && e.table == Table::VerificationRequests.name()
+                            && e.principal == actor.principal
+                            && e.role == ActorRole::Producer.as_str()
+                    });
+                if written {
+                    return Ok(());
+                }
+            }
+        }
+        refuse("it has not cancelled the run's execution")
+    }
+
     /// Appends after checking each record's audit fields against the bounds the PostgreSQL
     /// routines hold every call to, so both backends refuse the same records.
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
@@ -1255,6 +1321,10 @@ impl<B: Backend> Store for StoreImpl<B> {
                 what: "run",
                 key: run_id.to_owned(),
             })?;
+        if actor.role == ActorRole::Producer {
+            self.check_producer_cancels(actor, &run, status, reason)
+                .await?;
+        }
         if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
             return Err(StoreError::Refused(format!(
                 "run {run_id:?} belongs to verifier {:?}, not {:?}",

@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 9: a verifier writes its own admission.
+-- verdict store, PostgreSQL schema version 9: callers write their own acts.
 --
 -- Until now only the operator role could append a verifier run, so a verifier admitting itself
 -- went through the engine's identity (`<prefix>engine`), and a verifier using only its own
@@ -13,6 +13,11 @@
 -- - a document a verifier appends to the requests table must be an admission note
 --   (`verdict.admission/v1`) naming the writer as its verifier: never a request, nor any other
 --   of the engine's notes.
+-- A producer's identity may now call put_run_events (both forms) to end, as `cancelled`, a run
+-- admitted for a subject it produced, and only once the requests table holds a cancellation of
+-- that subject's execution naming it as the producer that cancelled it, and the audit chain
+-- names it as that record's writer: the runs of an
+-- execution it cancelled, never one run on its own, nor any other status.
 -- The operator role is unchanged. The engine believes an admission note only when the run
 -- record confirms it, and that record's verifier is now always its writer or an operator's.
 
@@ -54,7 +59,26 @@ BEGIN
             OR (v_doc ->> 'verifier') IS DISTINCT FROM p_principal) THEN
         RAISE EXCEPTION '%: verifier % may append only the note of its own admission', @KEY@,
             p_principal USING ERRCODE = '42501';
-    END IF;$check$, '{operator,producer}', '{operator,producer,verifier}')
+    END IF;$check$, '{operator,producer}', '{operator,producer,verifier}'),
+        ('run_events', $check$
+    IF p_role = 'producer' AND NOT ((v_doc ->> 'status') IS NOT DISTINCT FROM 'cancelled'
+            AND NOT (v_doc ? 'reason')
+            AND EXISTS (SELECT 1 FROM verdict.verifier_runs rc_r, verdict.subjects rc_s,
+                    verdict.verification_requests rc_c
+                WHERE rc_r.key = (v_doc ->> 'run_id')
+                  AND rc_s.key = (rc_r.body::jsonb ->> 'subject_digest')
+                  AND (rc_s.body::jsonb #>> '{producer,principal}') = p_principal
+                  AND (rc_c.body::jsonb ->> 'schema') = 'verdict.cancellation/v1'
+                  AND (rc_c.body::jsonb #>> '{cancelled,kind}') = 'execution'
+                  AND (rc_c.body::jsonb #>> '{cancelled,id}') = rc_s.execution_id
+                  AND (rc_c.body::jsonb #>> '{by,principal}') = p_principal
+                  AND (rc_c.body::jsonb #>> '{by,role}') = 'producer'
+                  AND EXISTS (SELECT 1 FROM verdict.audit_events rc_a WHERE rc_a.seq = rc_c.seq
+                      AND rc_a.tbl = 'verification_requests' AND rc_a.principal = p_principal
+                      AND rc_a.role = 'producer'))) THEN
+        RAISE EXCEPTION '%: producer % may only cancel a run of its own execution once it has cancelled that execution',
+            @KEY@, p_principal USING ERRCODE = '42501';
+    END IF;$check$, '{operator,verifier}', '{operator,verifier,producer}')
     ) AS v(name, body, roles, new_roles) LOOP
         FOR f IN SELECT * FROM (VALUES
             (format('verdict.put_%s(text, text, text[], text[], text[], text[])', t.name),
@@ -84,5 +108,7 @@ GRANT EXECUTE ON FUNCTION verdict.put_verifier_runs(text, text, text[], text[], 
 GRANT EXECUTE ON FUNCTION verdict.put_one_verifier_runs(text, text, text, text, text, text) TO __VERIFIER__;
 GRANT EXECUTE ON FUNCTION verdict.put_verification_requests(text, text, text[], text[], text[], text[]) TO __VERIFIER__;
 GRANT EXECUTE ON FUNCTION verdict.put_one_verification_requests(text, text, text, text, text, text) TO __VERIFIER__;
+GRANT EXECUTE ON FUNCTION verdict.put_run_events(text, text, text[], text[], text[], text[]) TO __PRODUCER__;
+GRANT EXECUTE ON FUNCTION verdict.put_one_run_events(text, text, text, text, text, text) TO __PRODUCER__;
 
 RESET ROLE;
