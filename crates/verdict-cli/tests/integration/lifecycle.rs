@@ -1034,8 +1034,9 @@ fn a_principals_own_database_login_does_only_what_it_may() {
 }
 
 /// Each principal through its own PostgreSQL login only (`principal add --db-login`): a
-/// verifier admits itself and submits its result, and an operator admits a verifier, with no
-/// service login; the audit chain names each of them, not the engine, and stays intact.
+/// verifier admits itself and submits its result, an operator admits a verifier, and the
+/// producer cancels its own execution, with no service login; the audit chain names each of
+/// them, not the engine, and stays intact.
 #[test]
 fn own_database_logins_admit_and_submit_without_the_service_login() {
     let env = Env::postgres();
@@ -1184,6 +1185,56 @@ fn own_database_logins_admit_and_submit_without_the_service_login() {
     let decision: Value =
         serde_json::from_str(&env.ok(Some(&ci), &["gate", "run", "ex-1"])).unwrap();
     assert_eq!(decision["outcome"], "pass");
+    // The producer cancels its own execution through its own login; the runs still open end
+    // with it, and all are the producer's own acts on the audit chain.
+    let args = admit("rev", "run-3");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    through(&rev_url, &rev, &args);
+    let cancelled = through(
+        &coder_url,
+        &coder,
+        &["execution", "cancel", "ex-1", "--reason", "withdrawn"],
+    );
+    assert!(cancelled.contains("withdrawn"), "{cancelled}");
+    let (status, last) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let location = verdict_store::Location::resolve(Some(&env.store)).unwrap();
+            let store = verdict_store::open(&location).await.unwrap();
+            let status = store.run("run-3").await.unwrap().unwrap().status();
+            let head = store.audit_head().await.unwrap().unwrap().seq;
+            let last = store
+                .audit_events(head - 3, 3)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.table, e.principal, e.role))
+                .collect::<Vec<_>>();
+            (status, last)
+        });
+    assert_eq!(status, Some(verdict_store::RunStatus::Cancelled));
+    let producer = |t: &str| (t.to_owned(), "coder".to_owned(), "producer".to_owned());
+    assert_eq!(
+        last,
+        // The record, then the ends of the two runs still open (run-2 and run-3).
+        vec![
+            producer("verification_requests"),
+            producer("run_events"),
+            producer("run_events")
+        ]
+    );
+    // The cancelled execution takes no new request.
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["request", "create", "ex-1"])
+        .current_dir(env.dir.path())
+        .env("VERDICT_STORE", &coder_url)
+        .env("VERDICT_HOME", env.dir.path().join("home"))
+        .env("VERDICT_TOKEN", &coder)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
     let audit = env.ok(None, &["audit", "verify"]);
     assert!(audit.contains("audit chain intact"), "{audit}");
 }
