@@ -348,7 +348,10 @@ impl Engine {
     /// The admission proper, once the request is known to be current (and, with a run cap,
     /// under the request's lease): the cap, the verifier's independence, role, grant and class,
     /// then preflight, its note, the run and, when preflight decided, its cancellation.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the caller joins the admission's own parts; a struct would only rename them"
+    )]
     async fn admit_pinned(
         &self,
         caller: &Principal,

@@ -862,8 +862,9 @@ impl<B: Backend> StoreImpl<B> {
                 actor.principal
             )))
         };
+        // Any other status is not a producer's to write at all.
         if status != RunStatus::Cancelled || reason.is_some() {
-            return refuse("a producer only cancels the runs of an execution it cancelled");
+            return Err(actor.forbidden(Table::RunEvents.name()));
         }
         let subject: Subject = self
             .get(DocKind::Subject, &run.admission.subject_digest)
