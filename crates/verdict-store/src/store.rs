@@ -302,8 +302,9 @@ pub trait Store: Send + Sync {
     /// A principal's grants, each with its revocation.
     async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>>;
 
-    /// Admits a verifier run (operator only). The request and the subject must be stored and
-    /// the generation must be the subject's.
+    /// Admits a verifier run: an operator, or a verifier admitting itself to a subject it did
+    /// not produce under a grant in force. The request and the subject must be stored and the
+    /// generation must be the subject's.
     async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored>;
 
     /// [`Store::admit_run`] with the note that goes with it (a verification request document,
@@ -316,8 +317,9 @@ pub trait Store: Send + Sync {
         note: &Value,
     ) -> Result<Stored>;
 
-    /// Appends a status transition of a run (the operator, or the run's own verifier). Nothing
-    /// follows a terminal status; repeating the latest status is a no-op.
+    /// Appends a status transition of a run (the operator, the run's own verifier, or the
+    /// producer cancelling the runs of its execution it cancelled). Nothing follows a terminal
+    /// status; repeating the latest status is a no-op.
     async fn record_run_status(
         &self,
         actor: &Actor,
