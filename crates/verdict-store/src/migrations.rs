@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -57,9 +57,9 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0008_bodies_checked_by_the_database.sql"),
     },
     Migration {
-        version: 9,
+        version: 11,
         name: "callers_write_their_own_acts",
-        sql: include_str!("../migrations/sqlite/0009_callers_write_their_own_acts.sql"),
+        sql: include_str!("../migrations/sqlite/0011_callers_write_their_own_acts.sql"),
     },
 ];
 
@@ -106,9 +106,9 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../migrations/postgres/0008_bodies_checked_by_the_database.sql"),
     },
     Migration {
-        version: 9,
+        version: 11,
         name: "callers_write_their_own_acts",
-        sql: include_str!("../migrations/postgres/0009_callers_write_their_own_acts.sql"),
+        sql: include_str!("../migrations/postgres/0011_callers_write_their_own_acts.sql"),
     },
 ];
 

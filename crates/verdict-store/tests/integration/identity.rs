@@ -624,7 +624,7 @@ async fn an_operators_login_cannot_write_as_the_engine_the_gate_or_the_system() 
     t.cleanup().await;
 }
 
-/// Schema version 9, by hand through principals' own logins: a verifier appends a run and its
+/// Schema version 11, by hand through principals' own logins: a verifier appends a run and its
 /// note only admitting itself, under a grant in force; a producer ends a run only as
 /// `cancelled`, only once it has itself recorded cancelling the run's execution. Each refusal
 /// appends nothing.

@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 9: callers write their own acts.
+-- verdict store, PostgreSQL schema version 11: callers write their own acts.
 --
 -- Until now only the operator role could append a verifier run, so a verifier admitting itself
 -- went through the engine's identity (`<prefix>engine`), and a verifier using only its own
