@@ -63,15 +63,17 @@ impl Engine {
             at: now.clone(),
         };
         // The record first: from here on the execution is cancelled whatever happens to the
-        // runs below, and a run left open by a crash is fenced at submission.
-        self.put_note(&record).await?;
+        // runs below, and a run left open by a crash is fenced at submission. The record and
+        // the runs' ends are the canceller's own acts, written as the caller.
+        let writer = caller.actor();
+        self.put_note_as(&writer, &record).await?;
         for note in self.admission_notes_unscoped(execution).await? {
             let run_id = note.run_id.as_str();
             if let Some(run) = self.store.run(run_id).await?
                 && !run.status().is_some_and(RunStatus::is_terminal)
             {
                 self.store
-                    .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                    .record_run_status(&writer, run_id, RunStatus::Cancelled, None)
                     .await?;
             }
         }
@@ -118,7 +120,7 @@ impl Engine {
         };
         // The record, then the run event: the event is what fences the run; a record whose
         // event never landed names a run that is still open, and history shows it as such.
-        self.put_note(&record).await?;
+        self.put_note_as(&caller.actor(), &record).await?;
         // The run's end is the operator's own act, written in its own role.
         self.store
             .record_run_status(&caller.actor(), run_id, RunStatus::Cancelled, None)

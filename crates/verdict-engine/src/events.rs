@@ -9,7 +9,7 @@
 //! caller may not read is left out silently, as a listing leaves out what it does not cover,
 //! so polling writes no denial.
 
-use crate::engine::{ENGINE_PRINCIPAL, Engine, Principal};
+use crate::engine::{Engine, Principal};
 use crate::error::Result;
 use crate::notes::{CANCELLATION_SCHEMA, Cancellation, Cancelled};
 use serde::Serialize;
@@ -197,9 +197,11 @@ impl Engine {
             | Table::HumanDecisions
             | Table::RunEvents
             | Table::PointerChanges => table,
-            // Only the engine's own cancellation notes, among the requests.
+            // Among the requests, only cancellation records by a rightful canceller (an
+            // operator, the engine, or the execution's producer: checked below).
             Table::VerificationRequests
-                if e.principal == ENGINE_PRINCIPAL && e.role == ActorRole::Operator.as_str() =>
+                if e.role == ActorRole::Operator.as_str()
+                    || e.role == ActorRole::Producer.as_str() =>
             {
                 table
             }
@@ -290,6 +292,9 @@ impl Engine {
                 if value.get("schema").and_then(serde_json::Value::as_str)
                     != Some(CANCELLATION_SCHEMA)
                 {
+                    return Ok(None);
+                }
+                if !self.cancellation_rightful(&row, &value).await? {
                     return Ok(None);
                 }
                 let Ok(c) = verdict_core::contracts::decode_plain::<Cancellation>(&value) else {

@@ -1,17 +1,20 @@
 //! The engine's own lifecycle records that have no table of their own: cancellations and
-//! refused results. Each is a typed document stored among the requests by the engine itself (in
-//! the operator role), like admission notes, and is believed only when the audit chain says the
-//! engine wrote it: producers may append to the requests table too, so a note of the right
-//! shape written by anyone else is ignored.
+//! refused results. Each is a typed document stored among the requests. A refused result is
+//! written by the engine itself (in the operator role) and believed only when the audit chain
+//! says the engine wrote it; a cancellation is written by the canceller, an operator or the
+//! producer of the execution, and believed only when the audit chain names that canceller as its
+//! writer. Producers may append to the requests table too, so a note of the right shape written
+//! by anyone else is ignored.
 
 use crate::engine::{ENGINE_PRINCIPAL, Engine};
 use crate::error::{EngineError, Result};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use verdict_core::contracts::{Name, Role, Timestamp, UnavailableReason};
 use verdict_core::digest::Digest;
-use verdict_store::{About, ActorRole, DocKind, Stored, Table};
+use verdict_store::{About, Actor, ActorRole, DocKind, Stored, Table};
 
 /// Schema of a cancellation record.
 pub const CANCELLATION_SCHEMA: &str = "verdict.cancellation/v1";
@@ -89,14 +92,20 @@ pub struct ResultRefusal {
 impl Engine {
     /// Stores one of the engine's own lifecycle records, as the engine.
     pub(crate) async fn put_note<T: Serialize>(&self, note: &T) -> Result<Stored> {
+        self.put_note_as(&Self::system(), note).await
+    }
+
+    /// Stores a lifecycle record as `actor`: a cancellation is the canceller's own act.
+    pub(crate) async fn put_note_as<T: Serialize>(
+        &self,
+        actor: &Actor,
+        note: &T,
+    ) -> Result<Stored> {
         let doc = serde_json::to_value(note).map_err(|e| EngineError::Invalid {
             what: "lifecycle record",
             message: e.to_string(),
         })?;
-        Ok(self
-            .store
-            .put(&Self::system(), DocKind::Request, &doc)
-            .await?)
+        Ok(self.store.put(actor, DocKind::Request, &doc).await?)
     }
 
     /// The engine's records of `schema` about `about`, in the order they were stored. A row
@@ -114,7 +123,12 @@ impl Engine {
             if value.get("schema").and_then(serde_json::Value::as_str) != Some(schema) {
                 continue;
             }
-            if !self.written_by_engine(&row).await? {
+            let rightful = if schema == CANCELLATION_SCHEMA {
+                self.cancellation_rightful(&row, &value).await?
+            } else {
+                self.written_by_engine(&row).await?
+            };
+            if !rightful {
                 continue;
             }
             if let Ok(note) = verdict_core::contracts::decode_plain::<T>(&value) {
@@ -122,6 +136,85 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+
+    /// The principal and role the audit chain names as the writer of `row` (a row of the
+    /// requests table), if the event that appended it is found.
+    async fn writer_of(&self, row: &Stored) -> Result<Option<(String, String)>> {
+        let events = self
+            .store
+            .audit_events(row.seq.saturating_sub(1), 1)
+            .await?;
+        Ok(events
+            .into_iter()
+            .find(|e| {
+                e.seq == row.seq
+                    && e.table == Table::VerificationRequests.name()
+                    && e.key == row.key
+                    && e.payload_digest == row.digest.as_str()
+            })
+            .map(|e| (e.principal, e.role)))
+    }
+
+    /// Whether a cancellation record was written by one who may cancel what it names, as
+    /// itself: the engine (records written before cancellations were the canceller's own act),
+    /// an operator naming itself as the canceller, or the producer of the cancelled execution
+    /// naming itself, whose subject was the execution's newest when it wrote the record. Any
+    /// other writer's record, however shaped, is ignored.
+    pub(crate) async fn cancellation_rightful(&self, row: &Stored, value: &Value) -> Result<bool> {
+        let Some((principal, role)) = self.writer_of(row).await? else {
+            return Ok(false);
+        };
+        let operator = ActorRole::Operator.as_str();
+        if principal == ENGINE_PRINCIPAL {
+            return Ok(role == operator);
+        }
+        let Ok(c) = verdict_core::contracts::decode_plain::<Cancellation>(value) else {
+            return Ok(false);
+        };
+        if c.by.principal.as_str() != principal || c.by.role.as_str() != role {
+            return Ok(false);
+        }
+        // The writer must be a stored principal of the role it wrote in.
+        let Some(record) = self.store.principal(&principal).await? else {
+            return Ok(false);
+        };
+        if record.role != c.by.role {
+            return Ok(false);
+        }
+        match c.by.role {
+            Role::Operator => Ok(true),
+            Role::Producer => {
+                let Cancelled::Execution { id } = &c.cancelled else {
+                    return Ok(false);
+                };
+                let Some(stored) = self.store.get(DocKind::Subject, &c.subject_digest).await?
+                else {
+                    return Ok(false);
+                };
+                let subject: verdict_core::contracts::Subject = stored.decode()?;
+                if subject.producer.principal.as_str() != principal
+                    || subject.execution.id.as_str() != id.as_str()
+                {
+                    return Ok(false);
+                }
+                // A producer of an earlier generation, since replaced, cancels nothing.
+                let newest = self
+                    .store
+                    .list(DocKind::Subject, &About::Execution(id.to_string()))
+                    .await?
+                    .into_iter()
+                    .filter(|s| s.seq < row.seq)
+                    .filter_map(|s| {
+                        s.decode::<verdict_core::contracts::Subject>()
+                            .ok()
+                            .map(|d| (d.execution.generation, s.key))
+                    })
+                    .max_by_key(|(generation, _)| *generation);
+                Ok(newest.is_some_and(|(_, key)| key == c.subject_digest.as_str()))
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Whether the audit event that appended `row` names the engine, in the operator role, as

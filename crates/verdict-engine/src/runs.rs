@@ -18,7 +18,7 @@ use verdict_core::contracts::{
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, DocKind, Run, RunAdmission, RunStatus};
+use verdict_store::{About, Actor, DocKind, Run, RunAdmission, RunStatus};
 
 /// Schema of the note that records the context manifest a run's model was shown.
 pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
@@ -286,19 +286,26 @@ impl Engine {
         let pinned = self.pinned_request(request).await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
         // two racing for the last run cannot both win.
+        // An operator holds the lease itself; a verifier may not move admission leases (it
+        // could hold back other verifiers' admissions), so the engine holds it for one.
+        let lease_actor = if caller.role == Role::Operator {
+            caller.actor()
+        } else {
+            Self::system()
+        };
         let slot = match pinned.budget.max_runs {
-            Some(_) => Some(self.take_admission_slot(request, now).await?),
+            Some(_) => Some(self.take_admission_slot(&lease_actor, request, now).await?),
             None => None,
         };
         let admitted = self
-            .admit_pinned(&pinned, request, verifier, class, run_id, now)
+            .admit_pinned(caller, &pinned, request, verifier, class, run_id, now)
             .await;
         if let Some((job, holder)) = slot {
             // A release that fails never changes what the admission did: the lease lapses on
             // its own within a minute.
             let _ = self
                 .store
-                .cas_lease(&Self::system(), &job, Some(&holder), None)
+                .cas_lease(&lease_actor, &job, Some(&holder), None)
                 .await;
         }
         admitted
@@ -341,8 +348,13 @@ impl Engine {
     /// The admission proper, once the request is known to be current (and, with a run cap,
     /// under the request's lease): the cap, the verifier's independence, role, grant and class,
     /// then preflight, its note, the run and, when preflight decided, its cancellation.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the caller joins the admission's own parts; a struct would only rename them"
+    )]
     async fn admit_pinned(
         &self,
+        caller: &Principal,
         pinned: &PinnedRequest,
         request: &Digest,
         verifier: &str,
@@ -428,13 +440,16 @@ impl Engine {
         }
         .to_value()?;
         // One transaction: an admission the store refuses (a run id already taken, say)
-        // leaves no note behind.
+        // leaves no note behind. Written as the caller, an operator or the verifier admitting
+        // itself, so the audit chain names who admitted and a principal's own database login
+        // suffices.
+        let writer = caller.actor();
         self.store
-            .admit_run_noted(&Self::system(), &admission, &note)
+            .admit_run_noted(&writer, &admission, &note)
             .await?;
         if preflight.skipped {
             self.store
-                .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                .record_run_status(&writer, run_id, RunStatus::Cancelled, None)
                 .await?;
         }
         Ok(preflight)
@@ -444,6 +459,7 @@ impl Engine {
     /// A lease left behind by a crashed admission lapses after a minute.
     async fn take_admission_slot(
         &self,
+        actor: &Actor,
         request: &Digest,
         now: &Timestamp,
     ) -> Result<(String, verdict_store::LeaseHolder)> {
@@ -463,14 +479,14 @@ impl Engine {
             )));
         }
         let holder = verdict_store::LeaseHolder {
-            holder: Self::system()
+            holder: actor
                 .principal
                 .parse()
                 .map_err(|e| invalid("lease holder")(format!("{e}")))?,
             expires_at: now.plus_seconds(60),
         };
         self.store
-            .cas_lease(&Self::system(), &job, current.as_ref(), Some(&holder))
+            .cas_lease(actor, &job, current.as_ref(), Some(&holder))
             .await
             .map_err(|e| match e {
                 verdict_store::StoreError::CasFailed { .. } => EngineError::Conflict(format!(
@@ -646,9 +662,10 @@ impl Engine {
         if run.status().is_some_and(RunStatus::is_terminal) || skipped.is_some() {
             if let Some(pre) = skipped {
                 if run.status().is_none() {
-                    // Admission stopped between its note and the cancellation: finish it.
+                    // Admission stopped between its note and the cancellation: finish it, as
+                    // the caller (an operator or the run's own verifier, checked above).
                     self.store
-                        .record_run_status(&Self::system(), run_id, RunStatus::Cancelled, None)
+                        .record_run_status(&caller.actor(), run_id, RunStatus::Cancelled, None)
                         .await?;
                 }
                 return Ok(RunOutcome::Skipped(pre));

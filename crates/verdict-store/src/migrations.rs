@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -65,6 +65,11 @@ pub const SQLITE: &[Migration] = &[
         version: 10,
         name: "private_principals_and_leases",
         sql: include_str!("../migrations/sqlite/0010_private_principals_and_leases.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "callers_write_their_own_acts",
+        sql: include_str!("../migrations/sqlite/0011_callers_write_their_own_acts.sql"),
     },
 ];
 
@@ -119,6 +124,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 10,
         name: "private_principals_and_leases",
         sql: include_str!("../migrations/postgres/0010_private_principals_and_leases.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "callers_write_their_own_acts",
+        sql: include_str!("../migrations/postgres/0011_callers_write_their_own_acts.sql"),
     },
 ];
 

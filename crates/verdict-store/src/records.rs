@@ -326,14 +326,17 @@ impl Table {
     pub const fn writers(self) -> &'static [ActorRole] {
         use ActorRole::{Gate, Human, Operator, Producer, Runner, System, Verifier};
         match self {
-            Self::Principals
-            | Self::Grants
-            | Self::GrantRevocations
-            | Self::Policies
-            | Self::VerifierRuns => &[Operator],
-            Self::Subjects | Self::VerificationRequests => &[Producer, Operator],
+            Self::Principals | Self::Grants | Self::GrantRevocations | Self::Policies => {
+                &[Operator]
+            }
+            // A verifier appends only its own admission and its note (the store checks which).
+            Self::VerifierRuns => &[Operator, Verifier],
+            Self::Subjects => &[Producer, Operator],
+            Self::VerificationRequests => &[Producer, Operator, Verifier],
             Self::CheckEvidence => &[Runner, Producer],
-            Self::RunEvents => &[Operator, Verifier],
+            // A producer appends only the end (`cancelled`) of a run of its own execution that
+            // it cancelled (the store checks which).
+            Self::RunEvents => &[Operator, Verifier, Producer],
             Self::VerificationResults | Self::Findings => &[Verifier],
             Self::HumanDecisions => &[Human],
             Self::GateDecisions | Self::GateEvaluations => &[Gate],
@@ -506,6 +509,14 @@ pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
 /// The prefix of a run's lease (`run <run id>`): taken only by the verifier the run was
 /// admitted to, or in the operator role. A lease is named by one of these two prefixes.
 pub const RUN_LEASE_PREFIX: &str = "run ";
+
+/// The schema of the engine's admission notes: the one document a verifier may append to the
+/// requests table, naming itself as the admitted verifier.
+pub const ADMISSION_NOTE_SCHEMA: &str = "verdict.admission/v1";
+
+/// The schema of the engine's cancellation records: a producer ends the runs of an execution
+/// only once the requests table holds one naming it as the canceller of that execution.
+pub const CANCELLATION_NOTE_SCHEMA: &str = "verdict.cancellation/v1";
 
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";

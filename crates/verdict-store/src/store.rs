@@ -5,9 +5,9 @@ use crate::audit::{AuditEvent, AuditReport, ChainHead};
 use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
-    self, Access, CLOCK_POINTER, ClockSetting, DocKind, GrantRecord, PointerChange, PointerKind,
-    PrincipalRecord, Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table,
-    canonical_text, finding_key, key_of,
+    self, ADMISSION_NOTE_SCHEMA, Access, CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting,
+    DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord, Revocation, RunAdmission,
+    RunEvent, RunStatus, StoreClock, Table, canonical_text, finding_key, key_of,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -319,8 +319,9 @@ pub trait Store: Send + Sync {
     /// A principal's grants, each with its revocation.
     async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>>;
 
-    /// Admits a verifier run (operator only). The request and the subject must be stored and
-    /// the generation must be the subject's.
+    /// Admits a verifier run: an operator, or a verifier admitting itself to a subject it did
+    /// not produce under a grant in force. The request and the subject must be stored and the
+    /// generation must be the subject's.
     async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored>;
 
     /// [`Store::admit_run`] with the note that goes with it (a verification request document,
@@ -333,8 +334,9 @@ pub trait Store: Send + Sync {
         note: &Value,
     ) -> Result<Stored>;
 
-    /// Appends a status transition of a run (the operator, or the run's own verifier). Nothing
-    /// follows a terminal status; repeating the latest status is a no-op.
+    /// Appends a status transition of a run (the operator, the run's own verifier, or the
+    /// producer cancelling the runs of its execution it cancelled). Nothing follows a terminal
+    /// status; repeating the latest status is a no-op.
     async fn record_run_status(
         &self,
         actor: &Actor,
@@ -632,7 +634,21 @@ impl<B: Backend> StoreImpl<B> {
                     .await?;
                 subject_ref
             }
-            DocKind::Request | DocKind::Decision | DocKind::Evaluation => subject_ref,
+            DocKind::Request => {
+                // A verifier appends to the requests table only the note of its own admission.
+                if actor.role == ActorRole::Verifier
+                    && (value.get("schema").and_then(Value::as_str) != Some(ADMISSION_NOTE_SCHEMA)
+                        || value.get("verifier").and_then(Value::as_str)
+                            != Some(actor.principal.as_str()))
+                {
+                    return Err(StoreError::Refused(format!(
+                        "verifier {:?} may append only the note of its own admission",
+                        actor.principal
+                    )));
+                }
+                subject_ref
+            }
+            DocKind::Decision | DocKind::Evaluation => subject_ref,
             DocKind::Denial => value
                 .get("principal")
                 .and_then(Value::as_str)
@@ -842,12 +858,123 @@ impl<B: Backend> StoreImpl<B> {
                 subject.execution.generation
             )));
         }
+        if actor.role == ActorRole::Verifier {
+            self.check_self_admission(actor, admission, &subject)
+                .await?;
+        }
         let body = text_of(Table::VerifierRuns, admission)?;
         record(
             Table::VerifierRuns,
             body,
             Some(admission.run_id.to_string()),
         )
+    }
+
+    /// A verifier admits only itself, to a subject it did not produce (nor under the producer's
+    /// run), while it holds a grant in force on the subject's execution or mission: what the
+    /// engine requires of any admission, held here for a verifier acting on its own.
+    async fn check_self_admission(
+        &self,
+        actor: &Actor,
+        admission: &RunAdmission,
+        subject: &Subject,
+    ) -> Result<()> {
+        let run = admission.run_id.as_str();
+        if admission.verifier.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} may not admit verifier {:?} to run {run:?}; a verifier admits only itself",
+                actor.principal,
+                admission.verifier.as_str()
+            )));
+        }
+        if subject.producer.principal.as_str() == actor.principal
+            || subject.producer.run.as_str() == run
+        {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} may not verify the work of its own principal or run ({run:?})",
+                actor.principal
+            )));
+        }
+        let now = self.now().await?;
+        let granted = self
+            .grants_for(&actor.principal)
+            .await?
+            .iter()
+            .any(|g| g.covers(subject) && g.is_active(&now));
+        if !granted {
+            return Err(StoreError::Refused(format!(
+                "verifier {:?} holds no grant in force on the subject of run {run:?}",
+                actor.principal
+            )));
+        }
+        Ok(())
+    }
+
+    /// A producer ends a run only as `cancelled`, only a run admitted for a subject it produced,
+    /// and only once the requests table holds a cancellation of that run's execution naming it
+    /// as the canceller: the runs of the execution it cancelled, never one run on its own.
+    async fn check_producer_cancels(
+        &self,
+        actor: &Actor,
+        run: &Run,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<()> {
+        let run_id = run.admission.run_id.as_str();
+        let refuse = |why: &str| {
+            Err(StoreError::Refused(format!(
+                "producer {:?} may not end run {run_id:?}: {why}",
+                actor.principal
+            )))
+        };
+        // Any other status is not a producer's to write at all.
+        if status != RunStatus::Cancelled || reason.is_some() {
+            return Err(actor.forbidden(Table::RunEvents.name()));
+        }
+        let subject: Subject = self
+            .get(DocKind::Subject, &run.admission.subject_digest)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: run.admission.subject_digest.to_string(),
+            })?
+            .decode()?;
+        if subject.producer.principal.as_str() != actor.principal {
+            return refuse("it was admitted for another producer's subject");
+        }
+        let execution = subject.execution.id.as_str();
+        let text =
+            |v: &Value, path: &str| v.pointer(path).and_then(Value::as_str).map(str::to_owned);
+        for row in self
+            .list(DocKind::Request, &About::Execution(execution.to_owned()))
+            .await?
+        {
+            let v = row.value()?;
+            if text(&v, "/schema").as_deref() == Some(CANCELLATION_NOTE_SCHEMA)
+                && text(&v, "/cancelled/kind").as_deref() == Some("execution")
+                && text(&v, "/cancelled/id").as_deref() == Some(execution)
+                && text(&v, "/by/principal").as_deref() == Some(actor.principal.as_str())
+                && text(&v, "/by/role").as_deref() == Some("producer")
+            {
+                // The record names the producer; the audit chain must too, or another
+                // producer's forgery would let this one end runs it never cancelled.
+                let written = self
+                    .backend
+                    .audit_events(row.seq.saturating_sub(1), 1)
+                    .await?
+                    .iter()
+                    .any(|e| {
+                        e.seq == row.seq
+                            && e.table == Table::VerificationRequests.name()
+                            && e.principal == actor.principal
+                            && e.role == ActorRole::Producer.as_str()
+                    });
+                if written {
+                    return Ok(());
+                }
+            }
+        }
+        refuse("it has not cancelled the run's execution")
     }
 
     /// Appends after checking each record's audit fields against the bounds the PostgreSQL
@@ -1268,6 +1395,10 @@ impl<B: Backend> Store for StoreImpl<B> {
                 what: "run",
                 key: run_id.to_owned(),
             })?;
+        if actor.role == ActorRole::Producer {
+            self.check_producer_cancels(actor, &run, status, reason)
+                .await?;
+        }
         if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
             return Err(StoreError::Refused(format!(
                 "run {run_id:?} belongs to verifier {:?}, not {:?}",

@@ -1032,3 +1032,209 @@ fn a_principals_own_database_login_does_only_what_it_may() {
     let audit = env.ok(None, &["audit", "verify"]);
     assert!(audit.contains("audit chain intact"), "{audit}");
 }
+
+/// Each principal through its own PostgreSQL login only (`principal add --db-login`): a
+/// verifier admits itself and submits its result, an operator admits a verifier, and the
+/// producer cancels its own execution, with no service login; the audit chain names each of
+/// them, not the engine, and stays intact.
+#[test]
+fn own_database_logins_admit_and_submit_without_the_service_login() {
+    let env = Env::postgres();
+    let ops = env.ok(None, &["init", "--operator", "ops"]);
+    let login = |name: &str, role: &str| {
+        let out = env.ok(
+            Some(&ops),
+            &["principal", "add", name, "--role", role, "--db-login"],
+        );
+        let mut lines = out.lines();
+        (
+            lines.next().unwrap().to_owned(),
+            lines.next().unwrap().to_owned(),
+        )
+    };
+    let (coder, coder_url) = login("coder", "producer");
+    let (ci, ci_url) = login("ci", "runner");
+    let (rev, rev_url) = login("rev", "verifier");
+    let (ops2, ops2_url) = login("ops2", "operator");
+    for (g, p, a) in [
+        ("g-coder", "coder", "write"),
+        ("g-ci", "ci", "write"),
+        ("g-rev", "rev", "read"),
+        ("g-rev2", "rev2", "read"),
+    ] {
+        if p == "rev2" {
+            env.ok(
+                Some(&ops),
+                &["principal", "add", "rev2", "--role", "verifier"],
+            );
+        }
+        env.ok(
+            Some(&ops),
+            &[
+                "grant",
+                "add",
+                g,
+                "--principal",
+                p,
+                "--execution",
+                "ex-1",
+                "--access",
+                a,
+                "--expires",
+                "2099-01-01T00:00:00Z",
+            ],
+        );
+    }
+    let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                        "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
+    env.ok(
+        Some(&ops),
+        &["policy", "set", &env.file("policy.json", &policy)],
+    );
+    let through = |url: &str, token: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(args)
+            .current_dir(env.dir.path())
+            .env("VERDICT_STORE", url)
+            .env("VERDICT_HOME", env.dir.path().join("home"))
+            .env("VERDICT_TOKEN", token)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let subject = json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": "ex-1", "generation": 1},
+        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "objective": {"revision": "1", "digest": DEF},
+        "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+        "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+        "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+    });
+    let sd = through(
+        &coder_url,
+        &coder,
+        &["subject", "put", &env.file("subject.json", &subject)],
+    );
+    let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                    "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                    "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                    "freshness": {"kind": "content"}});
+    through(
+        &ci_url,
+        &ci,
+        &["evidence", "add", &env.file("ev.json", &json!([ev]))],
+    );
+    let req = through(&coder_url, &coder, &["request", "create", "ex-1"]);
+    let admit = |verifier: &str, run: &str| {
+        vec![
+            "run".to_owned(),
+            "admit".to_owned(),
+            req.clone(),
+            "--verifier".to_owned(),
+            verifier.to_owned(),
+            "--class".to_owned(),
+            "reviewer".to_owned(),
+            "--run".to_owned(),
+            run.to_owned(),
+        ]
+    };
+    let args = admit("rev", "run-1");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let admitted = through(&rev_url, &rev, &args);
+    assert!(admitted.starts_with("admitted run-1"), "{admitted}");
+    let args = admit("rev2", "run-2");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let admitted = through(&ops2_url, &ops2, &args);
+    assert!(admitted.starts_with("admitted run-2"), "{admitted}");
+    let result = json!({"id": "vr-1", "verifier": {"principal": "rev", "class": "reviewer", "run": "run-1"},
+                        "subject_digest": sd, "generation": 1, "status": "completed",
+                        "criteria": [{"id": "tests-pass", "status": "passed", "method": "review", "evidence_refs": ["ev-1"]}],
+                        "findings": [], "dispositions": []});
+    through(
+        &rev_url,
+        &rev,
+        &["result", "submit", &env.file("result.json", &result)],
+    );
+    let writers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let location = verdict_store::Location::resolve(Some(&env.store)).unwrap();
+            let store = verdict_store::open(&location).await.unwrap();
+            store
+                .audit_events(0, 10_000)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.table == "verifier_runs")
+                .map(|e| (e.key, e.principal, e.role))
+                .collect::<Vec<_>>()
+        });
+    let own = |k: &str, p: &str, r: &str| (k.to_owned(), p.to_owned(), r.to_owned());
+    assert_eq!(
+        writers,
+        vec![
+            own("run-1", "rev", "verifier"),
+            own("run-2", "ops2", "operator")
+        ]
+    );
+    // The gate writes as its own identity, so it runs through the service login.
+    let decision: Value =
+        serde_json::from_str(&env.ok(Some(&ci), &["gate", "run", "ex-1"])).unwrap();
+    assert_eq!(decision["outcome"], "pass");
+    // The producer cancels its own execution through its own login; the runs still open end
+    // with it, and all are the producer's own acts on the audit chain.
+    let args = admit("rev", "run-3");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    through(&rev_url, &rev, &args);
+    let cancelled = through(
+        &coder_url,
+        &coder,
+        &["execution", "cancel", "ex-1", "--reason", "withdrawn"],
+    );
+    assert!(cancelled.contains("withdrawn"), "{cancelled}");
+    let (status, last) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let location = verdict_store::Location::resolve(Some(&env.store)).unwrap();
+            let store = verdict_store::open(&location).await.unwrap();
+            let status = store.run("run-3").await.unwrap().unwrap().status();
+            let head = store.audit_head().await.unwrap().unwrap().seq;
+            let last = store
+                .audit_events(head - 3, 3)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.table, e.principal, e.role))
+                .collect::<Vec<_>>();
+            (status, last)
+        });
+    assert_eq!(status, Some(verdict_store::RunStatus::Cancelled));
+    let producer = |t: &str| (t.to_owned(), "coder".to_owned(), "producer".to_owned());
+    assert_eq!(
+        last,
+        // The record, then the ends of the two runs still open (run-2 and run-3).
+        vec![
+            producer("verification_requests"),
+            producer("run_events"),
+            producer("run_events")
+        ]
+    );
+    // The cancelled execution takes no new request.
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["request", "create", "ex-1"])
+        .current_dir(env.dir.path())
+        .env("VERDICT_STORE", &coder_url)
+        .env("VERDICT_HOME", env.dir.path().join("home"))
+        .env("VERDICT_TOKEN", &coder)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let audit = env.ok(None, &["audit", "verify"]);
+    assert!(audit.contains("audit chain intact"), "{audit}");
+}

@@ -12,6 +12,7 @@ mod common;
 
 mod attest;
 mod authority;
+mod cancel_authorship;
 mod documents;
 mod events;
 mod hostile;

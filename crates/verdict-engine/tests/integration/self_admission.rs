@@ -248,3 +248,189 @@ async fn receipts_are_kept_with_the_run_and_a_forged_note_is_not_believed() {
     })
     .await;
 }
+
+/// Who the audit chain says appended the row `key` of `table`.
+async fn writer_of(w: &World, table: &str, key: &str) -> Vec<(String, String)> {
+    w.engine
+        .store()
+        .audit_events(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.table == table && e.key == key)
+        .map(|e| (e.principal, e.role))
+        .collect()
+}
+
+fn by(principal: &str, role: &str) -> Vec<(String, String)> {
+    vec![(principal.to_owned(), role.to_owned())]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_chain_names_the_admitting_caller_not_the_engine() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "pass").await;
+        w.engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-own")
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-ops")
+            .await
+            .unwrap();
+        assert_eq!(
+            writer_of(&w, "verifier_runs", "run-own").await,
+            by("rev", "verifier")
+        );
+        assert_eq!(
+            writer_of(&w, "verifier_runs", "run-ops").await,
+            by("ops", "operator")
+        );
+        // Each note was written by its admission's writer, and both are believed.
+        let notes = w.engine.admission_notes(&w.ops, EXEC).await.unwrap();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        for (run, who) in [
+            ("run-own", by("rev", "verifier")),
+            ("run-ops", by("ops", "operator")),
+        ] {
+            assert!(notes.iter().any(|n| n.run_id.as_str() == run));
+            let rows = w
+                .engine
+                .store()
+                .list(
+                    verdict_store::DocKind::Request,
+                    &verdict_store::About::Execution(EXEC.to_owned()),
+                )
+                .await
+                .unwrap();
+            let row = rows
+                .iter()
+                .find(|r| {
+                    let v = r.value().unwrap();
+                    v["schema"] == "verdict.admission/v1" && v["run_id"] == run
+                })
+                .unwrap();
+            assert_eq!(writer_of(&w, "verification_requests", &row.key).await, who);
+        }
+
+        // A run preflight ends at admission is cancelled by the verifier admitting itself.
+        let failing = w
+            .engine
+            .put_subject(&w.coder, &subject(2, "diff-2"))
+            .await
+            .unwrap();
+        w.engine
+            .add_evidence(&w.ci, &[evidence(&failing, "fail", "ci", "runner")])
+            .await
+            .unwrap();
+        let req2 = w
+            .engine
+            .create_request(&w.coder, EXEC, &json!({}))
+            .await
+            .unwrap();
+        let pre = w
+            .engine
+            .admit(&w.rev, &req2, "rev", "reviewer", "run-skip")
+            .await
+            .unwrap();
+        assert!(pre.skipped, "{pre:?}");
+        assert_eq!(
+            writer_of(&w, "run_events", "run-skip#1").await,
+            by("rev", "verifier")
+        );
+        assert!(
+            w.engine
+                .store()
+                .verify_audit(None)
+                .await
+                .unwrap()
+                .is_intact()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_writing_at_the_store_admits_only_itself_under_a_grant() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "pass").await;
+        let subject = w
+            .engine
+            .store()
+            .get(verdict_store::DocKind::Request, &req)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap()["subject_digest"]
+            .as_str()
+            .unwrap()
+            .parse::<verdict_core::digest::Digest>()
+            .unwrap();
+        let admission = |verifier: &str, run: &str| verdict_store::RunAdmission {
+            run_id: run.parse().unwrap(),
+            request_digest: req.clone(),
+            subject_digest: subject.clone(),
+            verifier: verifier.parse().unwrap(),
+            class: "reviewer".parse().unwrap(),
+            admitted_generation: 1,
+        };
+        let note = |verifier: &str, run: &str| {
+            json!({
+                "schema": "verdict.admission/v1", "run_id": run, "request_digest": req.as_str(),
+                "subject_digest": subject.as_str(), "generation": 1, "verifier": verifier,
+                "class": "reviewer",
+                "preflight": {"outcome": "pass", "skipped": false, "reasons": []}
+            })
+        };
+        let store = w.engine.store();
+        let rev = w.rev.actor();
+        // Another verifier's admission, or a note naming another, is refused; nothing is kept.
+        assert!(
+            store
+                .admit_run_noted(&rev, &admission("rev2", "run-a"), &note("rev2", "run-a"))
+                .await
+                .is_err()
+        );
+        assert!(
+            store
+                .admit_run_noted(&rev, &admission("rev", "run-b"), &note("rev2", "run-b"))
+                .await
+                .is_err()
+        );
+        assert!(store.run("run-a").await.unwrap().is_none());
+        assert!(store.run("run-b").await.unwrap().is_none());
+        // A verifier appends nothing else to the requests table: no request, no engine note.
+        let cancellation = json!({
+            "schema": "verdict.cancellation/v1", "cancelled": {"kind": "execution", "id": EXEC},
+            "subject_digest": subject.as_str(), "by": {"principal": "rev", "role": "verifier"},
+            "reason": "forged", "at": "2026-01-01T00:00:00Z"
+        });
+        assert!(
+            store
+                .put(&rev, verdict_store::DocKind::Request, &cancellation)
+                .await
+                .is_err()
+        );
+        // Its own admission, with its note, is kept, and the engine believes the note.
+        store
+            .admit_run_noted(&rev, &admission("rev", "run-c"), &note("rev", "run-c"))
+            .await
+            .unwrap();
+        let notes = w.engine.admission_notes(&w.ops, EXEC).await.unwrap();
+        assert_eq!(notes.len(), 1);
+        // Once its grant is revoked it admits itself no more.
+        w.engine.revoke(&w.ops, "g-rev", "done").await.unwrap();
+        assert!(
+            store
+                .admit_run_noted(&rev, &admission("rev", "run-d"), &note("rev", "run-d"))
+                .await
+                .is_err()
+        );
+        assert!(store.run("run-d").await.unwrap().is_none());
+        assert!(w.engine.status(&w.ops, EXEC).await.is_ok());
+    })
+    .await;
+}

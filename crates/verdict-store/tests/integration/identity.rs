@@ -748,3 +748,126 @@ async fn a_principals_login_reads_no_token_hash_yet_authenticates() {
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }
+
+/// Schema version 11, by hand through principals' own logins: a verifier appends a run and its
+/// note only admitting itself, under a grant in force; a producer ends a run only as
+/// `cancelled`, only once it has itself recorded cancelling the run's execution. Each refusal
+/// appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancelled() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let req = canonical(&request(&s));
+    let req =
+        verdict_store::records::row_digest(Table::VerificationRequests.domain(), req.as_bytes());
+    let admission = |verifier: &str, run: &str| {
+        json!({"run_id": run, "request_digest": req.as_str(), "subject_digest": s.as_str(),
+               "verifier": verifier, "class": "reviewer", "admitted_generation": 1})
+    };
+    let note = |verifier: &str, run: &str| {
+        json!({"schema": "verdict.admission/v1", "run_id": run, "request_digest": req.as_str(),
+               "subject_digest": s.as_str(), "generation": 1, "verifier": verifier,
+               "class": "reviewer", "preflight": {"outcome": "pass", "skipped": false, "reasons": []}})
+    };
+    let (mut rev, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    let seq = head_seq(&t).await;
+    let refused = [
+        // Another verifier's admission; its own without a grant; a note naming another; a
+        // request; an engine note of another kind.
+        (
+            put_calls(
+                Table::VerifierRuns,
+                "reviewer-2",
+                "verifier",
+                &admission(VERIFIER, "vrun-9"),
+            ),
+            "may admit only itself",
+        ),
+        (
+            put_calls(
+                Table::VerifierRuns,
+                "reviewer-2",
+                "verifier",
+                &admission("reviewer-2", "vrun-9"),
+            ),
+            "may admit only itself",
+        ),
+        (
+            put_calls(
+                Table::VerificationRequests,
+                "reviewer-2",
+                "verifier",
+                &note(VERIFIER, "vrun-9"),
+            ),
+            "only the note of its own admission",
+        ),
+        (
+            put_calls(
+                Table::VerificationRequests,
+                "reviewer-2",
+                "verifier",
+                &request(&s),
+            ),
+            "only the note of its own admission",
+        ),
+        (
+            put_calls(
+                Table::VerificationRequests,
+                "reviewer-2",
+                "verifier",
+                &json!({"schema": "verdict.cancellation/v1", "subject_digest": s.as_str(), "verifier": "reviewer-2"}),
+            ),
+            "only the note of its own admission",
+        ),
+    ];
+    for (calls, why) in &refused {
+        for sql in calls {
+            let err = try_sql(&mut rev, sql).await.unwrap_err();
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // With a grant in force it admits itself, run and note.
+    grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
+    let seq = head_seq(&t).await;
+    for table_doc in [
+        (Table::VerifierRuns, admission("reviewer-2", "vrun-9")),
+        (Table::VerificationRequests, note("reviewer-2", "vrun-9")),
+    ] {
+        let [one, _] = put_calls(table_doc.0, "reviewer-2", "verifier", &table_doc.1);
+        try_sql(&mut rev, &one).await.unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 2);
+    rev.close().await.unwrap();
+
+    // The producer of ex-1 ends the run only once it has recorded cancelling ex-1 itself.
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    let (mut coder, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let cancelled = json!({"run_id": "vrun-9", "n": 1, "status": "cancelled"});
+    let started = json!({"run_id": "vrun-9", "n": 1, "status": "started"});
+    let seq = head_seq(&t).await;
+    for sql in put_calls(Table::RunEvents, PRODUCER, "producer", &cancelled) {
+        let err = try_sql(&mut coder, &sql).await.unwrap_err();
+        assert!(err.contains("may only cancel a run"), "{sql}: {err}");
+    }
+    nothing_appended(&t, seq).await;
+    let record = json!({
+        "schema": "verdict.cancellation/v1", "cancelled": {"kind": "execution", "id": "ex-1"},
+        "subject_digest": s.as_str(), "by": {"principal": PRODUCER, "role": "producer"},
+        "reason": "withdrawn", "at": "2026-11-30T12:00:00Z"
+    });
+    let [one, _] = put_calls(Table::VerificationRequests, PRODUCER, "producer", &record);
+    try_sql(&mut coder, &one).await.unwrap();
+    for sql in put_calls(Table::RunEvents, PRODUCER, "producer", &started) {
+        let err = try_sql(&mut coder, &sql).await.unwrap_err();
+        assert!(err.contains("may only cancel a run"), "{sql}: {err}");
+    }
+    let [one, _] = put_calls(Table::RunEvents, PRODUCER, "producer", &cancelled);
+    try_sql(&mut coder, &one).await.unwrap();
+    coder.close().await.unwrap();
+    let run = t.store.run("vrun-9").await.unwrap().unwrap();
+    assert_eq!(run.status(), Some(verdict_store::RunStatus::Cancelled));
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}

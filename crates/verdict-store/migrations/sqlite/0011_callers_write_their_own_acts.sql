@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 11: nothing changes here.
+--
+-- Version 11 lets a verifier append its own admission (its run and the run's note) on
+-- PostgreSQL, held there by the write routines to naming itself, independent of the subject's
+-- producer, under a grant in force. On SQLite the store makes the same checks before it writes
+-- (both backends); whoever can write the SQLite file controls the store, and `audit verify` and
+-- signed checkpoints detect what they change.
