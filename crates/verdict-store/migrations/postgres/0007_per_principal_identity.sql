@@ -259,15 +259,10 @@ BEGIN
     END IF;
 END $$;
 
--- The identity check, at the very start of every write routine but cas_clock.
-DO $make$
-DECLARE
-    f record;
-    v_def text;
-    v_at integer;
-    v_marker constant text := E'\nBEGIN\n';
-    v_claim constant text := 'v_set <> ' || quote_literal(__PREFIX_LITERAL__) || ' || p_role';
-    v_check constant text := $check$
+-- The identity check's text, kept in one place: every migration that splices it into a routine
+-- (this one into the write routines, later ones into theirs) reads it from here.
+CREATE FUNCTION verdict._identity_check() RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = verdict, pg_temp AS $function$ SELECT $check$
     IF NOT EXISTS (SELECT 1 FROM verdict.principal_roles id_m
             WHERE id_m.db_role = (CASE WHEN current_setting('role') = 'none'
                 THEN session_user::text ELSE current_setting('role') END)
@@ -278,7 +273,18 @@ DECLARE
             CASE WHEN current_setting('role') = 'none' THEN session_user::text
                 ELSE current_setting('role') END, p_principal, p_role USING ERRCODE = '42501';
     END IF;
-$check$;
+$check$::text $function$;
+REVOKE ALL ON FUNCTION verdict._identity_check() FROM PUBLIC;
+
+-- The identity check, at the very start of every write routine but cas_clock.
+DO $make$
+DECLARE
+    f record;
+    v_def text;
+    v_at integer;
+    v_marker constant text := E'\nBEGIN\n';
+    v_claim constant text := 'v_set <> ' || quote_literal(__PREFIX_LITERAL__) || ' || p_role';
+    v_check constant text := verdict._identity_check();
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure AS signature, p.proname::text AS name FROM pg_catalog.pg_proc p

@@ -197,25 +197,14 @@ GRANT EXECUTE ON FUNCTION verdict.job_fail(text, text, bigint, bigint, text, big
 -- The identity check of schema 7, at the very start of each routine a worker or an enqueuer
 -- calls: the identity acting (the role set with SET ROLE, else the login itself) must act for
 -- the principal and role the call names, so a worker's login cannot claim, renew or finish a
--- job as another principal. The text is the one schema 7 splices into the write routines.
+-- job as another principal. The text is schema 7's, read from `verdict._identity_check()`.
 DO $make$
 DECLARE
     f record;
     v_def text;
     v_at integer;
     v_marker constant text := E'\nBEGIN\n';
-    v_check constant text := $check$
-    IF NOT EXISTS (SELECT 1 FROM verdict.principal_roles id_m
-            WHERE id_m.db_role = (CASE WHEN current_setting('role') = 'none'
-                THEN session_user::text ELSE current_setting('role') END)
-              AND id_m.role = p_role AND (id_m.principal IS NULL OR id_m.principal = p_principal))
-        AND NOT (current_setting('role') = 'none' AND coalesce((SELECT id_r.rolsuper
-            FROM pg_catalog.pg_roles id_r WHERE id_r.rolname = session_user), false)) THEN
-        RAISE EXCEPTION 'database identity % does not act for principal % in role %',
-            CASE WHEN current_setting('role') = 'none' THEN session_user::text
-                ELSE current_setting('role') END, p_principal, p_role USING ERRCODE = '42501';
-    END IF;
-$check$;
+    v_check constant text := verdict._identity_check();
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure AS signature FROM pg_catalog.pg_proc p
