@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -70,6 +70,11 @@ pub const SQLITE: &[Migration] = &[
         version: 11,
         name: "callers_write_their_own_acts",
         sql: include_str!("../migrations/sqlite/0011_callers_write_their_own_acts.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "authority_held_by_the_routines",
+        sql: include_str!("../migrations/sqlite/0014_authority_held_by_the_routines.sql"),
     },
 ];
 
@@ -129,6 +134,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "callers_write_their_own_acts",
         sql: include_str!("../migrations/postgres/0011_callers_write_their_own_acts.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "authority_held_by_the_routines",
+        sql: include_str!("../migrations/postgres/0014_authority_held_by_the_routines.sql"),
     },
 ];
 

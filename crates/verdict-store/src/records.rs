@@ -518,6 +518,38 @@ pub const ADMISSION_NOTE_SCHEMA: &str = "verdict.admission/v1";
 /// only once the requests table holds one naming it as the canceller of that execution.
 pub const CANCELLATION_NOTE_SCHEMA: &str = "verdict.cancellation/v1";
 
+/// The schema of the note a PostgreSQL store appends to the requests table whenever an operator
+/// gives a principal a login of its own ([`LoginNote`]).
+pub const LOGIN_NOTE_SCHEMA: &str = "verdict.db-login/v1";
+
+/// Who gave a login: the operator whose act it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginGiver {
+    /// The operator principal.
+    pub principal: Name,
+    /// Always `operator`.
+    pub role: Role,
+}
+
+/// The audited note of a login given to a principal (`verdict.db-login/v1`). On PostgreSQL
+/// `principal_login` appends it itself, as the giving operator and in the same transaction as
+/// the login, so no login is given without one; the password is never in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginNote {
+    /// Always [`LOGIN_NOTE_SCHEMA`].
+    pub schema: String,
+    /// The principal given a login.
+    pub principal: Name,
+    /// Its database identity, which may now log in.
+    pub db_role: String,
+    /// The operator who gave it.
+    pub by: LoginGiver,
+    /// The database's clock when it was given.
+    pub at: Timestamp,
+}
+
 /// The name of the one clock pointer.
 pub const CLOCK_POINTER: &str = "store";
 

@@ -339,6 +339,122 @@ async fn cas_lease(
 /// Compare-and-set by hand: a change record that is not canonical, under another key, with a
 /// pointer name or value past its bound, or a new value that is not the change's own canonical
 /// text, is refused; the well-formed change still moves the pointer.
+/// Schema 14: a canonical body under the key it derives, from a writer allowed to write it, is
+/// still refused (22023) when it is not a record of its table: a member its type requires is
+/// missing, or it is no object at all. Nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_routines_refuse_bodies_missing_a_required_member() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let (mut runner, _) = connect_as(&t, RUNNER, Role::Runner).await;
+    let (mut producer, _) = connect_as(&t, PRODUCER, Role::Producer).await;
+    let (mut verifier, _) = connect_as(&t, VERIFIER, Role::Verifier).await;
+    write_grant(store, RUNNER).await;
+    write_grant(store, PRODUCER).await;
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+
+    let without = |doc: Value, member: &str| {
+        let mut doc = doc;
+        doc.as_object_mut().unwrap().remove(member).unwrap();
+        canonical(&doc)
+    };
+    // Evidence without its freshness, and without the definition it was checked against.
+    for member in ["freshness", "definition_digest"] {
+        let call = Call::new(
+            Table::CheckEvidence,
+            RUNNER,
+            "runner",
+            without(evidence(&s, "ev-short"), member),
+        );
+        refused_both_ways(&mut runner, &call, "the body is not check evidence").await;
+    }
+    // A finding without its method; a result without its criteria.
+    let mut call = Call::new(
+        Table::Findings,
+        VERIFIER,
+        "verifier",
+        without(finding(&s, "f-short", 1), "method"),
+    );
+    // The key the body derives (the store's reader refuses to derive it for a non-finding).
+    call.key = "f-short@1".into();
+    refused_both_ways(&mut verifier, &call, "the body is not a finding").await;
+    let call = Call::new(
+        Table::VerificationResults,
+        VERIFIER,
+        "verifier",
+        without(result(&s, 1, "vrun-1", vec![]), "criteria"),
+    );
+    refused_both_ways(
+        &mut verifier,
+        &call,
+        "the body is not a verification result",
+    )
+    .await;
+    // A request that says it is one but lacks its budget; a body that is no object.
+    let request = json!({
+        "schema": "verdict.request/v1", "execution": "ex-1", "subject_digest": s.as_str(),
+        "generation": 1, "gate": "merge", "policy_digest": d("policy"),
+        "verifier_classes": ["reviewer"], "prior_blockers": [], "risk_class": "low",
+        "budget": {}
+    });
+    let call = Call::new(
+        Table::VerificationRequests,
+        PRODUCER,
+        "producer",
+        without(request.clone(), "budget"),
+    );
+    refused_both_ways(
+        &mut producer,
+        &call,
+        "the body is not a verification request",
+    )
+    .await;
+    let mut listed = Call::new(
+        Table::VerificationRequests,
+        PRODUCER,
+        "producer",
+        "[]".into(),
+    );
+    listed.key = listed.digest();
+    let (code, message) = put_one(&mut producer, &listed).await.unwrap_err();
+    assert_eq!(code, "22023", "{message}");
+    assert!(message.contains("not a request or a note"), "{message}");
+
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    // The same records, whole, are stored.
+    put_one(
+        &mut runner,
+        &Call::new(
+            Table::CheckEvidence,
+            RUNNER,
+            "runner",
+            canonical(&evidence(&s, "ev-short")),
+        ),
+    )
+    .await
+    .unwrap();
+    put_one(
+        &mut producer,
+        &Call::new(
+            Table::VerificationRequests,
+            PRODUCER,
+            "producer",
+            canonical(&request),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 2);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    for conn in [runner, producer, verifier] {
+        conn.close().await.unwrap();
+    }
+    t.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_and_set_refuses_malformed_changes() {
     let t = postgres().await;

@@ -326,16 +326,8 @@ async fn listings_follow_subjects_and_executions(t: &TestStore) {
         .put(&operator(), DocKind::Policy, &policy(4))
         .await
         .unwrap();
-    let gate = Actor::gate("gate");
     for (s, key) in [(&d2, "k2"), (&d1, "k1"), (&d3, "k3")] {
-        t.store
-            .put(
-                &gate,
-                DocKind::Decision,
-                &decision(s, &p.digest, &d(key), "pass"),
-            )
-            .await
-            .unwrap();
+        put_decision(t.store.as_ref(), &decision(s, &p.digest, &d(key), "pass")).await;
     }
     let decisions = t
         .store
@@ -694,10 +686,7 @@ async fn sixteen_concurrent_evaluations_of_one_key_store_one_decision(t: &TestSt
         let barrier = barrier.clone();
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            store
-                .put(&Actor::gate("gate"), DocKind::Decision, &doc)
-                .await
-                .unwrap()
+            put_decision(store.as_ref(), &doc).await
         }));
     }
     let mut rows = Vec::new();
@@ -719,7 +708,10 @@ async fn sixteen_concurrent_evaluations_of_one_key_store_one_decision(t: &TestSt
     let events = t
         .count(&format!("SELECT count(*) FROM {}", t.table("audit_events")))
         .await;
-    assert_eq!(events, 2, "one event for the policy, one for the decision");
+    assert_eq!(
+        events, 3,
+        "one event for the policy, one for the evaluation record, one for the decision"
+    );
     assert_intact(t).await;
 }
 both!(sixteen_concurrent_evaluations_of_one_key_store_one_decision);

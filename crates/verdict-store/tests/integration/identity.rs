@@ -758,9 +758,18 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     let t = postgres().await;
     populate(t.store.as_ref()).await;
     let s = subject_digest(&subject("ex-1", 1));
-    let req = canonical(&request(&s));
-    let req =
-        verdict_store::records::row_digest(Table::VerificationRequests.domain(), req.as_bytes());
+    // Since schema 14 a verifier admits itself only under a request as the engine writes it.
+    let p = current_policy(&t).await;
+    let req = t
+        .store
+        .put(
+            &Actor::new(OPERATOR, Role::Operator),
+            DocKind::Request,
+            &engine_request(&s, 1, &p, None),
+        )
+        .await
+        .unwrap()
+        .digest;
     let admission = |verifier: &str, run: &str| {
         json!({"run_id": run, "request_digest": req.as_str(), "subject_digest": s.as_str(),
                "verifier": verifier, "class": "reviewer", "admitted_generation": 1})
@@ -828,16 +837,25 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
         }
     }
     nothing_appended(&t, seq).await;
-    // With a grant in force it admits itself, run and note.
+    // With a grant in force it admits itself, run and note (in one transaction, as the store
+    // writes them: since schema 14 the note needs its run stored in the same transaction).
     grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
     let seq = head_seq(&t).await;
-    for table_doc in [
-        (Table::VerifierRuns, admission("reviewer-2", "vrun-9")),
-        (Table::VerificationRequests, note("reviewer-2", "vrun-9")),
-    ] {
-        let [one, _] = put_calls(table_doc.0, "reviewer-2", "verifier", &table_doc.1);
-        try_sql(&mut rev, &one).await.unwrap();
-    }
+    let [run_one, _] = put_calls(
+        Table::VerifierRuns,
+        "reviewer-2",
+        "verifier",
+        &admission("reviewer-2", "vrun-9"),
+    );
+    let [note_one, _] = put_calls(
+        Table::VerificationRequests,
+        "reviewer-2",
+        "verifier",
+        &note("reviewer-2", "vrun-9"),
+    );
+    try_sql(&mut rev, &format!("BEGIN; {run_one}; {note_one}; COMMIT"))
+        .await
+        .unwrap();
     assert_eq!(head_seq(&t).await, seq + 2);
     rev.close().await.unwrap();
 
@@ -869,5 +887,390 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     let run = t.store.run("vrun-9").await.unwrap().unwrap();
     assert_eq!(run.status(), Some(verdict_store::RunStatus::Cancelled));
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// A request as the engine writes it (`verdict.request/v1`) for `subject` at `generation`, under
+/// gate `merge` pinning `policy`, asking for class `reviewer`, with a run cap when given.
+fn engine_request(
+    subject: &verdict_core::digest::Digest,
+    generation: u64,
+    policy: &str,
+    max_runs: Option<u32>,
+) -> serde_json::Value {
+    let budget = max_runs.map_or_else(|| json!({}), |n| json!({"max_runs": n}));
+    json!({
+        "schema": "verdict.request/v1", "execution": "ex-1", "subject_digest": subject.as_str(),
+        "generation": generation, "gate": "merge", "policy_digest": policy,
+        "verifier_classes": ["reviewer"], "prior_blockers": [], "risk_class": "low",
+        "budget": budget
+    })
+}
+
+/// The run and the admission note of `verifier` for run `run` under `request`.
+fn self_admission(
+    verifier: &str,
+    run: &str,
+    request: &str,
+    subject: &str,
+    generation: u64,
+    class: &str,
+) -> (serde_json::Value, serde_json::Value) {
+    (
+        json!({"run_id": run, "request_digest": request, "subject_digest": subject,
+               "verifier": verifier, "class": class, "admitted_generation": generation}),
+        json!({"schema": "verdict.admission/v1", "run_id": run, "request_digest": request,
+               "subject_digest": subject, "generation": generation, "verifier": verifier,
+               "class": class, "preflight": {"outcome": "pass", "skipped": false, "reasons": []}}),
+    )
+}
+
+/// The current policy of gate `merge` after `populate`.
+async fn current_policy(t: &TestStore) -> String {
+    let op = Actor::new(OPERATOR, Role::Operator);
+    t.store
+        .put(&op, DocKind::Policy, &policy(4))
+        .await
+        .unwrap()
+        .digest
+        .to_string()
+}
+
+/// Schema 14: a verifier's own login admitting itself by hand is held to what the engine
+/// checks of an admission: a stored engine request for the run's subject that asks for the
+/// run's class, the execution's current subject at the run's generation, the gate's current
+/// policy, and the request's run cap (counted under the chain lock); its note only with its own
+/// run in the same transaction. Every refusal appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifiers_own_admission_is_held_to_its_request_cap_and_current_subject() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = current_policy(&t).await;
+    // A later subject of ex-1, stored but never made current.
+    let s2 = t
+        .store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &subject("ex-1", 2),
+        )
+        .await
+        .unwrap()
+        .digest;
+    let mut stored = Vec::new();
+    for doc in [
+        engine_request(&s, 1, &p, Some(1)),
+        engine_request(&s2, 2, &p, None),
+        engine_request(&s, 1, &d("an-older-policy"), None),
+        request(&s),
+    ] {
+        let row = t.store.put(&op, DocKind::Request, &doc).await.unwrap();
+        stored.push(row.digest.to_string());
+    }
+    let [capped, stale, old_policy, not_engine] = <[String; 4]>::try_from(stored).unwrap();
+    let (mut rev, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
+    let seq = head_seq(&t).await;
+    let held = "may admit itself only under a stored request";
+    for (run, why) in [
+        // A class the request does not ask for.
+        (
+            self_admission("reviewer-2", "vrun-a", &capped, s.as_str(), 1, "security").0,
+            held,
+        ),
+        // A request for a subject that is not the execution's current one.
+        (
+            self_admission("reviewer-2", "vrun-a", &stale, s2.as_str(), 2, "reviewer").0,
+            held,
+        ),
+        // A request pinning a policy that is not the gate's current one.
+        (
+            self_admission(
+                "reviewer-2",
+                "vrun-a",
+                &old_policy,
+                s.as_str(),
+                1,
+                "reviewer",
+            )
+            .0,
+            held,
+        ),
+        // A document of the requests table that is no engine request.
+        (
+            self_admission(
+                "reviewer-2",
+                "vrun-a",
+                &not_engine,
+                s.as_str(),
+                1,
+                "reviewer",
+            )
+            .0,
+            held,
+        ),
+        // Another generation than the subject's.
+        (
+            self_admission("reviewer-2", "vrun-a", &capped, s.as_str(), 2, "reviewer").0,
+            held,
+        ),
+    ] {
+        for sql in put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run) {
+            let err = try_sql(&mut rev, &sql).await.unwrap_err();
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    // A note with no run of its own stored in the same transaction.
+    let (run, note) = self_admission("reviewer-2", "vrun-a", &capped, s.as_str(), 1, "reviewer");
+    for sql in put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note) {
+        let err = try_sql(&mut rev, &sql).await.unwrap_err();
+        assert!(err.contains("only with its own run"), "{sql}: {err}");
+    }
+    // Nor with its run committed on its own before.
+    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
+    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
+    nothing_appended(&t, seq).await;
+    try_sql(&mut rev, &run_one).await.unwrap();
+    let err = try_sql(&mut rev, &note_one).await.unwrap_err();
+    assert!(err.contains("only with its own run"), "{err}");
+    assert_eq!(head_seq(&t).await, seq + 1);
+
+    // The cap of one run is used up: another run under the request is refused, however it
+    // is sent, and so is its note.
+    let (run_b, note_b) =
+        self_admission("reviewer-2", "vrun-b", &capped, s.as_str(), 1, "reviewer");
+    for sql in put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_b) {
+        let err = try_sql(&mut rev, &sql).await.unwrap_err();
+        assert!(
+            err.contains("admitted all the runs its budget allows"),
+            "{sql}: {err}"
+        );
+    }
+    let [run_b_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_b);
+    let [note_b_one, _] = put_calls(
+        Table::VerificationRequests,
+        "reviewer-2",
+        "verifier",
+        &note_b,
+    );
+    let err = try_sql(
+        &mut rev,
+        &format!("BEGIN; {run_b_one}; {note_b_one}; COMMIT"),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("admitted all the runs"), "{err}");
+    try_sql(&mut rev, "ROLLBACK").await.unwrap();
+    nothing_appended(&t, seq + 1).await;
+
+    // Under a request with no cap, the run and its note in one transaction are stored.
+    let open = t
+        .store
+        .put(&op, DocKind::Request, &engine_request(&s, 1, &p, None))
+        .await
+        .unwrap()
+        .digest
+        .to_string();
+    let (run_c, note_c) = self_admission("reviewer-2", "vrun-c", &open, s.as_str(), 1, "reviewer");
+    let [run_c_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_c);
+    let [note_c_one, _] = put_calls(
+        Table::VerificationRequests,
+        "reviewer-2",
+        "verifier",
+        &note_c,
+    );
+    let seq = head_seq(&t).await;
+    try_sql(
+        &mut rev,
+        &format!("BEGIN; {run_c_one}; {note_c_one}; COMMIT"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 2);
+    rev.close().await.unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// Schema 14: the gate's own identity stores a decision only together with its evaluation
+/// record (same evaluation key, subject and policy) written in the same transaction, and claims
+/// gate jobs only under a stored operator's name. Each refusal appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_login_stores_a_decision_only_with_its_evaluation_record() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "op-1", Role::Operator).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p: verdict_core::digest::Digest = current_policy(&t).await.parse().unwrap();
+    let login = format!("{}gate_login", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}gate\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    let mut gate = sqlx::PgConnection::connect(&url).await.unwrap();
+    try_sql(&mut gate, &format!("SET ROLE \"{}gate\"", t.prefix))
+        .await
+        .unwrap();
+    let key = d("forged");
+    let forged = decision(&s, &p, &key, "pass");
+    let seq = head_seq(&t).await;
+    let refused = "only with its evaluation record";
+    // A decision alone.
+    for sql in put_calls(Table::GateDecisions, "op-1", "gate", &forged) {
+        let err = try_sql(&mut gate, &sql).await.unwrap_err();
+        assert!(err.contains(refused), "{sql}: {err}");
+    }
+    // With a record of the same key for another subject, or under another policy.
+    let [decision_one, decision_batch] = put_calls(Table::GateDecisions, "op-1", "gate", &forged);
+    let other_subject: verdict_core::digest::Digest = d("other-subject").parse().unwrap();
+    let other_policy: verdict_core::digest::Digest = d("other-policy").parse().unwrap();
+    for record in [
+        evaluation(&other_subject, &p, &key),
+        evaluation(&s, &other_policy, &key),
+    ] {
+        let [record_one, _] = put_calls(Table::GateEvaluations, "op-1", "gate", &record);
+        for sql in [&decision_one, &decision_batch] {
+            let err = try_sql(&mut gate, &format!("BEGIN; {record_one}; {sql}; COMMIT"))
+                .await
+                .unwrap_err();
+            assert!(err.contains(refused), "{sql}: {err}");
+            try_sql(&mut gate, "ROLLBACK").await.unwrap();
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // With its record committed on its own before: not the same transaction.
+    let [record_one, _] = put_calls(
+        Table::GateEvaluations,
+        "op-1",
+        "gate",
+        &evaluation(&s, &p, &key),
+    );
+    try_sql(&mut gate, &record_one).await.unwrap();
+    for sql in [&decision_one, &decision_batch] {
+        let err = try_sql(&mut gate, sql).await.unwrap_err();
+        assert!(err.contains(refused), "{sql}: {err}");
+    }
+    nothing_appended(&t, seq + 1).await;
+    // Its record and the decision in one transaction, as the engine writes them, are stored.
+    let key2 = d("key-2");
+    let [record2, _] = put_calls(
+        Table::GateEvaluations,
+        "op-1",
+        "gate",
+        &evaluation(&s, &p, &key2),
+    );
+    let [decision2, _] = put_calls(
+        Table::GateDecisions,
+        "op-1",
+        "gate",
+        &decision(&s, &p, &key2, "pass"),
+    );
+    try_sql(&mut gate, &format!("BEGIN; {record2}; {decision2}; COMMIT"))
+        .await
+        .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 3);
+
+    // Gate jobs only under a stored operator's name: not a name no principal has, nor a
+    // verifier's.
+    for name in ["mallory", VERIFIER] {
+        let err = try_sql(
+            &mut gate,
+            &format!("SELECT * FROM verdict.job_claim('{name}', 'gate', 'gate', 'h-1', 60000)"),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.contains("only under a stored operator's name"),
+            "{name}: {err}"
+        );
+    }
+    try_sql(
+        &mut gate,
+        "SELECT * FROM verdict.job_claim('op-1', 'gate', 'gate', 'h-1', 60000)",
+    )
+    .await
+    .unwrap();
+    gate.close().await.unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
+/// Schema 14: giving a principal a login of its own appends, in the same transaction, a note
+/// (`verdict.db-login/v1`) written by the operator who gave it, naming the principal and its
+/// database identity; given by hand through the operator's own login too. No login is given
+/// without its note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_given_is_recorded_in_the_audit_chain() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "op-1", Role::Operator).await;
+    register(t.store.as_ref(), PRODUCER, Role::Producer).await;
+    let seq = head_seq(&t).await;
+    let given = t
+        .store
+        .give_login(&Actor::new("op-1", Role::Operator), VERIFIER)
+        .await
+        .unwrap();
+    let note_of = |event: &verdict_store::AuditEvent| {
+        assert_eq!(
+            (
+                event.table.as_str(),
+                event.principal.as_str(),
+                event.role.as_str()
+            ),
+            ("verification_requests", "op-1", "operator")
+        );
+        event
+            .payload_digest
+            .parse::<verdict_core::digest::Digest>()
+            .unwrap()
+    };
+    let events = t.store.audit_events(seq, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let row = t
+        .store
+        .get(DocKind::Request, &note_of(&events[0]))
+        .await
+        .unwrap()
+        .unwrap();
+    let note: verdict_store::LoginNote = row.decode().unwrap();
+    assert_eq!(note.schema, verdict_store::LOGIN_NOTE_SCHEMA);
+    assert_eq!(note.principal.as_str(), VERIFIER);
+    assert_eq!(note.db_role, given.user);
+    assert_eq!(note.by.principal.as_str(), "op-1");
+
+    // By hand, through the operator's own login: the note comes with the login.
+    let (mut op, _) = principal_login(&t, "op-1", Role::Operator).await;
+    let seq = head_seq(&t).await;
+    try_sql(
+        &mut op,
+        &format!(
+            "SELECT verdict.principal_login('op-1', 'operator', '{PRODUCER}', repeat('x', 40))"
+        ),
+    )
+    .await
+    .unwrap();
+    op.close().await.unwrap();
+    let events = t.store.audit_events(seq, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let row = t
+        .store
+        .get(DocKind::Request, &note_of(&events[0]))
+        .await
+        .unwrap()
+        .unwrap();
+    let note: verdict_store::LoginNote = row.decode().unwrap();
+    assert_eq!(note.principal.as_str(), PRODUCER);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }

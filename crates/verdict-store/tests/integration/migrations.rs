@@ -55,7 +55,12 @@ async fn migrate_is_idempotent(t: &TestStore) {
             t.table("schema_migrations")
         ))
         .await;
-    assert_eq!(rows, SCHEMA_VERSION);
+    // One row per migration applied (versions may skip a number).
+    let migrations = match t.kind {
+        Kind::Sqlite => verdict_store::migrations::SQLITE.len(),
+        Kind::Postgres => verdict_store::migrations::POSTGRES.len(),
+    };
+    assert_eq!(rows, i64::try_from(migrations).unwrap());
 }
 both!(migrate_is_idempotent);
 

@@ -729,22 +729,7 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
-    store
-        .put(
-            &Actor::gate("gate"),
-            DocKind::Decision,
-            &decision(&s, &p.digest, &d("key-1"), "pass"),
-        )
-        .await
-        .unwrap();
-    store
-        .put(
-            &Actor::gate("gate"),
-            DocKind::Evaluation,
-            &evaluation(&s, &p.digest, &d("key-1")),
-        )
-        .await
-        .unwrap();
+    put_decision(store, &decision(&s, &p.digest, &d("key-1"), "pass")).await;
     store
         .put(
             &Actor::system("verdict-engine"),
@@ -777,6 +762,31 @@ pub fn evaluation(subject: &Digest, policy: &Digest, key: &str) -> Value {
         "human_decisions": [],
         "prior_findings": []
     })
+}
+
+/// Stores a gate decision as the engine does: in one transaction with its evaluation record
+/// (same key, subject and policy), the record first, which PostgreSQL's routine requires since
+/// schema 14. Returns the decision's row.
+pub async fn put_decision(store: &dyn Store, doc: &Value) -> verdict_store::Stored {
+    use verdict_store::{Actor, DocKind};
+    let digest_at = |member: &str| -> Digest { doc[member].as_str().unwrap().parse().unwrap() };
+    let record = evaluation(
+        &digest_at("subject_digest"),
+        &digest_at("policy_digest"),
+        doc["evaluation_key"].as_str().unwrap(),
+    );
+    store
+        .put_batch(
+            &Actor::gate("gate"),
+            &[
+                (DocKind::Evaluation, record),
+                (DocKind::Decision, doc.clone()),
+            ],
+        )
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
 }
 
 /// A denial of `principal` (no role: an unauthenticated attempt); `seed` makes its nonce.

@@ -1,0 +1,9 @@
+-- verdict store, SQLite schema version 14: nothing changes here.
+--
+-- Version 14 makes PostgreSQL's write routines hold more of the engine's checks for every
+-- caller: a body's required members, a verifier's own admission (its request, class, run cap and
+-- current subject), a gate decision only with its evaluation record, gate jobs only under an
+-- operator's name, and an audited note for every login given. SQLite has no logins and no
+-- routines: the store and the engine make their checks before they write, and whoever can write
+-- the SQLite file controls the store; `audit verify` and signed checkpoints detect what they
+-- change.
