@@ -182,11 +182,38 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
         let mut forged = decisions[0].value().unwrap();
         forged["evaluation_key"] = json!(DEF);
         forged["criteria"] = json!([]);
-        let row = w
-            .engine
-            .store()
-            .put(&Actor::gate("mallory"), DocKind::Decision, &forged)
+        let store = w.engine.store();
+        if store.describe().starts_with("postgres") {
+            // On PostgreSQL (schema 14) the gate's routine refuses a decision that comes
+            // without its evaluation record in the same transaction.
+            let e = store
+                .put(&Actor::gate("mallory"), DocKind::Decision, &forged)
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("only with its evaluation record"),
+                "{e}"
+            );
+        }
+        // The forgery the database cannot refuse: a record copied from the true one, under
+        // the forged key, written with the decision in one transaction.
+        let real_key = decisions[0]
+            .decode::<verdict_core::contracts::GateDecision>()
+            .unwrap()
+            .evaluation_key
+            .unwrap();
+        let mut record = store.evaluations(&real_key).await.unwrap()[0]
+            .value()
+            .unwrap();
+        record["evaluation_key"] = json!(DEF);
+        let row = store
+            .put_batch(
+                &Actor::gate("mallory"),
+                &[(DocKind::Evaluation, record), (DocKind::Decision, forged)],
+            )
             .await
+            .unwrap()
+            .pop()
             .unwrap();
         // Its hashes agree with the chain: only replaying it shows the Gate never made it.
         assert!(

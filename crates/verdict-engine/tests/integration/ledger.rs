@@ -283,8 +283,18 @@ async fn the_request_names_the_capability_else_the_subject_does() {
             )
             .await
             .unwrap();
-        let forged = json!({"schema": "verdict.request/v1", "subject_digest": d.as_str(),
-            "capability": "forged"});
+        // A whole request (every member a request has, so the database's structural check
+        // since schema 14 takes it too), copied from the true one, naming another capability.
+        let mut forged = w
+            .engine
+            .store()
+            .get(verdict_store::DocKind::Request, &req)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        forged["capability"] = json!("forged");
         w.engine
             .store()
             .put(

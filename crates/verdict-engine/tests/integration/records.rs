@@ -314,19 +314,54 @@ async fn legacy_decision(w: &World) -> (verdict_core::digest::Digest, serde_json
         "human_decisions": digests(&collected.human_decisions),
         "prior_findings": [],
     });
-    let stored = w
-        .engine
-        .store()
-        .put(
-            &verdict_store::Actor::gate("ops"),
-            DocKind::Decision,
-            &serde_json::to_value(&decision).unwrap(),
-        )
-        .await
-        .unwrap();
-    assert!(stored.inserted);
-    assert!(w.engine.store().evaluations(&key).await.unwrap().is_empty());
-    (key, record, stored.body)
+    let value = serde_json::to_value(&decision).unwrap();
+    let store = w.engine.store();
+    let body = if store.describe().starts_with("postgres") {
+        legacy_put_postgres(store.as_ref(), &value).await
+    } else {
+        let stored = store
+            .put(
+                &verdict_store::Actor::gate("ops"),
+                DocKind::Decision,
+                &value,
+            )
+            .await
+            .unwrap();
+        assert!(stored.inserted);
+        stored.body
+    };
+    assert!(store.evaluations(&key).await.unwrap().is_empty());
+    (key, record, body)
+}
+
+/// A decision stored with no evaluation record, as a schema 1 store held it. Since schema 14
+/// the gate's routine stores a decision only with its record, so the old row is reproduced the
+/// way only the database's superuser (with no role set, not bound by the routines' checks)
+/// still can: the routine called on its own connection. Returns the stored body.
+async fn legacy_put_postgres(store: &dyn Store, value: &serde_json::Value) -> String {
+    use sqlx::Connection as _;
+    let body = String::from_utf8(verdict_core::canonical::to_vec(value)).unwrap();
+    let digest = verdict_store::records::row_digest(
+        verdict_store::Table::GateDecisions.domain(),
+        body.as_bytes(),
+    );
+    let key = value["evaluation_key"].as_str().unwrap();
+    // The store describes itself as its URL, followed by its role prefix.
+    let described = store.describe();
+    let url = described.split(" (").next().unwrap();
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let inserted: Option<bool> = sqlx::query_scalar(
+        "SELECT r_inserted FROM verdict.put_one_gate_decisions('ops', 'gate', $1, $2, $3, NULL)",
+    )
+    .bind(key)
+    .bind(digest.as_str())
+    .bind(&body)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(inserted, Some(true));
+    body
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,10 @@
 //! durable appends per second (evidence plus audit event, fsync on) against the raw ceiling of
 //! the same database in the same run: single-row INSERTs of the same bytes with the same
 //! durability. Single appends and their ceiling alternate in rounds, so both meet the same
-//! disk. It prints a Markdown table. `--only sqlite` or `--only postgres` runs one
+//! disk. On PostgreSQL the writer is a registered runner with a write grant on the subject's
+//! execution, appending through its own database identity, so the routine's identity and grant
+//! checks are part of what is measured. It prints a Markdown table. `--only sqlite` or
+//! `--only postgres` runs one
 //! backend; `--only sqlite-batched` runs just SQLite's batched appends (for profiling).
 //!
 //! `--only postgres-bodies` measures what the write routines' checks of a body (schema version
@@ -35,13 +38,35 @@ const USAGE: &str = "usage:
 
 const RUNNER: &str = "bench-runner";
 
-/// The i-th synthetic evidence document (about one fixed subject).
+/// The execution the bench's evidence is about.
+const EXECUTION: &str = "bench-ex";
+
+/// The one subject the bench's evidence is about (stored by [`register_writer`]).
+fn bench_subject() -> Value {
+    json!({
+        "schema": "verdict.subject/v1",
+        "execution": {"id": EXECUTION, "generation": 1},
+        "work_items": [{"kind": "work_package", "id": "wp-bench", "version": "1"}],
+        "producer": {"principal": "bench-producer", "run": "bench-run"},
+        "objective": {"revision": "obj-1", "digest": digest::raw(b"bench-objective").as_str()},
+        "criteria": {"revision": "crit-1", "items": [
+            {"id": "tests-pass", "text": "All unit tests pass", "required": true}
+        ]},
+        "resources": [{"name": "diff", "kind": "git_diff", "digest": digest::raw(b"bench-diff").as_str()}],
+        "checks": [{"id": "unit-tests", "definition_digest": digest::raw(b"bench-definition").as_str(),
+            "criteria": ["tests-pass"]}],
+        "workflow_revision": "wf-1",
+        "risk": {"class": "low", "revision": "risk-1", "capabilities": []}
+    })
+}
+
+/// The i-th synthetic evidence document (about the one bench subject).
 fn evidence(i: u64) -> Value {
     json!({
         "id": format!("ev-{i}"),
         "kind": "check",
         "check": "unit-tests",
-        "subject_digest": digest::raw(b"bench-subject").as_str(),
+        "subject_digest": digest::digest(digest::DigestKind::Subject, &bench_subject()).as_str(),
         "definition_digest": digest::raw(b"bench-definition").as_str(),
         "produced_by": {"principal": RUNNER, "role": "runner"},
         "outcome": "pass",
@@ -54,6 +79,58 @@ fn evidence(i: u64) -> Value {
 
 fn runner() -> Actor {
     Actor::new(RUNNER, Role::Runner)
+}
+
+/// Makes the bench's writer a real runner: a registered principal holding a write grant on the
+/// execution of a stored subject. On PostgreSQL its appends then run in its own database
+/// identity (`SET ROLE`), so every check a runner's append meets (the identity, its grant at
+/// the database's clock, the body's) is measured, not skipped as for a superuser with no role
+/// set. The operator and producer here are never registered: the setup runs as the bench's
+/// own (superuser) login.
+async fn register_writer(store: &Arc<dyn Store>) -> Result<(), String> {
+    use verdict_store::{Access, GrantRecord, GrantScope, PrincipalRecord, ScopeKind};
+    let op = Actor::new("bench-operator", Role::Operator);
+    let parse = |what: &str, e: String| format!("bench setup: {what}: {e}");
+    store
+        .put(
+            &Actor::new("bench-producer", Role::Producer),
+            DocKind::Subject,
+            &bench_subject(),
+        )
+        .await
+        .map_err(|e| parse("subject", e.to_string()))?;
+    let record = PrincipalRecord {
+        name: RUNNER
+            .parse()
+            .map_err(|e| parse("runner", format!("{e}")))?,
+        role: Role::Runner,
+        token_sha256: verdict_store::token_sha256("bench-runner-token"),
+    };
+    store
+        .add_principal(&op, &record)
+        .await
+        .map_err(|e| parse("runner", e.to_string()))?;
+    let grant = GrantRecord {
+        grant_id: "g-bench-runner"
+            .parse()
+            .map_err(|e| parse("grant", format!("{e}")))?,
+        principal: record.name.clone(),
+        scope: GrantScope {
+            kind: ScopeKind::Execution,
+            id: EXECUTION
+                .parse()
+                .map_err(|e| parse("grant", format!("{e}")))?,
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z"
+            .parse()
+            .map_err(|e| parse("grant", format!("{e}")))?,
+    };
+    store
+        .add_grant(&op, &grant)
+        .await
+        .map_err(|e| parse("grant", e.to_string()))?;
+    Ok(())
 }
 
 struct Args(Vec<String>);
@@ -522,6 +599,7 @@ async fn bench_postgres_in(url: &str, prefix: &str, scale: f64) -> Result<Vec<St
     let store = verdict_store::open_with(&Location::Postgres(url.to_owned()), &options)
         .await
         .map_err(|e| e.to_string())?;
+    register_writer(&store).await?;
     let (raw1, single, ratios) = paired_single(
         &store,
         "PostgreSQL store, single appends",
