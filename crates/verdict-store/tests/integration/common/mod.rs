@@ -762,6 +762,11 @@ pub async fn populate(store: &dyn Store) {
         .cas_lease(&verifier, "run vrun-1", None, Some(&holder))
         .await
         .unwrap();
+    // The bytes of the subject's objective (schema version 12).
+    store
+        .put_blob(&runner, b"the objective, in words", Some("text/plain"))
+        .await
+        .unwrap();
 }
 
 /// The record of a gate evaluation that read only the subject and the policy.
