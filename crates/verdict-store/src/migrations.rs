@@ -72,6 +72,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0011_callers_write_their_own_acts.sql"),
     },
     Migration {
+        version: 12,
+        name: "blobs",
+        sql: include_str!("../migrations/sqlite/0012_blobs.sql"),
+    },
+    Migration {
         version: 14,
         name: "authority_held_by_the_routines",
         sql: include_str!("../migrations/sqlite/0014_authority_held_by_the_routines.sql"),
@@ -134,6 +139,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "callers_write_their_own_acts",
         sql: include_str!("../migrations/postgres/0011_callers_write_their_own_acts.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "blobs",
+        sql: include_str!("../migrations/postgres/0012_blobs.sql"),
     },
     Migration {
         version: 14,
