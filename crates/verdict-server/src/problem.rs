@@ -6,7 +6,7 @@
 use crate::ops::ProblemCode;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use verdict_engine::EngineError;
 use verdict_store::StoreError;
@@ -16,7 +16,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// An RFC 9457 problem document, with the stable reason code and whether repeating the same
 /// request unchanged can succeed.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema, Deserialize)]
 pub struct Problem {
     /// `urn:verdict:problem:` followed by [`Problem::code`].
     #[serde(rename = "type")]
