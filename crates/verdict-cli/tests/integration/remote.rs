@@ -152,7 +152,7 @@ impl Target<'_> {
 }
 
 /// One step's answer, with what differs between two stores by nature (the tokens minted, the
-/// store's clock) taken out.
+/// store's clock, the digest of a record holding the time it was made) taken out.
 #[derive(Debug, PartialEq)]
 struct Step {
     args: String,
@@ -195,7 +195,7 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
             args: args.join(" "),
             code: out.status.code(),
             stdout: if mask_stdout {
-                "<token>".into()
+                "<masked>".into()
             } else {
                 without_times(&stdout)
             },
@@ -309,7 +309,8 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
             "--reason",
             "read the change",
         ],
-        false,
+        // The human decision's digest covers the time it was recorded at.
+        true,
     );
     step(ops, &["history", "ex-1"], false);
     step(ops, &["history", "ex-1", "--json"], false);
