@@ -1,7 +1,7 @@
 //! `execution cancel` and `run cancel`: end an execution or a verifier run, with a reason.
 
 use crate::lifecycle_cmd::{Common, Ctx, runtime};
-use crate::remote::{Remote, segment};
+use crate::remote::segment;
 use anyhow::Result;
 use std::process::ExitCode;
 use verdict_engine::{Cancellation, Cancelled};
@@ -56,7 +56,7 @@ pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
         }
     };
     runtime()?.block_on(async {
-        let c: Cancellation = if let Some(remote) = Remote::from_common(&common)? {
+        let c: Cancellation = if let Some(remote) = crate::remote::client(&common)? {
             remote
                 .post(
                     &format!("v1/executions/{}/cancel", segment(&execution)),
@@ -76,7 +76,7 @@ pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
 
 /// Runs `run cancel`.
 pub(crate) async fn run_cancel(args: RunCancelArgs) -> Result<ExitCode> {
-    let c: Cancellation = if let Some(remote) = Remote::from_common(&args.common)? {
+    let c: Cancellation = if let Some(remote) = crate::remote::client(&args.common)? {
         remote
             .post(
                 &format!("v1/runs/{}/cancel", segment(&args.run)),

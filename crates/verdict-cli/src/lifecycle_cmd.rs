@@ -3,7 +3,7 @@
 //! `gate run` / `gate replay`. Every command acts as the principal whose token it is given.
 
 use crate::input;
-use crate::remote::{Remote, segment};
+use crate::remote::segment;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -517,7 +517,7 @@ pub fn run(cmd: LifecycleCommand) -> Result<ExitCode> {
 /// Runs `gate run`.
 pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
-        if let Some(remote) = Remote::from_common(&args.common)? {
+        if let Some(remote) = crate::remote::client(&args.common)? {
             let run: GateRunOutcome = remote
                 .post_empty(&format!(
                     "v1/executions/{}/gate-runs",
@@ -602,7 +602,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         }) => {
             let role = parse_role(&role)?;
-            if let Some(remote) = Remote::from_common(&common)? {
+            if let Some(remote) = crate::remote::client(&common)? {
                 if db_login {
                     bail!(
                         "--db-login cannot be sent to a server (--server): a database login is made where the store is"
@@ -663,7 +663,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let expires: Timestamp = expires
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--expires: {e}"))?;
-            if let Some(remote) = Remote::from_common(&common)? {
+            if let Some(remote) = crate::remote::client(&common)? {
                 let _: GrantOut = remote
                     .post(
                         "v1/grants",
@@ -701,7 +701,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             outln!("granted {id}")?;
         }
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
-            if let Some(remote) = Remote::from_common(&common)? {
+            if let Some(remote) = crate::remote::client(&common)? {
                 let _: GrantOut = remote
                     .post(
                         &format!("v1/grants/{}/revoke", segment(&id)),
@@ -717,7 +717,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             outln!("revoked {id}")?;
         }
         C::Policy(PolicyCommand::Set { file, common }) => {
-            let d = if let Some(remote) = Remote::from_common(&common)? {
+            let d = if let Some(remote) = crate::remote::client(&common)? {
                 let set: GatePolicy = remote.put("v1/gate/policy", &read_json(&file)?).await?;
                 set.policy_digest
             } else {
@@ -729,7 +729,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             outln!("{d}")?;
         }
         C::Subject(SubjectCommand::Put { file, common }) => {
-            let d = if let Some(remote) = Remote::from_common(&common)? {
+            let d = if let Some(remote) = crate::remote::client(&common)? {
                 let stored: Stored = remote.post("v1/subjects", &read_json(&file)?).await?;
                 stored.digest
             } else {
@@ -751,7 +751,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
         C::Result(ResultCommand::Scaffold(cmd)) => return crate::scaffold_cmd::result(cmd).await,
         C::Evidence(EvidenceCommand::Add { file, common }) => {
-            let remote = Remote::from_common(&common)?;
+            let remote = crate::remote::client(&common)?;
             let ctx = match remote {
                 Some(_) => None,
                 None => Some(Ctx::open(&common).await?),
@@ -780,7 +780,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             capability,
             common,
         }) => {
-            let remote = Remote::from_common(&common)?;
+            let remote = crate::remote::client(&common)?;
             let budget = verdict_core::json::parse(budget.as_bytes())
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
             if let Some(remote) = remote {
@@ -817,7 +817,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             run,
             common,
         }) => {
-            let remote = Remote::from_common(&common)?;
+            let remote = crate::remote::client(&common)?;
             let request: Digest = request
                 .parse()
                 .map_err(|e| anyhow::anyhow!("{request:?}: {e}"))?;
@@ -861,7 +861,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
-            let s = if let Some(remote) = Remote::from_common(&common)? {
+            let s = if let Some(remote) = crate::remote::client(&common)? {
                 remote.post("v1/results", &read_json(&file)?).await?
             } else {
                 let ctx = Ctx::open(&common).await?;
@@ -889,7 +889,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             reason,
             common,
         } => {
-            let remote = Remote::from_common(&common)?;
+            let remote = crate::remote::client(&common)?;
             let verdict = if approve {
                 HumanVerdict::Approve
             } else {
@@ -941,7 +941,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             common,
         } => {
             // The gate's name, for the text: the server decides with its own gate.
-            let (s, gate) = if let Some(remote) = Remote::from_common(&common)? {
+            let (s, gate) = if let Some(remote) = crate::remote::client(&common)? {
                 let s: verdict_engine::Status = remote
                     .get(&format!("v1/executions/{}/status", segment(&execution)))
                     .await?;
@@ -1005,7 +1005,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             json,
             common,
         } => {
-            let h: verdict_engine::History = if let Some(remote) = Remote::from_common(&common)? {
+            let h: verdict_engine::History = if let Some(remote) = crate::remote::client(&common)? {
                 remote
                     .get(&format!("v1/executions/{}/history", segment(&execution)))
                     .await?

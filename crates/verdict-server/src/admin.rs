@@ -11,7 +11,7 @@ use crate::problem::{ApiError, Problem};
 use crate::routes::Segment;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -520,11 +520,11 @@ pub async fn set_gate_policy(
     headers: HeaderMap,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(HeaderMap, Json<GatePolicy>), ApiError> {
-    if headers.contains_key(header::IF_MATCH) {
-        let head = state.engine.gate_policy_head(&caller).await?;
-        etag::check_if_match(&headers, head.as_ref().map(etag::of_gate).as_deref())?;
-    }
-    state.engine.set_policy(&caller, &doc).await?;
+    let expected = etag::precondition(&headers)?;
+    state
+        .engine
+        .set_policy_if(&caller, &doc, expected.as_ref())
+        .await?;
     let (out, tag) = current_policy(&state, &caller).await?;
     Ok((etag::header(&tag), Json(out)))
 }

@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod client;
 pub mod etag;
 pub mod events;
 pub mod limit;

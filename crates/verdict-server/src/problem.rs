@@ -122,6 +122,7 @@ fn engine_status(e: &EngineError) -> (StatusCode, bool) {
         EngineError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, false),
         EngineError::NotFound { .. } | EngineError::NoSuchGate(_) => (StatusCode::NOT_FOUND, false),
         EngineError::Conflict(_) => (StatusCode::CONFLICT, false),
+        EngineError::PreconditionFailed(_) => (StatusCode::PRECONDITION_FAILED, false),
         // A stored decision that no longer replays is a fault of the store's contents.
         EngineError::ReplayMismatch { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
         // The refusal stands, but its denial is not in the audit chain: answering with the

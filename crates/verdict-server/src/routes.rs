@@ -11,7 +11,7 @@ use crate::problem::{ApiError, Problem};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -182,21 +182,11 @@ pub async fn put_subject(
     headers: HeaderMap,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
-    if headers.contains_key(header::IF_MATCH) {
-        let id = doc
-            .pointer("/execution/id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ApiError::request(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_input",
-                    "the subject names no execution id at /execution/id, so If-Match has nothing to match".into(),
-                )
-            })?;
-        let head = state.engine.execution_head(&caller, id).await?;
-        etag::check_if_match(&headers, head.as_ref().map(etag::of_execution).as_deref())?;
-    }
-    let digest = state.engine.put_subject(&caller, &doc).await?;
+    let expected = etag::precondition(&headers)?;
+    let digest = state
+        .engine
+        .put_subject_if(&caller, &doc, expected.as_ref())
+        .await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
 

@@ -266,7 +266,11 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
                     "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
                     "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
                     "freshness": {"kind": "content"}});
-    step(ci, &["evidence", "add", &t.file("ev.json", &json!([ev]))], false);
+    step(
+        ci,
+        &["evidence", "add", &t.file("ev.json", &json!([ev]))],
+        false,
+    );
     let req = step(coder, &["request", "create", "ex-1"], false);
     step(
         ops,
@@ -284,7 +288,11 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         false,
     );
     // A forbidden cross-role write: a producer adding an operator.
-    step(coder, &["principal", "add", "x", "--role", "operator"], false);
+    step(
+        coder,
+        &["principal", "add", "x", "--role", "operator"],
+        false,
+    );
     let result = json!({"id": "vr-1", "verifier": {"principal": "rev", "class": "reviewer", "run": "run-1"},
                         "subject_digest": sd, "generation": 1, "status": "completed",
                         "criteria": [{"id": "tests-pass", "status": "passed", "method": "review", "evidence_refs": ["ev-1"]}],
@@ -314,8 +322,16 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
     );
     step(ops, &["history", "ex-1"], false);
     step(ops, &["history", "ex-1", "--json"], false);
-    step(ops, &["run", "cancel", "run-1", "--reason", "too late"], false);
-    step(ops, &["grant", "revoke", "g-rev", "--reason", "rotated"], false);
+    step(
+        ops,
+        &["run", "cancel", "run-1", "--reason", "too late"],
+        false,
+    );
+    step(
+        ops,
+        &["grant", "revoke", "g-rev", "--reason", "rotated"],
+        false,
+    );
     step(
         coder,
         &["execution", "cancel", "ex-1", "--reason", "superseded"],
@@ -354,12 +370,18 @@ fn refusals_over_a_server(store: Store) {
     let ops = store.init();
     let server = Server::start(&store);
     let t = Target::Remote(&server, &store);
-    let out = t.run(Some(&ops), &["principal", "add", "coder", "--role", "producer"]);
+    let out = t.run(
+        Some(&ops),
+        &["principal", "add", "coder", "--role", "producer"],
+    );
     assert!(out.status.success(), "{out:?}");
     let coder = String::from_utf8(out.stdout).unwrap().trim().to_owned();
 
     // A forbidden cross-role write: exit 2, the reason code and the HTTP status named.
-    let out = t.run(Some(&coder), &["principal", "add", "x", "--role", "operator"]);
+    let out = t.run(
+        Some(&coder),
+        &["principal", "add", "x", "--role", "operator"],
+    );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -384,7 +406,10 @@ fn refusals_over_a_server(store: Store) {
     }
 
     // --server with --store, or with --now, is refused before anything is sent.
-    for extra in [["--store", store.url.as_str()], ["--now", "2026-11-30T12:00:00Z"]] {
+    for extra in [
+        ["--store", store.url.as_str()],
+        ["--now", "2026-11-30T12:00:00Z"],
+    ] {
         let mut args = vec!["status", "ex-1"];
         args.extend(extra);
         let out = t.run(Some(&ops), &args);
@@ -405,7 +430,10 @@ fn refusals_over_a_server(store: Store) {
         let out = t.run(Some(&ops), args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("cannot run against a server"), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot run against a server"),
+            "{args:?}: {err}"
+        );
     }
 }
 
