@@ -32,7 +32,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use limit::{AuthLimit, Limiter};
 use ops::Metrics;
 use problem::ApiError;
@@ -124,6 +124,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/audit/verify", post(admin::audit_verify))
         .route("/v1/events", get(events::stream))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::register))
+        .route("/v1/webhooks/{id}", delete(webhooks::remove))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))

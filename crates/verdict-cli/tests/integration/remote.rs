@@ -478,5 +478,5 @@ fn an_unreachable_server_fails_clearly_without_a_panic() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a URL"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a URL"));
 }
