@@ -505,6 +505,8 @@ async fn only_an_operator_removes_a_webhook_and_nothing_is_delivered_after() {
             .await
             .unwrap();
         hook.wait_for(1).await;
+        // Its delivery record is written once the receiver answered.
+        wait_recorded(&w, 1).await;
 
         for who in ["coder", "ci", "rev", "alice"] {
             let before = head_seq(&w).await;
