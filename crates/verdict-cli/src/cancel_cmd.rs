@@ -1,6 +1,7 @@
 //! `execution cancel` and `run cancel`: end an execution or a verifier run, with a reason.
 
 use crate::lifecycle_cmd::{Common, Ctx, runtime};
+use crate::remote::segment;
 use anyhow::Result;
 use std::process::ExitCode;
 use verdict_engine::{Cancellation, Cancelled};
@@ -55,11 +56,19 @@ pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
         }
     };
     runtime()?.block_on(async {
-        let ctx = Ctx::open(&common).await?;
-        let c = ctx
-            .engine
-            .cancel_execution(&ctx.caller().await?, &execution, &reason)
-            .await?;
+        let c: Cancellation = if let Some(remote) = crate::remote::client(&common)? {
+            remote
+                .post(
+                    &format!("v1/executions/{}/cancel", segment(&execution)),
+                    &verdict_server::routes::NewCancellation { reason },
+                )
+                .await?
+        } else {
+            let ctx = Ctx::open(&common).await?;
+            ctx.engine
+                .cancel_execution(&ctx.caller().await?, &execution, &reason)
+                .await?
+        };
         outln!("{}", describe(&c))?;
         Ok(ExitCode::SUCCESS)
     })
@@ -67,11 +76,21 @@ pub fn run(cmd: ExecutionCommand) -> Result<ExitCode> {
 
 /// Runs `run cancel`.
 pub(crate) async fn run_cancel(args: RunCancelArgs) -> Result<ExitCode> {
-    let ctx = Ctx::open(&args.common).await?;
-    let c = ctx
-        .engine
-        .cancel_run(&ctx.caller().await?, &args.run, &args.reason)
-        .await?;
+    let c: Cancellation = if let Some(remote) = crate::remote::client(&args.common)? {
+        remote
+            .post(
+                &format!("v1/runs/{}/cancel", segment(&args.run)),
+                &verdict_server::admin::Reason {
+                    reason: args.reason,
+                },
+            )
+            .await?
+    } else {
+        let ctx = Ctx::open(&args.common).await?;
+        ctx.engine
+            .cancel_run(&ctx.caller().await?, &args.run, &args.reason)
+            .await?
+    };
     outln!("{}", describe(&c))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,12 +3,21 @@
 //! `gate run` / `gate replay`. Every command acts as the principal whose token it is given.
 
 use crate::input;
+use crate::remote::segment;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::process::ExitCode;
 use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_engine::{DecisionView, Engine, Principal, Reviewed};
+use verdict_server::admin::{
+    AccessName, GatePolicy, GrantOut, NewGrant, NewPrincipal, PrincipalCreated, Reason, RoleName,
+    ScopeName,
+};
+use verdict_server::routes::{
+    EvidenceBatch, EvidenceStored, GateRunOutcome, NewHumanDecision, NewRequest, Stored, Verdict,
+};
+use verdict_server::work::{Admitted, NewRun, SubmittedOut};
 use verdict_store::{Access, Location, ScopeKind, StoreClock};
 
 /// Options every lifecycle command takes.
@@ -22,6 +31,12 @@ pub struct Common {
     /// `./.verdict/verdict.db`).
     #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
     pub(crate) store: Option<String>,
+    /// A running `verdict serve` to send the command to (`http://HOST:PORT`), instead of
+    /// opening the store here; the token goes as a bearer. The server's store and gate are
+    /// used, so neither `--store` nor `--now` goes with it. Commands that need the store here
+    /// (init, quickstart, worker, ...) refuse it.
+    #[arg(long, env = "VERDICT_SERVER", hide_env_values = true)]
+    pub(crate) server: Option<String>,
     /// The gate whose policy decides.
     #[arg(long, default_value = verdict_engine::DEFAULT_GATE)]
     pub(crate) gate: String,
@@ -189,6 +204,9 @@ pub enum LifecycleCommand {
         /// operator adds principals); an empty store is initialised and its token shown once.
         #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Refused: the quickstart runs where the store is, never through a server.
+        #[arg(long, env = "VERDICT_SERVER", hide_env_values = true, hide = true)]
+        server: Option<String>,
     },
 }
 
@@ -411,7 +429,12 @@ impl Ctx {
     }
 
     /// The store, without setting `--now` (which a store has no clock for before `init`).
+    /// A command that came here was not sent to a server, so `--server` is refused.
     async fn open_store(common: &Common) -> Result<Self> {
+        crate::remote::refuse_remote(
+            common,
+            "it works on a store opened here, and the server has no route for it",
+        )?;
         let location = Location::resolve(common.store.as_deref())?;
         if let Location::Sqlite(path) = &location
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -468,6 +491,17 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// The server's name for a role.
+fn role_name(role: Role) -> RoleName {
+    match role {
+        Role::Operator => RoleName::Operator,
+        Role::Producer => RoleName::Producer,
+        Role::Runner => RoleName::Runner,
+        Role::Verifier => RoleName::Verifier,
+        Role::Human => RoleName::Human,
+    }
+}
+
 fn parse_role(text: &str) -> Result<Role> {
     Role::ALL
         .into_iter()
@@ -483,6 +517,29 @@ pub fn run(cmd: LifecycleCommand) -> Result<ExitCode> {
 /// Runs `gate run`.
 pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
+        if let Some(remote) = crate::remote::client(&args.common)? {
+            let run: GateRunOutcome = remote
+                .post_empty(&format!(
+                    "v1/executions/{}/gate-runs",
+                    segment(&args.execution)
+                ))
+                .await?;
+            // The server sends the stored decision as JSON; its canonical form is the stored
+            // bytes, which is what local mode prints.
+            let decision: verdict_core::contracts::GateDecision =
+                serde_json::from_value(run.decision.clone())
+                    .context("the server's decision does not read as a gate decision")?;
+            match args.format {
+                crate::gate_cmd::Format::Json => outln!(
+                    "{}",
+                    String::from_utf8(verdict_core::canonical::to_vec(&run.decision))?
+                )?,
+                crate::gate_cmd::Format::Text => {
+                    crate::out::write_all(crate::gate_cmd::text(&decision).as_bytes())?
+                }
+            }
+            return Ok(crate::gate_cmd::exit_code(decision.outcome));
+        }
         let ctx = Ctx::open(&args.common).await?;
         let caller = ctx.caller().await?;
         let g = ctx.engine.gate_run(&caller, &args.execution).await?;
@@ -523,6 +580,10 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             clock,
             common,
         } => {
+            crate::remote::refuse_remote(
+                &common,
+                "init creates the store and its first operator, so it runs where the store is",
+            )?;
             let ctx = Ctx::open_store(&common).await?;
             let clock = StoreClock::from(clock);
             let token = ctx.engine.init(&operator, clock).await?;
@@ -540,8 +601,30 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             db_login,
             common,
         }) => {
-            let ctx = Ctx::open(&common).await?;
             let role = parse_role(&role)?;
+            if let Some(remote) = crate::remote::client(&common)? {
+                if db_login {
+                    bail!(
+                        "--db-login cannot be sent to a server (--server): a database login is made where the store is"
+                    );
+                }
+                let created: PrincipalCreated = remote
+                    .post(
+                        "v1/principals",
+                        &NewPrincipal {
+                            name: name.clone(),
+                            role: role_name(role),
+                        },
+                    )
+                    .await?;
+                eprintln!(
+                    "principal {name:?} ({}) created; its token is shown only now:",
+                    role.as_str()
+                );
+                outln!("{}", created.token)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let ctx = Ctx::open(&common).await?;
             let caller = ctx.caller().await?;
             let token = ctx.engine.add_principal(&caller, &name, role).await?;
             eprintln!(
@@ -567,7 +650,6 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             expires,
             common,
         }) => {
-            let ctx = Ctx::open(&common).await?;
             let (kind, scope) = match (execution, mission) {
                 (Some(e), _) => (ScopeKind::Execution, e),
                 (None, Some(m)) => (ScopeKind::Mission, m),
@@ -581,6 +663,30 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let expires: Timestamp = expires
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--expires: {e}"))?;
+            if let Some(remote) = crate::remote::client(&common)? {
+                let _: GrantOut = remote
+                    .post(
+                        "v1/grants",
+                        &NewGrant {
+                            grant_id: id.clone(),
+                            principal,
+                            scope: match kind {
+                                ScopeKind::Execution => ScopeName::Execution,
+                                ScopeKind::Mission => ScopeName::Mission,
+                            },
+                            scope_id: scope,
+                            access: match access {
+                                Access::Write => AccessName::Write,
+                                Access::Read => AccessName::Read,
+                            },
+                            expires_at: expires.to_string(),
+                        },
+                    )
+                    .await?;
+                outln!("granted {id}")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let ctx = Ctx::open(&common).await?;
             ctx.engine
                 .grant(
                     &ctx.caller().await?,
@@ -595,26 +701,43 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             outln!("granted {id}")?;
         }
         C::Grant(GrantCommand::Revoke { id, reason, common }) => {
-            let ctx = Ctx::open(&common).await?;
-            ctx.engine
-                .revoke(&ctx.caller().await?, &id, &reason)
-                .await?;
+            if let Some(remote) = crate::remote::client(&common)? {
+                let _: GrantOut = remote
+                    .post(
+                        &format!("v1/grants/{}/revoke", segment(&id)),
+                        &Reason { reason },
+                    )
+                    .await?;
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .revoke(&ctx.caller().await?, &id, &reason)
+                    .await?;
+            }
             outln!("revoked {id}")?;
         }
         C::Policy(PolicyCommand::Set { file, common }) => {
-            let ctx = Ctx::open(&common).await?;
-            let d = ctx
-                .engine
-                .set_policy(&ctx.caller().await?, &read_json(&file)?)
-                .await?;
+            let d = if let Some(remote) = crate::remote::client(&common)? {
+                let set: GatePolicy = remote.put("v1/gate/policy", &read_json(&file)?).await?;
+                set.policy_digest
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .set_policy(&ctx.caller().await?, &read_json(&file)?)
+                    .await?
+            };
             outln!("{d}")?;
         }
         C::Subject(SubjectCommand::Put { file, common }) => {
-            let ctx = Ctx::open(&common).await?;
-            let d = ctx
-                .engine
-                .put_subject(&ctx.caller().await?, &read_json(&file)?)
-                .await?;
+            let d = if let Some(remote) = crate::remote::client(&common)? {
+                let stored: Stored = remote.post("v1/subjects", &read_json(&file)?).await?;
+                stored.digest
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .put_subject(&ctx.caller().await?, &read_json(&file)?)
+                    .await?
+            };
             outln!("{d}")?;
         }
         C::Principal(PrincipalCommand::Browse(cmd)) => {
@@ -628,12 +751,26 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
         }
         C::Result(ResultCommand::Scaffold(cmd)) => return crate::scaffold_cmd::result(cmd).await,
         C::Evidence(EvidenceCommand::Add { file, common }) => {
-            let ctx = Ctx::open(&common).await?;
+            let remote = crate::remote::client(&common)?;
+            let ctx = match remote {
+                Some(_) => None,
+                None => Some(Ctx::open(&common).await?),
+            };
             let docs = match read_json(&file)? {
                 Value::Array(items) => items,
                 one => vec![one],
             };
-            for d in ctx.engine.add_evidence(&ctx.caller().await?, &docs).await? {
+            let digests = match (&remote, &ctx) {
+                (Some(remote), _) => {
+                    let stored: EvidenceStored = remote
+                        .post("v1/evidence", &EvidenceBatch { evidence: docs })
+                        .await?;
+                    stored.digests
+                }
+                (None, Some(ctx)) => ctx.engine.add_evidence(&ctx.caller().await?, &docs).await?,
+                (None, None) => bail!("neither a server nor a store to add evidence to"),
+            };
+            for d in digests {
                 outln!("{d}")?;
             }
         }
@@ -643,9 +780,24 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             capability,
             common,
         }) => {
-            let ctx = Ctx::open(&common).await?;
+            let remote = crate::remote::client(&common)?;
             let budget = verdict_core::json::parse(budget.as_bytes())
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
+            if let Some(remote) = remote {
+                let stored: Stored = remote
+                    .post(
+                        "v1/requests",
+                        &NewRequest {
+                            execution,
+                            budget,
+                            capability,
+                        },
+                    )
+                    .await?;
+                outln!("{}", stored.digest)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let ctx = Ctx::open(&common).await?;
             let d = ctx
                 .engine
                 .create_request_for(
@@ -665,20 +817,41 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             run,
             common,
         }) => {
-            let ctx = Ctx::open(&common).await?;
+            let remote = crate::remote::client(&common)?;
             let request: Digest = request
                 .parse()
                 .map_err(|e| anyhow::anyhow!("{request:?}: {e}"))?;
-            let pre = ctx
-                .engine
-                .admit(&ctx.caller().await?, &request, &verifier, &class, &run)
-                .await?;
+            let pre = if let Some(remote) = remote {
+                remote
+                    .post(
+                        "v1/runs",
+                        &NewRun {
+                            request,
+                            verifier,
+                            class,
+                            run_id: run.clone(),
+                        },
+                    )
+                    .await?
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let pre = ctx
+                    .engine
+                    .admit(&ctx.caller().await?, &request, &verifier, &class, &run)
+                    .await?;
+                Admitted {
+                    run_id: run.clone(),
+                    preflight_outcome: pre.outcome.as_str().to_owned(),
+                    skipped: pre.skipped,
+                    reasons: pre.reasons,
+                }
+            };
             // Preflight speaks only when the deterministic evidence already decides; otherwise
             // its outcome is the Gate's without any verifier, which says nothing about the run.
             if pre.skipped {
                 outln!(
                     "admitted {run}; preflight decided {} from the deterministic evidence alone, so the verifier will not be called:",
-                    pre.outcome.as_str()
+                    pre.preflight_outcome
                 )?;
                 for r in &pre.reasons {
                     outln!("  {r}")?;
@@ -688,11 +861,20 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             }
         }
         C::Result(ResultCommand::Submit { file, common }) => {
-            let ctx = Ctx::open(&common).await?;
-            let s = ctx
-                .engine
-                .submit_result(&ctx.caller().await?, &read_json(&file)?)
-                .await?;
+            let s = if let Some(remote) = crate::remote::client(&common)? {
+                remote.post("v1/results", &read_json(&file)?).await?
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let s = ctx
+                    .engine
+                    .submit_result(&ctx.caller().await?, &read_json(&file)?)
+                    .await?;
+                SubmittedOut {
+                    digest: s.digest,
+                    counted: s.counted,
+                    why_not: s.why_not,
+                }
+            };
             outln!("{}", s.digest)?;
             if let Some(why) = s.why_not {
                 eprintln!("stored as history, not counted: {why}");
@@ -707,7 +889,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             reason,
             common,
         } => {
-            let ctx = Ctx::open(&common).await?;
+            let remote = crate::remote::client(&common)?;
             let verdict = if approve {
                 HumanVerdict::Approve
             } else {
@@ -721,16 +903,36 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 subject_digest: digest("subject", &subject)?,
                 policy_digest: digest("policy", &policy)?,
             };
-            let d = ctx
-                .engine
-                .decide(
-                    &ctx.caller().await?,
-                    &execution,
-                    verdict,
-                    &reason,
-                    &reviewed,
-                )
-                .await?;
+            let d = if let Some(remote) = remote {
+                let stored: Stored = remote
+                    .post(
+                        "v1/human-decisions",
+                        &NewHumanDecision {
+                            execution,
+                            decision: if approve {
+                                Verdict::Approve
+                            } else {
+                                Verdict::Reject
+                            },
+                            reason,
+                            subject_digest: reviewed.subject_digest,
+                            policy_digest: reviewed.policy_digest,
+                        },
+                    )
+                    .await?;
+                stored.digest
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .decide(
+                        &ctx.caller().await?,
+                        &execution,
+                        verdict,
+                        &reason,
+                        &reviewed,
+                    )
+                    .await?
+            };
             outln!("{d}")?;
         }
         C::Status {
@@ -738,8 +940,23 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             json,
             common,
         } => {
-            let ctx = Ctx::open(&common).await?;
-            let s = ctx.engine.status(&ctx.caller().await?, &execution).await?;
+            // The gate's name, for the text: the server decides with its own gate.
+            let (s, gate) = if let Some(remote) = crate::remote::client(&common)? {
+                let s: verdict_engine::Status = remote
+                    .get(&format!("v1/executions/{}/status", segment(&execution)))
+                    .await?;
+                let gate = if s.gate.is_some() && !json {
+                    let g: GatePolicy = remote.get("v1/gate/policy").await?;
+                    g.gate
+                } else {
+                    common.gate.clone()
+                };
+                (s, gate)
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let s = ctx.engine.status(&ctx.caller().await?, &execution).await?;
+                (s, ctx.engine.gate().to_owned())
+            };
             let passing = s
                 .applicable
                 .as_ref()
@@ -771,7 +988,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                     outln!(
                         "policy {} (gate {}, revision {})",
                         g.policy_digest,
-                        ctx.engine.gate(),
+                        gate,
                         g.revision
                     )?;
                 }
@@ -788,8 +1005,14 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             json,
             common,
         } => {
-            let ctx = Ctx::open(&common).await?;
-            let h = ctx.engine.history(&ctx.caller().await?, &execution).await?;
+            let h: verdict_engine::History = if let Some(remote) = crate::remote::client(&common)? {
+                remote
+                    .get(&format!("v1/executions/{}/history", segment(&execution)))
+                    .await?
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine.history(&ctx.caller().await?, &execution).await?
+            };
             if json {
                 outln!("{}", serde_json::to_string_pretty(&h)?)?;
             } else {
@@ -828,10 +1051,20 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 }
             }
         }
-        C::Quickstart { store, token } => {
+        C::Quickstart {
+            store,
+            token,
+            server,
+        } => {
+            if server.is_some() {
+                bail!(
+                    "the quickstart cannot run against a server (--server / VERDICT_SERVER): it makes its own principals, gate and checked service where the store is"
+                );
+            }
             let ctx = Ctx::open(&Common {
                 token,
                 store: store.clone(),
+                server: None,
                 gate: crate::quickstart::GATE.to_owned(),
                 now: None,
             })

@@ -29,6 +29,7 @@ mod ledger_cmd;
 mod lifecycle_cmd;
 mod man_cmd;
 mod quickstart;
+mod remote;
 mod scaffold_cmd;
 mod schema_cmd;
 mod serve_cmd;

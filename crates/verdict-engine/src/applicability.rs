@@ -7,14 +7,14 @@ use crate::error::{EngineError, Result};
 use crate::notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotApplicable {
     /// The execution moved to another generation.
@@ -49,7 +49,7 @@ impl NotApplicable {
 }
 
 /// One stored decision with its applicability at `now`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DecisionView {
     /// Audit seq of the decision.
     pub seq: u64,
@@ -70,7 +70,7 @@ impl DecisionView {
 }
 
 /// `status`: the current applicable decision, or the latest one and why it does not apply.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
     /// Execution id.
     pub execution: String,
@@ -91,7 +91,7 @@ pub struct Status {
 }
 
 /// One verifier run in the history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunView {
     /// Run id.
     pub run_id: String,
@@ -131,7 +131,7 @@ struct Views {
 }
 
 /// `history`: every decision and run of the execution.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct History {
     /// Execution id.
     pub execution: String,

@@ -514,6 +514,20 @@ impl Engine {
     /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).
     /// Returns the policy digest.
     pub async fn set_policy(&self, caller: &Principal, policy: &Value) -> Result<Digest> {
+        self.set_policy_if(caller, policy, None).await
+    }
+
+    /// [`Engine::set_policy`], only while the gate is at the version `expected` names
+    /// (`If-Match`): compared with the head the compare-and-set then moves from, so of two
+    /// writers naming the same version one moves the gate and the other gets
+    /// [`EngineError::PreconditionFailed`]. Found before the write, a mismatch writes nothing;
+    /// lost in the compare-and-set, the policy is stored but does not become current.
+    pub async fn set_policy_if(
+        &self,
+        caller: &Principal,
+        policy: &Value,
+        expected_version: Option<&crate::Precondition>,
+    ) -> Result<Digest> {
         self.require_role(caller, &[Role::Operator], "set the gate policy")
             .await?;
         let (read, digest) = verdict_core::contracts::decode::<Policy>(DigestKind::Policy, policy)
@@ -524,13 +538,21 @@ impl Engine {
         if !problems.is_empty() {
             return Err(invalid("policy")(problems.join("; ")));
         }
+        let what = format!("gate {:?}", self.gate);
+        let expected = self.gate_head().await?;
+        if let Some(p) = expected_version {
+            let current = expected.as_ref().map(crate::precondition::gate_version);
+            if !p.matches(current.as_deref()) {
+                return Err(p.refusal(&what, current.as_deref()));
+            }
+        }
         self.store
             .put(&caller.actor(), DocKind::Policy, policy)
             .await?;
-        let expected = self.gate_head().await?;
         self.store
             .set_gate_policy(&caller.actor(), &self.gate, expected.as_ref(), &digest)
-            .await?;
+            .await
+            .map_err(|e| crate::subjects::lost_race(e, expected_version, &what))?;
         Ok(digest)
     }
 

@@ -56,6 +56,10 @@ pub enum EngineError {
     /// The state moved under the action (a compare-and-set lost, a subject no longer current).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The pointer a write would move is not at the version the caller named (`If-Match`):
+    /// it moved since the caller read it, before or while this write ran. Nothing moved.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
     /// Replaying a stored decision did not reproduce its bytes.
     #[error("replay of decision {key} does not reproduce the stored bytes")]
     ReplayMismatch {
@@ -102,6 +106,7 @@ impl EngineError {
                 | StoreError::StaleClaim { .. },
             ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
+            Self::PreconditionFailed(_) => "precondition_failed",
             Self::DenialNotRecorded { .. } | Self::Store(_) => "store_error",
         }
     }

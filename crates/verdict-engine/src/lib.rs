@@ -68,6 +68,7 @@ mod ledger_read;
 mod lineage;
 mod listing;
 mod notes;
+pub mod precondition;
 mod runs;
 pub mod scaffold;
 mod subjects;
@@ -92,6 +93,7 @@ pub use listing::{
 pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
 };
+pub use precondition::Precondition;
 pub use runs::{
     ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,
     RunReport, Submitted, VerifyTask,

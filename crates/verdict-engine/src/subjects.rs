@@ -3,6 +3,7 @@
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
+use crate::precondition::{Precondition, execution_version};
 use serde_json::{Value, json};
 use verdict_core::contracts::{
     CheckEvidence, HumanDecision, HumanRole, HumanVerdict, Role, Subject,
@@ -24,6 +25,20 @@ impl Engine {
     /// subject moves to it by compare-and-set from the head the caller saw. A new commit, a
     /// replan or a criteria or risk revision is a new subject; a retry a new generation.
     pub async fn put_subject(&self, caller: &Principal, doc: &Value) -> Result<Digest> {
+        self.put_subject_if(caller, doc, None).await
+    }
+
+    /// [`Engine::put_subject`], only while the execution's head is at the version `expected`
+    /// names (`If-Match`): compared with the head the compare-and-set then moves from, so a
+    /// writer that moved it meanwhile makes this one fail too. A mismatch is
+    /// [`EngineError::PreconditionFailed`]; found before the write, it writes nothing, and
+    /// lost in the compare-and-set, the subject is stored but the head does not move.
+    pub async fn put_subject_if(
+        &self,
+        caller: &Principal,
+        doc: &Value,
+        expected: Option<&Precondition>,
+    ) -> Result<Digest> {
         let now = &self.now().await?;
         self.require_role(caller, &[Role::Producer, Role::Operator], "put subjects")
             .await?;
@@ -56,6 +71,13 @@ impl Engine {
                 h.generation, subject.execution.generation
             )));
         }
+        let what = || format!("execution {execution:?}");
+        if let Some(p) = expected {
+            let current = head.as_ref().map(execution_version);
+            if !p.matches(current.as_deref()) {
+                return Err(p.refusal(&what(), current.as_deref()));
+            }
+        }
         self.store
             .put(&caller.actor(), DocKind::Subject, doc)
             .await?;
@@ -64,7 +86,8 @@ impl Engine {
         // write grant in force, so no producer needs the operator's role for it.
         self.store
             .set_current_subject(&caller.actor(), execution, head.as_ref(), &digest)
-            .await?;
+            .await
+            .map_err(|e| lost_race(e, expected, &what()))?;
         Ok(digest)
     }
 
@@ -218,4 +241,22 @@ pub(crate) fn short_id(prefix: &str, seed: &Value) -> String {
     let d = verdict_core::digest::raw(&verdict_core::canonical::to_vec(seed));
     let hex = d.as_str().trim_start_matches("sha256:");
     format!("{prefix}-{}", hex.get(..24).unwrap_or(hex))
+}
+
+/// A compare-and-set lost to another writer, under a precondition: the version the caller
+/// named is no longer current, which is what `If-Match` refuses. Anything else as it is.
+pub(crate) fn lost_race(
+    e: verdict_store::StoreError,
+    expected: Option<&Precondition>,
+    what: &str,
+) -> EngineError {
+    match (e, expected) {
+        (verdict_store::StoreError::CasFailed { found, .. }, Some(p)) => {
+            EngineError::PreconditionFailed(format!(
+                "{what} moved to {found} while this write ran; it is no longer at {}; read it again",
+                p.describe()
+            ))
+        }
+        (e, _) => e.into(),
+    }
 }

@@ -4,7 +4,9 @@
 //! only when the chain shows the engine wrote it. It never holds the secret: only the SHA-256
 //! of it, so whoever delivers can tell that the secret it derives is still the one shown at
 //! registration. A delivery that failed every attempt is recorded the same way
-//! (`verdict.webhook-failure/v1`).
+//! (`verdict.webhook-failure/v1`), and so are each delivered event (`verdict.webhook-delivered/v1`:
+//! where delivery resumes after a restart) and a removal (`verdict.webhook-removal/v1`: no
+//! delivery after it).
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
@@ -20,6 +22,65 @@ use verdict_store::Table;
 pub const WEBHOOK_SCHEMA: &str = "verdict.webhook/v1";
 /// Schema of the record of a delivery that failed every attempt.
 pub const WEBHOOK_FAILURE_SCHEMA: &str = "verdict.webhook-failure/v1";
+/// Schema of the record of an event a webhook's receiver took.
+pub const WEBHOOK_DELIVERED_SCHEMA: &str = "verdict.webhook-delivered/v1";
+/// Schema of a webhook's removal.
+pub const WEBHOOK_REMOVAL_SCHEMA: &str = "verdict.webhook-removal/v1";
+
+/// The record of one event a webhook's receiver answered with a 2xx
+/// (`verdict.webhook-delivered/v1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookDelivered {
+    /// Always [`WEBHOOK_DELIVERED_SCHEMA`].
+    pub schema: String,
+    /// The webhook.
+    pub webhook: Name,
+    /// The event's id (its audit seq).
+    pub event: u64,
+    /// When (the store's time).
+    pub at: Timestamp,
+}
+
+/// A webhook's removal (`verdict.webhook-removal/v1`): nothing is delivered to it after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookRemoval {
+    /// Always [`WEBHOOK_REMOVAL_SCHEMA`].
+    pub schema: String,
+    /// The webhook.
+    pub webhook: Name,
+    /// The operator who removed it.
+    pub removed_by: Name,
+    /// When (the store's time).
+    pub at: Timestamp,
+}
+
+/// One of the engine's webhook records, as the delivery loop reads them in audit order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookNote {
+    /// A registration.
+    Registered(Webhook),
+    /// An event taken by the receiver.
+    Delivered(WebhookDelivered),
+    /// An event given up on after every attempt.
+    Failed(WebhookFailure),
+    /// A removal.
+    Removed(WebhookRemoval),
+}
+
+impl WebhookNote {
+    /// The webhook it is about.
+    #[must_use]
+    pub fn webhook(&self) -> &str {
+        match self {
+            Self::Registered(w) => w.id.as_str(),
+            Self::Delivered(d) => d.webhook.as_str(),
+            Self::Failed(f) => f.webhook.as_str(),
+            Self::Removed(r) => r.webhook.as_str(),
+        }
+    }
+}
 
 /// Which events a webhook receives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -178,21 +239,100 @@ impl Engine {
         Ok(hook)
     }
 
-    /// Every webhook registered (operator only).
+    /// Every webhook registered and not removed (operator only).
     pub async fn webhooks(&self, caller: &Principal) -> Result<Vec<Webhook>> {
         self.require_role(caller, &[Role::Operator], "list webhooks")
             .await?;
-        let (all, _) = self.webhook_registrations_after(0).await?;
-        Ok(all.into_iter().map(|(_, w)| w).collect())
+        let (notes, _) = self.webhook_notes_after(0).await?;
+        let removed: Vec<String> = notes
+            .iter()
+            .filter(|(_, n)| matches!(n, WebhookNote::Removed(_)))
+            .map(|(_, n)| n.webhook().to_owned())
+            .collect();
+        Ok(notes
+            .into_iter()
+            .filter_map(|(_, n)| match n {
+                WebhookNote::Registered(w) if !removed.iter().any(|r| r == w.id.as_str()) => {
+                    Some(w)
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Removes a webhook (operator only; anyone else is refused and the refusal recorded):
+    /// nothing is delivered to it from then on. Its id is not reused. An unknown id is
+    /// `not_found`, one removed already a conflict.
+    pub async fn remove_webhook(&self, caller: &Principal, id: &str) -> Result<WebhookRemoval> {
+        self.require_role(caller, &[Role::Operator], "remove webhooks")
+            .await?;
+        let (notes, _) = self.webhook_notes_after(0).await?;
+        let mine = || notes.iter().filter(|(_, n)| n.webhook() == id);
+        let Some(webhook) = mine().find_map(|(_, n)| match n {
+            WebhookNote::Registered(w) => Some(w.id.clone()),
+            _ => None,
+        }) else {
+            return Err(EngineError::NotFound {
+                what: "webhook",
+                key: id.to_owned(),
+            });
+        };
+        if mine().any(|(_, n)| matches!(n, WebhookNote::Removed(_))) {
+            return Err(EngineError::Conflict(format!(
+                "webhook {id:?} is removed already"
+            )));
+        }
+        let removal = WebhookRemoval {
+            schema: WEBHOOK_REMOVAL_SCHEMA.to_owned(),
+            webhook,
+            removed_by: caller.name.clone(),
+            at: self.now().await?,
+        };
+        self.put_note(&removal).await?;
+        Ok(removal)
+    }
+
+    /// Records that `hook`'s receiver took event `event`: delivery resumes after it.
+    pub async fn record_webhook_delivered(
+        &self,
+        hook: &Webhook,
+        event: u64,
+    ) -> Result<WebhookDelivered> {
+        let record = WebhookDelivered {
+            schema: WEBHOOK_DELIVERED_SCHEMA.to_owned(),
+            webhook: hook.id.clone(),
+            event,
+            at: self.now().await?,
+        };
+        self.put_note(&record).await?;
+        Ok(record)
     }
 
     /// The registrations stored after audit seq `after`, each with its seq, and the seq read
-    /// to. The delivery loop's own read, for no caller (as `verify_store` is): a registration
-    /// holds no secret, and the events it delivers are read as its registering operator.
+    /// to.
     pub async fn webhook_registrations_after(
         &self,
         after: u64,
     ) -> Result<(Vec<(u64, Webhook)>, u64)> {
+        let (notes, read_to) = self.webhook_notes_after(after).await?;
+        Ok((
+            notes
+                .into_iter()
+                .filter_map(|(seq, n)| match n {
+                    WebhookNote::Registered(w) => Some((seq, w)),
+                    _ => None,
+                })
+                .collect(),
+            read_to,
+        ))
+    }
+
+    /// The webhook records stored after audit seq `after` (registrations, deliveries,
+    /// failures, removals), each with its seq, in audit order, and the seq read to; each is
+    /// believed only when the audit chain shows the engine wrote it. The delivery loop's own
+    /// read, for no caller (as `verify_store` is): no record holds a secret, and the events a
+    /// webhook receives are read as its registering operator.
+    pub async fn webhook_notes_after(&self, after: u64) -> Result<(Vec<(u64, WebhookNote)>, u64)> {
         const PAGE: u32 = 500;
         let mut out = Vec::new();
         let mut cursor = after;
@@ -208,13 +348,31 @@ impl Engine {
             let full = rows.len() == PAGE as usize;
             for row in rows {
                 let value = row.value()?;
-                if value.get("schema").and_then(serde_json::Value::as_str) != Some(WEBHOOK_SCHEMA)
+                let schema = value.get("schema").and_then(serde_json::Value::as_str);
+                let known = [
+                    WEBHOOK_SCHEMA,
+                    WEBHOOK_DELIVERED_SCHEMA,
+                    WEBHOOK_FAILURE_SCHEMA,
+                    WEBHOOK_REMOVAL_SCHEMA,
+                ];
+                if !schema.is_some_and(|s| known.contains(&s))
                     || !self.written_by_engine(&row).await?
                 {
                     continue;
                 }
-                if let Ok(hook) = verdict_core::contracts::decode_plain::<Webhook>(&value) {
-                    out.push((row.seq, hook));
+                use verdict_core::contracts::decode_plain;
+                let note = match schema {
+                    Some(WEBHOOK_SCHEMA) => decode_plain(&value).ok().map(WebhookNote::Registered),
+                    Some(WEBHOOK_DELIVERED_SCHEMA) => {
+                        decode_plain(&value).ok().map(WebhookNote::Delivered)
+                    }
+                    Some(WEBHOOK_FAILURE_SCHEMA) => {
+                        decode_plain(&value).ok().map(WebhookNote::Failed)
+                    }
+                    _ => decode_plain(&value).ok().map(WebhookNote::Removed),
+                };
+                if let Some(note) = note {
+                    out.push((row.seq, note));
                 }
             }
             if !full {

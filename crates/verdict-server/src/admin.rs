@@ -11,7 +11,7 @@ use crate::problem::{ApiError, Problem};
 use crate::routes::Segment;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -21,7 +21,7 @@ use verdict_engine::{GrantView, PrincipalView};
 use verdict_store::{Access, ScopeKind};
 
 /// A role (docs/spec/authority.md).
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoleName {
     /// Manages principals, grants and policies.
@@ -49,7 +49,7 @@ impl From<RoleName> for Role {
 }
 
 /// `POST /v1/principals`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewPrincipal {
     /// Its name.
@@ -77,7 +77,7 @@ impl From<PrincipalView> for PrincipalOut {
 }
 
 /// A principal just added, with its token: shown this once, stored only as its SHA-256.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct PrincipalCreated {
     /// Its name.
     pub name: String,
@@ -108,7 +108,7 @@ pub struct PrincipalPage {
 }
 
 /// What a grant covers.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScopeName {
     /// One execution.
@@ -118,7 +118,7 @@ pub enum ScopeName {
 }
 
 /// Read or write.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AccessName {
     /// Read.
@@ -128,7 +128,7 @@ pub enum AccessName {
 }
 
 /// `POST /v1/grants`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewGrant {
     /// The grant's id (unique).
@@ -146,7 +146,7 @@ pub struct NewGrant {
 }
 
 /// A grant and whether it is in force at the store's now.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct GrantOut {
     /// Its id.
     pub grant_id: String,
@@ -194,7 +194,7 @@ pub struct GrantPage {
 }
 
 /// Why: a revocation or cancellation reason (never empty).
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
     /// Why.
@@ -202,7 +202,7 @@ pub struct Reason {
 }
 
 /// A gate's current policy.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct GatePolicy {
     /// The gate.
     pub gate: String,
@@ -520,11 +520,11 @@ pub async fn set_gate_policy(
     headers: HeaderMap,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(HeaderMap, Json<GatePolicy>), ApiError> {
-    if headers.contains_key(header::IF_MATCH) {
-        let head = state.engine.gate_policy_head(&caller).await?;
-        etag::check_if_match(&headers, head.as_ref().map(etag::of_gate).as_deref())?;
-    }
-    state.engine.set_policy(&caller, &doc).await?;
+    let expected = etag::precondition(&headers)?;
+    state
+        .engine
+        .set_policy_if(&caller, &doc, expected.as_ref())
+        .await?;
     let (out, tag) = current_policy(&state, &caller).await?;
     Ok((etag::header(&tag), Json(out)))
 }

@@ -2,21 +2,27 @@
 //! `If-Match` precondition of the writes that move them. A tag names the pointer's whole
 //! state (digest and generation or revision), so setting a policy back to an earlier one still
 //! changes the tag. Tags are strong and compared strongly (RFC 9110 section 13.1.1).
+//!
+//! The tags are the engine's versions ([`verdict_engine::precondition`]), and `If-Match` is
+//! handed to the engine's use case as a [`Precondition`]: the engine compares it with the state
+//! its compare-and-set moves the pointer from, so no writer can slip in between the comparison
+//! and the move.
 
 use crate::problem::ApiError;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use verdict_engine::Precondition;
 use verdict_store::{ExecutionHead, GateHead};
 
 /// The tag of an execution's head.
 #[must_use]
 pub fn of_execution(head: &ExecutionHead) -> String {
-    format!("\"{}#{}\"", head.subject_digest.as_str(), head.generation)
+    verdict_engine::precondition::execution_version(head)
 }
 
 /// The tag of a gate's head.
 #[must_use]
 pub fn of_gate(head: &GateHead) -> String {
-    format!("\"{}#{}\"", head.policy_digest.as_str(), head.revision)
+    verdict_engine::precondition::gate_version(head)
 }
 
 /// An `ETag` header holding `tag`.
@@ -29,41 +35,25 @@ pub fn header(tag: &str) -> HeaderMap {
     headers
 }
 
-/// Checks `If-Match` against the current tag (`None`: the pointer does not exist yet). No
-/// header: no precondition. `*` matches any current state; otherwise one of the listed strong
-/// tags must equal the current one. A mismatch is a 412 and nothing is written.
-pub fn check_if_match(headers: &HeaderMap, current: Option<&str>) -> Result<(), ApiError> {
+/// The `If-Match` precondition of a request: `None` without the header; `*` matches any
+/// current state, otherwise one of the listed strong tags must equal the current one. A value
+/// that is not visible ASCII is a 400.
+pub fn precondition(headers: &HeaderMap) -> Result<Option<Precondition>, ApiError> {
     let mut given = headers.get_all(header::IF_MATCH).iter().peekable();
     if given.peek().is_none() {
-        return Ok(());
+        return Ok(None);
     }
-    let mut listed = Vec::new();
+    let mut values = Vec::new();
     for v in given {
-        let text = v.to_str().map_err(|_| {
+        values.push(v.to_str().map_err(|_| {
             ApiError::request(
                 StatusCode::BAD_REQUEST,
                 "invalid_precondition",
                 "If-Match is not visible ASCII".into(),
             )
-        })?;
-        listed.extend(text.split(',').map(str::trim).filter(|t| !t.is_empty()));
+        })?);
     }
-    let matched = match current {
-        None => false,
-        Some(cur) => listed.iter().any(|t| *t == "*" || *t == cur),
-    };
-    if matched {
-        return Ok(());
-    }
-    Err(ApiError::request(
-        StatusCode::PRECONDITION_FAILED,
-        "precondition_failed",
-        format!(
-            "If-Match {} does not match the current state ({}); read it again",
-            listed.join(", "),
-            current.unwrap_or("none yet")
-        ),
-    ))
+    Ok(Some(Precondition::from_if_match(values)))
 }
 
 #[cfg(test)]
@@ -79,22 +69,34 @@ mod tests {
         h
     }
 
+    fn check(headers: &HeaderMap, current: Option<&str>) -> bool {
+        precondition(headers)
+            .ok()
+            .flatten()
+            .is_none_or(|p| p.matches(current))
+    }
+
     #[test]
     fn if_match_is_compared_strongly() {
         let cur = Some("\"a#1\"");
-        assert!(check_if_match(&HeaderMap::new(), cur).is_ok());
-        assert!(check_if_match(&with("\"a#1\""), cur).is_ok());
-        assert!(check_if_match(&with("\"b#2\", \"a#1\""), cur).is_ok());
-        assert!(check_if_match(&with("*"), cur).is_ok());
+        assert!(precondition(&HeaderMap::new()).ok().flatten().is_none());
+        assert!(check(&with("\"a#1\""), cur));
+        assert!(check(&with("\"b#2\", \"a#1\""), cur));
+        assert!(check(&with("*"), cur));
         for bad in ["\"a#2\"", "W/\"a#1\"", "a#1"] {
-            let e = check_if_match(&with(bad), cur).err();
-            assert_eq!(
-                e.map(|e| e.classify().0),
-                Some(StatusCode::PRECONDITION_FAILED),
-                "{bad}"
-            );
+            assert!(!check(&with(bad), cur), "{bad}");
         }
         // Nothing current: even `*` fails.
-        assert!(check_if_match(&with("*"), None).is_err());
+        assert!(!check(&with("*"), None));
+        // Not visible ASCII: a 400, not a mismatch.
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::IF_MATCH,
+            HeaderValue::from_bytes(b"\"\xe9\"").unwrap_or(HeaderValue::from_static("x")),
+        );
+        assert_eq!(
+            precondition(&h).err().map(|e| e.classify().0),
+            Some(StatusCode::BAD_REQUEST)
+        );
     }
 }

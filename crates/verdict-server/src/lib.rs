@@ -17,6 +17,7 @@ pub mod admin;
 pub mod auth;
 pub mod blobs;
 pub mod body;
+pub mod client;
 pub mod etag;
 pub mod events;
 pub mod limit;
@@ -32,7 +33,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use limit::{AuthLimit, Limiter};
 use ops::Metrics;
 use problem::ApiError;
@@ -131,6 +132,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/audit/verify", post(admin::audit_verify))
         .route("/v1/events", get(events::stream))
         .route("/v1/webhooks", get(webhooks::list).post(webhooks::register))
+        .route("/v1/webhooks/{id}", delete(webhooks::remove))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))

@@ -45,6 +45,7 @@ use utoipa::{Modify, OpenApi};
         events::stream,
         webhooks::register,
         webhooks::list,
+        webhooks::remove,
         routes::healthz,
         routes::readyz,
         ops::serve_metrics,

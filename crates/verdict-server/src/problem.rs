@@ -6,7 +6,7 @@
 use crate::ops::ProblemCode;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use verdict_engine::EngineError;
 use verdict_store::StoreError;
@@ -16,7 +16,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// An RFC 9457 problem document, with the stable reason code and whether repeating the same
 /// request unchanged can succeed.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema, Deserialize)]
 pub struct Problem {
     /// `urn:verdict:problem:` followed by [`Problem::code`].
     #[serde(rename = "type")]
@@ -122,6 +122,7 @@ fn engine_status(e: &EngineError) -> (StatusCode, bool) {
         EngineError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, false),
         EngineError::NotFound { .. } | EngineError::NoSuchGate(_) => (StatusCode::NOT_FOUND, false),
         EngineError::Conflict(_) => (StatusCode::CONFLICT, false),
+        EngineError::PreconditionFailed(_) => (StatusCode::PRECONDITION_FAILED, false),
         // A stored decision that no longer replays is a fault of the store's contents.
         EngineError::ReplayMismatch { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
         // The refusal stands, but its denial is not in the audit chain: answering with the

@@ -11,7 +11,7 @@ use crate::problem::{ApiError, Problem};
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -57,7 +57,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Segment {
 }
 
 /// The digest of what was stored.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct Stored {
     /// `sha256:` and 64 hex digits.
     #[schema(value_type = String)]
@@ -65,7 +65,7 @@ pub struct Stored {
 }
 
 /// `POST /v1/evidence`: check evidence documents, appended in one transaction.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceBatch {
     /// Check evidence documents (docs/spec/evidence.md); each may carry its digest.
@@ -74,7 +74,7 @@ pub struct EvidenceBatch {
 }
 
 /// The digests of appended evidence, in the order given.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct EvidenceStored {
     /// One digest per document.
     #[schema(value_type = Vec<String>)]
@@ -82,7 +82,7 @@ pub struct EvidenceStored {
 }
 
 /// `POST /v1/requests`: a verification request for an execution's current subject.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewRequest {
     /// The execution id.
@@ -92,10 +92,14 @@ pub struct NewRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub budget: Value,
+    /// The capability the reliability ledger files this attempt under (absent: the subject's
+    /// mission and work item kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<String>,
 }
 
 /// `POST /v1/executions/{id}/cancel`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewCancellation {
     /// Why (never empty).
@@ -103,7 +107,7 @@ pub struct NewCancellation {
 }
 
 /// Approve or reject.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Clears `human_required` reasons only.
@@ -123,7 +127,7 @@ impl From<Verdict> for HumanVerdict {
 
 /// `POST /v1/human-decisions`: a person's decision on the subject and policy it reviewed, both
 /// named by digest as `status` shows them; if either moved since, the decision is refused.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewHumanDecision {
     /// The execution id.
@@ -141,7 +145,7 @@ pub struct NewHumanDecision {
 }
 
 /// The outcome of a gate run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct GateRunOutcome {
     /// Whether this run stored the decision (false: an equal evaluation was stored already,
     /// and this is it).
@@ -178,21 +182,11 @@ pub async fn put_subject(
     headers: HeaderMap,
     StrictJson(doc): StrictJson<Value>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
-    if headers.contains_key(header::IF_MATCH) {
-        let id = doc
-            .pointer("/execution/id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ApiError::request(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_input",
-                    "the subject names no execution id at /execution/id, so If-Match has nothing to match".into(),
-                )
-            })?;
-        let head = state.engine.execution_head(&caller, id).await?;
-        etag::check_if_match(&headers, head.as_ref().map(etag::of_execution).as_deref())?;
-    }
-    let digest = state.engine.put_subject(&caller, &doc).await?;
+    let expected = etag::precondition(&headers)?;
+    let digest = state
+        .engine
+        .put_subject_if(&caller, &doc, expected.as_ref())
+        .await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }
 
@@ -230,7 +224,12 @@ pub async fn create_request(
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
     let digest = state
         .engine
-        .create_request(&caller, &req.execution, &req.budget)
+        .create_request_for(
+            &caller,
+            &req.execution,
+            &req.budget,
+            req.capability.as_deref(),
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(Stored { digest })))
 }

@@ -22,13 +22,17 @@ use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::hash::BuildHasher as _;
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa::ToSchema;
 use verdict_engine::events::Event;
-use verdict_engine::webhooks::{NewWebhook, Webhook, WebhookScope};
+use verdict_engine::webhooks::{
+    NewWebhook, Webhook, WebhookDelivered, WebhookFailure, WebhookNote, WebhookRemoval,
+    WebhookScope,
+};
 
 /// The shortest webhook key accepted, in bytes.
 pub const MIN_KEY_BYTES: usize = 32;
@@ -254,6 +258,24 @@ pub async fn list(
     ))
 }
 
+/// Removes a webhook (operator only): nothing is delivered to it from the delivery loop's
+/// next read of the store on (within one poll interval). Its id is not reused.
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "lifecycle",
+    params(("id" = String, Path, description = "Webhook id")),
+    responses(
+        (status = 200, description = "The removal record", body = Object),
+        (status = "4XX", description = "Refused; 404 for an unknown id, 409 when removed already", body = crate::problem::Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = crate::problem::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn remove(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    crate::routes::Segment(id): crate::routes::Segment,
+) -> Result<Json<WebhookRemoval>, ApiError> {
+    Ok(Json(state.engine.remove_webhook(&caller, &id).await?))
+}
+
 /// The delivery loop: finds registrations as they are stored and runs one delivery task per
 /// webhook, until the server stops.
 pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
@@ -271,24 +293,59 @@ pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
     let mut stop = state.stop.subscribe();
     let mut cursor = 0;
     let mut tasks = tokio::task::JoinSet::new();
+    // The delivery task of each webhook, to stop it when the webhook is removed.
+    let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+    // Where each webhook's delivery stands: its registration's seq, then the last event it
+    // delivered or gave up on, as the store records them.
+    let mut position: HashMap<String, u64> = HashMap::new();
+    let mut removed: HashSet<String> = HashSet::new();
     loop {
         if *stop.borrow() {
             break;
         }
-        match state.engine.webhook_registrations_after(cursor).await {
-            Ok((found, read_to)) => {
+        match state.engine.webhook_notes_after(cursor).await {
+            Ok((notes, read_to)) => {
                 cursor = read_to;
-                for (seq, hook) in found {
-                    tasks.spawn(deliver_all(
+                let mut registered = Vec::new();
+                for (seq, note) in notes {
+                    let id = note.webhook().to_owned();
+                    match note {
+                        WebhookNote::Registered(hook) => {
+                            position.entry(id).or_insert(seq);
+                            registered.push(hook);
+                        }
+                        WebhookNote::Delivered(WebhookDelivered { event, .. })
+                        | WebhookNote::Failed(WebhookFailure { event, .. }) => {
+                            let at = position.entry(id).or_insert(event);
+                            *at = (*at).max(event);
+                        }
+                        WebhookNote::Removed(_) => {
+                            if let Some(task) = running.remove(&id) {
+                                task.abort();
+                            }
+                            removed.insert(id);
+                        }
+                    }
+                }
+                // Started once every record read so far is known, so a restarted server
+                // resumes after the last event delivered, and a removed webhook never starts.
+                for hook in registered {
+                    let id = hook.id.as_str().to_owned();
+                    if removed.contains(&id) || running.contains_key(&id) {
+                        continue;
+                    }
+                    let from = position.get(&id).copied().unwrap_or_default();
+                    let task = tasks.spawn(deliver_all(
                         state.clone(),
                         hooks.clone(),
                         client.clone(),
-                        seq,
+                        from,
                         hook,
                     ));
+                    running.insert(id, task);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "reading webhook registrations failed"),
+            Err(e) => tracing::warn!(error = %e, "reading webhook records failed"),
         }
         tokio::select! {
             () = tokio::time::sleep(hooks.retry.poll) => {}
@@ -300,9 +357,10 @@ pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
     tasks.shutdown().await;
 }
 
-/// Delivers `hook`'s events after `from`, in order, until the server stops. Deliveries start
-/// after the registration; the cursor is kept in memory, so after a restart they start there
-/// again and the receiver dedupes what it already has.
+/// Delivers `hook`'s events after `from`, in order, until the server stops or the webhook is
+/// removed. Each event taken (or given up on) is recorded in the store, which is where a
+/// restarted server resumes; an event whose delivery was cut short before its record is sent
+/// again (at least once).
 async fn deliver_all(
     state: AppState,
     hooks: Arc<Webhooks>,
@@ -370,6 +428,7 @@ async fn deliver(
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> bool {
     let attempts = retry.attempts.max(1);
+
     let body = match serde_json::to_vec(event) {
         Ok(b) => b,
         Err(e) => {
@@ -400,7 +459,13 @@ async fn deliver(
             .send()
             .await;
         match sent {
-            Ok(resp) if resp.status().is_success() => return true,
+            Ok(resp) if resp.status().is_success() => {
+                if let Err(e) = state.engine.record_webhook_delivered(hook, event.seq).await {
+                    // Not fatal: the event is sent again after a restart, and receivers dedupe.
+                    tracing::warn!(webhook = %hook.id, event = event.seq, error = %e, "recording a delivery failed");
+                }
+                return true;
+            }
             Ok(resp) => last_error = format!("answered {}", resp.status()),
             Err(e) => last_error = format!("no answer: {e}"),
         }

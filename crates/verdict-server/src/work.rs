@@ -133,7 +133,7 @@ pub struct RunPage {
 }
 
 /// `POST /v1/runs`: admit a verifier to a run of a request.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewRun {
     /// The request's digest (`POST /v1/requests` returned it).
@@ -148,7 +148,7 @@ pub struct NewRun {
 }
 
 /// An admission and its preflight.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct Admitted {
     /// Run id.
     pub run_id: String,
@@ -161,7 +161,7 @@ pub struct Admitted {
 }
 
 /// A submitted result.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
 pub struct SubmittedOut {
     /// The result's digest.
     #[schema(value_type = String)]

@@ -21,6 +21,7 @@ mod install;
 mod judge;
 mod lifecycle;
 mod lifecycle_fences;
+mod remote;
 mod serve;
 mod store;
 mod verifiers;

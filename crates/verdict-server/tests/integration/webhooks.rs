@@ -386,3 +386,164 @@ async fn a_redirect_is_not_followed_and_counts_as_a_failed_attempt() {
     })
     .await;
 }
+
+/// The delivery records stored so far.
+async fn delivered_records(w: &World) -> usize {
+    w.engine
+        .store()
+        .rows(Table::VerificationRequests, 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.value().unwrap()["schema"] == "verdict.webhook-delivered/v1")
+        .count()
+}
+
+/// Waits until `n` deliveries are recorded in the store.
+async fn wait_recorded(w: &World, n: usize) {
+    for _ in 0..400 {
+        if delivered_records(w).await >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{n} deliveries were never recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_resumes_after_the_last_delivered_event_without_gap_or_repeat() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let hook = receiver(0).await;
+        let coder = w.engine.authenticate(w.token("coder")).await.unwrap();
+        {
+            let s = serve(state(&w, 2)).await;
+            let r = s
+                .send(
+                    "POST",
+                    "/v1/webhooks",
+                    Some(w.token("ops")),
+                    Some(
+                        &json!({"id": "wh-r", "url": hook.url, "scope": {"kind": "all"},
+                                 "event_types": ["subject_moved"]}),
+                    ),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{r:?}");
+            for g in 1..=2 {
+                w.engine
+                    .put_subject(&coder, &subject(g, &format!("d{g}")))
+                    .await
+                    .unwrap();
+            }
+            hook.wait_for(2).await;
+            wait_recorded(&w, 2).await;
+        }
+        // The first server is stopped; two more events happen while no server runs.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for g in 3..=4 {
+            w.engine
+                .put_subject(&coder, &subject(g, &format!("d{g}")))
+                .await
+                .unwrap();
+        }
+        assert_eq!(hook.deliveries().len(), 2, "delivered while stopped");
+        let _s = serve(state(&w, 2)).await;
+        let got = hook.wait_for(4).await;
+        wait_recorded(&w, 4).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let ids: Vec<u64> = hook
+            .deliveries()
+            .iter()
+            .map(|d| {
+                d.headers["verdict-event-id"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(got.len(), 4);
+        // Each subject move exactly once, in order: nothing sent again, nothing skipped.
+        let bodies: Vec<Value> = hook
+            .deliveries()
+            .iter()
+            .map(|d| serde_json::from_slice(&d.body).unwrap())
+            .collect();
+        let generations: Vec<u64> = bodies
+            .iter()
+            .map(|b| b["generation"].as_u64().unwrap())
+            .collect();
+        assert_eq!(generations, [1, 2, 3, 4], "{bodies:?}");
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_operator_removes_a_webhook_and_nothing_is_delivered_after() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(state(&w, 1)).await;
+        let hook = receiver(0).await;
+        let ops = w.token("ops");
+        let r = s
+            .send(
+                "POST",
+                "/v1/webhooks",
+                Some(ops),
+                Some(
+                    &json!({"id": "wh-gone", "url": hook.url, "scope": {"kind": "all"},
+                             "event_types": ["subject_moved"]}),
+                ),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let coder = w.engine.authenticate(w.token("coder")).await.unwrap();
+        w.engine
+            .put_subject(&coder, &subject(1, "d1"))
+            .await
+            .unwrap();
+        hook.wait_for(1).await;
+        // Its delivery record is written once the receiver answered.
+        wait_recorded(&w, 1).await;
+
+        for who in ["coder", "ci", "rev", "alice"] {
+            let before = head_seq(&w).await;
+            let r = s
+                .send("DELETE", "/v1/webhooks/wh-gone", Some(w.token(who)), None)
+                .await;
+            assert_denied_once(&w, before, &r, who, "permission_denied").await;
+        }
+        let before = head_seq(&w).await;
+        let r = s
+            .send("DELETE", "/v1/webhooks/wh-none", Some(ops), None)
+            .await;
+        assert_problem(&r, 404, "not_found");
+        assert_eq!(head_seq(&w).await, before, "a refused removal wrote");
+        let r = s
+            .send("DELETE", "/v1/webhooks/wh-gone", Some(ops), None)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["webhook"], "wh-gone");
+        assert_eq!(r.body["removed_by"], "ops");
+        // The removal is in the audit chain, as one more record.
+        assert_eq!(head_seq(&w).await, before + 1);
+        let r = s
+            .send("DELETE", "/v1/webhooks/wh-gone", Some(ops), None)
+            .await;
+        assert_problem(&r, 409, "conflict");
+        let r = s.send("GET", "/v1/webhooks", Some(ops), None).await;
+        assert_eq!(r.body["items"], json!([]), "{r:?}");
+
+        // The delivery loop reads the removal within its poll interval; nothing after it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        w.engine
+            .put_subject(&coder, &subject(2, "d2"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(hook.deliveries().len(), 1, "{:?}", hook.deliveries());
+    })
+    .await;
+}

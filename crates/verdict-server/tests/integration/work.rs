@@ -188,3 +188,79 @@ async fn a_subject_put_with_a_stale_if_match_is_412_and_moves_nothing() {
     })
     .await;
 }
+
+/// Writers that all read the same version and race to move the pointer with it as `If-Match`:
+/// the engine compares the version with the state its compare-and-set moves from, so exactly
+/// one moves it and every other gets a 412 (never a 409 or a second move), for an execution's
+/// subject and for the gate's policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_with_the_same_if_match_one_wins_and_the_rest_get_412() {
+    const WRITERS: usize = 6;
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let (coder, ops) = (w.token("coder"), w.token("ops"));
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d1")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("GET", "/v1/executions/ex-1", Some(coder), None)
+            .await;
+        let tag = r.headers["etag"].to_str().unwrap().to_owned();
+        let if_match = [("if-match", tag.as_str())];
+        let subjects: Vec<_> = (0..WRITERS)
+            .map(|i| subject(2, &format!("racer-{i}")))
+            .collect();
+        let replies =
+            futures_util::future::join_all(subjects.iter().map(|doc| {
+                s.send_headers("POST", "/v1/subjects", Some(coder), Some(doc), &if_match)
+            }))
+            .await;
+        let won: Vec<_> = replies.iter().filter(|r| r.status == 201).collect();
+        assert_eq!(won.len(), 1, "{replies:#?}");
+        for r in replies.iter().filter(|r| r.status != 201) {
+            assert_problem(r, 412, "precondition_failed");
+        }
+        let head = w
+            .engine
+            .execution_head(&w.ops, EXEC)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.generation, 2);
+        assert_eq!(
+            head.subject_digest.as_str(),
+            won[0].body["digest"].as_str().unwrap()
+        );
+
+        let r = s.send("GET", "/v1/gate/policy", Some(ops), None).await;
+        let tag = r.headers["etag"].to_str().unwrap().to_owned();
+        let if_match = [("if-match", tag.as_str())];
+        let policies: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                let mut p = policy();
+                p["revision"] = json!(2);
+                p["required_checks"] = json!([format!("check-{i}")]);
+                p
+            })
+            .collect();
+        let replies =
+            futures_util::future::join_all(policies.iter().map(|doc| {
+                s.send_headers("PUT", "/v1/gate/policy", Some(ops), Some(doc), &if_match)
+            }))
+            .await;
+        let won: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
+        assert_eq!(won.len(), 1, "{replies:#?}");
+        for r in replies.iter().filter(|r| r.status != 200) {
+            assert_problem(r, 412, "precondition_failed");
+        }
+        let head = w.engine.gate_policy_head(&w.ops).await.unwrap().unwrap();
+        assert_eq!(head.revision, 2);
+        assert_eq!(
+            head.policy_digest.as_str(),
+            won[0].body["policy_digest"].as_str().unwrap()
+        );
+    })
+    .await;
+}
