@@ -65,6 +65,7 @@ mod ledger_read;
 mod lineage;
 mod listing;
 mod notes;
+mod runner_kit;
 mod runs;
 pub mod scaffold;
 mod subjects;
@@ -86,7 +87,8 @@ pub use listing::{
     ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,
 };
 pub use notes::{
-    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA,
+    Requester, ResultRefusal, RunTakeover,
 };
 pub use runs::{
     ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,
@@ -97,4 +99,7 @@ pub use verify::{
     ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
     VerifyOptions,
 };
-pub use workers::{ChecksKit, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked, WorkerRole};
+pub use runner_kit::{CheckDefinitions, ProbeChecks};
+pub use workers::{
+    ChecksKit, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked, WorkerRole,
+};

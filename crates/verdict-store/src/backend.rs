@@ -119,6 +119,16 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// Appends `items` in one transaction, each with its audit event, all or nothing. An item
     /// whose key is stored is settled by [`Prepared::settle`] instead.
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>>;
+    /// [`Backend::append`] for a job's claim: in the same transaction, first the claim is
+    /// checked and its lease renewed as a heartbeat would (refused with
+    /// [`StoreError::StaleClaim`] unless `actor` holds the job under the claim's token, and
+    /// then nothing is appended), then the items are appended.
+    async fn append_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        items: Vec<Prepared>,
+    ) -> Result<Vec<Stored>>;
     /// Applies one compare-and-set with its change record and audit event.
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
     /// Rows of `table` matching `filter`, in seq order.
