@@ -14,7 +14,7 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    CheckDefinitions, ClassSource, EngineError, ProbeChecks, VerifierKit, VerifyInputs,
+    CheckDefinitions, ClassSource, DEFAULT_BACK_OFF, EngineError, ProbeChecks, VerifierKit, VerifyInputs,
     WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
@@ -297,6 +297,7 @@ fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
         lease: Duration::from_secs(args.lease_seconds),
         verifier: None,
         checks: None,
+        back_off: DEFAULT_BACK_OFF,
     };
     let role = match args.role {
         RoleArg::Runner => {

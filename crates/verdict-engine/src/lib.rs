@@ -101,5 +101,6 @@ pub use verify::{
 };
 pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use workers::{
-    ChecksKit, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked, WorkerRole,
+    ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked,
+    WorkerRole,
 };

@@ -473,8 +473,13 @@ impl Engine {
             .run_model_claimed(caller, run_id.as_str(), &model, claim)
             .await
         {
-            // The job was taken over: this worker writes nothing more about its run.
-            Err(e @ EngineError::Store(StoreError::StaleClaim { .. })) => return Err(e.into()),
+            // The job was taken over: this worker writes nothing more about its run. Nor is
+            // a failure of the store a refusal of the result: the run is left as it stands
+            // for another attempt (a worker's next claim ends it) rather than ended on a
+            // connection that was cut.
+            Err(e @ EngineError::Store(StoreError::StaleClaim { .. } | StoreError::Backend { .. })) => {
+                return Err(e.into());
+            }
             other => other,
         };
         let record = model.last.lock().ok().and_then(|mut s| s.take());

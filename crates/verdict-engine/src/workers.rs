@@ -125,7 +125,13 @@ pub struct WorkOptions {
     pub verifier: Option<Arc<dyn VerifierKit>>,
     /// For runner workers.
     pub checks: Option<Arc<dyn ChecksKit>>,
+    /// The back-off after a job's first failed attempt, doubled after each further one up to
+    /// five minutes ([`DEFAULT_BACK_OFF`] unless a test needs a faster queue).
+    pub back_off: Duration,
 }
+
+/// The back-off after a first failed attempt: 2 seconds.
+pub const DEFAULT_BACK_OFF: Duration = Duration::from_secs(2);
 
 /// What [`Engine::work_one`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,10 +160,13 @@ fn run_name(job: i64, fencing: i64) -> String {
     format!("job-{job}-{fencing}")
 }
 
-/// The back-off before attempt `attempts + 1`: 2, 4, 8, ... seconds, at most five minutes.
-fn back_off(attempts: i64) -> Duration {
-    let exp = u32::try_from(attempts.clamp(1, 8)).unwrap_or(8);
-    Duration::from_secs(2u64.saturating_pow(exp).min(300))
+/// The back-off before attempt `attempts + 1`: `first`, twice that, four times, ..., at most
+/// five minutes (2, 4, 8, ... seconds by default).
+fn back_off(first: Duration, attempts: i64) -> Duration {
+    let exp = u32::try_from(attempts.clamp(1, 9) - 1).unwrap_or(8);
+    first
+        .saturating_mul(2u32.saturating_pow(exp))
+        .min(Duration::from_secs(300))
 }
 
 impl Engine {
@@ -258,7 +267,8 @@ impl Engine {
                 .await
                 .map(Worked::Done),
             Err(JobFailure { why, retry }) => {
-                let retry = (retry && job.attempts < MAX_ATTEMPTS).then(|| back_off(job.attempts));
+                let retry = (retry && job.attempts < MAX_ATTEMPTS)
+                    .then(|| back_off(options.back_off, job.attempts));
                 queue
                     .fail_job(&actor, job.id, job.fencing, &why, retry)
                     .await
@@ -326,7 +336,7 @@ impl Engine {
                             role: caller.role(),
                         },
                         reason: format!(
-                            "the lease of claim {fencing} lapsed and claim {} took the job; this run was left without a result",
+                            "claim {fencing} of the job ended without a result for this run (its lease lapsed or its attempt failed), and claim {} took the job",
                             job.fencing
                         ),
                         at: self.now().await?,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    ChecksKit, ClassSource, Engine, EngineError, JobFailure, MAX_ATTEMPTS, Principal,
+    ChecksKit, ClassSource, DEFAULT_BACK_OFF, Engine, EngineError, JobFailure, MAX_ATTEMPTS, Principal,
     VerifierKit, VerifyError, VerifyInputs, VerifyOptions, WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
@@ -88,6 +88,7 @@ fn options(url: &str) -> (WorkOptions, Arc<Verifier>, Arc<Runner>) {
         lease: Duration::from_secs(60),
         verifier: Some(verifier.clone()),
         checks: Some(runner.clone()),
+        back_off: DEFAULT_BACK_OFF,
     };
     (o, verifier, runner)
 }
@@ -576,8 +577,11 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
             lease: Duration::from_secs(60),
             verifier: None,
             checks: Some(kit.clone()),
+            // Short, so five attempts fit a test; the queue's clock is real time.
+            back_off: Duration::from_millis(20),
         };
         let mut seen = Vec::new();
+        let mut not_before = Vec::new();
         loop {
             match w
                 .engine
@@ -586,8 +590,11 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
                 .unwrap()
             {
                 // Not ready again before its back-off.
-                Worked::Idle => tokio::time::sleep(Duration::from_millis(200)).await,
+                Worked::Idle => tokio::time::sleep(Duration::from_millis(20)).await,
                 Worked::Failed { job, why } => {
+                    if let (JobState::Ready, Some(at)) = (job.state, &job.not_before) {
+                        not_before.push(at.unix_nanos());
+                    }
                     seen.push((job.attempts, job.state, job.not_before.is_some(), why));
                     if job.state == JobState::Failed {
                         break;
@@ -608,6 +615,14 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
             }
         }
         assert_eq!(kit.attempts.load(Ordering::SeqCst), attempts);
+        // Each retry was claimed only after its back-off, and each back-off doubles the one
+        // before: attempt k+1 failed after not_before(k), so not_before(k+1) is at least
+        // 20 ms x 2^k later.
+        for (k, pair) in not_before.windows(2).enumerate() {
+            let gap = pair[1] - pair[0];
+            let least = 20_000_000_i128 * (1 << (k + 1));
+            assert!(gap >= least, "back-off {k}: {gap} ns < {least} ns");
+        }
         // Given up is finished: no one claims it again, and the operator sees why.
         assert_eq!(
             w.engine
@@ -697,6 +712,7 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
             lease,
             verifier: None,
             checks: Some(kit.clone()),
+            back_off: DEFAULT_BACK_OFF,
         };
         let worker = {
             let (engine, ci) = (w.engine.clone(), w.ci.clone());
@@ -705,6 +721,13 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
         // While the worker is paused its lease lapses, and another claim takes the job.
         let runner = Actor::new(w.ci.name().as_str(), verdict_core::contracts::Role::Runner);
         let queue = w.engine.store().queue();
+        let checks = JobFilter {
+            kind: Some(JobKind::Checks),
+            ..JobFilter::default()
+        };
+        while queue.jobs(&checks).await.unwrap()[0].fencing == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let taken = loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if let Some(j) = queue
