@@ -188,6 +188,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
         classes: args.classes.clone(),
         cache,
         run_id: None,
+        claim: None,
     };
     // Each class's line is printed as soon as its run ends; the first failed write is kept
     // and reported once the runs have ended.

@@ -14,17 +14,17 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    ChecksKit, ClassSource, Engine, Principal, VerifierKit, VerifyInputs, WorkOptions, Worked,
-    WorkerRole,
+    CheckDefinitions, ClassSource, DEFAULT_BACK_OFF, EngineError, ProbeChecks, VerifierKit, VerifyInputs,
+    WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
-use verdict_probes::load::{self, Spec};
-use verdict_probes::runner::{self, RunOptions, Stopper};
-use verdict_store::{Job, JobFilter, JobState};
+use verdict_probes::load;
+use verdict_store::{Job, JobFilter, JobState, StoreError};
 
 const HELP: &str = "\
-Roles: `runner` (a runner principal) runs the checks of --checks SPEC against the live system
-and files their evidence; `verifier` (a verifier principal) runs one model verifier class of a
+Roles: `runner` (a runner principal) runs the checks each subject pins, from the definitions
+of --checks SPEC|DIR whose digests it pins, against the live system and files their evidence
+(a subject pinning a definition not given is refused and its checks job given up); `verifier` (a verifier principal) runs one model verifier class of a
 request with --verifiers FILE, reading the objective and resources a subject pins from
 --content DIR (each file named by the hex of its raw SHA-256); `gate` (an operator principal)
 runs the Gate once every other job of the request is finished or its deadline passed.
@@ -32,7 +32,7 @@ runs the Gate once every other job of the request is finished or its deadline pa
 Each job is claimed under a lease (--lease-seconds), renewed every third of it while the job
 runs; a worker that stops renewing (killed, paused, cut off) loses the job to the next worker
 once the lease lapses, and its late completion is refused. A failed attempt is retried after a
-back-off, up to 5 attempts. One line per job: done|failed|lost, kind, id, request, class,
+back-off, up to 5 attempts. A worker whose database connection fails keeps trying. One line per job: done|failed|lost, kind, id, request, class,
 outcome.
 
 Exit status: with --once, 0 when the job was done or none was ready, 1 when it failed or was
@@ -78,9 +78,11 @@ pub struct Args {
     /// SHA-256.
     #[arg(long, value_name = "DIR")]
     content: Option<PathBuf>,
-    /// Runner role: the check spec to run for each subject.
-    #[arg(long, value_name = "SPEC")]
-    checks: Option<PathBuf>,
+    /// Runner role: check definitions, a spec file or a directory of spec files (repeatable).
+    /// Each subject's checks are run from the definition whose digest it pins; a subject
+    /// pinning one not given here is refused and its checks job given up.
+    #[arg(long, value_name = "SPEC|DIR")]
+    checks: Vec<PathBuf>,
     /// Runner role: a spec variable, NAME=VALUE.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
@@ -247,47 +249,41 @@ impl VerifierKit for Verifier {
     }
 }
 
-/// Runs one check spec for each subject and files its evidence as the caller.
-struct Runner {
-    spec: Spec,
-}
-
-#[async_trait]
-impl ChecksKit for Runner {
-    async fn run_checks(
-        &self,
-        engine: &Engine,
-        caller: &Principal,
-        _subject: &Subject,
-        subject_digest: &Digest,
-    ) -> std::result::Result<String, String> {
-        let opts = RunOptions {
-            jobs: runner::DEFAULT_JOBS,
-            deadline: None,
-            baseline: None,
-            agent: None,
-        };
-        let report = runner::run(&self.spec, opts, Arc::new(runner::Quiet), &Stopper::new()).await;
-        let docs = verdict_probes::evidence::evidence_documents(
-            &report,
-            &self.spec,
-            subject_digest,
-            caller.name(),
-        )?;
-        engine
-            .add_evidence(caller, &docs)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(format!(
-            "{} checks, {}",
-            docs.len(),
-            if report.passed {
-                "passed"
-            } else {
-                "not all passed"
-            }
-        ))
+/// The check specs of `--checks`: each a spec file, or a directory whose `.yaml`, `.yml` and
+/// `.json` files are specs, all loaded with the `--var` values.
+fn load_definitions(paths: &[PathBuf], vars: &[String]) -> Result<CheckDefinitions> {
+    let vars = crate::check_cmd::parse_vars(vars)?;
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("{}: cannot list the directory", path.display()))?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<std::io::Result<_>>()
+                .with_context(|| format!("{}: cannot list the directory", path.display()))?;
+            found.retain(|p| {
+                p.is_file()
+                    && p.extension()
+                        .and_then(|e| e.to_str())
+                        .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+            });
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
     }
+    let mut specs = Vec::with_capacity(files.len());
+    for file in &files {
+        specs.push(
+            load::load_file(file, &vars).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
+        );
+    }
+    let definitions = CheckDefinitions::new(specs);
+    if definitions.is_empty() {
+        bail!("--checks gave no check definitions");
+    }
+    Ok(definitions)
 }
 
 fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
@@ -301,16 +297,15 @@ fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
         lease: Duration::from_secs(args.lease_seconds),
         verifier: None,
         checks: None,
+        back_off: DEFAULT_BACK_OFF,
     };
     let role = match args.role {
         RoleArg::Runner => {
-            let Some(path) = &args.checks else {
-                bail!("--role runner needs --checks SPEC");
-            };
-            let vars = crate::check_cmd::parse_vars(&args.vars)?;
-            let spec = load::load_file(path, &vars)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            o.checks = Some(Arc::new(Runner { spec }));
+            if args.checks.is_empty() {
+                bail!("--role runner needs --checks SPEC|DIR");
+            }
+            let definitions = load_definitions(&args.checks, &args.vars)?;
+            o.checks = Some(Arc::new(ProbeChecks::new(definitions)));
             WorkerRole::Runner
         }
         RoleArg::Verifier => {
@@ -369,7 +364,21 @@ async fn work(args: &Args) -> Result<ExitCode> {
     let poll = Duration::from_millis(args.poll_ms);
     while !stop.load(Ordering::SeqCst) {
         // The job in hand is finished before a stop is looked at again.
-        let worked = ctx.engine.work_one(&caller, role, &options).await?;
+        let worked = match ctx.engine.work_one(&caller, role, &options).await {
+            Ok(worked) => worked,
+            // The database went away (restarted, the connection cut): the pool opens new
+            // connections, so the worker waits and claims again; a job it held comes back
+            // to it or to another worker once its lease lapses.
+            Err(e @ EngineError::Store(StoreError::Backend { .. })) if !args.once => {
+                eprintln!("worker: {e}; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(poll.max(Duration::from_millis(500))) => {}
+                    () = wake.notified() => {}
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if let Some((what, job)) = kind_and_job(&worked) {
             let why = match &worked {
                 Worked::Failed { why, .. } => format!(" ({why})"),

@@ -5,7 +5,8 @@
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::notes::{
-    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, ResultRefusal,
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA,
+    ResultRefusal, RunTakeover,
 };
 use serde::{Deserialize, Serialize};
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
@@ -327,6 +328,7 @@ impl Engine {
         let about = About::Execution(execution.to_owned());
         let cancellations: Vec<Cancellation> = self.notes(&about, CANCELLATION_SCHEMA).await?;
         let refusals: Vec<ResultRefusal> = self.notes(&about, RESULT_REFUSAL_SCHEMA).await?;
+        let takeovers: Vec<RunTakeover> = self.notes(&about, RUN_TAKEOVER_SCHEMA).await?;
         let mut runs = Vec::new();
         for note in self.admission_notes_unscoped(execution).await? {
             let run_id = note.run_id.to_string();
@@ -357,7 +359,20 @@ impl Engine {
                     }
                 }
             }
+            let taken_over = takeovers
+                .iter()
+                .find(|t| t.run_id.as_str() == run_id)
+                .map(|t| {
+                    format!(
+                        "run ended: its job {} was taken over by {} ({}): {}",
+                        t.job,
+                        t.taken_by.principal.as_str(),
+                        t.taken_by.role.as_str(),
+                        t.reason
+                    )
+                });
             let detail = match run.as_ref().and_then(verdict_store::Run::status) {
+                Some(verdict_store::RunStatus::Cancelled) if taken_over.is_some() => taken_over,
                 Some(verdict_store::RunStatus::Cancelled) => cancellations
                     .iter()
                     .find(|c| match &c.cancelled {

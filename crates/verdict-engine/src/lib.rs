@@ -69,6 +69,7 @@ mod lineage;
 mod listing;
 mod notes;
 pub mod precondition;
+mod runner_kit;
 mod runs;
 pub mod scaffold;
 mod subjects;
@@ -91,7 +92,8 @@ pub use listing::{
     ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,
 };
 pub use notes::{
-    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, Requester, ResultRefusal,
+    CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA,
+    Requester, ResultRefusal, RunTakeover,
 };
 pub use precondition::Precondition;
 pub use runs::{
@@ -103,4 +105,8 @@ pub use verify::{
     ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
     VerifyOptions,
 };
-pub use workers::{ChecksKit, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked, WorkerRole};
+pub use runner_kit::{CheckDefinitions, ProbeChecks};
+pub use workers::{
+    ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked,
+    WorkerRole,
+};

@@ -21,6 +21,37 @@ pub const CANCELLATION_SCHEMA: &str = "verdict.cancellation/v1";
 /// Schema of the record of a verification result refused at submission.
 pub const RESULT_REFUSAL_SCHEMA: &str = "verdict.result-refusal/v1";
 
+/// Schema of the record of a worker's run ended because its job was taken over.
+pub const RUN_TAKEOVER_SCHEMA: &str = "verdict.run-takeover/v1";
+
+/// The record of a verifier run ended because the worker that ran it lost its job
+/// (`verdict.run-takeover/v1`): its lease lapsed and another worker claimed the job. Written by
+/// the engine for the new claimant before that claimant admits its own run; the run ends
+/// `cancelled`, a result it submits later is refused, and it no longer counts against its
+/// request's `max_runs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunTakeover {
+    /// Always [`RUN_TAKEOVER_SCHEMA`].
+    pub schema: String,
+    /// The run ended.
+    pub run_id: Name,
+    /// The run's subject; it files the record under the execution.
+    pub subject_digest: Digest,
+    /// The job the run was for.
+    pub job: i64,
+    /// The fencing token of the claim the run was admitted under.
+    pub stale_fencing: i64,
+    /// The fencing token of the claim that took the job over.
+    pub fencing: i64,
+    /// The worker principal that took the job over.
+    pub taken_by: Requester,
+    /// Why, in words.
+    pub reason: String,
+    /// When (the store's time).
+    pub at: Timestamp,
+}
+
 /// What a cancellation ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

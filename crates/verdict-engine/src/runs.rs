@@ -6,7 +6,7 @@ use crate::documents::{
 };
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
-use crate::notes::{RESULT_REFUSAL_SCHEMA, ResultRefusal};
+use crate::notes::{RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA, ResultRefusal, RunTakeover};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,7 @@ use verdict_core::contracts::{
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, Actor, DocKind, Run, RunAdmission, RunStatus};
+use verdict_store::{About, Actor, DocKind, JobClaim, Run, RunAdmission, RunStatus, Stored};
 
 /// Schema of the note that records the context manifest a run's model was shown.
 pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
@@ -370,11 +370,23 @@ impl Engine {
             budget,
         } = pinned;
         if let Some(max) = budget.max_runs {
+            // A run ended because its worker lost the job to another gives its place back:
+            // the new claimant's attempt replaces it.
+            let taken_over: BTreeSet<String> = self
+                .notes::<RunTakeover>(
+                    &About::Execution(execution.clone()),
+                    RUN_TAKEOVER_SCHEMA,
+                )
+                .await?
+                .into_iter()
+                .map(|t| t.run_id.to_string())
+                .collect();
             let used = self
                 .admission_notes_unscoped(execution)
                 .await?
                 .iter()
                 .filter(|n| &n.request_digest == request)
+                .filter(|n| !taken_over.contains(n.run_id.as_str()))
                 .count();
             if used >= usize::try_from(max).unwrap_or(usize::MAX) {
                 return Err(EngineError::Conflict(format!(
@@ -643,6 +655,18 @@ impl Engine {
         run_id: &str,
         model: &dyn ModelVerifier,
     ) -> Result<RunOutcome> {
+        self.run_model_claimed(caller, run_id, model, None).await
+    }
+
+    /// [`Engine::run_model`] for a worker's job: the run's start and its result are written
+    /// only under `claim` (see [`Engine::submit_result_claimed`]).
+    pub(crate) async fn run_model_claimed(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        model: &dyn ModelVerifier,
+        claim: Option<&JobClaim>,
+    ) -> Result<RunOutcome> {
         let run = self
             .own_run(
                 caller,
@@ -694,15 +718,20 @@ impl Engine {
         };
         // The engine acts as the run's verifier, for a caller `own_run` checked above.
         let verifier = Principal::new(a.verifier.clone(), Role::Verifier);
-        self.store
-            .record_run_status(&verifier.actor(), run_id, RunStatus::Started, None)
-            .await?;
+        self.run_status_as(
+            &verifier.actor(),
+            claim,
+            run_id,
+            RunStatus::Started,
+            None,
+        )
+        .await?;
         let doc = model
             .verify(&task)
             .await
             .map_err(|e| invalid("verifier output")(e))?;
         Ok(RunOutcome::Submitted(
-            self.submit_result(&verifier, &doc).await?,
+            self.submit_result_claimed(&verifier, &doc, claim).await?,
         ))
     }
 
@@ -846,6 +875,57 @@ impl Engine {
     /// stored as history and not counted; so is one whose subject or generation moved on, and
     /// one for a run (or an execution) that was cancelled.
     pub async fn submit_result(&self, caller: &Principal, doc: &Value) -> Result<Submitted> {
+        self.submit_result_claimed(caller, doc, None).await
+    }
+
+    /// A run's status event, written under a worker's `claim` when one is given.
+    pub(crate) async fn run_status_as(
+        &self,
+        actor: &Actor,
+        claim: Option<&JobClaim>,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored> {
+        Ok(match claim {
+            Some(c) => {
+                self.store
+                    .record_run_status_claimed(actor, c, run_id, status, reason)
+                    .await?
+            }
+            None => {
+                self.store
+                    .record_run_status(actor, run_id, status, reason)
+                    .await?
+            }
+        })
+    }
+
+    /// Refuses with [`verdict_store::StoreError::StaleClaim`] unless `claim` (when given) is
+    /// still its job's current claim held by `actor`, renewing its lease. For the writes the
+    /// engine makes as itself for a worker's run (the record of a refused result, a run's
+    /// context), which cannot carry the worker's claim into their own transaction.
+    pub(crate) async fn still_claimed(&self, actor: &Actor, claim: Option<&JobClaim>) -> Result<()> {
+        if let Some(c) = claim {
+            self.store
+                .queue()
+                .heartbeat(actor, c.job, c.fencing, c.lease)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// [`Engine::submit_result`] for a worker's job: every write of the submission (the result
+    /// and its run's events) is made only while `claim` is its job's current claim, checked by
+    /// the store in the same transaction as the write; once another worker took the job over,
+    /// the submission is refused with [`verdict_store::StoreError::StaleClaim`] and writes
+    /// nothing.
+    pub(crate) async fn submit_result_claimed(
+        &self,
+        caller: &Principal,
+        doc: &Value,
+        claim: Option<&JobClaim>,
+    ) -> Result<Submitted> {
         let now = &self.now().await?;
         if caller.role == Role::Producer {
             let err = EngineError::SelfVerificationDenied {
@@ -902,6 +982,8 @@ impl Engine {
                 // The run already has its outcome; this document changes nothing.
                 return Err(e);
             }
+            // A worker that lost its job records nothing about its run.
+            self.still_claimed(&caller.actor(), claim).await?;
             return Err(self.refuse_result(&run, doc, e, now).await);
         }
         let actor = caller.actor();
@@ -910,11 +992,10 @@ impl Engine {
             // document lands, so it is never read as counted.
             if run.status().is_none_or(|s| !s.is_terminal()) {
                 // Recorded by the run's own verifier, in its own role: it needs no other.
-                self.store
-                    .record_run_status(&actor, run_id, RunStatus::Cancelled, None)
+                self.run_status_as(&actor, claim, run_id, RunStatus::Cancelled, None)
                     .await?;
             }
-            let stored = self.store.put(&actor, DocKind::Verification, doc).await?;
+            let stored = self.put_as(&actor, claim, doc).await?;
             return Ok(Submitted {
                 digest: stored.digest,
                 counted: false,
@@ -933,23 +1014,22 @@ impl Engine {
             .await?;
         if !grant_ok {
             // Marked first, so the result can never be read as counted.
-            self.store
-                .record_run_status(
-                    &actor,
-                    run_id,
-                    RunStatus::Unavailable,
-                    Some(verdict_core::contracts::UnavailableReason::GrantRevoked),
-                )
-                .await?;
+            self.run_status_as(
+                &actor,
+                claim,
+                run_id,
+                RunStatus::Unavailable,
+                Some(verdict_core::contracts::UnavailableReason::GrantRevoked),
+            )
+            .await?;
         }
-        let stored = self.store.put(&actor, DocKind::Verification, doc).await?;
+        let stored = self.put_as(&actor, claim, doc).await?;
         if grant_ok {
             let (status, reason) = match r.status {
                 VerificationStatus::Completed => (RunStatus::Completed, None),
                 VerificationStatus::Unavailable => (RunStatus::Unavailable, r.unavailable_reason),
             };
-            self.store
-                .record_run_status(&actor, run_id, status, reason)
+            self.run_status_as(&actor, claim, run_id, status, reason)
                 .await?;
         }
         let counted = grant_ok && stored.counted != Some(false);
@@ -964,6 +1044,18 @@ impl Engine {
             digest: stored.digest,
             counted,
             why_not,
+        })
+    }
+
+    /// A verification result stored as `actor`, under a worker's `claim` when one is given.
+    async fn put_as(&self, actor: &Actor, claim: Option<&JobClaim>, doc: &Value) -> Result<Stored> {
+        Ok(match claim {
+            Some(c) => {
+                self.store
+                    .put_claimed(actor, c, DocKind::Verification, doc)
+                    .await?
+            }
+            None => self.store.put(actor, DocKind::Verification, doc).await?,
         })
     }
 

@@ -27,7 +27,7 @@ use verdict_judge::request::{
     EvidenceInput, JudgeRequest, ObjectiveInput, ResourceInput, VerifierIdentity,
 };
 use verdict_judge::{Judge, JudgeRun};
-use verdict_store::RunStatus;
+use verdict_store::{JobClaim, RunStatus, StoreError};
 
 /// The bytes of what a subject pins by digest only, as the caller has them.
 #[derive(Debug, Clone, Default)]
@@ -152,6 +152,10 @@ pub struct VerifyOptions {
     /// The run id of the one class to run, instead of a fresh random one: a worker names the
     /// run by its job and fencing token, so each claim's attempt is a run of its own.
     pub run_id: Option<Name>,
+    /// The worker's claim on the job this verification is for: the run is admitted only while
+    /// the claim holds, and its start and its result are written only under it, checked by the
+    /// store in the same transaction as each write (`None` outside a worker).
+    pub claim: Option<JobClaim>,
 }
 
 /// What became of one class's run.
@@ -441,6 +445,8 @@ impl Engine {
             (Some(id), [_]) => id.clone(),
             _ => new_run_id(class)?,
         };
+        let claim = options.claim.as_ref();
+        self.still_claimed(&caller.actor(), claim).await?;
         let pre = self
             .admit(
                 caller,
@@ -463,7 +469,19 @@ impl Engine {
             material,
             last: Mutex::new(None),
         };
-        let called = self.run_model(caller, run_id.as_str(), &model).await;
+        let called = match self
+            .run_model_claimed(caller, run_id.as_str(), &model, claim)
+            .await
+        {
+            // The job was taken over: this worker writes nothing more about its run. Nor is
+            // a failure of the store a refusal of the result: the run is left as it stands
+            // for another attempt (a worker's next claim ends it) rather than ended on a
+            // connection that was cut.
+            Err(e @ EngineError::Store(StoreError::StaleClaim { .. } | StoreError::Backend { .. })) => {
+                return Err(e.into());
+            }
+            other => other,
+        };
         let record = model.last.lock().ok().and_then(|mut s| s.take());
         let (outcome, mut record) = match (called, record) {
             (Ok(RunOutcome::Skipped(pre)), _) => return Ok(done(ClassOutcome::Skipped(pre))),
@@ -488,6 +506,7 @@ impl Engine {
             detail: record.detail.clone(),
             cache_key: record.cache_key.as_ref().map(|k| k.0.to_string()),
         };
+        self.still_claimed(&caller.actor(), claim).await?;
         self.record_run_context(caller, run_id.as_str(), &report)
             .await?;
         let submitted = match outcome {
@@ -498,7 +517,7 @@ impl Engine {
             None => {
                 let doc = serde_json::to_value(&record.result)
                     .map_err(|e| invalid("verification result")(e.to_string()))?;
-                Some(self.submit_result(caller, &doc).await?)
+                Some(self.submit_result_claimed(caller, &doc, claim).await?)
             }
         };
         Ok(done(ClassOutcome::Judged(Judged {

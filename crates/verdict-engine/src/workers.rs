@@ -11,13 +11,14 @@
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
+use crate::notes::{RUN_TAKEOVER_SCHEMA, Requester, RunTakeover};
 use crate::verify::{ClassSource, VerifyInputs, VerifyOptions};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
 use verdict_core::contracts::{Name, Role, Subject};
 use verdict_core::digest::Digest;
-use verdict_store::{Actor, Job, JobFilter, JobKind, NewJob, StoreError};
+use verdict_store::{Actor, Job, JobClaim, JobFilter, JobKind, NewJob, RunStatus, StoreError};
 
 /// Attempts at one job before it is given up (each a claim of its own).
 pub const MAX_ATTEMPTS: i64 = 5;
@@ -75,6 +76,29 @@ pub trait VerifierKit: Send + Sync {
     fn classes(&self) -> &dyn ClassSource;
 }
 
+/// Why a job's attempt failed, and whether another attempt could do better.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFailure {
+    /// Why, in words (recorded as the job's last error).
+    pub why: String,
+    /// Whether the job is tried again after a back-off (up to [`MAX_ATTEMPTS`]); `false` gives
+    /// it up at once (nothing a retry could change, such as a definition the worker lacks).
+    pub retry: bool,
+}
+
+impl From<String> for JobFailure {
+    /// A failure worth retrying.
+    fn from(why: String) -> Self {
+        Self { why, retry: true }
+    }
+}
+
+impl From<&str> for JobFailure {
+    fn from(why: &str) -> Self {
+        Self::from(why.to_owned())
+    }
+}
+
 /// What a runner worker needs from its face: running the checks a subject pins, filing their
 /// evidence through [`Engine::add_evidence`] as the caller.
 #[async_trait]
@@ -87,7 +111,7 @@ pub trait ChecksKit: Send + Sync {
         caller: &Principal,
         subject: &Subject,
         subject_digest: &Digest,
-    ) -> std::result::Result<String, String>;
+    ) -> std::result::Result<String, JobFailure>;
 }
 
 /// How a worker works.
@@ -101,7 +125,13 @@ pub struct WorkOptions {
     pub verifier: Option<Arc<dyn VerifierKit>>,
     /// For runner workers.
     pub checks: Option<Arc<dyn ChecksKit>>,
+    /// The back-off after a job's first failed attempt, doubled after each further one up to
+    /// five minutes ([`DEFAULT_BACK_OFF`] unless a test needs a faster queue).
+    pub back_off: Duration,
 }
+
+/// The back-off after a first failed attempt: 2 seconds.
+pub const DEFAULT_BACK_OFF: Duration = Duration::from_secs(2);
 
 /// What [`Engine::work_one`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,10 +155,18 @@ pub enum Worked {
     },
 }
 
-/// The back-off before attempt `attempts + 1`: 2, 4, 8, ... seconds, at most five minutes.
-fn back_off(attempts: i64) -> Duration {
-    let exp = u32::try_from(attempts.clamp(1, 8)).unwrap_or(8);
-    Duration::from_secs(2u64.saturating_pow(exp).min(300))
+/// The run a verify job's claim `fencing` admits.
+fn run_name(job: i64, fencing: i64) -> String {
+    format!("job-{job}-{fencing}")
+}
+
+/// The back-off before attempt `attempts + 1`: `first`, twice that, four times, ..., at most
+/// five minutes (2, 4, 8, ... seconds by default).
+fn back_off(first: Duration, attempts: i64) -> Duration {
+    let exp = u32::try_from(attempts.clamp(1, 9) - 1).unwrap_or(8);
+    first
+        .saturating_mul(2u32.saturating_pow(exp))
+        .min(Duration::from_secs(300))
 }
 
 impl Engine {
@@ -228,8 +266,9 @@ impl Engine {
                 .complete_job(&actor, job.id, job.fencing, &outcome)
                 .await
                 .map(Worked::Done),
-            Err(why) => {
-                let retry = (job.attempts < MAX_ATTEMPTS).then(|| back_off(job.attempts));
+            Err(JobFailure { why, retry }) => {
+                let retry = (retry && job.attempts < MAX_ATTEMPTS)
+                    .then(|| back_off(options.back_off, job.attempts));
                 queue
                     .fail_job(&actor, job.id, job.fencing, &why, retry)
                     .await
@@ -261,13 +300,64 @@ impl Engine {
         }
     }
 
+    /// Ends the runs earlier claims of verify job `job` admitted and left open: their workers
+    /// lost the job (a lapsed lease and a new claim), so nothing they do counts any more. Each
+    /// is recorded ([`RunTakeover`], by the engine, naming `caller` as the new claimant) and
+    /// cancelled, which also gives its place under the request's `max_runs` back. Returns the
+    /// id of an earlier claim's run that already completed, if one did: its result stands.
+    async fn end_earlier_runs(
+        &self,
+        caller: &Principal,
+        job: &Job,
+        claim: &JobClaim,
+    ) -> Result<Option<String>> {
+        let mut completed = None;
+        for fencing in 1..job.fencing {
+            let run_id = run_name(job.id, fencing);
+            let Some(run) = self.store.run(&run_id).await? else {
+                continue;
+            };
+            match run.status() {
+                Some(RunStatus::Completed) => completed = Some(run_id),
+                Some(s) if s.is_terminal() => {}
+                _ => {
+                    // Only while this claim holds: a worker that lost the job meanwhile ends
+                    // nothing.
+                    self.still_claimed(&caller.actor(), Some(claim)).await?;
+                    let note = RunTakeover {
+                        schema: RUN_TAKEOVER_SCHEMA.to_owned(),
+                        run_id: run.admission.run_id.clone(),
+                        subject_digest: run.admission.subject_digest.clone(),
+                        job: job.id,
+                        stale_fencing: fencing,
+                        fencing: job.fencing,
+                        taken_by: Requester {
+                            principal: caller.name().clone(),
+                            role: caller.role(),
+                        },
+                        reason: format!(
+                            "claim {fencing} of the job ended without a result for this run (its lease lapsed or its attempt failed), and claim {} took the job",
+                            job.fencing
+                        ),
+                        at: self.now().await?,
+                    };
+                    self.put_note(&note).await?;
+                    self.store
+                        .record_run_status(&Self::system(), &run_id, RunStatus::Cancelled, None)
+                        .await?;
+                }
+            }
+        }
+        Ok(completed)
+    }
+
     /// One job's work; `Err` is why the attempt failed.
     async fn perform(
         &self,
         caller: &Principal,
         job: &Job,
         options: &WorkOptions,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<String, JobFailure> {
         let req = self
             .request(&job.request)
             .await
@@ -295,15 +385,28 @@ impl Engine {
                     .await
                     .map_err(|e| e.to_string())?;
                 let inputs = kit.inputs(&subject).await?;
+                let claim = JobClaim {
+                    job: job.id,
+                    fencing: job.fencing,
+                    lease: options.lease,
+                };
+                if let Some(run) = self
+                    .end_earlier_runs(caller, job, &claim)
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    return Ok(format!("{run} completed (an earlier claim's run)"));
+                }
                 // The run is named by the job and the claim's token: each claim's attempt is a
                 // run of its own, and a retried admission of the same claim is refused.
-                let run_id: Name = format!("job-{}-{}", job.id, job.fencing)
+                let run_id: Name = run_name(job.id, job.fencing)
                     .parse()
                     .map_err(|e| format!("run id: {e}"))?;
                 let verify = VerifyOptions {
                     classes: vec![job.class.clone()],
                     cache: None,
                     run_id: Some(run_id),
+                    claim: Some(claim),
                 };
                 let runs = self
                     .verify_request(caller, &job.request, &inputs, kit.classes(), &verify)

@@ -124,6 +124,16 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored>;
     /// The bytes stored under a blob's key, if any.
     async fn blob_bytes(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// [`Backend::append`] for a job's claim: in the same transaction, first the claim is
+    /// checked and its lease renewed as a heartbeat would (refused with
+    /// [`StoreError::StaleClaim`] unless `actor` holds the job under the claim's token, and
+    /// then nothing is appended), then the items are appended.
+    async fn append_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        items: Vec<Prepared>,
+    ) -> Result<Vec<Stored>>;
     /// Applies one compare-and-set with its change record and audit event.
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
     /// Rows of `table` matching `filter`, in seq order.

@@ -174,6 +174,20 @@ pub struct Job {
     pub done_at: Option<Timestamp>,
 }
 
+/// A worker's claim on a job, presented with a write done for the job: the store makes the
+/// write only while the claim is the job's current one, checked and renewed (for `lease` from
+/// now) in the same transaction as the write, and refuses it otherwise
+/// ([`StoreError::StaleClaim`]) with nothing written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobClaim {
+    /// The job.
+    pub job: i64,
+    /// The claim's fencing token.
+    pub fencing: i64,
+    /// The lease the write renews.
+    pub lease: Duration,
+}
+
 /// Which jobs a listing shows (every field optional; all given must match).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobFilter {
@@ -356,3 +370,6 @@ pub(crate) fn columns(time: fn(&str) -> String) -> String {
 
 mod pg;
 mod sqlite;
+
+pub(crate) use pg::renew_claim as renew_claim_pg;
+pub(crate) use sqlite::renew_claim as renew_claim_sqlite;

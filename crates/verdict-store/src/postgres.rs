@@ -903,6 +903,25 @@ impl Backend for PgBackend {
             .transpose()
     }
 
+    async fn append_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        items: Vec<Prepared>,
+    ) -> Result<Vec<Stored>> {
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        // The claim first: a stale one raises inside the routine and the transaction, with
+        // nothing appended, is dropped (rolled back).
+        crate::jobs::renew_claim_pg(&mut tx, actor, claim).await?;
+        let mut out = Vec::with_capacity(items.len());
+        for run in items.chunk_by(|a, b| a.table == b.table) {
+            out.extend(put_run(&mut *tx, actor, run).await?);
+        }
+        tx.commit().await.map_err(pg_err)?;
+        Ok(out)
+    }
+
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
         let role = self.identity(actor).await?;
         let mut tx = self.begin_as(role.as_deref()).await?;

@@ -624,6 +624,27 @@ impl Backend for SqliteBackend {
         .await
     }
 
+    async fn append_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        items: Vec<Prepared>,
+    ) -> Result<Vec<Stored>> {
+        let (actor, claim) = (actor.clone(), *claim);
+        self.with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            // The claim is checked under the write lock the append holds too: no claim of the
+            // job can come between the check and the write.
+            crate::jobs::renew_claim_sqlite(&tx, &actor, &claim)?;
+            let out = append_tx(&tx, &actor, items)?;
+            tx.commit().map_err(err)?;
+            Ok(out)
+        })
+        .await
+    }
+
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
         let actor = actor.clone();
         self.with(move |conn| {

@@ -263,6 +263,17 @@ pub trait Store: Send + Sync {
     /// result is appended with its findings, in one transaction.
     async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored>;
 
+    /// [`Store::put`] for a job `actor` claimed: made only while `claim` is the job's current
+    /// claim, checked (and its lease renewed) in the same transaction as the append; otherwise
+    /// refused with [`StoreError::StaleClaim`] and nothing is written.
+    async fn put_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        kind: DocKind,
+        doc: &Value,
+    ) -> Result<Stored>;
+
     /// Appends many documents in one transaction (all or nothing), returning one row per
     /// document, in order.
     async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>>;
@@ -340,6 +351,17 @@ pub trait Store: Send + Sync {
     async fn record_run_status(
         &self,
         actor: &Actor,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored>;
+
+    /// [`Store::record_run_status`] for a job `actor` claimed, checked against the claim in
+    /// the same transaction as [`Store::put_claimed`] is.
+    async fn record_run_status_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
         run_id: &str,
         status: RunStatus,
         reason: Option<UnavailableReason>,
@@ -1003,6 +1025,85 @@ impl<B: Backend> StoreImpl<B> {
         self.backend.append(actor, items).await
     }
 
+    /// [`Self::append`], made under a job's claim when one is given (see
+    /// [`Backend::append_claimed`]).
+    async fn append_claimed(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        items: Vec<Prepared>,
+    ) -> Result<Vec<Stored>> {
+        let Some(claim) = claim else {
+            return self.append(actor, items).await;
+        };
+        for item in &items {
+            check_item(actor, item)?;
+        }
+        self.backend.append_claimed(actor, claim, items).await
+    }
+
+    /// A run's status transition, made under `claim` when one is given.
+    async fn run_status(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored> {
+        actor.may_append(Table::RunEvents)?;
+        let run = self
+            .run(run_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            })?;
+        if actor.role == ActorRole::Producer {
+            self.check_producer_cancels(actor, &run, status, reason)
+                .await?;
+        }
+        if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
+            return Err(StoreError::Refused(format!(
+                "run {run_id:?} belongs to verifier {:?}, not {:?}",
+                run.admission.verifier.as_str(),
+                actor.principal
+            )));
+        }
+        if let Some(last) = run.events.last() {
+            if last.status == status && last.reason == reason {
+                let key = records::run_event_key(run_id, last.n);
+                return self
+                    .find_one(Table::RunEvents, Filter::Key(key.clone()))
+                    .await?
+                    .ok_or(StoreError::NotFound {
+                        what: "run event",
+                        key,
+                    });
+            }
+            if last.status.is_terminal() {
+                return Err(StoreError::Refused(format!(
+                    "run {run_id:?} already ended {}; it cannot become {}",
+                    last.status.as_str(),
+                    status.as_str()
+                )));
+            }
+        }
+        let event = RunEvent {
+            run_id: run.admission.run_id.clone(),
+            n: run.events.last().map_or(1, |e| e.n + 1),
+            status,
+            reason,
+        };
+        let body = text_of(Table::RunEvents, &event)?;
+        let item = record(Table::RunEvents, body, Some(run_id.to_owned()))?;
+        let key = item.key.clone();
+        one(self.append_claimed(actor, claim, vec![item]).await?).ok_or(StoreError::NotFound {
+            what: Table::RunEvents.name(),
+            key,
+        })
+    }
+
     async fn find_one(&self, table: Table, filter: Filter) -> Result<Option<Stored>> {
         Ok(one(self.backend.find(table, filter).await?))
     }
@@ -1175,6 +1276,20 @@ impl<B: Backend> Store for StoreImpl<B> {
     async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored> {
         let items = self.prepare_doc(actor, kind, doc).await?;
         one(self.append(actor, items).await?).ok_or(StoreError::NotFound {
+            what: kind.table().name(),
+            key: String::new(),
+        })
+    }
+
+    async fn put_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        kind: DocKind,
+        doc: &Value,
+    ) -> Result<Stored> {
+        let items = self.prepare_doc(actor, kind, doc).await?;
+        one(self.append_claimed(actor, Some(claim), items).await?).ok_or(StoreError::NotFound {
             what: kind.table().name(),
             key: String::new(),
         })
@@ -1404,53 +1519,19 @@ impl<B: Backend> Store for StoreImpl<B> {
         status: RunStatus,
         reason: Option<UnavailableReason>,
     ) -> Result<Stored> {
-        actor.may_append(Table::RunEvents)?;
-        let run = self
-            .run(run_id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound {
-                what: "run",
-                key: run_id.to_owned(),
-            })?;
-        if actor.role == ActorRole::Producer {
-            self.check_producer_cancels(actor, &run, status, reason)
-                .await?;
-        }
-        if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
-            return Err(StoreError::Refused(format!(
-                "run {run_id:?} belongs to verifier {:?}, not {:?}",
-                run.admission.verifier.as_str(),
-                actor.principal
-            )));
-        }
-        if let Some(last) = run.events.last() {
-            if last.status == status && last.reason == reason {
-                let key = records::run_event_key(run_id, last.n);
-                return self
-                    .find_one(Table::RunEvents, Filter::Key(key.clone()))
-                    .await?
-                    .ok_or(StoreError::NotFound {
-                        what: "run event",
-                        key,
-                    });
-            }
-            if last.status.is_terminal() {
-                return Err(StoreError::Refused(format!(
-                    "run {run_id:?} already ended {}; it cannot become {}",
-                    last.status.as_str(),
-                    status.as_str()
-                )));
-            }
-        }
-        let event = RunEvent {
-            run_id: run.admission.run_id.clone(),
-            n: run.events.last().map_or(1, |e| e.n + 1),
-            status,
-            reason,
-        };
-        let body = text_of(Table::RunEvents, &event)?;
-        let item = record(Table::RunEvents, body, Some(run_id.to_owned()))?;
-        self.append_one(actor, item).await
+        self.run_status(actor, None, run_id, status, reason).await
+    }
+
+    async fn record_run_status_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<UnavailableReason>,
+    ) -> Result<Stored> {
+        self.run_status(actor, Some(claim), run_id, status, reason)
+            .await
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<Run>> {

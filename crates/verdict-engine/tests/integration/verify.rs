@@ -45,7 +45,7 @@ fn nonce_of(system: &str) -> String {
     system[at..at + 32].to_owned()
 }
 
-async fn answer(
+pub(crate) async fn answer(
     State((mode, calls)): State<(Reply, Arc<AtomicUsize>)>,
     body: axum::body::Bytes,
 ) -> axum::Json<Value> {
@@ -356,6 +356,7 @@ async fn inputs_that_do_not_fit_are_refused_before_any_run_or_call() {
                 classes,
                 cache: None,
                 run_id: None,
+                claim: None,
             };
             let err = verify(&w, &req, &file, &given, &options).await.unwrap_err();
             match &err {

@@ -5,7 +5,9 @@
 //! backends.
 
 use crate::common::{EXEC, World, evidence, on_both, world};
-use crate::verify::{DIFF, OBJECTIVE, Reply, fake, inputs, verifiers};
+use crate::verify::{DIFF, OBJECTIVE, Reply, answer, fake, inputs, verifiers};
+use axum::Router;
+use axum::extract::State;
 use async_trait::async_trait;
 use serde_json::json;
 use std::path::Path;
@@ -15,11 +17,13 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    ChecksKit, ClassSource, Engine, Principal, VerifierKit, VerifyInputs, WorkOptions, Worked,
-    WorkerRole,
+    ChecksKit, ClassSource, DEFAULT_BACK_OFF, Engine, EngineError, JobFailure, MAX_ATTEMPTS, Principal,
+    VerifierKit, VerifyError, VerifyInputs, VerifyOptions, WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
-use verdict_store::{Actor, JobFilter, JobKind, JobState, StoreError};
+use verdict_store::{
+    About, Actor, DocKind, JobClaim, JobFilter, JobKind, JobState, StoreError,
+};
 
 struct Classes(VerifiersFile);
 
@@ -60,7 +64,7 @@ impl ChecksKit for Runner {
         caller: &Principal,
         _subject: &Subject,
         subject_digest: &Digest,
-    ) -> Result<String, String> {
+    ) -> Result<String, JobFailure> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
         engine
@@ -84,17 +88,23 @@ fn options(url: &str) -> (WorkOptions, Arc<Verifier>, Arc<Runner>) {
         lease: Duration::from_secs(60),
         verifier: Some(verifier.clone()),
         checks: Some(runner.clone()),
+        back_off: DEFAULT_BACK_OFF,
     };
     (o, verifier, runner)
 }
 
 /// The producer's subject (pinning the objective and the diff) and request; no evidence yet.
 async fn requested(w: &World) -> Digest {
+    requested_with(w, json!({})).await
+}
+
+/// [`requested`] with the request's `budget`.
+async fn requested_with(w: &World, budget: serde_json::Value) -> Digest {
     let mut subject = crate::common::subject(1, DIFF);
     subject["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
     w.engine.put_subject(&w.coder, &subject).await.unwrap();
     w.engine
-        .create_request(&w.coder, EXEC, &json!({}))
+        .create_request(&w.coder, EXEC, &budget)
         .await
         .unwrap()
 }
@@ -341,6 +351,420 @@ async fn a_stalled_workers_job_is_taken_over_and_its_late_completion_refused() {
                 .as_deref()
                 .unwrap()
                 .starts_with("pass ")
+        );
+    })
+    .await;
+}
+
+/// A fake provider whose first call is answered only once `gate` gives a permit; `arrived`
+/// counts the calls that reached it.
+struct Gated {
+    url: String,
+    arrived: Arc<AtomicUsize>,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+type GatedState = (
+    Arc<tokio::sync::Semaphore>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+);
+
+async fn gated_answer(
+    State((gate, arrived, calls)): State<GatedState>,
+    body: axum::body::Bytes,
+) -> axum::Json<serde_json::Value> {
+    if arrived.fetch_add(1, Ordering::SeqCst) == 0 {
+        gate.acquire().await.unwrap().forget();
+    }
+    answer(State((Reply::Pass, calls)), body).await
+}
+
+async fn gated() -> Gated {
+    let (gate, arrived) = (
+        Arc::new(tokio::sync::Semaphore::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = Router::new().fallback(gated_answer).with_state((
+        gate.clone(),
+        arrived.clone(),
+        Arc::new(AtomicUsize::new(0)),
+    ));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Gated { url, arrived, gate }
+}
+
+/// How many audit events the store holds: a refusal that writes nothing leaves it unchanged.
+async fn audit_len(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its_place_back() {
+    on_both(|store| async move {
+        let srv = gated().await;
+        let w = world(store).await;
+        // One run allowed: the stalled worker's run must not use it up for good.
+        let req = requested_with(&w, json!({"max_runs": 1})).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let (o, _, _) = options(&srv.url);
+        done(
+            &w.engine
+                .work_one(&w.ci, WorkerRole::Runner, &o)
+                .await
+                .unwrap(),
+        );
+        // The first worker claims the verify job with a lease that lapses at once and never
+        // renews it (a paused process): it admits its run and is stuck in the model call.
+        let stalled = Actor::new(
+            w.rev.name().as_str(),
+            verdict_core::contracts::Role::Verifier,
+        );
+        let lease = Duration::from_millis(1);
+        let old = w
+            .engine
+            .store()
+            .queue()
+            .claim_job(&stalled, JobKind::Verify, "stalled", lease)
+            .await
+            .unwrap()
+            .unwrap();
+        let old_run = format!("job-{}-1", old.id);
+        let first = {
+            let (engine, rev, req, url) = (
+                w.engine.clone(),
+                w.rev.clone(),
+                req.clone(),
+                srv.url.clone(),
+            );
+            let old_run = old_run.clone();
+            tokio::spawn(async move {
+                let options = VerifyOptions {
+                    classes: vec!["reviewer".into()],
+                    cache: None,
+                    run_id: Some(old_run.parse().unwrap()),
+                    claim: Some(JobClaim {
+                        job: old.id,
+                        fencing: old.fencing,
+                        lease,
+                    }),
+                };
+                let classes = Classes(verifiers(&url, false));
+                engine
+                    .verify_request(&rev, &req, &inputs(), &classes, &options)
+                    .await
+            })
+        };
+        while srv.arrived.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        // Another worker takes the job over: it ends the stalled run, and its own run is
+        // admitted although the request allows one run only.
+        let taken = w
+            .engine
+            .work_one(&w.rev2, WorkerRole::Verifier, &o)
+            .await
+            .unwrap();
+        let job = done(&taken).clone();
+        assert_eq!((job.id, job.fencing), (old.id, 2));
+        let new_run = format!("job-{}-2", job.id);
+        assert_eq!(
+            job.outcome.as_deref(),
+            Some(format!("{new_run} completed").as_str())
+        );
+        // The stalled worker's model answers now: its submission is refused, and nothing at
+        // all is written.
+        let before = audit_len(&w).await;
+        srv.gate.add_permits(1);
+        let err = first.await.unwrap().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                VerifyError::Engine(EngineError::Store(StoreError::StaleClaim { fencing: 1, .. }))
+            ),
+            "{err}"
+        );
+        assert_eq!(audit_len(&w).await, before, "a refused submission writes nothing");
+        let subject = w.engine.history(&w.ops, EXEC).await.unwrap().runs[0]
+            .subject_digest
+            .parse::<Digest>()
+            .unwrap();
+        let results = w
+            .engine
+            .store()
+            .list(DocKind::Verification, &About::Subject(subject))
+            .await
+            .unwrap();
+        assert_eq!(results.len(), 1, "one result, the new claim's");
+        let r: verdict_core::contracts::VerificationResult = results[0].decode().unwrap();
+        assert_eq!(r.verifier.run.as_str(), new_run);
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
+        let runs: Vec<(&str, &str)> = history
+            .runs
+            .iter()
+            .map(|r| (r.run_id.as_str(), r.status.as_str()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (old_run.as_str(), "cancelled"),
+                (new_run.as_str(), "completed")
+            ]
+        );
+        let why = history.runs[0].detail.clone().unwrap();
+        assert!(why.contains("taken over by rev2"), "{why}");
+        assert_eq!(history.runs[1].counted, Some(true));
+        let gated = w
+            .engine
+            .work_one(&w.ops, WorkerRole::Gate, &o)
+            .await
+            .unwrap();
+        assert!(
+            done(&gated)
+                .outcome
+                .as_deref()
+                .unwrap()
+                .starts_with("pass ")
+        );
+    })
+    .await;
+}
+
+/// Fails every attempt, counting them.
+struct Failing {
+    attempts: AtomicUsize,
+}
+
+#[async_trait]
+impl ChecksKit for Failing {
+    async fn run_checks(
+        &self,
+        _engine: &Engine,
+        _caller: &Principal,
+        _subject: &Subject,
+        _subject_digest: &Digest,
+    ) -> Result<String, JobFailure> {
+        let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        Err(format!("probe target down (attempt {n})").into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_runs() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let kit = Arc::new(Failing {
+            attempts: AtomicUsize::new(0),
+        });
+        let o = WorkOptions {
+            holder: "test-worker".into(),
+            lease: Duration::from_secs(60),
+            verifier: None,
+            checks: Some(kit.clone()),
+            // Short, so five attempts fit a test; the queue's clock is real time.
+            back_off: Duration::from_millis(20),
+        };
+        let mut seen = Vec::new();
+        let mut not_before = Vec::new();
+        loop {
+            match w
+                .engine
+                .work_one(&w.ci, WorkerRole::Runner, &o)
+                .await
+                .unwrap()
+            {
+                // Not ready again before its back-off.
+                Worked::Idle => tokio::time::sleep(Duration::from_millis(20)).await,
+                Worked::Failed { job, why } => {
+                    if let (JobState::Ready, Some(at)) = (job.state, &job.not_before) {
+                        not_before.push(at.unix_nanos());
+                    }
+                    seen.push((job.attempts, job.state, job.not_before.is_some(), why));
+                    if job.state == JobState::Failed {
+                        break;
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let attempts = usize::try_from(MAX_ATTEMPTS).unwrap();
+        assert_eq!(seen.len(), attempts);
+        for (i, (n, state, backed_off, why)) in seen.iter().enumerate() {
+            assert_eq!(*n, i64::try_from(i).unwrap() + 1);
+            assert!(why.contains(&format!("attempt {n}")), "{why}");
+            if i + 1 < attempts {
+                assert_eq!((*state, *backed_off), (JobState::Ready, true));
+            } else {
+                assert_eq!(*state, JobState::Failed, "given up after the last attempt");
+            }
+        }
+        assert_eq!(kit.attempts.load(Ordering::SeqCst), attempts);
+        // Each retry was claimed only after its back-off, and each back-off doubles the one
+        // before: attempt k+1 failed after not_before(k), so not_before(k+1) is at least
+        // 20 ms x 2^k later.
+        for (k, pair) in not_before.windows(2).enumerate() {
+            let gap = pair[1] - pair[0];
+            let least = 20_000_000_i128 * (1 << (k + 1));
+            assert!(gap >= least, "back-off {k}: {gap} ns < {least} ns");
+        }
+        // Given up is finished: no one claims it again, and the operator sees why.
+        assert_eq!(
+            w.engine
+                .work_one(&w.ci, WorkerRole::Runner, &o)
+                .await
+                .unwrap(),
+            Worked::Idle
+        );
+        let failed = w
+            .engine
+            .jobs(
+                &w.ops,
+                &JobFilter {
+                    state: Some(JobState::Failed),
+                    ..JobFilter::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].kind, JobKind::Checks);
+        assert!(
+            failed[0]
+                .last_error
+                .as_deref()
+                .unwrap()
+                .contains("attempt 5")
+        );
+        // The verify job waited for the checks job only until it finished; the gate job
+        // waits for the verify job in turn.
+        assert_eq!(
+            w.engine
+                .work_one(&w.ops, WorkerRole::Gate, &o)
+                .await
+                .unwrap(),
+            Worked::Idle
+        );
+    })
+    .await;
+}
+
+/// Pauses its thread (as a stopped process would, renewing nothing) past its lease, then
+/// would file evidence; `wrote` counts the evidence it filed.
+struct Pausing {
+    pause: Duration,
+    wrote: AtomicUsize,
+}
+
+#[async_trait]
+impl ChecksKit for Pausing {
+    async fn run_checks(
+        &self,
+        engine: &Engine,
+        caller: &Principal,
+        _subject: &Subject,
+        subject_digest: &Digest,
+    ) -> Result<String, JobFailure> {
+        std::thread::sleep(self.pause);
+        // Awake again: the next renewal finds the job taken, before this writes anything.
+        tokio::time::sleep(self.pause).await;
+        let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
+        engine
+            .add_evidence(caller, &[ev])
+            .await
+            .map_err(|e| e.to_string())?;
+        self.wrote.fetch_add(1, Ordering::SeqCst);
+        Ok("1 check".into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let lease = Duration::from_millis(300);
+        let kit = Arc::new(Pausing {
+            pause: lease * 3,
+            wrote: AtomicUsize::new(0),
+        });
+        let o = WorkOptions {
+            holder: "paused".into(),
+            lease,
+            verifier: None,
+            checks: Some(kit.clone()),
+            back_off: DEFAULT_BACK_OFF,
+        };
+        let worker = {
+            let (engine, ci) = (w.engine.clone(), w.ci.clone());
+            tokio::spawn(async move { engine.work_one(&ci, WorkerRole::Runner, &o).await })
+        };
+        // While the worker is paused its lease lapses, and another claim takes the job.
+        let runner = Actor::new(w.ci.name().as_str(), verdict_core::contracts::Role::Runner);
+        let queue = w.engine.store().queue();
+        let checks = JobFilter {
+            kind: Some(JobKind::Checks),
+            ..JobFilter::default()
+        };
+        while queue.jobs(&checks).await.unwrap()[0].fencing == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let taken = loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(j) = queue
+                .claim_job(&runner, JobKind::Checks, "other", Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
+                break j;
+            }
+        };
+        assert_eq!(taken.fencing, 2);
+        let worked = worker.await.unwrap().unwrap();
+        assert!(
+            matches!(&worked, Worked::Lost { job } if job.id == taken.id && job.fencing == 1),
+            "{worked:?}"
+        );
+        assert_eq!(kit.wrote.load(Ordering::SeqCst), 0, "it wrote nothing");
+        let evidence = w
+            .engine
+            .store()
+            .list(DocKind::Evidence, &About::Execution(EXEC.to_owned()))
+            .await
+            .unwrap();
+        assert!(evidence.is_empty(), "{evidence:?}");
+        let [now] = <[_; 1]>::try_from(
+            queue
+                .jobs(&JobFilter {
+                    kind: Some(JobKind::Checks),
+                    ..JobFilter::default()
+                })
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (now.state, now.fencing, now.holder.as_deref()),
+            (JobState::Running, 2, Some("other"))
         );
     })
     .await;

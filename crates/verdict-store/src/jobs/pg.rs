@@ -78,6 +78,27 @@ impl PgBackend {
     }
 }
 
+/// Checks that `actor` holds the job under `claim` and renews its lease, inside the caller's
+/// transaction (one acting as `actor`'s identity), through the `job_heartbeat` routine: it
+/// locks the job's row until the transaction ends, so no claim of the job can come between the
+/// check and a write made in the same transaction.
+pub(crate) async fn renew_claim(
+    tx: &mut sqlx::PgConnection,
+    actor: &Actor,
+    claim: &super::JobClaim,
+) -> Result<()> {
+    sqlx::query(AssertSqlSafe(call("job_heartbeat", 5)))
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(claim.job)
+        .bind(claim.fencing)
+        .bind(millis(claim.lease))
+        .fetch_all(tx)
+        .await
+        .map_err(|e| routine_err(e, claim.job, claim.fencing))?;
+    Ok(())
+}
+
 fn one(rows: &[PgRow], id: i64) -> Result<Job> {
     jobs_of(rows)?.pop().ok_or_else(|| StoreError::NotFound {
         what: "job",

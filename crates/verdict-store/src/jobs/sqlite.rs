@@ -78,6 +78,19 @@ fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64) -> Result<Job> 
     Ok(job)
 }
 
+/// Checks that `actor` holds the job under `claim` and renews its lease, inside the caller's
+/// transaction: a write made for the job in the same transaction is made only under a current
+/// claim.
+pub(crate) fn renew_claim(conn: &Connection, actor: &Actor, claim: &super::JobClaim) -> Result<()> {
+    held(conn, actor, claim.job, claim.fencing)?;
+    conn.execute(
+        "UPDATE jobs SET lease_until = ?2 WHERE id = ?1",
+        params![claim.job, add(now_us()?, claim.lease)],
+    )
+    .map_err(err)?;
+    Ok(())
+}
+
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committing only on success.
 async fn immediate<T, F>(backend: &SqliteBackend, f: F) -> Result<T>
 where
