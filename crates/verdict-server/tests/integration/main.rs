@@ -14,5 +14,6 @@ mod api;
 mod authority;
 mod events;
 mod ops;
+mod ui;
 mod webhooks;
 mod work;
