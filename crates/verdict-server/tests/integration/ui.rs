@@ -198,7 +198,10 @@ async fn to_human_required(w: &World, doc: &Value) -> Digest {
     let sd = w.engine.put_subject(&w.ops, doc).await.unwrap();
     let generation = doc["execution"]["generation"].as_u64().unwrap();
     let ev = evidence(sd.as_str(), "pass");
-    w.engine.add_evidence(&ci, &[ev.clone()]).await.unwrap();
+    w.engine
+        .add_evidence(&ci, std::slice::from_ref(&ev))
+        .await
+        .unwrap();
     let req = w
         .engine
         .create_request(&w.ops, &exec, &json!({"max_runs": 1}))
