@@ -12,6 +12,7 @@ mod common;
 
 mod api;
 mod authority;
+mod blobs;
 mod events;
 mod ops;
 mod ui;
