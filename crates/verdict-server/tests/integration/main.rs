@@ -15,5 +15,6 @@ mod authority;
 mod blobs;
 mod events;
 mod ops;
+mod ui;
 mod webhooks;
 mod work;
