@@ -28,6 +28,9 @@
 //!   through the use cases above as the caller, finish it with the claim's fencing token).
 //! - reads: [`Engine::status`] and [`Engine::history`] with derived applicability, the list and
 //!   show reads ([`Engine::list_principals`], [`Engine::show_run`], ...), the [`ledger`].
+//! - review: what the review pages show ([`review`]): [`Engine::review_queue`],
+//!   [`Engine::board`], [`Engine::subject_review`], [`Engine::finding_lineage`],
+//!   [`Engine::reliability_series`], and [`Engine::review_decide`] (a decision, then a gate run).
 //!
 //! The engine's own documents are typed ([`documents`]): [`VerificationRequest`],
 //! [`AdmissionNote`] and [`RunContext`], with schemas derived from the same types.
@@ -65,6 +68,7 @@ mod ledger_read;
 mod lineage;
 mod listing;
 mod notes;
+pub mod review;
 mod runs;
 pub mod scaffold;
 mod subjects;

@@ -11,6 +11,8 @@
 //! writes that move them honour `If-Match` ([`etag`]). Failed authentication is rate-limited
 //! per peer ([`limit`]). Every request gets an id, a log line and metrics ([`ops`]).
 //!
+//! The human review pages under `/ui` are server-rendered HTML over the same engine ([`ui`]).
+//!
 //! Main items: [`app`] (the router), [`AppState`], [`serve`].
 
 pub mod admin;
@@ -24,6 +26,7 @@ pub mod ops;
 pub mod page;
 pub mod problem;
 pub mod routes;
+pub mod ui;
 pub mod webhooks;
 pub mod work;
 
@@ -62,6 +65,8 @@ pub struct AppState {
     /// The webhook key and delivery settings; without them no webhook is registered or
     /// delivered.
     pub webhooks: Option<Arc<webhooks::Webhooks>>,
+    /// The review pages' CSRF key and cookie settings ([`ui`]).
+    pub ui: Arc<ui::UiConfig>,
 }
 
 impl AppState {
@@ -76,6 +81,7 @@ impl AppState {
             events: events::EventTiming::default(),
             stop: Arc::new(tokio::sync::watch::Sender::new(false)),
             webhooks: None,
+            ui: Arc::new(ui::UiConfig::new(false)),
         }
     }
 
@@ -127,6 +133,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(ops::serve_metrics))
         .route("/openapi.json", get(openapi::serve))
+        .merge(ui::router())
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))

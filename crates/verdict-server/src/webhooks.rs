@@ -70,7 +70,7 @@ impl WebhookKey {
 }
 
 /// Hex of HMAC-SHA256 under `key` over the concatenation of `parts`.
-fn hmac_hex(key: &[u8], parts: &[&[u8]]) -> String {
+pub(crate) fn hmac_hex(key: &[u8], parts: &[&[u8]]) -> String {
     // HMAC takes a key of any length.
     let mut mac = match <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
         Ok(m) => m,

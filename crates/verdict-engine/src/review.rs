@@ -1,0 +1,830 @@
+//! What a person reviewing work needs, read as the caller: the queue of executions waiting for
+//! a person, the board of every execution the caller may read, one execution's whole review
+//! (subject, policy, decision, criterion matrix, findings, evidence, receipts, history), the
+//! lineage of its findings, the reliability series of the ledger, and the human decision with
+//! the gate run that follows it. The review pages of the server render these and nothing else.
+
+use crate::applicability::{DecisionView, History};
+use crate::engine::{Engine, Principal};
+use crate::error::{EngineError, Result};
+use crate::ledger::{CohortStatus, Window};
+use crate::subjects::Reviewed;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use verdict_core::contracts::{
+    CheckEvidence, CriterionStatus, DispositionKind, FindingRef, GateDecision, HumanVerdict,
+    Outcome, Reason, Role, Scope, Severity, SourceKind, Subject, Timestamp, VerificationResult,
+};
+use verdict_core::digest::Digest;
+use verdict_judge::receipt::Receipt;
+use verdict_store::{About, DocKind, EvaluationRecord, PointerKind};
+
+/// The window the review pages rate reliability over (the ledger command's defaults).
+pub const REVIEW_WINDOW: Window = Window {
+    attempts: 100,
+    days: 30,
+    min_sample: 10,
+};
+
+/// The wire name of a serialised enum value (`snake_case`), for display.
+fn wire<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// One execution waiting for a person.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueueEntry {
+    /// Execution id.
+    pub execution: String,
+    /// The subject the decision is about (the execution's current one).
+    pub subject_digest: Digest,
+    /// Its generation.
+    pub generation: u64,
+    /// The subject's risk class.
+    pub risk_class: String,
+    /// The applicable decision's reasons, codes and text.
+    pub reasons: Vec<Reason>,
+    /// When the Gate made the decision (its evaluation's `now`).
+    pub decided_at: Timestamp,
+    /// Seconds from `decided_at` to the store's time.
+    pub waited_seconds: u64,
+}
+
+/// `review_queue`: what waits for a person, oldest first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewQueue {
+    /// The store's time the queue was read at.
+    pub now: Timestamp,
+    /// Entries, oldest decision first.
+    pub entries: Vec<QueueEntry>,
+}
+
+/// One execution on the board.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BoardEntry {
+    /// Execution id.
+    pub execution: String,
+    /// Current subject.
+    pub subject_digest: Digest,
+    /// Its generation.
+    pub generation: u64,
+    /// The subject's producer.
+    pub producer: String,
+    /// The subject's risk class.
+    pub risk_class: String,
+    /// The current applicable outcome; `None` when no decision applies.
+    pub outcome: Option<Outcome>,
+    /// When no decision applies: why the latest one does not (empty when there is none).
+    pub not_applicable: Vec<String>,
+}
+
+/// `board`: every execution the caller may read with its current outcome.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Board {
+    /// The store's time the board was read at.
+    pub now: Timestamp,
+    /// Entries, by execution id.
+    pub entries: Vec<BoardEntry>,
+}
+
+/// One source of a criterion's status in the matrix.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MatrixCell {
+    /// `check` or `verification`.
+    pub kind: SourceKind,
+    /// The evidence or result id the decision cites.
+    pub reference: String,
+    /// The check id (for evidence) or the verifier class (for a result), when known.
+    pub label: String,
+    /// What the source said of the criterion.
+    pub status: CriterionStatus,
+}
+
+/// One criterion of the matrix: its status and each source's.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MatrixRow {
+    /// Criterion id.
+    pub criterion: String,
+    /// Its text, from the subject.
+    pub text: String,
+    /// Whether the policy requires it.
+    pub required: bool,
+    /// The decision's status of it.
+    pub status: CriterionStatus,
+    /// Every source, as the decision lists them.
+    pub sources: Vec<MatrixCell>,
+}
+
+/// A finding reported on the current subject, with the result that reported it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingView {
+    /// Finding id.
+    pub id: String,
+    /// Version.
+    pub version: u64,
+    /// Criterion.
+    pub criterion: String,
+    /// Kind.
+    pub kind: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Scope.
+    pub scope: Scope,
+    /// Where, as `resource[:path[:line]]`, when given.
+    pub location: Option<String>,
+    /// Suggested remediation.
+    pub remediation: Option<String>,
+    /// The result that reported it.
+    pub result: String,
+    /// The verifier class of that result.
+    pub verifier_class: String,
+}
+
+/// One check evidence about the current subject.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EvidenceView {
+    /// Its digest.
+    pub digest: Digest,
+    /// Evidence id.
+    pub id: String,
+    /// Check id.
+    pub check: String,
+    /// Check outcome.
+    pub outcome: String,
+    /// Who produced it.
+    pub produced_by: String,
+    /// When it was observed.
+    pub observed_at: Timestamp,
+}
+
+/// One counted verification result about the current subject.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ResultView {
+    /// Its digest.
+    pub digest: Digest,
+    /// Result id.
+    pub id: String,
+    /// Verifier principal.
+    pub verifier: String,
+    /// Verifier class.
+    pub class: String,
+    /// Run id.
+    pub run: String,
+    /// `completed` or `unavailable`.
+    pub status: String,
+    /// `provider/model@snapshot`, when the result named a runtime.
+    pub runtime: Option<String>,
+    /// The digest of the context the verifier was shown, when named.
+    pub context_digest: Option<Digest>,
+}
+
+/// A verifier run's model receipts.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RunReceipts {
+    /// Run id.
+    pub run_id: String,
+    /// Verifier class.
+    pub class: String,
+    /// Verifier principal.
+    pub verifier: String,
+    /// The subject it verified.
+    pub subject_digest: String,
+    /// Its latest status.
+    pub status: String,
+    /// The digest of the context its model was shown, when recorded.
+    pub context_digest: Option<Digest>,
+    /// One receipt per provider call.
+    pub receipts: Vec<Receipt>,
+}
+
+/// One stored decision with its applicability.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DecisionEntry {
+    /// Audit seq of the decision.
+    pub seq: u64,
+    /// The decision.
+    pub decision: GateDecision,
+    /// The generation of its subject.
+    pub generation: u64,
+    /// Why it does not apply (wire names); empty when it applies.
+    pub not_applicable: Vec<String>,
+}
+
+impl From<DecisionView> for DecisionEntry {
+    fn from(v: DecisionView) -> Self {
+        Self {
+            seq: v.seq,
+            generation: v.generation,
+            not_applicable: v
+                .not_applicable
+                .iter()
+                .map(|n| n.as_str().to_owned())
+                .collect(),
+            decision: v.decision,
+        }
+    }
+}
+
+/// `subject_review`: everything a person reviews about an execution's current subject.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SubjectReview {
+    /// Execution id.
+    pub execution: String,
+    /// The store's time it was read at.
+    pub now: Timestamp,
+    /// The current subject's digest.
+    pub subject_digest: Digest,
+    /// The current subject.
+    pub subject: Subject,
+    /// The gate's current policy, when set.
+    pub policy_digest: Option<Digest>,
+    /// The current applicable decision, if one applies.
+    pub applicable: Option<DecisionEntry>,
+    /// The current outcome word: the applicable decision's, else `none`.
+    pub outcome: String,
+    /// Criterion × source, from the applicable decision (else the latest decision about the
+    /// current subject); empty when there is none.
+    pub matrix: Vec<MatrixRow>,
+    /// Findings of the counted results about the current subject.
+    pub findings: Vec<FindingView>,
+    /// Check evidence about the current subject.
+    pub evidence: Vec<EvidenceView>,
+    /// Counted verification results about the current subject.
+    pub results: Vec<ResultView>,
+    /// Every run of the execution with its model receipts.
+    pub runs: Vec<RunReceipts>,
+    /// Every decision of the execution, oldest first, with its applicability.
+    pub history: Vec<DecisionEntry>,
+    /// Whether the caller may record a human decision here (a human who did not produce it).
+    pub may_decide: bool,
+}
+
+/// One version of a finding, as reported.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingVersion {
+    /// Version.
+    pub version: u64,
+    /// The subject it was reported on.
+    pub subject_digest: Digest,
+    /// That subject's generation.
+    pub generation: u64,
+    /// Severity.
+    pub severity: Severity,
+    /// Scope.
+    pub scope: Scope,
+    /// Criterion.
+    pub criterion: String,
+    /// Kind.
+    pub kind: String,
+    /// The result that reported it.
+    pub result: String,
+    /// Whether that result counts.
+    pub counted: bool,
+}
+
+/// One disposition of a finding, as a later result recorded it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingDisposition {
+    /// The version disposed of.
+    pub version: u64,
+    /// What became of it.
+    pub disposition: DispositionKind,
+    /// The subject of the result that disposed of it.
+    pub subject_digest: Digest,
+    /// That subject's generation.
+    pub generation: u64,
+    /// The result that disposed of it.
+    pub result: String,
+    /// Whether that result counts.
+    pub counted: bool,
+    /// The evidence it cites.
+    pub evidence_refs: Vec<String>,
+    /// Its reason, when given.
+    pub reason: Option<String>,
+}
+
+/// A finding across the execution's subjects.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingLine {
+    /// Finding id.
+    pub id: String,
+    /// Every version reported, in subject order.
+    pub versions: Vec<FindingVersion>,
+    /// Every disposition recorded, in subject order.
+    pub dispositions: Vec<FindingDisposition>,
+}
+
+/// `finding_lineage`: every finding of the execution's subjects.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FindingLineage {
+    /// Execution id.
+    pub execution: String,
+    /// The execution's subjects, oldest first.
+    pub subjects: Vec<Digest>,
+    /// Findings by id.
+    pub findings: Vec<FindingLine>,
+}
+
+/// One point of a reliability series.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SeriesPoint {
+    /// The attempt's time.
+    pub at: Timestamp,
+    /// Pass rate so far in the window.
+    pub rate: Option<f64>,
+    /// Its Wilson lower bound at 95 %.
+    pub lower_95: Option<f64>,
+}
+
+/// One cohort's series.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CapabilitySeries {
+    /// The capability.
+    pub capability: String,
+    /// The whole cohort, as one line (capability, verifiers, policy).
+    pub cohort: String,
+    /// Whether it has enough attempts to be rated.
+    pub rated: bool,
+    /// Attempts in the window.
+    pub attempts: u64,
+    /// The pass rate over the window.
+    pub pass_rate: Option<f64>,
+    /// Its lower bound.
+    pub pass_rate_lower_95: Option<f64>,
+    /// After each attempt, oldest first.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// `reliability_series`: per cohort, the pass rate with its bound over the window.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Reliability {
+    /// The store's time.
+    pub now: Timestamp,
+    /// The window.
+    pub window: Window,
+    /// `platform` for an operator (every execution), `readable` for anyone else (the
+    /// executions it may read).
+    pub scope: String,
+    /// Series, sorted by cohort.
+    pub series: Vec<CapabilitySeries>,
+}
+
+/// `review_decide`: the human decision stored and the gate run after it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewDecided {
+    /// The human decision's digest.
+    pub human_decision: Digest,
+    /// The decision the gate made next.
+    pub decision: GateDecision,
+    /// Its outcome.
+    pub outcome: Outcome,
+}
+
+impl Engine {
+    /// Executions whose current applicable decision is `human_required`, oldest decision
+    /// first, among those the caller may read.
+    pub async fn review_queue(&self, caller: &Principal) -> Result<ReviewQueue> {
+        let now = self.now().await?;
+        let mut entries = Vec::new();
+        if self.gate_head().await?.is_some() {
+            for (execution, subject_digest, subject) in self.readable(caller).await? {
+                let status = self.status_unscoped(&execution).await?;
+                let Some(applicable) = status.applicable else {
+                    continue;
+                };
+                if applicable.decision.outcome != Outcome::HumanRequired {
+                    continue;
+                }
+                let decided_at = self.decided_at(&applicable.decision).await?;
+                let waited = (now.unix_nanos() - decided_at.unix_nanos()).max(0) / 1_000_000_000;
+                entries.push(QueueEntry {
+                    execution,
+                    subject_digest,
+                    generation: subject.execution.generation,
+                    risk_class: subject.risk.class.as_str().to_owned(),
+                    reasons: applicable.decision.reasons,
+                    decided_at,
+                    waited_seconds: u64::try_from(waited).unwrap_or(u64::MAX),
+                });
+            }
+        }
+        entries.sort_by(|a, b| {
+            (a.decided_at.unix_nanos(), &a.execution)
+                .cmp(&(b.decided_at.unix_nanos(), &b.execution))
+        });
+        Ok(ReviewQueue { now, entries })
+    }
+
+    /// Every execution the caller may read, with its current outcome.
+    pub async fn board(&self, caller: &Principal) -> Result<Board> {
+        let now = self.now().await?;
+        let gated = self.gate_head().await?.is_some();
+        let mut entries = Vec::new();
+        for (execution, subject_digest, subject) in self.readable(caller).await? {
+            let (outcome, not_applicable) = if gated {
+                let status = self.status_unscoped(&execution).await?;
+                match (status.applicable, status.latest) {
+                    (Some(a), _) => (Some(a.decision.outcome), Vec::new()),
+                    (None, Some(l)) => (
+                        None,
+                        l.not_applicable
+                            .iter()
+                            .map(|n| n.as_str().to_owned())
+                            .collect(),
+                    ),
+                    (None, None) => (None, Vec::new()),
+                }
+            } else {
+                (None, Vec::new())
+            };
+            entries.push(BoardEntry {
+                execution,
+                subject_digest,
+                generation: subject.execution.generation,
+                producer: subject.producer.principal.to_string(),
+                risk_class: subject.risk.class.as_str().to_owned(),
+                outcome,
+                not_applicable,
+            });
+        }
+        Ok(Board { now, entries })
+    }
+
+    /// Everything about the execution's current subject a person reviews. Read as
+    /// [`Engine::status`] is.
+    pub async fn subject_review(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<SubjectReview> {
+        self.require_read(caller, execution, "the review").await?;
+        let head = self.existing_execution_head(execution).await?;
+        let subject = self.subject(&head.subject_digest).await?;
+        let now = self.now().await?;
+        let gate = self.gate_head().await?;
+        let (applicable, history, evidence_rows, result_rows) = if gate.is_some() {
+            let status = self.status_unscoped(execution).await?;
+            let history = self.history_unscoped(execution).await?;
+            let collected = self.collect_unscoped(execution).await?;
+            (
+                status.applicable,
+                history,
+                collected.evidence,
+                collected.verifications,
+            )
+        } else {
+            (
+                None,
+                History {
+                    execution: execution.to_owned(),
+                    clock: self.store.clock().await?,
+                    now: now.clone(),
+                    decisions: Vec::new(),
+                    runs: Vec::new(),
+                },
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+        let mut evidence = Vec::new();
+        let mut labels: BTreeMap<String, String> = BTreeMap::new();
+        for row in &evidence_rows {
+            let ev: CheckEvidence = row.decode()?;
+            labels.insert(ev.id.to_string(), ev.check.to_string());
+            evidence.push(EvidenceView {
+                digest: row.digest.clone(),
+                id: ev.id.to_string(),
+                check: ev.check.to_string(),
+                outcome: ev.outcome.as_str().to_owned(),
+                produced_by: format!(
+                    "{} ({})",
+                    ev.produced_by.principal,
+                    ev.produced_by.role.as_str()
+                ),
+                observed_at: ev.observed_at,
+            });
+        }
+        let mut results = Vec::new();
+        let mut findings = Vec::new();
+        for row in &result_rows {
+            let r: VerificationResult = row.decode()?;
+            labels.insert(r.id.to_string(), r.verifier.class.to_string());
+            for f in &r.findings {
+                findings.push(FindingView {
+                    id: f.id.to_string(),
+                    version: f.version,
+                    criterion: f.criterion.to_string(),
+                    kind: f.kind.clone(),
+                    severity: f.severity,
+                    scope: f.scope,
+                    location: f.location.as_ref().map(|l| {
+                        let mut at = l.resource.clone();
+                        if let Some(p) = &l.path {
+                            at.push(':');
+                            at.push_str(p);
+                        }
+                        if let Some(n) = l.line {
+                            at.push(':');
+                            at.push_str(&n.to_string());
+                        }
+                        at
+                    }),
+                    remediation: f.remediation.clone(),
+                    result: r.id.to_string(),
+                    verifier_class: r.verifier.class.to_string(),
+                });
+            }
+            results.push(ResultView {
+                digest: row.digest.clone(),
+                id: r.id.to_string(),
+                verifier: r.verifier.principal.to_string(),
+                class: r.verifier.class.to_string(),
+                run: r.verifier.run.to_string(),
+                status: wire(&r.status),
+                runtime: r
+                    .verifier
+                    .runtime
+                    .as_ref()
+                    .map(|rt| format!("{}/{}@{}", rt.provider, rt.model, rt.snapshot)),
+                context_digest: r.context.as_ref().map(|c| c.digest.clone()),
+            });
+        }
+        // The matrix comes from the applicable decision, else the latest decision about this
+        // very subject (which then says why it does not apply in the history).
+        let matrix_source = applicable.as_ref().map(|a| &a.decision).or_else(|| {
+            history
+                .decisions
+                .iter()
+                .rev()
+                .find(|d| d.decision.subject_digest.as_ref() == Some(&head.subject_digest))
+                .map(|d| &d.decision)
+        });
+        let matrix = matrix_source
+            .map(|d| {
+                d.criteria
+                    .iter()
+                    .map(|c| MatrixRow {
+                        criterion: c.id.to_string(),
+                        text: subject
+                            .criteria
+                            .items
+                            .iter()
+                            .find(|i| i.id == c.id)
+                            .map(|i| i.text.clone())
+                            .unwrap_or_default(),
+                        required: c.required,
+                        status: c.status,
+                        sources: c
+                            .sources
+                            .as_slice()
+                            .iter()
+                            .map(|s| MatrixCell {
+                                kind: s.kind,
+                                reference: s.reference.to_string(),
+                                label: labels
+                                    .get(s.reference.as_str())
+                                    .cloned()
+                                    .unwrap_or_else(|| s.reference.to_string()),
+                                status: s.status,
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let runs = history
+            .runs
+            .iter()
+            .map(|r| RunReceipts {
+                run_id: r.run_id.clone(),
+                class: r.class.clone(),
+                verifier: r.verifier.clone(),
+                subject_digest: r.subject_digest.clone(),
+                status: r.status.clone(),
+                context_digest: r.context_digest.clone(),
+                receipts: r.receipts.clone(),
+            })
+            .collect();
+        let outcome = applicable.as_ref().map_or_else(
+            || "none".to_owned(),
+            |a| a.decision.outcome.as_str().to_owned(),
+        );
+        let may_decide = caller.role == Role::Human && subject.producer.principal != caller.name;
+        Ok(SubjectReview {
+            execution: execution.to_owned(),
+            now,
+            subject_digest: head.subject_digest,
+            subject,
+            policy_digest: gate.map(|g| g.policy_digest),
+            applicable: applicable.map(DecisionEntry::from),
+            outcome,
+            matrix,
+            findings,
+            evidence,
+            results,
+            runs,
+            history: history
+                .decisions
+                .into_iter()
+                .map(DecisionEntry::from)
+                .collect(),
+            may_decide,
+        })
+    }
+
+    /// Every finding reported on any of the execution's subjects: each version, and each
+    /// disposition later results recorded, with the evidence they cite. Read as
+    /// [`Engine::status`] is.
+    pub async fn finding_lineage(
+        &self,
+        caller: &Principal,
+        execution: &str,
+    ) -> Result<FindingLineage> {
+        self.require_read(caller, execution, "the finding lineage")
+            .await?;
+        self.existing_execution_head(execution).await?;
+        let mut subjects: Vec<Digest> = Vec::new();
+        let mut lines: BTreeMap<String, FindingLine> = BTreeMap::new();
+        for row in self
+            .store
+            .list(DocKind::Subject, &About::Execution(execution.to_owned()))
+            .await?
+        {
+            if subjects.contains(&row.digest) {
+                continue;
+            }
+            subjects.push(row.digest.clone());
+            let subject: Subject = row.decode()?;
+            let generation = subject.execution.generation;
+            for result in self
+                .store
+                .list(DocKind::Verification, &About::Subject(row.digest.clone()))
+                .await?
+            {
+                let counted = self.counts_unscoped(&result).await?;
+                let r: VerificationResult = result.decode()?;
+                for f in &r.findings {
+                    let line = lines
+                        .entry(f.id.to_string())
+                        .or_insert_with(|| FindingLine {
+                            id: f.id.to_string(),
+                            versions: Vec::new(),
+                            dispositions: Vec::new(),
+                        });
+                    line.versions.push(FindingVersion {
+                        version: f.version,
+                        subject_digest: row.digest.clone(),
+                        generation,
+                        severity: f.severity,
+                        scope: f.scope,
+                        criterion: f.criterion.to_string(),
+                        kind: f.kind.clone(),
+                        result: r.id.to_string(),
+                        counted,
+                    });
+                }
+                for d in &r.dispositions {
+                    let line = lines
+                        .entry(d.finding.to_string())
+                        .or_insert_with(|| FindingLine {
+                            id: d.finding.to_string(),
+                            versions: Vec::new(),
+                            dispositions: Vec::new(),
+                        });
+                    line.dispositions.push(FindingDisposition {
+                        version: d.version,
+                        disposition: d.disposition,
+                        subject_digest: row.digest.clone(),
+                        generation,
+                        result: r.id.to_string(),
+                        counted,
+                        evidence_refs: d.evidence_refs.clone(),
+                        reason: d.reason.clone(),
+                    });
+                }
+            }
+        }
+        Ok(FindingLineage {
+            execution: execution.to_owned(),
+            subjects,
+            findings: lines.into_values().collect(),
+        })
+    }
+
+    /// The pass rate and its confidence bound over [`REVIEW_WINDOW`], per cohort: of every
+    /// execution for an operator, of the executions the caller may read for anyone else.
+    /// Empty when the ledger has nothing.
+    pub async fn reliability_series(&self, caller: &Principal) -> Result<Reliability> {
+        let now = self.now().await?;
+        let mut observations = Vec::new();
+        for (execution, _, _) in self.readable(caller).await? {
+            observations.extend(self.ledger_attempts_unscoped(&execution).await?);
+        }
+        let ledger = crate::ledger::compute(&observations, REVIEW_WINDOW, &now);
+        Ok(Reliability {
+            now,
+            window: REVIEW_WINDOW,
+            scope: if caller.role == Role::Operator {
+                "platform"
+            } else {
+                "readable"
+            }
+            .to_owned(),
+            series: ledger
+                .cohorts
+                .into_iter()
+                .map(|c| CapabilitySeries {
+                    capability: c.key.capability.clone(),
+                    cohort: c.key.label(),
+                    rated: c.status == CohortStatus::Rated,
+                    attempts: c.attempts,
+                    pass_rate: c.pass_rate,
+                    pass_rate_lower_95: c.pass_rate_lower_95,
+                    points: c
+                        .series
+                        .into_iter()
+                        .map(|p| SeriesPoint {
+                            at: p.at,
+                            rate: p.rate,
+                            lower_95: p.lower_95,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// A person's decision ([`Engine::decide`], with every refusal it makes), then a gate run
+    /// so the new outcome is known at once.
+    pub async fn review_decide(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        verdict: HumanVerdict,
+        reason: &str,
+        reviewed: &Reviewed,
+    ) -> Result<ReviewDecided> {
+        let human_decision = self
+            .decide(caller, execution, verdict, reason, reviewed)
+            .await?;
+        let run = self.gate_run(caller, execution).await?;
+        Ok(ReviewDecided {
+            human_decision,
+            outcome: run.decision.outcome,
+            decision: run.decision,
+        })
+    }
+
+    /// The executions `caller` may read, with their current subjects, by execution id.
+    async fn readable(&self, caller: &Principal) -> Result<Vec<(String, Digest, Subject)>> {
+        let mut out = Vec::new();
+        let mut pointers = self.store.pointers(PointerKind::Execution).await?;
+        pointers.sort_by(|a, b| a.name.cmp(&b.name));
+        for p in pointers {
+            let Some(head) = p.execution()? else { continue };
+            let subject = self.subject(&head.subject_digest).await?;
+            if self.may_read(caller, &subject).await? {
+                out.push((p.name, head.subject_digest, subject));
+            }
+        }
+        Ok(out)
+    }
+
+    /// When the Gate made `decision`: its evaluation record's `now`.
+    async fn decided_at(&self, decision: &GateDecision) -> Result<Timestamp> {
+        let (Some(subject), Some(key)) = (&decision.subject_digest, &decision.evaluation_key)
+        else {
+            return Err(EngineError::NotFound {
+                what: "evaluation of decision",
+                key: "(unread bundle)".to_owned(),
+            });
+        };
+        for row in self
+            .store
+            .list(DocKind::Evaluation, &About::Subject(subject.clone()))
+            .await?
+        {
+            let record: EvaluationRecord = row.decode()?;
+            if &record.evaluation_key == key {
+                return Ok(record.now);
+            }
+        }
+        Err(EngineError::NotFound {
+            what: "evaluation record",
+            key: key.to_string(),
+        })
+    }
+}
+
+/// The rework and follow-up lists of a decision, for display: `id@version (criterion)`.
+#[must_use]
+pub fn finding_refs(refs: &[FindingRef]) -> Vec<String> {
+    refs.iter()
+        .map(|f| format!("{}@{} ({})", f.id, f.version, f.criterion))
+        .collect()
+}

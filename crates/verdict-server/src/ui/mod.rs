@@ -1,0 +1,558 @@
+//! The human review pages under `/ui` (docs/review-ui.md): server-rendered HTML (maud,
+//! compiled into the binary), one stylesheet served from `/ui/assets/`, no script.
+//!
+//! Thin like the API: each handler reads its form or path, calls one engine use case as the
+//! signed-in principal and renders what it returns ([`pages`]). Sessions are the principal's
+//! own token in an `HttpOnly`, `SameSite=Strict` cookie, authenticated again by the engine on
+//! every request, so a revoked principal is signed out at once. Only `human` and `operator`
+//! principals may sign in. Every form that posts carries a CSRF token bound to the session (or,
+//! for the sign-in form, to a pre-session cookie) by HMAC-SHA256 under a key drawn at random
+//! when the server starts; a missing or wrong one is refused before any engine call.
+
+mod pages;
+
+use crate::AppState;
+use crate::problem::ApiError;
+use crate::webhooks::hmac_hex;
+use axum::Form;
+use axum::Router;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use serde::Deserialize;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use verdict_core::contracts::{HumanVerdict, Role};
+use verdict_engine::{EngineError, Principal, Reviewed};
+
+/// The session cookie: the principal's token.
+pub const SESSION_COOKIE: &str = "verdict_session";
+/// The pre-session cookie the sign-in form's CSRF token is bound to.
+pub const CSRF_COOKIE: &str = "verdict_csrf";
+
+/// The stylesheet, compiled in.
+const CSS: &str = include_str!("assets/ui.css");
+
+/// The Content-Security-Policy of every page: nothing but this server's own stylesheet, no
+/// script at all, no framing, forms only to this server.
+pub const CSP: &str = "default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self'; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The review pages' settings: the CSRF key and whether cookies are marked `Secure`.
+#[derive(Clone)]
+pub struct UiConfig {
+    /// The HMAC key CSRF tokens are made under; `None` when the operating system gave no
+    /// randomness, and then every form is refused (fail closed).
+    key: Option<Vec<u8>>,
+    /// Whether the server is behind TLS, so its cookies carry `Secure`.
+    pub secure_cookies: bool,
+}
+
+impl UiConfig {
+    /// A fresh random key; cookies marked `Secure` when `secure_cookies`.
+    #[must_use]
+    pub fn new(secure_cookies: bool) -> Self {
+        Self {
+            key: verdict_engine::token::generate()
+                .ok()
+                .map(String::into_bytes),
+            secure_cookies,
+        }
+    }
+
+    /// The CSRF token of `purpose` (`session` or `sign-in`) bound to `secret`.
+    fn csrf(&self, purpose: &str, secret: &str) -> Option<String> {
+        let key = self.key.as_ref()?;
+        Some(hmac_hex(
+            key,
+            &[
+                b"verdict.ui-csrf/v1\n",
+                purpose.as_bytes(),
+                b"\n",
+                secret.as_bytes(),
+            ],
+        ))
+    }
+
+    /// Whether `given` is the CSRF token of `purpose` bound to `secret` (in constant time).
+    fn csrf_ok(&self, purpose: &str, secret: &str, given: Option<&str>) -> bool {
+        match (self.csrf(purpose, secret), given) {
+            (Some(want), Some(given)) if !secret.is_empty() && want.len() == given.len() => {
+                want.bytes()
+                    .zip(given.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+            }
+            _ => false,
+        }
+    }
+
+    fn cookie(&self, name: &str, value: &str, max_age: Option<u64>) -> String {
+        let mut c = format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/ui");
+        if let Some(age) = max_age {
+            c.push_str(&format!("; Max-Age={age}"));
+        }
+        if self.secure_cookies {
+            c.push_str("; Secure");
+        }
+        c
+    }
+}
+
+/// The routes of the review pages, with their security headers.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui", get(root))
+        .route("/ui/", get(root))
+        .route("/ui/sign-in", get(sign_in_page).post(sign_in))
+        .route("/ui/sign-out", post(sign_out))
+        .route("/ui/queue", get(queue))
+        .route("/ui/board", get(board))
+        .route("/ui/reliability", get(reliability))
+        .route("/ui/executions/{id}", get(execution))
+        .route("/ui/executions/{id}/decision", post(decision))
+        .route("/ui/executions/{id}/lineage", get(lineage))
+        .route("/ui/assets/ui.css", get(stylesheet))
+        .layer(axum::middleware::map_response(security_headers))
+}
+
+async fn security_headers(mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+/// The signed-in principal, its token and the CSRF token of its session.
+pub(crate) struct Session {
+    pub principal: Principal,
+    pub csrf: String,
+}
+
+/// The value of cookie `name` in the request, if any.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// May this role sign in to the review pages?
+fn may_sign_in(role: Role) -> bool {
+    matches!(role, Role::Human | Role::Operator)
+}
+
+/// Why a page could not be served: signed out (go to sign-in), or a page to show.
+enum Refusal {
+    SignedOut,
+    Page(Response),
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::SignedOut => {
+                (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/sign-in")]).into_response()
+            }
+            Self::Page(r) => r,
+        }
+    }
+}
+
+/// The session of the request's cookie, authenticated again by the engine.
+async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Refusal> {
+    let Some(token) = cookie(headers, SESSION_COOKIE) else {
+        return Err(Refusal::SignedOut);
+    };
+    match state.engine.authenticate(token).await {
+        Ok(principal) if may_sign_in(principal.role()) => {
+            let csrf = state
+                .ui
+                .csrf("session", token)
+                .ok_or_else(|| Refusal::Page(no_key()))?;
+            Ok(Session { principal, csrf })
+        }
+        Ok(_) | Err(EngineError::Unauthenticated) => Err(Refusal::SignedOut),
+        Err(e) => Err(Refusal::Page(engine_error_page(None, e))),
+    }
+}
+
+fn no_key() -> Response {
+    html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::bare(
+            "Unavailable",
+            Some(&pages::Alert::plain(
+                "The server has no key to protect forms with (the operating system gave no randomness), so no form is accepted.",
+            )),
+        ),
+    )
+}
+
+fn html(status: StatusCode, markup: Markup) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        markup.into_string(),
+    )
+        .into_response()
+}
+
+/// The status and alert of an engine error.
+fn classify(e: EngineError) -> (StatusCode, pages::Alert) {
+    let api = ApiError::Engine(e);
+    let (status, code, _) = api.classify();
+    (status, pages::Alert::engine(code, api.to_string()))
+}
+
+fn engine_error_page(session: Option<&Session>, e: EngineError) -> Response {
+    let (status, alert) = classify(e);
+    html(status, pages::error_page(session, &alert))
+}
+
+async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let to = match session(&state, &headers).await {
+        Ok(_) => "/ui/queue",
+        Err(_) => "/ui/sign-in",
+    };
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+}
+
+async fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
+
+/// The sign-in page, with a fresh pre-session cookie when the browser has none.
+fn sign_in_response(
+    state: &AppState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    alert: Option<&pages::Alert>,
+) -> Response {
+    let (nonce, fresh) = match cookie(headers, CSRF_COOKIE) {
+        Some(n) => (n.to_owned(), false),
+        None => match verdict_engine::token::generate() {
+            Ok(t) => (t, true),
+            Err(_) => return no_key(),
+        },
+    };
+    let Some(csrf) = state.ui.csrf("sign-in", &nonce) else {
+        return no_key();
+    };
+    let mut resp = html(status, pages::sign_in(&csrf, alert));
+    if fresh && let Ok(v) = HeaderValue::from_str(&state.ui.cookie(CSRF_COOKIE, &nonce, None)) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    sign_in_response(&state, &headers, StatusCode::OK, None)
+}
+
+/// The sign-in form.
+#[derive(Debug, Deserialize)]
+pub struct SignInForm {
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    csrf: Option<String>,
+}
+
+async fn sign_in(
+    State(state): State<AppState>,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let nonce = cookie(&headers, CSRF_COOKIE).unwrap_or("");
+    if !state.ui.csrf_ok("sign-in", nonce, form.csrf.as_deref()) {
+        return sign_in_response(
+            &state,
+            &headers,
+            StatusCode::FORBIDDEN,
+            Some(&pages::Alert::engine(
+                "csrf_failed",
+                "The form's anti-forgery token is missing or wrong (or this browser's sign-in cookie is gone). Reload the sign-in page and try again.".into(),
+            )),
+        );
+    }
+    let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.0.ip());
+    if let Some(wait) = state.limiter.exhausted(peer) {
+        return sign_in_response(
+            &state,
+            &headers,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&pages::Alert::engine(
+                "rate_limited",
+                format!(
+                    "Too many failed sign-ins from this address; try again in {} s.",
+                    wait.as_secs().max(1)
+                ),
+            )),
+        );
+    }
+    let token = form.token.trim();
+    match state.engine.authenticate(token).await {
+        Ok(p) if may_sign_in(p.role()) => {
+            let mut resp =
+                (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/queue")]).into_response();
+            for c in [
+                state.ui.cookie(SESSION_COOKIE, token, None),
+                state.ui.cookie(CSRF_COOKIE, "", Some(0)),
+            ] {
+                if let Ok(v) = HeaderValue::from_str(&c) {
+                    resp.headers_mut().append(header::SET_COOKIE, v);
+                }
+            }
+            resp
+        }
+        Ok(p) => sign_in_response(
+            &state,
+            &headers,
+            StatusCode::FORBIDDEN,
+            Some(&pages::Alert::engine(
+                "permission_denied",
+                format!(
+                    "{} is a {} principal; only human and operator principals may sign in to the review pages.",
+                    p.name(),
+                    p.role().as_str()
+                ),
+            )),
+        ),
+        Err(EngineError::Unauthenticated) => {
+            state.limiter.charge(peer);
+            sign_in_response(
+                &state,
+                &headers,
+                StatusCode::UNAUTHORIZED,
+                Some(&pages::Alert::engine(
+                    "unauthenticated",
+                    "No principal holds this token.".into(),
+                )),
+            )
+        }
+        Err(e) => {
+            let (status, alert) = classify(e);
+            sign_in_response(&state, &headers, status, Some(&alert))
+        }
+    }
+}
+
+/// A form that carries only its CSRF token.
+#[derive(Debug, Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: Option<String>,
+}
+
+async fn sign_out(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
+    if !state.ui.csrf_ok("session", token, form.csrf.as_deref()) {
+        return html(
+            StatusCode::FORBIDDEN,
+            pages::bare(
+                "Refused",
+                Some(&pages::Alert::engine(
+                    "csrf_failed",
+                    "The form's anti-forgery token is missing or wrong; you are still signed in."
+                        .into(),
+                )),
+            ),
+        );
+    }
+    let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/sign-in")]).into_response();
+    if let Ok(v) = HeaderValue::from_str(&state.ui.cookie(SESSION_COOKIE, "", Some(0))) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+async fn queue(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    match state.engine.review_queue(&s.principal).await {
+        Ok(q) => Ok(html(StatusCode::OK, pages::queue(&s, &q))),
+        Err(e) => Ok(engine_error_page(Some(&s), e)),
+    }
+}
+
+async fn board(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    match state.engine.board(&s.principal).await {
+        Ok(b) => Ok(html(StatusCode::OK, pages::board(&s, &b))),
+        Err(e) => Ok(engine_error_page(Some(&s), e)),
+    }
+}
+
+async fn reliability(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    match state.engine.reliability_series(&s.principal).await {
+        Ok(r) => Ok(html(StatusCode::OK, pages::reliability(&s, &r))),
+        Err(e) => Ok(engine_error_page(Some(&s), e)),
+    }
+}
+
+/// `?decided=1` after a decision.
+#[derive(Debug, Deserialize)]
+pub struct Decided {
+    #[serde(default)]
+    decided: Option<String>,
+}
+
+async fn execution(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    Query(q): Query<Decided>,
+) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    let notice = q.decided.is_some_and(|d| d == "1");
+    Ok(execution_page(&state, &s, &id, StatusCode::OK, None, notice).await)
+}
+
+/// The execution page at `status`, with `alert` when a decision was refused.
+async fn execution_page(
+    state: &AppState,
+    s: &Session,
+    id: &str,
+    status: StatusCode,
+    alert: Option<&pages::Alert>,
+    notice: bool,
+) -> Response {
+    match state.engine.subject_review(&s.principal, id).await {
+        Ok(r) => html(status, pages::execution(s, &r, alert, notice)),
+        Err(e) => engine_error_page(Some(s), e),
+    }
+}
+
+/// The decision form.
+#[derive(Debug, Deserialize)]
+pub struct DecisionForm {
+    #[serde(default)]
+    csrf: Option<String>,
+    #[serde(default)]
+    subject_digest: String,
+    #[serde(default)]
+    policy_digest: String,
+    #[serde(default)]
+    verdict: Option<String>,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn decision(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    Form(form): Form<DecisionForm>,
+) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
+    let refuse = |status: StatusCode, alert: pages::Alert| {
+        let state = state.clone();
+        let id = id.clone();
+        let s = &s;
+        async move { execution_page(&state, s, &id, status, Some(&alert), false).await }
+    };
+    if !state.ui.csrf_ok("session", token, form.csrf.as_deref()) {
+        return Ok(refuse(
+            StatusCode::FORBIDDEN,
+            pages::Alert::engine(
+                "csrf_failed",
+                "The form's anti-forgery token is missing or wrong; nothing was recorded. Reload the page and decide again.".into(),
+            ),
+        )
+        .await);
+    }
+    let verdict = match form.verdict.as_deref() {
+        Some("approve") => HumanVerdict::Approve,
+        Some("reject") => HumanVerdict::Reject,
+        _ => {
+            return Ok(refuse(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                pages::Alert::engine(
+                    "invalid_input",
+                    "Choose approve or reject; nothing was recorded.".into(),
+                ),
+            )
+            .await);
+        }
+    };
+    let digests = (form.subject_digest.parse(), form.policy_digest.parse());
+    let (Ok(subject_digest), Ok(policy_digest)) = digests else {
+        return Ok(refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            pages::Alert::engine(
+                "invalid_input",
+                "The form does not name the subject and policy digests it was shown; nothing was recorded. Reload the page and decide again.".into(),
+            ),
+        )
+        .await);
+    };
+    let reviewed = Reviewed {
+        subject_digest,
+        policy_digest,
+    };
+    match state
+        .engine
+        .review_decide(&s.principal, &id, verdict, &form.reason, &reviewed)
+        .await
+    {
+        Ok(_) => Ok((
+            StatusCode::SEE_OTHER,
+            [(
+                header::LOCATION,
+                format!("/ui/executions/{}?decided=1", pages::path_segment(&id)),
+            )],
+        )
+            .into_response()),
+        Err(e) => {
+            let conflict = matches!(e, EngineError::Conflict(_));
+            let (status, mut alert) = classify(e);
+            if conflict {
+                alert.lead = Some(
+                    "The subject moved while this page was open, so nothing was recorded. Review what is current below and decide again."
+                        .into(),
+                );
+            }
+            Ok(refuse(status, alert).await)
+        }
+    }
+}
+
+async fn lineage(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, Refusal> {
+    let s = session(&state, &headers).await?;
+    match state.engine.finding_lineage(&s.principal, &id).await {
+        Ok(l) => Ok(html(StatusCode::OK, pages::lineage(&s, &l))),
+        Err(e) => Ok(engine_error_page(Some(&s), e)),
+    }
+}

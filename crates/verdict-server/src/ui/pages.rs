@@ -1,0 +1,647 @@
+//! The review pages' markup. Each function renders one engine read; nothing here decides.
+//! maud escapes every value it is given, so whatever a producer or verifier wrote (criteria,
+//! reasons, findings) is shown as text, never as markup.
+
+use super::Session;
+use maud::{DOCTYPE, Markup, html};
+use std::fmt::Write as _;
+use verdict_engine::review::{
+    Board, DecisionEntry, FindingLineage, MatrixRow, Reliability, ReviewQueue, SubjectReview,
+    finding_refs,
+};
+
+/// What a refused action says: an optional first sentence, the reason code and the message.
+pub struct Alert {
+    /// A sentence before the code, when the refusal needs one.
+    pub lead: Option<String>,
+    /// The stable reason code.
+    pub code: String,
+    /// The engine's (or the page's) message.
+    pub message: String,
+}
+
+impl Alert {
+    pub fn engine(code: &str, message: String) -> Self {
+        Self {
+            lead: None,
+            code: code.to_owned(),
+            message,
+        }
+    }
+
+    pub fn plain(message: &str) -> Self {
+        Self::engine("unavailable", message.to_owned())
+    }
+}
+
+/// `id` as one URL path segment: every byte outside the unreserved set percent-encoded.
+pub fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn alert(a: &Alert) -> Markup {
+    html! {
+        div role="alert" id="error" class="alert" {
+            @if let Some(lead) = &a.lead { p { strong { (lead) } } }
+            p { "Reason code " code { (a.code) } ": " (a.message) }
+        }
+    }
+}
+
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) " · verdict review" }
+            link rel="stylesheet" href="/ui/assets/ui.css";
+        }
+    }
+}
+
+/// A page for a signed-in principal: header (who, sign out), navigation, one `h1`.
+fn layout(s: &Session, title: &str, current: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(title))
+            body {
+                header class="top" {
+                    p class="brand" { "verdict review" }
+                    p class="who" {
+                        "Signed in as "
+                        strong id="principal" { (s.principal.name().as_str()) }
+                        " (role " span id="role" { (s.principal.role().as_str()) } ")"
+                    }
+                    form id="sign-out" method="post" action="/ui/sign-out" {
+                        input type="hidden" name="csrf" value=(s.csrf);
+                        button type="submit" { "Sign out" }
+                    }
+                }
+                nav aria-label="Main" {
+                    ul {
+                        @for (href, label) in [("/ui/queue", "Queue"), ("/ui/board", "Board"), ("/ui/reliability", "Reliability")] {
+                            li {
+                                @if label == current {
+                                    a href=(href) aria-current="page" { (label) }
+                                } @else {
+                                    a href=(href) { (label) }
+                                }
+                            }
+                        }
+                    }
+                }
+                main id="main" {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A page without a session (sign-in, refusals before one exists).
+pub fn bare(title: &str, a: Option<&Alert>) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(title))
+            body {
+                header class="top" { p class="brand" { "verdict review" } }
+                main id="main" {
+                    h1 { (title) }
+                    @if let Some(a) = a { (alert(a)) }
+                    p { a href="/ui/sign-in" { "Sign in" } }
+                }
+            }
+        }
+    }
+}
+
+/// An engine refusal or failure as a page.
+pub fn error_page(s: Option<&Session>, a: &Alert) -> Markup {
+    match s {
+        Some(s) => layout(s, "Refused", "", alert(a)),
+        None => bare("Refused", Some(a)),
+    }
+}
+
+pub fn sign_in(csrf: &str, a: Option<&Alert>) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head("Sign in"))
+            body {
+                header class="top" { p class="brand" { "verdict review" } }
+                main id="main" {
+                    h1 { "Sign in" }
+                    @if let Some(a) = a { (alert(a)) }
+                    p { "Sign in with your principal's token. Only human and operator principals may use the review pages." }
+                    form id="sign-in" method="post" action="/ui/sign-in" class="stack" {
+                        input type="hidden" name="csrf" value=(csrf);
+                        label for="token" { "Token" }
+                        input type="password" name="token" id="token" autocomplete="current-password" required;
+                        button type="submit" id="sign-in-submit" { "Sign in" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `90061` seconds as `1d 1h 1m`.
+fn waited(secs: u64) -> String {
+    let (d, h, m, s) = (
+        secs / 86_400,
+        secs % 86_400 / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h {m}m"),
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..19).unwrap_or(digest)
+}
+
+fn outcome_badge(word: &str) -> Markup {
+    html! { span class=(format!("badge o-{word}")) { (word) } }
+}
+
+pub fn queue(s: &Session, q: &ReviewQueue) -> Markup {
+    let body = html! {
+        p { "Executions whose current decision asks for a person, the longest waiting first. Store time " (q.now.as_str()) "." }
+        @if q.entries.is_empty() {
+            p id="queue-empty" { "Nothing is waiting for a person." }
+        } @else {
+            div class="scroll" {
+                table id="queue" {
+                    caption { "Waiting for a human decision" }
+                    thead { tr {
+                        th scope="col" { "Execution" }
+                        th scope="col" { "Subject" }
+                        th scope="col" { "Risk" }
+                        th scope="col" { "Reasons" }
+                        th scope="col" { "Waited" }
+                    } }
+                    tbody {
+                        @for e in &q.entries {
+                            tr data-execution=(e.execution) {
+                                th scope="row" { a href=(format!("/ui/executions/{}", path_segment(&e.execution))) { (e.execution) } }
+                                td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
+                                td { (e.risk_class) }
+                                td { ul class="plain" { @for r in &e.reasons {
+                                    li { code { (wire(&r.code)) } " " (r.detail) }
+                                } } }
+                                td { time datetime=(e.decided_at.as_str()) { (waited(e.waited_seconds)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(s, "Review queue", "Queue", body)
+}
+
+fn wire<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+pub fn board(s: &Session, b: &Board) -> Markup {
+    let body = html! {
+        p { "Every execution you may read, with its current outcome. Store time " (b.now.as_str()) "." }
+        @if b.entries.is_empty() {
+            p id="board-empty" { "No execution you may read has a subject yet." }
+        }
+        div class="scroll" {
+            table id="board" {
+                caption { "Executions and outcomes" }
+                thead { tr {
+                    th scope="col" { "Execution" }
+                    th scope="col" { "Outcome" }
+                    th scope="col" { "Subject" }
+                    th scope="col" { "Producer" }
+                    th scope="col" { "Risk" }
+                    th scope="col" { "Why none applies" }
+                } }
+                tbody {
+                    @for e in &b.entries {
+                        @let word = e.outcome.map_or("none", |o| o.as_str());
+                        tr data-execution=(e.execution) data-outcome=(word) {
+                            th scope="row" { a href=(format!("/ui/executions/{}", path_segment(&e.execution))) { (e.execution) } }
+                            td { (outcome_badge(word)) }
+                            td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
+                            td { (e.producer) }
+                            td { (e.risk_class) }
+                            td { (e.not_applicable.join(", ")) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(s, "Board", "Board", body)
+}
+
+fn matrix(rows: &[MatrixRow]) -> Markup {
+    // Columns: every distinct source label (check id or verifier class), in first-seen order.
+    let mut columns: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        for c in &r.sources {
+            let col = (wire(&c.kind), c.label.clone());
+            if !columns.contains(&col) {
+                columns.push(col);
+            }
+        }
+    }
+    html! {
+        @if rows.is_empty() {
+            p { "No decision about this subject yet, so no criterion has a status." }
+        } @else {
+            div class="scroll" {
+                table id="matrix-table" {
+                    caption { "Each criterion and what each source said of it" }
+                    thead { tr {
+                        th scope="col" { "Criterion" }
+                        th scope="col" { "Required" }
+                        th scope="col" { "Status" }
+                        @for (kind, label) in &columns {
+                            th scope="col" { (label) " " span class="muted" { "(" (kind) ")" } }
+                        }
+                    } }
+                    tbody {
+                        @for r in rows {
+                            tr data-criterion=(r.criterion) {
+                                th scope="row" { code { (r.criterion) } br; span class="muted" { (r.text) } }
+                                td { @if r.required { "yes" } @else { "no" } }
+                                td { span class=(format!("badge s-{}", wire(&r.status))) { (wire(&r.status)) } }
+                                @for (kind, label) in &columns {
+                                    td {
+                                        @for c in r.sources.iter().filter(|c| &wire(&c.kind) == kind && &c.label == label) {
+                                            span class=(format!("badge s-{}", wire(&c.status))) { (wire(&c.status)) }
+                                            " " code class="muted" { (c.reference) }
+                                            br;
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn history(entries: &[DecisionEntry]) -> Markup {
+    html! {
+        @if entries.is_empty() {
+            p { "The gate has not decided on this execution yet." }
+        } @else {
+            div class="scroll" {
+                table {
+                    caption { "Every decision, oldest first" }
+                    thead { tr {
+                        th scope="col" { "Seq" }
+                        th scope="col" { "Outcome" }
+                        th scope="col" { "Generation" }
+                        th scope="col" { "Subject" }
+                        th scope="col" { "Policy" }
+                        th scope="col" { "Applies" }
+                        th scope="col" { "Reasons" }
+                    } }
+                    tbody {
+                        @for d in entries {
+                            tr {
+                                th scope="row" { (d.seq) }
+                                td { (outcome_badge(d.decision.outcome.as_str())) }
+                                td { (d.generation) }
+                                td { @if let Some(sd) = &d.decision.subject_digest { code title=(sd.as_str()) { (short(sd.as_str())) "…" } } }
+                                td { @if let Some(pd) = &d.decision.policy_digest { code title=(pd.as_str()) { (short(pd.as_str())) "…" } } }
+                                td { @if d.not_applicable.is_empty() { "applies" } @else { "no: " (d.not_applicable.join(", ")) } }
+                                td { (d.decision.reasons.iter().map(|r| wire(&r.code)).collect::<Vec<_>>().join(", ")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool) -> Markup {
+    let subject = &r.subject;
+    let decision = r.applicable.as_ref().map(|d| &d.decision);
+    let id_path = path_segment(&r.execution);
+    let body = html! {
+        @if let Some(a) = a { (alert(a)) }
+        @if notice {
+            p role="status" id="notice" class="notice" { "Your decision was recorded and the gate ran again: the outcome is now " strong { (r.outcome) } "." }
+        }
+        p class="lead" { "Current outcome: " span id="outcome" class=(format!("badge o-{}", r.outcome)) { (r.outcome) } }
+        p { a href=(format!("/ui/executions/{id_path}/lineage")) id="lineage-link" { "Finding lineage across this execution's subjects" } }
+
+        section id="subject" aria-labelledby="subject-h" {
+            h2 id="subject-h" { "Subject" }
+            dl class="facts" {
+                dt { "Subject digest" } dd { code id="subject-digest" { (r.subject_digest.as_str()) } }
+                dt { "Execution / generation" } dd { (subject.execution.id.as_str()) " / " (subject.execution.generation) }
+                @if let Some(m) = &subject.mission { dt { "Mission" } dd { (m.as_str()) } }
+                dt { "Producer" } dd { (subject.producer.principal.as_str()) " (run " (subject.producer.run.as_str()) ")" }
+                dt { "Objective" } dd { "revision " (subject.objective.revision.as_str()) ", " code { (subject.objective.digest.as_str()) } }
+                dt { "Work items" } dd { @for w in &subject.work_items { (w.kind.as_str()) " " (w.id.as_str()) "@" (w.version.as_str()) " " } }
+                dt { "Risk" } dd { (subject.risk.class.as_str()) " (revision " (subject.risk.revision.as_str()) ")" }
+                dt { "Workflow revision" } dd { (subject.workflow_revision.as_str()) }
+                dt { "Gate policy digest" } dd { @match &r.policy_digest { Some(p) => code id="policy-digest" { (p.as_str()) }, None => "no policy is set for this gate" } }
+                dt { "Criteria revision" } dd { (subject.criteria.revision.as_str()) }
+            }
+            h3 { "Criteria" }
+            ul {
+                @for c in &subject.criteria.items {
+                    li data-criterion=(c.id.as_str()) { code { (c.id.as_str()) } @if !c.required { " (optional)" } ": " (c.text) }
+                }
+            }
+        }
+
+        section id="resources" aria-labelledby="resources-h" {
+            h2 id="resources-h" { "Resources" }
+            p class="muted" { "The contents of resources are not stored with the subject; each is named by its digest." }
+            div class="scroll" {
+                table {
+                    caption { "Resources the subject names" }
+                    thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Digest" } th scope="col" { "Where" } } }
+                    tbody { @for res in &subject.resources {
+                        tr { th scope="row" { (res.name.as_str()) } td { (res.kind.as_str()) } td { code { (res.digest.as_str()) } } td { @if let Some(u) = &res.uri { (u) } } }
+                    } }
+                }
+            }
+        }
+
+        section id="matrix" aria-labelledby="matrix-h" {
+            h2 id="matrix-h" { "Criterion matrix" }
+            (matrix(&r.matrix))
+        }
+
+        section id="reasons" aria-labelledby="reasons-h" {
+            h2 id="reasons-h" { "Reasons" }
+            @match decision {
+                Some(d) if !d.reasons.is_empty() => {
+                    ul { @for reason in &d.reasons {
+                        li { code { (wire(&reason.code)) } " (" (reason.outcome.as_str()) ") " (reason.detail) }
+                    } }
+                }
+                Some(_) => p { "The applicable decision has no reasons." },
+                None => p { "No decision applies now." },
+            }
+        }
+
+        section id="findings" aria-labelledby="findings-h" {
+            h2 id="findings-h" { "Findings" }
+            @if r.findings.is_empty() {
+                p { "No counted result reports a finding on this subject." }
+            } @else {
+                div class="scroll" { table {
+                    caption { "Findings of counted results on this subject" }
+                    thead { tr { th scope="col" { "Finding" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Kind" } th scope="col" { "Where" } th scope="col" { "Remediation" } th scope="col" { "Reported by" } } }
+                    tbody { @for f in &r.findings {
+                        tr { th scope="row" { code { (f.id) "@" (f.version) } } td { (wire(&f.severity)) } td { (wire(&f.scope)) } td { code { (f.criterion) } } td { (f.kind) } td { @if let Some(l) = &f.location { (l) } } td { @if let Some(m) = &f.remediation { (m) } } td { (f.result) " (" (f.verifier_class) ")" } }
+                    } }
+                } }
+            }
+        }
+
+        section id="rework" aria-labelledby="rework-h" {
+            h2 id="rework-h" { "Rework" }
+            @match decision.map(|d| finding_refs(&d.rework)) {
+                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (f) } } } },
+                _ => p { "Nothing to rework in the applicable decision." },
+            }
+        }
+
+        section id="follow-ups" aria-labelledby="follow-ups-h" {
+            h2 id="follow-ups-h" { "Follow-ups" }
+            @match decision.map(|d| finding_refs(&d.follow_ups)) {
+                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (f) } } } },
+                _ => p { "No follow-ups in the applicable decision." },
+            }
+        }
+
+        section id="evidence" aria-labelledby="evidence-h" {
+            h2 id="evidence-h" { "Evidence" }
+            @if r.evidence.is_empty() && r.results.is_empty() {
+                p { "No evidence about this subject." }
+            }
+            @if !r.evidence.is_empty() {
+                div class="scroll" { table {
+                    caption { "Check evidence" }
+                    thead { tr { th scope="col" { "Check" } th scope="col" { "Outcome" } th scope="col" { "Evidence id" } th scope="col" { "Digest" } th scope="col" { "Observed at" } th scope="col" { "By" } } }
+                    tbody { @for e in &r.evidence {
+                        tr { th scope="row" { (e.check) } td { (e.outcome) } td { code { (e.id) } } td { code { (e.digest.as_str()) } } td { time datetime=(e.observed_at.as_str()) { (e.observed_at.as_str()) } } td { (e.produced_by) } }
+                    } }
+                } }
+            }
+            @if !r.results.is_empty() {
+                div class="scroll" { table {
+                    caption { "Counted verification results" }
+                    thead { tr { th scope="col" { "Result" } th scope="col" { "Class" } th scope="col" { "Verifier" } th scope="col" { "Status" } th scope="col" { "Runtime" } th scope="col" { "Digest" } } }
+                    tbody { @for v in &r.results {
+                        tr { th scope="row" { code { (v.id) } } td { (v.class) } td { (v.verifier) " (run " (v.run) ")" } td { (v.status) } td { @if let Some(rt) = &v.runtime { (rt) } @else { "none named" } } td { code { (v.digest.as_str()) } } }
+                    } }
+                } }
+            }
+        }
+
+        section id="receipts" aria-labelledby="receipts-h" {
+            h2 id="receipts-h" { "Model receipts" }
+            @if r.runs.iter().all(|run| run.receipts.is_empty()) {
+                p { "No verifier run of this execution recorded a model call." }
+            }
+            @if !r.runs.is_empty() {
+                div class="scroll" { table {
+                    caption { "Verifier runs and their model calls" }
+                    thead { tr { th scope="col" { "Run" } th scope="col" { "Class" } th scope="col" { "Status" } th scope="col" { "Model calls" } } }
+                    tbody { @for run in &r.runs {
+                        tr {
+                            th scope="row" { code { (run.run_id) } br; span class="muted" { (run.verifier) } }
+                            td { (run.class) }
+                            td { (run.status) }
+                            td {
+                                @if run.receipts.is_empty() { "none" }
+                                ul class="plain" { @for rc in &run.receipts {
+                                    li { (rc.provider) "/" (rc.model) @if let Some(sn) = &rc.snapshot { "@" (sn) } ": " (rc.outcome) ", " (rc.latency_ms) " ms"
+                                        @if let (Some(i), Some(o)) = (rc.tokens_in, rc.tokens_out) { ", " (i) "+" (o) " tokens" @if rc.tokens_estimated { " (estimated)" } }
+                                        @if let Some(c) = rc.cost_estimate { ", cost ≈ " (format!("{c:.4}")) }
+                                        @if let Some(d) = &rc.detail { " — " (d) }
+                                    }
+                                } }
+                            }
+                        }
+                    } }
+                } }
+            }
+        }
+
+        section id="history" aria-labelledby="history-h" {
+            h2 id="history-h" { "Decision history" }
+            (history(&r.history))
+        }
+
+        @if r.may_decide {
+            @if let Some(policy) = &r.policy_digest {
+                section id="decide-section" aria-labelledby="decide-h" {
+                    h2 id="decide-h" { "Your decision" }
+                    p { "You decide on subject " code { (r.subject_digest.as_str()) } " under policy " code { (policy.as_str()) } ". If either moves before you submit, nothing is recorded." }
+                    form id="decide" method="post" action=(format!("/ui/executions/{id_path}/decision")) class="stack" {
+                        input type="hidden" name="csrf" value=(s.csrf);
+                        input type="hidden" name="subject_digest" value=(r.subject_digest.as_str());
+                        input type="hidden" name="policy_digest" value=(policy.as_str());
+                        fieldset {
+                            legend { "Verdict" }
+                            div { input type="radio" name="verdict" value="approve" id="verdict-approve" required; " " label for="verdict-approve" { "Approve" } }
+                            div { input type="radio" name="verdict" value="reject" id="verdict-reject"; " " label for="verdict-reject" { "Reject" } }
+                        }
+                        label for="reason" { "Reason (recorded with your decision)" }
+                        textarea name="reason" id="reason" rows="4" required {}
+                        button type="submit" id="decide-submit" { "Record decision" }
+                    }
+                }
+            }
+        }
+    };
+    layout(s, &format!("Execution {}", r.execution), "", body)
+}
+
+pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
+    let body = html! {
+        p { a href=(format!("/ui/executions/{}", path_segment(&l.execution))) { "Back to execution " (l.execution) } }
+        section id="lineage" aria-labelledby="lineage-h" {
+            h2 id="lineage-h" { "Findings across " (l.subjects.len()) " subject(s)" }
+            @if l.findings.is_empty() {
+                p id="lineage-empty" { "No result on any subject of this execution reported a finding." }
+            }
+            @for f in &l.findings {
+                article class="finding" data-finding=(f.id) aria-labelledby=(format!("f-{}", path_segment(&f.id))) {
+                    h3 id=(format!("f-{}", path_segment(&f.id))) { "Finding " code { (f.id) } }
+                    div class="scroll" { table {
+                        caption { "Versions reported" }
+                        thead { tr { th scope="col" { "Version" } th scope="col" { "Generation" } th scope="col" { "Subject" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Result" } } }
+                        tbody { @for v in &f.versions {
+                            tr { th scope="row" { (v.version) } td { (v.generation) } td { code title=(v.subject_digest.as_str()) { (short(v.subject_digest.as_str())) "…" } } td { (wire(&v.severity)) } td { (wire(&v.scope)) } td { code { (v.criterion) } } td { (v.result) @if !v.counted { " (not counted)" } } }
+                        } }
+                    } }
+                    @if f.dispositions.is_empty() {
+                        p { "No later result disposed of it." }
+                    } @else {
+                        div class="scroll" { table {
+                            caption { "Dispositions, and the evidence that fixed it" }
+                            thead { tr { th scope="col" { "Version" } th scope="col" { "Disposition" } th scope="col" { "Generation" } th scope="col" { "By result" } th scope="col" { "Evidence" } th scope="col" { "Reason" } } }
+                            tbody { @for d in &f.dispositions {
+                                tr { th scope="row" { (d.version) } td { (wire(&d.disposition)) } td { (d.generation) } td { (d.result) @if !d.counted { " (not counted)" } } td { (d.evidence_refs.join(", ")) } td { @if let Some(why) = &d.reason { (why) } } }
+                            } }
+                        } }
+                    }
+                }
+            }
+        }
+    };
+    layout(s, &format!("Finding lineage of {}", l.execution), "", body)
+}
+
+/// The chart of one series: the pass rate as a line and the band down to its 95 % lower bound.
+fn chart(idx: usize, title: &str, points: &[(Option<f64>, Option<f64>)]) -> Markup {
+    const W: f64 = 600.0;
+    const H: f64 = 200.0;
+    const PAD: f64 = 30.0;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a window holds at most a few hundred points"
+    )]
+    let x = |i: usize| {
+        if points.len() <= 1 {
+            W / 2.0
+        } else {
+            PAD + (W - 2.0 * PAD) * i as f64 / (points.len() - 1) as f64
+        }
+    };
+    let y = |v: f64| H - PAD - (H - 2.0 * PAD) * v.clamp(0.0, 1.0);
+    let mut line = String::new();
+    let mut upper = Vec::new();
+    let mut lower = Vec::new();
+    for (i, (rate, low)) in points.iter().enumerate() {
+        if let Some(r) = rate {
+            let _ = write!(line, "{:.1},{:.1} ", x(i), y(*r));
+            upper.push(format!("{:.1},{:.1}", x(i), y(*r)));
+            lower.push(format!("{:.1},{:.1}", x(i), y(low.unwrap_or(0.0))));
+        }
+    }
+    lower.reverse();
+    let band = [upper, lower].concat().join(" ");
+    let title_id = format!("chart-{idx}-title");
+    html! {
+        svg role="img" aria-labelledby=(title_id) viewBox=(format!("0 0 {W} {H}")) class="chart" xmlns="http://www.w3.org/2000/svg" {
+            title id=(title_id) { (title) }
+            line x1=(PAD) y1=(y(0.0)) x2=(W - PAD) y2=(y(0.0)) stroke="#444" {}
+            line x1=(PAD) y1=(y(1.0)) x2=(W - PAD) y2=(y(1.0)) stroke="#bbb" stroke-dasharray="4 4" {}
+            text x="2" y=(y(1.0) + 4.0) font-size="11" fill="#222" { "100%" }
+            text x="2" y=(y(0.0) + 4.0) font-size="11" fill="#222" { "0%" }
+            @if !band.is_empty() {
+                polygon points=(band) fill="#9ec5fe" fill-opacity="0.6" stroke="none" {}
+            }
+            @if !line.is_empty() {
+                polyline points=(line.trim_end()) fill="none" stroke="#0b4a8b" stroke-width="2.5" {}
+            }
+        }
+    }
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{:.1}%", v * 100.0))
+}
+
+pub fn reliability(s: &Session, r: &Reliability) -> Markup {
+    let body = html! {
+        p {
+            "Verified pass rate per capability cohort over the last " (r.window.days) " days (at most "
+            (r.window.attempts) " attempts; fewer than " (r.window.min_sample) " is not rated), with the Wilson 95 % lower bound as a band. "
+            @if r.scope == "platform" { "Every execution in the store." } @else { "Only the executions you may read." }
+        }
+        @if r.series.is_empty() {
+            p id="reliability-empty" { "No attempt has a decision in the window yet, so there is nothing to chart." }
+        }
+        @for (i, c) in r.series.iter().enumerate() {
+            section class="series" data-capability=(c.capability) aria-labelledby=(format!("series-{i}")) {
+                h2 id=(format!("series-{i}")) { (c.capability) }
+                p class="muted" { (c.cohort) }
+                p { (c.attempts) " attempts; pass rate " (pct(c.pass_rate)) ", lower bound " (pct(c.pass_rate_lower_95))
+                    @if !c.rated { " (not rated: insufficient evidence)" } }
+                (chart(i, &format!("Pass rate of {} after each attempt, with its 95 % lower bound", c.capability), &c.points.iter().map(|p| (p.rate, p.lower_95)).collect::<Vec<_>>()))
+                div class="scroll" { table {
+                    caption { "Pass rate of " (c.capability) " after each attempt" }
+                    thead { tr { th scope="col" { "Attempt" } th scope="col" { "At" } th scope="col" { "Pass rate" } th scope="col" { "Lower bound (95 %)" } } }
+                    tbody { @for (n, p) in c.points.iter().enumerate() {
+                        tr { th scope="row" { (n + 1) } td { time datetime=(p.at.as_str()) { (p.at.as_str()) } } td { (pct(p.rate)) } td { (pct(p.lower_95)) } }
+                    } }
+                } }
+            }
+        }
+    };
+    layout(s, "Reliability", "Reliability", body)
+}
