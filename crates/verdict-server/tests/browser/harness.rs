@@ -230,9 +230,10 @@ impl Browser {
     /// Forgets every cookie (signs out without the form) and points at a new server.
     pub async fn reset(&mut self, origin: &str) {
         self.origin = origin.to_owned();
-        // Cookies can only be deleted for the page shown: show the server's first.
+        // Cookies are deleted for the page shown, and the pages' cookies have `Path=/ui`
+        // (and, as cookies do, outlive a change of port): show a page under it first.
         self.client
-            .goto(&format!("{origin}/healthz"))
+            .goto(&format!("{origin}/ui/assets/ui.css"))
             .await
             .unwrap();
         self.client.delete_all_cookies().await.unwrap();
@@ -431,12 +432,12 @@ impl Browser {
 
     /// Saves a screenshot of the whole page at `width` as `NAME-WIDTH.png`.
     pub async fn screenshot(&self, name: &str, width: u32) {
-        let height = self
-            .js("return Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0);")
-            .await
-            .as_u64()
-            .unwrap_or(900);
-        let height = u32::try_from(height.clamp(600, 6000)).unwrap();
+        // The window's height is the page's plus what the window keeps for itself.
+        let sizes = self
+            .js("return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight];")
+            .await;
+        let (page, frame) = (sizes[0].as_u64().unwrap(), sizes[1].as_u64().unwrap());
+        let height = u32::try_from((page + frame).clamp(600, 8000)).unwrap();
         self.client.set_window_size(width, height).await.unwrap();
         let png = self.client.screenshot().await.unwrap();
         self.client.set_window_size(width, 900).await.unwrap();
@@ -452,15 +453,17 @@ impl Browser {
     /// Runs axe-core on the page shown and returns its violations of impact `serious` or
     /// `critical`.
     pub async fn axe_serious(&self) -> Vec<Violation> {
-        // Defined on the page's window; WebDriver's scripts are not subject to the page's
-        // content security policy.
-        self.client
-            .execute(
-                &format!("{}\nreturn typeof window.axe;", self.axe_js),
-                vec![],
-            )
-            .await
-            .unwrap();
+        // Defined on the page's window once per page; WebDriver's scripts are not subject to
+        // the page's content security policy (which allows no script at all).
+        if self.js("return typeof window.axe;").await != "object" {
+            self.client
+                .execute(
+                    &format!("{}\nreturn typeof window.axe;", self.axe_js),
+                    vec![],
+                )
+                .await
+                .unwrap();
+        }
         let found = self
             .client
             .execute_async(
