@@ -24,7 +24,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 pub const WIDTHS: [u32; 2] = [1280, 390];
 
 /// What the tests need from the machine, found.
-struct Tools {
+struct Needs {
     chromedriver: PathBuf,
     chromium: PathBuf,
     axe_js: String,
@@ -53,7 +53,7 @@ fn executable(var: &str, names: &[&str]) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("none of {names:?} is on PATH (or set {var})"))
 }
 
-fn find_tools() -> Result<Tools, Vec<String>> {
+fn find_needs() -> Result<Needs, Vec<String>> {
     let chromedriver = executable("VERDICT_CHROMEDRIVER", &["chromedriver"]);
     let chromium = executable(
         "VERDICT_CHROMIUM",
@@ -69,7 +69,7 @@ fn find_tools() -> Result<Tools, Vec<String>> {
         }),
     };
     match (chromedriver, chromium, axe_js) {
-        (Ok(chromedriver), Ok(chromium), Ok(axe_js)) => Ok(Tools {
+        (Ok(chromedriver), Ok(chromium), Ok(axe_js)) => Ok(Needs {
             chromedriver,
             chromium,
             axe_js,
@@ -140,13 +140,13 @@ pub struct Violation {
     pub targets: Vec<Value>,
 }
 
-/// A browser session, the server's origin and the folder screenshots go to.
+/// A browser driven over WebDriver, the server's origin and the folder screenshots go to.
 pub struct Browser {
     pub client: Client,
     pub origin: String,
     axe_js: String,
     shots: PathBuf,
-    // Dropped after the session is closed (or abandoned by a failing test).
+    // Dropped after the browser is closed (or abandoned by a failing test).
     _profile: tempfile::TempDir,
     _driver: Driver,
     _turn: tokio::sync::MutexGuard<'static, ()>,
@@ -155,10 +155,10 @@ pub struct Browser {
 impl Browser {
     /// A browser for `test`, or `None` (after saying why on standard error) when the machine
     /// lacks what it needs and `VERDICT_REQUIRE_BROWSER` is unset. With it set, a missing
-    /// tool fails the test.
+    /// piece fails the test.
     pub async fn start(test: &str) -> Option<Self> {
-        let tools = match find_tools() {
-            Ok(tools) => tools,
+        let needs = match find_needs() {
+            Ok(needs) => needs,
             Err(missing) => {
                 let missing = missing.join("; ");
                 assert!(
@@ -170,13 +170,13 @@ impl Browser {
             }
         };
         let turn = ONE_AT_A_TIME.lock().await;
-        let driver = Driver::start(&tools.chromedriver);
+        let driver = Driver::start(&needs.chromedriver);
         let profile = tempfile::tempdir().unwrap();
         let [width, _] = WIDTHS;
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "binary": tools.chromium,
+                "binary": needs.chromium,
                 "args": [
                     "--headless=new",
                     "--no-sandbox",
@@ -207,13 +207,13 @@ impl Browser {
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{}", driver.port))
             .await
-            .unwrap_or_else(|e| panic!("{test}: no browser session: {e}"));
+            .unwrap_or_else(|e| panic!("{test}: no browser: {e}"));
         let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
         std::fs::create_dir_all(&shots).unwrap();
         Some(Self {
             client,
             origin: String::new(),
-            axe_js: tools.axe_js,
+            axe_js: needs.axe_js,
             shots,
             _profile: profile,
             _driver: driver,
@@ -221,7 +221,7 @@ impl Browser {
         })
     }
 
-    /// Ends the session (the driver and its browser are killed when `self` is dropped).
+    /// Closes the browser (the driver and its browser are killed when `self` is dropped).
     pub async fn close(self) {
         let Self { client, .. } = self;
         client.close().await.unwrap();

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use verdict_store::Store;
 
 /// Runs `$body(&mut browser, store)` on a fresh SQLite store, then on a fresh PostgreSQL
-/// database, in one browser session.
+/// database, in one browser.
 macro_rules! on_both {
     ($test:literal, $body:ident) => {{
         let Some(mut browser) = Browser::start($test).await else {
