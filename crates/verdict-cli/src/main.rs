@@ -14,6 +14,7 @@ mod out;
 
 mod attest_cmd;
 mod audit_cmd;
+mod blob_cmd;
 mod browse_cmd;
 mod cancel_cmd;
 mod check_cmd;
@@ -89,6 +90,12 @@ enum Command {
         after_help = "Examples:\n  verdict execution show ex-1\n  verdict execution cancel ex-1 --reason \"superseded by ex-2\""
     )]
     Execution(cancel_cmd::ExecutionCommand),
+    /// Store the bytes a subject names by raw digest, and read them back.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  verdict blob put change.diff --media-type text/x-diff\n  verdict blob get sha256:... -o change.diff"
+    )]
+    Blob(blob_cmd::BlobCommand),
     /// Run the model verifiers a stored request asks for, as the verifier whose token is given.
     Verify(Box<verify_cmd::Args>),
     /// Work jobs of one role from the store's queue until stopped (runner, verifier, gate).
@@ -132,6 +139,7 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => audit_cmd::run(cmd),
         Command::Lifecycle(cmd) => lifecycle_cmd::run(cmd),
         Command::Execution(cmd) => cancel_cmd::run(cmd),
+        Command::Blob(cmd) => blob_cmd::run(cmd),
         Command::Verify(args) => verify_cmd::run(&args),
         Command::Worker(args) => worker_cmd::run(&args),
         Command::Jobs(cmd) => worker_cmd::run_jobs(cmd),

@@ -44,6 +44,10 @@ pub struct Args {
     /// webhook is registered or delivered.
     #[arg(long, value_name = "FILE")]
     webhook_key: Option<std::path::PathBuf>,
+    /// Mark the review pages' cookies `Secure`: set it when clients reach the server over
+    /// TLS (a proxy in front of it); without TLS a browser would drop such cookies.
+    #[arg(long)]
+    ui_secure_cookies: bool,
 }
 
 /// The log line format.
@@ -111,6 +115,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     let state = AppState {
         body_limit: args.body_limit,
         webhooks,
+        ui: std::sync::Arc::new(verdict_server::ui::UiConfig::new(args.ui_secure_cookies)),
         ..AppState::new(Engine::new(store, args.gate.clone()))
     }
     .with_auth_limit(AuthLimit {

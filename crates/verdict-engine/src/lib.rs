@@ -14,7 +14,9 @@
 //!   [`Engine::add_principal`]; grants: [`Engine::grant`], [`Engine::revoke`]; the gate's
 //!   policy: [`Engine::set_policy`]; the store's manual clock: [`Engine::set_manual_time`].
 //! - work and evidence: [`Engine::put_subject`], [`Engine::add_evidence`] (check evidence as a
-//!   runner files it), [`scaffold`] (a subject built from specs and bytes, a result template).
+//!   runner files it), [`scaffold`] (a subject built from specs and bytes, a result template);
+//!   the bytes a subject names: [`Engine::put_blob`], [`Engine::blob`], [`Engine::blob_info`],
+//!   [`Engine::subject_blobs`].
 //! - verification: [`Engine::create_request`], [`Engine::admit`] with preflight,
 //!   [`Engine::run_model`] with any [`ModelVerifier`], [`Engine::record_run_context`],
 //!   [`Engine::submit_result`], and the whole of it for the model verifier in one call:
@@ -56,6 +58,7 @@
 
 mod applicability;
 pub mod attest;
+mod blobs;
 mod budget;
 mod cancel;
 pub mod documents;
@@ -78,6 +81,7 @@ pub mod webhooks;
 mod workers;
 
 pub use applicability::{DecisionView, History, NotApplicable, RunView, Status};
+pub use blobs::{Blob, BlobInfo, BlobPut, NamedBy, SubjectBlob};
 pub use budget::RequestBudget;
 pub use documents::{
     ADMISSION_SCHEMA, AdmissionNote, AdmissionSchema, DOCUMENT_NAMES, PriorBlocker, REQUEST_SCHEMA,

@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod blobs;
 pub mod body;
 pub mod etag;
 pub mod events;
@@ -113,6 +114,13 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/runs/{id}", get(work::show_run))
         .route("/v1/runs/{id}/cancel", post(work::cancel_run))
         .route("/v1/results", post(work::submit_result))
+        .route("/v1/runs/{id}/context", get(work::run_context))
+        .route(
+            "/v1/blobs/{digest}",
+            get(blobs::get)
+                .put(blobs::put)
+                .layer(DefaultBodyLimit::max(verdict_store::MAX_BLOB_BYTES)),
+        )
         .route(
             "/v1/principals",
             get(admin::list_principals).post(admin::add_principal),

@@ -3,7 +3,7 @@
 //! the two lists equal).
 
 use crate::problem::Problem;
-use crate::{admin, events, ops, routes, webhooks, work};
+use crate::{admin, blobs, events, ops, routes, webhooks, work};
 use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -28,6 +28,9 @@ use utoipa::{Modify, OpenApi};
         work::show_run,
         work::cancel_run,
         work::submit_result,
+        work::run_context,
+        blobs::put,
+        blobs::get,
         admin::add_principal,
         admin::list_principals,
         admin::show_principal,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use verdict_core::digest::Digest;
-use verdict_engine::{Cancellation, ExecutionView, RunDetail};
+use verdict_engine::{Cancellation, ExecutionView, RunContext, RunDetail};
 
 /// One subject an execution had.
 #[derive(Debug, Serialize, ToSchema)]
@@ -310,6 +310,38 @@ pub async fn show_run(
     Segment(id): Segment,
 ) -> Result<Json<RunOut>, ApiError> {
     Ok(Json(state.engine.show_run(&caller, &id).await?.into()))
+}
+
+/// The context records of one run: what its model verifier was shown and what each call did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunContextOut {
+    /// The run.
+    pub run_id: String,
+    /// Its run-context documents (schema `verdict.run-context/v1`, `verdict schema
+    /// run-context`), oldest first; only those the engine wrote are believed.
+    #[schema(value_type = Vec<Object>)]
+    pub contexts: Vec<RunContext>,
+}
+
+/// A run's context: its verifier may read it, and so may whoever may read its execution.
+#[utoipa::path(get, path = "/v1/runs/{id}/context", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses(
+        (status = 200, description = "The run's context records", body = RunContextOut),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn run_context(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(id): Segment,
+) -> Result<Json<RunContextOut>, ApiError> {
+    let contexts = state.engine.run_contexts(&caller, &id).await?;
+    Ok(Json(RunContextOut {
+        run_id: id,
+        contexts,
+    }))
 }
 
 /// Cancels a run that has not ended (operators only).

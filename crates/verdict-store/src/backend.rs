@@ -119,6 +119,11 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// Appends `items` in one transaction, each with its audit event, all or nothing. An item
     /// whose key is stored is settled by [`Prepared::settle`] instead.
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>>;
+    /// Appends a blob's record with its bytes and audit event, in one transaction; a key
+    /// stored already returns the stored record and appends nothing.
+    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored>;
+    /// The bytes stored under a blob's key, if any.
+    async fn blob_bytes(&self, key: &str) -> Result<Option<Vec<u8>>>;
     /// Applies one compare-and-set with its change record and audit event.
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
     /// Rows of `table` matching `filter`, in seq order.

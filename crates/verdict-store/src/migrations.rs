@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -70,6 +70,11 @@ pub const SQLITE: &[Migration] = &[
         version: 11,
         name: "callers_write_their_own_acts",
         sql: include_str!("../migrations/sqlite/0011_callers_write_their_own_acts.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "blobs",
+        sql: include_str!("../migrations/sqlite/0012_blobs.sql"),
     },
 ];
 
@@ -129,6 +134,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "callers_write_their_own_acts",
         sql: include_str!("../migrations/postgres/0011_callers_write_their_own_acts.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "blobs",
+        sql: include_str!("../migrations/postgres/0012_blobs.sql"),
     },
 ];
 

@@ -869,6 +869,40 @@ impl Backend for PgBackend {
         Ok(out)
     }
 
+    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored> {
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let rows = sqlx::query(
+            "SELECT r_seq, r_digest, r_body, r_inserted, r_counted \
+             FROM verdict.put_blobs($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(&item.key)
+        .bind(item.digest.as_str())
+        .bind(&item.body)
+        .bind(item.correlation.as_deref())
+        .bind(bytes)
+        .fetch_all(&mut *tx)
+        .await;
+        let stored = settle_run(std::slice::from_ref(&item), rows)?;
+        tx.commit().await.map_err(pg_err)?;
+        stored.into_iter().next().ok_or(StoreError::NotFound {
+            what: "blobs",
+            key: item.key,
+        })
+    }
+
+    async fn blob_bytes(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let rows = self
+            .rows(sqlx::query("SELECT bytes FROM verdict.blobs WHERE key = $1").bind(key))
+            .await
+            .map_err(pg_err)?;
+        rows.first()
+            .map(|r| r.try_get::<Vec<u8>, _>(0).map_err(pg_err))
+            .transpose()
+    }
+
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
         let role = self.identity(actor).await?;
         let mut tx = self.begin_as(role.as_deref()).await?;

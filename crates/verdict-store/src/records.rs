@@ -21,6 +21,13 @@ use verdict_core::digest::{Digest, DigestKind};
 /// Largest canonical body the store accepts (documents carry digests, not content).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
+/// Largest blob the store keeps, in bytes (8 MiB): the bytes a subject names by raw digest (an
+/// objective's text, a diff, an artifact) are stored whole, in one row, so they are bounded.
+pub const MAX_BLOB_BYTES: usize = 8 << 20;
+
+/// Longest media type a blob may carry, in characters.
+pub const MAX_MEDIA_TYPE_CHARS: usize = 255;
+
 /// Longest principal name, pointer name or correlation an audit event holds, in characters
 /// (principal and pointer names are names: 1 to 256 characters).
 pub const MAX_NAME_CHARS: usize = 256;
@@ -205,7 +212,8 @@ impl Table {
                 text!("at", &["at"]),
             ],
             Self::GateEvaluations => &[EVALUATION, SUBJECT, POLICY],
-            Self::PointerChanges => &[],
+            // A blob's record derives no column; its bytes are checked against its key.
+            Self::PointerChanges | Self::Blobs => &[],
         }
     }
 }
@@ -245,11 +253,14 @@ pub enum Table {
     Denials,
     /// The items each gate evaluation used, so its decision can be replayed.
     GateEvaluations,
+    /// Content-addressed bytes (schema version 12): keyed by the raw digest of the bytes, the
+    /// body is the [`BlobRecord`] and the bytes are kept beside it.
+    Blobs,
 }
 
 impl Table {
     /// Every table, in the order `audit verify` walks them.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Principals,
         Self::Grants,
         Self::GrantRevocations,
@@ -266,6 +277,7 @@ impl Table {
         Self::PointerChanges,
         Self::Denials,
         Self::GateEvaluations,
+        Self::Blobs,
     ];
 
     /// The table's name in both databases.
@@ -288,6 +300,7 @@ impl Table {
             Self::PointerChanges => "pointer_changes",
             Self::Denials => "denials",
             Self::GateEvaluations => "gate_evaluations",
+            Self::Blobs => "blobs",
         }
     }
 
@@ -317,6 +330,7 @@ impl Table {
             Self::PointerChanges => "store.pointer-change",
             Self::Denials => "store.denial",
             Self::GateEvaluations => "store.gate-evaluation",
+            Self::Blobs => "store.blob",
         }
     }
 
@@ -341,6 +355,8 @@ impl Table {
             Self::HumanDecisions => &[Human],
             Self::GateDecisions | Self::GateEvaluations => &[Gate],
             Self::Denials => &[System],
+            // The bytes a subject names are put by whoever holds them.
+            Self::Blobs => &[Producer, Operator, Runner],
             Self::PointerChanges => &[],
         }
     }
@@ -795,6 +811,64 @@ pub fn token_fingerprint(token: &str) -> String {
 
 const FINGERPRINT_LEN: usize = 8;
 
+/// The record of a stored blob: which bytes (their raw digest, which is also the row's key),
+/// how many, of which media type, who put them first and when, on the store's clock. The
+/// bytes themselves are kept beside the record, and `audit verify` hashes them again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlobRecord {
+    /// `sha256:` and the lowercase hex SHA-256 of the bytes (a raw digest).
+    pub digest: Digest,
+    /// The bytes' length.
+    pub size: u64,
+    /// The media type given when the bytes were put, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// The principal that put the bytes first.
+    pub writer: Name,
+    /// When, on the store's clock.
+    pub stored_at: Timestamp,
+}
+
+/// Checks a blob's media type: 1 to [`MAX_MEDIA_TYPE_CHARS`] visible ASCII characters or
+/// spaces, a type and a subtype (`text/plain; charset=utf-8`).
+pub fn check_media_type(media_type: &str) -> Result<(), String> {
+    let n = media_type.chars().count();
+    if !(1..=MAX_MEDIA_TYPE_CHARS).contains(&n) {
+        return Err(format!(
+            "a media type of {n} characters is not 1 to {MAX_MEDIA_TYPE_CHARS} characters"
+        ));
+    }
+    if !media_type
+        .bytes()
+        .all(|b| b == b' ' || b.is_ascii_graphic())
+    {
+        return Err(format!(
+            "media type {media_type:?} holds a character other than visible ASCII or a space"
+        ));
+    }
+    let essence = media_type.split(';').next().unwrap_or_default().trim();
+    match essence.split_once('/') {
+        Some((t, s)) if !t.is_empty() && !s.is_empty() && !s.contains('/') => Ok(()),
+        _ => Err(format!(
+            "media type {media_type:?} is not a type and a subtype (such as text/plain)"
+        )),
+    }
+}
+
+fn check_blob(b: &BlobRecord) -> Result<(), String> {
+    if usize::try_from(b.size).map_or(true, |n| n > MAX_BLOB_BYTES) {
+        return Err(format!(
+            "a blob of {} bytes exceeds the limit of {MAX_BLOB_BYTES} bytes at /size",
+            b.size
+        ));
+    }
+    if let Some(m) = &b.media_type {
+        check_media_type(m).map_err(|e| format!("{e} at /media_type"))?;
+    }
+    Ok(())
+}
+
 /// `digest(domain, body)`: SHA-256 over `"verdict:" + domain + ":v1" + 0x00 + body`.
 #[must_use]
 pub fn row_digest(domain: &str, body: &[u8]) -> Digest {
@@ -875,6 +949,11 @@ pub fn key_of_value(table: Table, value: &Value, digest: &Digest) -> Result<Stri
         Table::Denials => {
             check_denial(&decode::<DenialRecord>(value)?)?;
             digest.to_string()
+        }
+        Table::Blobs => {
+            let b = decode::<BlobRecord>(value)?;
+            check_blob(&b)?;
+            b.digest.to_string()
         }
         Table::GateDecisions => {
             let d = decode::<GateDecision>(value)?;

@@ -379,6 +379,64 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
     Ok(out)
 }
 
+/// Appends a blob's record and its bytes with the audit event, or returns the stored record
+/// when its key (the digest of the same bytes) is stored already.
+fn put_blob_tx(
+    tx: &Transaction<'_>,
+    actor: &Actor,
+    item: Prepared,
+    bytes: &[u8],
+) -> Result<Stored> {
+    let existing = tx
+        .prepare_cached(&find_sql(Table::Blobs))
+        .map_err(err)?
+        .query_row([&item.key], raw)
+        .optional()
+        .map_err(err)?;
+    if let Some(existing) = existing {
+        return item.settle(to_stored(Table::Blobs, existing)?);
+    }
+    let (seq, prev_hash) = head(tx)?.map_or((0, GENESIS_HASH.to_owned()), |h| (h.seq, h.hash));
+    let now = now_utc();
+    let event = EventFields {
+        seq: seq + 1,
+        prev_hash: &prev_hash,
+        event_type: "append",
+        table: Table::Blobs.name(),
+        key: &item.key,
+        principal: &actor.principal,
+        role: actor.role.as_str(),
+        payload_digest: item.digest.as_str(),
+        correlation: item.correlation.as_deref(),
+        recorded_at: &now,
+    };
+    let hash = event.hash();
+    let mut insert_event = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
+    insert_event_fields(&mut insert_event, &event, &hash)?;
+    let at = to_i64(event.seq, "audit seq")?;
+    tx.prepare_cached(
+        "INSERT INTO blobs (seq, key, digest, body, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .map_err(err)?
+    .execute(params![
+        at,
+        item.key,
+        item.digest.as_str(),
+        item.body,
+        bytes
+    ])
+    .map_err(err)?;
+    Ok(Stored {
+        table: Table::Blobs,
+        seq: event.seq,
+        key: item.key,
+        digest: item.digest,
+        body: item.body,
+        inserted: true,
+        counted: None,
+    })
+}
+
 /// The clock is chosen once, under its one name, before the store's first principal: checked
 /// in the transaction that records it, so it cannot be chosen again or after the fact.
 fn clock_may_be_chosen(tx: &Transaction<'_>, cas: &PreparedCas) -> Result<()> {
@@ -537,6 +595,31 @@ impl Backend for SqliteBackend {
             let out = append_tx(&tx, &actor, items)?;
             tx.commit().map_err(err)?;
             Ok(out)
+        })
+        .await
+    }
+
+    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored> {
+        let actor = actor.clone();
+        self.with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let stored = put_blob_tx(&tx, &actor, item, &bytes)?;
+            tx.commit().map_err(err)?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn blob_bytes(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let key = key.to_owned();
+        self.with(move |conn| {
+            conn.prepare_cached("SELECT bytes FROM blobs WHERE key = ?1")
+                .map_err(err)?
+                .query_row([key], |r| r.get(0))
+                .optional()
+                .map_err(err)
         })
         .await
     }

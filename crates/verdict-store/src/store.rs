@@ -412,6 +412,23 @@ pub trait Store: Send + Sync {
 
     /// The job queue: operational state beside the evidence ([`crate::jobs`]).
     fn queue(&self) -> &dyn crate::jobs::JobQueue;
+
+    /// Stores bytes under their raw digest (schema version 12), with the writer and the store's
+    /// time in their record: a producer, operator or runner, at most
+    /// [`records::MAX_BLOB_BYTES`]. The digest is the identity: the same bytes put again append
+    /// nothing and return the stored record (`inserted: false`), whoever puts them.
+    async fn put_blob(
+        &self,
+        actor: &Actor,
+        bytes: &[u8],
+        media_type: Option<&str>,
+    ) -> Result<Stored>;
+
+    /// The record of the blob stored under a raw digest, without its bytes.
+    async fn blob_record(&self, digest: &Digest) -> Result<Option<Stored>>;
+
+    /// The record and the bytes of the blob stored under a raw digest.
+    async fn blob(&self, digest: &Digest) -> Result<Option<(Stored, Vec<u8>)>>;
 }
 
 /// The store over one backend.
@@ -1609,5 +1626,64 @@ impl<B: Backend> Store for StoreImpl<B> {
         let mut all = self.backend.pointers().await?;
         all.retain(|p| p.kind == kind);
         Ok(all)
+    }
+
+    async fn put_blob(
+        &self,
+        actor: &Actor,
+        bytes: &[u8],
+        media_type: Option<&str>,
+    ) -> Result<Stored> {
+        actor.may_append(Table::Blobs)?;
+        if bytes.len() > records::MAX_BLOB_BYTES {
+            return Err(StoreError::Invalid {
+                what: "blob",
+                message: format!(
+                    "a blob of {} bytes exceeds the limit of {} bytes",
+                    bytes.len(),
+                    records::MAX_BLOB_BYTES
+                ),
+            });
+        }
+        if let Some(m) = media_type {
+            records::check_media_type(m).map_err(invalid("blob"))?;
+        }
+        let blob = records::BlobRecord {
+            digest: digest::raw(bytes),
+            size: u64::try_from(bytes.len()).map_err(|e| invalid("blob")(e.to_string()))?,
+            media_type: media_type.map(str::to_owned),
+            writer: actor
+                .principal
+                .parse()
+                .map_err(|e| invalid("blob")(format!("{e}")))?,
+            stored_at: self.now().await?,
+        };
+        let body = text_of(Table::Blobs, &blob)?;
+        let mut item = record(Table::Blobs, body, None)?;
+        // The digest is the identity: whoever puts the same bytes again gets the stored record.
+        item.converge = true;
+        check_item(actor, &item)?;
+        self.backend.put_blob(actor, item, bytes.to_vec()).await
+    }
+
+    async fn blob_record(&self, digest: &Digest) -> Result<Option<Stored>> {
+        self.find_one(Table::Blobs, Filter::Key(digest.to_string()))
+            .await
+    }
+
+    async fn blob(&self, digest: &Digest) -> Result<Option<(Stored, Vec<u8>)>> {
+        let Some(row) = self.blob_record(digest).await? else {
+            return Ok(None);
+        };
+        let bytes =
+            self.backend
+                .blob_bytes(&row.key)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt {
+                    table: Table::Blobs.name(),
+                    key: row.key.clone(),
+                    message: "the record is stored without its bytes".into(),
+                })?;
+        Ok(Some((row, bytes)))
     }
 }

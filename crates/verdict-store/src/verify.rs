@@ -129,6 +129,7 @@ pub(crate) async fn verify_paged<B: Backend>(
         ));
     }
     check_pointers(backend, &changes, &mut problems).await?;
+    check_blob_bytes(backend, &mut problems).await?;
     problems.extend(counted);
     problems.extend(
         unplaced
@@ -613,6 +614,55 @@ async fn check_pointers<B: Backend>(
         }
     }
     Ok(())
+}
+
+/// Blobs read at once when their bytes are hashed again (each is at most 8 MiB).
+const BLOB_PAGE: u32 = 4;
+
+/// Every blob's bytes hash to its key and have the length its record says: the bytes are kept
+/// beside the hashed record, so they are hashed again here, in code.
+async fn check_blob_bytes<B: Backend>(backend: &B, problems: &mut Vec<Problem>) -> Result<()> {
+    let mut after = i64::MIN;
+    loop {
+        let page = backend.scan(Table::Blobs, after, BLOB_PAGE).await?;
+        for row in &page {
+            after = row.seq;
+            let seq = u64::try_from(row.seq).ok();
+            let mut report = |detail: String| {
+                problems.push(problem(
+                    ProblemKind::Modified,
+                    seq,
+                    Table::Blobs.name(),
+                    Some(&row.key),
+                    detail,
+                ));
+            };
+            let Some(bytes) = backend.blob_bytes(&row.key).await? else {
+                report("the blob's bytes are gone".into());
+                continue;
+            };
+            let actual = verdict_core::digest::raw(&bytes);
+            if actual.as_str() != row.key {
+                report(format!(
+                    "the stored bytes hash to {actual}, not to their key {}",
+                    row.key
+                ));
+            }
+            let size = verdict_core::json::parse(row.body.as_bytes())
+                .ok()
+                .and_then(|v| v.get("size").and_then(serde_json::Value::as_u64));
+            if size.is_some_and(|n| usize::try_from(n).ok() != Some(bytes.len())) {
+                report(format!(
+                    "the record says {} bytes, the stored bytes are {}",
+                    size.unwrap_or_default(),
+                    bytes.len()
+                ));
+            }
+        }
+        if !full(page.len(), BLOB_PAGE) {
+            return Ok(());
+        }
+    }
 }
 
 /// A problem if a result's `counted` flag is not what the execution pointer held just before

@@ -12,7 +12,9 @@ mod common;
 
 mod api;
 mod authority;
+mod blobs;
 mod events;
 mod ops;
+mod ui;
 mod webhooks;
 mod work;

@@ -15,6 +15,7 @@ mod audit_verify;
 mod audit_verify_pages;
 mod authority;
 mod batches;
+mod blobs;
 mod bodies;
 mod crash;
 mod documents;

@@ -753,6 +753,11 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
+    // The bytes of the subject's objective (schema version 12).
+    store
+        .put_blob(&runner, b"the objective, in words", Some("text/plain"))
+        .await
+        .unwrap();
     // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
         holder: VERIFIER.parse().unwrap(),

@@ -1,0 +1,187 @@
+//! Blobs over HTTP: `PUT` and `GET /v1/blobs/{digest}` on a real server on loopback, SQLite
+//! and PostgreSQL: a round trip with the headers that keep a browser from rendering a blob,
+//! bytes that do not hash to the digest and bytes over the limit refused with nothing stored,
+//! a verifier's or a human's put refused and recorded, and a read out of scope answered like a
+//! blob that is not stored.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common::*;
+use serde_json::json;
+use verdict_server::AppState;
+
+/// A raw request: status, headers and the body's bytes (a blob is not JSON).
+async fn raw(
+    s: &Server,
+    method: &str,
+    path: &str,
+    token: &str,
+) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let resp = s
+        .client
+        .request(method, format!("{}{path}", s.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_round_trips_and_every_refusal_stores_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let diff = "diff --git a/lib.rs b/lib.rs\n+fn added() {}\n";
+        let digest = verdict_core::digest::raw(diff.as_bytes()).to_string();
+        let path = format!("/v1/blobs/{digest}");
+        let put = |token: &'static str, bytes: Vec<u8>, at: String| {
+            let s = &s;
+            let w = &w;
+            async move {
+                s.send_raw(
+                    "PUT",
+                    &at,
+                    Some(w.token(token)),
+                    Some((bytes, "text/x-diff")),
+                )
+                .await
+            }
+        };
+
+        // Bytes that do not hash to the digest named: 422, naming both, nothing stored.
+        let before = head_seq(&w).await;
+        let r = put("coder", b"other bytes".to_vec(), path.clone()).await;
+        assert_problem(&r, 422, "invalid_input");
+        let detail = r.body["detail"].as_str().unwrap();
+        assert!(detail.contains(&digest), "{detail}");
+        assert!(
+            detail.contains(verdict_core::digest::raw(b"other bytes").as_str()),
+            "{detail}"
+        );
+        // A malformed digest is refused the same way.
+        let r = put("coder", b"x".to_vec(), "/v1/blobs/sha256:nothex".into()).await;
+        assert_problem(&r, 422, "invalid_input");
+        // Over the limit: 413 before the engine is asked.
+        let big = vec![b'x'; verdict_store::MAX_BLOB_BYTES + 1];
+        let big_path = format!("/v1/blobs/{}", verdict_core::digest::raw(&big));
+        let r = put("coder", big, big_path).await;
+        assert_problem(&r, 413, "payload_too_large");
+        assert_eq!(head_seq(&w).await, before, "a refused put wrote something");
+        let (status, _, _) = raw(&s, "GET", &path, w.token("ops")).await;
+        assert_eq!(status, 404);
+
+        // A verifier or a human may not put: 403 and exactly one audit event, its denial.
+        for (who, code) in [("rev", "permission_denied"), ("alice", "permission_denied")] {
+            let before = head_seq(&w).await;
+            let r = put(who, diff.as_bytes().to_vec(), path.clone()).await;
+            assert_denied_once(&w, before, &r, who, code).await;
+        }
+
+        // The producer puts the bytes: 201, then the same bytes again: 200 and nothing new.
+        let r = put("coder", diff.as_bytes().to_vec(), path.clone()).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["digest"], json!(digest));
+        assert_eq!(r.body["size"], json!(diff.len()));
+        assert_eq!(r.body["media_type"], json!("text/x-diff"));
+        assert_eq!(r.body["writer"], json!("coder"));
+        assert_eq!(r.headers["etag"], format!("\"{digest}\"").as_str());
+        let before = head_seq(&w).await;
+        let r = put("ci", diff.as_bytes().to_vec(), path.clone()).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["writer"], json!("coder"));
+        assert_eq!(head_seq(&w).await, before);
+
+        // Its writer and an operator read it back, as an attachment never sniffed.
+        for who in ["coder", "ops"] {
+            let (status, headers, bytes) = raw(&s, "GET", &path, w.token(who)).await;
+            assert_eq!(status, 200, "{who}");
+            assert_eq!(bytes, diff.as_bytes());
+            assert_eq!(headers["etag"], format!("\"{digest}\"").as_str());
+            assert_eq!(headers["content-type"], "text/x-diff");
+            assert_eq!(headers["x-content-type-options"], "nosniff");
+            assert_eq!(headers["content-disposition"], "attachment");
+        }
+        let (status, headers, bytes) = raw(&s, "HEAD", &path, w.token("ops")).await;
+        assert_eq!((status, bytes.len()), (200, 0));
+        assert_eq!(headers["etag"], format!("\"{digest}\"").as_str());
+
+        // The reviewer's grant covers no subject naming the digest yet: the same 404 as for
+        // bytes never stored, and the refusal recorded.
+        let before = head_seq(&w).await;
+        let (status, _, body) = raw(&s, "GET", &path, w.token("rev")).await;
+        assert_eq!(status, 404);
+        let refused: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let unknown = format!(
+            "/v1/blobs/{}",
+            verdict_core::digest::raw(b"never stored by anyone")
+        );
+        let (status, _, body) = raw(&s, "GET", &unknown, w.token("rev")).await;
+        assert_eq!(status, 404);
+        let missing: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(refused["code"], missing["code"]);
+        assert_eq!(refused["title"], missing["title"]);
+        let after = events_after(&w, before).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].table, "denials");
+
+        // Once a subject of its execution names the digest, the reviewer reads it.
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(w.token("coder")),
+                Some(&subject(1, diff)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let (status, _, bytes) = raw(&s, "GET", &path, w.token("rev")).await;
+        assert_eq!(status, 200);
+        assert_eq!(bytes, diff.as_bytes());
+
+        // A principal with no grant at all still cannot.
+        let token = w
+            .engine
+            .add_principal(&w.ops, "rev-2", verdict_core::contracts::Role::Verifier)
+            .await
+            .unwrap();
+        let (status, _, _) = raw(&s, "GET", &path, &token).await;
+        assert_eq!(status, 404);
+
+        // Which of the subject's digests are stored (the objective's and the check's are not).
+        let subject_digest = verdict_core::digest::digest(
+            verdict_core::digest::DigestKind::Subject,
+            &subject(1, diff),
+        );
+        let listed = w
+            .engine
+            .subject_blobs(&w.rev, subject_digest.as_str())
+            .await
+            .unwrap();
+        let stored: Vec<(&str, bool)> =
+            listed.iter().map(|b| (b.name.as_str(), b.stored)).collect();
+        assert_eq!(
+            stored,
+            vec![("objective", false), ("diff", true), ("unit-tests", false)]
+        );
+
+        // A run's context: an unknown run is a 404 for an operator.
+        let r = s
+            .send(
+                "GET",
+                "/v1/runs/no-such-run/context",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert_problem(&r, 404, "not_found");
+    })
+    .await;
+}

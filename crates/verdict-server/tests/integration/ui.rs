@@ -1,0 +1,710 @@
+//! The review pages under `/ui` over real HTTP on loopback, each body on SQLite and on
+//! PostgreSQL: sign-in (good, bad, wrong role) and its cookie, CSRF on every form (refused,
+//! nothing written), the queue, the execution page, approving and rejecting through it, the
+//! refusals a decision can meet (its producer, a subject that moved while the page was open,
+//! an empty reason), escaping, and the security headers.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use crate::common;
+
+use common::*;
+use serde_json::{Value, json};
+use verdict_core::contracts::Outcome;
+use verdict_core::digest::Digest;
+use verdict_server::AppState;
+use verdict_store::{Access, ScopeKind};
+
+/// A page as the browser got it.
+#[derive(Debug)]
+struct Page {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Page {
+    fn location(&self) -> &str {
+        self.headers
+            .get("location")
+            .map_or("", |v| v.to_str().unwrap())
+    }
+
+    fn set_cookies(&self) -> Vec<String> {
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The value of the first hidden input named `name`.
+    fn hidden(&self, name: &str) -> String {
+        let marker = format!("name=\"{name}\" value=\"");
+        let at = self
+            .body
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no {name} in {}", self.body));
+        let rest = &self.body[at + marker.len()..];
+        rest[..rest.find('"').unwrap()].to_owned()
+    }
+
+    /// The text of the `<span id="outcome">`.
+    fn outcome(&self) -> String {
+        let marker = "id=\"outcome\"";
+        let at = self.body.find(marker).expect("an outcome span");
+        let rest = &self.body[at..];
+        let open = rest.find('>').unwrap() + 1;
+        rest[open..open + rest[open..].find('<').unwrap()].to_owned()
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+fn urlencode(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| {
+        let mut out = String::new();
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+async fn get(s: &Server, path: &str, cookie: Option<&str>) -> Page {
+    let mut req = client().get(format!("{}{path}", s.base));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    page(req.send().await.unwrap()).await
+}
+
+async fn post(s: &Server, path: &str, cookie: Option<&str>, form: &[(&str, &str)]) -> Page {
+    let mut req = client()
+        .post(format!("{}{path}", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(urlencode(form));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    page(req.send().await.unwrap()).await
+}
+
+async fn page(resp: reqwest::Response) -> Page {
+    Page {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.text().await.unwrap(),
+    }
+}
+
+/// `name=value` of the `Set-Cookie` for `name` in `page`.
+fn cookie_pair(page: &Page, name: &str) -> String {
+    page.set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} cookie: {page:?}"))
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Signs in with `token` as a browser would: the sign-in page, then its form.
+async fn try_sign_in(s: &Server, token: &str) -> Page {
+    let form = get(s, "/ui/sign-in", None).await;
+    assert_eq!(form.status, 200, "{form:?}");
+    let pre = cookie_pair(&form, "verdict_csrf");
+    let csrf = form.hidden("csrf");
+    post(
+        s,
+        "/ui/sign-in",
+        Some(&pre),
+        &[("csrf", &csrf), ("token", token)],
+    )
+    .await
+}
+
+/// The session cookie (`verdict_session=...`) of a principal that may sign in.
+async fn sign_in(s: &Server, token: &str) -> String {
+    let r = try_sign_in(s, token).await;
+    assert_eq!(r.status, 303, "{r:?}");
+    assert_eq!(r.location(), "/ui/queue");
+    cookie_pair(&r, "verdict_session")
+}
+
+/// A policy that asks a person to approve low-risk work.
+fn human_policy() -> Value {
+    let mut p = policy();
+    p["revision"] = json!(2);
+    p["risk"] = json!({"low": {"human": true}});
+    p
+}
+
+/// A subject of `exec` at `generation` produced by `producer`.
+fn subject_of(exec: &str, generation: u64, diff: &str, producer: &str) -> Value {
+    let mut doc = subject(generation, diff);
+    doc["execution"]["id"] = json!(exec);
+    doc["producer"]["principal"] = json!(producer);
+    doc
+}
+
+/// Grants everyone of the world on `exec` as they are granted on [`EXEC`].
+async fn grant_all(w: &World, exec: &str) {
+    for (name, access) in [
+        ("coder", Access::Write),
+        ("ci", Access::Write),
+        ("rev", Access::Read),
+        ("alice", Access::Write),
+    ] {
+        w.engine
+            .grant(
+                &w.ops,
+                &format!("g-{name}-{exec}"),
+                name,
+                ScopeKind::Execution,
+                exec,
+                access,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Puts `doc` (by the operator), passing check evidence and a passing review, and gates it:
+/// the policy asks for a person, so the decision is `human_required`.
+async fn to_human_required(w: &World, doc: &Value) -> Digest {
+    let exec = doc["execution"]["id"].as_str().unwrap().to_owned();
+    let ci = w.engine.authenticate(w.token("ci")).await.unwrap();
+    let sd = w.engine.put_subject(&w.ops, doc).await.unwrap();
+    let generation = doc["execution"]["generation"].as_u64().unwrap();
+    let ev = evidence(sd.as_str(), "pass");
+    w.engine
+        .add_evidence(&ci, std::slice::from_ref(&ev))
+        .await
+        .unwrap();
+    let req = w
+        .engine
+        .create_request(&w.ops, &exec, &json!({"max_runs": 1}))
+        .await
+        .unwrap();
+    let run = format!("run-{exec}-{generation}");
+    w.engine
+        .admit(&w.ops, &req, "rev", "reviewer", &run)
+        .await
+        .unwrap();
+    w.engine
+        .submit_result(
+            &w.rev,
+            &result(&run, &sd, generation, ev["id"].as_str().unwrap()),
+        )
+        .await
+        .unwrap();
+    let g = w.engine.gate_run(&w.ops, &exec).await.unwrap();
+    assert_eq!(g.decision.outcome, Outcome::HumanRequired, "{g:?}");
+    sd
+}
+
+async fn setup(store: std::sync::Arc<dyn verdict_store::Store>) -> (World, Server) {
+    let w = world(store).await;
+    w.engine.set_policy(&w.ops, &human_policy()).await.unwrap();
+    let s = serve(AppState::new(w.engine.clone())).await;
+    (w, s)
+}
+
+fn assert_alert(p: &Page, needle: &str) {
+    assert!(
+        p.body.contains("role=\"alert\" id=\"error\""),
+        "no alert: {p:?}"
+    );
+    assert!(p.body.contains(needle), "alert lacks {needle:?}: {p:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_admits_humans_and_operators_only_and_sets_a_strict_cookie() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+
+        // Signed out, /ui goes to the sign-in page, and so does every page.
+        let r = get(&s, "/ui", None).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/sign-in"));
+        let r = get(&s, "/ui/queue", None).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/sign-in"));
+
+        let form = get(&s, "/ui/sign-in", None).await;
+        assert!(
+            form.body
+                .contains("<form id=\"sign-in\" method=\"post\" action=\"/ui/sign-in\"")
+        );
+        assert!(
+            form.body
+                .contains("type=\"password\" name=\"token\" id=\"token\"")
+        );
+        assert!(form.body.contains("<label for=\"token\">"));
+        assert!(form.body.contains("<html lang=\"en\">"));
+
+        // A human signs in: the cookie holds the token, HttpOnly, SameSite=Strict, Path=/ui,
+        // and not Secure on loopback.
+        let r = try_sign_in(&s, w.token("alice")).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/queue"), "{r:?}");
+        let set = r
+            .set_cookies()
+            .into_iter()
+            .find(|c| c.starts_with("verdict_session="))
+            .unwrap();
+        assert!(
+            set.starts_with(&format!("verdict_session={};", w.token("alice"))),
+            "{set}"
+        );
+        for flag in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+            assert!(set.contains(flag), "{flag} missing: {set}");
+        }
+        assert!(!set.contains("Secure"), "{set}");
+        let alice = cookie_pair(&r, "verdict_session");
+        let r = get(&s, "/ui", Some(&alice)).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/queue"));
+        let q = get(&s, "/ui/queue", Some(&alice)).await;
+        assert_eq!(q.status, 200);
+        assert!(
+            q.body.contains("<strong id=\"principal\">alice</strong>"),
+            "{q:?}"
+        );
+        assert!(q.body.contains("<span id=\"role\">human</span>"));
+
+        // An operator may sign in too.
+        sign_in(&s, w.token("ops")).await;
+
+        // A producer, a runner and a verifier may not: 403, no session.
+        for who in ["coder", "ci", "rev"] {
+            let r = try_sign_in(&s, w.token(who)).await;
+            assert_eq!(r.status, 403, "{who}: {r:?}");
+            assert_alert(&r, "permission_denied");
+            assert!(
+                !r.set_cookies()
+                    .iter()
+                    .any(|c| c.starts_with("verdict_session="))
+            );
+        }
+
+        // A token no principal holds: 401, no session, and the attempt is a recorded denial.
+        let before = w.denials().await.len();
+        let r = try_sign_in(&s, "vdt_nobody").await;
+        assert_eq!(r.status, 401, "{r:?}");
+        assert_alert(&r, "unauthenticated");
+        assert!(
+            !r.set_cookies()
+                .iter()
+                .any(|c| c.starts_with("verdict_session="))
+        );
+        assert_eq!(w.denials().await.len(), before + 1);
+
+        // A cookie whose token no principal holds is signed out at once.
+        let r = get(&s, "/ui/queue", Some("verdict_session=vdt_forged")).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/sign-in"));
+
+        // Sign-out clears the cookie (with the session's CSRF token only).
+        let r = post(&s, "/ui/sign-out", Some(&alice), &[("csrf", "wrong")]).await;
+        assert_eq!(r.status, 403);
+        let csrf = q.hidden("csrf");
+        let r = post(&s, "/ui/sign-out", Some(&alice), &[("csrf", &csrf)]).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/sign-in"));
+        assert!(
+            r.set_cookies()
+                .iter()
+                .any(|c| c.starts_with("verdict_session=;") && c.contains("Max-Age=0"))
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secure_flag_is_set_when_the_server_is_told_it_is_behind_tls() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let state = AppState {
+            ui: std::sync::Arc::new(verdict_server::ui::UiConfig::new(true)),
+            ..AppState::new(w.engine.clone())
+        };
+        let s = serve(state).await;
+        let r = try_sign_in(&s, w.token("alice")).await;
+        let set = r
+            .set_cookies()
+            .into_iter()
+            .find(|c| c.starts_with("verdict_session="))
+            .unwrap();
+        assert!(set.contains("; Secure"), "{set}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_without_its_csrf_token_is_refused_and_writes_nothing() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let sd = to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+
+        // Sign-in: no pre-session cookie, a missing token, or one bound to another cookie.
+        let form = get(&s, "/ui/sign-in", None).await;
+        let csrf = form.hidden("csrf");
+        let pre = cookie_pair(&form, "verdict_csrf");
+        let before = head_seq(&w).await;
+        for (cookie, fields) in [
+            (
+                None,
+                vec![("csrf", csrf.as_str()), ("token", w.token("alice"))],
+            ),
+            (Some(pre.as_str()), vec![("token", w.token("alice"))]),
+            (
+                Some("verdict_csrf=vdt_other"),
+                vec![("csrf", csrf.as_str()), ("token", w.token("alice"))],
+            ),
+        ] {
+            let r = post(&s, "/ui/sign-in", cookie, &fields).await;
+            assert_eq!(r.status, 403, "{r:?}");
+            assert_alert(&r, "csrf_failed");
+            assert!(
+                !r.set_cookies()
+                    .iter()
+                    .any(|c| c.starts_with("verdict_session="))
+            );
+        }
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a refused sign-in wrote something"
+        );
+
+        // The decision form: a missing or wrong token (or another session's) is a 403 page
+        // with the alert, and nothing is written, not even a denial.
+        let alice = sign_in(&s, w.token("alice")).await;
+        let ops = sign_in(&s, w.token("ops")).await;
+        let page = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        let ops_page = get(&s, "/ui/executions/ex-1", Some(&ops)).await;
+        let policy = page.hidden("policy_digest");
+        let before = head_seq(&w).await;
+        for token in [None, Some("0".repeat(64)), Some(ops_page.hidden("csrf"))] {
+            let mut fields = vec![
+                ("subject_digest", sd.as_str()),
+                ("policy_digest", policy.as_str()),
+                ("verdict", "approve"),
+                ("reason", "looks right"),
+            ];
+            if let Some(t) = &token {
+                fields.push(("csrf", t));
+            }
+            let r = post(&s, "/ui/executions/ex-1/decision", Some(&alice), &fields).await;
+            assert_eq!(r.status, 403, "{r:?}");
+            assert_alert(&r, "csrf_failed");
+            assert_eq!(r.outcome(), "human_required");
+        }
+        assert_eq!(head_seq(&w).await, before, "a refused form wrote something");
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(
+            status.applicable.unwrap().decision.outcome,
+            Outcome::HumanRequired
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_lists_what_waits_for_a_person_oldest_first() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let q = get(&s, "/ui/queue", Some(&alice)).await;
+        assert!(q.body.contains("<p id=\"queue-empty\">"), "{q:?}");
+        assert!(!q.body.contains("<table id=\"queue\">"));
+
+        grant_all(&w, "ex-0").await;
+        // ex-1 waits first, then ex-0: the queue is by waiting time, not by id.
+        to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        to_human_required(&w, &subject_of("ex-0", 1, "diff-0", "coder")).await;
+        // ex-2 is not in alice's grants: she never sees it.
+        grant_all(&w, "ex-2").await;
+        w.engine
+            .revoke(&w.ops, "g-alice-ex-2", "not hers")
+            .await
+            .unwrap();
+        to_human_required(&w, &subject_of("ex-2", 1, "diff-2", "coder")).await;
+
+        let q = get(&s, "/ui/queue", Some(&alice)).await;
+        assert_eq!(q.status, 200);
+        assert!(q.body.contains("<table id=\"queue\">"), "{q:?}");
+        let first = q.body.find("data-execution=\"ex-1\"").unwrap();
+        let second = q.body.find("data-execution=\"ex-0\"").unwrap();
+        assert!(first < second, "not oldest first: {}", q.body);
+        assert!(!q.body.contains("data-execution=\"ex-2\""));
+        assert!(q.body.contains("<a href=\"/ui/executions/ex-1\">"));
+        assert!(q.body.contains("human_review_required"));
+        assert!(q.body.contains(">low<"));
+        // The operator's board shows every execution with its outcome.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let b = get(&s, "/ui/board", Some(&ops)).await;
+        assert!(b.body.contains("<table id=\"board\">"), "{b:?}");
+        for ex in ["ex-0", "ex-1", "ex-2"] {
+            assert!(
+                b.body.contains(&format!(
+                    "data-execution=\"{ex}\" data-outcome=\"human_required\""
+                )),
+                "{ex}: {}",
+                b.body
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_execution_page_shows_every_section_and_the_digests_decided_on() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let mut doc = subject_of(EXEC, 1, "diff-1", "coder");
+        doc["criteria"]["items"][0]["text"] = json!("<script>alert(1)</script> & more");
+        let sd = to_human_required(&w, &doc).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert_eq!(p.status, 200, "{p:?}");
+        assert_eq!(p.outcome(), "human_required");
+        for id in [
+            "subject",
+            "resources",
+            "matrix",
+            "reasons",
+            "findings",
+            "rework",
+            "follow-ups",
+            "evidence",
+            "receipts",
+            "history",
+        ] {
+            assert!(
+                p.body.contains(&format!("<section id=\"{id}\"")),
+                "no section {id}"
+            );
+        }
+        assert_eq!(p.body.matches("<h1>").count(), 1);
+        assert!(p.body.contains("href=\"/ui/executions/ex-1/lineage\""));
+        let gate = w.engine.gate_policy_head(&w.ops).await.unwrap().unwrap();
+        assert_eq!(p.hidden("subject_digest"), sd.as_str());
+        assert_eq!(p.hidden("policy_digest"), gate.policy_digest.as_str());
+        assert!(
+            p.body
+                .contains(&format!("<code id=\"subject-digest\">{sd}</code>"))
+        );
+        // The resource's digest, the evidence, the matrix's check and verifier columns.
+        assert!(
+            p.body
+                .contains(verdict_core::digest::raw(b"diff-1").as_str())
+        );
+        assert!(p.body.contains("unit-tests"));
+        assert!(p.body.contains("reviewer"));
+        assert!(p.body.contains("2026-11-30T11:59:00Z"));
+        // The form: radios, labelled textarea, submit.
+        assert!(p.body.contains(
+            "<form id=\"decide\" method=\"post\" action=\"/ui/executions/ex-1/decision\""
+        ));
+        assert!(p.body.contains("id=\"verdict-approve\""));
+        assert!(p.body.contains("id=\"verdict-reject\""));
+        assert!(p.body.contains("<textarea name=\"reason\" id=\"reason\""));
+        assert!(p.body.contains("<label for=\"reason\">"));
+        assert!(p.body.contains("id=\"decide-submit\""));
+        // What the producer wrote is text, never markup.
+        assert!(!p.body.contains("<script>"), "unescaped script");
+        assert!(
+            p.body
+                .contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more")
+        );
+
+        // Security headers on every page.
+        let csp = p.headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("default-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        assert_eq!(p.headers["x-frame-options"], "DENY");
+        assert_eq!(p.headers["referrer-policy"], "no-referrer");
+        assert_eq!(p.headers["cache-control"], "no-store");
+        let css = get(&s, "/ui/assets/ui.css", None).await;
+        assert_eq!(css.status, 200);
+        assert!(
+            css.headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/css")
+        );
+
+        // An operator reads the page but gets no decision form.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&ops)).await;
+        assert_eq!(p.status, 200);
+        assert!(!p.body.contains("id=\"decide\""));
+
+        // The lineage and reliability pages render.
+        let l = get(&s, "/ui/executions/ex-1/lineage", Some(&alice)).await;
+        assert!(l.body.contains("<section id=\"lineage\""), "{l:?}");
+        let r = get(&s, "/ui/reliability", Some(&ops)).await;
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body.contains("<svg role=\"img\"") || r.body.contains("id=\"reliability-empty\""),
+            "{r:?}"
+        );
+    })
+    .await;
+}
+
+/// Submits the decision form of `page` with `verdict` and `reason`.
+async fn decide(s: &Server, cookie: &str, page: &Page, verdict: &str, reason: &str) -> Page {
+    post(
+        s,
+        "/ui/executions/ex-1/decision",
+        Some(cookie),
+        &[
+            ("csrf", &page.hidden("csrf")),
+            ("subject_digest", &page.hidden("subject_digest")),
+            ("policy_digest", &page.hidden("policy_digest")),
+            ("verdict", verdict),
+            ("reason", reason),
+        ],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_passes_and_rejecting_sends_to_rework() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+
+        // An empty reason: 422 with the alert, nothing written.
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        let before = head_seq(&w).await;
+        let r = decide(&s, &alice, &p, "approve", "   ").await;
+        assert_eq!(r.status, 422, "{r:?}");
+        assert_alert(&r, "invalid_input");
+        assert_eq!(head_seq(&w).await, before);
+
+        let r = decide(&s, &alice, &p, "approve", "checked the diff <b>by hand</b>").await;
+        assert_eq!(
+            (r.status, r.location()),
+            (303, "/ui/executions/ex-1?decided=1"),
+            "{r:?}"
+        );
+        let p = get(&s, "/ui/executions/ex-1?decided=1", Some(&alice)).await;
+        assert!(p.body.contains("<p role=\"status\" id=\"notice\""), "{p:?}");
+        assert_eq!(p.outcome(), "pass");
+        assert!(!p.body.contains("<b>by hand"));
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(status.applicable.unwrap().decision.outcome, Outcome::Pass);
+
+        // The next generation waits for a person again; a rejection sends it to rework.
+        to_human_required(&w, &subject_of(EXEC, 2, "diff-2", "coder")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert_eq!(p.outcome(), "human_required");
+        let r = decide(&s, &alice, &p, "reject", "the error path is untested").await;
+        assert_eq!(r.status, 303, "{r:?}");
+        let p = get(&s, "/ui/executions/ex-1?decided=1", Some(&alice)).await;
+        assert_eq!(p.outcome(), "rework");
+        assert!(p.body.contains("human_rejected"));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_producer_may_not_decide_and_a_stale_page_is_refused() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        // The operator puts a subject naming alice, a human, as its producer.
+        let sd = to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "alice")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert!(
+            !p.body.contains("id=\"decide\""),
+            "the producer is offered the form"
+        );
+        // Even posting the form by hand is refused, and only the denial is written.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let ops_page = get(&s, "/ui/executions/ex-1", Some(&ops)).await;
+        let policy = ops_page.body.split("id=\"policy-digest\">").nth(1).unwrap();
+        let policy = &policy[..policy.find('<').unwrap()];
+        let before = head_seq(&w).await;
+        let r = post(
+            &s,
+            "/ui/executions/ex-1/decision",
+            Some(&alice),
+            &[
+                ("csrf", &p.hidden("csrf")),
+                ("subject_digest", sd.as_str()),
+                ("policy_digest", policy),
+                ("verdict", "approve"),
+                ("reason", "mine is fine"),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, 403, "{r:?}");
+        assert_alert(&r, "self_verification_denied");
+        let after = events_after(&w, before).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].table, "denials");
+
+        // An operator is refused too (not a human).
+        let before = head_seq(&w).await;
+        let r = post(
+            &s,
+            "/ui/executions/ex-1/decision",
+            Some(&ops),
+            &[
+                ("csrf", &ops_page.hidden("csrf")),
+                ("subject_digest", sd.as_str()),
+                ("policy_digest", policy),
+                ("verdict", "approve"),
+                ("reason", "ops says so"),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, 403, "{r:?}");
+        assert_alert(&r, "permission_denied");
+        assert_eq!(events_after(&w, before).await.len(), 1);
+
+        // Next generation by coder; alice opens the page, then the subject moves.
+        to_human_required(&w, &subject_of(EXEC, 2, "diff-2", "coder")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        let shown = p.hidden("subject_digest");
+        let moved = to_human_required(&w, &subject_of(EXEC, 3, "diff-3", "coder")).await;
+        let before = head_seq(&w).await;
+        let r = decide(&s, &alice, &p, "approve", "approved what I saw").await;
+        assert_eq!(r.status, 409, "{r:?}");
+        assert_alert(&r, "moved while this page was open");
+        assert!(r.body.contains(&shown), "the alert names the digest shown");
+        assert!(
+            r.body.contains(moved.as_str()),
+            "the alert names the current digest"
+        );
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a stale decision wrote something"
+        );
+        // The page re-rendered offers the current subject.
+        assert_eq!(r.hidden("subject_digest"), moved.as_str());
+    })
+    .await;
+}
