@@ -187,7 +187,7 @@ pub fn queue(s: &Session, q: &ReviewQueue) -> Markup {
         @if q.entries.is_empty() {
             p id="queue-empty" { "Nothing is waiting for a person." }
         } @else {
-            div class="scroll" {
+            div class="scroll" tabindex="0" {
                 table id="queue" {
                     caption { "Waiting for a human decision" }
                     thead { tr {
@@ -231,7 +231,7 @@ pub fn board(s: &Session, b: &Board) -> Markup {
         @if b.entries.is_empty() {
             p id="board-empty" { "No execution you may read has a subject yet." }
         }
-        div class="scroll" {
+        div class="scroll" tabindex="0" {
             table id="board" {
                 caption { "Executions and outcomes" }
                 thead { tr {
@@ -276,7 +276,7 @@ fn matrix(rows: &[MatrixRow]) -> Markup {
         @if rows.is_empty() {
             p { "No decision about this subject yet, so no criterion has a status." }
         } @else {
-            div class="scroll" {
+            div class="scroll" tabindex="0" {
                 table id="matrix-table" {
                     caption { "Each criterion and what each source said of it" }
                     thead { tr {
@@ -316,7 +316,7 @@ fn history(entries: &[DecisionEntry]) -> Markup {
         @if entries.is_empty() {
             p { "The gate has not decided on this execution yet." }
         } @else {
-            div class="scroll" {
+            div class="scroll" tabindex="0" {
                 table {
                     caption { "Every decision, oldest first" }
                     thead { tr {
@@ -384,7 +384,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
         section id="resources" aria-labelledby="resources-h" {
             h2 id="resources-h" { "Resources" }
             p class="muted" { "The contents of resources are not stored with the subject; each is named by its digest." }
-            div class="scroll" {
+            div class="scroll" tabindex="0" {
                 table {
                     caption { "Resources the subject names" }
                     thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Digest" } th scope="col" { "Where" } } }
@@ -418,7 +418,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
             @if r.findings.is_empty() {
                 p { "No counted result reports a finding on this subject." }
             } @else {
-                div class="scroll" { table {
+                div class="scroll" tabindex="0" { table {
                     caption { "Findings of counted results on this subject" }
                     thead { tr { th scope="col" { "Finding" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Kind" } th scope="col" { "Where" } th scope="col" { "Remediation" } th scope="col" { "Reported by" } } }
                     tbody { @for f in &r.findings {
@@ -450,7 +450,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                 p { "No evidence about this subject." }
             }
             @if !r.evidence.is_empty() {
-                div class="scroll" { table {
+                div class="scroll" tabindex="0" { table {
                     caption { "Check evidence" }
                     thead { tr { th scope="col" { "Check" } th scope="col" { "Outcome" } th scope="col" { "Evidence id" } th scope="col" { "Digest" } th scope="col" { "Observed at" } th scope="col" { "By" } } }
                     tbody { @for e in &r.evidence {
@@ -459,7 +459,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                 } }
             }
             @if !r.results.is_empty() {
-                div class="scroll" { table {
+                div class="scroll" tabindex="0" { table {
                     caption { "Counted verification results" }
                     thead { tr { th scope="col" { "Result" } th scope="col" { "Class" } th scope="col" { "Verifier" } th scope="col" { "Status" } th scope="col" { "Runtime" } th scope="col" { "Digest" } } }
                     tbody { @for v in &r.results {
@@ -475,7 +475,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                 p { "No verifier run of this execution recorded a model call." }
             }
             @if !r.runs.is_empty() {
-                div class="scroll" { table {
+                div class="scroll" tabindex="0" { table {
                     caption { "Verifier runs and their model calls" }
                     thead { tr { th scope="col" { "Run" } th scope="col" { "Class" } th scope="col" { "Status" } th scope="col" { "Model calls" } } }
                     tbody { @for run in &r.runs {
@@ -540,7 +540,7 @@ pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
             @for f in &l.findings {
                 article class="finding" data-finding=(f.id) aria-labelledby=(format!("f-{}", path_segment(&f.id))) {
                     h3 id=(format!("f-{}", path_segment(&f.id))) { "Finding " code { (f.id) } }
-                    div class="scroll" { table {
+                    div class="scroll" tabindex="0" { table {
                         caption { "Versions reported" }
                         thead { tr { th scope="col" { "Version" } th scope="col" { "Generation" } th scope="col" { "Subject" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Result" } } }
                         tbody { @for v in &f.versions {
@@ -550,7 +550,7 @@ pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
                     @if f.dispositions.is_empty() {
                         p { "No later result disposed of it." }
                     } @else {
-                        div class="scroll" { table {
+                        div class="scroll" tabindex="0" { table {
                             caption { "Dispositions, and the evidence that fixed it" }
                             thead { tr { th scope="col" { "Version" } th scope="col" { "Disposition" } th scope="col" { "Generation" } th scope="col" { "By result" } th scope="col" { "Evidence" } th scope="col" { "Reason" } } }
                             tbody { @for d in &f.dispositions {
@@ -633,7 +633,7 @@ pub fn reliability(s: &Session, r: &Reliability) -> Markup {
                 p { (c.attempts) " attempts; pass rate " (pct(c.pass_rate)) ", lower bound " (pct(c.pass_rate_lower_95))
                     @if !c.rated { " (not rated: insufficient evidence)" } }
                 (chart(i, &format!("Pass rate of {} after each attempt, with its 95 % lower bound", c.capability), &c.points.iter().map(|p| (p.rate, p.lower_95)).collect::<Vec<_>>()))
-                div class="scroll" { table {
+                div class="scroll" tabindex="0" { table {
                     caption { "Pass rate of " (c.capability) " after each attempt" }
                     thead { tr { th scope="col" { "Attempt" } th scope="col" { "At" } th scope="col" { "Pass rate" } th scope="col" { "Lower bound (95 %)" } } }
                     tbody { @for (n, p) in c.points.iter().enumerate() {
