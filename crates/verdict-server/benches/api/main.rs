@@ -69,7 +69,7 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?
-            .block_on(run::run(&options))
+            .block_on(run::run(options))
     });
     match result {
         Ok(report) if args.iter().any(|a| a == "--json") => {

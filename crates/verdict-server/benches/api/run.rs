@@ -157,8 +157,15 @@ impl Report {
     }
 }
 
-/// Runs every measurement on SQLite, then on PostgreSQL when an admin URL is given.
-pub async fn run(options: &Options) -> Result<Report, String> {
+/// Runs every measurement on SQLite, then on PostgreSQL when an admin URL is given. Every
+/// timed loop runs on the runtime's worker threads, as a server's and a client's tasks do.
+pub async fn run(options: Options) -> Result<Report, String> {
+    tokio::spawn(async move { run_all(&options).await })
+        .await
+        .map_err(err)?
+}
+
+async fn run_all(options: &Options) -> Result<Report, String> {
     let mut rows = Vec::new();
     let dir = options.sqlite_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("verdict-api-bench-{}", std::process::id()))
@@ -224,7 +231,7 @@ async fn backend_rows(options: &Options, backend: &Backend) -> Result<Vec<Row>, 
     let server = Server::start(AppState::new(w.engine.clone())).await?;
     let fake = FakeModel::start().await?;
     let mut rows = evidence_appends(options, backend.name(), &w, &server).await?;
-    rows.push(gate_runs(options, backend.name(), &w, &server).await?);
+    rows.extend(gate_runs(options, backend.name(), &w, &server).await?);
     let mut round = 0;
     for &workers in &options.workers {
         round += 1;
@@ -437,8 +444,23 @@ fn to_bytes(v: &Value) -> Result<Vec<u8>, String> {
 // ---------------------------------------------------------------------------------------------
 // 1. Evidence appends, single.
 
-/// How many rounds the two sides alternate in.
+/// How many rounds the sides alternate in.
 const ROUNDS: u64 = 6;
+
+/// The ways one evidence document is appended, from the whole API down to the store.
+#[derive(Clone, Copy)]
+enum Side {
+    /// `POST /v1/evidence` over HTTP.
+    Api,
+    /// `Engine::authenticate` and `Engine::add_evidence`: what the route calls, without HTTP.
+    EngineAuth,
+    /// `Engine::add_evidence` alone, as an already authenticated principal.
+    Engine,
+    /// `Store::put`.
+    Store,
+}
+
+const SIDES: [Side; 4] = [Side::Api, Side::EngineAuth, Side::Engine, Side::Store];
 
 async fn evidence_appends(
     options: &Options,
@@ -465,77 +487,95 @@ async fn evidence_appends(
             })
             .collect()
     };
+    // Appends `docs` one at a time, the `side` way; the HTTP bodies are built before the clock
+    // starts, as the documents are: building them is the caller's work.
+    let append = |side: Side, docs: Vec<Value>| {
+        let (client, url, store, runner) = (&client, &url, &store, &runner);
+        async move {
+            let bodies: Vec<Vec<u8>> = match side {
+                Side::Api => docs
+                    .iter()
+                    .map(|doc| to_bytes(&json!({"evidence": [doc]})))
+                    .collect::<Result<_, _>>()?,
+                _ => Vec::new(),
+            };
+            let t = Instant::now();
+            match side {
+                Side::Api => {
+                    for body in bodies {
+                        let post = reqwest::Method::POST;
+                        send(client, post, url, &w.tokens.ci, Some(body), &[201]).await?;
+                    }
+                }
+                Side::EngineAuth => {
+                    for doc in docs {
+                        let ci = w.engine.authenticate(&w.tokens.ci).await.map_err(err)?;
+                        w.engine.add_evidence(&ci, &[doc]).await.map_err(err)?;
+                    }
+                }
+                Side::Engine => {
+                    for doc in docs {
+                        w.engine.add_evidence(&w.ci, &[doc]).await.map_err(err)?;
+                    }
+                }
+                Side::Store => {
+                    for doc in &docs {
+                        store
+                            .put(runner, DocKind::Evidence, doc)
+                            .await
+                            .map_err(err)?;
+                    }
+                }
+            }
+            Ok::<_, String>(t.elapsed())
+        }
+    };
     // One untimed append each way: connections, statements and the route are warm.
-    for doc in next(1) {
-        let body = to_bytes(&json!({"evidence": [doc]}))?;
-        send(
-            &client,
-            reqwest::Method::POST,
-            &url,
-            &w.tokens.ci,
-            Some(body),
-            &[201],
-        )
-        .await?;
+    for side in SIDES {
+        append(side, next(1)).await?;
     }
-    for doc in next(1) {
-        store
-            .put(&runner, DocKind::Evidence, &doc)
-            .await
-            .map_err(err)?;
-    }
-    let (mut api, mut raw) = (Duration::ZERO, Duration::ZERO);
+    let mut took = [Duration::ZERO; 4];
     let mut ratios = Vec::new();
     for r in 0..ROUNDS {
-        // The bodies are built before the clock starts: building them is the caller's work.
-        let bodies: Vec<Vec<u8>> = next(per_round)
-            .iter()
-            .map(|doc| to_bytes(&json!({"evidence": [doc]})))
-            .collect::<Result<_, _>>()?;
-        let docs = next(per_round);
-        let timed_api = async {
-            let t = Instant::now();
-            for body in bodies {
-                send(
-                    &client,
-                    reqwest::Method::POST,
-                    &url,
-                    &w.tokens.ci,
-                    Some(body),
-                    &[201],
-                )
-                .await?;
-            }
-            Ok::<_, String>(t.elapsed())
-        };
-        let timed_store = async {
-            let t = Instant::now();
-            for doc in &docs {
-                store
-                    .put(&runner, DocKind::Evidence, doc)
-                    .await
-                    .map_err(err)?;
-            }
-            Ok::<_, String>(t.elapsed())
-        };
-        let (a, s) = if r % 2 == 0 {
-            let a = timed_api.await?;
-            (a, timed_store.await?)
-        } else {
-            let s = timed_store.await?;
-            (timed_api.await?, s)
-        };
-        ratios.push(s.as_secs_f64() / a.as_secs_f64().max(1e-9));
-        api += a;
-        raw += s;
+        // Each round starts with another side, so none always meets the disk first.
+        let mut this = [Duration::ZERO; 4];
+        for k in 0..SIDES.len() {
+            let i = (k + r as usize) % SIDES.len();
+            let (Some(side), Some(slot)) = (SIDES.get(i), this.get_mut(i)) else {
+                continue;
+            };
+            *slot = append(*side, next(per_round)).await?;
+        }
+        let [api, _, _, raw] = this;
+        ratios.push(raw.as_secs_f64() / api.as_secs_f64().max(1e-9));
+        for (total, t) in took.iter_mut().zip(this) {
+            *total += t;
+        }
     }
     let ops = per_round * ROUNDS;
+    let [api, engine_auth, engine, raw] = took;
     let raw_row = Row::rate(
         backend,
         "store: `Store::put`, one evidence document per call".into(),
         ops,
         raw,
     );
+    let mut rows = vec![raw_row.clone()];
+    for (what, t) in [
+        (
+            "engine: `Engine::add_evidence`, one document per call",
+            engine,
+        ),
+        (
+            "engine: `Engine::authenticate` + `Engine::add_evidence`, one document per call",
+            engine_auth,
+        ),
+    ] {
+        let mut row = Row::rate(backend, what.into(), ops, t);
+        row.ratio = Some(row.per_second / raw_row.per_second);
+        row.target = Some("(× store; no target)".into());
+        rows.push(row);
+    }
     let mut api_row = Row::rate(
         backend,
         "API: one evidence document per `POST /v1/evidence`, 1 keep-alive client".into(),
@@ -551,7 +591,8 @@ async fn evidence_appends(
         ratios.last().copied().unwrap_or(f64::NAN)
     ));
     api_row.met = Some(ratio >= 0.5);
-    Ok(vec![raw_row, api_row])
+    rows.push(api_row);
+    Ok(rows)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -612,56 +653,34 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
 }
 
-async fn gate_runs(
-    options: &Options,
-    backend: &'static str,
-    w: &World,
-    server: &Server,
-) -> Result<Row, String> {
-    typical(w).await?;
-    let url = format!("{}/v1/executions/typical/gate-runs", server.base);
-    let clients = if options.smoke {
-        4
-    } else {
-        options.clients.max(1)
-    };
-    let each = options.count(20, 2);
-    // One client per connection, each warmed by one untimed run, then all start together.
+/// The latencies of `each` calls from each of `clients` concurrent tasks, all started together
+/// after one untimed call each (whose decision must pass), and the wall time of all. `make`
+/// makes each task's caller (an HTTP client of its own, say); a call returns the outcome.
+async fn concurrently<M, C, Fut>(
+    clients: usize,
+    each: u64,
+    make: M,
+) -> Result<(Vec<Duration>, Duration), String>
+where
+    M: Fn() -> Result<C, String>,
+    C: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send,
+{
     let start = Arc::new(tokio::sync::Barrier::new(clients + 1));
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (url, token, start) = (url.clone(), w.tokens.ops.clone(), start.clone());
+        let (call, start) = (make()?, start.clone());
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .map_err(err)?;
-            let first = send(
-                &client,
-                reqwest::Method::POST,
-                &url,
-                &token,
-                None,
-                &[200, 201],
-            )
-            .await;
+            let first = call().await;
             start.wait().await;
             let first = first?;
-            if first["decision"]["outcome"] != "pass" {
+            if first != "pass" {
                 return Err(format!("the typical execution does not pass: {first}"));
             }
             let mut took = Vec::new();
             for _ in 0..each {
                 let t = Instant::now();
-                send(
-                    &client,
-                    reqwest::Method::POST,
-                    &url,
-                    &token,
-                    None,
-                    &[200, 201],
-                )
-                .await?;
+                call().await?;
                 took.push(t.elapsed());
             }
             Ok::<_, String>(took)
@@ -675,22 +694,86 @@ async fn gate_runs(
     }
     let elapsed = t.elapsed();
     all.sort();
-    let mut row = Row::rate(
+    Ok((all, elapsed))
+}
+
+fn latency_row(backend: &'static str, what: String, all: &[Duration], elapsed: Duration) -> Row {
+    let mut row = Row::rate(backend, what, all.len() as u64, elapsed);
+    row.p50_ms = Some(percentile(all, 0.50));
+    row.p99_ms = Some(percentile(all, 0.99));
+    row
+}
+
+async fn gate_runs(
+    options: &Options,
+    backend: &'static str,
+    w: &World,
+    server: &Server,
+) -> Result<Vec<Row>, String> {
+    typical(w).await?;
+    let clients = if options.smoke {
+        4
+    } else {
+        options.clients.max(1)
+    };
+    let each = options.count(20, 2);
+    // What the route calls, without HTTP: the engine's share of a gate run's latency.
+    let direct = || {
+        let (engine, token) = (w.engine.clone(), w.tokens.ops.clone());
+        Ok(move || {
+            let (engine, token) = (engine.clone(), token.clone());
+            async move {
+                let ops = engine.authenticate(&token).await.map_err(err)?;
+                let run = engine.gate_run(&ops, "typical").await.map_err(err)?;
+                Ok(run.decision.outcome.as_str().to_owned())
+            }
+        })
+    };
+    let (all, elapsed) = concurrently(clients, each, direct).await?;
+    let engine_row = latency_row(
+        backend,
+        format!(
+            "engine: `Engine::authenticate` + `Engine::gate_run`, typical execution, {clients} concurrent tasks"
+        ),
+        &all,
+        elapsed,
+    );
+    // Over HTTP: each client on a connection of its own.
+    let url = format!("{}/v1/executions/typical/gate-runs", server.base);
+    let over_http = || {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .map_err(err)?;
+        let (url, token) = (url.clone(), w.tokens.ops.clone());
+        Ok(move || {
+            let (client, url, token) = (client.clone(), url.clone(), token.clone());
+            async move {
+                let post = reqwest::Method::POST;
+                let body = send(&client, post, &url, &token, None, &[200, 201]).await?;
+                Ok(body
+                    .pointer("/decision/outcome")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned())
+            }
+        })
+    };
+    let (all, elapsed) = concurrently(clients, each, over_http).await?;
+    let mut api_row = latency_row(
         backend,
         format!(
             "API: `POST /v1/executions/{{id}}/gate-runs`, typical execution, {clients} concurrent clients"
         ),
-        all.len() as u64,
+        &all,
         elapsed,
     );
-    let p99 = percentile(&all, 0.99);
-    row.p50_ms = Some(percentile(&all, 0.50));
-    row.p99_ms = Some(p99);
     if backend == "postgres" {
-        row.target = Some("p99 < 20 ms".into());
-        row.met = Some(p99 < 20.0);
+        let p99 = api_row.p99_ms.unwrap_or(f64::NAN);
+        api_row.target = Some("p99 < 20 ms".into());
+        api_row.met = Some(p99 < 20.0);
     }
-    Ok(row)
+    Ok(vec![engine_row, api_row])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -999,8 +1082,9 @@ async fn over_api(
                     &[201],
                 )
                 .await?;
-                let req: Digest = stored["digest"]
-                    .as_str()
+                let req: Digest = stored
+                    .get("digest")
+                    .and_then(Value::as_str)
                     .unwrap_or_default()
                     .parse()
                     .map_err(|e| format!("request digest: {e}"))?;

@@ -13,7 +13,7 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
         workers: vec![1, 2],
         ..Options::default()
     };
-    let report = run(&options).await.unwrap();
+    let report = run(options).await.unwrap();
     assert!(report.smoke);
     for backend in ["sqlite", "postgres"] {
         let rows: Vec<_> = report
@@ -21,12 +21,15 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
             .iter()
             .filter(|r| r.backend == backend)
             .collect();
-        // Two evidence rows, one gate-run row, two rows per worker count.
-        assert_eq!(rows.len(), 2 + 1 + 2 * 2, "{backend}: {rows:#?}");
+        // Four evidence rows, two gate-run rows, two rows per worker count.
+        assert_eq!(rows.len(), 4 + 2 + 2 * 2, "{backend}: {rows:#?}");
         for what in [
             "store: `Store::put`",
+            "engine: `Engine::add_evidence`",
+            "engine: `Engine::authenticate` + `Engine::add_evidence`",
             "API: one evidence document per `POST /v1/evidence`",
-            "gate-runs`, typical execution, 4 concurrent clients",
+            "engine: `Engine::authenticate` + `Engine::gate_run`, typical execution, 4 concurrent tasks",
+            "API: `POST /v1/executions/{id}/gate-runs`, typical execution, 4 concurrent clients",
             "end to end, in process",
             "end to end, API + workers: 1 worker loop(s) per role",
             "end to end, API + workers: 2 worker loop(s) per role",
