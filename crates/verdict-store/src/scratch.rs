@@ -44,6 +44,13 @@ impl ScratchPostgres {
     /// after sweeping the leftovers of dead processes. Blocking; callable from inside or
     /// outside an async runtime.
     pub fn create(label: &str) -> Result<Self> {
+        Self::create_at(&Self::admin_url(), label)
+    }
+
+    /// As [`ScratchPostgres::create`], on the server of `admin_url` (a URL ending in the
+    /// database to connect to for creating and dropping): what a benchmark given `--postgres`
+    /// uses.
+    pub fn create_at(admin_url: &str, label: &str) -> Result<Self> {
         if label.is_empty()
             || label.len() > 12
             || !label
@@ -55,7 +62,7 @@ impl ScratchPostgres {
                 message: format!("{label:?} is not 1-12 lowercase letters and digits"),
             });
         }
-        let admin_url = Self::admin_url();
+        let admin_url = admin_url.to_owned();
         let (base, _) = admin_url
             .rsplit_once('/')
             .ok_or_else(|| StoreError::Invalid {

@@ -10,8 +10,13 @@
 #[macro_use]
 mod common;
 
+/// The API benchmark's code, run here with the smoke counts.
+#[path = "../../benches/api/run.rs"]
+mod api_bench;
+
 mod api;
 mod authority;
+mod bench;
 mod blobs;
 mod events;
 mod ops;
