@@ -72,8 +72,8 @@ mod lineage;
 mod listing;
 mod notes;
 pub mod precondition;
-mod runner_kit;
 pub mod review;
+mod runner_kit;
 mod runs;
 pub mod scaffold;
 mod subjects;
@@ -100,6 +100,7 @@ pub use notes::{
     Requester, ResultRefusal, RunTakeover,
 };
 pub use precondition::Precondition;
+pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use runs::{
     ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,
     RunReport, Submitted, VerifyTask,
@@ -109,7 +110,6 @@ pub use verify::{
     ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
     VerifyOptions,
 };
-pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use workers::{
     ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked,
     WorkerRole,

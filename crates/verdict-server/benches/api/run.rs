@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use verdict_core::contracts::{Role, Subject};
 use verdict_core::digest::{self, Digest};
 use verdict_engine::{
-    ChecksKit, Engine, Principal, VerifierKit, VerifyInputs, VerifyOptions, WorkOptions, Worked,
-    WorkerRole,
+    ChecksKit, DEFAULT_BACK_OFF, Engine, JobFailure, Principal, VerifierKit, VerifyInputs,
+    VerifyOptions, WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
 use verdict_server::AppState;
@@ -870,12 +870,12 @@ impl ChecksKit for Checks {
         caller: &Principal,
         _subject: &Subject,
         subject_digest: &Digest,
-    ) -> Result<String, String> {
+    ) -> Result<String, JobFailure> {
         let doc = passing(subject_digest);
         engine
             .add_evidence(caller, &[doc])
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| JobFailure::from(e.to_string()))?;
         Ok("1 check".into())
     }
 }
@@ -981,6 +981,7 @@ impl Workers {
                     lease: Duration::from_secs(60),
                     verifier: Some(verifier.clone()),
                     checks: Some(checks.clone()),
+                    back_off: DEFAULT_BACK_OFF,
                 };
                 let (engine, stop, failures) = (engine.clone(), stop.clone(), failures.clone());
                 tasks.push(tokio::spawn(async move {
