@@ -65,6 +65,7 @@ pub mod documents;
 mod engine;
 pub mod error;
 pub mod events;
+mod findings;
 mod gate_run;
 pub mod ledger;
 mod ledger_read;
@@ -91,6 +92,7 @@ pub use documents::{
 };
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
+pub use findings::FindingView;
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
 pub use listing::{
     ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,

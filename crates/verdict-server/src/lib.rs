@@ -117,6 +117,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/results", post(work::submit_result))
         .route("/v1/runs/{id}/context", get(work::run_context))
         .route(
+            "/v1/executions/{id}/findings",
+            get(work::execution_findings),
+        )
+        .route("/v1/findings/{id}", get(work::finding))
+        .route(
             "/v1/blobs/{digest}",
             get(blobs::get)
                 .put(blobs::put)

@@ -29,6 +29,8 @@ use utoipa::{Modify, OpenApi};
         work::cancel_run,
         work::submit_result,
         work::run_context,
+        work::execution_findings,
+        work::finding,
         blobs::put,
         blobs::get,
         admin::add_principal,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use verdict_core::digest::Digest;
-use verdict_engine::{Cancellation, ExecutionView, RunContext, RunDetail};
+use verdict_engine::{Cancellation, ExecutionView, FindingView, RunContext, RunDetail};
 
 /// One subject an execution had.
 #[derive(Debug, Serialize, ToSchema)]
@@ -310,6 +310,50 @@ pub async fn show_run(
     Segment(id): Segment,
 ) -> Result<Json<RunOut>, ApiError> {
     Ok(Json(state.engine.show_run(&caller, &id).await?.into()))
+}
+
+/// Stored findings, each with the digest of its version.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FindingsOut {
+    /// Findings as their verifiers stored them (docs/spec/evidence.md), oldest first.
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<FindingView>,
+}
+
+/// The findings filed about an execution's subjects, for whoever may read the execution.
+#[utoipa::path(get, path = "/v1/executions/{id}/findings", tag = "executions",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "Its findings, oldest first", body = FindingsOut),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn execution_findings(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(id): Segment,
+) -> Result<Json<FindingsOut>, ApiError> {
+    let items = state.engine.execution_findings(&caller, &id).await?;
+    Ok(Json(FindingsOut { items }))
+}
+
+/// Every version of one finding the caller may read.
+#[utoipa::path(get, path = "/v1/findings/{id}", tag = "executions",
+    params(("id" = String, Path, description = "Finding id")),
+    responses(
+        (status = 200, description = "Its versions, oldest first", body = FindingsOut),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn finding(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(id): Segment,
+) -> Result<Json<FindingsOut>, ApiError> {
+    let items = state.engine.finding_versions(&caller, &id).await?;
+    Ok(Json(FindingsOut { items }))
 }
 
 /// The context records of one run: what its model verifier was shown and what each call did.

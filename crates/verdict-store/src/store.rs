@@ -296,6 +296,9 @@ pub trait Store: Send + Sync {
     /// One version of a finding.
     async fn finding(&self, id: &Id, version: u64) -> Result<Option<Stored>>;
 
+    /// Every stored version of a finding, in the order they were appended.
+    async fn finding_versions(&self, id: &Id) -> Result<Vec<Stored>>;
+
     /// Documents of `kind` about a subject or an execution, in the order they were appended.
     async fn list(&self, kind: DocKind, about: &About) -> Result<Vec<Stored>>;
 
@@ -1380,6 +1383,15 @@ impl<B: Backend> Store for StoreImpl<B> {
             Filter::Key(finding_key(id.as_str(), version)),
         )
         .await
+    }
+
+    async fn finding_versions(&self, id: &Id) -> Result<Vec<Stored>> {
+        self.backend
+            .find(
+                Table::Findings,
+                Filter::Column("finding_id", id.to_string()),
+            )
+            .await
     }
 
     async fn list(&self, kind: DocKind, about: &About) -> Result<Vec<Stored>> {

@@ -448,6 +448,8 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/runs/{id}/cancel", "post"),
             ("/v1/results", "post"),
             ("/v1/runs/{id}/context", "get"),
+            ("/v1/executions/{id}/findings", "get"),
+            ("/v1/findings/{id}", "get"),
             ("/v1/blobs/{digest}", "put"),
             ("/v1/blobs/{digest}", "get"),
             ("/v1/principals", "post"),

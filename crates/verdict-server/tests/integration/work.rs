@@ -264,3 +264,48 @@ async fn racing_writers_with_the_same_if_match_one_wins_and_the_rest_get_412() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn findings_are_read_by_execution_and_by_id_within_read_scope() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(w.token("coder")),
+                Some(&subject(1, "d")),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        // In scope: no finding filed yet.
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/findings",
+                Some(w.token("rev")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["items"], serde_json::json!([]));
+        // Out of scope: 403 and exactly one audit event, the denial.
+        let token = w
+            .engine
+            .add_principal(&w.ops, "rev-2", verdict_core::contracts::Role::Verifier)
+            .await
+            .unwrap();
+        let before = head_seq(&w).await;
+        let r = s
+            .send("GET", "/v1/executions/ex-1/findings", Some(&token), None)
+            .await;
+        assert_denied_once(&w, before, &r, "rev-2", "permission_denied").await;
+        // A finding never stored is not found.
+        let r = s
+            .send("GET", "/v1/findings/f-none", Some(w.token("ops")), None)
+            .await;
+        assert_problem(&r, 404, "not_found");
+    })
+    .await;
+}

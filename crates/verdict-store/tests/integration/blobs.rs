@@ -186,6 +186,9 @@ async fn call(
     .map_err(|e| e.to_string())
 }
 
+/// One hand-written call: principal, key, body, digest, bytes, and what the refusal says.
+type HandCall = (String, String, String, String, Vec<u8>, &'static str);
+
 /// A runner's own database login calls put_blobs by hand: bytes that do not hash to the key,
 /// a record claiming another size or another writer, bytes past the limit, another principal
 /// named, and a direct INSERT are all refused by the database, and nothing is appended.
@@ -200,7 +203,7 @@ async fn the_database_hashes_the_bytes_and_refuses_a_mismatch_by_hand() {
     let other = verdict_core::digest::raw(b"other bytes").to_string();
     let big = vec![0_u8; MAX_BLOB_BYTES + 1];
     let big_key = verdict_core::digest::raw(&big).to_string();
-    let cases: Vec<(String, String, String, String, Vec<u8>, &str)> = vec![
+    let cases: Vec<HandCall> = vec![
         // The key of other bytes, with a record that agrees with the key.
         {
             let (b, dg) = by_hand(&other, RUNNER, bytes.len());
