@@ -6,8 +6,8 @@ use super::Session;
 use maud::{DOCTYPE, Markup, html};
 use std::fmt::Write as _;
 use verdict_engine::review::{
-    Board, DecisionEntry, FindingLineage, MatrixRow, Reliability, ReviewQueue, SubjectReview,
-    finding_refs,
+    Board, Contents, DecisionEntry, DiffLine, FindingLineage, MatrixRow, Reliability, ResourceView,
+    ReviewQueue, SHOWN_BYTES, SHOWN_LINES, SubjectReview, finding_refs,
 };
 
 /// What a refused action says: an optional first sentence, the reason code and the message.
@@ -311,6 +311,45 @@ fn matrix(rows: &[MatrixRow]) -> Markup {
     }
 }
 
+fn resource(i: usize, res: &ResourceView) -> Markup {
+    let heading = format!("resource-{i}");
+    html! {
+        article class="resource" data-resource=(res.name) aria-labelledby=(heading) {
+            h3 id=(heading) { (res.name) " " span class="muted" { "(" (res.kind) ")" } }
+            @match &res.contents {
+                Contents::NotStored => p { "Its bytes are not stored; only the digest " code { (res.digest.as_str()) } " is known." },
+                Contents::Binary { size } => p { "Binary content, " (size) " bytes; not shown." },
+                Contents::Text { lines, truncated } => {
+                    div class="scroll" tabindex="0" { table class="code" {
+                        caption class="visually-hidden" { "Text of " (res.name) ", numbered by line" }
+                        thead class="visually-hidden" { tr { th scope="col" { "Line" } th scope="col" { "Text" } } }
+                        tbody { @for (n, l) in lines.iter().enumerate() {
+                            tr { th scope="row" class="ln" { (n + 1) } td { pre { (l) } } }
+                        } }
+                    } }
+                    @if *truncated { p class="truncated" { "truncated: only the first " (SHOWN_LINES) " lines or " (SHOWN_BYTES / 1024) " KiB are shown" } }
+                },
+                Contents::Diff { lines, truncated } => {
+                    div class="scroll" tabindex="0" { table class="code diff" {
+                        caption class="visually-hidden" { "Diff of " (res.name) ", line by line" }
+                        thead class="visually-hidden" { tr { th scope="col" { "Change" } th scope="col" { "Line" } } }
+                        tbody { @for (what, l) in lines {
+                            @let (class, label) = match what {
+                                DiffLine::Added => ("d-add", "added"),
+                                DiffLine::Removed => ("d-del", "removed"),
+                                DiffLine::Header => ("d-head", "header"),
+                                DiffLine::Context => ("d-ctx", "context"),
+                            };
+                            tr class=(class) { th scope="row" class="ln" { span class="visually-hidden" { (label) } } td { pre { (l) } } }
+                        } }
+                    } }
+                    @if *truncated { p class="truncated" { "truncated: only the first " (SHOWN_LINES) " lines or " (SHOWN_BYTES / 1024) " KiB are shown" } }
+                },
+            }
+        }
+    }
+}
+
 fn history(entries: &[DecisionEntry]) -> Markup {
     html! {
         @if entries.is_empty() {
@@ -383,15 +422,17 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
 
         section id="resources" aria-labelledby="resources-h" {
             h2 id="resources-h" { "Resources" }
-            p class="muted" { "The contents of resources are not stored with the subject; each is named by its digest." }
             div class="scroll" tabindex="0" {
                 table {
                     caption { "Resources the subject names" }
-                    thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Digest" } th scope="col" { "Where" } } }
-                    tbody { @for res in &subject.resources {
-                        tr { th scope="row" { (res.name.as_str()) } td { (res.kind.as_str()) } td { code { (res.digest.as_str()) } } td { @if let Some(u) = &res.uri { (u) } } }
+                    thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Digest" } th scope="col" { "Size" } th scope="col" { "Where" } } }
+                    tbody { @for res in &r.resources {
+                        tr { th scope="row" { (res.name) } td { (res.kind) } td { code { (res.digest.as_str()) } } td { @match res.size { Some(n) => { (n) " bytes" }, None => "not stored" } } td { @if let Some(u) = &res.uri { (u) } } }
                     } }
                 }
+            }
+            @for (i, res) in r.resources.iter().enumerate() {
+                (resource(i, res))
             }
         }
 

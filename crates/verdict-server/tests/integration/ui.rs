@@ -708,3 +708,41 @@ async fn the_producer_may_not_decide_and_a_stale_page_is_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_resource_bytes_are_shown_as_a_diff_text_or_size() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old line\n+<script>alert(2)</script>\n same\n";
+        let notes = "first note\nsecond note\n";
+        let bin: &[u8] = &[0x89, 0x50, 0x00, 0xff, 0xfe];
+        let mut doc = subject_of(EXEC, 1, diff, "coder");
+        doc["resources"] = json!([
+            {"name": "diff", "kind": "git_diff", "digest": verdict_core::digest::raw(diff.as_bytes()).as_str()},
+            {"name": "notes", "kind": "text", "digest": verdict_core::digest::raw(notes.as_bytes()).as_str()},
+            {"name": "image", "kind": "file", "digest": verdict_core::digest::raw(bin).as_str()},
+            {"name": "absent", "kind": "file", "digest": verdict_core::digest::raw(b"never put").as_str()},
+        ]);
+        for bytes in [diff.as_bytes(), notes.as_bytes(), bin] {
+            let d = verdict_core::digest::raw(bytes);
+            w.engine.put_blob(&w.ops, d.as_str(), bytes, None).await.unwrap();
+        }
+        to_human_required(&w, &doc).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let before = head_seq(&w).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert_eq!(p.status, 200, "{p:?}");
+        assert_eq!(head_seq(&w).await, before, "reading the page wrote something");
+        let section = &p.body[p.body.find("<section id=\"resources\"").unwrap()..p.body.find("<section id=\"matrix\"").unwrap()];
+        assert!(section.contains("<tr class=\"d-del\">"), "{section}");
+        assert!(section.contains("<tr class=\"d-add\">"), "{section}");
+        assert!(section.contains("<pre>-old line</pre>"), "{section}");
+        assert!(section.contains("&lt;script&gt;alert(2)&lt;/script&gt;"), "{section}");
+        assert!(!section.contains("<script>"));
+        assert!(section.contains("<pre>second note</pre>"), "{section}");
+        assert!(section.contains("Binary content, 5 bytes"), "{section}");
+        assert!(section.contains("not stored"), "{section}");
+        assert!(!section.contains("truncated"), "{section}");
+    })
+    .await;
+}
