@@ -466,6 +466,7 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/events", "get"),
             ("/v1/webhooks", "post"),
             ("/v1/webhooks", "get"),
+            ("/v1/webhooks/{id}", "delete"),
             ("/healthz", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),
