@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -77,9 +77,9 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0012_blobs.sql"),
     },
     Migration {
-        version: 14,
+        version: 13,
         name: "authority_held_by_the_routines",
-        sql: include_str!("../migrations/sqlite/0014_authority_held_by_the_routines.sql"),
+        sql: include_str!("../migrations/sqlite/0013_authority_held_by_the_routines.sql"),
     },
 ];
 
@@ -146,9 +146,9 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../migrations/postgres/0012_blobs.sql"),
     },
     Migration {
-        version: 14,
+        version: 13,
         name: "authority_held_by_the_routines",
-        sql: include_str!("../migrations/postgres/0014_authority_held_by_the_routines.sql"),
+        sql: include_str!("../migrations/postgres/0013_authority_held_by_the_routines.sql"),
     },
 ];
 

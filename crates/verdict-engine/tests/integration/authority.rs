@@ -184,7 +184,7 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
         forged["criteria"] = json!([]);
         let store = w.engine.store();
         if store.describe().starts_with("postgres") {
-            // On PostgreSQL (schema 14) the gate's routine refuses a decision that comes
+            // On PostgreSQL (schema 13) the gate's routine refuses a decision that comes
             // without its evaluation record in the same transaction.
             let e = store
                 .put(&Actor::gate("mallory"), DocKind::Decision, &forged)

@@ -284,7 +284,7 @@ async fn the_request_names_the_capability_else_the_subject_does() {
             .await
             .unwrap();
         // A whole request (every member a request has, so the database's structural check
-        // since schema 14 takes it too), copied from the true one, naming another capability.
+        // since schema 13 takes it too), copied from the true one, naming another capability.
         let mut forged = w
             .engine
             .store()

@@ -334,7 +334,7 @@ async fn legacy_decision(w: &World) -> (verdict_core::digest::Digest, serde_json
     (key, record, body)
 }
 
-/// A decision stored with no evaluation record, as a schema 1 store held it. Since schema 14
+/// A decision stored with no evaluation record, as a schema 1 store held it. Since schema 13
 /// the gate's routine stores a decision only with its record, so the old row is reproduced the
 /// way only the database's superuser (with no role set, not bound by the routines' checks)
 /// still can: the routine called on its own connection. Returns the stored body.

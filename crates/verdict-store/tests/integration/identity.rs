@@ -758,7 +758,7 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     let t = postgres().await;
     populate(t.store.as_ref()).await;
     let s = subject_digest(&subject("ex-1", 1));
-    // Since schema 14 a verifier admits itself only under a request as the engine writes it.
+    // Since schema 13 a verifier admits itself only under a request as the engine writes it.
     let p = current_policy(&t).await;
     let req = t
         .store
@@ -838,7 +838,7 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     }
     nothing_appended(&t, seq).await;
     // With a grant in force it admits itself, run and note (in one transaction, as the store
-    // writes them: since schema 14 the note needs its run stored in the same transaction).
+    // writes them: since schema 13 the note needs its run stored in the same transaction).
     grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
     let seq = head_seq(&t).await;
     let [run_one, _] = put_calls(

@@ -240,7 +240,7 @@ async fn a_failed_attempt_is_retried_after_its_back_off_or_given_up(t: &TestStor
 both!(a_failed_attempt_is_retried_after_its_back_off_or_given_up);
 
 async fn a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline(t: &TestStore) {
-    // Gate jobs are claimed under a stored operator's name (PostgreSQL since schema 14).
+    // Gate jobs are claimed under a stored operator's name (PostgreSQL since schema 13).
     register(t.store.as_ref(), OPERATOR, Role::Operator).await;
     let q = t.store.queue();
     q.enqueue_jobs(

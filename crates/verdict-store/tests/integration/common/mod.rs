@@ -771,7 +771,7 @@ pub fn evaluation(subject: &Digest, policy: &Digest, key: &str) -> Value {
 
 /// Stores a gate decision as the engine does: in one transaction with its evaluation record
 /// (same key, subject and policy), the record first, which PostgreSQL's routine requires since
-/// schema 14. Returns the decision's row.
+/// schema 13. Returns the decision's row.
 pub async fn put_decision(store: &dyn Store, doc: &Value) -> verdict_store::Stored {
     use verdict_store::{Actor, DocKind};
     let digest_at = |member: &str| -> Digest { doc[member].as_str().unwrap().parse().unwrap() };

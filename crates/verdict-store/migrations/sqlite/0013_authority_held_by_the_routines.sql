@@ -1,4 +1,4 @@
--- verdict store, SQLite schema version 14: nothing changes here.
+-- verdict store, SQLite schema version 13: nothing changes here.
 --
 -- Version 14 makes PostgreSQL's write routines hold more of the engine's checks for every
 -- caller: a body's required members, a verifier's own admission (its request, class, run cap and

@@ -1,4 +1,4 @@
--- verdict store, PostgreSQL schema version 14: more of what the engine checks is held by the
+-- verdict store, PostgreSQL schema version 13: more of what the engine checks is held by the
 -- write routines themselves, for every caller.
 --
 -- - A body's structure. Until now a routine checked a body's size, canonical form and key, so a
