@@ -14,8 +14,8 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    CheckDefinitions, ClassSource, DEFAULT_BACK_OFF, EngineError, ProbeChecks, VerifierKit, VerifyInputs,
-    WorkOptions, Worked, WorkerRole,
+    CheckDefinitions, ClassSource, DEFAULT_BACK_OFF, EngineError, ProbeChecks, VerifierKit,
+    VerifyInputs, WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
 use verdict_probes::load;

@@ -90,6 +90,7 @@ pub use notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA,
     Requester, ResultRefusal, RunTakeover,
 };
+pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use runs::{
     ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,
     RunReport, Submitted, VerifyTask,
@@ -99,7 +100,6 @@ pub use verify::{
     ClassOutcome, ClassRun, ClassSource, InputError, Judged, VerifyError, VerifyInputs,
     VerifyOptions,
 };
-pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use workers::{
     ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked,
     WorkerRole,

@@ -373,10 +373,7 @@ impl Engine {
             // A run ended because its worker lost the job to another gives its place back:
             // the new claimant's attempt replaces it.
             let taken_over: BTreeSet<String> = self
-                .notes::<RunTakeover>(
-                    &About::Execution(execution.clone()),
-                    RUN_TAKEOVER_SCHEMA,
-                )
+                .notes::<RunTakeover>(&About::Execution(execution.clone()), RUN_TAKEOVER_SCHEMA)
                 .await?
                 .into_iter()
                 .map(|t| t.run_id.to_string())
@@ -718,14 +715,8 @@ impl Engine {
         };
         // The engine acts as the run's verifier, for a caller `own_run` checked above.
         let verifier = Principal::new(a.verifier.clone(), Role::Verifier);
-        self.run_status_as(
-            &verifier.actor(),
-            claim,
-            run_id,
-            RunStatus::Started,
-            None,
-        )
-        .await?;
+        self.run_status_as(&verifier.actor(), claim, run_id, RunStatus::Started, None)
+            .await?;
         let doc = model
             .verify(&task)
             .await
@@ -905,7 +896,11 @@ impl Engine {
     /// still its job's current claim held by `actor`, renewing its lease. For the writes the
     /// engine makes as itself for a worker's run (the record of a refused result, a run's
     /// context), which cannot carry the worker's claim into their own transaction.
-    pub(crate) async fn still_claimed(&self, actor: &Actor, claim: Option<&JobClaim>) -> Result<()> {
+    pub(crate) async fn still_claimed(
+        &self,
+        actor: &Actor,
+        claim: Option<&JobClaim>,
+    ) -> Result<()> {
         if let Some(c) = claim {
             self.store
                 .queue()

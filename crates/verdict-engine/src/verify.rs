@@ -477,7 +477,9 @@ impl Engine {
             // a failure of the store a refusal of the result: the run is left as it stands
             // for another attempt (a worker's next claim ends it) rather than ended on a
             // connection that was cut.
-            Err(e @ EngineError::Store(StoreError::StaleClaim { .. } | StoreError::Backend { .. })) => {
+            Err(
+                e @ EngineError::Store(StoreError::StaleClaim { .. } | StoreError::Backend { .. }),
+            ) => {
                 return Err(e.into());
             }
             other => other,

@@ -253,7 +253,10 @@ impl Env {
         let start = Instant::now();
         loop {
             let jobs = self.jobs();
-            let given_up = jobs.values().filter(|(_, state, ..)| state == "failed").count();
+            let given_up = jobs
+                .values()
+                .filter(|(_, state, ..)| state == "failed")
+                .count();
             let done = jobs
                 .values()
                 .filter(|(_, state, ..)| state == "done")
@@ -540,7 +543,10 @@ fn a_runner_runs_the_definition_each_subject_pins_and_refuses_one_it_was_not_giv
     }
     let jobs = env.jobs_of(&env.requests[2]);
     let (state, attempts, why) = &jobs["checks"];
-    assert_eq!((state.as_str(), attempts.as_str()), ("failed", "attempts=1"));
+    assert_eq!(
+        (state.as_str(), attempts.as_str()),
+        ("failed", "attempts=1")
+    );
     assert!(
         why.contains("check healthz-ok pins definition sha256:") && why.contains("hashes to"),
         "{why}"
@@ -643,10 +649,17 @@ fn killed_stopped_and_disconnected_workers_lose_nothing_and_do_nothing_twice() {
         .count()
         < REQUESTS
     {
-        assert!(start.elapsed() < Duration::from_secs(300), "{:?}", env.jobs());
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "{:?}",
+            env.jobs()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(cut_connections(&env) > 0, "the workers had connections to cut");
+    assert!(
+        cut_connections(&env) > 0,
+        "the workers had connections to cut"
+    );
     env.wait_done(3 * REQUESTS, &mut workers);
     // The stopped worker wakes up, its model call answers: its job is another's by now.
     signal(&stopped, "-CONT");
@@ -688,16 +701,17 @@ fn killed_stopped_and_disconnected_workers_lose_nothing_and_do_nothing_twice() {
         "{jobs:?}"
     );
     let lost_id: u64 = lost.split(' ').nth(1).unwrap().parse().unwrap();
-    assert_ne!(jobs[&lost_id].3, "fencing=1", "the stopped worker's job was taken over");
+    assert_ne!(
+        jobs[&lost_id].3, "fencing=1",
+        "the stopped worker's job was taken over"
+    );
     // Each request: exactly one counted, completed run, whatever was killed, stopped or cut;
     // the runs of the lost claims ended without a result.
     let mut completed = 0;
     for i in 0..REQUESTS {
-        let h: Value = serde_json::from_str(&env.ok(
-            &env.ops,
-            &["history", &format!("ex-{i}"), "--json"],
-        ))
-        .unwrap();
+        let h: Value =
+            serde_json::from_str(&env.ok(&env.ops, &["history", &format!("ex-{i}"), "--json"]))
+                .unwrap();
         let runs = h["runs"].as_array().unwrap();
         let counted: Vec<&Value> = runs
             .iter()

@@ -6,9 +6,9 @@
 
 use crate::common::{EXEC, World, evidence, on_both, world};
 use crate::verify::{DIFF, OBJECTIVE, Reply, answer, fake, inputs, verifiers};
+use async_trait::async_trait;
 use axum::Router;
 use axum::extract::State;
-use async_trait::async_trait;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,13 +17,12 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    ChecksKit, ClassSource, DEFAULT_BACK_OFF, Engine, EngineError, JobFailure, MAX_ATTEMPTS, Principal,
-    VerifierKit, VerifyError, VerifyInputs, VerifyOptions, WorkOptions, Worked, WorkerRole,
+    ChecksKit, ClassSource, DEFAULT_BACK_OFF, Engine, EngineError, JobFailure, MAX_ATTEMPTS,
+    Principal, VerifierKit, VerifyError, VerifyInputs, VerifyOptions, WorkOptions, Worked,
+    WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
-use verdict_store::{
-    About, Actor, DocKind, JobClaim, JobFilter, JobKind, JobState, StoreError,
-};
+use verdict_store::{About, Actor, DocKind, JobClaim, JobFilter, JobKind, JobState, StoreError};
 
 struct Classes(VerifiersFile);
 
@@ -491,11 +490,18 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
         assert!(
             matches!(
                 err,
-                VerifyError::Engine(EngineError::Store(StoreError::StaleClaim { fencing: 1, .. }))
+                VerifyError::Engine(EngineError::Store(StoreError::StaleClaim {
+                    fencing: 1,
+                    ..
+                }))
             ),
             "{err}"
         );
-        assert_eq!(audit_len(&w).await, before, "a refused submission writes nothing");
+        assert_eq!(
+            audit_len(&w).await,
+            before,
+            "a refused submission writes nothing"
+        );
         let subject = w.engine.history(&w.ops, EXEC).await.unwrap().runs[0]
             .subject_digest
             .parse::<Digest>()
