@@ -672,8 +672,11 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
 
 /// Pauses its thread (as a stopped process would, renewing nothing) past its lease, then
 /// would file evidence; `wrote` counts the evidence it filed.
+/// Blocks its thread (so the worker's own renewals cannot run either) until the test has
+/// taken the job over, then lets the worker go on, when its next renewal finds the job taken.
 struct Pausing {
     pause: Duration,
+    taken_over: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
     wrote: AtomicUsize,
 }
 
@@ -686,7 +689,13 @@ impl ChecksKit for Pausing {
         _subject: &Subject,
         subject_digest: &Digest,
     ) -> Result<String, JobFailure> {
-        std::thread::sleep(self.pause);
+        // A bound, so a broken test fails instead of hanging.
+        let signal = self
+            .taken_over
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(60));
+        assert!(signal.is_ok(), "the test never took the job over");
         // Awake again: the next renewal finds the job taken, before this writes anything.
         tokio::time::sleep(self.pause).await;
         let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
@@ -709,8 +718,10 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
             .await
             .unwrap();
         let lease = Duration::from_millis(300);
+        let (release, taken_over) = std::sync::mpsc::channel();
         let kit = Arc::new(Pausing {
             pause: lease * 3,
+            taken_over: std::sync::Mutex::new(taken_over),
             wrote: AtomicUsize::new(0),
         });
         let o = WorkOptions {
@@ -734,6 +745,7 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
         while queue.jobs(&checks).await.unwrap()[0].fencing == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        let mut tries = 0;
         let taken = loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if let Some(j) = queue
@@ -743,7 +755,10 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
             {
                 break j;
             }
+            tries += 1;
+            assert!(tries < 1200, "the paused worker's lease never lapsed");
         };
+        release.send(()).unwrap();
         assert_eq!(taken.fencing, 2);
         let worked = worker.await.unwrap().unwrap();
         assert!(
