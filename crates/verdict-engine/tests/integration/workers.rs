@@ -672,7 +672,7 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
 
 /// Pauses its thread (as a stopped process would, renewing nothing) past its lease, then
 /// would file evidence; `wrote` counts the evidence it filed.
-/// Blocks its thread (so the worker's own renewals cannot run either) until the test has
+/// Holds its worker's task (so the worker's own renewals cannot run either) until the test has
 /// taken the job over, then lets the worker go on, when its next renewal finds the job taken.
 struct Pausing {
     pause: Duration,
@@ -689,12 +689,14 @@ impl ChecksKit for Pausing {
         _subject: &Subject,
         subject_digest: &Digest,
     ) -> Result<String, JobFailure> {
-        // A bound, so a broken test fails instead of hanging.
-        let signal = self
-            .taken_over
-            .lock()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(60));
+        // The whole task waits (its renewals too), while the runtime's other work goes on
+        // on another thread; bounded, so a broken test fails instead of hanging.
+        let signal = tokio::task::block_in_place(|| {
+            self.taken_over
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60))
+        });
         assert!(signal.is_ok(), "the test never took the job over");
         // Awake again: the next renewal finds the job taken, before this writes anything.
         tokio::time::sleep(self.pause).await;

@@ -15,7 +15,9 @@
 --   class; that subject is the execution's current subject, at the generation the run names;
 --   the request pins the gate's current policy; and a request with `budget.max_runs` has fewer
 --   runs stored than that, counted under the chain lock, so two admissions racing for the last
---   run cannot both be stored. The admission note a verifier appends must match a run of its own
+--   run cannot both be stored. A run the engine ended because its worker lost the job (its
+--   `verdict.run-takeover/v1` record, written by the engine) is not counted, as the engine
+--   does not count it. The admission note a verifier appends must match a run of its own
 --   stored in the same transaction (run id, request, subject, generation and class).
 --   Preflight's verdict in the note is not recomputed here.
 -- - A gate decision is stored only with its evaluation record: put_gate_decisions refuses
@@ -104,7 +106,16 @@ BEGIN
                 WHERE sa_c.key = (v_doc ->> 'request_digest')
                   AND jsonb_typeof(sa_c.body::jsonb #> '{budget,max_runs}') = 'number'
                   AND (SELECT count(*) FROM verdict.verifier_runs sa_n
-                      WHERE sa_n.request_digest = sa_c.key AND sa_n.key <> @KEY@)
+                      WHERE sa_n.request_digest = sa_c.key AND sa_n.key <> @KEY@
+                        -- A run the engine ended because its worker lost the job gives its
+                        -- place back (the engine's own record, as the audit chain shows it).
+                        AND NOT EXISTS (SELECT 1 FROM verdict.verification_requests sa_t
+                            JOIN verdict.audit_events sa_a ON sa_a.seq = sa_t.seq
+                            WHERE sa_t.subject_digest = sa_n.subject_digest
+                              AND (sa_t.body::jsonb ->> 'schema') = 'verdict.run-takeover/v1'
+                              AND (sa_t.body::jsonb ->> 'run_id') = sa_n.run_id
+                              AND sa_a.tbl = 'verification_requests'
+                              AND sa_a.principal = 'verdict-engine' AND sa_a.role = 'operator'))
                     >= (sa_c.body::jsonb #>> '{budget,max_runs}')::numeric) THEN
             RAISE EXCEPTION '%: request % has admitted all the runs its budget allows', @KEY@,
                 v_doc ->> 'request_digest' USING ERRCODE = '42501';
