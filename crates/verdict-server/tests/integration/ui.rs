@@ -624,6 +624,29 @@ async fn approving_passes_and_rejecting_sends_to_rework() {
         let p = get(&s, "/ui/executions/ex-1?decided=1", Some(&alice)).await;
         assert_eq!(p.outcome(), "rework");
         assert!(p.body.contains("human_rejected"));
+
+        // The ledger now holds the decided attempts: the operator's reliability page charts
+        // each cohort the engine reports, with its line, its band and its data table.
+        let series = w.engine.reliability_series(&w.ops).await.unwrap().series;
+        assert!(!series.is_empty(), "the decided execution left no attempt");
+        let ops = sign_in(&s, w.token("ops")).await;
+        let r = get(&s, "/ui/reliability", Some(&ops)).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(!r.body.contains("id=\"reliability-empty\""), "{r:?}");
+        assert_eq!(r.body.matches("<svg role=\"img\"").count(), series.len());
+        for c in &series {
+            assert!(
+                r.body
+                    .contains(&format!("data-capability=\"{}\"", c.capability)),
+                "{} is not charted: {r:?}",
+                c.capability
+            );
+            assert!(
+                r.body.matches("<tr><th scope=\"row\">").count() >= c.points.len(),
+                "the data table lists every point"
+            );
+        }
+        assert!(r.body.contains("<polyline"), "no pass-rate line: {r:?}");
     })
     .await;
 }
