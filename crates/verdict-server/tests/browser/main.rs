@@ -479,6 +479,16 @@ async fn every_page_is_usable_at_two_widths_accessible_and_self_contained() {
         b.one(marker).await;
         check_page(&b, name, *name == "subject", true, &mut problems).await;
     }
+    // The lineage shows what was raised on the first subject and what the second resolved,
+    // with the evidence the resolving result cites.
+    b.goto(&format!("/ui/executions/{MOVED}/lineage")).await;
+    let blocker = b.text("article[data-finding=\"f-retry-loop\"]").await;
+    for word in ["blocker", "change", "resolved", "ev-"] {
+        assert!(
+            blocker.contains(word),
+            "the blocker's lineage does not show {word:?}: {blocker}"
+        );
+    }
 
     // The refusal pages: a subject that moved while open (409), a form without its token.
     b.goto(&format!("/ui/executions/{STALE}")).await;
