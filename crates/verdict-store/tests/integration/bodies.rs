@@ -339,7 +339,7 @@ async fn cas_lease(
 /// Compare-and-set by hand: a change record that is not canonical, under another key, with a
 /// pointer name or value past its bound, or a new value that is not the change's own canonical
 /// text, is refused; the well-formed change still moves the pointer.
-/// Schema 14: a canonical body under the key it derives, from a writer allowed to write it, is
+/// Schema 13: a canonical body under the key it derives, from a writer allowed to write it, is
 /// still refused (22023) when it is not a record of its table: a member its type requires is
 /// missing, or it is no object at all. Nothing is appended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

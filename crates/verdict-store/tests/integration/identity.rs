@@ -936,7 +936,7 @@ async fn current_policy(t: &TestStore) -> String {
         .to_string()
 }
 
-/// Schema 14: a verifier's own login admitting itself by hand is held to what the engine
+/// Schema 13: a verifier's own login admitting itself by hand is held to what the engine
 /// checks of an admission: a stored engine request for the run's subject that asks for the
 /// run's class, the execution's current subject at the run's generation, the gate's current
 /// policy, and the request's run cap (counted under the chain lock); its note only with its own
@@ -1094,7 +1094,7 @@ async fn a_verifiers_own_admission_is_held_to_its_request_cap_and_current_subjec
     t.cleanup().await;
 }
 
-/// Schema 14: the gate's own identity stores a decision only together with its evaluation
+/// Schema 13: the gate's own identity stores a decision only together with its evaluation
 /// record (same evaluation key, subject and policy) written in the same transaction, and claims
 /// gate jobs only under a stored operator's name. Each refusal appends nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1204,7 +1204,7 @@ async fn a_gate_login_stores_a_decision_only_with_its_evaluation_record() {
     t.cleanup().await;
 }
 
-/// Schema 14: giving a principal a login of its own appends, in the same transaction, a note
+/// Schema 13: giving a principal a login of its own appends, in the same transaction, a note
 /// (`verdict.db-login/v1`) written by the operator who gave it, naming the principal and its
 /// database identity; given by hand through the operator's own login too. No login is given
 /// without its note.
