@@ -760,7 +760,13 @@ impl Engine {
             || "none".to_owned(),
             |a| a.decision.outcome.as_str().to_owned(),
         );
-        let may_decide = caller.role == Role::Human && subject.producer.principal != caller.name;
+        // Offered only where `decide` could succeed: a human, not the producer, holding a write
+        // grant in force (the engine refuses anyone else anyway).
+        let may_decide = caller.role == Role::Human
+            && subject.producer.principal != caller.name
+            && self
+                .has_grant(caller.name.as_str(), &subject, true, &now)
+                .await?;
         Ok(SubjectReview {
             execution: execution.to_owned(),
             now,

@@ -114,6 +114,7 @@ pub fn router() -> Router<AppState> {
         .route("/ui/executions/{id}/decision", post(decision))
         .route("/ui/executions/{id}/lineage", get(lineage))
         .route("/ui/assets/ui.css", get(stylesheet))
+        .route("/ui/{*rest}", get(not_found))
         .layer(axum::middleware::map_response(security_headers))
 }
 
@@ -226,6 +227,16 @@ fn classify(e: EngineError) -> (StatusCode, pages::Alert) {
 fn engine_error_page(session: Option<&Session>, e: EngineError) -> Response {
     let (status, alert) = classify(e);
     html(status, pages::error_page(session, &alert))
+}
+
+/// Any other path under `/ui`: a page saying so, not the API's JSON problem.
+async fn not_found(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let s = session(&state, &headers).await.ok();
+    let alert = pages::Alert::engine(
+        "not_found",
+        "There is no review page at this address.".into(),
+    );
+    html(StatusCode::NOT_FOUND, pages::error_page(s.as_ref(), &alert))
 }
 
 async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -769,3 +769,48 @@ async fn stored_resource_bytes_are_shown_as_a_diff_text_or_size() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_is_offered_no_decision_and_an_unknown_page_is_an_html_404() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        // A human with a read grant only may review, but is offered no decision, which the
+        // engine would refuse.
+        let role = serde_json::from_value(json!("human")).unwrap();
+        let token = w.engine.add_principal(&w.ops, "rita", role).await.unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-rita",
+                "rita",
+                ScopeKind::Execution,
+                EXEC,
+                Access::Read,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let rita = sign_in(&s, &token).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&rita)).await;
+        assert_eq!(p.status, 200, "{p:?}");
+        assert_eq!(p.outcome(), "human_required");
+        assert!(
+            !p.body.contains("id=\"decide\""),
+            "a reader is offered the form"
+        );
+        // The human with a write grant is.
+        let alice = sign_in(&s, w.token("alice")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert!(p.body.contains("id=\"decide\""), "{p:?}");
+
+        // An address under /ui that is no page: an HTML page with the alert, signed in or not.
+        for cookie in [Some(alice.as_str()), None] {
+            let r = get(&s, "/ui/no-such-page", cookie).await;
+            assert_eq!(r.status, 404, "{r:?}");
+            assert!(r.body.starts_with("<!DOCTYPE html>"), "{r:?}");
+            assert_alert(&r, "not_found");
+        }
+    })
+    .await;
+}
