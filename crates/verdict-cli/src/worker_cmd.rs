@@ -325,6 +325,19 @@ fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
     Ok((role, o))
 }
 
+/// Whether `e` is the database failing rather than a refusal or bad input.
+fn database_away(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<StoreError>(),
+            Some(StoreError::Backend { .. })
+        ) || matches!(
+            c.downcast_ref::<EngineError>(),
+            Some(EngineError::Store(StoreError::Backend { .. }))
+        )
+    })
+}
+
 fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
     match w {
         Worked::Idle => None,
@@ -336,8 +349,26 @@ fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
 
 async fn work(args: &Args) -> Result<ExitCode> {
     let (role, options) = options(args)?;
-    let ctx = Ctx::open(&args.common).await?;
-    let caller = ctx.caller().await?;
+    // A worker started while the database is away (restarting, its connections cut) waits for
+    // it, as the loop below does, instead of exiting; anything else ends it at once.
+    let mut tries = 0;
+    let (ctx, caller) = loop {
+        let attempt = async {
+            let ctx = Ctx::open(&args.common).await?;
+            let caller = ctx.caller().await?;
+            anyhow::Ok((ctx, caller))
+        }
+        .await;
+        match attempt {
+            Ok(started) => break started,
+            Err(e) if tries < 60 && database_away(&e) => {
+                tries += 1;
+                eprintln!("worker: {e}; trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(tokio::sync::Notify::new());
     {
