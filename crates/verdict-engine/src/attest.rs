@@ -2,9 +2,9 @@
 //! for others' tools (JUnit, GitHub). The formats are `verdict-attest`'s; this module reads the
 //! store, checks authority and records which key signed what.
 //!
-//! The engine's records (which keys it signs with, which attestation each key made) are
-//! lifecycle notes (`notes.rs`): written by the engine itself among the requests and believed
-//! only when the audit chain says the engine wrote them.
+//! The records of signing (which keys sign, which attestation each key made) are lifecycle
+//! notes (`notes.rs`) among the requests, written by the operator who asked, and believed only
+//! when the audit chain says an operator (or, for older records, the engine) wrote them.
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
@@ -108,7 +108,7 @@ impl Engine {
         let digest = verdict_core::digest::digest(DigestKind::Request, &doc);
         match self.store.get(DocKind::Request, &digest).await? {
             Some(row) => {
-                let ours = self.written_by_engine(&row).await?;
+                let ours = self.written_by_an_operator(&row).await?;
                 Ok(Some((row, ours)))
             }
             None => Ok(None),
@@ -139,11 +139,12 @@ impl Engine {
         match self.key_row(key).await? {
             Some((_, true)) => Ok(record),
             Some((_, false)) => Err(EngineError::Conflict(format!(
-                "a record of key {} was written by someone other than the engine; it is not trusted",
+                "a record of key {} was written by someone other than an operator; it is not trusted",
                 record.key_id
             ))),
+            // The operator's own act, written as the operator.
             None => {
-                self.put_note(&record).await?;
+                self.put_note_as(&caller.actor(), &record).await?;
                 Ok(record)
             }
         }
@@ -198,7 +199,7 @@ impl Engine {
         let verifying = signer.verifying_key();
         if let Some((_, false)) = self.key_row(&verifying).await? {
             return Err(EngineError::Conflict(format!(
-                "a record of key {} was written by someone other than the engine; it is not trusted",
+                "a record of key {} was written by someone other than an operator; it is not trusted",
                 verdict_attest::keys::key_id(&verifying)
             )));
         }
@@ -243,10 +244,11 @@ impl Engine {
         };
         let jsonl = attestation.to_jsonl().map_err(attest_error)?;
         // The key and the attestation in one transaction: an attestation is never on record
-        // without the key that made it.
+        // without the key that made it. Both are the operator's own acts, written as the
+        // operator who asked.
         self.store
             .put_batch(
-                &Self::system(),
+                &caller.actor(),
                 &[
                     (
                         DocKind::Request,

@@ -144,10 +144,14 @@ impl Engine {
                 "{operator:?} is reserved"
             )));
         }
+        // Both writes are the first operator's own acts: the store has no principal yet, so
+        // on PostgreSQL its routines take this one record of an operator naming itself from
+        // whoever may call them (schema version 14), and nothing is written as the engine.
+        let first = Actor::new(operator, ActorRole::Operator);
         // The clock is recorded only while the store has no principal (checked where it is
         // written), so this is what makes `init` work once, on an empty store.
         self.store
-            .establish_clock(&Self::system(), clock)
+            .establish_clock(&first, clock)
             .await
             .map_err(|e| match e {
                 StoreError::Refused(_) | StoreError::CasFailed { .. } => EngineError::Conflict(
@@ -161,7 +165,7 @@ impl Engine {
             role: Role::Operator,
             token_sha256: token_sha256(&token),
         };
-        self.store.add_principal(&Self::system(), &record).await?;
+        self.store.add_principal(&first, &record).await?;
         Ok(token)
     }
 

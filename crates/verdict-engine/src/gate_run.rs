@@ -246,9 +246,13 @@ impl Engine {
 
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
     /// stores the decision by its evaluation key (with the record of its items) and returns it.
-    /// Any authenticated principal may ask; none can supply the decision.
+    /// An operator, or a principal holding a grant in force on the execution, may ask; none
+    /// can supply the decision.
     pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
         let now = &self.now().await?;
+        // A decision is stored under the caller's name: an operator, or a principal holding a
+        // grant in force on the execution (on PostgreSQL the database holds the same rule).
+        self.require_read(caller, execution, "the gate run").await?;
         // A cancelled execution is never gated again; a decision that raced the cancellation
         // is stored but never applies (applicability reads the cancellation too).
         self.require_live(execution, "be gated").await?;

@@ -6,6 +6,7 @@
 //! writer. Producers may append to the requests table too, so a note of the right shape written
 //! by anyone else is ignored.
 
+use crate::attest::{ATTESTATION_SCHEMA, SIGNING_KEY_SCHEMA};
 use crate::engine::{ENGINE_PRINCIPAL, Engine};
 use crate::error::{EngineError, Result};
 use schemars::JsonSchema;
@@ -156,6 +157,8 @@ impl Engine {
             }
             let rightful = if schema == CANCELLATION_SCHEMA {
                 self.cancellation_rightful(&row, &value).await?
+            } else if schema == ATTESTATION_SCHEMA || schema == SIGNING_KEY_SCHEMA {
+                self.written_by_an_operator(&row).await?
             } else {
                 self.written_by_engine(&row).await?
             };
@@ -246,6 +249,26 @@ impl Engine {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Whether the audit chain names, as the writer of `row`, a stored operator in the operator
+    /// role, or the engine (records written before they were the operator's own act). On
+    /// PostgreSQL only an operator's own identity writes in the operator role under its name.
+    pub(crate) async fn written_by_an_operator(&self, row: &Stored) -> Result<bool> {
+        let Some((principal, role)) = self.writer_of(row).await? else {
+            return Ok(false);
+        };
+        if role != ActorRole::Operator.as_str() {
+            return Ok(false);
+        }
+        if principal == ENGINE_PRINCIPAL {
+            return Ok(true);
+        }
+        Ok(self
+            .store
+            .principal(&principal)
+            .await?
+            .is_some_and(|p| p.role == Role::Operator))
     }
 
     /// Whether the audit event that appended `row` names the engine, in the operator role, as

@@ -285,14 +285,10 @@ impl Engine {
         }
         let pinned = self.pinned_request(request).await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
-        // two racing for the last run cannot both win.
-        // An operator holds the lease itself; a verifier may not move admission leases (it
-        // could hold back other verifiers' admissions), so the engine holds it for one.
-        let lease_actor = if caller.role == Role::Operator {
-            caller.actor()
-        } else {
-            Self::system()
-        };
+        // two racing for the last run cannot both win. The caller holds the lease itself: an
+        // operator, or the verifier admitting itself, which the store (and on PostgreSQL the
+        // database) lets hold it only for its own admission and for at most a minute.
+        let lease_actor = caller.actor();
         let slot = match pinned.budget.max_runs {
             Some(_) => Some(self.take_admission_slot(&lease_actor, request, now).await?),
             None => None,
@@ -452,15 +448,11 @@ impl Engine {
         // leaves no note behind. Written as the caller, an operator or the verifier admitting
         // itself, so the audit chain names who admitted and a principal's own database login
         // suffices.
+        // When preflight decided, the run's cancellation is written in the same transaction.
         let writer = caller.actor();
         self.store
             .admit_run_noted(&writer, &admission, &note)
             .await?;
-        if preflight.skipped {
-            self.store
-                .record_run_status(&writer, run_id, RunStatus::Cancelled, None)
-                .await?;
-        }
         Ok(preflight)
     }
 
@@ -492,7 +484,7 @@ impl Engine {
                 .principal
                 .parse()
                 .map_err(|e| invalid("lease holder")(format!("{e}")))?,
-            expires_at: now.plus_seconds(60),
+            expires_at: now.plus_seconds(verdict_store::ADMISSION_LEASE_SECONDS),
         };
         self.store
             .cas_lease(actor, &job, current.as_ref(), Some(&holder))

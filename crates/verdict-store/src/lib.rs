@@ -58,11 +58,12 @@ pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};
 pub use records::{
-    ADMISSION_LEASE_PREFIX, ADMISSION_NOTE_SCHEMA, Access, BlobRecord, CANCELLATION_NOTE_SCHEMA,
-    CLOCK_POINTER, ClockSetting, DenialRecord, DocKind, EVALUATION_SCHEMA, EvaluationRecord,
-    FindingRef, GrantRecord, GrantScope, LOGIN_NOTE_SCHEMA, LoginGiver, LoginNote, MAX_BLOB_BYTES,
-    PointerKind, PrincipalRecord, RUN_LEASE_PREFIX, Revocation, RunAdmission, RunEvent, RunStatus,
-    ScopeKind, StoreClock, Table, UNAUTHENTICATED, token_fingerprint, token_sha256,
+    ADMISSION_LEASE_PREFIX, ADMISSION_LEASE_SECONDS, ADMISSION_NOTE_SCHEMA, Access, BlobRecord,
+    CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting, DenialRecord, DocKind,
+    EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, LOGIN_NOTE_SCHEMA,
+    LoginGiver, LoginNote, MAX_BLOB_BYTES, PointerKind, PrincipalRecord, RUN_LEASE_PREFIX,
+    Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock, Table, UNAUTHENTICATED,
+    token_fingerprint, token_sha256,
 };
 pub use store::{
     About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, PrincipalInfo, Run,

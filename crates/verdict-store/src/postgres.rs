@@ -715,8 +715,9 @@ fn url_as(url: &str, user: &str, password: &str) -> String {
     format!("{scheme}://{user}:{password}@{host}{tail}")
 }
 
-/// The engine's own principal, which `<prefix>engine` acts for until the engine's remaining
-/// writes on a caller's behalf are made as the caller.
+/// The engine's own principal, which `<prefix>engine` acts for: the engine's own notes (a
+/// refused result, a takeover, a run's context, webhooks). Since schema version 14 `init`,
+/// attestations and admission leases are written as the principal who acts.
 const ENGINE_IDENTITY: &str = "verdict-engine";
 
 /// Calls the write routine of a run of records of one table, returning its rows.

@@ -518,9 +518,13 @@ impl PointerKind {
     }
 }
 
-/// The prefix of the engine's admission leases (`admit <request digest>`): only the operator
-/// role moves them, so a runner or verifier cannot squat a request's admissions.
+/// The prefix of the engine's admission leases (`admit <request digest>`): moved in the
+/// operator role, or by a verifier holding it itself for its own admission, for at most
+/// [`ADMISSION_LEASE_SECONDS`]; a runner cannot squat a request's admissions.
 pub const ADMISSION_LEASE_PREFIX: &str = "admit ";
+
+/// How long an admission lease is held for (the engine's), and the most a verifier may hold one.
+pub const ADMISSION_LEASE_SECONDS: u64 = 60;
 
 /// The prefix of a run's lease (`run <run id>`): taken only by the verifier the run was
 /// admitted to, or in the operator role. A lease is named by one of these two prefixes.

@@ -1514,6 +1514,24 @@ impl<B: Backend> Store for StoreImpl<B> {
     ) -> Result<Stored> {
         let mut items = vec![self.prepare_admission(actor, admission).await?];
         items.append(&mut self.prepare_doc(actor, DocKind::Request, note).await?);
+        // When preflight already decided, the run ends `cancelled` in the same transaction:
+        // no run preflight stopped is ever open for a model (on PostgreSQL, since schema
+        // version 14, a verifier's own admission is refused otherwise).
+        if note.pointer("/preflight/skipped") == Some(&Value::Bool(true)) {
+            actor.may_append(Table::RunEvents)?;
+            let event = RunEvent {
+                run_id: admission.run_id.clone(),
+                n: 1,
+                status: RunStatus::Cancelled,
+                reason: None,
+            };
+            let body = text_of(Table::RunEvents, &event)?;
+            items.push(record(
+                Table::RunEvents,
+                body,
+                Some(admission.run_id.to_string()),
+            )?);
+        }
         let table = Table::VerifierRuns.name();
         let key = admission.run_id.to_string();
         self.backend
@@ -1669,10 +1687,32 @@ impl<B: Backend> Store for StoreImpl<B> {
     ) -> Result<Pointer> {
         actor.may_move(PointerKind::Lease)?;
         check_pointer_name(job, "job name")?;
-        if actor.role != ActorRole::Operator && job.starts_with(records::ADMISSION_LEASE_PREFIX) {
-            return Err(StoreError::Refused(format!(
-                "{job:?} is an admission lease; only the operator role moves it"
-            )));
+        if job.starts_with(records::ADMISSION_LEASE_PREFIX) {
+            match actor.role {
+                ActorRole::Operator => {}
+                // A verifier takes the lease of its own admission (holding itself, checked
+                // below), and for no longer than the engine would hold it.
+                ActorRole::Verifier => {
+                    if let Some(n) = new {
+                        let limit = self
+                            .now()
+                            .await?
+                            .plus_seconds(records::ADMISSION_LEASE_SECONDS);
+                        if n.expires_at.unix_nanos() > limit.unix_nanos() {
+                            return Err(StoreError::Refused(format!(
+                                "{job:?}: a verifier holds an admission lease for at most {} seconds, not until {}",
+                                records::ADMISSION_LEASE_SECONDS,
+                                n.expires_at
+                            )));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(StoreError::Refused(format!(
+                        "{job:?} is an admission lease; only an operator, or a verifier for its own admission, moves it"
+                    )));
+                }
+            }
         }
         if actor.role != ActorRole::Operator {
             let own =

@@ -196,7 +196,8 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
             );
         }
         // The forgery the database cannot refuse: a record copied from the true one, under
-        // the forged key, written with the decision in one transaction.
+        // the forged key, written with the decision in one transaction, under the name of a
+        // principal that may gate (since schema 14 a name no principal has is refused).
         let real_key = decisions[0]
             .decode::<verdict_core::contracts::GateDecision>()
             .unwrap()
@@ -206,9 +207,28 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
             .value()
             .unwrap();
         record["evaluation_key"] = json!(DEF);
+        if store.describe().starts_with("postgres") {
+            let before = chain_length(&w).await;
+            let e = store
+                .put_batch(
+                    &Actor::gate("mallory"),
+                    &[
+                        (DocKind::Evaluation, record.clone()),
+                        (DocKind::Decision, forged.clone()),
+                    ],
+                )
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("only under the name of a stored operator"),
+                "{e}"
+            );
+            assert_eq!(chain_length(&w).await, before);
+        }
         let row = store
             .put_batch(
-                &Actor::gate("mallory"),
+                &Actor::gate("ops"),
                 &[(DocKind::Evaluation, record), (DocKind::Decision, forged)],
             )
             .await
@@ -229,6 +249,103 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
         let p = &report.problems[0];
         assert_eq!(p.kind, ProblemKind::Replay);
         assert_eq!((p.seq, p.key.as_deref()), (Some(row.seq), Some(DEF)));
+    })
+    .await;
+}
+
+/// Issue 13: the engine writes nothing as its own principal on a caller's behalf any more:
+/// `init` (the clock and the first operator) is the operator's own act, an attestation and
+/// its key record are the attesting operator's, and a verifier admitting itself under a run cap
+/// takes the request's admission lease itself. Only denials are written under the engine's
+/// name, in the system role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_attestations_and_a_capped_self_admission_are_written_as_the_caller() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        passed(&w, 0, "change A", "run-1").await;
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        let eval = status.applicable.unwrap().decision.evaluation_key.unwrap();
+        let signer = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        w.engine
+            .attest(&w.ops, &eval, &signer, false)
+            .await
+            .unwrap();
+        assert!(
+            w.engine
+                .signing_key_registered(&w.ops, &signer.verifying_key())
+                .await
+                .unwrap()
+        );
+        assert_eq!(w.engine.attestations(&w.ops, EXEC).await.unwrap().len(), 1);
+        let req = request(&w, json!({"max_runs": 3})).await;
+        w.engine
+            .admit(&w.rev2, &req, "rev2", "reviewer", "run-capped")
+            .await
+            .unwrap();
+        // A refusal still writes its denial, under the engine's name in the system role.
+        assert!(
+            w.engine
+                .attest(&w.coder, &eval, &signer, false)
+                .await
+                .is_err()
+        );
+        let events = w.engine.store().audit_events(0, 10_000).await.unwrap();
+        let writers = |principal: &str| {
+            events
+                .iter()
+                .filter(|e| e.principal == principal)
+                .map(|e| (e.table.as_str(), e.role.as_str()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            writers(verdict_engine::ENGINE_PRINCIPAL),
+            [("denials", "system")]
+        );
+        assert_eq!(
+            events[..2]
+                .iter()
+                .map(|e| (e.table.as_str(), e.principal.as_str(), e.role.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("pointer_changes", "ops", "operator"),
+                ("principals", "ops", "operator")
+            ]
+        );
+        // The lease taken and released, and the admission, are the verifier's own.
+        let rev2 = writers("rev2");
+        assert_eq!(
+            rev2.iter()
+                .filter(|w| **w == ("pointer_changes", "verifier"))
+                .count(),
+            2,
+            "{rev2:?}"
+        );
+    })
+    .await;
+}
+
+/// A principal with no grant on an execution does not gate it: the refusal writes only its
+/// denial (on PostgreSQL the database would refuse the decision under its name as well).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_with_no_grant_on_an_execution_does_not_gate_it() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
+        let token = w
+            .engine
+            .add_principal(&w.ops, "stranger", verdict_core::contracts::Role::Verifier)
+            .await
+            .unwrap();
+        let stranger = w.engine.authenticate(&token).await.unwrap();
+        let before = chain_length(&w).await;
+        let e = w.engine.gate_run(&stranger, EXEC).await.unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        assert_eq!(chain_length(&w).await, before + 1);
+        let denials = w.engine.store().denials_of("stranger").await.unwrap();
+        assert_eq!(denials.len(), 1);
+        // Anyone holding a grant on it, and any operator, still may.
+        w.engine.gate_run(&w.coder, EXEC).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
     })
     .await;
 }

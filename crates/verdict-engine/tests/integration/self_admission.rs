@@ -434,3 +434,86 @@ async fn a_verifier_writing_at_the_store_admits_only_itself_under_a_grant() {
     })
     .await;
 }
+
+/// Issue 13: a verifier admitting itself on a cancelled execution is refused (by the engine on
+/// both backends, and on PostgreSQL by the database too when the store is written directly),
+/// and so is a note saying preflight did not decide a request for which preflight's stored
+/// verdict says it did. The engine's own admission ends a run preflight stopped in the same
+/// transaction. Each refusal writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_admission_is_held_to_preflight_and_to_cancellation() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = request(&w, "fail").await;
+        let pre = w
+            .engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-op")
+            .await
+            .unwrap();
+        assert!(pre.skipped, "{pre:?}");
+        let store = w.engine.store();
+        let run = store.run("run-op").await.unwrap().unwrap();
+        assert_eq!(run.status(), Some(verdict_store::RunStatus::Cancelled));
+        // The run's end was appended right after its note, in the admitting transaction.
+        let events = store.audit_events(run.seq, 2).await.unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.table.as_str()).collect::<Vec<_>>(),
+            ["verification_requests", "run_events"]
+        );
+        let subject = run.admission.subject_digest.clone();
+        let admission = |run: &str| verdict_store::RunAdmission {
+            run_id: run.parse().unwrap(),
+            request_digest: req.clone(),
+            subject_digest: subject.clone(),
+            verifier: "rev".parse().unwrap(),
+            class: "reviewer".parse().unwrap(),
+            admitted_generation: 1,
+        };
+        let note = |run: &str| {
+            json!({
+                "schema": "verdict.admission/v1", "run_id": run, "request_digest": req.as_str(),
+                "subject_digest": subject.as_str(), "generation": 1, "verifier": "rev",
+                "class": "reviewer",
+                "preflight": {"outcome": "pass", "skipped": false, "reasons": []}
+            })
+        };
+        let postgres = store.describe().starts_with("postgres");
+        let before = store.audit_head().await.unwrap().unwrap().seq;
+        if postgres {
+            let e = store
+                .admit_run_noted(&w.rev.actor(), &admission("run-lie"), &note("run-lie"))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("preflight already decided"), "{e}");
+            assert!(store.run("run-lie").await.unwrap().is_none());
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, before);
+
+        // The execution is cancelled: no verifier admits itself to it any more.
+        w.engine
+            .cancel_execution(&w.ops, EXEC, "withdrawn")
+            .await
+            .unwrap();
+        let before = store.audit_head().await.unwrap().unwrap().seq;
+        let e = w
+            .engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-late")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "conflict", "{e}");
+        assert!(e.to_string().contains("cancelled"), "{e}");
+        if postgres {
+            let mut late = note("run-late");
+            late["preflight"] =
+                json!({"outcome": "rework", "skipped": true, "reasons": ["check_failed: x"]});
+            let e = store
+                .admit_run_noted(&w.rev.actor(), &admission("run-late"), &late)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("was cancelled"), "{e}");
+        }
+        assert!(store.run("run-late").await.unwrap().is_none());
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, before);
+    })
+    .await;
+}

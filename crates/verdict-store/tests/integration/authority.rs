@@ -471,3 +471,156 @@ async fn a_lease_is_taken_only_for_the_callers_own_run() {
         t.cleanup().await;
     }
 }
+
+/// Schema 14: a verifier admitting itself takes the admission lease of a request itself, no
+/// longer through the engine's identity: only holding itself, for at most a minute (in the
+/// store on both backends, and in cas_lease), and on PostgreSQL only for a stored request about
+/// an execution it holds a grant in force on. Every refusal appends nothing; a runner still
+/// takes no admission lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() {
+    const GRANTLESS: &str = "reviewer-3";
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        register(store, GRANTLESS, Role::Verifier).await;
+        let s = subject_digest(&subject("ex-1", 1));
+        let op = Actor::new(OPERATOR, Role::Operator);
+        let policy = store
+            .put(&op, DocKind::Policy, &policy(4))
+            .await
+            .unwrap()
+            .digest;
+        let request = json!({
+            "schema": "verdict.request/v1", "execution": "ex-1", "subject_digest": s.as_str(),
+            "generation": 1, "gate": "merge", "policy_digest": policy.as_str(),
+            "verifier_classes": ["reviewer"], "prior_blockers": [], "risk_class": "low",
+            "budget": {"max_runs": 1}
+        });
+        let req = store
+            .put(&op, DocKind::Request, &request)
+            .await
+            .unwrap()
+            .digest;
+        let job = format!("{}{req}", verdict_store::ADMISSION_LEASE_PREFIX);
+        let verifier = Actor::new(VERIFIER, Role::Verifier);
+        let now = store.now().await.unwrap();
+        let within = verdict_store::LeaseHolder {
+            holder: VERIFIER.parse().unwrap(),
+            expires_at: now.plus_seconds(verdict_store::ADMISSION_LEASE_SECONDS),
+        };
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        // Until 2099, or held for another verifier.
+        let err = store
+            .cas_lease(&verifier, &job, None, Some(&held_by(VERIFIER)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("at most 60 seconds"), "{err}");
+        let err = store
+            .cas_lease(&verifier, &job, None, Some(&held_by(GRANTLESS)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("only its own leases"), "{err}");
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+        // Its own, for a minute: taken, and released.
+        store
+            .cas_lease(&verifier, &job, None, Some(&within))
+            .await
+            .unwrap();
+        store
+            .cas_lease(&verifier, &job, Some(&within), None)
+            .await
+            .unwrap();
+        if t.kind == Kind::Postgres {
+            let text = |h: &verdict_store::LeaseHolder| {
+                String::from_utf8(verdict_core::canonical::to_vec(
+                    &serde_json::to_value(h).unwrap(),
+                ))
+                .unwrap()
+            };
+            let length = store.audit_head().await.unwrap().unwrap().seq;
+            // By hand through the verifier's own login: until 2099, or for another.
+            let (mut rev, rev_login) = connect_as(&t, VERIFIER, Role::Verifier).await;
+            let err = try_sql(
+                &mut rev,
+                &lease_call(VERIFIER, "verifier", &job, &text(&held_by(VERIFIER))),
+            )
+            .await
+            .unwrap_err();
+            assert!(err.contains("at most 60 seconds"), "{err}");
+            let err = try_sql(
+                &mut rev,
+                &lease_call(VERIFIER, "verifier", &job, &text(&held_by(GRANTLESS))),
+            )
+            .await
+            .unwrap_err();
+            assert!(err.contains("only its own leases"), "{err}");
+            // A verifier with no grant on the request's execution, through its own login.
+            let (mut other, other_login) = connect_as(&t, GRANTLESS, Role::Verifier).await;
+            let theirs = verdict_store::LeaseHolder {
+                holder: GRANTLESS.parse().unwrap(),
+                expires_at: store.now().await.unwrap().plus_seconds(30),
+            };
+            let err = try_sql(
+                &mut other,
+                &lease_call(GRANTLESS, "verifier", &job, &text(&theirs)),
+            )
+            .await
+            .unwrap_err();
+            assert!(err.contains("holds a grant in force on"), "{err}");
+            // Nor in the name of the engine's principal, whose identity neither login is.
+            let engine = verdict_store::LeaseHolder {
+                holder: "verdict-engine".parse().unwrap(),
+                expires_at: theirs.expires_at.clone(),
+            };
+            let err = try_sql(
+                &mut other,
+                &lease_call("verdict-engine", "operator", &job, &text(&engine)),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                err.contains("does not act for principal verdict-engine"),
+                "{err}"
+            );
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+            // Its own lease, for 30 seconds, by hand.
+            let mine = verdict_store::LeaseHolder {
+                holder: VERIFIER.parse().unwrap(),
+                expires_at: store.now().await.unwrap().plus_seconds(30),
+            };
+            let current = store
+                .pointer(PointerKind::Lease, &job)
+                .await
+                .unwrap()
+                .unwrap();
+            let change = json!({"pointer": "lease", "name": job, "revision": current.revision + 1,
+                                "old": null, "new": serde_json::to_value(&mine).unwrap()});
+            let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+            let digest =
+                verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+            let key =
+                verdict_store::records::pointer_change_key("lease", &job, current.revision + 1);
+            try_sql(
+                &mut rev,
+                &format!(
+                    "SELECT * FROM verdict.cas_lease('{VERIFIER}', 'verifier', '{job}', {}, NULL, '{}', '{key}', '{digest}', '{body}')",
+                    current.revision,
+                    text(&mine)
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
+            rev.close().await.unwrap();
+            other.close().await.unwrap();
+            for login in [rev_login, other_login] {
+                t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                    .await
+                    .unwrap();
+            }
+        }
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}

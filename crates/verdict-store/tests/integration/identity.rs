@@ -1274,3 +1274,368 @@ async fn a_login_given_is_recorded_in_the_audit_chain() {
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }
+
+/// A login `<prefix><name>` as a deployment's service login has it: not a superuser, a member
+/// of the service role and of the built-in identities. Returns its URL.
+async fn service_login(t: &TestStore, name: &str) -> String {
+    let login = format!("{}{name}", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{p}service\", \"{p}engine\", \"{p}gate\", \"{p}system\"",
+        p = t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    url.replacen("postgres@", &format!("{login}@"), 1)
+}
+
+fn operator_record(name: &str) -> PrincipalRecord {
+    PrincipalRecord {
+        name: name.parse().unwrap(),
+        role: Role::Operator,
+        token_sha256: token_sha256(&format!("token-of-{name}")),
+    }
+}
+
+/// Schema 14: the store's clock and first operator are written as that operator itself, not as
+/// the engine's principal, through a service login that is no superuser; once the store holds
+/// a principal, the same login (as itself, or as the engine's identity) cannot write another
+/// "first" operator, and nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_operator_is_written_as_itself_and_only_on_an_empty_store() {
+    let t = postgres().await;
+    let url = service_login(&t, "svc_first").await;
+    let store = verdict_store::open_with(
+        &Location::Postgres(url.clone()),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 4,
+        },
+    )
+    .await
+    .unwrap();
+    let first = Actor::new("first-op", Role::Operator);
+    store
+        .establish_clock(&first, verdict_store::StoreClock::System)
+        .await
+        .unwrap();
+    store
+        .add_principal(&first, &operator_record("first-op"))
+        .await
+        .unwrap();
+    let events = store.audit_events(0, 10).await.unwrap();
+    let writers: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.principal.as_str(), e.role.as_str()))
+        .collect();
+    assert_eq!(writers, [("first-op", "operator"); 2]);
+
+    let seq = head_seq(&t).await;
+    let mallory = serde_json::to_value(operator_record("mallory")).unwrap();
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    for sql in put_calls(Table::Principals, "mallory", "operator", &mallory) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal mallory"),
+            "{sql}: {err}"
+        );
+    }
+    try_sql(&mut conn, &format!("SET ROLE \"{}engine\"", t.prefix))
+        .await
+        .unwrap();
+    for sql in put_calls(Table::Principals, "mallory", "operator", &mallory) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("does not act for principal mallory"),
+            "{sql}: {err}"
+        );
+    }
+    conn.close().await.unwrap();
+    let err = store
+        .add_principal(
+            &Actor::new("mallory", Role::Operator),
+            &operator_record("mallory"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not act for principal mallory"),
+        "{err}"
+    );
+    let err = store
+        .establish_clock(
+            &Actor::new("mallory", Role::Operator),
+            verdict_store::StoreClock::Manual,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, verdict_store::StoreError::CasFailed { .. })
+            || err.to_string().contains("chosen once"),
+        "{err}"
+    );
+    nothing_appended(&t, seq).await;
+    drop(store);
+    t.cleanup().await;
+}
+
+/// On an empty store the routines take the first operator only as itself: a record naming
+/// another principal, in another role, or two records at once, are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_store_takes_only_one_operator_naming_itself() {
+    let t = postgres().await;
+    let url = service_login(&t, "svc_empty").await;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let ops = serde_json::to_value(operator_record("ops")).unwrap();
+    let mut producer = ops.clone();
+    producer["role"] = json!("producer");
+    for (principal, role, doc) in [
+        ("mallory", "operator", &ops),
+        ("ops", "producer", &producer),
+        ("ops", "operator", &producer),
+    ] {
+        for sql in put_calls(Table::Principals, principal, role, doc) {
+            let err = try_sql(&mut conn, &sql).await.unwrap_err();
+            assert!(err.contains("does not act for principal"), "{sql}: {err}");
+        }
+    }
+    // Itself and another operator in one call.
+    let parts = |doc: &serde_json::Value| {
+        let body = canonical(doc);
+        let digest =
+            verdict_store::records::row_digest(Table::Principals.domain(), body.as_bytes());
+        let key = verdict_store::records::key_of_value(Table::Principals, doc, &digest).unwrap();
+        (key, digest.to_string(), body)
+    };
+    let ((k1, d1, b1), (k2, d2, b2)) = (
+        parts(&ops),
+        parts(&serde_json::to_value(operator_record("ops-2")).unwrap()),
+    );
+    let err = try_sql(
+        &mut conn,
+        &format!(
+            "SELECT r_seq FROM verdict.put_principals('ops', 'operator', ARRAY['{k1}', '{k2}'], \
+             ARRAY['{d1}', '{d2}'], ARRAY['{b1}', '{b2}'], ARRAY[NULL, NULL]::text[])"
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("does not act for principal"), "{err}");
+    assert!(t.store.audit_head().await.unwrap().is_none());
+    let [one, _] = put_calls(Table::Principals, "ops", "operator", &ops);
+    try_sql(&mut conn, &one).await.unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(head_seq(&t).await, 1);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// The run and the admission note of `verifier` for run `run` under `request` at generation 1,
+/// with preflight's verdict `skipped`.
+fn admission_with(
+    verifier: &str,
+    run: &str,
+    request: &str,
+    subject: &str,
+    skipped: bool,
+) -> (serde_json::Value, serde_json::Value) {
+    let (run_doc, mut note) = self_admission(verifier, run, request, subject, 1, "reviewer");
+    note["preflight"] = if skipped {
+        json!({"outcome": "rework", "skipped": true, "reasons": ["check_failed: unit-tests"]})
+    } else {
+        json!({"outcome": "pass", "skipped": false, "reasons": []})
+    };
+    (run_doc, note)
+}
+
+/// Schema 14: a verifier admitting itself by hand is held to preflight's stored verdict and to
+/// the execution's cancellation. A note in which preflight decided needs its run ended in the
+/// same transaction; a note saying preflight did not decide is refused while an operator's
+/// note for the same request and generation says it did and no evidence came since; no run is
+/// admitted on a cancelled execution, by a verifier or an operator. Each refusal appends
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifiers_own_admission_is_held_to_preflight_and_cancellation() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = current_policy(&t).await;
+    let req = t
+        .store
+        .put(&op, DocKind::Request, &engine_request(&s, 1, &p, None))
+        .await
+        .unwrap()
+        .digest
+        .to_string();
+    let (mut rev, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
+    // An operator's admission in which preflight decided: its run is ended with it.
+    let (run, note) = admission_with("reviewer-2", "vrun-p1", &req, s.as_str(), true);
+    let admission: verdict_store::RunAdmission = serde_json::from_value(run).unwrap();
+    t.store
+        .admit_run_noted(&op, &admission, &note)
+        .await
+        .unwrap();
+    let ended = t.store.run("vrun-p1").await.unwrap().unwrap();
+    assert_eq!(ended.status(), Some(verdict_store::RunStatus::Cancelled));
+    let by_hand = |run: &serde_json::Value, note: &serde_json::Value, end: bool| {
+        let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", run);
+        let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", note);
+        let end_one = if end {
+            let event = json!({"run_id": run["run_id"], "n": 1, "status": "cancelled"});
+            let [one, _] = put_calls(Table::RunEvents, "reviewer-2", "verifier", &event);
+            format!("{one};")
+        } else {
+            String::new()
+        };
+        format!("BEGIN; {run_one}; {note_one}; {end_one} COMMIT")
+    };
+    let seq = head_seq(&t).await;
+    // Its own note saying preflight did not decide.
+    let (run, note) = admission_with("reviewer-2", "vrun-p2", &req, s.as_str(), false);
+    let err = try_sql(&mut rev, &by_hand(&run, &note, false))
+        .await
+        .unwrap_err();
+    assert!(err.contains("preflight already decided"), "{err}");
+    try_sql(&mut rev, "ROLLBACK").await.unwrap();
+    // A note saying it decided, with the run left open.
+    let (run, note) = admission_with("reviewer-2", "vrun-p3", &req, s.as_str(), true);
+    let err = try_sql(&mut rev, &by_hand(&run, &note, false))
+        .await
+        .unwrap_err();
+    assert!(err.contains("must end cancelled"), "{err}");
+    nothing_appended(&t, seq).await;
+    // Decided, and ended in the same transaction: stored.
+    try_sql(&mut rev, &by_hand(&run, &note, true))
+        .await
+        .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 3);
+    // New evidence about the subject: preflight may now decide otherwise, and the note is
+    // taken.
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    t.store
+        .put(
+            &Actor::new(RUNNER, Role::Runner),
+            DocKind::Evidence,
+            &evidence(&s, "ev-after"),
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let (run, note) = admission_with("reviewer-2", "vrun-p4", &req, s.as_str(), false);
+    try_sql(&mut rev, &by_hand(&run, &note, false))
+        .await
+        .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 2);
+
+    // The producer cancels ex-1: no run is admitted on it any more.
+    register(t.store.as_ref(), PRODUCER, Role::Producer).await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    let record = json!({
+        "schema": "verdict.cancellation/v1", "cancelled": {"kind": "execution", "id": "ex-1"},
+        "subject_digest": s.as_str(), "by": {"principal": PRODUCER, "role": "producer"},
+        "reason": "withdrawn", "at": "2026-11-30T12:00:00Z"
+    });
+    t.store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Request,
+            &record,
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let (run, note) = admission_with("reviewer-2", "vrun-c1", &req, s.as_str(), false);
+    let err = try_sql(&mut rev, &by_hand(&run, &note, false))
+        .await
+        .unwrap_err();
+    assert!(err.contains("was cancelled"), "{err}");
+    try_sql(&mut rev, "ROLLBACK").await.unwrap();
+    for sql in put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run) {
+        let err = try_sql(&mut rev, &sql).await.unwrap_err();
+        assert!(err.contains("was cancelled"), "{sql}: {err}");
+    }
+    let admission: verdict_store::RunAdmission = serde_json::from_value(run).unwrap();
+    let err = t
+        .store
+        .admit_run_noted(&op, &admission, &note)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("was cancelled"), "{err}");
+    nothing_appended(&t, seq).await;
+    rev.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// Schema 14: the gate's identity stores a decision only under the name of a stored principal
+/// that may gate: an operator, or a principal holding a grant in force on the decision's
+/// execution. A name no principal has, or a stored verifier with no grant there, is refused,
+/// with its evaluation record in the same transaction; nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "reviewer-3", Role::Verifier).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p: verdict_core::digest::Digest = current_policy(&t).await.parse().unwrap();
+    let login = format!("{}gate_login", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}gate\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    let mut gate = sqlx::PgConnection::connect(&url).await.unwrap();
+    try_sql(&mut gate, &format!("SET ROLE \"{}gate\"", t.prefix))
+        .await
+        .unwrap();
+    let both = |name: &str, key: &str| {
+        let [record, _] = put_calls(
+            Table::GateEvaluations,
+            name,
+            "gate",
+            &evaluation(&s, &p, key),
+        );
+        let [decision, _] = put_calls(
+            Table::GateDecisions,
+            name,
+            "gate",
+            &decision(&s, &p, key, "pass"),
+        );
+        format!("BEGIN; {record}; {decision}; COMMIT")
+    };
+    let seq = head_seq(&t).await;
+    for (name, key) in [("mallory", "k-forged"), ("reviewer-3", "k-grantless")] {
+        let err = try_sql(&mut gate, &both(name, &d(key))).await.unwrap_err();
+        assert!(
+            err.contains("only under the name of a stored operator"),
+            "{name}: {err}"
+        );
+        try_sql(&mut gate, "ROLLBACK").await.unwrap();
+    }
+    nothing_appended(&t, seq).await;
+    // A verifier holding a grant on ex-1 may run the gate, and so may a stored operator.
+    try_sql(&mut gate, &both(VERIFIER, &d("k-verifier")))
+        .await
+        .unwrap();
+    register(t.store.as_ref(), "op-1", Role::Operator).await;
+    let seq = head_seq(&t).await;
+    try_sql(&mut gate, &both("op-1", &d("k-operator")))
+        .await
+        .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 2);
+    gate.close().await.unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}

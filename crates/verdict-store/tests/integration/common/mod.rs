@@ -442,6 +442,8 @@ pub const RUNNER: &str = "ci-runner";
 pub const VERIFIER: &str = "reviewer-1";
 pub const HUMAN: &str = "alice";
 pub const OPERATOR: &str = "engine";
+/// The stored operator under whose name [`put_decision`] runs the gate.
+pub const GATEKEEPER: &str = "gatekeeper";
 
 pub fn d(seed: &str) -> String {
     verdict_core::digest::raw(seed.as_bytes()).to_string()
@@ -780,9 +782,12 @@ pub async fn put_decision(store: &dyn Store, doc: &Value) -> verdict_store::Stor
         &digest_at("policy_digest"),
         doc["evaluation_key"].as_str().unwrap(),
     );
+    // Since schema 14 PostgreSQL stores a decision only under the name of a stored principal
+    // that may gate.
+    register(store, GATEKEEPER, verdict_core::contracts::Role::Operator).await;
     store
         .put_batch(
-            &Actor::gate("gate"),
+            &Actor::gate(GATEKEEPER),
             &[
                 (DocKind::Evaluation, record),
                 (DocKind::Decision, doc.clone()),

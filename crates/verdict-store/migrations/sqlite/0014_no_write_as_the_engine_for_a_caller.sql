@@ -1,0 +1,8 @@
+-- verdict store, SQLite schema version 14: nothing changes here.
+--
+-- PostgreSQL's version 14 lets the first operator write its own record, lets a verifier take
+-- the admission lease of its own admission, refuses a run on a cancelled execution, holds a
+-- verifier's admission note to preflight's stored verdict and stores a gate decision only under
+-- the name of a principal that may gate. SQLite has no logins and no routines: the store and the
+-- engine make those checks before they write, and whoever can write the SQLite file controls
+-- the store; `audit verify` and signed checkpoints detect what such a writer changed.
