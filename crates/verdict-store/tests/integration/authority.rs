@@ -516,8 +516,12 @@ async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() 
             .await
             .unwrap_err();
         assert!(err.to_string().contains("at most 60 seconds"), "{err}");
+        let for_another = verdict_store::LeaseHolder {
+            holder: GRANTLESS.parse().unwrap(),
+            expires_at: within.expires_at.clone(),
+        };
         let err = store
-            .cas_lease(&verifier, &job, None, Some(&held_by(GRANTLESS)))
+            .cas_lease(&verifier, &job, None, Some(&for_another))
             .await
             .unwrap_err();
         assert!(err.to_string().contains("only its own leases"), "{err}");
@@ -550,7 +554,7 @@ async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() 
             assert!(err.contains("at most 60 seconds"), "{err}");
             let err = try_sql(
                 &mut rev,
-                &lease_call(VERIFIER, "verifier", &job, &text(&held_by(GRANTLESS))),
+                &lease_call(VERIFIER, "verifier", &job, &text(&for_another)),
             )
             .await
             .unwrap_err();
