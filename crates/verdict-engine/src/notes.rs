@@ -1,21 +1,25 @@
-//! The engine's own lifecycle records that have no table of their own: cancellations and
-//! refused results. Each is a typed document stored among the requests. A refused result is
-//! written by the engine itself (in the operator role) and believed only when the audit chain
-//! says the engine wrote it; a cancellation is written by the canceller, an operator or the
-//! producer of the execution, and believed only when the audit chain names that canceller as its
-//! writer. Producers may append to the requests table too, so a note of the right shape written
-//! by anyone else is ignored.
+//! The engine's own lifecycle records that have no table of their own: cancellations, refused
+//! results, runs ended by a takeover and runs' contexts. Each is a typed document stored among
+//! the requests and believed only when the audit chain names a writer who may write it: a
+//! cancellation, the canceller (an operator or the producer of the execution); a refused
+//! result or a run's context, the run's own verifier (or, for records written before schema
+//! 15 and an operator's context, the engine in the operator role); a takeover, the verifier
+//! it names as the claimant that took the job over (or, before schema 15, the engine). The
+//! store checks each at the write, a worker's under its job's current claim in the write's own
+//! transaction. Producers and verifiers may append to the requests table too, so a note of the
+//! right shape written by anyone else is ignored.
 
 use crate::attest::{ATTESTATION_SCHEMA, SIGNING_KEY_SCHEMA};
 use crate::engine::{ENGINE_PRINCIPAL, Engine};
 use crate::error::{EngineError, Result};
+use crate::runs::RUN_CONTEXT_SCHEMA;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verdict_core::contracts::{Name, Role, Timestamp, UnavailableReason};
 use verdict_core::digest::Digest;
-use verdict_store::{About, Actor, ActorRole, DocKind, Stored, Table};
+use verdict_store::{About, Actor, ActorRole, DocKind, JobClaim, Stored, Table};
 
 /// Schema of a cancellation record.
 pub const CANCELLATION_SCHEMA: &str = "verdict.cancellation/v1";
@@ -27,7 +31,7 @@ pub const RUN_TAKEOVER_SCHEMA: &str = "verdict.run-takeover/v1";
 
 /// The record of a verifier run ended because the worker that ran it lost its job
 /// (`verdict.run-takeover/v1`): its lease lapsed and another worker claimed the job. Written by
-/// the engine for the new claimant before that claimant admits its own run; the run ends
+/// the new claimant, under its claim, before it admits its own run; the run ends
 /// `cancelled`, a result it submits later is refused, and it no longer counts against its
 /// request's `max_runs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -140,6 +144,28 @@ impl Engine {
         Ok(self.store.put(actor, DocKind::Request, &doc).await?)
     }
 
+    /// Stores a lifecycle record as `actor`, under a worker's `claim` when one is given: then
+    /// only while the claim is its job's current one, checked by the store in the append's
+    /// own transaction.
+    pub(crate) async fn put_note_claimed<T: Serialize>(
+        &self,
+        actor: &Actor,
+        claim: Option<&JobClaim>,
+        note: &T,
+    ) -> Result<Stored> {
+        let Some(c) = claim else {
+            return self.put_note_as(actor, note).await;
+        };
+        let doc = serde_json::to_value(note).map_err(|e| EngineError::Invalid {
+            what: "lifecycle record",
+            message: e.to_string(),
+        })?;
+        Ok(self
+            .store
+            .put_claimed(actor, c, DocKind::Request, &doc)
+            .await?)
+    }
+
     /// The engine's records of `schema` about `about`, in the order they were stored. A row
     /// that the audit chain does not show as written by the engine in the operator role is
     /// skipped, and so is one of that schema that does not decode (only the engine writes it,
@@ -155,12 +181,13 @@ impl Engine {
             if value.get("schema").and_then(serde_json::Value::as_str) != Some(schema) {
                 continue;
             }
-            let rightful = if schema == CANCELLATION_SCHEMA {
-                self.cancellation_rightful(&row, &value).await?
-            } else if schema == ATTESTATION_SCHEMA || schema == SIGNING_KEY_SCHEMA {
-                self.written_by_an_operator(&row).await?
-            } else {
-                self.written_by_engine(&row).await?
+            let rightful = match schema {
+                CANCELLATION_SCHEMA => self.cancellation_rightful(&row, &value).await?,
+                ATTESTATION_SCHEMA | SIGNING_KEY_SCHEMA => self.written_by_an_operator(&row).await?,
+                RUN_TAKEOVER_SCHEMA | RESULT_REFUSAL_SCHEMA | RUN_CONTEXT_SCHEMA => {
+                    self.run_note_rightful(&row, &value, schema).await?
+                }
+                _ => self.written_by_engine(&row).await?,
             };
             if !rightful {
                 continue;
@@ -188,6 +215,41 @@ impl Engine {
                     && e.payload_digest == row.digest.as_str()
             })
             .map(|e| (e.principal, e.role)))
+    }
+
+    /// Whether a record about a run was written by one who may write it: the engine in the
+    /// operator role (every such record before schema 15, and an operator's run context); for
+    /// a refused result or a run's context, the verifier the run was admitted to; for a
+    /// takeover, the verifier it names as the claimant, about the earlier claim's run of the job
+    /// it names (`job-<job>-<stale_fencing>`, an earlier token than the claimant's). The store
+    /// refused any such record not written under the job's current claim.
+    async fn run_note_rightful(&self, row: &Stored, value: &Value, schema: &str) -> Result<bool> {
+        let Some((principal, role)) = self.writer_of(row).await? else {
+            return Ok(false);
+        };
+        if principal == ENGINE_PRINCIPAL {
+            return Ok(role == ActorRole::Operator.as_str());
+        }
+        if role != ActorRole::Verifier.as_str() {
+            return Ok(false);
+        }
+        if schema == RUN_TAKEOVER_SCHEMA {
+            let Ok(t) = verdict_core::contracts::decode_plain::<RunTakeover>(value) else {
+                return Ok(false);
+            };
+            return Ok(t.taken_by.principal.as_str() == principal
+                && t.taken_by.role == Role::Verifier
+                && t.stale_fencing < t.fencing
+                && t.run_id.as_str() == format!("job-{}-{}", t.job, t.stale_fencing));
+        }
+        let Some(run_id) = value.get("run_id").and_then(Value::as_str) else {
+            return Ok(false);
+        };
+        Ok(self
+            .store
+            .run(run_id)
+            .await?
+            .is_some_and(|r| r.admission.verifier.as_str() == principal))
     }
 
     /// Whether a cancellation record was written by one who may cancel what it names, as

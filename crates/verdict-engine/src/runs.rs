@@ -267,6 +267,24 @@ impl Engine {
         class: &str,
         run_id: &str,
     ) -> Result<Preflight> {
+        self.admit_claimed(caller, request, verifier, class, run_id, None)
+            .await
+    }
+
+    /// [`Engine::admit`] for a worker's job: the run and its admission note (and, when
+    /// preflight decided, the run's cancellation) are written only while `claim` is its job's
+    /// current claim, checked by the store in the same transaction as each write; once another
+    /// worker took the job over, the admission is refused with
+    /// [`verdict_store::StoreError::StaleClaim`] and writes nothing.
+    pub async fn admit_claimed(
+        &self,
+        caller: &Principal,
+        request: &Digest,
+        verifier: &str,
+        class: &str,
+        run_id: &str,
+        claim: Option<&JobClaim>,
+    ) -> Result<Preflight> {
         let now = &self.now().await?;
         self.require_role(
             caller,
@@ -294,7 +312,9 @@ impl Engine {
             None => None,
         };
         let admitted = self
-            .admit_pinned(caller, &pinned, request, verifier, class, run_id, now)
+            .admit_pinned(
+                caller, &pinned, request, verifier, class, run_id, claim, now,
+            )
             .await;
         if let Some((job, holder)) = slot {
             // A release that fails never changes what the admission did: the lease lapses on
@@ -356,6 +376,7 @@ impl Engine {
         verifier: &str,
         class: &str,
         run_id: &str,
+        claim: Option<&JobClaim>,
         now: &Timestamp,
     ) -> Result<Preflight> {
         let PinnedRequest {
@@ -450,9 +471,19 @@ impl Engine {
         // suffices.
         // When preflight decided, the run's cancellation is written in the same transaction.
         let writer = caller.actor();
-        self.store
-            .admit_run_noted(&writer, &admission, &note)
-            .await?;
+        match claim {
+            // Under a worker's claim, checked in the admission's own transaction.
+            Some(c) => {
+                self.store
+                    .admit_run_noted_claimed(&writer, c, &admission, &note)
+                    .await?
+            }
+            None => {
+                self.store
+                    .admit_run_noted(&writer, &admission, &note)
+                    .await?
+            }
+        };
         Ok(preflight)
     }
 
@@ -779,6 +810,20 @@ impl Engine {
         run_id: &str,
         report: &RunReport,
     ) -> Result<Digest> {
+        self.record_run_context_claimed(caller, run_id, report, None)
+            .await
+    }
+
+    /// [`Engine::record_run_context`] for a worker's job: the note is written by the run's
+    /// verifier only while `claim` is its job's current claim, checked by the store in the
+    /// note's own transaction.
+    pub async fn record_run_context_claimed(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        report: &RunReport,
+        claim: Option<&JobClaim>,
+    ) -> Result<Digest> {
         let run = self
             .own_run(
                 caller,
@@ -798,9 +843,14 @@ impl Engine {
             detail: report.detail.clone(),
             cache_key: report.cache_key.clone(),
         };
-        // Stored by the engine, as its other notes are: the caller was checked above, and a
-        // note of this shape written by anyone else is not believed when read back.
-        self.put_note(&note).await?;
+        // The run's own verifier writes it as itself (and, a store's check, only about its own
+        // run and, for a job's run, under the job's claim); an operator's is stored by the
+        // engine. A note of this shape written by anyone else is not believed when read back.
+        if caller.role == Role::Verifier {
+            self.put_note_claimed(&caller.actor(), claim, &note).await?;
+        } else {
+            self.put_note(&note).await?;
+        }
         Ok(digest)
     }
 
@@ -884,30 +934,12 @@ impl Engine {
         })
     }
 
-    /// Refuses with [`verdict_store::StoreError::StaleClaim`] unless `claim` (when given) is
-    /// still its job's current claim held by `actor`, renewing its lease. For the writes the
-    /// engine makes as itself for a worker's run (the record of a refused result, a run's
-    /// context), which cannot carry the worker's claim into their own transaction.
-    pub(crate) async fn still_claimed(
-        &self,
-        actor: &Actor,
-        claim: Option<&JobClaim>,
-    ) -> Result<()> {
-        if let Some(c) = claim {
-            self.store
-                .queue()
-                .heartbeat(actor, c.job, c.fencing, c.lease)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// [`Engine::submit_result`] for a worker's job: every write of the submission (the result
     /// and its run's events) is made only while `claim` is its job's current claim, checked by
     /// the store in the same transaction as the write; once another worker took the job over,
     /// the submission is refused with [`verdict_store::StoreError::StaleClaim`] and writes
     /// nothing.
-    pub(crate) async fn submit_result_claimed(
+    pub async fn submit_result_claimed(
         &self,
         caller: &Principal,
         doc: &Value,
@@ -969,9 +1001,11 @@ impl Engine {
                 // The run already has its outcome; this document changes nothing.
                 return Err(e);
             }
-            // A worker that lost its job records nothing about its run.
-            self.still_claimed(&caller.actor(), claim).await?;
-            return Err(self.refuse_result(&run, doc, e, now).await);
+            // Recorded by the run's verifier, under its job's claim when it has one: a worker
+            // that lost its job records nothing about its run.
+            return Err(self
+                .refuse_result(&caller.actor(), claim, &run, doc, e, now)
+                .await);
         }
         let actor = caller.actor();
         if late {
@@ -1047,10 +1081,14 @@ impl Engine {
     }
 
     /// Ends a run whose result failed validation: the record of what was wrong, then the run's
-    /// `unavailable` / `invalid_output` event. Returns the refusal to report; if recording it
-    /// failed, that is reported with it.
+    /// `unavailable` / `invalid_output` event, both written by `actor` (the run's verifier),
+    /// each under `claim` when one is given. Returns the refusal to report; if recording it
+    /// failed, that is reported with it, except a stale claim, which is returned as it is
+    /// (nothing was written).
     async fn refuse_result(
         &self,
+        actor: &Actor,
+        claim: Option<&JobClaim>,
         run: &Run,
         doc: &Value,
         refusal: EngineError,
@@ -1069,18 +1107,20 @@ impl Engine {
             detail: detail.clone(),
             at: now.clone(),
         };
-        let recorded = match self.put_note(&record).await {
+        let recorded = match self.put_note_claimed(actor, claim, &record).await {
             Ok(_) => self
-                .store
-                .record_run_status(
-                    &Self::system(),
+                .run_status_as(
+                    actor,
+                    claim,
                     run.admission.run_id.as_str(),
                     RunStatus::Unavailable,
                     Some(UnavailableReason::InvalidOutput),
                 )
                 .await
-                .map(|_| ())
-                .map_err(EngineError::from),
+                .map(|_| ()),
+            Err(e @ EngineError::Store(verdict_store::StoreError::StaleClaim { .. })) => {
+                return e;
+            }
             Err(e) => Err(e),
         };
         match recorded {

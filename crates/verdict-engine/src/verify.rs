@@ -152,9 +152,10 @@ pub struct VerifyOptions {
     /// The run id of the one class to run, instead of a fresh random one: a worker names the
     /// run by its job and fencing token, so each claim's attempt is a run of its own.
     pub run_id: Option<Name>,
-    /// The worker's claim on the job this verification is for: the run is admitted only while
-    /// the claim holds, and its start and its result are written only under it, checked by the
-    /// store in the same transaction as each write (`None` outside a worker).
+    /// The worker's claim on the job this verification is for: the run's admission, start,
+    /// context note, result and any refused result's record are written only under it, by
+    /// the worker, each checked by the store in the write's own transaction (`None` outside a
+    /// worker).
     pub claim: Option<JobClaim>,
 }
 
@@ -446,14 +447,14 @@ impl Engine {
             _ => new_run_id(class)?,
         };
         let claim = options.claim.as_ref();
-        self.still_claimed(&caller.actor(), claim).await?;
         let pre = self
-            .admit(
+            .admit_claimed(
                 caller,
                 request,
                 caller.name.as_str(),
                 class.as_str(),
                 run_id.as_str(),
+                claim,
             )
             .await?;
         let done = |outcome| ClassRun {
@@ -508,8 +509,7 @@ impl Engine {
             detail: record.detail.clone(),
             cache_key: record.cache_key.as_ref().map(|k| k.0.to_string()),
         };
-        self.still_claimed(&caller.actor(), claim).await?;
-        self.record_run_context(caller, run_id.as_str(), &report)
+        self.record_run_context_claimed(caller, run_id.as_str(), &report, claim)
             .await?;
         let submitted = match outcome {
             Some(s) => Some(s),

@@ -302,8 +302,8 @@ impl Engine {
 
     /// Ends the runs earlier claims of verify job `job` admitted and left open: their workers
     /// lost the job (a lapsed lease and a new claim), so nothing they do counts any more. Each
-    /// is recorded ([`RunTakeover`], by the engine, naming `caller` as the new claimant) and
-    /// cancelled, which also gives its place under the request's `max_runs` back. Returns the
+    /// is recorded ([`RunTakeover`], written by `caller`, the new claimant, under `claim`) and
+    /// cancelled by it, which also gives its place under the request's `max_runs` back. Returns the
     /// id of an earlier claim's run that already completed, if one did: its result stands.
     async fn end_earlier_runs(
         &self,
@@ -321,9 +321,6 @@ impl Engine {
                 Some(RunStatus::Completed) => completed = Some(run_id),
                 Some(s) if s.is_terminal() => {}
                 _ => {
-                    // Only while this claim holds: a worker that lost the job meanwhile ends
-                    // nothing.
-                    self.still_claimed(&caller.actor(), Some(claim)).await?;
                     let note = RunTakeover {
                         schema: RUN_TAKEOVER_SCHEMA.to_owned(),
                         run_id: run.admission.run_id.clone(),
@@ -341,9 +338,12 @@ impl Engine {
                         ),
                         at: self.now().await?,
                     };
-                    self.put_note(&note).await?;
-                    self.store
-                        .record_run_status(&Self::system(), &run_id, RunStatus::Cancelled, None)
+                    // Written by the new claimant, each only while its claim holds, checked in
+                    // the write's own transaction: a worker that lost the job meanwhile ends
+                    // nothing.
+                    let actor = caller.actor();
+                    self.put_note_claimed(&actor, Some(claim), &note).await?;
+                    self.run_status_as(&actor, Some(claim), &run_id, RunStatus::Cancelled, None)
                         .await?;
                 }
             }

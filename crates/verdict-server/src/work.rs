@@ -362,7 +362,8 @@ pub struct RunContextOut {
     /// The run.
     pub run_id: String,
     /// Its run-context documents (schema `verdict.run-context/v1`, `verdict schema
-    /// run-context`), oldest first; only those the engine wrote are believed.
+    /// run-context`), oldest first; only those its own verifier (or, for an
+    /// operator, the engine) wrote are believed.
     #[schema(value_type = Vec<Object>)]
     pub contexts: Vec<RunContext>,
 }

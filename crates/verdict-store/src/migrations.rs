@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -85,6 +85,11 @@ pub const SQLITE: &[Migration] = &[
         version: 14,
         name: "no_write_as_the_engine_for_a_caller",
         sql: include_str!("../migrations/sqlite/0014_no_write_as_the_engine_for_a_caller.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "job_writes_under_the_claim",
+        sql: include_str!("../migrations/sqlite/0015_job_writes_under_the_claim.sql"),
     },
 ];
 
@@ -159,6 +164,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 14,
         name: "no_write_as_the_engine_for_a_caller",
         sql: include_str!("../migrations/postgres/0014_no_write_as_the_engine_for_a_caller.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "job_writes_under_the_claim",
+        sql: include_str!("../migrations/postgres/0015_job_writes_under_the_claim.sql"),
     },
 ];
 

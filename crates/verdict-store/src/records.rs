@@ -538,6 +538,33 @@ pub const ADMISSION_NOTE_SCHEMA: &str = "verdict.admission/v1";
 /// only once the requests table holds one naming it as the canceller of that execution.
 pub const CANCELLATION_NOTE_SCHEMA: &str = "verdict.cancellation/v1";
 
+/// The schema of the record of a worker's run ended because another claim took its job over:
+/// appended to the requests table by the verifier holding the job's current claim (schema 15).
+pub const RUN_TAKEOVER_NOTE_SCHEMA: &str = "verdict.run-takeover/v1";
+
+/// The schema of the record of a verification result refused at submission: appended by the
+/// verifier whose run it ends (schema 15).
+pub const RESULT_REFUSAL_NOTE_SCHEMA: &str = "verdict.result-refusal/v1";
+
+/// The schema of the note of what a run's model was shown: appended by the run's verifier
+/// (schema 15) or, for an operator, by the engine.
+pub const RUN_CONTEXT_NOTE_SCHEMA: &str = "verdict.run-context/v1";
+
+/// The job and claim a worker's run is named after (`job-<job>-<fencing>`), if it is named so.
+/// A run so named is a verify job's attempt: its verifier's notes about it are appended only
+/// under that job's claim.
+#[must_use]
+pub fn job_run(run_id: &str) -> Option<(i64, i64)> {
+    let rest = run_id.strip_prefix("job-")?;
+    let (job, fencing) = rest.split_once('-')?;
+    // At most 18 digits each, as the PostgreSQL routines read them.
+    let digits = |t: &str| (1..=18).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(job) || !digits(fencing) {
+        return None;
+    }
+    Some((job.parse().ok()?, fencing.parse().ok()?))
+}
+
 /// The schema of the note a PostgreSQL store appends to the requests table whenever an operator
 /// gives a principal a login of its own ([`LoginNote`]).
 pub const LOGIN_NOTE_SCHEMA: &str = "verdict.db-login/v1";

@@ -348,6 +348,18 @@ pub trait Store: Send + Sync {
         note: &Value,
     ) -> Result<Stored>;
 
+    /// [`Store::admit_run_noted`] for a job `actor` claimed: the admission and its note are
+    /// appended only while `claim` is the job's current claim, checked (and its lease renewed)
+    /// in the same transaction as [`Store::put_claimed`] is; otherwise refused with
+    /// [`StoreError::StaleClaim`] and nothing is written.
+    async fn admit_run_noted_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        admission: &RunAdmission,
+        note: &Value,
+    ) -> Result<Stored>;
+
     /// Appends a status transition of a run (the operator, the run's own verifier, or the
     /// producer cancelling the runs of its execution it cancelled). Nothing follows a terminal
     /// status; repeating the latest status is a no-op.
@@ -544,6 +556,7 @@ impl<B: Backend> StoreImpl<B> {
     async fn prepare_doc(
         &self,
         actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
         kind: DocKind,
         doc: &Value,
     ) -> Result<Vec<Prepared>> {
@@ -677,16 +690,8 @@ impl<B: Backend> StoreImpl<B> {
                 subject_ref
             }
             DocKind::Request => {
-                // A verifier appends to the requests table only the note of its own admission.
-                if actor.role == ActorRole::Verifier
-                    && (value.get("schema").and_then(Value::as_str) != Some(ADMISSION_NOTE_SCHEMA)
-                        || value.get("verifier").and_then(Value::as_str)
-                            != Some(actor.principal.as_str()))
-                {
-                    return Err(StoreError::Refused(format!(
-                        "verifier {:?} may append only the note of its own admission",
-                        actor.principal
-                    )));
+                if actor.role == ActorRole::Verifier {
+                    self.check_verifier_note(actor, claim, value).await?;
                 }
                 subject_ref
             }
@@ -706,6 +711,86 @@ impl<B: Backend> StoreImpl<B> {
             counts_for,
         });
         Ok(items)
+    }
+
+    /// What a verifier may append to the requests table: the note of its own admission; the
+    /// context note or the refused-result record of a run admitted to it (a run named as a
+    /// job's attempt, `job-<job>-<fencing>`, only under that job's claim of that token); and
+    /// the record of a job's earlier run ended by a takeover, only under the job's claim that
+    /// superseded the run's, naming itself as the claimant. The claim itself is checked, in
+    /// the append's own transaction, by [`Backend::append_claimed`].
+    async fn check_verifier_note(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        value: &Value,
+    ) -> Result<()> {
+        let text = |path: &str| value.pointer(path).and_then(Value::as_str);
+        let schema = text("/schema");
+        let refuse = |why: &str| {
+            Err(StoreError::Refused(format!(
+                "verifier {:?} may not append {}: {why}",
+                actor.principal,
+                schema.unwrap_or("a document without a schema")
+            )))
+        };
+        let run_id = text("/run_id").unwrap_or_default();
+        match schema {
+            Some(ADMISSION_NOTE_SCHEMA) => {
+                if text("/verifier") != Some(actor.principal.as_str()) {
+                    return refuse("an admission note names the verifier writing it");
+                }
+                Ok(())
+            }
+            Some(records::RUN_CONTEXT_NOTE_SCHEMA | records::RESULT_REFUSAL_NOTE_SCHEMA) => {
+                let own = self.run(run_id).await?.is_some_and(|r| {
+                    r.admission.verifier.as_str() == actor.principal
+                        && Some(r.admission.subject_digest.as_str()) == text("/subject_digest")
+                });
+                if !own {
+                    return refuse(&format!(
+                        "run {run_id:?} is not a run of its own about that subject"
+                    ));
+                }
+                if let Some((job, fencing)) = records::job_run(run_id)
+                    && claim.is_none_or(|c| c.job != job || c.fencing != fencing)
+                {
+                    return refuse(&format!(
+                        "run {run_id:?} is job {job}'s attempt, noted only under that job's claim {fencing}"
+                    ));
+                }
+                Ok(())
+            }
+            Some(records::RUN_TAKEOVER_NOTE_SCHEMA) => {
+                let number = |path: &str| value.pointer(path).and_then(Value::as_i64);
+                let Some(c) = claim else {
+                    return refuse("a takeover is recorded only under the job's claim");
+                };
+                let (job, stale, fencing) =
+                    (number("/job"), number("/stale_fencing"), number("/fencing"));
+                let consistent = job == Some(c.job)
+                    && fencing == Some(c.fencing)
+                    && stale.is_some_and(|s| s < c.fencing)
+                    && stale.is_some_and(|s| run_id == format!("job-{}-{s}", c.job))
+                    && text("/taken_by/principal") == Some(actor.principal.as_str())
+                    && text("/taken_by/role") == Some(ActorRole::Verifier.as_str());
+                if !consistent {
+                    return refuse(
+                        "a takeover names the job and token of the claim writing it, the writer as the claimant, and an earlier claim's run",
+                    );
+                }
+                let known = self.run(run_id).await?.is_some_and(|r| {
+                    Some(r.admission.subject_digest.as_str()) == text("/subject_digest")
+                });
+                if !known {
+                    return refuse(&format!("no run {run_id:?} about that subject"));
+                }
+                Ok(())
+            }
+            _ => refuse(
+                "a verifier appends only its admission note and the records of its job's runs",
+            ),
+        }
     }
 
     /// A verifier appends results only as itself, for a run it was admitted to, about the
@@ -912,6 +997,41 @@ impl<B: Backend> StoreImpl<B> {
         )
     }
 
+    /// The records of one admission: the run, its admission note and, when preflight already
+    /// decided, the run's end `cancelled`, all for one transaction: no run preflight stopped is
+    /// ever open for a model (on PostgreSQL, since schema version 14, a verifier's own
+    /// admission is refused otherwise). `claim` is the worker's claim the note is written under.
+    async fn admission_items(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        admission: &RunAdmission,
+        note: &Value,
+    ) -> Result<Vec<Prepared>> {
+        let mut items = vec![self.prepare_admission(actor, admission).await?];
+        items.append(
+            &mut self
+                .prepare_doc(actor, claim, DocKind::Request, note)
+                .await?,
+        );
+        if note.pointer("/preflight/skipped") == Some(&Value::Bool(true)) {
+            actor.may_append(Table::RunEvents)?;
+            let event = RunEvent {
+                run_id: admission.run_id.clone(),
+                n: 1,
+                status: RunStatus::Cancelled,
+                reason: None,
+            };
+            let body = text_of(Table::RunEvents, &event)?;
+            items.push(record(
+                Table::RunEvents,
+                body,
+                Some(admission.run_id.to_string()),
+            )?);
+        }
+        Ok(items)
+    }
+
     /// A verifier admits only itself, to a subject it did not produce (nor under the producer's
     /// run), while it holds a grant in force on the subject's execution or mission: what the
     /// engine requires of any admission, held here for a verifier acting on its own.
@@ -1066,7 +1186,20 @@ impl<B: Backend> StoreImpl<B> {
             self.check_producer_cancels(actor, &run, status, reason)
                 .await?;
         }
-        if actor.role == ActorRole::Verifier && run.admission.verifier.as_str() != actor.principal {
+        // A verifier ends another's run only as a takeover: the run is an earlier claim's
+        // attempt at the job whose current claim it holds (checked in the append's own
+        // transaction), and the end is `cancelled`.
+        let taken_over = claim.is_some_and(|c| {
+            status == RunStatus::Cancelled
+                && reason.is_none()
+                && records::job_run(run_id).is_some_and(|(job, stale)| {
+                    job == c.job && stale < c.fencing && run_id == format!("job-{job}-{stale}")
+                })
+        });
+        if actor.role == ActorRole::Verifier
+            && run.admission.verifier.as_str() != actor.principal
+            && !taken_over
+        {
             return Err(StoreError::Refused(format!(
                 "run {run_id:?} belongs to verifier {:?}, not {:?}",
                 run.admission.verifier.as_str(),
@@ -1277,7 +1410,7 @@ impl<B: Backend> Store for StoreImpl<B> {
     }
 
     async fn put(&self, actor: &Actor, kind: DocKind, doc: &Value) -> Result<Stored> {
-        let items = self.prepare_doc(actor, kind, doc).await?;
+        let items = self.prepare_doc(actor, None, kind, doc).await?;
         one(self.append(actor, items).await?).ok_or(StoreError::NotFound {
             what: kind.table().name(),
             key: String::new(),
@@ -1291,7 +1424,7 @@ impl<B: Backend> Store for StoreImpl<B> {
         kind: DocKind,
         doc: &Value,
     ) -> Result<Stored> {
-        let items = self.prepare_doc(actor, kind, doc).await?;
+        let items = self.prepare_doc(actor, Some(claim), kind, doc).await?;
         one(self.append_claimed(actor, Some(claim), items).await?).ok_or(StoreError::NotFound {
             what: kind.table().name(),
             key: String::new(),
@@ -1302,7 +1435,7 @@ impl<B: Backend> Store for StoreImpl<B> {
         let mut items = Vec::with_capacity(docs.len());
         let mut positions = Vec::with_capacity(docs.len());
         for (kind, doc) in docs {
-            let mut prepared = self.prepare_doc(actor, *kind, doc).await?;
+            let mut prepared = self.prepare_doc(actor, None, *kind, doc).await?;
             items.append(&mut prepared);
             positions.push(items.len() - 1);
         }
@@ -1512,30 +1645,30 @@ impl<B: Backend> Store for StoreImpl<B> {
         admission: &RunAdmission,
         note: &Value,
     ) -> Result<Stored> {
-        let mut items = vec![self.prepare_admission(actor, admission).await?];
-        items.append(&mut self.prepare_doc(actor, DocKind::Request, note).await?);
-        // When preflight already decided, the run ends `cancelled` in the same transaction:
-        // no run preflight stopped is ever open for a model (on PostgreSQL, since schema
-        // version 14, a verifier's own admission is refused otherwise).
-        if note.pointer("/preflight/skipped") == Some(&Value::Bool(true)) {
-            actor.may_append(Table::RunEvents)?;
-            let event = RunEvent {
-                run_id: admission.run_id.clone(),
-                n: 1,
-                status: RunStatus::Cancelled,
-                reason: None,
-            };
-            let body = text_of(Table::RunEvents, &event)?;
-            items.push(record(
-                Table::RunEvents,
-                body,
-                Some(admission.run_id.to_string()),
-            )?);
-        }
+        let items = self.admission_items(actor, None, admission, note).await?;
         let table = Table::VerifierRuns.name();
         let key = admission.run_id.to_string();
         self.backend
             .append(actor, items)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or(StoreError::NotFound { what: table, key })
+    }
+
+    async fn admit_run_noted_claimed(
+        &self,
+        actor: &Actor,
+        claim: &crate::jobs::JobClaim,
+        admission: &RunAdmission,
+        note: &Value,
+    ) -> Result<Stored> {
+        let items = self
+            .admission_items(actor, Some(claim), admission, note)
+            .await?;
+        let table = Table::VerifierRuns.name();
+        let key = admission.run_id.to_string();
+        self.append_claimed(actor, Some(claim), items)
             .await?
             .into_iter()
             .next()

@@ -792,3 +792,168 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
     })
     .await;
 }
+
+/// Whether `err` is the store's refusal of claim `fencing` as stale.
+fn stale(err: &EngineError, fencing: i64) -> bool {
+    matches!(err, EngineError::Store(StoreError::StaleClaim { fencing: f, .. }) if *f == fencing)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_record_a_refused_result()
+ {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let (o, _, _) = options(&srv.url);
+        done(
+            &w.engine
+                .work_one(&w.ci, WorkerRole::Runner, &o)
+                .await
+                .unwrap(),
+        );
+        // rev claims the verify job with a lease that lapses at once and, while its claim is
+        // still the job's current one, admits its run.
+        let stalled = Actor::new(
+            w.rev.name().as_str(),
+            verdict_core::contracts::Role::Verifier,
+        );
+        let queue = w.engine.store().queue();
+        let lease = Duration::from_millis(1);
+        let old = queue
+            .claim_job(&stalled, JobKind::Verify, "stalled", lease)
+            .await
+            .unwrap()
+            .unwrap();
+        let claim = JobClaim {
+            job: old.id,
+            fencing: old.fencing,
+            lease,
+        };
+        let old_run = format!("job-{}-1", old.id);
+        let pre = w
+            .engine
+            .admit_claimed(&w.rev, &req, "rev", "reviewer", &old_run, Some(&claim))
+            .await
+            .unwrap();
+        assert!(!pre.skipped, "{pre:?}");
+        // Its lease lapses and rev2 takes the job over (claim 2), with a lease that lapses at
+        // once too.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let rev2 = Actor::new(
+            w.rev2.name().as_str(),
+            verdict_core::contracts::Role::Verifier,
+        );
+        let taken = queue
+            .claim_job(&rev2, JobKind::Verify, "other", lease)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((taken.id, taken.fencing), (old.id, 2));
+
+        // rev, under its lost claim, tries each write: each is refused as stale and nothing at
+        // all is written (no run, no note, no run event, no denial).
+        let before = audit_len(&w).await;
+        let err = w
+            .engine
+            .admit_claimed(&w.rev, &req, "rev", "reviewer", "lost-run", Some(&claim))
+            .await
+            .unwrap_err();
+        assert!(stale(&err, 1), "admission: {err}");
+        assert!(w.engine.store().run("lost-run").await.unwrap().is_none());
+        let report = verdict_engine::RunReport {
+            manifest: json!({"entries": []}),
+            ..Default::default()
+        };
+        let err = w
+            .engine
+            .record_run_context_claimed(&w.rev, &old_run, &report, Some(&claim))
+            .await
+            .unwrap_err();
+        assert!(stale(&err, 1), "context: {err}");
+        let run = w.engine.store().run(&old_run).await.unwrap().unwrap();
+        let subject = run.admission.subject_digest.clone();
+        // A result of the wrong generation: refused at validation, which would end the run
+        // and record why, but not for a worker that lost its job.
+        let ev = w
+            .engine
+            .store()
+            .list(DocKind::Evidence, &About::Subject(subject.clone()))
+            .await
+            .unwrap()[0]
+            .value()
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let bad = crate::common::result("rev", &old_run, &subject, 7, &ev);
+        let err = w
+            .engine
+            .submit_result_claimed(&w.rev, &bad, Some(&claim))
+            .await
+            .unwrap_err();
+        assert!(stale(&err, 1), "refused result: {err}");
+        assert_eq!(audit_len(&w).await, before, "a stale claim writes nothing");
+        let run = w.engine.store().run(&old_run).await.unwrap().unwrap();
+        assert!(run.events.is_empty(), "{:?}", run.events);
+        assert!(
+            w.engine
+                .run_contexts(&w.ops, &old_run)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        // Outside its claim, a verifier records nothing about a job's run either.
+        let err = w
+            .engine
+            .record_run_context(&w.rev, &old_run, &report)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, EngineError::Store(StoreError::Refused(_))),
+            "{err}"
+        );
+
+        // The next claim (rev2's second, claim 3) ends rev's run: the takeover record and the
+        // run's end are written by rev2, the claimant, not by the engine.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let from = audit_len(&w).await;
+        let worked = w
+            .engine
+            .work_one(&w.rev2, WorkerRole::Verifier, &o)
+            .await
+            .unwrap();
+        let job = done(&worked);
+        assert_eq!((job.id, job.fencing), (old.id, 3));
+        let events = w.engine.store().audit_events(from, 1000).await.unwrap();
+        let takeover_end = events
+            .iter()
+            .find(|e| e.table == "run_events" && e.key.starts_with(&format!("{old_run}#")))
+            .unwrap();
+        assert_eq!(
+            (takeover_end.principal.as_str(), takeover_end.role.as_str()),
+            ("rev2", "verifier")
+        );
+        assert!(
+            events
+                .iter()
+                .all(|e| e.principal != verdict_engine::ENGINE_PRINCIPAL),
+            "{events:#?}"
+        );
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
+        let ended = history
+            .runs
+            .iter()
+            .find(|r| r.run_id.as_str() == old_run)
+            .unwrap();
+        assert_eq!(ended.status.as_str(), "cancelled");
+        let why = ended.detail.clone().unwrap();
+        assert!(why.contains("taken over by rev2"), "{why}");
+    })
+    .await;
+}

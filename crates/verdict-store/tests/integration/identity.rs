@@ -1460,6 +1460,39 @@ fn admission_with(
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verifiers_own_admission_is_held_to_preflight_and_cancellation() {
+/// The record a verifier's own login appends of run `run` of job `job` taken over, naming
+/// `claimant` and the tokens.
+fn takeover(
+    claimant: &str,
+    run: &str,
+    subject: &str,
+    job: i64,
+    stale: i64,
+    fencing: i64,
+) -> serde_json::Value {
+    json!({"schema": "verdict.run-takeover/v1", "run_id": run, "subject_digest": subject,
+           "job": job, "stale_fencing": stale, "fencing": fencing,
+           "taken_by": {"principal": claimant, "role": "verifier"},
+           "reason": "its lease lapsed", "at": "2026-01-01T00:00:00Z"})
+}
+
+/// The record of a refused result of `run`.
+fn refusal(run: &str, subject: &str) -> serde_json::Value {
+    json!({"schema": "verdict.result-refusal/v1", "run_id": run, "subject_digest": subject,
+           "result_digest": d("a refused result"), "reason": "invalid_output",
+           "detail": "no row for tests-pass", "at": "2026-01-01T00:00:00Z"})
+}
+
+/// Schema 15: a verifier's own login records a verify job's runs only under the claim it holds.
+/// It cannot record the takeover of a run of a job it does not hold, end another verifier's
+/// run, nor record a refused result of another verifier's run (SQLSTATE 42501, nothing
+/// appended); a verifier whose claim was taken over cannot record a refused result even of its
+/// own run; the holder of the claim that superseded the run's records the takeover and ends
+/// the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
+    use std::time::Duration;
+    use verdict_store::{JobKind, NewJob};
     let t = postgres().await;
     populate(t.store.as_ref()).await;
     let op = Actor::new(OPERATOR, Role::Operator);
@@ -1637,5 +1670,142 @@ async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
     gate.close().await.unwrap();
     let report = t.store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{:#?}", report.problems);
+        .put(&op, DocKind::Request, &engine_request(&s, 1, &p, Some(1)))
+        .await
+        .unwrap()
+        .digest;
+    let (mut first, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    let (mut second, _) = principal_login(&t, "reviewer-3", Role::Verifier).await;
+    grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
+    grant_write(t.store.as_ref(), "g-rev-3", "reviewer-3", "ex-1").await;
+    let queue = t.store.queue();
+    let job = queue
+        .enqueue_jobs(
+            &op,
+            &[NewJob {
+                kind: JobKind::Verify,
+                request: req.clone(),
+                class: "reviewer".into(),
+                deadline: None,
+            }],
+        )
+        .await
+        .unwrap()[0]
+        .id;
+    // reviewer-2 claims the job with a lease that lapses at once and admits its run.
+    let r2 = Actor::new("reviewer-2", Role::Verifier);
+    let c1 = queue
+        .claim_job(&r2, JobKind::Verify, "h-2", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((c1.id, c1.fencing), (job, 1));
+    let run1 = format!("job-{job}-1");
+    let (run, note) = self_admission("reviewer-2", &run1, req.as_str(), s.as_str(), 1, "reviewer");
+    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
+    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
+    try_sql(&mut first, &format!("BEGIN; {run_one}; {note_one}; COMMIT"))
+        .await
+        .unwrap();
+
+    // reviewer-3 holds no claim of the job: no takeover record, no end of reviewer-2's run,
+    // no refused-result record of it.
+    let seq = head_seq(&t).await;
+    let end = json!({"run_id": run1, "n": 1, "status": "cancelled"});
+    for (table, doc, why) in [
+        (
+            Table::VerificationRequests,
+            takeover("reviewer-3", &run1, s.as_str(), job, 1, 2),
+            "only while it holds the claim",
+        ),
+        (Table::RunEvents, end.clone(), "does not belong to verifier"),
+        (
+            Table::VerificationRequests,
+            refusal(&run1, s.as_str()),
+            "only about a run of its own",
+        ),
+    ] {
+        for sql in put_calls(table, "reviewer-3", "verifier", &doc) {
+            let err = second
+                .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())))
+                .await
+                .unwrap_err();
+            let db = err.as_database_error().unwrap();
+            assert_eq!(db.code().as_deref(), Some("42501"), "{sql}: {err}");
+            assert!(err.to_string().contains(why), "{sql}: {err}");
+        }
+    }
+    nothing_appended(&t, seq).await;
+
+    // reviewer-3 takes the job over (claim 2). reviewer-2, whose claim is stale, records no
+    // refused result even of its own run, and cannot record the takeover in its own name.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let r3 = Actor::new("reviewer-3", Role::Verifier);
+    let c2 = queue
+        .claim_job(&r3, JobKind::Verify, "h-3", Duration::from_secs(600))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((c2.id, c2.fencing), (job, 2));
+    let seq = head_seq(&t).await;
+    for (doc, why) in [
+        (
+            refusal(&run1, s.as_str()),
+            "records it only while it holds that claim",
+        ),
+        (
+            takeover("reviewer-2", &run1, s.as_str(), job, 1, 2),
+            "only while it holds the claim",
+        ),
+    ] {
+        for sql in put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &doc) {
+            let err = try_sql(&mut first, &sql).await.unwrap_err();
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    // Nor does the claimant name another as the claimant, or a token it does not hold.
+    for doc in [
+        takeover("reviewer-2", &run1, s.as_str(), job, 1, 2),
+        takeover("reviewer-3", &run1, s.as_str(), job, 1, 3),
+    ] {
+        for sql in put_calls(Table::VerificationRequests, "reviewer-3", "verifier", &doc) {
+            try_sql(&mut second, &sql).await.unwrap_err();
+        }
+    }
+    nothing_appended(&t, seq).await;
+
+    // The claimant records the takeover and ends the run, in its own name.
+    let [record, _] = put_calls(
+        Table::VerificationRequests,
+        "reviewer-3",
+        "verifier",
+        &takeover("reviewer-3", &run1, s.as_str(), job, 1, 2),
+    );
+    let [ended, _] = put_calls(Table::RunEvents, "reviewer-3", "verifier", &end);
+    try_sql(&mut second, &record).await.unwrap();
+    try_sql(&mut second, &ended).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 2);
+    let events = t.store.audit_events(seq, 10).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.principal == "reviewer-3" && e.role == "verifier"),
+        "{events:#?}"
+    );
+    // The run cap of one counts the run ended by its claimant's takeover no more: the claimant
+    // admits its own run.
+    let run2 = format!("job-{job}-2");
+    let (run, note) = self_admission("reviewer-3", &run2, req.as_str(), s.as_str(), 1, "reviewer");
+    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-3", "verifier", &run);
+    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-3", "verifier", &note);
+    try_sql(
+        &mut second,
+        &format!("BEGIN; {run_one}; {note_one}; COMMIT"),
+    )
+    .await
+    .unwrap();
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 15: nothing changes here.
+--
+-- Version 15 lets a verifier write the records of its verify job's runs itself (a refused
+-- result, a run's context, a takeover and the run end it makes), each only under the job's
+-- current claim. On SQLite the store checks this in code before it appends, and checks the claim
+-- in the append's own `BEGIN IMMEDIATE` transaction; PostgreSQL's write routines hold the same
+-- checks for every caller.
