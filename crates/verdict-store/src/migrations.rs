@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -80,6 +80,11 @@ pub const SQLITE: &[Migration] = &[
         version: 13,
         name: "authority_held_by_the_routines",
         sql: include_str!("../migrations/sqlite/0013_authority_held_by_the_routines.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "per_batch_work_once_per_batch",
+        sql: include_str!("../migrations/sqlite/0014_per_batch_work_once_per_batch.sql"),
     },
 ];
 
@@ -149,6 +154,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 13,
         name: "authority_held_by_the_routines",
         sql: include_str!("../migrations/postgres/0013_authority_held_by_the_routines.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "per_batch_work_once_per_batch",
+        sql: include_str!("../migrations/postgres/0014_per_batch_work_once_per_batch.sql"),
     },
 ];
 
