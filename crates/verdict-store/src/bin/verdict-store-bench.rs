@@ -1284,7 +1284,7 @@ GRANT EXECUTE ON FUNCTION breakdown.time_{v}(text[], text[]) TO PUBLIC;",
             };
             for (c, (name, out)) in contenders.iter().zip(per_flavour.iter_mut()).enumerate() {
                 // The whole routine goes first in every other pair.
-                let whole_first = (round + c as u64) % 2 == 0;
+                let whole_first = (round + c as u64).is_multiple_of(2);
                 let order = if whole_first {
                     [whole, name]
                 } else {
