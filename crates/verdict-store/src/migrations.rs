@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -90,6 +90,11 @@ pub const SQLITE: &[Migration] = &[
         version: 15,
         name: "job_writes_under_the_claim",
         sql: include_str!("../migrations/sqlite/0015_job_writes_under_the_claim.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "per_batch_work_once_per_batch",
+        sql: include_str!("../migrations/sqlite/0016_per_batch_work_once_per_batch.sql"),
     },
 ];
 
@@ -169,6 +174,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 15,
         name: "job_writes_under_the_claim",
         sql: include_str!("../migrations/postgres/0015_job_writes_under_the_claim.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "per_batch_work_once_per_batch",
+        sql: include_str!("../migrations/postgres/0016_per_batch_work_once_per_batch.sql"),
     },
 ];
 

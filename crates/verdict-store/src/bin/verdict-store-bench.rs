@@ -16,6 +16,13 @@
 //! per commit) on a database at the version before and one at the current version, in
 //! alternating rounds of one run.
 //!
+//! `--only postgres-checks` breaks a single append down by check: in a scratch database, each
+//! top-level check of `put_one_check_evidence` (and, batched, of `put_check_evidence`) is
+//! removed in turn from a copy of the routine made from its own definition, and each copy is
+//! called in the server against the whole routine in paired, alternating rounds; it prints
+//! each check's microseconds and share of an append (the median of the rounds, with their
+//! spread), and what the previous schema version's routine costs more.
+//!
 //! `verdict-store-bench load --store URL --count N [--batch B]` appends N synthetic check
 //! evidence documents in batches of B, printing `committed K` after each commit; the crash test
 //! kills it mid-way.
@@ -33,7 +40,7 @@ use verdict_store::{Actor, DocKind, Location, OpenOptions, Store};
 
 const USAGE: &str = "usage:
   verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL]
-      [--only sqlite|sqlite-batched|postgres|postgres-bodies] [--scale F]
+      [--only sqlite|sqlite-batched|postgres|postgres-bodies|postgres-checks] [--scale F]
   verdict-store-bench load --store URL --count N [--batch B]";
 
 const RUNNER: &str = "bench-runner";
@@ -222,10 +229,33 @@ fn scaled(base: u64, scale: f64) -> u64 {
 async fn run(args: &Args) -> Result<(), String> {
     let scale: f64 = args.number("--scale", 1.0)?;
     let only = args.value("--only");
-    if only
-        .is_some_and(|o| !["sqlite", "sqlite-batched", "postgres", "postgres-bodies"].contains(&o))
-    {
+    if only.is_some_and(|o| {
+        ![
+            "sqlite",
+            "sqlite-batched",
+            "postgres",
+            "postgres-bodies",
+            "postgres-checks",
+        ]
+        .contains(&o)
+    }) {
         return Err(USAGE.to_owned());
+    }
+    if only == Some("postgres-checks") {
+        let admin = args.value("--postgres").ok_or(USAGE)?;
+        let lines = bench_checks(admin, scale).await?;
+        println!(
+            "Microseconds per append by the server's clock, calls in one transaction (no commit), \
+             median of paired rounds against the whole routine.\n"
+        );
+        println!(
+            "| routine | check removed | µs per append | % of the append | rounds' range | rounds |"
+        );
+        println!("|---|---|---:|---:|---|---:|");
+        for line in lines {
+            println!("{line}");
+        }
+        return Ok(());
     }
     if only == Some("postgres-bodies") {
         let admin = args.value("--postgres").ok_or(USAGE)?;
@@ -639,10 +669,13 @@ const BODIES_MIGRATION: &str = "bodies_checked_by_the_database";
 fn filled(sql: &str, prefix: &str) -> String {
     let mut out = sql.replace("__PREFIX_LITERAL__", &format!("'{prefix}'"));
     out = out.replace("__OWNER__", &format!("\"{prefix}owner\""));
-    for role in verdict_store::ActorRole::ALL {
+    // Every role of the prefix but the owner (done above): the actor roles, then the service
+    // and engine roles, as `role_names` lists them.
+    for name in verdict_store::role_names(prefix).iter().skip(1) {
+        let suffix = name.strip_prefix(prefix).unwrap_or(name);
         out = out.replace(
-            &format!("__{}__", role.as_str().to_uppercase()),
-            &format!("\"{prefix}{}\"", role.as_str()),
+            &format!("__{}__", suffix.to_uppercase()),
+            &format!("\"{name}\""),
         );
     }
     out
@@ -849,5 +882,476 @@ async fn bench_bodies_in(
         per_batched * ROUNDS,
         batched,
     ));
+    Ok(lines)
+}
+
+/// A routine `--only postgres-checks` breaks down: the single-append routine of check evidence
+/// or, in the batched flavour, the routine for records in arrays.
+struct Flavour {
+    /// Its name in the report and in the variants' names.
+    name: &'static str,
+    /// The routine, in schema `verdict`.
+    routine: &'static str,
+    /// Its argument types, as `regprocedure` reads them.
+    args: &'static str,
+    /// Appends per measurement: calls of the single routine, or records in one batched call.
+    per_measure: u64,
+    /// How the timing function calls a variant `{v}` with the measurement's records in
+    /// `p_bodies` and `p_digests` (both keys and digests), as the runner.
+    call: &'static str,
+}
+
+const FLAVOURS: [Flavour; 2] = [
+    Flavour {
+        name: "single",
+        routine: "put_one_check_evidence",
+        args: "text, text, text, text, text, text",
+        per_measure: 100,
+        call: "FOR i IN 1 .. array_length(p_bodies, 1) LOOP
+        PERFORM {v}({runner}, 'runner', p_digests[i], p_digests[i], p_bodies[i], NULL);
+    END LOOP;",
+    },
+    Flavour {
+        name: "batched",
+        routine: "put_check_evidence",
+        args: "text, text, text[], text[], text[], text[]",
+        per_measure: 200,
+        call: "PERFORM count(*) FROM {v}({runner}, 'runner', p_digests, p_digests, p_bodies,
+        array_fill(NULL::text, ARRAY[array_length(p_bodies, 1)]));",
+    },
+];
+
+/// One top-level check of a routine: an `IF` block of its body, nested blocks included, that
+/// refuses something (raises, or calls the routine that raises the bounds' refusal). Lines are
+/// counted from 0 in the routine's definition.
+#[derive(Debug, Clone)]
+struct Check {
+    label: String,
+    first: usize,
+    last: usize,
+}
+
+/// The top-level checks of a routine's definition (as `pg_get_functiondef` prints it), in order.
+/// Blocks are found by their `IF` and `END IF;` lines, which is how every write routine is
+/// written; a block that does not refuse (a lookup's outcome, a cache) is not a check.
+fn top_level_checks(def: &str) -> Result<Vec<Check>, String> {
+    let lines: Vec<&str> = def.lines().collect();
+    let begin = lines
+        .iter()
+        .position(|l| *l == "BEGIN")
+        .ok_or("the routine's definition has no BEGIN line")?;
+    let mut checks = Vec::new();
+    let (mut depth, mut first) = (0usize, 0usize);
+    for (n, line) in lines.iter().enumerate().skip(begin + 1) {
+        let t = line.trim_start();
+        if t.starts_with("IF ") || t.starts_with("IF(") {
+            if depth == 0 {
+                first = n;
+            }
+            depth += 1;
+        } else if t.starts_with("END IF;") {
+            depth = depth
+                .checked_sub(1)
+                .ok_or_else(|| format!("line {}: END IF; closes no IF", n + 1))?;
+            let block = lines.get(first..=n).unwrap_or_default().join("\n");
+            if depth == 0 && (block.contains("RAISE EXCEPTION") || block.contains("_refuse_bounds"))
+            {
+                checks.push(Check {
+                    label: check_label(&block),
+                    first,
+                    last: n,
+                });
+            }
+        }
+    }
+    if depth != 0 {
+        return Err(format!("{depth} IF block(s) left open"));
+    }
+    Ok(checks)
+}
+
+/// A check's name in the report: what its refusal says, in a few words.
+fn check_label(block: &str) -> String {
+    const KNOWN: [(&str, &str); 9] = [
+        (
+            "does not act for principal",
+            "identity (the database identity acts for the principal)",
+        ),
+        ("may not write", "role (this table's, the connection's)"),
+        (
+            "_refuse_bounds",
+            "bounds (body, key, principal, correlation)",
+        ),
+        ("does not match the body", "digest of the body"),
+        ("canonical form", "canonical form (RFC 8785)"),
+        ("stored under key", "key derived from the body"),
+        ("an object holding each of", "required members"),
+        (
+            "holds no write grant",
+            "write grant in force (subject, grants, revocations, clock)",
+        ),
+        ("says it was produced by", "writer's claim (produced_by)"),
+    ];
+    if let Some((_, label)) = KNOWN.iter().find(|(needle, _)| block.contains(needle)) {
+        return (*label).to_owned();
+    }
+    // Else the refusal's own text.
+    block
+        .split("RAISE EXCEPTION '")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .map_or_else(|| "a check".to_owned(), str::to_owned)
+}
+
+/// `def` as the routine `name` in schema `breakdown`, without the lines of `removed`.
+fn variant(
+    def: &str,
+    routine: &str,
+    name: &str,
+    removed: Option<&Check>,
+) -> Result<String, String> {
+    let from = format!("FUNCTION verdict.{routine}(");
+    if !def.contains(&from) {
+        return Err(format!("the definition of {routine} does not name it"));
+    }
+    let renamed = def.replacen(&from, &format!("FUNCTION breakdown.{name}("), 1);
+    Ok(renamed
+        .lines()
+        .enumerate()
+        .filter(|(n, _)| removed.is_none_or(|c| *n < c.first || *n > c.last))
+        .map(|(_, l)| l)
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// The median, the quartiles and the extremes of `values` (nearest rank).
+struct Spread {
+    median: f64,
+    low: f64,
+    q1: f64,
+    q3: f64,
+    high: f64,
+}
+
+fn spread(values: &[f64]) -> Spread {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let i = ((v.len().saturating_sub(1)) as f64 * q).round() as usize;
+        v.get(i).copied().unwrap_or(f64::NAN)
+    };
+    Spread {
+        median: at(0.5),
+        low: at(0.0),
+        q1: at(0.25),
+        q3: at(0.75),
+        high: at(1.0),
+    }
+}
+
+/// `--only postgres-checks`: what each top-level check of the evidence routines costs per append.
+/// In a scratch database migrated to the current schema, with the bench's runner registered,
+/// each routine's definition is read back and created again in a schema of its own (owned by the
+/// store's owner, as the routine is): whole, without one check (one variant per check), and as
+/// the previous schema version defined it (read from a second scratch database). A timing
+/// function per variant calls it in the server, as the runner's identity, for a measurement's
+/// records in one transaction (no commit between the calls), and returns the microseconds per
+/// append by the server's clock. Every variant is measured against the whole routine in pairs,
+/// alternating which goes first, in many short rounds; a check's cost is the median over the
+/// rounds of the pair's difference.
+async fn bench_checks(admin: &str, scale: f64) -> Result<Vec<String>, String> {
+    let pid = std::process::id();
+    let prefix = format!("vbench{pid}_");
+    let dbs = [
+        format!("verdict_bench_{pid}_checks"),
+        format!("verdict_bench_{pid}_previous"),
+    ];
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_owned())
+        .ok_or("--postgres needs a URL ending in /DATABASE")?;
+    let mut conn = sqlx::PgConnection::connect(admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    for db in &dbs {
+        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{db}\""
+        ))))
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    let result = bench_checks_in(
+        &format!("{base}/{}", dbs[0]),
+        &format!("{base}/{}", dbs[1]),
+        &prefix,
+        scale,
+    )
+    .await;
+    for db in &dbs {
+        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+        ))))
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    for role in verdict_store::role_names(&prefix) {
+        let _ = conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+    // The runner's own identity, made when it was registered.
+    if let Some(db) = dbs.first() {
+        let role = verdict_store::principal_db_role(&prefix, db, RUNNER);
+        let _ = conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+    result
+}
+
+async fn bench_checks_in(
+    url: &str,
+    previous: &str,
+    prefix: &str,
+    scale: f64,
+) -> Result<Vec<String>, String> {
+    let err = |what: &'static str| move |e: sqlx::Error| format!("{what}: {e}");
+    let options = OpenOptions {
+        role_prefix: Some(prefix.to_owned()),
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&Location::Postgres(url.to_owned()), &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    register_writer(&store).await?;
+    let version = verdict_store::SCHEMA_VERSION;
+    // The previous schema version, for its routines' text.
+    let mut old = sqlx::PgConnection::connect(previous)
+        .await
+        .map_err(err("previous schema"))?;
+    for m in verdict_store::migrations::POSTGRES
+        .iter()
+        .filter(|m| m.version < version)
+    {
+        let sql = format!(
+            "BEGIN; {} INSERT INTO verdict.schema_migrations (version, name) VALUES ({}, '{}'); COMMIT;",
+            filled(m.sql, prefix),
+            m.version,
+            m.name
+        );
+        old.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)))
+            .await
+            .map_err(err("previous schema"))?;
+    }
+    let mut admin = sqlx::PgConnection::connect(url)
+        .await
+        .map_err(err("scratch database"))?;
+    let db: String = sqlx::query_scalar("SELECT current_database()::text")
+        .fetch_one(&mut admin)
+        .await
+        .map_err(err("scratch database"))?;
+    let owner = format!("\"{prefix}owner\"");
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA breakdown AUTHORIZATION {owner}; GRANT USAGE ON SCHEMA breakdown TO PUBLIC;
+             CREATE TABLE breakdown.bodies (i bigint PRIMARY KEY, body text NOT NULL, digest text NOT NULL);
+             GRANT SELECT ON breakdown.bodies TO PUBLIC;"
+        ))))
+        .await
+        .map_err(err("breakdown schema"))?;
+    let rounds = ((24.0 * scale) as u64).max(4);
+    // Each flavour's checks and variants: the whole routine first, then the previous version's,
+    // then one without each check.
+    let mut plans = Vec::new();
+    for f in &FLAVOURS {
+        let signature = format!("verdict.{}({})", f.routine, f.args);
+        let def: String = sqlx::query_scalar("SELECT pg_get_functiondef($1::regprocedure)")
+            .bind(&signature)
+            .fetch_one(&mut admin)
+            .await
+            .map_err(err("routine"))?;
+        let before: String = sqlx::query_scalar("SELECT pg_get_functiondef($1::regprocedure)")
+            .bind(&signature)
+            .fetch_one(&mut old)
+            .await
+            .map_err(err("previous routine"))?;
+        let checks = top_level_checks(&def).map_err(|e| format!("{signature}: {e}"))?;
+        if checks.is_empty() {
+            return Err(format!("{signature}: no checks found"));
+        }
+        let mut sql = vec![
+            format!("SET ROLE {owner};"),
+            format!(
+                "{};",
+                variant(&def, f.routine, &format!("{}_whole", f.name), None)?
+            ),
+            format!(
+                "{};",
+                variant(&before, f.routine, &format!("{}_previous", f.name), None)?
+            ),
+        ];
+        for (i, c) in checks.iter().enumerate() {
+            sql.push(format!(
+                "{};",
+                variant(&def, f.routine, &format!("{}_without_{i}", f.name), Some(c))?
+            ));
+        }
+        let mut names = vec![format!("{}_whole", f.name), format!("{}_previous", f.name)];
+        names.extend((0..checks.len()).map(|i| format!("{}_without_{i}", f.name)));
+        for v in &names {
+            let call = f
+                .call
+                .replace("{v}", &format!("breakdown.{v}"))
+                .replace("{runner}", &format!("'{RUNNER}'"));
+            sql.push(format!(
+                "GRANT EXECUTE ON FUNCTION breakdown.{v}({}) TO PUBLIC;
+CREATE FUNCTION breakdown.time_{v}(p_bodies text[], p_digests text[]) RETURNS float8
+LANGUAGE plpgsql AS $t$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    {call}
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / array_length(p_bodies, 1);
+END $t$;
+GRANT EXECUTE ON FUNCTION breakdown.time_{v}(text[], text[]) TO PUBLIC;",
+                f.args
+            ));
+        }
+        sql.push("RESET ROLE;".to_owned());
+        admin
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.join("\n"))))
+            .await
+            .map_err(|e| format!("{signature}: its variants: {e}"))?;
+        plans.push((f, checks, names));
+    }
+    // The bodies every measurement appends, made before any is timed.
+    let needed: u64 = plans
+        .iter()
+        .map(|(f, _, names)| rounds * (names.len() as u64 - 1) * 2 * f.per_measure)
+        .sum();
+    let first = 10_000_000u64;
+    let mut i = first;
+    while i < first + needed {
+        let end = (i + 5000).min(first + needed);
+        let mut ids = Vec::new();
+        let mut bodies = Vec::new();
+        let mut digests = Vec::new();
+        for n in i..end {
+            let (digest, body) = Routine::record(n)?;
+            ids.push(i64::try_from(n).map_err(|e| e.to_string())?);
+            bodies.push(body);
+            digests.push(digest);
+        }
+        sqlx::query(
+            "INSERT INTO breakdown.bodies (i, body, digest) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])",
+        )
+        .bind(ids)
+        .bind(bodies)
+        .bind(digests)
+        .execute(&mut admin)
+        .await
+        .map_err(err("bodies"))?;
+        i = end;
+    }
+    admin
+        .execute("ANALYZE breakdown.bodies")
+        .await
+        .map_err(err("bodies"))?;
+    // The runner's own identity calls every variant, as the store would.
+    let identity = verdict_store::principal_db_role(prefix, &db, RUNNER);
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .map_err(err("runner"))?;
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SET ROLE \"{identity}\""
+    ))))
+    .await
+    .map_err(err("runner"))?;
+    // results[flavour][contender]: (whole, contender) per round.
+    let mut results: Vec<Vec<Vec<(f64, f64)>>> = plans
+        .iter()
+        .map(|(_, _, names)| vec![Vec::new(); names.len() - 1])
+        .collect();
+    let mut next = first;
+    for round in 0..rounds {
+        for ((f, _, names), per_flavour) in plans.iter().zip(results.iter_mut()) {
+            let Some((whole, contenders)) = names.split_first() else {
+                continue;
+            };
+            for (c, (name, out)) in contenders.iter().zip(per_flavour.iter_mut()).enumerate() {
+                // The whole routine goes first in every other pair.
+                let whole_first = (round + c as u64).is_multiple_of(2);
+                let order = if whole_first {
+                    [whole, name]
+                } else {
+                    [name, whole]
+                };
+                let mut times = [0.0f64; 2];
+                for (slot, v) in times.iter_mut().zip(order) {
+                    *slot = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                        "SELECT breakdown.time_{v}(array_agg(body ORDER BY i), array_agg(digest ORDER BY i))
+                         FROM breakdown.bodies WHERE i >= $1 AND i < $2"
+                    )))
+                    .bind(i64::try_from(next).map_err(|e| e.to_string())?)
+                    .bind(i64::try_from(next + f.per_measure).map_err(|e| e.to_string())?)
+                    .fetch_one(&mut conn)
+                    .await
+                    .map_err(|e| format!("{v}: {e}"))?;
+                    next += f.per_measure;
+                }
+                let [a, b] = times;
+                out.push(if whole_first { (a, b) } else { (b, a) });
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for ((f, checks, _), per_flavour) in plans.iter().zip(&results) {
+        let wholes: Vec<f64> = per_flavour.iter().flatten().map(|(w, _)| *w).collect();
+        let whole = spread(&wholes);
+        let what = match f.name {
+            "single" => format!("{}, one call per append", f.routine),
+            _ => format!("{}, {} records per call", f.routine, f.per_measure),
+        };
+        lines.push(format!(
+            "| {what} | whole routine (schema {version}) | {:.1} | 100 | {:.1} to {:.1} (quartiles {:.1} to {:.1}) | {} |",
+            whole.median,
+            whole.low,
+            whole.high,
+            whole.q1,
+            whole.q3,
+            wholes.len()
+        ));
+        for (c, pairs) in per_flavour.iter().enumerate() {
+            // The previous version: what it costs more than the current one; a check: what
+            // the whole routine costs more than the routine without it.
+            let (label, diffs): (String, Vec<f64>) = match c.checked_sub(1) {
+                None => (
+                    format!("schema {} routine instead, more by", version - 1),
+                    pairs.iter().map(|(w, o)| o - w).collect(),
+                ),
+                Some(k) => (
+                    checks
+                        .get(k)
+                        .map_or_else(|| "a check".to_owned(), |c| c.label.clone()),
+                    pairs.iter().map(|(w, o)| w - o).collect(),
+                ),
+            };
+            let s = spread(&diffs);
+            lines.push(format!(
+                "| {what} | {label} | {:.1} | {:.1} | {:.1} to {:.1} (quartiles {:.1} to {:.1}) | {} |",
+                s.median,
+                100.0 * s.median / whole.median,
+                s.low,
+                s.high,
+                s.q1,
+                s.q3,
+                diffs.len()
+            ));
+        }
+    }
     Ok(lines)
 }

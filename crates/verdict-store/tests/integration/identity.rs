@@ -1807,5 +1807,155 @@ async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
     first.close().await.unwrap();
     second.close().await.unwrap();
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+/// The batched call of `table`'s routine appending `docs`, in order, as `principal` in `role`.
+fn batch_call(table: Table, principal: &str, role: &str, docs: &[serde_json::Value]) -> String {
+    let (mut keys, mut digests, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
+    for doc in docs {
+        let body = canonical(doc);
+        let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+        keys.push(format!(
+            "'{}'",
+            verdict_store::records::key_of_value(table, doc, &digest).unwrap()
+        ));
+        digests.push(format!("'{digest}'"));
+        bodies.push(format!("'{}'", body.replace('\'', "''")));
+    }
+    format!(
+        "SELECT r_seq FROM verdict.put_{}('{principal}', '{role}', ARRAY[{}], ARRAY[{}], ARRAY[{}], \
+         array_fill(NULL::text, ARRAY[{}]))",
+        table.name(),
+        keys.join(", "),
+        digests.join(", "),
+        bodies.join(", "),
+        docs.len()
+    )
+}
+
+/// Schema version 16 checks a batch's grant once per subject its records name in turn, not once
+/// per record. A runner granted on one execution files, by hand, batches whose records are about
+/// that execution's subject and another's, in every order (the other subject first, last, and
+/// between records of the granted one); a producer granted on one execution puts subjects of
+/// two. Each batch is refused whole and appends nothing. The same batches about the granted
+/// subject alone are taken, with one event per record in order and the chain intact, also when
+/// some of their keys are stored already.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_checked_for_every_subject_its_records_name() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    t.store
+        .put(&producer, DocKind::Subject, &subject("ex-2", 1))
+        .await
+        .unwrap();
+    let (s1, s2) = (
+        subject_digest(&subject("ex-1", 1)),
+        subject_digest(&subject("ex-2", 1)),
+    );
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    let (mut runner, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let (mut coder, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let seq = head_seq(&t).await;
+    let refused = [
+        vec![evidence(&s2, "ev-a"), evidence(&s1, "ev-b")],
+        vec![evidence(&s1, "ev-a"), evidence(&s2, "ev-b")],
+        vec![
+            evidence(&s1, "ev-a"),
+            evidence(&s1, "ev-b"),
+            evidence(&s2, "ev-c"),
+            evidence(&s1, "ev-d"),
+        ],
+        vec![
+            evidence(&s1, "ev-a"),
+            evidence(&s2, "ev-b"),
+            evidence(&s2, "ev-c"),
+        ],
+    ];
+    for docs in &refused {
+        let sql = batch_call(Table::CheckEvidence, RUNNER, "runner", docs);
+        let err = try_sql(&mut runner, &sql).await.expect_err(&sql);
+        assert!(
+            err.contains("holds no write grant in force"),
+            "{sql}: {err}"
+        );
+    }
+    let sql = batch_call(
+        Table::Subjects,
+        PRODUCER,
+        "producer",
+        &[subject("ex-1", 2), subject("ex-2", 2)],
+    );
+    let err = try_sql(&mut coder, &sql).await.expect_err(&sql);
+    assert!(
+        err.contains("holds no write grant in force"),
+        "{sql}: {err}"
+    );
+    nothing_appended(&t, seq).await;
+
+    // About the granted subject alone: taken, one event per record, in the records' order.
+    let docs = [
+        evidence(&s1, "ev-a"),
+        evidence(&s1, "ev-b"),
+        evidence(&s1, "ev-c"),
+    ];
+    let seqs: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(batch_call(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &docs,
+    )))
+    .fetch_all(&mut runner)
+    .await
+    .unwrap();
+    let first = i64::try_from(seq).unwrap() + 1;
+    assert_eq!(seqs, [first, first + 1, first + 2]);
+    // Two of them again, around a new one: the stored rows come back, one event is appended.
+    let seqs: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(batch_call(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &[docs[1].clone(), evidence(&s1, "ev-d"), docs[0].clone()],
+    )))
+    .fetch_all(&mut runner)
+    .await
+    .unwrap();
+    assert_eq!(seqs, [first + 1, first + 3, first]);
+    try_sql(
+        &mut coder,
+        &batch_call(
+            Table::Subjects,
+            PRODUCER,
+            "producer",
+            &[subject("ex-1", 2), subject("ex-1", 3)],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 6);
+    let named: Vec<(u64, String)> = t
+        .store
+        .audit_events(seq, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.key))
+        .collect();
+    let key = |doc: &serde_json::Value| {
+        let body = canonical(doc);
+        verdict_store::records::row_digest(Table::CheckEvidence.domain(), body.as_bytes())
+            .to_string()
+    };
+    assert_eq!(
+        named.iter().take(4).cloned().collect::<Vec<_>>(),
+        [
+            (seq + 1, key(&docs[0])),
+            (seq + 2, key(&docs[1])),
+            (seq + 3, key(&docs[2])),
+            (seq + 4, key(&evidence(&s1, "ev-d"))),
+        ]
+    );
+    runner.close().await.unwrap();
+    coder.close().await.unwrap();
+    nothing_appended(&t, seq + 6).await;
     t.cleanup().await;
 }

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 16: nothing changes here.
+--
+-- Version 14 makes PostgreSQL's write routines for records in arrays do the work a batch shares
+-- once per call instead of once per record (the chain's head, whether any key is stored, the
+-- writer's grant on a subject), and read the acting role once per call. SQLite has no write
+-- routines: the store appends a batch in one transaction of its own, with the checks the store
+-- makes before it writes.
