@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock};
+use verdict_store::{About, DocKind, ExecutionHead, GateHead, StoreClock};
 
 /// Why a decision does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,20 +256,9 @@ impl Engine {
             } else {
                 None
             };
-        let mut latest_key = None;
-        for row in self
-            .store
-            .list(
-                DocKind::Evaluation,
-                &About::Subject(head.subject_digest.clone()),
-            )
-            .await?
-        {
-            let record: EvaluationRecord = row.decode()?;
-            if record.policy_digest == gate.policy_digest {
-                latest_key = Some(record.evaluation_key);
-            }
-        }
+        let latest_key = self
+            .latest_evaluation_key(&head.subject_digest, &gate.policy_digest)
+            .await?;
         Ok(Current {
             evidence_set,
             latest_key,

@@ -2,6 +2,7 @@
 //! refusal. The lifecycle steps live in their own modules as further `impl Engine` blocks.
 
 use crate::error::{EngineError, Result, invalid};
+use crate::gate_cache::{GATE_CACHE_ENTRIES, GateCache};
 use crate::token;
 use serde_json::Value;
 use std::sync::Arc;
@@ -76,15 +77,34 @@ impl Principal {
 pub struct Engine {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) gate: String,
+    /// Gate runs' answers while proven current, shared by every clone of this engine.
+    pub(crate) gate_cache: Arc<GateCache>,
 }
 
 impl Engine {
-    /// An engine over `store`, deciding with the policy of gate `gate`.
+    /// An engine over `store`, deciding with the policy of gate `gate`, with a gate-run cache of
+    /// [`GATE_CACHE_ENTRIES`] executions.
     pub fn new(store: Arc<dyn Store>, gate: impl Into<String>) -> Self {
+        Self::with_gate_cache(store, gate, GATE_CACHE_ENTRIES)
+    }
+
+    /// [`Engine::new`] with a gate-run cache of at most `entries` executions; 0 makes every gate
+    /// run evaluate. The cache answers a gate run only with a decision already stored under
+    /// the evaluation key the run would compute (see `gate_cache.rs` for the proof it keeps).
+    pub fn with_gate_cache(store: Arc<dyn Store>, gate: impl Into<String>, entries: usize) -> Self {
         Self {
             store,
             gate: gate.into(),
+            gate_cache: Arc::new(GateCache::new(entries)),
         }
+    }
+
+    /// How many gate runs this engine (and its clones) answered from the gate-run cache, and
+    /// for how many executions it holds an answer: what operators and tests read to see the
+    /// cache at work.
+    #[must_use]
+    pub fn gate_cache_stats(&self) -> (u64, usize) {
+        (self.gate_cache.hits(), self.gate_cache.len())
     }
 
     /// The store.

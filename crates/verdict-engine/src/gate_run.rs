@@ -6,9 +6,9 @@ use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
-    Finding, GateDecision, Role, Timestamp, UnavailableReason, VerificationResult,
+    Finding, GateDecision, Role, Subject, Timestamp, UnavailableReason, VerificationResult,
     VerificationStatus,
 };
 use verdict_core::digest::Digest;
@@ -120,19 +120,21 @@ impl Engine {
 
     /// [`Engine::collect`] for the engine's own use, for no caller.
     pub(crate) async fn collect_unscoped(&self, execution: &str) -> Result<Collected> {
-        let head = self.existing_execution_head(execution).await?;
-        let gate = self
-            .gate_head()
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "gate policy",
-                key: self.gate.clone(),
-            })?;
+        // The two pointers do not depend on each other: read together.
+        let (head, gate) = tokio::try_join!(self.existing_execution_head(execution), async {
+            self.gate_head()
+                .await?
+                .ok_or_else(|| EngineError::NotFound {
+                    what: "gate policy",
+                    key: self.gate.clone(),
+                })
+        })?;
         self.collect_for(execution, head, gate.policy_digest).await
     }
 
     /// Reads everything the engine counts for one subject of the execution (`head` names it
-    /// and its generation, current or not) under one policy.
+    /// and its generation, current or not) under one policy. The reads that do not depend on
+    /// each other are made together, and the subject's results are listed once.
     pub(crate) async fn collect_for(
         &self,
         execution: &str,
@@ -148,22 +150,25 @@ impl Engine {
                     key: d.to_string(),
                 })
         };
-        let subject = get(DocKind::Subject, head.subject_digest.clone(), "subject").await?;
-        let policy = get(DocKind::Policy, policy_digest.clone(), "policy").await?;
         let about = About::Subject(head.subject_digest.clone());
-        let evidence = self.store.list(DocKind::Evidence, &about).await?;
-        let mut verifications = Vec::new();
-        for row in self.store.list(DocKind::Verification, &about).await? {
-            if self.counts_unscoped(&row).await? {
-                verifications.push(row);
-            }
-        }
-        let human_decisions = self.store.list(DocKind::HumanDecision, &about).await?;
+        let list = |kind: DocKind| {
+            let about = &about;
+            async move { Ok::<_, EngineError>(self.store.list(kind, about).await?) }
+        };
+        let (subject, policy, evidence, results, human_decisions, blockers) = tokio::try_join!(
+            get(DocKind::Subject, head.subject_digest.clone(), "subject"),
+            get(DocKind::Policy, policy_digest.clone(), "policy"),
+            list(DocKind::Evidence),
+            list(DocKind::Verification),
+            list(DocKind::HumanDecision),
+            self.prior_blockers_unscoped(execution, &head.subject_digest),
+        )?;
+        let subject_doc: Subject = subject.decode()?;
+        let verifications = self
+            .counted_among(results, &head.subject_digest, &subject_doc)
+            .await?;
         let mut prior_findings = Vec::new();
-        for (id, version) in self
-            .prior_blockers_unscoped(execution, &head.subject_digest)
-            .await?
-        {
+        for (id, version) in blockers {
             if let Some(f) = self.store.finding(&id, version).await? {
                 prior_findings.push(f);
             }
@@ -178,6 +183,36 @@ impl Engine {
             human_decisions,
             prior_findings,
         })
+    }
+
+    /// The rows of `results` (every verification result stored about the subject `digest`,
+    /// whose document is `subject`, as the store lists them) that count, in their order: what
+    /// [`Engine::counts_unscoped`] says of each, with the subject's results listed and decoded
+    /// once for all of them instead of once per result.
+    pub(crate) async fn counted_among(
+        &self,
+        results: Vec<Stored>,
+        digest: &Digest,
+        subject: &Subject,
+    ) -> Result<Vec<Stored>> {
+        let first = first_result_of_each_run(&results)?;
+        let mut counted = Vec::with_capacity(results.len());
+        for row in results {
+            if row.counted == Some(false) {
+                continue;
+            }
+            let r: VerificationResult = row.decode()?;
+            let counts = if r.subject_digest == *digest {
+                self.counts_given(&row, &r, &first, subject).await?
+            } else {
+                // Not a result about this subject (no listing of it returns one): judged alone.
+                self.counts_unscoped(&row).await?
+            };
+            if counts {
+                counted.push(row);
+            }
+        }
+        Ok(counted)
     }
 
     /// Whether a stored verification result counts. The store marks results appended after
@@ -203,6 +238,30 @@ impl Engine {
             return Ok(false);
         }
         let r: VerificationResult = row.decode()?;
+        let siblings = self
+            .store
+            .list(
+                DocKind::Verification,
+                &About::Subject(r.subject_digest.clone()),
+            )
+            .await?;
+        let first = first_result_of_each_run(&siblings)?;
+        let subject = self.subject(&r.subject_digest).await?;
+        self.counts_given(row, &r, &first, &subject).await
+    }
+
+    /// Whether `row` (decoded as `r`) counts, given the seq of the first result stored for each
+    /// run about its subject (`first`) and that subject's document.
+    async fn counts_given(
+        &self,
+        row: &Stored,
+        r: &VerificationResult,
+        first: &BTreeMap<String, u64>,
+        subject: &Subject,
+    ) -> Result<bool> {
+        if row.counted == Some(false) {
+            return Ok(false);
+        }
         let Some(run) = self.store.run(r.verifier.run.as_str()).await? else {
             return Ok(false);
         };
@@ -223,39 +282,43 @@ impl Engine {
         }
         // One run, one result: the run's outcome was recorded for the first result stored for
         // it, so any later one (written around the engine, or racing it) is history.
-        let mut first = None;
-        for other in self
-            .store
-            .list(
-                DocKind::Verification,
-                &About::Subject(r.subject_digest.clone()),
-            )
-            .await?
-        {
-            let o: VerificationResult = other.decode()?;
-            if o.verifier.run == r.verifier.run && first.is_none_or(|seq| other.seq < seq) {
-                first = Some(other.seq);
-            }
-        }
-        if first != Some(row.seq) {
+        if first.get(r.verifier.run.as_str()) != Some(&row.seq) {
             return Ok(false);
         }
-        let subject = self.subject(&r.subject_digest).await?;
-        Ok(answers_each_criterion_once(&r, &subject).is_ok())
+        Ok(answers_each_criterion_once(r, subject).is_ok())
     }
 
     /// Builds the bundle for the execution's current subject, evaluates it with the core,
     /// stores the decision by its evaluation key (with the record of its items) and returns it.
     /// An operator, or a principal holding a grant in force on the execution, may ask; none
     /// can supply the decision.
+    ///
+    /// A run whose evaluation key already has its decision stored, as the evaluation recorded
+    /// last for the subject and policy, appends nothing: it returns that decision
+    /// (`inserted: false`), whose own evaluation record, written with it, is what replay reads.
+    /// A run may also answer from the engine's gate-run cache, which holds only
+    /// such stored decisions and only while they are proven current (`gate_cache.rs`): the
+    /// audit chain has not moved since, and the store's `now` is still in the window in which
+    /// the evaluation key cannot change with time.
     pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
-        let now = &self.now().await?;
-        // A decision is stored under the caller's name: an operator, or a principal holding a
-        // grant in force on the execution (on PostgreSQL the database holds the same rule).
-        self.require_read(caller, execution, "the gate run").await?;
         // A cancelled execution is never gated again; a decision that raced the cancellation
-        // is stored but never applies (applicability reads the cancellation too).
-        self.require_live(execution, "be gated").await?;
+        // is stored but never applies (applicability reads the cancellation too). The chain's
+        // head is read before anything the run counts, so an entry computed under it saw every
+        // write up to it.
+        // A decision is stored under the caller's name: an operator, or a principal holding a
+        // grant in force on the execution (on PostgreSQL the database holds the same rule), so
+        // the caller's read is checked before any answer, the cache's included, and before
+        // anything else, so that a refusal always records its denial.
+        self.require_read(caller, execution, "the gate run").await?;
+        let (now, head, ()) = tokio::try_join!(
+            self.now(),
+            async { Ok::<_, EngineError>(self.store.audit_head().await?) },
+            self.require_live(execution, "be gated"),
+        )?;
+        if let Some(run) = self.gate_cache.get(execution, head.as_ref(), &now) {
+            return Ok(run);
+        }
+        let now = &now;
         let collected = self.collect_unscoped(execution).await?;
         let bundle = collected.bundle(now)?;
         let decision = verdict_core::gate::evaluate_value(&bundle);
@@ -269,13 +332,37 @@ impl Engine {
                     decision.reasons
                 ),
             })?;
+        // The same evaluation already stored, and the latest recorded for this subject and
+        // policy: its decision converges on it (as the store's append would), its own record
+        // already makes it replayable, and it already applies as the latest evaluation, so
+        // nothing is appended. An older evaluation coming back (a clock set back) is recorded
+        // again below, as it always was, so that it is the latest.
+        if let Some(stored) = self.store.decision_by_key(&key).await?
+            && self
+                .latest_evaluation_key(&collected.subject.digest, &collected.policy.digest)
+                .await?
+                .as_ref()
+                == Some(&key)
+        {
+            let run = GateRun {
+                decision: stored.decode()?,
+                bytes: stored.body,
+                inserted: false,
+            };
+            // Kept only when nothing was written while the run read: the head is unmoved.
+            if self.store.audit_head().await? == head {
+                self.gate_cache.put(execution, head, now, &collected, &run);
+            }
+            return Ok(run);
+        }
         let record = collected.record(&key, now)?;
         let value = serde_json::to_value(&decision).map_err(|e| EngineError::Invalid {
             what: "gate decision",
             message: e.to_string(),
         })?;
         // The record and the decision in one transaction, both as the Gate: a stored decision is
-        // always replayable, and nothing else may write either.
+        // always replayable, and nothing else may write either. Two first runs racing both
+        // reach here; the store keeps one decision (the first) with its record.
         let stored = self
             .store
             .put_batch(
@@ -294,6 +381,28 @@ impl Engine {
             bytes: stored.body,
             inserted: stored.inserted,
         })
+    }
+
+    /// The evaluation key of the evaluation recorded last (highest store sequence) for
+    /// `subject` under `policy`, if any: the one evaluation whose decision may apply
+    /// (docs/spec/applicability.md, `evidence_set_moved`).
+    pub(crate) async fn latest_evaluation_key(
+        &self,
+        subject: &Digest,
+        policy: &Digest,
+    ) -> Result<Option<Digest>> {
+        let mut latest = None;
+        for row in self
+            .store
+            .list(DocKind::Evaluation, &About::Subject(subject.clone()))
+            .await?
+        {
+            let record: EvaluationRecord = row.decode()?;
+            if record.policy_digest == *policy {
+                latest = Some(record.evaluation_key);
+            }
+        }
+        Ok(latest)
     }
 
     /// `audit verify` over the store and then over its decisions: the store's own walk (chain,
@@ -506,4 +615,20 @@ impl Engine {
             "now": record.now.as_str(),
         }))
     }
+}
+
+/// The seq of the first result stored for each run among `rows` (the results about one
+/// subject).
+fn first_result_of_each_run(rows: &[Stored]) -> Result<BTreeMap<String, u64>> {
+    let mut first: BTreeMap<String, u64> = BTreeMap::new();
+    for row in rows {
+        let r: VerificationResult = row.decode()?;
+        let seq = first
+            .entry(r.verifier.run.as_str().to_owned())
+            .or_insert(row.seq);
+        if row.seq < *seq {
+            *seq = row.seq;
+        }
+    }
+    Ok(first)
 }

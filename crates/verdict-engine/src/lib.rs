@@ -66,6 +66,7 @@ mod engine;
 pub mod error;
 pub mod events;
 mod findings;
+mod gate_cache;
 mod gate_run;
 pub mod ledger;
 mod ledger_read;
@@ -93,6 +94,7 @@ pub use documents::{
 pub use engine::{DEFAULT_GATE, ENGINE_PRINCIPAL, Engine, Principal};
 pub use error::{EngineError, Result};
 pub use findings::FindingView;
+pub use gate_cache::GATE_CACHE_ENTRIES;
 pub use gate_run::{Collected, EVALUATION_RECORD_SCHEMA, GateRun};
 pub use listing::{
     ExecutionView, GateView, GrantView, PrincipalView, RunDetail, RunEventView, SubjectEntry,

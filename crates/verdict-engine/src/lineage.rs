@@ -77,10 +77,8 @@ impl Engine {
                 .map(|c| c.id.as_str())
                 .collect();
             let about = About::Subject(row.digest.clone());
-            for result in self.store.list(DocKind::Verification, &about).await? {
-                if !self.counts_unscoped(&result).await? {
-                    continue;
-                }
+            let results = self.store.list(DocKind::Verification, &about).await?;
+            for result in self.counted_among(results, &row.digest, &subject).await? {
                 let r: VerificationResult = result.decode()?;
                 candidates.extend(
                     r.findings

@@ -15,6 +15,7 @@ mod authority;
 mod cancel_authorship;
 mod documents;
 mod events;
+mod gate_cache;
 mod hostile;
 mod ledger;
 mod lifecycle;

@@ -773,7 +773,55 @@ async fn gate_runs(
         api_row.target = Some("p99 < 20 ms".into());
         api_row.met = Some(p99 < 20.0);
     }
-    Ok(vec![engine_row, api_row])
+    // The same runs while one more client appends evidence to another execution: every append
+    // moves the audit chain, so no run can be answered from the engine's cache and each
+    // evaluates (finding its decision stored, it still appends nothing).
+    let busy = busy_execution(w).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let appended = Arc::new(AtomicU64::new(0));
+    let appender = {
+        let (client, url) = (
+            reqwest::Client::new(),
+            format!("{}/v1/evidence", server.base),
+        );
+        let (token, stop, appended) = (w.tokens.ci.clone(), stop.clone(), appended.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let doc = evidence(&busy, "unit-tests", &format!("ev-busy-{n}"), 9_000_000 + n);
+                let body = to_bytes(&json!({"evidence": [doc]}))?;
+                let post = reqwest::Method::POST;
+                send(&client, post, &url, &token, Some(body), &[201]).await?;
+                appended.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, String>(())
+        })
+    };
+    let before = appended.load(Ordering::Relaxed);
+    let busy_run = concurrently(clients, each, over_http).await;
+    let during = appended.load(Ordering::Relaxed) - before;
+    stop.store(true, Ordering::Relaxed);
+    appender.await.map_err(err)??;
+    let (all, elapsed) = busy_run?;
+    let busy_row = latency_row(
+        backend,
+        format!(
+            "API: `POST /v1/executions/{{id}}/gate-runs`, typical execution, {clients} concurrent clients, while 1 client appends evidence to another execution ({during} appends meanwhile)"
+        ),
+        &all,
+        elapsed,
+    );
+    Ok(vec![engine_row, api_row, busy_row])
+}
+
+/// Another execution of the bench's mission, with a subject whose evidence the busy client
+/// appends.
+async fn busy_execution(w: &World) -> Result<Digest, String> {
+    w.engine
+        .put_subject(&w.coder, &subject("busy", &["tests-pass"], &["unit-tests"]))
+        .await
+        .map_err(err)
 }
 
 // ---------------------------------------------------------------------------------------------

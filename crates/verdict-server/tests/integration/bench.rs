@@ -21,8 +21,8 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
             .iter()
             .filter(|r| r.backend == backend)
             .collect();
-        // Four evidence rows, two gate-run rows, two rows per worker count.
-        assert_eq!(rows.len(), 4 + 2 + 2 * 2, "{backend}: {rows:#?}");
+        // Four evidence rows, three gate-run rows, two rows per worker count.
+        assert_eq!(rows.len(), 4 + 3 + 2 * 2, "{backend}: {rows:#?}");
         for what in [
             "store: `Store::put`",
             "engine: `Engine::add_evidence`",
@@ -30,6 +30,7 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
             "API: one evidence document per `POST /v1/evidence`",
             "engine: `Engine::authenticate` + `Engine::gate_run`, typical execution, 4 concurrent tasks",
             "API: `POST /v1/executions/{id}/gate-runs`, typical execution, 4 concurrent clients",
+            "4 concurrent clients, while 1 client appends evidence to another execution",
             "end to end, in process",
             "end to end, API + workers: 1 worker loop(s) per role",
             "end to end, API + workers: 2 worker loop(s) per role",
@@ -62,6 +63,15 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
             assert!(row.met.is_some(), "{row:?}");
         }
         assert_eq!(gate.met.is_some(), backend == "postgres", "{gate:?}");
+        let busy = rows
+            .iter()
+            .find(|r| r.measurement.contains("while 1 client appends evidence"))
+            .unwrap();
+        assert_eq!(busy.operations, 4 * 2);
+        assert!(
+            busy.p50_ms.is_some() && busy.p99_ms >= busy.p50_ms,
+            "{busy:?}"
+        );
     }
     // The table has a line per row; the JSON names every field the docs read.
     assert_eq!(report.table().lines().count(), 2 + report.rows.len());
