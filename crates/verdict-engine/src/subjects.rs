@@ -146,11 +146,9 @@ impl Engine {
             if checked.as_ref() != Some(&ev.subject_digest) {
                 // A runner's subject and grants in one read; a producer needs no grant here.
                 let (subject, grants) = if caller.role == Role::Runner {
-                    let (subject, grants) = self
-                        .store
+                    self.store
                         .subject_and_grants(&ev.subject_digest, caller.name.as_str())
-                        .await?;
-                    (subject, grants)
+                        .await?
                 } else {
                     (
                         self.store.get(DocKind::Subject, &ev.subject_digest).await?,
@@ -190,6 +188,7 @@ impl Engine {
         let stored = self.store.put_batch(&caller.actor(), &batch).await?;
         Ok(stored.into_iter().map(|s| s.digest).collect())
     }
+
     /// A person approves or rejects the subject and policy it reviewed, named by digest in
     /// `reviewed` (as `status` shows them). Both must still be the execution's current subject
     /// and the gate's current policy when the decision is recorded; if either moved, the
