@@ -9,9 +9,9 @@ use std::sync::Arc;
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
-    Access, Actor, ActorRole, DbLogin, DenialRecord, DocKind, ExecutionHead, GateHead, GrantRecord,
-    GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store, StoreClock, StoreError,
-    UNAUTHENTICATED, token_fingerprint, token_sha256,
+    Access, Actor, ActorRole, DbLogin, DenialRecord, DocKind, ExecutionHead, GateHead, Grant,
+    GrantRecord, GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store,
+    StoreClock, StoreError, UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 
 /// The principal name the engine writes its own records under (pointer moves, admissions,
@@ -433,6 +433,39 @@ impl Engine {
         {
             return Ok(());
         }
+        Err(self.deny_grant(who, subject, write, action).await)
+    }
+
+    /// [`Engine::require_grant`] over `grants`, the caller's grants as just read.
+    pub(crate) async fn require_grant_in(
+        &self,
+        who: &Principal,
+        subject: &Subject,
+        grants: &[Grant],
+        write: bool,
+        action: &str,
+        now: &Timestamp,
+    ) -> Result<()> {
+        if who.role == Role::Operator
+            || grants.iter().any(|g| {
+                g.covers(subject)
+                    && g.is_active(now)
+                    && (!write || g.record.access == Access::Write)
+            })
+        {
+            return Ok(());
+        }
+        Err(self.deny_grant(who, subject, write, action).await)
+    }
+
+    /// Records and returns the refusal of `action` to `who` for want of a grant on `subject`.
+    async fn deny_grant(
+        &self,
+        who: &Principal,
+        subject: &Subject,
+        write: bool,
+        action: &str,
+    ) -> EngineError {
         let err = EngineError::PermissionDenied {
             principal: who.name.to_string(),
             role: who.role.as_str(),
@@ -443,7 +476,7 @@ impl Engine {
                 subject.execution.id.as_str()
             ),
         };
-        Err(self.deny(who, err).await)
+        self.deny(who, err).await
     }
 
     /// Refuses a read of something `caller` may not see, and records the refusal as a denial,

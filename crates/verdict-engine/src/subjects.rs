@@ -95,7 +95,39 @@ impl Engine {
     /// on the subject's execution; a producer may add evidence about its own work, kept but
     /// counted only where the policy's `check_evidence_from` lists `producer`. Returns the
     /// evidence digests, in order.
+    ///
+    /// Where the store's own write refuses a runner's evidence without a write grant in force
+    /// on a stored subject ([`verdict_store::Store::binds_evidence_grants`]: PostgreSQL, on
+    /// the system clock), a runner's single document is written without reading the subject
+    /// and the grants first, so the write is its one round trip. Anything but a fresh append (a
+    /// refusal, any error, or a document already stored, which the write returns without
+    /// looking at grants) is then done again the checked way, which reads them first, so the
+    /// caller gets exactly the answer, and the denial on record, that checking first gives;
+    /// the write that was refused or found its document stored wrote nothing. A batch always
+    /// takes the checked way: one of its documents already stored would not be held to a
+    /// grant while the others were written.
     pub async fn add_evidence(&self, caller: &Principal, docs: &[Value]) -> Result<Vec<Digest>> {
+        if let [doc] = docs
+            && caller.role == Role::Runner
+            && verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc).is_ok()
+            && self.store.binds_evidence_grants(&caller.actor()).await?
+            && let Ok(stored) = self
+                .store
+                .put(&caller.actor(), DocKind::Evidence, doc)
+                .await
+            && stored.inserted
+        {
+            return Ok(vec![stored.digest]);
+        }
+        self.add_evidence_checked(caller, docs).await
+    }
+
+    /// [`Engine::add_evidence`] with every check made in code before the write.
+    async fn add_evidence_checked(
+        &self,
+        caller: &Principal,
+        docs: &[Value],
+    ) -> Result<Vec<Digest>> {
         let now = &self.now().await?;
         self.require_role(
             caller,
@@ -104,23 +136,52 @@ impl Engine {
         )
         .await?;
         let mut batch = Vec::with_capacity(docs.len());
+        // The subject last read and checked: a batch about one subject reads it and the
+        // caller's grants once.
+        let mut checked: Option<Digest> = None;
         for (i, doc) in docs.iter().enumerate() {
             let (ev, _) =
                 verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc)
                     .map_err(|e| invalid("check evidence")(format!("item {i}: {e}")))?;
-            let subject = self.subject(&ev.subject_digest).await?;
-            if caller.role == Role::Producer && subject.producer.principal != caller.name {
-                let err = EngineError::PermissionDenied {
-                    principal: caller.name.to_string(),
-                    role: caller.role.as_str(),
-                    action: "append check evidence".into(),
-                    why: format!("evidence {} is about another producer's subject", ev.id),
+            if checked.as_ref() != Some(&ev.subject_digest) {
+                // A runner's subject and grants in one read; a producer needs no grant here.
+                let (subject, grants) = if caller.role == Role::Runner {
+                    self.store
+                        .subject_and_grants(&ev.subject_digest, caller.name.as_str())
+                        .await?
+                } else {
+                    (
+                        self.store.get(DocKind::Subject, &ev.subject_digest).await?,
+                        Vec::new(),
+                    )
                 };
-                return Err(self.deny(caller, err).await);
-            }
-            if caller.role == Role::Runner {
-                self.require_grant(caller, &subject, true, "append check evidence", now)
+                let subject: Subject = subject
+                    .ok_or_else(|| EngineError::NotFound {
+                        what: "subject",
+                        key: ev.subject_digest.to_string(),
+                    })?
+                    .decode()?;
+                if caller.role == Role::Producer && subject.producer.principal != caller.name {
+                    let err = EngineError::PermissionDenied {
+                        principal: caller.name.to_string(),
+                        role: caller.role.as_str(),
+                        action: "append check evidence".into(),
+                        why: format!("evidence {} is about another producer's subject", ev.id),
+                    };
+                    return Err(self.deny(caller, err).await);
+                }
+                if caller.role == Role::Runner {
+                    self.require_grant_in(
+                        caller,
+                        &subject,
+                        &grants,
+                        true,
+                        "append check evidence",
+                        now,
+                    )
                     .await?;
+                }
+                checked = Some(ev.subject_digest.clone());
             }
             batch.push((DocKind::Evidence, doc.clone()));
         }

@@ -6,7 +6,30 @@ use crate::error::{Result, StoreError};
 use crate::records::{PointerKind, PrincipalRecord, Table};
 use crate::store::{Pointer, PrincipalInfo, Stored};
 use async_trait::async_trait;
+use std::sync::atomic::{AtomicU64, Ordering};
 use verdict_core::digest::Digest;
+
+/// The exchanges with the database that callers of one store handle waited for, counted as
+/// they are made ([`crate::Store::round_trips`]). PostgreSQL: every statement or batch of
+/// statements sent and answered, and the health check the pool makes before handing out an
+/// idle connection (the one it makes when a connection comes back runs after the caller has
+/// its answer, and is not counted). SQLite: every call made on the database's thread (one
+/// transaction or one read). A relaxed atomic add per exchange: cheap enough to stay on.
+#[derive(Debug, Default)]
+pub(crate) struct RoundTrips(AtomicU64);
+
+impl RoundTrips {
+    pub(crate) fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A subject's row, if stored, and a principal's grants, each with its revocation if stored.
+pub(crate) type SubjectAndGrants = (Option<Stored>, Vec<(Stored, Option<Stored>)>);
 
 /// A record ready to append: validated, canonical, keyed and hashed.
 #[derive(Debug, Clone)]
@@ -112,6 +135,24 @@ pub(crate) struct RawRow {
 pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// Backend name and location, without secrets.
     fn describe(&self) -> String;
+    /// The round trips made so far through this handle ([`RoundTrips`]).
+    fn round_trips(&self) -> u64;
+    /// Whether this backend's write routines themselves refuse `actor`'s check evidence about
+    /// a subject on whose execution (or mission) it holds no write grant in force at the
+    /// database's clock, in the same transaction as the write. False unless the database
+    /// binds the actor's own identity to every write it makes.
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
+        let _ = actor;
+        Ok(false)
+    }
+    /// `principal`'s grants, each with its revocation if one is stored, in seq order: one read.
+    async fn grants_with_revocations(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(Stored, Option<Stored>)>>;
+    /// The subject stored under `key`, if any, and [`Backend::grants_with_revocations`] of
+    /// `principal`: one read.
+    async fn subject_and_grants(&self, key: &str, principal: &str) -> Result<SubjectAndGrants>;
     /// The schema version applied.
     async fn schema_version(&self) -> Result<i64>;
     /// The system clock now: this machine's (SQLite) or the database server's (PostgreSQL).

@@ -7,8 +7,8 @@
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead};
 use crate::backend::{
-    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from,
-    to_i64,
+    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
+    SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
 use crate::error::{Result, StoreError};
 use crate::location::redact_url;
@@ -44,6 +44,13 @@ pub(crate) struct PgBackend {
     /// and another on release. `None` inside until first use, or after the connection failed;
     /// `None` outside when the pool has a single connection, which cannot be set aside.
     writer: Option<Mutex<Option<Kept>>>,
+    /// A pool connection kept checked out for the plain reads a use case makes before it
+    /// writes (who holds a token, the clock, a record, a principal's grants, a pointer), for
+    /// the same reason: through the pool each would cost the pool's check of the connection
+    /// besides the statement. It acts as the login itself, never as a principal. `None` inside
+    /// until first use, or after a read on it failed; `None` outside when the pool has fewer
+    /// than three connections, so that one is always left for transactions.
+    reader: Option<Mutex<Option<PoolConnection<Postgres>>>>,
     prefix: String,
     /// Where the store is, with its credentials: a principal's login is given as this URL
     /// with the principal's user and password instead.
@@ -52,6 +59,8 @@ pub(crate) struct PgBackend {
     /// mapping is append-only, so what was found stays true.
     identities: Arc<std::sync::Mutex<HashMap<String, String>>>,
     describe: String,
+    /// Round trips made through this handle and its snapshots ([`RoundTrips`]).
+    trips: Arc<RoundTrips>,
     /// Set on a snapshot ([`Backend::snapshot`]): a connection of its own inside a read-only
     /// REPEATABLE READ transaction, which every read of this backend goes through.
     snapshot: Option<Mutex<sqlx::PgConnection>>,
@@ -395,6 +404,33 @@ fn row_to_stored(table: Table, row: &PgRow) -> Result<Stored> {
     })
 }
 
+/// The record in columns `at` (seq), `at + 1` (key), `at + 2` (digest) and `at + 3` (body).
+fn stored_at(table: Table, row: &PgRow, at: usize) -> Result<Stored> {
+    let seq: i64 = row.try_get(at).map_err(pg_err)?;
+    let key: String = row.try_get(at + 1).map_err(pg_err)?;
+    let digest: String = row.try_get(at + 2).map_err(pg_err)?;
+    Ok(Stored {
+        table,
+        seq: seq_from(table.name(), &key, seq)?,
+        digest: parse_digest(table, &key, &digest)?,
+        body: row.try_get(at + 3).map_err(pg_err)?,
+        counted: None,
+        inserted: false,
+        key,
+    })
+}
+
+/// A grant in columns `at` to `at + 3` and its revocation, if any, in the four after them.
+fn grant_at(row: &PgRow, at: usize) -> Result<(Stored, Option<Stored>)> {
+    let grant = stored_at(Table::Grants, row, at)?;
+    let revoked: Option<i64> = row.try_get(at + 4).map_err(pg_err)?;
+    let revocation = match revoked {
+        Some(_) => Some(stored_at(Table::GrantRevocations, row, at + 4)?),
+        None => None,
+    };
+    Ok((grant, revocation))
+}
+
 fn row_to_pointer(row: &PgRow) -> Result<Pointer> {
     let kind: String = row.try_get(0).map_err(pg_err)?;
     let name: String = row.try_get(1).map_err(pg_err)?;
@@ -454,10 +490,12 @@ impl PgBackend {
         Ok(Self {
             pool,
             writer: (max_connections >= 2).then(|| Mutex::new(None)),
+            reader: (max_connections >= 3).then(|| Mutex::new(None)),
             prefix,
             url: url.to_owned(),
             identities: Arc::default(),
             describe,
+            trips: Arc::default(),
             snapshot: None,
         })
     }
@@ -470,16 +508,16 @@ impl PgBackend {
         let role = self.identity(actor).await?;
         let Some(mut slot) = self.writer.as_ref().and_then(|w| w.try_lock().ok()) else {
             let mut tx = self.begin_as(role.as_deref()).await?;
-            let rows = call_put_one(&mut *tx, actor, item).await;
+            let rows = call_put_one(self.counted(&mut *tx), actor, item).await;
             if rows.is_ok() {
-                tx.commit().await.map_err(pg_err)?;
+                self.commit(tx).await?;
             }
             return settle_run(run, rows);
         };
         let kept = match slot.as_mut() {
             Some(kept) => kept,
             None => slot.insert(Kept {
-                conn: self.pool.acquire().await.map_err(pg_err)?,
+                conn: self.checkout().await?,
                 role: None,
             }),
         };
@@ -490,6 +528,7 @@ impl PgBackend {
                 Some(r) => format!("SET ROLE {}", quote(r)),
                 None => "RESET ROLE".to_owned(),
             };
+            self.trips.add(1);
             rows = kept
                 .conn
                 .execute(sqlx::raw_sql(AssertSqlSafe(set)))
@@ -500,7 +539,7 @@ impl PgBackend {
             }
         }
         if rows.is_ok() {
-            rows = call_put_one(&mut *kept.conn, actor, item).await;
+            rows = call_put_one(self.counted(&mut *kept.conn), actor, item).await;
         }
         // After any error the connection is closed rather than given back to the pool with a
         // principal's role set on it.
@@ -533,7 +572,7 @@ impl PgBackend {
         let found: Option<String> =
             sqlx::query_scalar("SELECT db_role FROM verdict.principal_roles WHERE principal = $1")
                 .bind(&actor.principal)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.pooled())
                 .await
                 .map_err(pg_err)?;
         if let Some(role) = &found {
@@ -545,14 +584,69 @@ impl PgBackend {
         Ok(found)
     }
 
+    /// The pool, for one statement: counted as two round trips, the pool's check of the idle
+    /// connection it hands out and the statement.
+    pub(crate) fn pooled(&self) -> &PgPool {
+        self.trips.add(2);
+        &self.pool
+    }
+
+    /// `executor`, for one statement on a connection already held: one round trip.
+    pub(crate) fn counted<E>(&self, executor: E) -> E {
+        self.trips.add(1);
+        executor
+    }
+
+    /// A connection out of the pool (its check on the way out counted).
+    async fn checkout(&self) -> Result<PoolConnection<Postgres>> {
+        self.trips.add(1);
+        self.pool.acquire().await.map_err(pg_err)
+    }
+
+    /// Commits `tx`: one round trip.
+    pub(crate) async fn commit(&self, tx: sqlx::Transaction<'static, Postgres>) -> Result<()> {
+        self.trips.add(1);
+        tx.commit().await.map_err(pg_err)
+    }
+
+    /// The rows of a plain read, on the kept reader connection when it is free (one round
+    /// trip), else through the pool, as before there was one.
+    async fn read(
+        &self,
+        query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+    ) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
+        let Some(mut slot) = self.reader.as_ref().and_then(|r| r.try_lock().ok()) else {
+            return query.fetch_all(self.pooled()).await;
+        };
+        let conn = match slot.as_mut() {
+            Some(conn) => conn,
+            None => {
+                self.trips.add(1);
+                slot.insert(self.pool.acquire().await?)
+            }
+        };
+        self.trips.add(1);
+        let rows = query.fetch_all(&mut **conn).await;
+        // After any error the connection is closed rather than kept or given back.
+        if rows.is_err()
+            && let Some(conn) = slot.take()
+        {
+            drop(conn.detach());
+        }
+        rows
+    }
+
     /// The rows of a read, from the snapshot's transaction on a snapshot, else from the pool.
     async fn rows(
         &self,
         query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
     ) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
         match &self.snapshot {
-            Some(conn) => query.fetch_all(&mut *conn.lock().await).await,
-            None => query.fetch_all(&self.pool).await,
+            Some(conn) => {
+                self.trips.add(1);
+                query.fetch_all(&mut *conn.lock().await).await
+            }
+            None => query.fetch_all(self.pooled()).await,
         }
     }
 
@@ -566,6 +660,8 @@ impl PgBackend {
             "BEGIN; SET LOCAL ROLE {}",
             role.map_or_else(|| "NONE".to_owned(), quote)
         );
+        // The pool's check of the connection it hands out, then the BEGIN.
+        self.trips.add(2);
         self.pool
             .begin_with(AssertSqlSafe(begin))
             .await
@@ -590,7 +686,7 @@ impl PgBackend {
     /// built-in identities.
     async fn identity_drift(&self) -> Result<Vec<Drift>> {
         let db: String = sqlx::query_scalar("SELECT current_database()::text")
-            .fetch_one(&self.pool)
+            .fetch_one(self.pooled())
             .await
             .map_err(pg_err)?;
         let principals = self
@@ -835,17 +931,88 @@ impl Backend for PgBackend {
         self.describe.clone()
     }
 
+    fn round_trips(&self) -> u64 {
+        self.trips.get()
+    }
+
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
+        // Every write acts as the principal's own database identity (SET ROLE), and the
+        // evidence routines refuse a runner's evidence without a write grant in force (schema
+        // version 7). A principal with no identity on record would act as the login itself,
+        // which a superuser login is not held to: such a call is checked in code.
+        Ok(actor.role == ActorRole::Runner && self.identity(actor).await?.is_some())
+    }
+
+    async fn subject_and_grants(&self, key: &str, principal: &str) -> Result<SubjectAndGrants> {
+        // Both in one statement: the subject's row first (part 0), then each grant (part 1)
+        // with its revocation's columns, NULL where there is none.
+        let rows = self
+            .read(
+                sqlx::query(
+                    "SELECT 0 AS part, s.seq, s.key, s.digest, s.body, \
+                     NULL::bigint, NULL::text, NULL::text, NULL::text \
+                     FROM verdict.subjects s WHERE s.key = $1 \
+                     UNION ALL \
+                     SELECT 1, g.seq, g.key, g.digest, g.body, r.seq, r.key, r.digest, r.body \
+                     FROM verdict.grants g LEFT JOIN verdict.grant_revocations r ON r.key = g.key \
+                     WHERE g.principal = $2 ORDER BY 1, 2",
+                )
+                .bind(key)
+                .bind(principal),
+            )
+            .await
+            .map_err(pg_err)?;
+        let mut subject = None;
+        let mut grants = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let part: i32 = row.try_get(0).map_err(pg_err)?;
+            if part == 0 {
+                subject = Some(stored_at(Table::Subjects, row, 1)?);
+            } else {
+                grants.push(grant_at(row, 1)?);
+            }
+        }
+        Ok((subject, grants))
+    }
+
+    async fn grants_with_revocations(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(Stored, Option<Stored>)>> {
+        let rows = self
+            .read(
+                sqlx::query(
+                    "SELECT g.seq, g.key, g.digest, g.body, r.seq, r.key, r.digest, r.body \
+                     FROM verdict.grants g LEFT JOIN verdict.grant_revocations r ON r.key = g.key \
+                     WHERE g.principal = $1 ORDER BY g.seq",
+                )
+                .bind(principal),
+            )
+            .await
+            .map_err(pg_err)?;
+        rows.iter().map(|row| grant_at(row, 0)).collect()
+    }
+
     async fn schema_version(&self) -> Result<i64> {
-        pool_version(&self.pool).await
+        pool_version(self.pooled()).await
     }
 
     async fn clock_now(&self) -> Result<verdict_core::contracts::Timestamp> {
         // The database's clock, so every client of one store reads the same time.
-        let micros: i64 =
-            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(pg_err)?;
+        let rows = self
+            .read(sqlx::query(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+            ))
+            .await
+            .map_err(pg_err)?;
+        let micros: i64 = rows
+            .first()
+            .ok_or_else(|| StoreError::Backend {
+                backend: "postgres",
+                message: "the clock query returned no row".into(),
+            })?
+            .try_get(0)
+            .map_err(pg_err)?;
         Ok(verdict_core::contracts::Timestamp::from_unix_nanos(
             i128::from(micros) * 1000,
         ))
@@ -864,9 +1031,9 @@ impl Backend for PgBackend {
         // One call per run of consecutive items of one table, in order.
         for run in items.chunk_by(|a, b| a.table == b.table) {
             // A refused item drops the transaction, rolling back the whole batch.
-            out.extend(put_run(&mut *tx, actor, run).await?);
+            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
         }
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         Ok(out)
     }
 
@@ -884,10 +1051,10 @@ impl Backend for PgBackend {
         .bind(&item.body)
         .bind(item.correlation.as_deref())
         .bind(bytes)
-        .fetch_all(&mut *tx)
+        .fetch_all(self.counted(&mut *tx))
         .await;
         let stored = settle_run(std::slice::from_ref(&item), rows)?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         stored.into_iter().next().ok_or(StoreError::NotFound {
             what: "blobs",
             key: item.key,
@@ -914,12 +1081,13 @@ impl Backend for PgBackend {
         let mut tx = self.begin_as(role.as_deref()).await?;
         // The claim first: a stale one raises inside the routine and the transaction, with
         // nothing appended, is dropped (rolled back).
+        self.trips.add(1);
         crate::jobs::renew_claim_pg(&mut tx, actor, claim).await?;
         let mut out = Vec::with_capacity(items.len());
         for run in items.chunk_by(|a, b| a.table == b.table) {
-            out.extend(put_run(&mut *tx, actor, run).await?);
+            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
         }
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         Ok(out)
     }
 
@@ -940,7 +1108,7 @@ impl Backend for PgBackend {
             .bind(&cas.change.key)
             .bind(cas.change.digest.as_str())
             .bind(&cas.change.body)
-            .fetch_one(&mut *tx)
+            .fetch_one(self.counted(&mut *tx))
             .await
             .map_err(pg_err)?;
         let ok: bool = row.try_get(0).map_err(pg_err)?;
@@ -953,9 +1121,10 @@ impl Backend for PgBackend {
             value,
         };
         if ok {
-            tx.commit().await.map_err(pg_err)?;
+            self.commit(tx).await?;
             Ok(CasOutcome::Done(pointer))
         } else {
+            self.trips.add(1);
             tx.rollback().await.map_err(pg_err)?;
             let absent = pointer.revision == 0 && pointer.value.is_none();
             Ok(CasOutcome::Stale((!absent).then_some(pointer)))
@@ -969,9 +1138,8 @@ impl Backend for PgBackend {
             table.name(),
             filter.clause(table, "$1").replace("{schema}", "verdict.")
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(filter.value())
-            .fetch_all(&self.pool)
+        let rows = self
+            .read(sqlx::query(AssertSqlSafe(sql)).bind(filter.value()))
             .await
             .map_err(pg_err)?;
         rows.iter().map(|r| row_to_stored(table, r)).collect()
@@ -979,13 +1147,15 @@ impl Backend for PgBackend {
 
     async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
         // Through the routine (schema version 10): no principal's identity reads the table.
-        let rows = sqlx::query(
-            "SELECT r_seq, r_key, r_digest, r_body, NULL::boolean FROM verdict.principal_by_token($1)",
-        )
-        .bind(token_sha256)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(pg_err)?;
+        let rows = self
+            .read(
+                sqlx::query(
+                    "SELECT r_seq, r_key, r_digest, r_body, NULL::boolean FROM verdict.principal_by_token($1)",
+                )
+                .bind(token_sha256),
+            )
+            .await
+            .map_err(pg_err)?;
         Ok(rows
             .iter()
             .map(|r| row_to_stored(Table::Principals, r))
@@ -1004,7 +1174,7 @@ impl Backend for PgBackend {
                 .bind(name)
                 .bind(after_seq)
                 .bind(i64::from(limit))
-                .fetch_all(&self.pool)
+                .fetch_all(self.pooled())
                 .await
                 .map_err(pg_err)?;
         rows.iter()
@@ -1035,13 +1205,15 @@ impl Backend for PgBackend {
     }
 
     async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
-        let row = sqlx::query("SELECT pointer, name, revision, value FROM verdict.pointers WHERE pointer = $1 AND name = $2")
-            .bind(kind.as_str())
-            .bind(name)
-            .fetch_optional(&self.pool)
+        let rows = self
+            .read(
+                sqlx::query("SELECT pointer, name, revision, value FROM verdict.pointers WHERE pointer = $1 AND name = $2")
+                    .bind(kind.as_str())
+                    .bind(name),
+            )
             .await
             .map_err(pg_err)?;
-        row.as_ref().map(row_to_pointer).transpose()
+        rows.first().map(row_to_pointer).transpose()
     }
 
     async fn pointers(&self) -> Result<Vec<Pointer>> {
@@ -1215,10 +1387,10 @@ impl Backend for PgBackend {
             .bind(actor.role.as_str())
             .bind(principal)
             .bind(&password)
-            .fetch_one(&mut *tx)
+            .fetch_one(self.counted(&mut *tx))
             .await
             .map_err(pg_err)?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         let url = url_as(&self.url, &user, &password);
         Ok(crate::store::DbLogin {
             user,
@@ -1230,6 +1402,8 @@ impl Backend for PgBackend {
     async fn snapshot(&self) -> Result<Self> {
         // A connection taken out of the pool for good (it closes when the snapshot is
         // dropped, ending its transaction), so the pool never hands out one mid-transaction.
+        // The pool's check, the BEGIN and the first query.
+        self.trips.add(3);
         let mut conn = self.pool.acquire().await.map_err(pg_err)?.detach();
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .await
@@ -1241,10 +1415,12 @@ impl Backend for PgBackend {
         Ok(Self {
             pool: self.pool.clone(),
             writer: None,
+            reader: None,
             prefix: self.prefix.clone(),
             url: self.url.clone(),
             identities: Arc::clone(&self.identities),
             describe: self.describe.clone(),
+            trips: Arc::clone(&self.trips),
             snapshot: Some(Mutex::new(conn)),
         })
     }

@@ -6,8 +6,8 @@
 use crate::actor::Actor;
 use crate::audit::{AuditEvent, ChainHead, EventFields, GENESIS_HASH, now_utc};
 use crate::backend::{
-    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, parse_digest, seq_from,
-    to_i64,
+    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
+    SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
 use crate::error::{Result, StoreError};
 use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
@@ -28,6 +28,8 @@ const WAL_CHECKPOINT_PAGES: i64 = 16_384;
 pub(crate) struct SqliteBackend {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
+    /// Calls made on the database's thread ([`RoundTrips`]).
+    trips: Arc<RoundTrips>,
 }
 
 pub(crate) fn err(e: rusqlite::Error) -> StoreError {
@@ -314,6 +316,39 @@ fn counts_now(tx: &Connection, subject: &str, generation: u64) -> Result<bool> {
     Ok(head.is_some_and(|h| h.subject_digest.as_str() == subject && h.generation == generation))
 }
 
+/// A principal's grants, each with its revocation if stored, in seq order: one statement.
+fn grants_of(conn: &Connection, principal: &str) -> Result<Vec<(Stored, Option<Stored>)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT g.seq, g.key, g.digest, g.body, r.seq, r.key, r.digest, r.body \
+             FROM grants g LEFT JOIN grant_revocations r ON r.key = g.key \
+             WHERE g.principal = ?1 ORDER BY g.seq",
+        )
+        .map_err(err)?;
+    let rows = stmt
+        .query_map([principal], |r| {
+            let grant: Raw = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, None);
+            let revocation: Option<i64> = r.get(4)?;
+            let revocation = match revocation {
+                Some(seq) => Some((seq, r.get(5)?, r.get(6)?, r.get(7)?, None)),
+                None => None,
+            };
+            Ok((grant, revocation))
+        })
+        .map_err(err)?
+        .collect::<rusqlite::Result<Vec<(Raw, Option<Raw>)>>>()
+        .map_err(err)?;
+    rows.into_iter()
+        .map(|(g, r)| {
+            Ok((
+                to_stored(Table::Grants, g)?,
+                r.map(|r| to_stored(Table::GrantRevocations, r))
+                    .transpose()?,
+            ))
+        })
+        .collect()
+}
+
 fn pointer_row(tx: &Connection, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
     let row: Option<(i64, Option<String>)> = tx
         .prepare_cached("SELECT revision, value FROM pointers WHERE pointer = ?1 AND name = ?2")
@@ -537,6 +572,7 @@ impl SqliteBackend {
         Ok(Self {
             path,
             conn: Arc::new(Mutex::new(conn)),
+            trips: Arc::default(),
         })
     }
 
@@ -546,6 +582,7 @@ impl SqliteBackend {
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
+        self.trips.add(1);
         tokio::task::spawn_blocking(move || {
             let mut guard = conn.lock().map_err(|_| StoreError::Backend {
                 backend: "sqlite",
@@ -565,6 +602,34 @@ impl SqliteBackend {
 impl Backend for SqliteBackend {
     fn describe(&self) -> String {
         format!("sqlite:{}", self.path.display())
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.trips.get()
+    }
+
+    async fn grants_with_revocations(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(Stored, Option<Stored>)>> {
+        let principal = principal.to_owned();
+        self.with(move |conn| grants_of(conn, &principal)).await
+    }
+
+    async fn subject_and_grants(&self, key: &str, principal: &str) -> Result<SubjectAndGrants> {
+        let (key, principal) = (key.to_owned(), principal.to_owned());
+        self.with(move |conn| {
+            let subject = conn
+                .prepare_cached(&find_sql(Table::Subjects))
+                .map_err(err)?
+                .query_row([&key], raw)
+                .optional()
+                .map_err(err)?
+                .map(|r| to_stored(Table::Subjects, r))
+                .transpose()?;
+            Ok((subject, grants_of(conn, &principal)?))
+        })
+        .await
     }
 
     async fn schema_version(&self) -> Result<i64> {
@@ -800,7 +865,7 @@ impl Backend for SqliteBackend {
     async fn snapshot(&self) -> Result<Self> {
         // A connection of its own, read-only, inside a read transaction: in WAL mode it keeps
         // seeing the database as of its first read while the store's connection appends.
-        let path = self.path.clone();
+        let (path, trips) = (self.path.clone(), Arc::clone(&self.trips));
         tokio::task::spawn_blocking(move || {
             let conn = Connection::open_with_flags(
                 &path,
@@ -817,6 +882,7 @@ impl Backend for SqliteBackend {
             Ok(Self {
                 path,
                 conn: Arc::new(Mutex::new(conn)),
+                trips,
             })
         })
         .await

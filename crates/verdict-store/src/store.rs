@@ -242,6 +242,22 @@ pub trait Store: Send + Sync {
     /// The schema version of the database.
     async fn schema_version(&self) -> Result<i64>;
 
+    /// The exchanges with the database this handle has waited for since it was opened:
+    /// PostgreSQL statements (and the pool's check of each connection it hands out), SQLite
+    /// calls on the database's thread. A counter, not a clock: what a use case costs in round
+    /// trips is the same on every run, so tests can hold it.
+    fn round_trips(&self) -> u64;
+
+    /// Whether the write of `actor`'s check evidence is itself refused, in the same
+    /// transaction, unless `actor` holds a write grant in force at the store's time on the
+    /// execution (or mission) of the subject the evidence is about, and that subject is stored:
+    /// true on PostgreSQL for a runner acting as its own database identity on a store that
+    /// keeps the system clock (the routine reads the database's clock, which is the store's
+    /// time there; a manual clock is kept per handle, which the database cannot see). Where
+    /// true, a caller need not read the subject and grants before the write to keep out what
+    /// the write would refuse anyway; it still reads them to say why, when the write is refused.
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool>;
+
     /// The clock the store keeps: the one chosen when it was initialised, else the system's.
     async fn clock(&self) -> Result<StoreClock>;
 
@@ -332,6 +348,15 @@ pub trait Store: Send + Sync {
 
     /// A principal's grants, each with its revocation.
     async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>>;
+
+    /// The subject stored under `digest`, if any, and [`Store::grants_for`] of `principal`,
+    /// read together: what deciding whether `principal` may write about that subject needs,
+    /// in one round trip.
+    async fn subject_and_grants(
+        &self,
+        digest: &Digest,
+        principal: &str,
+    ) -> Result<(Option<Stored>, Vec<Grant>)>;
 
     /// Admits a verifier run: an operator, or a verifier admitting itself to a subject it did
     /// not produce under a grant in force. The request and the subject must be stored and the
@@ -542,6 +567,19 @@ fn decoded<T: DeserializeOwned>(kind: DocKind, value: &Value) -> Result<T> {
         what: doc_what(kind),
         message: e.to_string(),
     })
+}
+
+/// Grants as read, each with its revocation if stored, decoded.
+fn grants_of(rows: Vec<(Stored, Option<Stored>)>) -> Result<Vec<Grant>> {
+    rows.into_iter()
+        .map(|(row, revocation)| {
+            Ok(Grant {
+                record: row.decode()?,
+                revocation: revocation.map(|r| r.decode()).transpose()?,
+                seq: row.seq,
+            })
+        })
+        .collect()
 }
 
 fn one(mut rows: Vec<Stored>) -> Option<Stored> {
@@ -1362,6 +1400,15 @@ impl<B: Backend> Store for StoreImpl<B> {
         self.backend.schema_version().await
     }
 
+    fn round_trips(&self) -> u64 {
+        self.backend.round_trips()
+    }
+
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
+        Ok(self.clock().await? == StoreClock::System
+            && self.backend.binds_evidence_grants(actor).await?)
+    }
+
     async fn clock(&self) -> Result<StoreClock> {
         if let Some(clock) = self.clock.get() {
             return Ok(*clock);
@@ -1611,27 +1658,20 @@ impl<B: Backend> Store for StoreImpl<B> {
     }
 
     async fn grants_for(&self, principal: &str) -> Result<Vec<Grant>> {
-        let rows = self
+        // The grants and their revocations in one read, not one read per grant.
+        grants_of(self.backend.grants_with_revocations(principal).await?)
+    }
+
+    async fn subject_and_grants(
+        &self,
+        digest: &Digest,
+        principal: &str,
+    ) -> Result<(Option<Stored>, Vec<Grant>)> {
+        let (subject, grants) = self
             .backend
-            .find(
-                Table::Grants,
-                Filter::Column("principal", principal.to_owned()),
-            )
+            .subject_and_grants(digest.as_str(), principal)
             .await?;
-        let mut grants = Vec::with_capacity(rows.len());
-        for row in rows {
-            let revocation = self
-                .find_one(Table::GrantRevocations, Filter::Key(row.key.clone()))
-                .await?
-                .map(|r| r.decode())
-                .transpose()?;
-            grants.push(Grant {
-                record: row.decode()?,
-                revocation,
-                seq: row.seq,
-            });
-        }
-        Ok(grants)
+        Ok((subject, grants_of(grants)?))
     }
 
     async fn admit_run(&self, actor: &Actor, admission: &RunAdmission) -> Result<Stored> {

@@ -58,15 +58,15 @@ pub fn decode<T: DeserializeOwned>(
     doc: &Value,
 ) -> Result<(T, Digest), DecodeError> {
     let d = digest::verify_carried(kind, doc).map_err(DecodeError::Tampered)?;
-    let value = match doc {
+    // Only a document carrying its digest is copied, to read it without that member.
+    let t = match doc {
         Value::Object(map) if map.contains_key(digest::CARRIED_FIELD) => {
             let mut m = map.clone();
             m.remove(digest::CARRIED_FIELD);
-            Value::Object(m)
+            decode_plain(&Value::Object(m))?
         }
-        other => other.clone(),
+        other => decode_plain(other)?,
     };
-    let t = decode_plain(&value)?;
     Ok((t, d))
 }
 

@@ -23,6 +23,7 @@ mod read_scope;
 mod reading;
 mod records;
 mod requests;
+mod round_trips;
 mod self_admission;
 mod verify;
 mod workers;

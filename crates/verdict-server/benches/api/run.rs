@@ -92,6 +92,9 @@ pub struct Row {
     pub per_second: f64,
     /// Median latency of one operation, in milliseconds, where latencies were kept.
     pub p50_ms: Option<f64>,
+    /// Exchanges with the database per operation (`Store::round_trips`, counted on the
+    /// store handle the flow used), where counted. A count, not a time: the same on every run.
+    pub round_trips: Option<f64>,
     /// 99th percentile latency, in milliseconds.
     pub p99_ms: Option<f64>,
     /// This row's figure against its baseline (the row named in `target`).
@@ -112,6 +115,7 @@ impl Row {
             per_second: ops as f64 / elapsed.as_secs_f64().max(1e-9),
             p50_ms: None,
             p99_ms: None,
+            round_trips: None,
             ratio: None,
             target: None,
             met: None,
@@ -135,12 +139,12 @@ impl Report {
     #[must_use]
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| backend | measurement | operations | seconds | per second | p50 ms | p99 ms | ratio | target | met |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|\n",
+            "| backend | measurement | operations | seconds | per second | p50 ms | p99 ms | round trips / op | ratio | target | met |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
         );
         let ms = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.2}"));
         for r in &self.rows {
             out.push_str(&format!(
-                "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
                 r.backend,
                 r.measurement,
                 r.operations,
@@ -148,6 +152,7 @@ impl Report {
                 r.per_second,
                 ms(r.p50_ms),
                 ms(r.p99_ms),
+                ms(r.round_trips),
                 r.ratio.map_or_else(String::new, |v| format!("{v:.2}")),
                 r.target.as_deref().unwrap_or(""),
                 r.met.map_or("", |m| if m { "yes" } else { "no" }),
@@ -499,6 +504,7 @@ async fn evidence_appends(
                     .collect::<Result<_, _>>()?,
                 _ => Vec::new(),
             };
+            let trips = store.round_trips();
             let t = Instant::now();
             match side {
                 Side::Api => {
@@ -527,7 +533,9 @@ async fn evidence_appends(
                     }
                 }
             }
-            Ok::<_, String>(t.elapsed())
+            let elapsed = t.elapsed();
+            // The server, the engine and the store here all use this one store handle.
+            Ok::<_, String>((elapsed, store.round_trips() - trips))
         }
     };
     // One untimed append each way: connections, statements and the route are warm.
@@ -535,16 +543,21 @@ async fn evidence_appends(
         append(side, next(1)).await?;
     }
     let mut took = [Duration::ZERO; 4];
+    let mut trips = [0u64; 4];
     let mut ratios = Vec::new();
     for r in 0..ROUNDS {
         // Each round starts with another side, so none always meets the disk first.
         let mut this = [Duration::ZERO; 4];
         for k in 0..SIDES.len() {
             let i = (k + r as usize) % SIDES.len();
-            let (Some(side), Some(slot)) = (SIDES.get(i), this.get_mut(i)) else {
+            let (Some(side), Some(slot), Some(count)) =
+                (SIDES.get(i), this.get_mut(i), trips.get_mut(i))
+            else {
                 continue;
             };
-            *slot = append(*side, next(per_round)).await?;
+            let (elapsed, made) = append(*side, next(per_round)).await?;
+            *slot = elapsed;
+            *count += made;
         }
         let [api, _, _, raw] = this;
         ratios.push(raw.as_secs_f64() / api.as_secs_f64().max(1e-9));
@@ -554,24 +567,30 @@ async fn evidence_appends(
     }
     let ops = per_round * ROUNDS;
     let [api, engine_auth, engine, raw] = took;
-    let raw_row = Row::rate(
+    let per_op = |made: u64| Some(made as f64 / ops.max(1) as f64);
+    let [api_trips, engine_auth_trips, engine_trips, raw_trips] = trips;
+    let mut raw_row = Row::rate(
         backend,
         "store: `Store::put`, one evidence document per call".into(),
         ops,
         raw,
     );
+    raw_row.round_trips = per_op(raw_trips);
     let mut rows = vec![raw_row.clone()];
-    for (what, t) in [
+    for (what, t, made) in [
         (
             "engine: `Engine::add_evidence`, one document per call",
             engine,
+            engine_trips,
         ),
         (
             "engine: `Engine::authenticate` + `Engine::add_evidence`, one document per call",
             engine_auth,
+            engine_auth_trips,
         ),
     ] {
         let mut row = Row::rate(backend, what.into(), ops, t);
+        row.round_trips = per_op(made);
         row.ratio = Some(row.per_second / raw_row.per_second);
         row.target = Some("(× store; no target)".into());
         rows.push(row);
@@ -582,6 +601,7 @@ async fn evidence_appends(
         ops,
         api,
     );
+    api_row.round_trips = per_op(api_trips);
     let ratio = api_row.per_second / raw_row.per_second;
     ratios.sort_by(f64::total_cmp);
     api_row.ratio = Some(ratio);

@@ -41,6 +41,32 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
                 .unwrap_or_else(|| panic!("{backend}: no row {what:?}: {rows:#?}"));
             assert!(row.operations > 0 && row.per_second > 0.0, "{row:?}");
         }
+        // What one evidence append costs in exchanges with the database, each way: counted,
+        // so held exactly. On PostgreSQL the write routine holds the runner's grant, so the
+        // engine reads nothing before it; SQLite reads the subject and the grants in one call.
+        let (engine, with_auth) = if backend == "postgres" {
+            (1.0, 2.0)
+        } else {
+            (2.0, 3.0)
+        };
+        for (what, trips) in [
+            ("store: `Store::put`", 1.0),
+            ("engine: `Engine::add_evidence`", engine),
+            (
+                "engine: `Engine::authenticate` + `Engine::add_evidence`",
+                with_auth,
+            ),
+            (
+                "API: one evidence document per `POST /v1/evidence`",
+                with_auth,
+            ),
+        ] {
+            let row = rows
+                .iter()
+                .find(|r| r.measurement.starts_with(what))
+                .unwrap();
+            assert_eq!(row.round_trips, Some(trips), "{backend}: {row:?}");
+        }
         let gate = rows
             .iter()
             .find(|r| r.measurement.contains("gate-runs"))
@@ -84,6 +110,7 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
         "per_second",
         "p50_ms",
         "p99_ms",
+        "round_trips",
         "ratio",
         "target",
         "met",

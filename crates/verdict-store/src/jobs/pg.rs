@@ -122,10 +122,10 @@ impl JobQueue for PgBackend {
                     .map(|j| j.deadline.map(millis))
                     .collect::<Vec<_>>(),
             )
-            .fetch_all(&mut *tx)
+            .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(pg_err)?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         let stored = jobs_of(&rows)?;
         // One row per item, in order, even when an item is named twice.
         jobs.iter()
@@ -157,10 +157,10 @@ impl JobQueue for PgBackend {
             .bind(kind.as_str())
             .bind(holder)
             .bind(millis(lease))
-            .fetch_all(&mut *tx)
+            .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(pg_err)?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         Ok(jobs_of(&rows)?.pop())
     }
 
@@ -178,10 +178,10 @@ impl JobQueue for PgBackend {
             .bind(id)
             .bind(fencing)
             .bind(millis(lease))
-            .fetch_all(&mut *tx)
+            .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(|e| routine_err(e, id, fencing))?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         one(&rows, id)
     }
 
@@ -199,10 +199,10 @@ impl JobQueue for PgBackend {
             .bind(id)
             .bind(fencing)
             .bind(outcome)
-            .fetch_all(&mut *tx)
+            .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(|e| routine_err(e, id, fencing))?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         one(&rows, id)
     }
 
@@ -222,10 +222,10 @@ impl JobQueue for PgBackend {
             .bind(fencing)
             .bind(why)
             .bind(retry_after.map(millis))
-            .fetch_all(&mut *tx)
+            .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(|e| routine_err(e, id, fencing))?;
-        tx.commit().await.map_err(pg_err)?;
+        self.commit(tx).await?;
         one(&rows, id)
     }
 
@@ -239,7 +239,7 @@ impl JobQueue for PgBackend {
             .bind(filter.request.as_ref().map(|d| d.as_str().to_owned()))
             .bind(filter.kind.map(JobKind::as_str))
             .bind(filter.state.map(super::JobState::as_str))
-            .fetch_all(&self.pool)
+            .fetch_all(self.pooled())
             .await
             .map_err(pg_err)?;
         jobs_of(&rows)
