@@ -28,6 +28,9 @@ const WAL_CHECKPOINT_PAGES: i64 = 16_384;
 pub(crate) struct SqliteBackend {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
+    /// Moved on after each change this handle makes to the job queue: its own commits do not
+    /// move the file's `data_version` for its own connection, which is what waits watch.
+    queue_changes: tokio::sync::watch::Sender<u64>,
 }
 
 pub(crate) fn err(e: rusqlite::Error) -> StoreError {
@@ -537,7 +540,18 @@ impl SqliteBackend {
         Ok(Self {
             path,
             conn: Arc::new(Mutex::new(conn)),
+            queue_changes: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// Tells this handle's waits that it changed the job queue.
+    pub(crate) fn queue_changed(&self) {
+        self.queue_changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver of [`SqliteBackend::queue_changed`].
+    pub(crate) fn queue_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.queue_changes.subscribe()
     }
 
     pub(crate) async fn with<T, F>(&self, f: F) -> Result<T>
@@ -817,6 +831,7 @@ impl Backend for SqliteBackend {
             Ok(Self {
                 path,
                 conn: Arc::new(Mutex::new(conn)),
+                queue_changes: tokio::sync::watch::Sender::new(0),
             })
         })
         .await
