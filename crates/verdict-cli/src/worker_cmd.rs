@@ -68,8 +68,9 @@ pub struct Args {
     /// The lease taken with each claim, in seconds.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     lease_seconds: u64,
-    /// How long to wait before looking again when no job is ready, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    /// The longest wait before looking again when no job is ready, in milliseconds; a job made
+    /// ready ends the wait sooner (a notification on PostgreSQL, a commit seen on SQLite).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     poll_ms: u64,
     /// Verifier role: the verifiers file (JSON or YAML).
     #[arg(long)]
@@ -424,8 +425,16 @@ async fn work(args: &Args) -> Result<ExitCode> {
             });
         }
         if worked == Worked::Idle {
+            // Until a job of the role may be ready (a notification on PostgreSQL, a commit
+            // seen on SQLite), at most the poll interval; only a hint, the next claim decides.
+            let waited = async {
+                if let Err(e) = ctx.engine.wait_for_jobs(role, poll).await {
+                    eprintln!("worker: {e}; trying again");
+                    tokio::time::sleep(poll).await;
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(poll) => {}
+                () = waited => {}
                 () = wake.notified() => {}
             }
         }

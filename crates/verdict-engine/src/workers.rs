@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use verdict_core::contracts::{Name, Role, Subject};
 use verdict_core::digest::Digest;
-use verdict_store::{Actor, Job, JobClaim, JobFilter, JobKind, NewJob, RunStatus, StoreError};
+use verdict_store::{
+    Actor, Job, JobClaim, JobFilter, JobKind, NewJob, RunStatus, StoreError, Wakeup,
+};
 
 /// Attempts at one job before it is given up (each a claim of its own).
 pub const MAX_ATTEMPTS: i64 = 5;
@@ -226,6 +228,17 @@ impl Engine {
         self.require_role(caller, &[Role::Operator], "read the job queue")
             .await?;
         Ok(self.store.queue().jobs(filter).await?)
+    }
+
+    /// Waits until a job of `role` may have become claimable, for at most `max_wait`
+    /// ([`verdict_store::JobQueue::wait_for_jobs`]): what an idle worker does between claims
+    /// instead of sleeping. Only a hint; [`Engine::work_one`] decides.
+    pub async fn wait_for_jobs(&self, role: WorkerRole, max_wait: Duration) -> Result<Wakeup> {
+        Ok(self
+            .store
+            .queue()
+            .wait_for_jobs(role.kind(), max_wait)
+            .await?)
     }
 
     /// Claims one ready job of `role` as `caller`, performs it through the engine's use cases

@@ -199,6 +199,21 @@ pub struct JobFilter {
     pub state: Option<JobState>,
 }
 
+/// Why [`JobQueue::wait_for_jobs`] returned. Every answer is only a hint: the claim that
+/// follows decides, with all its checks, and may still find nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakeup {
+    /// A change to the queue was seen that may have made a job of the kind claimable (on
+    /// PostgreSQL a notification on the store's channel; on SQLite a job of the kind found
+    /// claimable by a read).
+    Signalled,
+    /// PostgreSQL: the handle's listener (re)connected and listens again; changes made while it
+    /// was away were not signalled, so the caller should look.
+    Resumed,
+    /// Nothing was signalled within the wait.
+    TimedOut,
+}
+
 /// The job queue of a store.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
@@ -246,6 +261,36 @@ pub trait JobQueue: Send + Sync {
 
     /// The jobs `filter` matches, by id.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>>;
+
+    /// Waits until a job of `kind` may have become claimable, for at most `max_wait`, so that
+    /// an idle worker claims once per change instead of once per poll. On PostgreSQL each
+    /// enqueue, completion and failure that leaves a job claimable sends a notification on the
+    /// store's channel (`<role prefix>jobs`, the kind as payload) in its own transaction, and
+    /// the handle keeps one listening connection (started by the first wait, reconnected when
+    /// cut), whose notifications end the wait. On SQLite (one machine) the wait watches the
+    /// file's `data_version`, which moves when another connection commits, and this handle's
+    /// own queue writes, and returns once a read finds a job of the kind claimable (at once if
+    /// one is claimable when the wait begins). A job that becomes claimable by time alone (a
+    /// retry's back-off ending, a lease lapsing, a gate job's deadline passing) signals nothing
+    /// and is found when the wait times out.
+    async fn wait_for_jobs(&self, kind: JobKind, max_wait: Duration) -> Result<Wakeup>;
+}
+
+/// When job `j` of `table` may be claimed at `now` (both SQL expressions): ready and past its
+/// back-off, or running under a lapsed lease; and a verify job only once its request's checks
+/// job is finished, a gate job only once every other job of its request is (or its deadline
+/// passed). SQLite's claim, its wait and PostgreSQL's notifications use it; PostgreSQL's
+/// `job_claim` routine holds the same condition.
+pub(crate) fn claimable(table: &str, now: &str) -> String {
+    format!(
+        "((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= {now})) \
+           OR (j.state = 'running' AND j.lease_until <= {now})) \
+         AND ((j.kind = 'gate' AND j.deadline_at <= {now}) OR NOT EXISTS ( \
+           SELECT 1 FROM {table} o WHERE o.request = j.request \
+             AND o.state NOT IN ('done', 'failed') \
+             AND ((j.kind = 'gate' AND o.kind <> 'gate') \
+               OR (j.kind = 'verify' AND o.kind = 'checks'))))"
+    )
 }
 
 /// Milliseconds of a duration for the database, at least one (a zero lease would lapse as it
@@ -370,6 +415,9 @@ pub(crate) fn columns(time: fn(&str) -> String) -> String {
 
 mod pg;
 mod sqlite;
+mod wake;
 
+pub use pg::LISTENER_APPLICATION;
+pub(crate) use pg::PgWakeups;
 pub(crate) use pg::renew_claim as renew_claim_pg;
 pub(crate) use sqlite::renew_claim as renew_claim_sqlite;

@@ -53,7 +53,9 @@ pub use actor::{Actor, ActorRole};
 pub use audit::{AuditEvent, AuditReport, ChainHead, Problem, ProblemKind};
 pub use checkpoint::Checkpoint;
 pub use error::{Result, StoreError};
-pub use jobs::{Job, JobClaim, JobFilter, JobKind, JobQueue, JobState, NewJob};
+pub use jobs::{
+    Job, JobClaim, JobFilter, JobKind, JobQueue, JobState, LISTENER_APPLICATION, NewJob, Wakeup,
+};
 pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};

@@ -64,6 +64,8 @@ pub(crate) struct PgBackend {
     /// Set on a snapshot ([`Backend::snapshot`]): a connection of its own inside a read-only
     /// REPEATABLE READ transaction, which every read of this backend goes through.
     snapshot: Option<Mutex<sqlx::PgConnection>>,
+    /// The handle's wake-ups for waiting workers ([`crate::jobs::JobQueue::wait_for_jobs`]).
+    wakeups: Arc<crate::jobs::PgWakeups>,
 }
 
 /// The text of an error from sqlx. For an error the server sent, its message and SQLSTATE:
@@ -497,6 +499,7 @@ impl PgBackend {
             describe,
             trips: Arc::default(),
             snapshot: None,
+            wakeups: Arc::new(crate::jobs::PgWakeups::new()),
         })
     }
 
@@ -549,6 +552,21 @@ impl PgBackend {
             drop(kept.conn.detach());
         }
         settle_run(run, rows)
+    }
+
+    /// The channel the store notifies when a job becomes claimable, named by the role prefix
+    /// as the store's roles are (notifications stay inside one database).
+    pub(crate) fn jobs_channel(&self) -> String {
+        format!("{}jobs", self.prefix)
+    }
+
+    /// The URL the store was opened with (credentials included).
+    pub(crate) fn location_url(&self) -> &str {
+        &self.url
+    }
+
+    pub(crate) fn wakeups(&self) -> &crate::jobs::PgWakeups {
+        &self.wakeups
     }
 
     /// The database role `actor` acts as: the gate's and the system's own roles, else the role
@@ -1422,6 +1440,7 @@ impl Backend for PgBackend {
             describe: self.describe.clone(),
             trips: Arc::clone(&self.trips),
             snapshot: Some(Mutex::new(conn)),
+            wakeups: Arc::clone(&self.wakeups),
         })
     }
 }

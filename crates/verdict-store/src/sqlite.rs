@@ -30,6 +30,9 @@ pub(crate) struct SqliteBackend {
     conn: Arc<Mutex<Connection>>,
     /// Calls made on the database's thread ([`RoundTrips`]).
     trips: Arc<RoundTrips>,
+    /// Moved on after each change this handle makes to the job queue: its own commits do not
+    /// move the file's `data_version` for its own connection, which is what waits watch.
+    queue_changes: tokio::sync::watch::Sender<u64>,
 }
 
 pub(crate) fn err(e: rusqlite::Error) -> StoreError {
@@ -573,7 +576,18 @@ impl SqliteBackend {
             path,
             conn: Arc::new(Mutex::new(conn)),
             trips: Arc::default(),
+            queue_changes: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// Tells this handle's waits that it changed the job queue.
+    pub(crate) fn queue_changed(&self) {
+        self.queue_changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver of [`SqliteBackend::queue_changed`].
+    pub(crate) fn queue_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.queue_changes.subscribe()
     }
 
     pub(crate) async fn with<T, F>(&self, f: F) -> Result<T>
@@ -883,6 +897,7 @@ impl Backend for SqliteBackend {
                 path,
                 conn: Arc::new(Mutex::new(conn)),
                 trips,
+                queue_changes: tokio::sync::watch::Sender::new(0),
             })
         })
         .await

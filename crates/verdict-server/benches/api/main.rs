@@ -1,5 +1,6 @@
 //! `cargo bench -p verdict-server --bench api -- [--postgres ADMIN_URL] [--json] [--smoke]
-//! [--scale F] [--clients N] [--workers 1,2,4] [--poll-ms MS] [--sqlite-dir DIR]`
+//! [--scale F] [--clients N] [--workers 1,2,4] [--poll-ms MS] [--worker-wait-ms MS]
+//! [--idle-sleep] [--sqlite-dir DIR]`
 //!
 //! The API benchmarks of docs/benchmarks/verdict-api.md: evidence appends over HTTP against the
 //! store's own, gate runs from concurrent clients, and subjects to decisions through the API
@@ -13,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str = "usage: api [--postgres ADMIN_URL] [--json] [--smoke] [--scale F] \
-[--clients N] [--workers 1,2,4] [--poll-ms MS] [--sqlite-dir DIR]";
+[--clients N] [--workers 1,2,4] [--poll-ms MS] [--worker-wait-ms MS] [--idle-sleep] \
+[--sqlite-dir DIR]";
 
 fn value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     args.iter()
@@ -51,6 +53,12 @@ fn options(args: &[String]) -> Result<run::Options, String> {
         clients: number(args, "--clients", defaults.clients)?,
         workers,
         poll: Duration::from_millis(number(args, "--poll-ms", 5)?),
+        worker_wait: Duration::from_millis(number(
+            args,
+            "--worker-wait-ms",
+            u64::try_from(defaults.worker_wait.as_millis()).unwrap_or(1000),
+        )?),
+        idle_sleep: args.iter().any(|a| a == "--idle-sleep"),
     })
 }
 
@@ -89,6 +97,7 @@ fn main() -> ExitCode {
                 println!("Load average at the end: {load}.\n");
             }
             print!("{}", report.table());
+            print!("\nWorker loops' claims:\n\n{}", report.claims_table());
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -7,8 +7,9 @@
 //!    shape on the same store, in alternating rounds.
 //! 2. Gate runs: `POST /v1/executions/{id}/gate-runs` on one typical execution from many
 //!    concurrent clients, each on a connection of its own: latency percentiles and throughput.
-//! 3. End to end: subjects in, decisions out. Over the API with worker loops (`work_one`, as
-//!    `verdict worker` runs it) and an instant fake model server on loopback, against the same
+//! 3. End to end: subjects in, decisions out. Over the API with worker loops (`work_one`, and
+//!    between claims the store's wake-up wait, as `verdict worker` runs them; each loop on a
+//!    store handle of its own) and an instant fake model server on loopback, against the same
 //!    flow called on the engine directly (no HTTP, no queue), with 1, 2 and 4 workers per role.
 //!
 //! Shared by the bench binary (`benches/api/main.rs`) and the server's smoke test, which runs
@@ -29,7 +30,9 @@ use verdict_engine::{
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
 use verdict_server::AppState;
 use verdict_store::scratch::ScratchPostgres;
-use verdict_store::{Access, Actor, DocKind, Location, OpenOptions, ScopeKind, Store, StoreClock};
+use verdict_store::{
+    Access, Actor, DocKind, Location, OpenOptions, ScopeKind, Store, StoreClock, Wakeup,
+};
 
 /// What a run measures and how much.
 #[derive(Debug, Clone)]
@@ -48,9 +51,15 @@ pub struct Options {
     pub clients: usize,
     /// Worker loops per role for the end-to-end measurement, one measurement each.
     pub workers: Vec<usize>,
-    /// How long an idle worker, and the client waiting for a decision, wait before looking
-    /// again.
+    /// How long the client waiting for a decision waits before reading again, and, with
+    /// `idle_sleep`, how long an idle worker loop sleeps.
     pub poll: Duration,
+    /// The longest an idle worker loop waits for a wake-up before claiming again (what
+    /// `verdict worker --poll-ms` bounds).
+    pub worker_wait: Duration,
+    /// Idle worker loops sleep `poll` and claim again instead of waiting for a wake-up: the
+    /// loop as it was before wake-ups, kept for comparison.
+    pub idle_sleep: bool,
 }
 
 impl Default for Options {
@@ -63,6 +72,8 @@ impl Default for Options {
             clients: 50,
             workers: vec![1, 2, 4],
             poll: Duration::from_millis(5),
+            worker_wait: Duration::from_secs(1),
+            idle_sleep: false,
         }
     }
 }
@@ -123,6 +134,32 @@ impl Row {
     }
 }
 
+/// What the worker loops of one end-to-end measurement did, counted: claims per execution do
+/// not depend on how fast the machine is, only on how the loops wait.
+#[derive(Debug, Clone, Serialize)]
+pub struct Claims {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Worker loops per role.
+    pub workers: usize,
+    /// How idle loops waited: `wake-ups` or `sleep N ms`.
+    pub idle: String,
+    /// Executions taken to a decision.
+    pub executions: u64,
+    /// Claims made (`Engine::work_one` calls), until the last decision was read.
+    pub claims: u64,
+    /// Of those, claims that found no job.
+    pub idle_claims: u64,
+    /// Claims per execution.
+    pub per_execution: f64,
+    /// Waits ended by a signal (a notification on PostgreSQL, a claimable job seen on SQLite).
+    pub signalled: u64,
+    /// Waits ended by the listener (re)connecting (PostgreSQL).
+    pub resumed: u64,
+    /// Waits that reached their bound.
+    pub timed_out: u64,
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -132,6 +169,8 @@ pub struct Report {
     pub load_average: Option<String>,
     /// The rows, in the order measured.
     pub rows: Vec<Row>,
+    /// The worker loops' claims, one line per end-to-end measurement.
+    pub claims: Vec<Claims>,
 }
 
 impl Report {
@@ -160,6 +199,30 @@ impl Report {
         }
         out
     }
+
+    /// The worker loops' claim counts as a Markdown table.
+    #[must_use]
+    pub fn claims_table(&self) -> String {
+        let mut out = String::from(
+            "| backend | loops per role | idle loops | executions | claims | idle claims | claims per execution | signalled | resumed | timed out |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for c in &self.claims {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} |\n",
+                c.backend,
+                c.workers,
+                c.idle,
+                c.executions,
+                c.claims,
+                c.idle_claims,
+                c.per_execution,
+                c.signalled,
+                c.resumed,
+                c.timed_out,
+            ));
+        }
+        out
+    }
 }
 
 /// Runs every measurement on SQLite, then on PostgreSQL when an admin URL is given. Every
@@ -171,13 +234,13 @@ pub async fn run(options: Options) -> Result<Report, String> {
 }
 
 async fn run_all(options: &Options) -> Result<Report, String> {
-    let mut rows = Vec::new();
+    let (mut rows, mut claims) = (Vec::new(), Vec::new());
     let dir = options.sqlite_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("verdict-api-bench-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let sqlite = Backend::Sqlite(dir.join("verdict.db"));
-    let result = backend_rows(options, &sqlite).await;
+    let result = backend_rows(options, &sqlite, &mut claims).await;
     let _ = std::fs::remove_dir_all(&dir);
     rows.extend(result?);
     if let Some(admin) = &options.postgres {
@@ -187,7 +250,7 @@ async fn run_all(options: &Options) -> Result<Report, String> {
             prefix: scratch.role_prefix(),
         };
         // The scratch database and its roles are dropped when `scratch` goes, failed or not.
-        rows.extend(backend_rows(options, &pg).await?);
+        rows.extend(backend_rows(options, &pg, &mut claims).await?);
         drop(scratch);
     }
     let load_average = std::fs::read_to_string("/proc/loadavg")
@@ -197,6 +260,7 @@ async fn run_all(options: &Options) -> Result<Report, String> {
         smoke: options.smoke,
         load_average,
         rows,
+        claims,
     })
 }
 
@@ -230,7 +294,11 @@ impl Backend {
     }
 }
 
-async fn backend_rows(options: &Options, backend: &Backend) -> Result<Vec<Row>, String> {
+async fn backend_rows(
+    options: &Options,
+    backend: &Backend,
+    claims: &mut Vec<Claims>,
+) -> Result<Vec<Row>, String> {
     let store = backend.open().await?;
     let w = world(store.clone()).await?;
     let server = Server::start(AppState::new(w.engine.clone())).await?;
@@ -240,7 +308,10 @@ async fn backend_rows(options: &Options, backend: &Backend) -> Result<Vec<Row>, 
     let mut round = 0;
     for &workers in &options.workers {
         round += 1;
-        rows.extend(end_to_end(options, backend, &w, &server, &fake, workers, round).await?);
+        let (e2e, counted) =
+            end_to_end(options, backend, &w, &server, &fake, workers, round).await?;
+        rows.extend(e2e);
+        claims.push(counted);
     }
     let report = store.verify_audit(None).await.map_err(|e| e.to_string())?;
     if !report.is_intact() {
@@ -1016,12 +1087,26 @@ async fn in_process(
     Ok(t.elapsed())
 }
 
-/// Worker loops, `per_role` of each role, on a store handle of their own (as worker processes
-/// have), until stopped. A job that fails is recorded in `failures`.
+/// What the worker loops did, counted as they go.
+#[derive(Default)]
+struct Counts {
+    claims: AtomicU64,
+    idle: AtomicU64,
+    signalled: AtomicU64,
+    resumed: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+/// Worker loops, `per_role` of each role, each on a store handle of its own (as each
+/// `verdict worker` process has: on PostgreSQL its own pool and listening connection), until
+/// stopped. An idle loop waits for a wake-up, at most `options.worker_wait` (or, with
+/// `options.idle_sleep`, sleeps `options.poll`). A job that fails is recorded in `failures`.
 struct Workers {
     stop: Arc<AtomicBool>,
+    stopping: Arc<tokio::sync::Notify>,
     tasks: Vec<tokio::task::JoinHandle<Result<(), String>>>,
     failures: Arc<Mutex<Vec<String>>>,
+    counts: Arc<Counts>,
 }
 
 impl Workers {
@@ -1030,13 +1115,15 @@ impl Workers {
         w: &World,
         fake: &FakeModel,
         per_role: usize,
-        poll: Duration,
+        options: &Options,
     ) -> Result<Self, String> {
-        let engine = Engine::new(backend.open().await?, "merge");
         let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::new(tokio::sync::Notify::new());
         let failures = Arc::new(Mutex::new(Vec::new()));
+        let counts = Arc::new(Counts::default());
         let verifier: Arc<dyn VerifierKit> = Arc::new(Verifier(Classes(fake.classes()?)));
         let checks: Arc<dyn ChecksKit> = Arc::new(Checks);
+        let (poll, wait, idle_sleep) = (options.poll, options.worker_wait, options.idle_sleep);
         let mut tasks = Vec::new();
         for k in 0..per_role {
             for (caller, role) in [
@@ -1044,6 +1131,7 @@ impl Workers {
                 (w.rev.clone(), WorkerRole::Verifier),
                 (w.ops.clone(), WorkerRole::Gate),
             ] {
+                let engine = Engine::new(backend.open().await?, "merge");
                 let options = WorkOptions {
                     holder: format!("bench-{}-{k}", role.as_str()),
                     lease: Duration::from_secs(60),
@@ -1051,15 +1139,37 @@ impl Workers {
                     checks: Some(checks.clone()),
                     back_off: DEFAULT_BACK_OFF,
                 };
-                let (engine, stop, failures) = (engine.clone(), stop.clone(), failures.clone());
+                let (stop, stopping, failures, counts) = (
+                    stop.clone(),
+                    stopping.clone(),
+                    failures.clone(),
+                    counts.clone(),
+                );
                 tasks.push(tokio::spawn(async move {
                     while !stop.load(Ordering::SeqCst) {
+                        counts.claims.fetch_add(1, Ordering::Relaxed);
                         match engine
                             .work_one(&caller, role, &options)
                             .await
                             .map_err(err)?
                         {
-                            Worked::Idle => tokio::time::sleep(poll).await,
+                            Worked::Idle => {
+                                counts.idle.fetch_add(1, Ordering::Relaxed);
+                                if idle_sleep {
+                                    tokio::time::sleep(poll).await;
+                                    continue;
+                                }
+                                let woke = tokio::select! {
+                                    woke = engine.wait_for_jobs(role, wait) => woke.map_err(err)?,
+                                    () = stopping.notified() => continue,
+                                };
+                                let counter = match woke {
+                                    Wakeup::Signalled => &counts.signalled,
+                                    Wakeup::Resumed => &counts.resumed,
+                                    Wakeup::TimedOut => &counts.timed_out,
+                                };
+                                counter.fetch_add(1, Ordering::Relaxed);
+                            }
                             Worked::Done(_) => {}
                             Worked::Failed { job, why } => {
                                 if let Ok(mut f) = failures.lock() {
@@ -1079,9 +1189,39 @@ impl Workers {
         }
         Ok(Self {
             stop,
+            stopping,
             tasks,
             failures,
+            counts,
         })
+    }
+
+    /// The counts so far, for `executions` executions on `backend` with `per_role` loops.
+    fn claims(
+        &self,
+        backend: &'static str,
+        per_role: usize,
+        executions: u64,
+        options: &Options,
+    ) -> Claims {
+        let c = &self.counts;
+        let claims = c.claims.load(Ordering::Relaxed);
+        Claims {
+            backend,
+            workers: per_role,
+            idle: if options.idle_sleep {
+                format!("sleep {} ms", options.poll.as_millis())
+            } else {
+                "wake-ups".to_owned()
+            },
+            executions,
+            claims,
+            idle_claims: c.idle.load(Ordering::Relaxed),
+            per_execution: claims as f64 / executions.max(1) as f64,
+            signalled: c.signalled.load(Ordering::Relaxed),
+            resumed: c.resumed.load(Ordering::Relaxed),
+            timed_out: c.timed_out.load(Ordering::Relaxed),
+        }
     }
 
     fn failure(&self) -> Option<String> {
@@ -1090,6 +1230,7 @@ impl Workers {
 
     async fn stop(self) -> Result<(), String> {
         self.stop.store(true, Ordering::SeqCst);
+        self.stopping.notify_waiters();
         for task in self.tasks {
             task.await.map_err(err)??;
         }
@@ -1213,11 +1354,11 @@ async fn end_to_end(
     fake: &FakeModel,
     workers: usize,
     round: usize,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Claims), String> {
     let n = options.count(40, 2);
     let name = backend.name();
     let direct = in_process(w, fake, n, workers, &format!("d{round}")).await?;
-    let pool = Workers::start(backend, w, fake, workers, options.poll).await?;
+    let pool = Workers::start(backend, w, fake, workers, options).await?;
     let api = over_api(
         w,
         server,
@@ -1228,6 +1369,8 @@ async fn end_to_end(
         &format!("a{round}"),
     )
     .await;
+    // Counted when the last decision was read, before the loops are told to stop.
+    let claims = pool.claims(name, workers, n, options);
     pool.stop().await?;
     let api = api?;
     let direct_row = Row::rate(
@@ -1248,5 +1391,5 @@ async fn end_to_end(
     api_row.ratio = Some(ratio);
     api_row.target = Some("≥ 0.5 × in process".into());
     api_row.met = Some(ratio >= 0.5);
-    Ok(vec![direct_row, api_row])
+    Ok((vec![direct_row, api_row], claims))
 }

@@ -99,6 +99,24 @@ async fn the_api_bench_runs_every_measurement_on_both_backends() {
             "{busy:?}"
         );
     }
+    // The worker loops' claims are counted for each backend and worker count: each execution
+    // needs its three jobs claimed (checks, verify, gate), and the claims that found nothing
+    // are counted among the claims, with how each idle loop's wait ended.
+    assert_eq!(report.claims.len(), 2 * 2, "{:#?}", report.claims);
+    for c in &report.claims {
+        assert_eq!(c.idle, "wake-ups", "{c:?}");
+        assert!(c.executions > 0, "{c:?}");
+        assert!(c.idle_claims <= c.claims, "{c:?}");
+        assert!(c.claims - c.idle_claims >= 3 * c.executions, "{c:?}");
+        assert!(
+            c.signalled + c.resumed + c.timed_out <= c.idle_claims,
+            "a wait follows each claim that found nothing: {c:?}"
+        );
+    }
+    assert_eq!(
+        report.claims_table().lines().count(),
+        2 + report.claims.len()
+    );
     // The table has a line per row; the JSON names every field the docs read.
     assert_eq!(report.table().lines().count(), 2 + report.rows.len());
     let json = serde_json::to_value(&report).unwrap();

@@ -3,16 +3,149 @@
 //! checks the identity acting and the role the call claims, and keeps every time on the
 //! database's clock. Each call runs in a transaction acting as the actor's identity.
 
+use super::wake::Signals;
 use super::{
-    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, columns, may_enqueue, may_work, millis,
+    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns, may_enqueue,
+    may_work, millis,
 };
 use crate::actor::Actor;
 use crate::error::{Result, StoreError};
+use crate::location::redact_url;
 use crate::postgres::{PgBackend, pg_err};
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row as _};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The `application_name` of a handle's listening connection, so that an operator can tell it
+/// from the pool's connections in `pg_stat_activity`.
+pub const LISTENER_APPLICATION: &str = "verdict job wake-ups";
+
+/// The first pause before the listener connects again after losing its connection, doubled
+/// after each failed attempt up to [`RECONNECT_MAX`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// The listening side of one PostgreSQL handle: a task, started by the first wait, that holds a
+/// connection of its own (outside the pool) listening on the store's channel and turns each
+/// notification into a signal for the kind it names. When the connection is lost the task
+/// connects and listens again, then signals every kind [`Wakeup::Resumed`], since what was
+/// notified meanwhile is lost. The task ends with the handle.
+pub(crate) struct PgWakeups {
+    signals: Arc<Signals>,
+    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl PgWakeups {
+    pub(crate) fn new() -> Self {
+        Self {
+            signals: Arc::new(Signals::new()),
+            task: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Starts the listening task unless it runs.
+    fn start(&self, url: &str, channel: &str) -> Result<()> {
+        let mut task = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if task.is_some() {
+            return Ok(());
+        }
+        let options = url
+            .parse::<PgConnectOptions>()
+            .map_err(|e| StoreError::Location {
+                location: redact_url(url),
+                message: format!("the job listener cannot connect: {e}"),
+            })?
+            .application_name(LISTENER_APPLICATION);
+        *task = Some(tokio::spawn(listen(
+            options,
+            channel.to_owned(),
+            Arc::clone(&self.signals),
+        )));
+        Ok(())
+    }
+}
+
+impl Drop for PgWakeups {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+/// Listens on `channel` until aborted, connecting again whenever the connection is lost.
+async fn listen(options: PgConnectOptions, channel: String, signals: Arc<Signals>) {
+    // A pool of one connection, used only to make and remake the listening connection.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_lazy_with(options);
+    let mut pause = RECONNECT_FIRST;
+    loop {
+        if let Ok(mut listener) = subscribe(&pool, &channel).await {
+            pause = RECONNECT_FIRST;
+            // Listening from here on; whatever changed before was not heard.
+            signals.signal_all(Wakeup::Resumed);
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(note)) => match note.payload().parse::<JobKind>() {
+                        Ok(kind) => signals.signal(kind, Wakeup::Signalled),
+                        Err(_) => signals.signal_all(Wakeup::Signalled),
+                    },
+                    // The connection was lost and sqlx made a new one, listening again.
+                    Ok(None) => signals.signal_all(Wakeup::Resumed),
+                    Err(_) => break,
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = pause.saturating_mul(2).min(RECONNECT_MAX);
+    }
+}
+
+async fn subscribe(
+    pool: &sqlx::PgPool,
+    channel: &str,
+) -> std::result::Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(channel).await?;
+    Ok(listener)
+}
+
+/// Inside the caller's transaction: notifies the store's channel once for each kind of which a
+/// job of `requests` is claimable now, delivered when the transaction commits. Any connection
+/// may notify any channel, so a notification is only ever a hint to look.
+async fn notify_claimable(
+    tx: &mut sqlx::PgConnection,
+    channel: &str,
+    requests: &[String],
+) -> Result<()> {
+    let sql = format!(
+        "SELECT pg_notify($1, k.kind) FROM (SELECT DISTINCT j.kind FROM verdict.jobs j \
+         WHERE j.request = ANY($2) AND {}) k",
+        claimable("verdict.jobs", "clock_timestamp()")
+    );
+    sqlx::query(AssertSqlSafe(sql))
+        .bind(channel)
+        .bind(requests)
+        .execute(tx)
+        .await
+        .map_err(pg_err)?;
+    Ok(())
+}
 
 /// The SQLSTATE the routines raise for a token that is not the job's current claim.
 const STALE: &str = "VRJ01";
@@ -125,8 +258,12 @@ impl JobQueue for PgBackend {
             .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(pg_err)?;
-        self.commit(tx).await?;
         let stored = jobs_of(&rows)?;
+        let mut requests: Vec<String> = stored.iter().map(|j| j.request.to_string()).collect();
+        requests.sort_unstable();
+        requests.dedup();
+        notify_claimable(&mut tx, &self.jobs_channel(), &requests).await?;
+        self.commit(tx).await?;
         // One row per item, in order, even when an item is named twice.
         jobs.iter()
             .map(|j| {
@@ -202,8 +339,11 @@ impl JobQueue for PgBackend {
             .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(|e| routine_err(e, id, fencing))?;
+        let job = one(&rows, id)?;
+        // Finishing a job may make others of its request claimable (its verify jobs, its gate).
+        notify_claimable(&mut tx, &self.jobs_channel(), &[job.request.to_string()]).await?;
         self.commit(tx).await?;
-        one(&rows, id)
+        Ok(job)
     }
 
     async fn fail_job(
@@ -225,8 +365,17 @@ impl JobQueue for PgBackend {
             .fetch_all(self.counted(&mut *tx))
             .await
             .map_err(|e| routine_err(e, id, fencing))?;
+        let job = one(&rows, id)?;
+        // Finishing a job may make others of its request claimable (its verify jobs, its gate).
+        notify_claimable(&mut tx, &self.jobs_channel(), &[job.request.to_string()]).await?;
         self.commit(tx).await?;
-        one(&rows, id)
+        Ok(job)
+    }
+
+    async fn wait_for_jobs(&self, kind: JobKind, max_wait: Duration) -> Result<Wakeup> {
+        self.wakeups()
+            .start(self.location_url(), &self.jobs_channel())?;
+        Ok(self.wakeups().signals.wait(kind, max_wait).await)
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {

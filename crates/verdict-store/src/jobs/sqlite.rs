@@ -1,8 +1,11 @@
-//! The job queue on SQLite: each operation one `BEGIN IMMEDIATE` transaction, which serialises
-//! it against every other writer of the file, in this process or another.
+//! The job queue on SQLite: each change one `BEGIN IMMEDIATE` transaction, which serialises
+//! it against every other writer of the file, in this process or another. A claim first looks
+//! for a claimable job with a plain read and takes the write lock only when it found one (and
+//! looks again under it), so an idle worker never contends with the writers doing the work.
 
 use super::{
-    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, columns, may_enqueue, may_work, millis,
+    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns, may_enqueue,
+    may_work, millis,
 };
 use crate::actor::Actor;
 use crate::error::{Result, StoreError};
@@ -91,6 +94,35 @@ pub(crate) fn renew_claim(conn: &Connection, actor: &Actor, claim: &super::JobCl
     Ok(())
 }
 
+/// How often a wait reads the file's `data_version` to see whether another connection
+/// committed.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+/// The id of the job of `kind` a claim at `now` takes, if any.
+fn next_claimable(conn: &Connection, kind: JobKind, now: i64) -> Result<Option<i64>> {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND {} \
+             ORDER BY coalesce(j.not_before, j.created_at), j.id LIMIT 1",
+            claimable("jobs", "?2")
+        )
+    });
+    conn.prepare_cached(sql)
+        .map_err(err)?
+        .query_row(params![kind.as_str(), now], |r| r.get(0))
+        .optional()
+        .map_err(err)
+}
+
+/// The file's `data_version`: it changes when another connection commits.
+fn data_version(conn: &Connection) -> Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")
+        .map_err(err)?
+        .query_row([], |r| r.get(0))
+        .map_err(err)
+}
+
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committing only on success.
 async fn immediate<T, F>(backend: &SqliteBackend, f: F) -> Result<T>
 where
@@ -115,7 +147,7 @@ impl JobQueue for SqliteBackend {
         may_enqueue(actor)?;
         let jobs = jobs.to_vec();
         let principal = actor.principal.clone();
-        immediate(self, move |tx| {
+        let done = immediate(self, move |tx| {
             let now = now_us()?;
             let mut out = Vec::with_capacity(jobs.len());
             for j in &jobs {
@@ -146,7 +178,9 @@ impl JobQueue for SqliteBackend {
             }
             Ok(out)
         })
-        .await
+        .await?;
+        self.queue_changed();
+        Ok(done)
     }
 
     async fn claim_job(
@@ -158,25 +192,17 @@ impl JobQueue for SqliteBackend {
     ) -> Result<Option<Job>> {
         may_work(actor, kind)?;
         let (holder, principal) = (holder.to_owned(), actor.principal.clone());
-        immediate(self, move |tx| {
-            let now = now_us()?;
-            let id: Option<i64> = tx
-                .query_row(
-                    "SELECT j.id FROM jobs j WHERE j.kind = ?1 \
-                     AND ((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= ?2)) \
-                       OR (j.state = 'running' AND j.lease_until <= ?2)) \
-                     AND ((j.kind = 'gate' AND j.deadline_at <= ?2) OR NOT EXISTS ( \
-                       SELECT 1 FROM jobs o WHERE o.request = j.request \
-                         AND o.state NOT IN ('done', 'failed') \
-                         AND ((j.kind = 'gate' AND o.kind <> 'gate') \
-                           OR (j.kind = 'verify' AND o.kind = 'checks')))) \
-                     ORDER BY coalesce(j.not_before, j.created_at), j.id LIMIT 1",
-                    params![kind.as_str(), now],
-                    |r| r.get(0),
-                )
-                .optional()
+        self.with(move |conn| {
+            // A claim that would find nothing takes no write lock.
+            if next_claimable(conn, kind, now_us()?)?.is_none() {
+                return Ok(None);
+            }
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
-            let Some(id) = id else {
+            let now = now_us()?;
+            // Under the lock again: another claim may have taken it meanwhile.
+            let Some(id) = next_claimable(&tx, kind, now)? else {
                 return Ok(None);
             };
             tx.execute(
@@ -185,7 +211,9 @@ impl JobQueue for SqliteBackend {
                 params![id, holder, principal, add(now, lease)],
             )
             .map_err(err)?;
-            job(tx, id)
+            let claimed = job(&tx, id)?;
+            tx.commit().map_err(err)?;
+            Ok(claimed)
         })
         .await
     }
@@ -218,7 +246,7 @@ impl JobQueue for SqliteBackend {
         outcome: &str,
     ) -> Result<Job> {
         let (actor, outcome) = (actor.clone(), outcome.to_owned());
-        immediate(self, move |tx| {
+        let done = immediate(self, move |tx| {
             held(tx, &actor, id, fencing)?;
             tx.execute(
                 "UPDATE jobs SET state = 'done', outcome = ?2, done_at = ?3, lease_until = NULL \
@@ -228,7 +256,9 @@ impl JobQueue for SqliteBackend {
             .map_err(err)?;
             found(tx, id)
         })
-        .await
+        .await?;
+        self.queue_changed();
+        Ok(done)
     }
 
     async fn fail_job(
@@ -240,7 +270,7 @@ impl JobQueue for SqliteBackend {
         retry_after: Option<Duration>,
     ) -> Result<Job> {
         let (actor, why) = (actor.clone(), why.to_owned());
-        immediate(self, move |tx| {
+        let done = immediate(self, move |tx| {
             held(tx, &actor, id, fencing)?;
             let now = now_us()?;
             match retry_after {
@@ -258,7 +288,49 @@ impl JobQueue for SqliteBackend {
             .map_err(err)?;
             found(tx, id)
         })
-        .await
+        .await?;
+        self.queue_changed();
+        Ok(done)
+    }
+
+    async fn wait_for_jobs(&self, kind: JobKind, max_wait: Duration) -> Result<Wakeup> {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        // Subscribed before the first look: a change by this handle from then on is seen.
+        let mut own = self.queue_changes();
+        let mut seen = None;
+        loop {
+            let last = seen;
+            let (version, ready) = self
+                .with(move |conn| {
+                    let version = data_version(conn)?;
+                    // Looked for only when something committed since the last look (always
+                    // at the first: a job made claimable before the wait began counts).
+                    let ready = if last == Some(version) {
+                        false
+                    } else {
+                        next_claimable(conn, kind, now_us()?)?.is_some()
+                    };
+                    Ok((version, ready))
+                })
+                .await?;
+            if ready {
+                return Ok(Wakeup::Signalled);
+            }
+            seen = Some(version);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(Wakeup::TimedOut);
+            }
+            tokio::select! {
+                // This handle's own commits do not move its data_version: look again.
+                changed = own.changed() => match changed {
+                    Ok(()) => seen = None,
+                    // Not while the handle lives; were it so, the watch alone still serves.
+                    Err(_) => tokio::time::sleep(left.min(WATCH_EVERY)).await,
+                },
+                () = tokio::time::sleep(left.min(WATCH_EVERY)) => {}
+            }
+        }
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {

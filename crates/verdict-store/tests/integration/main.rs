@@ -23,3 +23,4 @@ mod engine_records;
 mod identity;
 mod jobs;
 mod migrations;
+mod wakeups;
