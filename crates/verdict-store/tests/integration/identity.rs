@@ -1460,39 +1460,6 @@ fn admission_with(
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verifiers_own_admission_is_held_to_preflight_and_cancellation() {
-/// The record a verifier's own login appends of run `run` of job `job` taken over, naming
-/// `claimant` and the tokens.
-fn takeover(
-    claimant: &str,
-    run: &str,
-    subject: &str,
-    job: i64,
-    stale: i64,
-    fencing: i64,
-) -> serde_json::Value {
-    json!({"schema": "verdict.run-takeover/v1", "run_id": run, "subject_digest": subject,
-           "job": job, "stale_fencing": stale, "fencing": fencing,
-           "taken_by": {"principal": claimant, "role": "verifier"},
-           "reason": "its lease lapsed", "at": "2026-01-01T00:00:00Z"})
-}
-
-/// The record of a refused result of `run`.
-fn refusal(run: &str, subject: &str) -> serde_json::Value {
-    json!({"schema": "verdict.result-refusal/v1", "run_id": run, "subject_digest": subject,
-           "result_digest": d("a refused result"), "reason": "invalid_output",
-           "detail": "no row for tests-pass", "at": "2026-01-01T00:00:00Z"})
-}
-
-/// Schema 15: a verifier's own login records a verify job's runs only under the claim it holds.
-/// It cannot record the takeover of a run of a job it does not hold, end another verifier's
-/// run, nor record a refused result of another verifier's run (SQLSTATE 42501, nothing
-/// appended); a verifier whose claim was taken over cannot record a refused result even of its
-/// own run; the holder of the claim that superseded the run's records the takeover and ends
-/// the run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
-    use std::time::Duration;
-    use verdict_store::{JobKind, NewJob};
     let t = postgres().await;
     populate(t.store.as_ref()).await;
     let op = Actor::new(OPERATOR, Role::Operator);
@@ -1670,6 +1637,49 @@ async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
     gate.close().await.unwrap();
     let report = t.store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
+/// The record a verifier's own login appends of run `run` of job `job` taken over, naming
+/// `claimant` and the tokens.
+fn takeover(
+    claimant: &str,
+    run: &str,
+    subject: &str,
+    job: i64,
+    stale: i64,
+    fencing: i64,
+) -> serde_json::Value {
+    json!({"schema": "verdict.run-takeover/v1", "run_id": run, "subject_digest": subject,
+           "job": job, "stale_fencing": stale, "fencing": fencing,
+           "taken_by": {"principal": claimant, "role": "verifier"},
+           "reason": "its lease lapsed", "at": "2026-01-01T00:00:00Z"})
+}
+
+/// The record of a refused result of `run`.
+fn refusal(run: &str, subject: &str) -> serde_json::Value {
+    json!({"schema": "verdict.result-refusal/v1", "run_id": run, "subject_digest": subject,
+           "result_digest": d("a refused result"), "reason": "invalid_output",
+           "detail": "no row for tests-pass", "at": "2026-01-01T00:00:00Z"})
+}
+
+/// Schema 15: a verifier's own login records a verify job's runs only under the claim it holds.
+/// It cannot record the takeover of a run of a job it does not hold, end another verifier's
+/// run, nor record a refused result of another verifier's run (SQLSTATE 42501, nothing
+/// appended); a verifier whose claim was taken over cannot record a refused result even of its
+/// own run; the holder of the claim that superseded the run's records the takeover and ends
+/// the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
+    use std::time::Duration;
+    use verdict_store::{JobKind, NewJob};
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = current_policy(&t).await;
+    let req = t
+        .store
         .put(&op, DocKind::Request, &engine_request(&s, 1, &p, Some(1)))
         .await
         .unwrap()
@@ -1807,6 +1817,9 @@ async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
     first.close().await.unwrap();
     second.close().await.unwrap();
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
 /// The batched call of `table`'s routine appending `docs`, in order, as `principal` in `role`.
 fn batch_call(table: Table, principal: &str, role: &str, docs: &[serde_json::Value]) -> String {
     let (mut keys, mut digests, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
