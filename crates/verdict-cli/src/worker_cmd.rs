@@ -18,8 +18,9 @@ use verdict_engine::{
     VerifyInputs, WorkOptions, Worked, WorkerRole,
 };
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
+use verdict_probes::duration::Dur;
 use verdict_probes::load;
-use verdict_store::{Job, JobFilter, JobState, StoreError};
+use verdict_store::{Job, JobFilter, JobState, Location, StoreError};
 
 const HELP: &str = "\
 Roles: `runner` (a runner principal) runs the checks each subject pins, from the definitions
@@ -35,8 +36,16 @@ once the lease lapses, and its late completion is refused. A failed attempt is r
 back-off, up to 5 attempts. A worker whose database connection fails keeps trying. One line per job: done|failed|lost, kind, id, request, class,
 outcome.
 
+While the database is away (unreachable, restarting, its connections cut) the worker does not
+exit: it logs each failed attempt to standard error and tries again, waiting a little longer
+each time (up to 10 seconds); a job it held comes back to it or to another worker once its
+lease lapses. With --give-up-after DURATION it exits instead once the database has been away
+that long (counted from the first failure, or from the start for a worker that never reached
+it), naming the database's error.
+
 Exit status: with --once, 0 when the job was done or none was ready, 1 when it failed or was
-lost; without it, 0 after SIGTERM or Ctrl-C; 2 on bad input or a refusal.
+lost; without it, 0 after SIGTERM or Ctrl-C; 2 on bad input or a refusal; 3 when the database
+stayed away longer than --give-up-after.
 
 Examples:
   VERDICT_TOKEN=$OPS verdict jobs enqueue sha256:... --deadline-seconds 3600
@@ -87,6 +96,10 @@ pub struct Args {
     /// Runner role: a spec variable, NAME=VALUE.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
+    /// Exit (status 3) once the database has been away this long (`90s`, `10m`), naming its
+    /// error; without it the worker waits for the database however long it takes.
+    #[arg(long, value_name = "DURATION")]
+    give_up_after: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -123,7 +136,31 @@ pub enum JobsCommand {
 
 /// Runs `verdict worker`.
 pub fn run(args: &Args) -> Result<ExitCode> {
+    install_logs()?;
     crate::lifecycle_cmd::runtime()?.block_on(work(args))
+}
+
+/// Where the worker's own log lines go (`tracing` target), kept apart from the job lines on
+/// standard output.
+const LOG: &str = "verdict::worker";
+
+/// Logs to standard error: the worker's own lines from `info` up, everything else (the
+/// store's drivers) from `warn` up.
+fn install_logs() -> Result<()> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target(LOG, tracing::Level::INFO)
+        .with_default(tracing::Level::WARN);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(layer)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
 }
 
 /// Runs `verdict jobs`.
@@ -326,17 +363,132 @@ fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
     Ok((role, o))
 }
 
-/// Whether `e` is the database failing rather than a refusal or bad input.
+/// Whether `e` (opening the store, authenticating) is the database being away, by the
+/// engine's one test of it ([`EngineError::is_unavailable`], [`StoreError::is_unavailable`]).
 fn database_away(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<StoreError>(),
-            Some(StoreError::Backend { .. })
-        ) || matches!(
-            c.downcast_ref::<EngineError>(),
-            Some(EngineError::Store(StoreError::Backend { .. }))
-        )
+        c.downcast_ref::<EngineError>()
+            .is_some_and(EngineError::is_unavailable)
+            || c.downcast_ref::<StoreError>()
+                .is_some_and(StoreError::is_unavailable)
     })
+}
+
+/// The pause after the first failed attempt to reach the database, doubled after each further
+/// one up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+
+/// The longest pause between attempts to reach the database.
+const MAX_PAUSE: Duration = Duration::from_secs(10);
+
+/// The database being away, as the worker waits it out: when it was first found away, how
+/// many attempts failed since, and how long the worker may wait (`--give-up-after`).
+struct Outage {
+    give_up: Option<Duration>,
+    since: Option<tokio::time::Instant>,
+    failed: u32,
+}
+
+impl Outage {
+    fn new(give_up: Option<Duration>) -> Self {
+        Self {
+            give_up,
+            since: None,
+            failed: 0,
+        }
+    }
+
+    /// Counts the outage from `at`, unless it is already being counted.
+    fn begin(&mut self, at: tokio::time::Instant) {
+        self.since.get_or_insert(at);
+    }
+
+    fn away(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// How long an attempt may take before the worker gives up (`None`: as long as it takes).
+    fn left(&self) -> Option<Duration> {
+        let since = self.since?;
+        Some(self.give_up?.saturating_sub(since.elapsed()))
+    }
+
+    /// Records a failed attempt: the pause before the next, or, once the database has been
+    /// away longer than `--give-up-after`, the message to give up with.
+    fn failed(&mut self, error: &str) -> std::result::Result<Duration, String> {
+        let since = *self.since.get_or_insert_with(tokio::time::Instant::now);
+        self.failed = self.failed.saturating_add(1);
+        let away_for = since.elapsed();
+        if let Some(give_up) = self.give_up
+            && away_for >= give_up
+        {
+            return Err(format!(
+                "giving up: the database has been unavailable for {:.1}s, past --give-up-after ({:.1}s), after {} failed attempts; last error: {error}",
+                away_for.as_secs_f64(),
+                give_up.as_secs_f64(),
+                self.failed
+            ));
+        }
+        let exp = self.failed.saturating_sub(1).min(10);
+        let mut pause = FIRST_PAUSE.saturating_mul(1 << exp).min(MAX_PAUSE);
+        if let Some(left) = self.left() {
+            pause = pause.min(left);
+        }
+        tracing::warn!(
+            target: LOG,
+            attempt = self.failed,
+            away_for = format!("{:.1}s", away_for.as_secs_f64()),
+            retry_in = format!("{:.1}s", pause.as_secs_f64()),
+            error,
+            "the database is unavailable; trying again"
+        );
+        Ok(pause)
+    }
+
+    /// The database answered again.
+    fn recovered(&mut self) {
+        if let Some(since) = self.since.take()
+            && self.failed > 0
+        {
+            tracing::info!(
+                target: LOG,
+                failed_attempts = self.failed,
+                away_for = format!("{:.1}s", since.elapsed().as_secs_f64()),
+                "the database is back"
+            );
+        }
+        self.failed = 0;
+    }
+}
+
+/// `attempt`, cut short after `limit` when there is one: `None` then.
+async fn within<T>(limit: Option<Duration>, attempt: impl Future<Output = T>) -> Option<T> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, attempt).await.ok(),
+        None => Some(attempt.await),
+    }
+}
+
+/// What a worker waiting for the database at `store` says when an attempt is cut short.
+fn no_answer(store: &str, limit: Option<Duration>) -> String {
+    format!(
+        "no answer from the database at {store} within {:.1}s",
+        limit.unwrap_or_default().as_secs_f64()
+    )
+}
+
+/// Gives up waiting for the database: the message on standard error, exit status 3.
+fn give_up(why: &str) -> ExitCode {
+    eprintln!("verdict: worker: {why}");
+    ExitCode::from(3)
+}
+
+/// Sleeps `pause`, or less when the worker is told to stop.
+async fn pause_for(pause: Duration, wake: &tokio::sync::Notify) {
+    tokio::select! {
+        () = tokio::time::sleep(pause) => {}
+        () = wake.notified() => {}
+    }
 }
 
 fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
@@ -350,26 +502,15 @@ fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
 
 async fn work(args: &Args) -> Result<ExitCode> {
     let (role, options) = options(args)?;
-    // A worker started while the database is away (restarting, its connections cut) waits for
-    // it, as the loop below does, instead of exiting; anything else ends it at once.
-    let mut tries = 0;
-    let (ctx, caller) = loop {
-        let attempt = async {
-            let ctx = Ctx::open(&args.common).await?;
-            let caller = ctx.caller().await?;
-            anyhow::Ok((ctx, caller))
-        }
-        .await;
-        match attempt {
-            Ok(started) => break started,
-            Err(e) if tries < 60 && database_away(&e) => {
-                tries += 1;
-                eprintln!("worker: {e}; trying again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let give_up_after = args
+        .give_up_after
+        .as_deref()
+        .map(|d| {
+            Dur::parse(d)
+                .map(Dur::std)
+                .map_err(|e| anyhow::anyhow!("--give-up-after: {e}"))
+        })
+        .transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     let wake = Arc::new(tokio::sync::Notify::new());
     {
@@ -393,19 +534,70 @@ async fn work(args: &Args) -> Result<ExitCode> {
             wake.notify_one();
         });
     }
+    // A worker started while the database is away (restarting, its connections cut, not up
+    // yet) waits for it as the loop below does, counting from its start; anything else ends it
+    // at once.
+    // Where the store is, for the messages (credentials removed); a location that cannot be
+    // understood is refused when the store is opened.
+    let store = Location::resolve(args.common.store.as_deref())
+        .map_or_else(|_| "the store".to_owned(), |l| l.redacted());
+    let mut outage = Outage::new(give_up_after);
+    outage.begin(tokio::time::Instant::now());
+    let (ctx, caller) = loop {
+        let limit = outage.left();
+        let attempt = within(limit, async {
+            let ctx = Ctx::open(&args.common).await?;
+            let caller = ctx.caller().await?;
+            anyhow::Ok((ctx, caller))
+        })
+        .await;
+        let why = match attempt {
+            Some(Ok(started)) => break started,
+            Some(Err(e)) if database_away(&e) => format!("{e:#}"),
+            Some(Err(e)) => return Err(e),
+            None => no_answer(&store, limit),
+        };
+        match outage.failed(&why) {
+            Ok(pause) => pause_for(pause, &wake).await,
+            Err(why) => return Ok(give_up(&why)),
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    outage.recovered();
     let poll = Duration::from_millis(args.poll_ms);
     while !stop.load(Ordering::SeqCst) {
+        // While the database is away, a read (the caller's token again, bounded by what is
+        // left of --give-up-after) rather than a claim tells when it is back.
+        if outage.away() {
+            let limit = outage.left();
+            let why = match within(limit, ctx.caller()).await {
+                Some(Ok(_)) => {
+                    outage.recovered();
+                    continue;
+                }
+                Some(Err(e)) if database_away(&e) => format!("{e:#}"),
+                Some(Err(e)) => return Err(e),
+                None => no_answer(&store, limit),
+            };
+            match outage.failed(&why) {
+                Ok(pause) => pause_for(pause, &wake).await,
+                Err(why) => return Ok(give_up(&why)),
+            }
+            continue;
+        }
         // The job in hand is finished before a stop is looked at again.
         let worked = match ctx.engine.work_one(&caller, role, &options).await {
             Ok(worked) => worked,
             // The database went away (restarted, the connection cut): the pool opens new
             // connections, so the worker waits and claims again; a job it held comes back
             // to it or to another worker once its lease lapses.
-            Err(e @ EngineError::Store(StoreError::Backend { .. })) if !args.once => {
-                eprintln!("worker: {e}; trying again");
-                tokio::select! {
-                    () = tokio::time::sleep(poll.max(Duration::from_millis(500))) => {}
-                    () = wake.notified() => {}
+            Err(e) if e.is_unavailable() && !args.once => {
+                outage.begin(tokio::time::Instant::now());
+                match outage.failed(&e.to_string()) {
+                    Ok(pause) => pause_for(pause, &wake).await,
+                    Err(why) => return Ok(give_up(&why)),
                 }
                 continue;
             }

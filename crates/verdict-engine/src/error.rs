@@ -111,6 +111,15 @@ impl EngineError {
         }
     }
 
+    /// Whether the database is away ([`StoreError::is_unavailable`]: unreachable, restarting,
+    /// its connection cut, no connection free in time) rather than a refusal, bad input or a
+    /// failure the same call would meet again. A worker waits and tries again on this, and
+    /// only on this.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_unavailable())
+    }
+
     /// Whether the error is a refusal of authority (and so is audited).
     #[must_use]
     pub fn is_denial(&self) -> bool {
@@ -126,4 +135,57 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 pub(crate) fn invalid(what: &'static str) -> impl Fn(String) -> EngineError {
     move |message| EngineError::Invalid { what, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(e: StoreError) -> EngineError {
+        EngineError::Store(e)
+    }
+
+    #[test]
+    fn only_the_database_being_away_is_unavailable() {
+        let away = store(StoreError::Unavailable {
+            backend: "postgres",
+            message: "error communicating with database: Connection refused (os error 111)".into(),
+        });
+        assert!(away.is_unavailable());
+        assert_eq!(away.code(), "store_error");
+        let denied = || EngineError::PermissionDenied {
+            principal: "rev".into(),
+            role: "verifier",
+            action: "work gate jobs".into(),
+            why: "not an operator".into(),
+        };
+        for not_away in [
+            EngineError::Unauthenticated,
+            EngineError::Invalid {
+                what: "subject",
+                message: "/checks: not an array".into(),
+            },
+            EngineError::DenialNotRecorded {
+                refusal: Box::new(denied()),
+                cause: "postgres unavailable: pool timed out".into(),
+            },
+            denied(),
+            store(StoreError::Denied(
+                "permission denied for table jobs".into(),
+            )),
+            store(StoreError::Duplicate("duplicate key value".into())),
+            store(StoreError::StaleClaim { job: 1, fencing: 1 }),
+            store(StoreError::Backend {
+                backend: "postgres",
+                message: "the database said: new row violates check constraint (SQLSTATE 23514)"
+                    .into(),
+            }),
+            store(StoreError::Invalid {
+                what: "job",
+                message: "bad input".into(),
+            }),
+        ] {
+            assert!(!not_away.is_unavailable(), "{not_away}");
+        }
+    }
 }

@@ -479,7 +479,11 @@ impl Engine {
             // for another attempt (a worker's next claim ends it) rather than ended on a
             // connection that was cut.
             Err(
-                e @ EngineError::Store(StoreError::StaleClaim { .. } | StoreError::Backend { .. }),
+                e @ EngineError::Store(
+                    StoreError::StaleClaim { .. }
+                    | StoreError::Backend { .. }
+                    | StoreError::Unavailable { .. },
+                ),
             ) => {
                 return Err(e.into());
             }

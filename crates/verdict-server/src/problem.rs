@@ -145,7 +145,7 @@ fn store_status(e: &StoreError) -> (StatusCode, bool) {
         }
         // The engine re-reads the head on every call, so a lost race can win when sent again.
         StoreError::CasFailed { .. } => (StatusCode::CONFLICT, true),
-        StoreError::Backend { .. } | StoreError::Io { .. } => {
+        StoreError::Backend { .. } | StoreError::Unavailable { .. } | StoreError::Io { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, true)
         }
         StoreError::SchemaTooNew { .. }
@@ -230,6 +230,14 @@ mod tests {
         };
         assert_eq!(
             classify(EngineError::Store(backend)),
+            (503, "store_error", true)
+        );
+        let away = StoreError::Unavailable {
+            backend: "postgres",
+            message: "the database said: terminating connection (SQLSTATE 57P01)".into(),
+        };
+        assert_eq!(
+            classify(EngineError::Store(away)),
             (503, "store_error", true)
         );
         let too_new = StoreError::SchemaTooNew {

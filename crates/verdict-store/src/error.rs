@@ -135,6 +135,26 @@ pub enum StoreError {
         /// The database's message.
         message: String,
     },
+    /// The database is away: it could not be reached or dropped the connection (refused,
+    /// reset, closed), it is shutting down or starting up, it takes no more connections, or no
+    /// connection could be had in time (PostgreSQL); it is held by another writer past the
+    /// busy timeout (SQLite). Nothing was refused: the same call may succeed once it is back.
+    #[error("{backend} unavailable: {message}")]
+    Unavailable {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// What the driver or the database said.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// Whether the database is away ([`StoreError::Unavailable`]) rather than refusing the
+    /// call or failing on it: the one test of "try again later" a worker or a client uses.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
 }
 
 /// Shorthand for results of this crate.

@@ -82,6 +82,21 @@ fn pg_text(e: &sqlx::Error) -> String {
     }
 }
 
+/// Whether `e` says the database is away rather than that it refused or failed the statement:
+/// the socket failed (refused, reset, closed), no connection came free in time, the driver's
+/// connection task died, or the server said so (SQLSTATE class 08, a connection exception;
+/// 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now; 53300 too many
+/// connections).
+fn pg_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
+    }
+}
+
 pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
@@ -89,6 +104,12 @@ pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
             Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
             _ => {}
         }
+    }
+    if pg_unavailable(&e) {
+        return StoreError::Unavailable {
+            backend: "postgres",
+            message: pg_text(&e),
+        };
     }
     StoreError::Backend {
         backend: "postgres",
@@ -369,9 +390,18 @@ async fn connect(url: &str, max_connections: u32) -> Result<PgPool> {
         .acquire_timeout(Duration::from_secs(30))
         .connect(url)
         .await
-        .map_err(|e| StoreError::Location {
-            location: redact_url(url),
-            message: pg_text(&e),
+        .map_err(|e| {
+            if pg_unavailable(&e) {
+                StoreError::Unavailable {
+                    backend: "postgres",
+                    message: format!("{}: {}", redact_url(url), pg_text(&e)),
+                }
+            } else {
+                StoreError::Location {
+                    location: redact_url(url),
+                    message: pg_text(&e),
+                }
+            }
         })
 }
 
@@ -1464,6 +1494,91 @@ mod tests {
             "postgresql://u:p@db/verdict"
         );
         assert_eq!(url_as("postgres://a@b", "u", "p"), "postgres://u:p@b");
+    }
+
+    /// An error as the server sends it: a message and a SQLSTATE.
+    #[derive(Debug)]
+    struct Said(&'static str);
+
+    impl std::fmt::Display for Said {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "the server said {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Said {}
+
+    impl sqlx::error::DatabaseError for Said {
+        fn message(&self) -> &str {
+            "the server said no"
+        }
+
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn said(code: &'static str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(Said(code)))
+    }
+
+    fn io(kind: std::io::ErrorKind) -> sqlx::Error {
+        sqlx::Error::Io(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn the_database_being_away_is_told_apart_from_a_refusal_or_a_failure() {
+        for (what, e) in [
+            (
+                "connection refused",
+                io(std::io::ErrorKind::ConnectionRefused),
+            ),
+            ("connection reset", io(std::io::ErrorKind::ConnectionReset)),
+            ("connection closed", io(std::io::ErrorKind::UnexpectedEof)),
+            ("pool timed out", sqlx::Error::PoolTimedOut),
+            ("admin shutdown", said("57P01")),
+            ("crash shutdown", said("57P02")),
+            ("cannot connect now", said("57P03")),
+            ("too many connections", said("53300")),
+            ("connection failure", said("08006")),
+        ] {
+            let got = pg_err(e);
+            assert!(got.is_unavailable(), "{what}: {got:?}");
+            assert!(
+                got.to_string().starts_with("postgres unavailable: "),
+                "{what}: {got}"
+            );
+        }
+        for (what, e) in [
+            ("permission denied", said("42501")),
+            ("unique violation", said("23505")),
+            ("check violation", said("23514")),
+            ("foreign key violation", said("23503")),
+            ("raised by a routine", said("P0001")),
+            ("bad input", said("22P02")),
+            ("serialization failure", said("40001")),
+            ("no row", sqlx::Error::RowNotFound),
+            ("protocol", sqlx::Error::Protocol("garbled".into())),
+        ] {
+            let got = pg_err(e);
+            assert!(!got.is_unavailable(), "{what}: {got:?}");
+        }
     }
 
     #[test]

@@ -42,6 +42,19 @@ pub(crate) fn err(e: rusqlite::Error) -> StoreError {
     {
         return StoreError::Duplicate(msg.clone());
     }
+    // Another writer held the database past the busy timeout: it is away for now, and the
+    // same call may succeed later.
+    if let rusqlite::Error::SqliteFailure(f, _) = &e
+        && matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        )
+    {
+        return StoreError::Unavailable {
+            backend: "sqlite",
+            message: e.to_string(),
+        };
+    }
     StoreError::Backend {
         backend: "sqlite",
         message: e.to_string(),
