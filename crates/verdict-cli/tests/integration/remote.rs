@@ -596,7 +596,7 @@ fn commands_that_work_only_here_refuse_the_server_with_a_reason_naming_them() {
     for (command, args) in [
         ("check", &["spec.yaml"][..]),
         ("gate evaluate", &["bundle.json"][..]),
-        ("digest", &["file.json"][..]),
+        ("digest", &["--kind", "subject", "file.json"][..]),
         ("schema", &["bundle"][..]),
         ("judge render", &["request.json"][..]),
         ("store migrate", &[] as &[&str]),
