@@ -241,7 +241,7 @@ async fn the_new_routes_refuse_malformed_input_with_a_4xx() {
                 "POST",
                 format!("/v1/requests/{unknown}/jobs"),
                 Some(json!({"later": true})),
-                400,
+                422,
             ),
             ("GET", "/v1/jobs?state=lost".to_owned(), None, 400),
             ("GET", "/v1/jobs?request=nope".to_owned(), None, 400),
