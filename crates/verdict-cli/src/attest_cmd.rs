@@ -51,12 +51,17 @@ enum AttestCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        local: crate::remote::NoServer,
     },
 }
 
 /// Runs `verdict attest`.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    if let Some(AttestCommand::Verify { file, keys, json }) = &args.verify {
+    if let Some(AttestCommand::Verify {
+        file, keys, json, ..
+    }) = &args.verify
+    {
         return verify(file, keys, *json);
     }
     let (Some(decision), Some(key)) = (&args.decision, &args.key) else {

@@ -49,8 +49,11 @@ pub enum AuditCommand {
 /// Arguments of `verdict audit verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
-    #[arg(long, value_name = "URL", help = STORE_HELP)]
-    store: Option<String>,
+    /// The store, the token, or the server to ask (`--server`; an operator's token then).
+    /// With a token the walk is made as its principal, and only an operator may; without one,
+    /// on a store opened here, whoever can open the store walks it.
+    #[command(flatten)]
+    common: crate::lifecycle_cmd::Common,
     /// Also check that the chain still holds the head this signed checkpoint vouches for.
     #[arg(long, value_name = "FILE", requires = "public_key")]
     checkpoint: Option<PathBuf>,
@@ -73,6 +76,8 @@ pub struct CheckpointArgs {
     /// Where to write the checkpoint (default: standard output).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    local: crate::remote::StoreHere,
 }
 
 /// Arguments of `verdict audit keygen`.
@@ -81,6 +86,8 @@ pub struct KeygenArgs {
     /// The key file to create.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 /// Arguments of `verdict audit verify-checkpoint`.
@@ -94,6 +101,8 @@ pub struct VerifyCheckpointArgs {
     /// An exported chain (`verdict audit export`) to check and hold against the checkpoint.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 /// Arguments of `verdict audit export`.
@@ -104,6 +113,8 @@ pub struct ExportArgs {
     /// Where to write the chain (default: standard output).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    local: crate::remote::StoreHere,
 }
 
 /// Runs an audit command.
@@ -155,6 +166,11 @@ fn trusted_checkpoint(path: &Path, public_key: &str) -> anyhow::Result<Checkpoin
 }
 
 fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    if args.common.server.is_some() && args.checkpoint.is_some() {
+        bail!(
+            "--checkpoint cannot be sent to a server (--server): check the chain against a checkpoint where the store is, or export it (`verdict audit export`) and use `verdict audit verify-checkpoint --events`"
+        );
+    }
     let anchor = match (&args.checkpoint, &args.public_key) {
         (Some(path), Some(key)) => {
             let cp = trusted_checkpoint(path, key)?;
@@ -165,13 +181,37 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    let common = &args.common;
+    if common.now.is_some() {
+        bail!("--now has no meaning for audit verify: the walk reads what is stored");
+    }
     let (report, name) = runtime()?.block_on(async {
-        let (store, name) = open(args.store.as_deref()).await?;
-        // The engine's use case: the store's walk, then a replay of every stored decision.
-        let report = verdict_engine::Engine::new(store, verdict_engine::DEFAULT_GATE)
-            .verify_store(anchor.as_ref())
-            .await
-            .context("verifying the audit chain and replaying its decisions")?;
+        if let Some(remote) = crate::remote::client(common)? {
+            /// The route's answer: the report, and the store the server walked.
+            #[derive(serde::Deserialize)]
+            struct Walked {
+                store: String,
+                #[serde(flatten)]
+                report: verdict_store::AuditReport,
+            }
+            let w: Walked = remote.post_empty("v1/audit/verify").await?;
+            return anyhow::Ok((w.report, w.store));
+        }
+        let (store, name) = open(common.store.as_deref()).await?;
+        let engine = verdict_engine::Engine::new(store, verdict_engine::DEFAULT_GATE);
+        // The engine's use case: the store's walk, then a replay of every stored decision; as
+        // the token's principal when one is given (operators only, a refusal recorded).
+        let report = match common.token.clone() {
+            Some(token) => {
+                let ctx = crate::lifecycle_cmd::Ctx::over(engine, Some(token));
+                let caller = ctx.caller().await?;
+                ctx.engine.verify_store_as(&caller, anchor.as_ref()).await?
+            }
+            None => engine
+                .verify_store(anchor.as_ref())
+                .await
+                .context("verifying the audit chain and replaying its decisions")?,
+        };
         anyhow::Ok((report, name))
     })?;
     if args.json {

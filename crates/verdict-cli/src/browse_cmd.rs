@@ -1,12 +1,19 @@
 //! `list` and `show` for principals, grants, policies, executions and runs. Each is one engine
-//! read as the authenticated caller, printed as a table or, with `--json`, as JSON.
+//! read as the authenticated caller, printed as a table or, with `--json`, as JSON. With
+//! `--server` the same read is the route's; either way the answer is the route's typed form of
+//! the engine's view (the local view goes through the same conversion the route makes), so one
+//! rendering serves both and prints the same.
 
 use crate::lifecycle_cmd::{Common, Ctx};
-use anyhow::Result;
+use crate::remote::{Client, segment};
+use anyhow::{Context as _, Result};
 use serde::Serialize;
 use std::process::ExitCode;
+use verdict_core::contracts::Policy;
 use verdict_core::digest::Digest;
-use verdict_engine::{GrantView, RunDetail};
+use verdict_server::admin::{GatePolicy, GrantOut, PolicyOut, PrincipalDetail, PrincipalOut};
+use verdict_server::reads::GateOut;
+use verdict_server::work::{ExecutionOut, RunOut};
 
 /// Options of every listing.
 #[derive(clap::Args)]
@@ -110,7 +117,7 @@ fn render<T: Serialize>(view: &View, value: &T, text: impl FnOnce() -> String) -
     Ok(ExitCode::SUCCESS)
 }
 
-fn grant_line(g: &GrantView) -> String {
+fn grant_line(g: &GrantOut) -> String {
     let state = match (&g.revoked_at, g.in_force) {
         (Some(at), _) => format!("revoked at {at}"),
         (None, true) => "in force".to_owned(),
@@ -122,56 +129,92 @@ fn grant_line(g: &GrantView) -> String {
     )
 }
 
-fn run_line(r: &RunDetail) -> String {
-    let last = r.events.last().map_or("admitted", |e| e.status);
-    let reason = r.events.last().and_then(|e| e.reason).unwrap_or("");
+fn run_line(r: &RunOut) -> String {
+    let last = r.events.last().map_or("admitted", |e| e.status.as_str());
+    let reason = r
+        .events
+        .last()
+        .and_then(|e| e.reason.as_deref())
+        .unwrap_or("");
     format!(
         "{}  {} ({})  generation {}  {last} {reason}\n",
         r.run_id, r.verifier, r.class, r.generation
     )
 }
 
-async fn open(view: &View) -> Result<(Ctx, verdict_engine::Principal)> {
+/// Where a read goes: the server named by `--server`, or the store opened here with the
+/// caller authenticated.
+enum Source {
+    Remote(Client),
+    Local(Ctx, verdict_engine::Principal),
+}
+
+async fn open(view: &View) -> Result<Source> {
+    if let Some(client) = crate::remote::client(&view.common)? {
+        return Ok(Source::Remote(client));
+    }
     let ctx = Ctx::open(&view.common).await?;
     let caller = ctx.caller().await?;
-    Ok((ctx, caller))
+    Ok(Source::Local(ctx, caller))
+}
+
+fn views<A, B: From<A>>(items: Vec<A>) -> Vec<B> {
+    items.into_iter().map(Into::into).collect()
+}
+
+/// A principal and its grants, as `principal show` prints it.
+#[derive(Serialize)]
+struct Shown {
+    principal: PrincipalOut,
+    grants: Vec<GrantOut>,
 }
 
 /// Runs `principal list|show`.
 pub async fn principal(cmd: PrincipalBrowse) -> Result<ExitCode> {
     match cmd {
         PrincipalBrowse::List(view) => {
-            let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_principals(&caller).await?;
+            let all: Vec<PrincipalOut> = match open(&view).await? {
+                Source::Remote(c) => c.get_all("v1/principals").await?,
+                Source::Local(ctx, caller) => views(ctx.engine.list_principals(&caller).await?),
+            };
             render(&view, &all, || {
                 all.iter()
-                    .map(|p| format!("{}  {}\n", p.name, p.role.as_str()))
+                    .map(|p| format!("{}  {}\n", p.name, p.role))
                     .collect()
             })
         }
         PrincipalBrowse::Show { name, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let (p, grants) = ctx.engine.show_principal(&caller, &name).await?;
-            #[derive(Serialize)]
-            struct Shown<'a> {
-                principal: &'a verdict_engine::PrincipalView,
-                grants: &'a [GrantView],
-            }
-            render(
-                &view,
-                &Shown {
-                    principal: &p,
-                    grants: &grants,
-                },
-                || {
-                    let mut t = format!("{}  {}\ngrants:\n", p.name, p.role.as_str());
-                    for g in &grants {
-                        t.push_str("  ");
-                        t.push_str(&grant_line(g));
+            let shown = match open(&view).await? {
+                Source::Remote(c) => {
+                    let d: PrincipalDetail =
+                        c.get(&format!("v1/principals/{}", segment(&name))).await?;
+                    Shown {
+                        principal: PrincipalOut {
+                            name: d.name,
+                            role: d.role,
+                        },
+                        grants: d.grants,
                     }
-                    t
-                },
-            )
+                }
+                Source::Local(ctx, caller) => {
+                    let (p, grants) = ctx.engine.show_principal(&caller, &name).await?;
+                    Shown {
+                        principal: p.into(),
+                        grants: views(grants),
+                    }
+                }
+            };
+            render(&view, &shown, || {
+                let mut t = format!(
+                    "{}  {}\ngrants:\n",
+                    shown.principal.name, shown.principal.role
+                );
+                for g in &shown.grants {
+                    t.push_str("  ");
+                    t.push_str(&grant_line(g));
+                }
+                t
+            })
         }
     }
 }
@@ -180,16 +223,27 @@ pub async fn principal(cmd: PrincipalBrowse) -> Result<ExitCode> {
 pub async fn grant(cmd: GrantBrowse) -> Result<ExitCode> {
     match cmd {
         GrantBrowse::List { principal, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let all = ctx
-                .engine
-                .list_grants(&caller, principal.as_deref())
-                .await?;
+            let all: Vec<GrantOut> = match open(&view).await? {
+                Source::Remote(c) => {
+                    let path = principal.as_deref().map_or_else(
+                        || "v1/grants".to_owned(),
+                        |p| format!("v1/grants?principal={}", segment(p)),
+                    );
+                    c.get_all(&path).await?
+                }
+                Source::Local(ctx, caller) => views(
+                    ctx.engine
+                        .list_grants(&caller, principal.as_deref())
+                        .await?,
+                ),
+            };
             render(&view, &all, || all.iter().map(grant_line).collect())
         }
         GrantBrowse::Show { id, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let g = ctx.engine.show_grant(&caller, &id).await?;
+            let g: GrantOut = match open(&view).await? {
+                Source::Remote(c) => c.get(&format!("v1/grants/{}", segment(&id))).await?,
+                Source::Local(ctx, caller) => ctx.engine.show_grant(&caller, &id).await?.into(),
+            };
             render(&view, &g, || grant_line(&g))
         }
     }
@@ -199,8 +253,10 @@ pub async fn grant(cmd: GrantBrowse) -> Result<ExitCode> {
 pub async fn policy(cmd: PolicyBrowse) -> Result<ExitCode> {
     match cmd {
         PolicyBrowse::List(view) => {
-            let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_gates(&caller).await?;
+            let all: Vec<GateOut> = match open(&view).await? {
+                Source::Remote(c) => c.get_all("v1/gates").await?,
+                Source::Local(ctx, caller) => views(ctx.engine.list_gates(&caller).await?),
+            };
             render(&view, &all, || {
                 all.iter()
                     .map(|g| format!("{}  {}  revision {}\n", g.gate, g.policy_digest, g.revision))
@@ -208,11 +264,33 @@ pub async fn policy(cmd: PolicyBrowse) -> Result<ExitCode> {
             })
         }
         PolicyBrowse::Show { digest, view } => {
-            let (ctx, caller) = open(&view).await?;
             let digest: Option<Digest> = digest
                 .map(|d| d.parse().map_err(|e| anyhow::anyhow!("{d:?}: {e}")))
                 .transpose()?;
-            let (d, policy) = ctx.engine.show_policy(&caller, digest.as_ref()).await?;
+            let (d, policy): (Digest, Policy) = match open(&view).await? {
+                // Without a digest, the server's gate's current policy: the server decides
+                // with its own gate.
+                Source::Remote(c) => {
+                    let (d, doc) = match &digest {
+                        Some(d) => {
+                            let p: PolicyOut = c
+                                .get(&format!("v1/policies/{}", segment(d.as_str())))
+                                .await?;
+                            (p.policy_digest, p.policy)
+                        }
+                        None => {
+                            let g: GatePolicy = c.get("v1/gate/policy").await?;
+                            (g.policy_digest, g.policy)
+                        }
+                    };
+                    let policy = serde_json::from_value(doc)
+                        .context("the server's policy does not read as a policy")?;
+                    (d, policy)
+                }
+                Source::Local(ctx, caller) => {
+                    ctx.engine.show_policy(&caller, digest.as_ref()).await?
+                }
+            };
             // The policy document is its own best text form.
             let shown = serde_json::to_string_pretty(&policy)?;
             render(&view, &policy, || format!("{d}\n{shown}\n"))
@@ -224,8 +302,10 @@ pub async fn policy(cmd: PolicyBrowse) -> Result<ExitCode> {
 pub async fn execution(cmd: ExecutionBrowse) -> Result<ExitCode> {
     match cmd {
         ExecutionBrowse::List(view) => {
-            let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_executions(&caller).await?;
+            let all: Vec<ExecutionOut> = match open(&view).await? {
+                Source::Remote(c) => c.get_all("v1/executions").await?,
+                Source::Local(ctx, caller) => views(ctx.engine.list_executions(&caller).await?),
+            };
             render(&view, &all, || {
                 all.iter()
                     .map(|e| {
@@ -238,8 +318,15 @@ pub async fn execution(cmd: ExecutionBrowse) -> Result<ExitCode> {
             })
         }
         ExecutionBrowse::Show { execution, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let e = ctx.engine.show_execution(&caller, &execution).await?;
+            let e: ExecutionOut = match open(&view).await? {
+                Source::Remote(c) => {
+                    c.get(&format!("v1/executions/{}", segment(&execution)))
+                        .await?
+                }
+                Source::Local(ctx, caller) => {
+                    ctx.engine.show_execution(&caller, &execution).await?.into()
+                }
+            };
             render(&view, &e, || {
                 let mut t = format!(
                     "{}: generation {}, current subject {}\nsubjects:\n",
@@ -261,13 +348,22 @@ pub async fn execution(cmd: ExecutionBrowse) -> Result<ExitCode> {
 pub async fn run(cmd: RunBrowse) -> Result<ExitCode> {
     match cmd {
         RunBrowse::List { execution, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let all = ctx.engine.list_runs(&caller, &execution).await?;
+            let all: Vec<RunOut> = match open(&view).await? {
+                Source::Remote(c) => {
+                    c.get_all(&format!("v1/executions/{}/runs", segment(&execution)))
+                        .await?
+                }
+                Source::Local(ctx, caller) => {
+                    views(ctx.engine.list_runs(&caller, &execution).await?)
+                }
+            };
             render(&view, &all, || all.iter().map(run_line).collect())
         }
         RunBrowse::Show { run, view } => {
-            let (ctx, caller) = open(&view).await?;
-            let r = ctx.engine.show_run(&caller, &run).await?;
+            let r: RunOut = match open(&view).await? {
+                Source::Remote(c) => c.get(&format!("v1/runs/{}", segment(&run))).await?,
+                Source::Local(ctx, caller) => ctx.engine.show_run(&caller, &run).await?.into(),
+            };
             render(&view, &r, || {
                 format!(
                     "{}request {}\nsubject {}\n",

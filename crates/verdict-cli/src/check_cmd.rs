@@ -77,6 +77,8 @@ pub struct Args {
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 pub(crate) fn parse_vars(raw: &[String]) -> Result<BTreeMap<String, String>> {

@@ -14,6 +14,8 @@ pub struct Args {
     /// The shell to complete for.
     #[arg(value_enum)]
     shell: clap_complete::Shell,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 pub fn run(args: &Args, mut command: clap::Command) -> Result<ExitCode> {

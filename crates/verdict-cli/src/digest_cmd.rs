@@ -25,6 +25,8 @@ pub struct Args {
     /// Input file, or `-` for standard input.
     #[arg(default_value = "-")]
     file: String,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 pub fn run(args: &Args) -> Result<ExitCode> {

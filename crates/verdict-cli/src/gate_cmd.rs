@@ -34,6 +34,8 @@ pub struct EvaluateArgs {
     /// Output format: json (canonical, byte-identical for the same inputs) or text.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 /// Output format.

@@ -45,6 +45,8 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 /// Output format.

@@ -21,6 +21,8 @@ pub enum KeyCommand {
         /// Also write the public key to this file.
         #[arg(long, value_name = "FILE")]
         public_out: Option<PathBuf>,
+        #[command(flatten)]
+        local: crate::remote::NoServer,
     },
     /// Print (or write) the public key of a signing key file.
     #[command(after_help = "Example:\n  verdict key export --key attest.key --out attest.pub")]
@@ -31,18 +33,22 @@ pub enum KeyCommand {
         /// Write the public key here instead of standard output.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        local: crate::remote::NoServer,
     },
 }
 
 /// Runs a key command.
 pub fn run(cmd: KeyCommand) -> Result<ExitCode> {
     let (key, out) = match cmd {
-        KeyCommand::Generate { out, public_out } => {
+        KeyCommand::Generate {
+            out, public_out, ..
+        } => {
             let key = checkpoint::generate_key()?;
             checkpoint::write_key_file(&out, &key)?;
             (key, public_out)
         }
-        KeyCommand::Export { key, out } => (
+        KeyCommand::Export { key, out, .. } => (
             checkpoint::read_key_file(&key).with_context(|| format!("{}", key.display()))?,
             out,
         ),

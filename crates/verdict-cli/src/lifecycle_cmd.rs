@@ -422,6 +422,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// An engine opened by the caller, with the caller's token.
+    pub(crate) fn over(engine: Engine, token: Option<String>) -> Self {
+        Self { engine, token }
+    }
+
     pub(crate) async fn open(common: &Common) -> Result<Self> {
         let ctx = Self::open_store(common).await?;
         ctx.set_time(common).await?;
@@ -559,14 +564,27 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
 /// Runs `gate replay`.
 pub fn gate_replay(args: &GateReplayArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
-        let ctx = Ctx::open(&args.common).await?;
+        let remote = crate::remote::client(&args.common)?;
         let key: Digest = args
             .key
             .parse()
             .map_err(|e| anyhow::anyhow!("{:?}: {e}", args.key))?;
-        let caller = ctx.caller().await?;
-        let g = ctx.engine.gate_replay(&caller, &key).await?;
-        outln!("{}", g.bytes)?;
+        let bytes = if let Some(remote) = remote {
+            // The server answers only when the Gate reproduced the stored bytes; their
+            // canonical form is those bytes.
+            let r: verdict_server::reads::Replayed = remote
+                .get(&format!(
+                    "v1/gate/decisions/{}/replay",
+                    segment(key.as_str())
+                ))
+                .await?;
+            String::from_utf8(verdict_core::canonical::to_vec(&r.decision))?
+        } else {
+            let ctx = Ctx::open(&args.common).await?;
+            let caller = ctx.caller().await?;
+            ctx.engine.gate_replay(&caller, &key).await?.bytes
+        };
+        outln!("{bytes}")?;
         eprintln!("replayed: identical to the stored decision");
         Ok(ExitCode::SUCCESS)
     })

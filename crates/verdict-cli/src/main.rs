@@ -6,7 +6,7 @@
 
 #![deny(clippy::print_stdout)]
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[macro_use]
@@ -129,7 +129,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    // A command that works only here refuses --server before it starts.
+    if let Some(refusal) = remote::refusal(&matches) {
+        eprintln!("verdict: {refusal}");
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Check(args) => check_cmd::run(&args),
         Command::Gate(cmd) => gate_cmd::run(cmd),
@@ -158,5 +167,136 @@ fn main() -> ExitCode {
             eprintln!("verdict: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The commands that work through a server (`--server` / `VERDICT_SERVER`), printing what
+    /// they print on a store opened here.
+    const REMOTE: &[&str] = &[
+        "principal add",
+        "principal list",
+        "principal show",
+        "grant add",
+        "grant revoke",
+        "grant list",
+        "grant show",
+        "policy set",
+        "policy list",
+        "policy show",
+        "subject put",
+        "evidence add",
+        "request create",
+        "run admit",
+        "run list",
+        "run show",
+        "run cancel",
+        "result submit",
+        "decide",
+        "status",
+        "history",
+        "execution cancel",
+        "execution list",
+        "execution show",
+        "gate run",
+        "gate replay",
+        "jobs enqueue",
+        "jobs list",
+        "audit verify",
+    ];
+
+    /// The commands that take the store's options and refuse `--server`, naming themselves,
+    /// where they would open the store.
+    const REFUSED_WHERE_THE_STORE_OPENS: &[&str] = &[
+        "init",
+        "quickstart",
+        "worker",
+        "verify",
+        "attest",
+        "export junit",
+        "export github",
+        "ledger",
+        "blob put",
+        "blob get",
+        "subject new",
+        "result template",
+    ];
+
+    /// Every command that runs (not a group that only holds subcommands), by path.
+    fn runnable(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            let path = if prefix.is_empty() {
+                sub.get_name().to_owned()
+            } else {
+                format!("{prefix} {}", sub.get_name())
+            };
+            if sub.get_subcommands().next().is_none() || !sub.is_subcommand_required_set() {
+                out.push((path.clone(), sub.clone()));
+            }
+            runnable(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn every_command_either_works_through_a_server_or_refuses_it_with_a_reason() {
+        let mut all = Vec::new();
+        runnable(&Cli::command(), "", &mut all);
+        let paths: Vec<&str> = all.iter().map(|(p, _)| p.as_str()).collect();
+        for (path, cmd) in &all {
+            if path == "help" || path.ends_with(" help") {
+                continue;
+            }
+            let server = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some("server"))
+                .unwrap_or_else(|| panic!("`verdict {path}` takes no --server"));
+            if server.get_id() == remote::LOCAL_SERVER {
+                assert!(
+                    remote::LOCAL_ONLY.iter().any(|(p, _)| *p == path.as_str()),
+                    "`verdict {path}` refuses --server without a reason of its own"
+                );
+            } else {
+                assert!(
+                    REMOTE.contains(&path.as_str())
+                        || REFUSED_WHERE_THE_STORE_OPENS.contains(&path.as_str()),
+                    "`verdict {path}` takes the store's options but is listed nowhere"
+                );
+            }
+        }
+        // Every listed command exists, once.
+        let listed = REMOTE
+            .iter()
+            .chain(REFUSED_WHERE_THE_STORE_OPENS)
+            .copied()
+            .chain(remote::LOCAL_ONLY.iter().map(|(p, _)| *p));
+        let mut seen = std::collections::BTreeSet::new();
+        for p in listed {
+            assert!(
+                paths.contains(&p),
+                "`verdict {p}` is listed but is no command"
+            );
+            assert!(seen.insert(p), "`verdict {p}` is listed twice");
+        }
+    }
+
+    #[test]
+    fn a_command_that_works_only_here_refuses_the_server_naming_itself() {
+        let matches = Cli::command()
+            .try_get_matches_from(["verdict", "key", "export", "--key", "k", "--server", "u"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let refusal = remote::refusal(&matches).unwrap_or_default();
+        assert!(
+            refusal.starts_with("verdict key export cannot run against a server"),
+            "{refusal}"
+        );
+        assert!(refusal.contains("never sent to a server"), "{refusal}");
+        // Without --server it runs.
+        let matches = Cli::command()
+            .try_get_matches_from(["verdict", "key", "export", "--key", "k"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(remote::refusal(&matches), None);
     }
 }

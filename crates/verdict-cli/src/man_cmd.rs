@@ -13,6 +13,8 @@ pub struct Args {
     /// The directory to write into (created if missing); existing pages are replaced.
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 pub fn run(args: &Args, command: clap::Command) -> Result<ExitCode> {

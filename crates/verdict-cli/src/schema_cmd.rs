@@ -12,6 +12,8 @@ pub struct Args {
     /// One of: bundle, subject, policy, decision, evidence, verification, request,
     /// admission-note, run-context, verifiers, check-spec.
     name: String,
+    #[command(flatten)]
+    local: crate::remote::NoServer,
 }
 
 /// The verifiers file `verdict verify --verifiers` reads.

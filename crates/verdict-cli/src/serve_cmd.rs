@@ -48,6 +48,8 @@ pub struct Args {
     /// TLS (a proxy in front of it); without TLS a browser would drop such cookies.
     #[arg(long)]
     ui_secure_cookies: bool,
+    #[command(flatten)]
+    local: crate::remote::StoreHere,
 }
 
 /// The log line format.

@@ -36,6 +36,8 @@ pub struct MigrateArgs {
     /// keeps the prefix it was created with).
     #[arg(long, value_name = "PREFIX")]
     role_prefix: Option<String>,
+    #[command(flatten)]
+    local: crate::remote::StoreHere,
 }
 
 /// Runs a store command.

@@ -4,6 +4,7 @@
 //! SIGTERM or Ctrl-C it finishes the job in hand and stops.
 
 use crate::lifecycle_cmd::{Common, Ctx};
+use crate::remote::segment;
 use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use verdict_engine::{
 use verdict_judge::config::{ResolvedClass, VerifiersFile};
 use verdict_probes::duration::Dur;
 use verdict_probes::load;
+use verdict_server::jobs::{JobOut, JobPage, NewJobs};
 use verdict_store::{Job, JobFilter, JobState, Location, StoreError};
 
 const HELP: &str = "\
@@ -172,7 +174,7 @@ fn digest(text: &str) -> Result<Digest> {
     text.parse().map_err(|e| anyhow::anyhow!("{text:?}: {e}"))
 }
 
-fn line(job: &Job) -> String {
+fn line(job: &JobOut) -> String {
     let class = if job.class.is_empty() {
         "-"
     } else {
@@ -185,36 +187,41 @@ fn line(job: &Job) -> String {
         .unwrap_or("");
     format!(
         "{} {} {} attempts={} fencing={} {} {class} {note}",
-        job.id,
-        job.kind,
-        job.state.as_str(),
-        job.attempts,
-        job.fencing,
-        job.request
+        job.id, job.kind, job.state, job.attempts, job.fencing, job.request
     )
     .trim_end()
     .to_owned()
 }
 
 async fn jobs(cmd: JobsCommand) -> Result<ExitCode> {
-    match cmd {
+    let jobs: Vec<JobOut> = match cmd {
         JobsCommand::Enqueue {
             request,
             deadline_seconds,
             common,
         } => {
-            let ctx = Ctx::open(&common).await?;
-            let caller = ctx.caller().await?;
-            let jobs = ctx
-                .engine
-                .enqueue_request_jobs(
-                    &caller,
-                    &digest(&request)?,
-                    deadline_seconds.map(Duration::from_secs),
-                )
-                .await?;
-            for j in &jobs {
-                outln!("{}", line(j))?;
+            let request = digest(&request)?;
+            if let Some(remote) = crate::remote::client(&common)? {
+                let page: JobPage = remote
+                    .post(
+                        &format!("v1/requests/{}/jobs", segment(request.as_str())),
+                        &NewJobs { deadline_seconds },
+                    )
+                    .await?;
+                page.items
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let caller = ctx.caller().await?;
+                ctx.engine
+                    .enqueue_request_jobs(
+                        &caller,
+                        &request,
+                        deadline_seconds.map(Duration::from_secs),
+                    )
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect()
             }
         }
         JobsCommand::List {
@@ -222,17 +229,39 @@ async fn jobs(cmd: JobsCommand) -> Result<ExitCode> {
             state,
             common,
         } => {
-            let ctx = Ctx::open(&common).await?;
-            let caller = ctx.caller().await?;
             let filter = JobFilter {
                 request: request.as_deref().map(digest).transpose()?,
                 kind: None,
                 state: state.as_deref().map(str::parse::<JobState>).transpose()?,
             };
-            for j in ctx.engine.jobs(&caller, &filter).await? {
-                outln!("{}", line(&j))?;
+            if let Some(remote) = crate::remote::client(&common)? {
+                let mut query = Vec::new();
+                if let Some(r) = &filter.request {
+                    query.push(format!("request={}", segment(r.as_str())));
+                }
+                if let Some(s) = filter.state {
+                    query.push(format!("state={}", s.as_str()));
+                }
+                let path = if query.is_empty() {
+                    "v1/jobs".to_owned()
+                } else {
+                    format!("v1/jobs?{}", query.join("&"))
+                };
+                remote.get_all(&path).await?
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let caller = ctx.caller().await?;
+                ctx.engine
+                    .jobs(&caller, &filter)
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect()
             }
         }
+    };
+    for j in &jobs {
+        outln!("{}", line(j))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -501,6 +530,10 @@ fn kind_and_job(w: &Worked) -> Option<(&'static str, &Job)> {
 }
 
 async fn work(args: &Args) -> Result<ExitCode> {
+    crate::remote::refuse_remote(
+        &args.common,
+        "a worker claims, renews and finishes its jobs in the store itself, and no route does that yet",
+    )?;
     let (role, options) = options(args)?;
     let give_up_after = args
         .give_up_after
@@ -608,7 +641,7 @@ async fn work(args: &Args) -> Result<ExitCode> {
                 Worked::Failed { why, .. } => format!(" ({why})"),
                 _ => String::new(),
             };
-            outln!("{what} {}{why}", line(job))?;
+            outln!("{what} {}{why}", line(&JobOut::from(job.clone())))?;
         }
         if args.once {
             return Ok(match worked {

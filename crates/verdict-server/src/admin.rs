@@ -59,7 +59,7 @@ pub struct NewPrincipal {
 }
 
 /// A principal (never its token or the token's hash).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PrincipalOut {
     /// Its name.
     pub name: String,
@@ -88,7 +88,7 @@ pub struct PrincipalCreated {
 }
 
 /// One principal and its grants.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PrincipalDetail {
     /// Its name.
     pub name: String,
@@ -217,7 +217,7 @@ pub struct GatePolicy {
 }
 
 /// A stored policy.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PolicyOut {
     /// Its digest.
     #[schema(value_type = String)]
@@ -228,8 +228,10 @@ pub struct PolicyOut {
 }
 
 /// The audit walk: the chain, every row re-hashed, every decision replayed.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditOut {
+    /// The store walked, as the server names it (credentials left out).
+    pub store: String,
     /// No problem found.
     pub intact: bool,
     /// Events walked.
@@ -573,6 +575,7 @@ pub async fn audit_verify(
         message: e.to_string(),
     };
     Ok(Json(AuditOut {
+        store: state.engine.describe_store(),
         intact: report.is_intact(),
         events: report.events,
         rows: report.rows,

@@ -125,6 +125,29 @@ impl Client {
         self.send::<(), T>(Method::GET, path, None).await
     }
 
+    /// Every item of a paginated list route (`path` relative, its query included or not),
+    /// following each page's `next` link until the list is exhausted.
+    pub async fn get_all<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ClientError> {
+        let mut items = Vec::new();
+        let mut next = Some(path.to_owned());
+        while let Some(path) = next.take() {
+            let page: Page<T> = self.get(path.trim_start_matches('/')).await?;
+            if page.items.is_empty() && page.next.is_some() {
+                // A list that never ends would hold the command forever.
+                return Err(ClientError::Unexpected {
+                    method: Method::GET,
+                    url: format!("{}{}", self.base, path.trim_start_matches('/')),
+                    status: 200,
+                    why: "an empty page that links to another".into(),
+                    excerpt: String::new(),
+                });
+            }
+            items.extend(page.items);
+            next = page.next;
+        }
+        Ok(items)
+    }
+
     /// `POST path` with `body` as JSON.
     pub async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -198,6 +221,13 @@ impl Client {
         serde_json::from_slice(&bytes)
             .map_err(|e| unexpected(status.as_u16(), e.to_string(), &bytes))
     }
+}
+
+/// One page of a list route.
+#[derive(serde::Deserialize)]
+struct Page<T> {
+    items: Vec<T>,
+    next: Option<String>,
 }
 
 /// At most 200 characters of an answer, for an error message.

@@ -22,11 +22,13 @@ pub mod body;
 pub mod client;
 pub mod etag;
 pub mod events;
+pub mod jobs;
 pub mod limit;
 pub mod openapi;
 pub mod ops;
 pub mod page;
 pub mod problem;
+pub mod reads;
 pub mod routes;
 pub mod ui;
 pub mod webhooks;
@@ -121,6 +123,11 @@ pub fn app(state: AppState) -> Router {
             get(work::execution_findings),
         )
         .route("/v1/findings/{id}", get(work::finding))
+        .route("/v1/requests/{digest}/jobs", post(jobs::enqueue))
+        .route("/v1/jobs", get(jobs::list))
+        .route("/v1/gates", get(reads::list_gates))
+        .route("/v1/gate/decisions/{key}/replay", get(reads::replay))
+        .route("/v1/subjects/{digest}/blobs", get(reads::subject_blobs))
         .route(
             "/v1/blobs/{digest}",
             get(blobs::get)

@@ -3,7 +3,7 @@
 //! the two lists equal).
 
 use crate::problem::Problem;
-use crate::{admin, blobs, events, ops, routes, webhooks, work};
+use crate::{admin, blobs, events, jobs, ops, reads, routes, webhooks, work};
 use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -31,6 +31,11 @@ use utoipa::{Modify, OpenApi};
         work::run_context,
         work::execution_findings,
         work::finding,
+        jobs::enqueue,
+        jobs::list,
+        reads::list_gates,
+        reads::replay,
+        reads::subject_blobs,
         blobs::put,
         blobs::get,
         admin::add_principal,

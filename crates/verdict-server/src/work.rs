@@ -19,7 +19,7 @@ use verdict_core::digest::Digest;
 use verdict_engine::{Cancellation, ExecutionView, FindingView, RunContext, RunDetail};
 
 /// One subject an execution had.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SubjectOut {
     /// Its digest.
     #[schema(value_type = String)]
@@ -31,7 +31,7 @@ pub struct SubjectOut {
 }
 
 /// An execution: its current subject and, when shown alone, every subject it had.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ExecutionOut {
     /// Execution id.
     pub execution: String,
@@ -73,7 +73,7 @@ pub struct ExecutionPage {
 }
 
 /// One status change of a run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunEventOut {
     /// `started`, `completed`, `unavailable` or `cancelled`.
     pub status: String,
@@ -82,7 +82,7 @@ pub struct RunEventOut {
 }
 
 /// A verifier run.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunOut {
     /// Run id.
     pub run_id: String,
@@ -320,11 +320,22 @@ pub struct FindingsOut {
     pub items: Vec<FindingView>,
 }
 
+/// A page of the findings filed about an execution.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FindingPage {
+    /// Findings as their verifiers stored them (docs/spec/evidence.md), oldest first; the
+    /// cursor is a version's `digest`.
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<FindingView>,
+    /// The next page, when there is one.
+    pub next: Option<String>,
+}
+
 /// The findings filed about an execution's subjects, for whoever may read the execution.
 #[utoipa::path(get, path = "/v1/executions/{id}/findings", tag = "executions",
-    params(("id" = String, Path, description = "Execution id")),
+    params(("id" = String, Path, description = "Execution id"), PageQuery),
     responses(
-        (status = 200, description = "Its findings, oldest first", body = FindingsOut),
+        (status = 200, description = "A page of its findings, oldest first", body = FindingPage),
         (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
         (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     ),
@@ -333,9 +344,25 @@ pub async fn execution_findings(
     State(state): State<AppState>,
     Caller(caller): Caller,
     Segment(id): Segment,
-) -> Result<Json<FindingsOut>, ApiError> {
-    let items = state.engine.execution_findings(&caller, &id).await?;
-    Ok(Json(FindingsOut { items }))
+    ListQuery(q): ListQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
+    let all: Vec<(String, FindingView)> = state
+        .engine
+        .execution_findings(&caller, &id)
+        .await?
+        .into_iter()
+        .map(|f| (f.digest.to_string(), f))
+        .collect();
+    let path = format!("/v1/executions/{}/findings", crate::client::segment(&id));
+    let page = paginate(all, |(key, _)| key.as_str(), &q, &path, &[])?;
+    let headers = page.headers();
+    Ok((
+        headers,
+        Json(FindingPage {
+            items: page.items.into_iter().map(|(_, f)| f).collect(),
+            next: page.next,
+        }),
+    ))
 }
 
 /// Every version of one finding the caller may read.

@@ -246,6 +246,35 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         &["policy", "set", &t.file("policy.json", &policy)],
         false,
     );
+    // The reads of who may act, by the operator and by a principal seeing only itself.
+    for args in [
+        &["principal", "list"][..],
+        &["principal", "list", "--json"],
+        &["principal", "show", "coder"],
+        &["principal", "show", "coder", "--json"],
+        &["grant", "list"],
+        &["grant", "list", "--json"],
+        &["grant", "list", "--principal", "rev"],
+        &["grant", "show", "g-rev"],
+        &["grant", "show", "g-rev", "--json"],
+        &["policy", "list"],
+        &["policy", "list", "--json"],
+        &["policy", "show"],
+        &["policy", "show", "--json"],
+        &["policy", "show", pd.as_str()],
+    ] {
+        step(ops, args, false);
+    }
+    for args in [
+        &["principal", "list"][..],
+        &["principal", "show", "coder"],
+        &["grant", "list"],
+        &["grant", "list", "--principal", "rev"],
+        &["grant", "show", "g-rev"],
+        &["policy", "list"],
+    ] {
+        step(coder, args, false);
+    }
     let subject = json!({
         "schema": "verdict.subject/v1",
         "execution": {"id": "ex-1", "generation": 1},
@@ -272,6 +301,35 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         false,
     );
     let req = step(coder, &["request", "create", "ex-1"], false);
+    // Executions: listed and shown by readers; a producer reading an execution its grants do
+    // not cover is refused.
+    for args in [
+        &["execution", "list"][..],
+        &["execution", "list", "--json"],
+        &["execution", "show", "ex-1"],
+        &["execution", "show", "ex-1", "--json"],
+    ] {
+        step(ops, args, false);
+        step(coder, args, false);
+    }
+    step(coder, &["execution", "show", "ex-2"], false);
+    // The workers' queue: the subject's producer enqueues (twice: the same jobs), the
+    // operator reads it, nobody else may.
+    step(coder, &["jobs", "enqueue", &req], false);
+    step(
+        coder,
+        &["jobs", "enqueue", &req, "--deadline-seconds", "3600"],
+        false,
+    );
+    step(ops, &["jobs", "list"], false);
+    step(
+        ops,
+        &["jobs", "list", "--state", "ready", "--request", &req],
+        false,
+    );
+    step(ops, &["jobs", "list", "--state", "done"], false);
+    step(coder, &["jobs", "list"], false);
+    step(ci, &["jobs", "enqueue", &req], false);
     step(
         ops,
         &[
@@ -287,6 +345,16 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         ],
         false,
     );
+    for args in [
+        &["run", "list", "ex-1"][..],
+        &["run", "list", "ex-1", "--json"],
+        &["run", "show", "run-1"],
+        &["run", "show", "run-1", "--json"],
+    ] {
+        step(ops, args, false);
+        step(rev, args, false);
+    }
+    step(coder, &["run", "list", "ex-2"], false);
     // A forbidden cross-role write: a producer adding an operator.
     step(
         coder,
@@ -300,8 +368,25 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
     let rf = t.file("result.json", &result);
     step(coder, &["result", "submit", &rf], false);
     step(rev, &["result", "submit", &rf], false);
-    step(ci, &["gate", "run", "ex-1"], false);
+    let decision = step(ci, &["gate", "run", "ex-1"], false);
     step(ci, &["gate", "run", "ex-1", "--format", "text"], false);
+    // The stored decision replays, for the operator and a reader; not for a stranger.
+    let key = serde_json::from_str::<Value>(&decision).unwrap()["evaluation_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    step(ops, &["gate", "replay", &key], false);
+    step(rev, &["gate", "replay", &key], false);
+    step(
+        ops,
+        &["gate", "replay", &format!("sha256:{}", "0".repeat(64))],
+        false,
+    );
+    // The audit walk: the operator's (its text names the store and its head hashes the
+    // store's own times, so only the exit status is compared); anyone else is refused.
+    step(ops, &["audit", "verify"], true);
+    step(ops, &["audit", "verify", "--json"], true);
+    step(coder, &["audit", "verify"], false);
     step(ops, &["status", "ex-1"], false);
     step(ops, &["status", "ex-1", "--json"], false);
     step(
@@ -419,22 +504,45 @@ fn refusals_over_a_server(store: Store) {
             "{out:?}"
         );
     }
-    // What needs the store here refuses the server, saying why.
-    for args in [
-        &["init"][..],
-        &["quickstart"],
-        &["gate", "replay", DEF],
-        &["jobs", "list"],
-        &["principal", "list"],
+    // What needs the store here refuses the server, naming the command and saying why.
+    for (args, command) in [
+        (&["init"][..], "init"),
+        (&["quickstart"][..], "quickstart"),
+        (
+            &["worker", "--role", "gate", "--once"][..],
+            "verdict worker",
+        ),
+        (&["store", "migrate"][..], "verdict store migrate"),
+        (&["serve"][..], "verdict serve"),
+        (&["audit", "export"][..], "verdict audit export"),
+        (&["blob", "get", DEF][..], "verdict blob get"),
     ] {
         let out = t.run(Some(&ops), args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("cannot run against a server"),
+            err.contains("cannot run against a server") && err.contains(command),
             "{args:?}: {err}"
         );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
+    // --checkpoint stays where the store is.
+    let out = t.run(
+        Some(&ops),
+        &[
+            "audit",
+            "verify",
+            "--checkpoint",
+            "cp.json",
+            "--public-key",
+            &"ab".repeat(32),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--checkpoint cannot be sent to a server"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -479,4 +587,75 @@ fn an_unreachable_server_fails_clearly_without_a_panic() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a URL"));
+}
+
+#[test]
+fn commands_that_work_only_here_refuse_the_server_with_a_reason_naming_them() {
+    // Each with the arguments it requires; none of the files exists, and none is read: the
+    // refusal comes first.
+    for (command, args) in [
+        ("check", &["spec.yaml"][..]),
+        ("gate evaluate", &["bundle.json"][..]),
+        ("digest", &["--kind", "subject", "file.json"][..]),
+        ("schema", &["bundle"][..]),
+        ("judge render", &["request.json"][..]),
+        ("store migrate", &[] as &[&str]),
+        ("audit checkpoint", &["--key", "audit.key"][..]),
+        ("audit keygen", &["--out", "audit.key"][..]),
+        (
+            "audit verify-checkpoint",
+            &["cp.json", "--public-key", "ab"][..],
+        ),
+        ("audit export", &[]),
+        ("serve", &[]),
+        ("key generate", &["--out", "attest.key"][..]),
+        ("key export", &["--key", "attest.key"][..]),
+        ("attest verify", &["att.json", "--key", "attest.pub"][..]),
+        ("completions", &["bash"][..]),
+        ("man", &["--out", "man"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(command.split(' '))
+            .args(args)
+            .args(["--server", "http://127.0.0.1:9"])
+            .current_dir(dir.path())
+            .env_remove("VERDICT_STORE")
+            .env_remove("VERDICT_SERVER")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!(
+                "verdict: verdict {command} cannot run against a server (--server / VERDICT_SERVER): "
+            )),
+            "{command}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{command}: {err}");
+        assert!(out.stdout.is_empty(), "{command}: {out:?}");
+        // Nothing was made: no file, no directory.
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{command}"
+        );
+    }
+    // A store-bound command refuses VERDICT_SERVER from the environment too; a command that
+    // reads no store leaves it alone.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("VERDICT_STORE")
+            .env("VERDICT_SERVER", "http://127.0.0.1:9")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["store", "migrate"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verdict store migrate cannot run"));
+    let out = run(&["schema", "bundle"]);
+    assert!(out.status.success(), "{out:?}");
 }

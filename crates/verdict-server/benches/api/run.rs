@@ -1238,9 +1238,9 @@ impl Workers {
     }
 }
 
-/// `n` executions over the API: `concurrency` clients post each subject and request (and
-/// enqueue its jobs, which no route does yet), then wait for every decision, reading each
-/// execution's status over HTTP, while the workers work.
+/// `n` executions over the API: `concurrency` clients post each subject and request and
+/// enqueue its jobs, all over HTTP, then wait for every decision, reading each execution's
+/// status over HTTP, while the workers work.
 async fn over_api(
     w: &World,
     server: &Server,
@@ -1254,12 +1254,7 @@ async fn over_api(
     let t = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let (engine, coder, token, base) = (
-            w.engine.clone(),
-            w.coder.clone(),
-            w.tokens.coder.clone(),
-            server.base.clone(),
-        );
+        let (token, base) = (w.tokens.coder.clone(), server.base.clone());
         let (next, tag) = (next.clone(), tag.to_owned());
         tasks.push(tokio::spawn(async move {
             let client = reqwest::Client::new();
@@ -1298,10 +1293,16 @@ async fn over_api(
                     .unwrap_or_default()
                     .parse()
                     .map_err(|e| format!("request digest: {e}"))?;
-                engine
-                    .enqueue_request_jobs(&coder, &req, None)
-                    .await
-                    .map_err(err)?;
+                let url = format!("{base}/v1/requests/{req}/jobs");
+                send(
+                    &client,
+                    reqwest::Method::POST,
+                    &url,
+                    &token,
+                    Some(to_bytes(&json!({}))?),
+                    &[200],
+                )
+                .await?;
                 mine.push(exec);
             }
         }));
