@@ -183,7 +183,9 @@ impl Engine {
             }
             let rightful = match schema {
                 CANCELLATION_SCHEMA => self.cancellation_rightful(&row, &value).await?,
-                ATTESTATION_SCHEMA | SIGNING_KEY_SCHEMA => self.written_by_an_operator(&row).await?,
+                ATTESTATION_SCHEMA | SIGNING_KEY_SCHEMA => {
+                    self.written_by_an_operator(&row).await?
+                }
                 RUN_TAKEOVER_SCHEMA | RESULT_REFUSAL_SCHEMA | RUN_CONTEXT_SCHEMA => {
                     self.run_note_rightful(&row, &value, schema).await?
                 }

@@ -65,8 +65,8 @@ pub use records::{
     EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, LOGIN_NOTE_SCHEMA,
     LoginGiver, LoginNote, MAX_BLOB_BYTES, PointerKind, PrincipalRecord,
     RESULT_REFUSAL_NOTE_SCHEMA, RUN_CONTEXT_NOTE_SCHEMA, RUN_LEASE_PREFIX,
-    RUN_TAKEOVER_NOTE_SCHEMA, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind,
-    StoreClock, Table, UNAUTHENTICATED, job_run, token_fingerprint, token_sha256,
+    RUN_TAKEOVER_NOTE_SCHEMA, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock,
+    Table, UNAUTHENTICATED, job_run, token_fingerprint, token_sha256,
 };
 pub use store::{
     About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, PrincipalInfo, Run,
