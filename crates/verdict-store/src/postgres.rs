@@ -658,13 +658,16 @@ impl PgBackend {
     }
 
     /// The rows of a plain read, on the kept reader connection when it is free (one round
-    /// trip), else through the pool, as before there was one.
-    async fn read(
+    /// trip), else through the pool, as before there was one. `make` builds the query, so that
+    /// a read the kept connection could not answer because that connection is gone (the server
+    /// restarted, or the connection was cut while it sat idle, which the pool would have noticed
+    /// when handing out one of its own) is asked again, once, through the pool.
+    async fn read<'q>(
         &self,
-        query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+        make: impl Fn() -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
     ) -> std::result::Result<Vec<PgRow>, sqlx::Error> {
         let Some(mut slot) = self.reader.as_ref().and_then(|r| r.try_lock().ok()) else {
-            return query.fetch_all(self.pooled()).await;
+            return make().fetch_all(self.pooled()).await;
         };
         let conn = match slot.as_mut() {
             Some(conn) => conn,
@@ -674,14 +677,18 @@ impl PgBackend {
             }
         };
         self.trips.add(1);
-        let rows = query.fetch_all(&mut **conn).await;
+        let rows = make().fetch_all(&mut **conn).await;
+        let Err(e) = rows else { return rows };
         // After any error the connection is closed rather than kept or given back.
-        if rows.is_err()
-            && let Some(conn) = slot.take()
-        {
+        if let Some(conn) = slot.take() {
             drop(conn.detach());
         }
-        rows
+        drop(slot);
+        if pg_unavailable(&e) {
+            make().fetch_all(self.pooled()).await
+        } else {
+            Err(e)
+        }
     }
 
     /// The rows of a read, from the snapshot's transaction on a snapshot, else from the pool.
@@ -995,7 +1002,7 @@ impl Backend for PgBackend {
         // Both in one statement: the subject's row first (part 0), then each grant (part 1)
         // with its revocation's columns, NULL where there is none.
         let rows = self
-            .read(
+            .read(|| {
                 sqlx::query(
                     "SELECT 0 AS part, s.seq, s.key, s.digest, s.body, \
                      NULL::bigint, NULL::text, NULL::text, NULL::text \
@@ -1006,8 +1013,8 @@ impl Backend for PgBackend {
                      WHERE g.principal = $2 ORDER BY 1, 2",
                 )
                 .bind(key)
-                .bind(principal),
-            )
+                .bind(principal)
+            })
             .await
             .map_err(pg_err)?;
         let mut subject = None;
@@ -1028,14 +1035,14 @@ impl Backend for PgBackend {
         principal: &str,
     ) -> Result<Vec<(Stored, Option<Stored>)>> {
         let rows = self
-            .read(
+            .read(|| {
                 sqlx::query(
                     "SELECT g.seq, g.key, g.digest, g.body, r.seq, r.key, r.digest, r.body \
                      FROM verdict.grants g LEFT JOIN verdict.grant_revocations r ON r.key = g.key \
                      WHERE g.principal = $1 ORDER BY g.seq",
                 )
-                .bind(principal),
-            )
+                .bind(principal)
+            })
             .await
             .map_err(pg_err)?;
         rows.iter().map(|row| grant_at(row, 0)).collect()
@@ -1048,9 +1055,9 @@ impl Backend for PgBackend {
     async fn clock_now(&self) -> Result<verdict_core::contracts::Timestamp> {
         // The database's clock, so every client of one store reads the same time.
         let rows = self
-            .read(sqlx::query(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
-            ))
+            .read(|| {
+                sqlx::query("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+            })
             .await
             .map_err(pg_err)?;
         let micros: i64 = rows
@@ -1187,7 +1194,7 @@ impl Backend for PgBackend {
             filter.clause(table, "$1").replace("{schema}", "verdict.")
         );
         let rows = self
-            .read(sqlx::query(AssertSqlSafe(sql)).bind(filter.value()))
+            .read(|| sqlx::query(AssertSqlSafe(sql.clone())).bind(filter.value()))
             .await
             .map_err(pg_err)?;
         rows.iter().map(|r| row_to_stored(table, r)).collect()
@@ -1196,7 +1203,7 @@ impl Backend for PgBackend {
     async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
         // Through the routine (schema version 10): no principal's identity reads the table.
         let rows = self
-            .read(
+            .read(||
                 sqlx::query(
                     "SELECT r_seq, r_key, r_digest, r_body, NULL::boolean FROM verdict.principal_by_token($1)",
                 )
@@ -1254,7 +1261,7 @@ impl Backend for PgBackend {
 
     async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
         let rows = self
-            .read(
+            .read(||
                 sqlx::query("SELECT pointer, name, revision, value FROM verdict.pointers WHERE pointer = $1 AND name = $2")
                     .bind(kind.as_str())
                     .bind(name),
