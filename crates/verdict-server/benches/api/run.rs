@@ -280,11 +280,20 @@ impl Backend {
 
     /// A handle as `verdict serve` or `verdict worker` opens one (the default pool).
     async fn open(&self) -> Result<Arc<dyn Store>, String> {
+        self.open_sized(OpenOptions::default().max_connections)
+            .await
+    }
+
+    /// A handle whose PostgreSQL pool holds at most `connections`: a worker loop does one thing
+    /// at a time, and twelve loops with the default pool each, beside the server's, would ask
+    /// for more connections than a default PostgreSQL (100) gives.
+    async fn open_sized(&self, connections: u32) -> Result<Arc<dyn Store>, String> {
         let r = match self {
             Self::Sqlite(path) => verdict_store::open(&Location::Sqlite(path.clone())).await,
             Self::Postgres { location, prefix } => {
                 let options = OpenOptions {
                     role_prefix: Some(prefix.clone()),
+                    max_connections: connections,
                     ..OpenOptions::default()
                 };
                 verdict_store::open_with(location, &options).await
@@ -293,6 +302,9 @@ impl Backend {
         r.map_err(|e| format!("opening the {} store: {e}", self.name()))
     }
 }
+
+/// The pool of each bench worker loop's store handle.
+const WORKER_CONNECTIONS: u32 = 4;
 
 async fn backend_rows(
     options: &Options,
@@ -1131,7 +1143,7 @@ impl Workers {
                 (w.rev.clone(), WorkerRole::Verifier),
                 (w.ops.clone(), WorkerRole::Gate),
             ] {
-                let engine = Engine::new(backend.open().await?, "merge");
+                let engine = Engine::new(backend.open_sized(WORKER_CONNECTIONS).await?, "merge");
                 let options = WorkOptions {
                     holder: format!("bench-{}-{k}", role.as_str()),
                     lease: Duration::from_secs(60),
