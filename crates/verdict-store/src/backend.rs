@@ -28,6 +28,31 @@ impl RoundTrips {
     }
 }
 
+/// The time a handle's manual clock reads, in microseconds since the epoch, as the store set it
+/// ([`crate::Store::set_manual_time`]). The job queue and the checks made under a job's claim
+/// take the store's time from it on a store that keeps a manual clock: SQLite reads it in code,
+/// PostgreSQL is given it at the start of every transaction the handle opens (the routines read
+/// it as the store's time there, and refuse to go on without it).
+#[derive(Debug, Default)]
+pub(crate) struct ManualTime(std::sync::Mutex<Option<i64>>);
+
+impl ManualTime {
+    pub(crate) fn set(&self, micros: i64) {
+        // A plain number: a panic elsewhere cannot leave it half-written.
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(micros);
+    }
+
+    pub(crate) fn get(&self) -> Option<i64> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// A subject's row, if stored, and a principal's grants, each with its revocation if stored.
 pub(crate) type SubjectAndGrants = (Option<Stored>, Vec<(Stored, Option<Stored>)>);
 
@@ -137,6 +162,9 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     fn describe(&self) -> String;
     /// The round trips made so far through this handle ([`RoundTrips`]).
     fn round_trips(&self) -> u64;
+    /// The time this handle's manual clock reads, for the backend's own uses of the store's
+    /// time ([`ManualTime`]).
+    fn manual_time(&self) -> &ManualTime;
     /// Whether this backend's write routines themselves refuse `actor`'s check evidence about
     /// a subject on whose execution (or mission) it holds no write grant in force at the
     /// database's clock, in the same transaction as the write. False unless the database

@@ -66,6 +66,9 @@ pub(crate) struct PgBackend {
     snapshot: Option<Mutex<sqlx::PgConnection>>,
     /// The handle's wake-ups for waiting workers ([`crate::jobs::JobQueue::wait_for_jobs`]).
     wakeups: Arc<crate::jobs::PgWakeups>,
+    /// The time the handle's manual clock reads, named to the database at the start of each
+    /// transaction the handle opens (`verdict.manual_now`), shared with its snapshots.
+    manual: Arc<crate::backend::ManualTime>,
 }
 
 /// The text of an error from sqlx. For an error the server sent, its message and SQLSTATE:
@@ -530,6 +533,7 @@ impl PgBackend {
             trips: Arc::default(),
             snapshot: None,
             wakeups: Arc::new(crate::jobs::PgWakeups::new()),
+            manual: Arc::default(),
         })
     }
 
@@ -710,9 +714,14 @@ impl PgBackend {
         role: Option<&str>,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         // One round trip: open the transaction and act as the identity for its duration (or as
-        // the login itself, whatever role a pooled connection was left in).
+        // the login itself, whatever role a pooled connection was left in), naming the time
+        // of the handle's manual clock if one was set: on a store that keeps a manual clock the
+        // routines read it as the store's time (a number, so nothing else can be spliced in).
+        let time = self.manual.get().map_or_else(String::new, |micros| {
+            format!("; SET LOCAL verdict.manual_now = '{micros}'")
+        });
         let begin = format!(
-            "BEGIN; SET LOCAL ROLE {}",
+            "BEGIN; SET LOCAL ROLE {}{time}",
             role.map_or_else(|| "NONE".to_owned(), quote)
         );
         // The pool's check of the connection it hands out, then the BEGIN.
@@ -984,6 +993,10 @@ const DRIFT_PAGE: u32 = 5000;
 impl Backend for PgBackend {
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+
+    fn manual_time(&self) -> &crate::backend::ManualTime {
+        &self.manual
     }
 
     fn round_trips(&self) -> u64 {
@@ -1478,6 +1491,7 @@ impl Backend for PgBackend {
             trips: Arc::clone(&self.trips),
             snapshot: Some(Mutex::new(conn)),
             wakeups: Arc::clone(&self.wakeups),
+            manual: Arc::clone(&self.manual),
         })
     }
 }

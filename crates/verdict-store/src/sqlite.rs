@@ -33,6 +33,8 @@ pub(crate) struct SqliteBackend {
     /// Moved on after each change this handle makes to the job queue: its own commits do not
     /// move the file's `data_version` for its own connection, which is what waits watch.
     queue_changes: tokio::sync::watch::Sender<u64>,
+    /// The time the handle's manual clock reads, shared with its snapshots.
+    manual: Arc<crate::backend::ManualTime>,
 }
 
 pub(crate) fn err(e: rusqlite::Error) -> StoreError {
@@ -590,6 +592,7 @@ impl SqliteBackend {
             conn: Arc::new(Mutex::new(conn)),
             trips: Arc::default(),
             queue_changes: tokio::sync::watch::Sender::new(0),
+            manual: Arc::default(),
         })
     }
 
@@ -629,6 +632,10 @@ impl SqliteBackend {
 impl Backend for SqliteBackend {
     fn describe(&self) -> String {
         format!("sqlite:{}", self.path.display())
+    }
+
+    fn manual_time(&self) -> &crate::backend::ManualTime {
+        &self.manual
     }
 
     fn round_trips(&self) -> u64 {
@@ -722,14 +729,14 @@ impl Backend for SqliteBackend {
         claim: &crate::jobs::JobClaim,
         items: Vec<Prepared>,
     ) -> Result<Vec<Stored>> {
-        let (actor, claim) = (actor.clone(), *claim);
+        let (actor, claim, manual) = (actor.clone(), *claim, self.manual.get());
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
             // The claim is checked under the write lock the append holds too: no claim of the
             // job can come between the check and the write.
-            crate::jobs::renew_claim_sqlite(&tx, &actor, &claim)?;
+            crate::jobs::renew_claim_sqlite(&tx, &actor, &claim, manual)?;
             let out = append_tx(&tx, &actor, items)?;
             tx.commit().map_err(err)?;
             Ok(out)
@@ -893,6 +900,7 @@ impl Backend for SqliteBackend {
         // A connection of its own, read-only, inside a read transaction: in WAL mode it keeps
         // seeing the database as of its first read while the store's connection appends.
         let (path, trips) = (self.path.clone(), Arc::clone(&self.trips));
+        let manual = Arc::clone(&self.manual);
         tokio::task::spawn_blocking(move || {
             let conn = Connection::open_with_flags(
                 &path,
@@ -911,6 +919,7 @@ impl Backend for SqliteBackend {
                 conn: Arc::new(Mutex::new(conn)),
                 trips,
                 queue_changes: tokio::sync::watch::Sender::new(0),
+                manual,
             })
         })
         .await

@@ -1436,7 +1436,14 @@ impl<B: Backend> Store for StoreImpl<B> {
     async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {
         match self.clock().await? {
             StoreClock::Manual => {
+                let micros = i64::try_from(now.unix_nanos().div_euclid(1000)).map_err(|_| {
+                    StoreError::Invalid {
+                        what: "manual time",
+                        message: format!("{now} is out of the store's range"),
+                    }
+                })?;
                 *self.manual_now() = Some(now.clone());
+                self.backend.manual_time().set(micros);
                 Ok(())
             }
             StoreClock::System => Err(StoreError::Refused(format!(

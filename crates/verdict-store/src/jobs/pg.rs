@@ -136,7 +136,7 @@ async fn notify_claimable(
     let sql = format!(
         "SELECT pg_notify($1, k.kind) FROM (SELECT DISTINCT j.kind FROM verdict.jobs j \
          WHERE j.request = ANY($2) AND {}) k",
-        claimable("verdict.jobs", "clock_timestamp()")
+        claimable("verdict.jobs", "verdict._store_now()")
     );
     sqlx::query(AssertSqlSafe(sql))
         .bind(channel)

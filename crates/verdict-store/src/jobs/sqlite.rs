@@ -8,13 +8,37 @@ use super::{
     may_work, millis,
 };
 use crate::actor::Actor;
+use crate::backend::Backend as _;
 use crate::error::{Result, StoreError};
 use crate::sqlite::{SqliteBackend, err};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension as _, Row, TransactionBehavior, params};
 use std::time::Duration;
 
-fn now_us() -> Result<i64> {
+/// The store's time in microseconds: the time the handle's manual clock reads (`manual`) if one
+/// was set, which only a store that keeps a manual clock accepts; else the system clock, unless
+/// the file says the store keeps a manual clock, whose time the handle never set.
+fn store_now(conn: &Connection, manual: Option<i64>) -> Result<i64> {
+    if let Some(us) = manual {
+        return Ok(us);
+    }
+    let manual_store = conn
+        .prepare_cached(
+            "SELECT 1 FROM pointers WHERE pointer = 'clock' AND name = 'store' \
+             AND value = '{\"clock\":\"manual\"}'",
+        )
+        .map_err(err)?
+        .exists([])
+        .map_err(err)?;
+    if manual_store {
+        return Err(StoreError::Refused(
+            "this store keeps a manual clock and no time was set on it (--now)".into(),
+        ));
+    }
+    system_now()
+}
+
+fn system_now() -> Result<i64> {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| StoreError::Backend {
@@ -65,8 +89,8 @@ fn add(us: i64, d: Duration) -> i64 {
     us.saturating_add(millis(d).saturating_mul(1000))
 }
 
-/// The job, if `actor` holds it under `fencing`; else why not.
-fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64) -> Result<Job> {
+/// The job, if `actor` holds it under `fencing` and its lease holds at `now`; else why not.
+fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64, now: i64) -> Result<Job> {
     let job = job(conn, id)?.ok_or_else(|| StoreError::NotFound {
         what: "job",
         key: id.to_string(),
@@ -75,6 +99,11 @@ fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64) -> Result<Job> 
     if job.state != super::JobState::Running
         || job.fencing != fencing
         || job.principal.as_deref() != Some(actor.principal.as_str())
+        // A claim whose lease lapsed is no longer held, whether or not another took the job.
+        || job
+            .lease_until
+            .as_ref()
+            .is_none_or(|until| until.unix_nanos() <= i128::from(now) * 1000)
     {
         return Err(StoreError::StaleClaim { job: id, fencing });
     }
@@ -84,11 +113,17 @@ fn held(conn: &Connection, actor: &Actor, id: i64, fencing: i64) -> Result<Job> 
 /// Checks that `actor` holds the job under `claim` and renews its lease, inside the caller's
 /// transaction: a write made for the job in the same transaction is made only under a current
 /// claim.
-pub(crate) fn renew_claim(conn: &Connection, actor: &Actor, claim: &super::JobClaim) -> Result<()> {
-    held(conn, actor, claim.job, claim.fencing)?;
+pub(crate) fn renew_claim(
+    conn: &Connection,
+    actor: &Actor,
+    claim: &super::JobClaim,
+    manual: Option<i64>,
+) -> Result<()> {
+    let now = store_now(conn, manual)?;
+    held(conn, actor, claim.job, claim.fencing, now)?;
     conn.execute(
         "UPDATE jobs SET lease_until = ?2 WHERE id = ?1",
-        params![claim.job, add(now_us()?, claim.lease)],
+        params![claim.job, add(now, claim.lease)],
     )
     .map_err(err)?;
     Ok(())
@@ -146,9 +181,9 @@ impl JobQueue for SqliteBackend {
     async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>> {
         may_enqueue(actor)?;
         let jobs = jobs.to_vec();
-        let principal = actor.principal.clone();
+        let (principal, manual) = (actor.principal.clone(), self.manual_time().get());
         let done = immediate(self, move |tx| {
-            let now = now_us()?;
+            let now = store_now(tx, manual)?;
             let mut out = Vec::with_capacity(jobs.len());
             for j in &jobs {
                 tx.execute(
@@ -192,15 +227,16 @@ impl JobQueue for SqliteBackend {
     ) -> Result<Option<Job>> {
         may_work(actor, kind)?;
         let (holder, principal) = (holder.to_owned(), actor.principal.clone());
+        let manual = self.manual_time().get();
         self.with(move |conn| {
             // A claim that would find nothing takes no write lock.
-            if next_claimable(conn, kind, now_us()?)?.is_none() {
+            if next_claimable(conn, kind, store_now(conn, manual)?)?.is_none() {
                 return Ok(None);
             }
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
-            let now = now_us()?;
+            let now = store_now(&tx, manual)?;
             // Under the lock again: another claim may have taken it meanwhile.
             let Some(id) = next_claimable(&tx, kind, now)? else {
                 return Ok(None);
@@ -225,12 +261,13 @@ impl JobQueue for SqliteBackend {
         fencing: i64,
         lease: Duration,
     ) -> Result<Job> {
-        let actor = actor.clone();
+        let (actor, manual) = (actor.clone(), self.manual_time().get());
         immediate(self, move |tx| {
-            held(tx, &actor, id, fencing)?;
+            let now = store_now(tx, manual)?;
+            held(tx, &actor, id, fencing, now)?;
             tx.execute(
                 "UPDATE jobs SET lease_until = ?2 WHERE id = ?1",
-                params![id, add(now_us()?, lease)],
+                params![id, add(now, lease)],
             )
             .map_err(err)?;
             found(tx, id)
@@ -246,12 +283,14 @@ impl JobQueue for SqliteBackend {
         outcome: &str,
     ) -> Result<Job> {
         let (actor, outcome) = (actor.clone(), outcome.to_owned());
+        let manual = self.manual_time().get();
         let done = immediate(self, move |tx| {
-            held(tx, &actor, id, fencing)?;
+            let now = store_now(tx, manual)?;
+            held(tx, &actor, id, fencing, now)?;
             tx.execute(
                 "UPDATE jobs SET state = 'done', outcome = ?2, done_at = ?3, lease_until = NULL \
                  WHERE id = ?1",
-                params![id, outcome, now_us()?],
+                params![id, outcome, now],
             )
             .map_err(err)?;
             found(tx, id)
@@ -270,9 +309,10 @@ impl JobQueue for SqliteBackend {
         retry_after: Option<Duration>,
     ) -> Result<Job> {
         let (actor, why) = (actor.clone(), why.to_owned());
+        let manual = self.manual_time().get();
         let done = immediate(self, move |tx| {
-            held(tx, &actor, id, fencing)?;
-            let now = now_us()?;
+            let now = store_now(tx, manual)?;
+            held(tx, &actor, id, fencing, now)?;
             match retry_after {
                 Some(d) => tx.execute(
                     "UPDATE jobs SET state = 'ready', last_error = ?2, lease_until = NULL, \
@@ -299,7 +339,8 @@ impl JobQueue for SqliteBackend {
         let mut own = self.queue_changes();
         let mut seen = None;
         loop {
-            let last = seen;
+            // Read again on every look: the handle's manual clock may have moved meanwhile.
+            let (last, manual) = (seen, self.manual_time().get());
             let (version, ready) = self
                 .with(move |conn| {
                     let version = data_version(conn)?;
@@ -308,7 +349,7 @@ impl JobQueue for SqliteBackend {
                     let ready = if last == Some(version) {
                         false
                     } else {
-                        next_claimable(conn, kind, now_us()?)?.is_some()
+                        next_claimable(conn, kind, store_now(conn, manual)?)?.is_some()
                     };
                     Ok((version, ready))
                 })

@@ -628,3 +628,85 @@ async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() 
         t.cleanup().await;
     }
 }
+
+/// Schema 17: on a store that keeps a manual clock, cas_lease itself holds a verifier's own
+/// admission lease to 60 seconds from the store's time (the time the store names to the
+/// database in each transaction), no longer to nothing. The store's time is years from the
+/// database's clock, so a limit measured from that clock would refuse both leases. Through the
+/// verifier's own login: a call naming no time is refused, a lease to 61 seconds past the
+/// store's time is refused, one to 60 seconds is taken; each refusal appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_manual_clock_the_database_holds_an_admission_lease_to_a_minute_of_the_stores_time() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, StoreClock::Manual)
+        .await
+        .unwrap();
+    let start: verdict_core::contracts::Timestamp = "2031-06-01T12:00:00Z".parse().unwrap();
+    store.set_manual_time(&start).await.unwrap();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let policy = store
+        .put(&op, DocKind::Policy, &policy(4))
+        .await
+        .unwrap()
+        .digest;
+    let request = json!({
+        "schema": "verdict.request/v1", "execution": "ex-1", "subject_digest": s.as_str(),
+        "generation": 1, "gate": "merge", "policy_digest": policy.as_str(),
+        "verifier_classes": ["reviewer"], "prior_blockers": [], "risk_class": "low",
+        "budget": {"max_runs": 1}
+    });
+    let req = store
+        .put(&op, DocKind::Request, &request)
+        .await
+        .unwrap()
+        .digest;
+    let job = format!("{}{req}", verdict_store::ADMISSION_LEASE_PREFIX);
+    let until = |secs: u64| {
+        let held = verdict_store::LeaseHolder {
+            holder: VERIFIER.parse().unwrap(),
+            expires_at: start.plus_seconds(secs),
+        };
+        String::from_utf8(verdict_core::canonical::to_vec(
+            &serde_json::to_value(&held).unwrap(),
+        ))
+        .unwrap()
+    };
+    let (mut rev, login) = connect_as(&t, VERIFIER, Role::Verifier).await;
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    let err = try_sql(
+        &mut rev,
+        &lease_call(VERIFIER, "verifier", &job, &until(30)),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("names no time"), "{err}");
+    let micros = start.unix_nanos().div_euclid(1000);
+    try_sql(&mut rev, &format!("SET verdict.manual_now = '{micros}'"))
+        .await
+        .unwrap();
+    let err = try_sql(
+        &mut rev,
+        &lease_call(VERIFIER, "verifier", &job, &until(61)),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("at most 60 seconds"), "{err}");
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    try_sql(
+        &mut rev,
+        &lease_call(VERIFIER, "verifier", &job, &until(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
+    rev.close().await.unwrap();
+    t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+        .await
+        .unwrap();
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}

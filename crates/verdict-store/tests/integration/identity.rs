@@ -1820,6 +1820,279 @@ async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
     t.cleanup().await;
 }
 
+/// `at` moved by `secs` seconds (back when negative).
+fn shifted(
+    at: &verdict_core::contracts::Timestamp,
+    secs: i64,
+) -> verdict_core::contracts::Timestamp {
+    verdict_core::contracts::Timestamp::from_unix_nanos(
+        at.unix_nanos() + i128::from(secs) * 1_000_000_000,
+    )
+}
+
+/// Names `at` as the store's time on a manual-clock store to the routines `conn` calls, as the
+/// store does at the start of each transaction.
+async fn name_time(conn: &mut sqlx::PgConnection, at: &verdict_core::contracts::Timestamp) {
+    let micros = at.unix_nanos().div_euclid(1000);
+    try_sql(conn, &format!("SET verdict.manual_now = '{micros}'"))
+        .await
+        .unwrap();
+}
+
+/// The SQLSTATE and the message of the error `sql` must fail with.
+async fn refusal_of(conn: &mut sqlx::PgConnection, sql: &str) -> (String, String) {
+    let err = conn
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+        .await
+        .unwrap_err();
+    let code = err
+        .as_database_error()
+        .and_then(|db| db.code())
+        .map(std::borrow::Cow::into_owned)
+        .unwrap_or_default();
+    (code, err.to_string())
+}
+
+/// When the current claim of job `id` lapses.
+async fn lease_until(t: &TestStore, id: i64) -> verdict_core::contracts::Timestamp {
+    let jobs = t
+        .store
+        .queue()
+        .jobs(&verdict_store::JobFilter::default())
+        .await
+        .unwrap();
+    let job = jobs.into_iter().find(|j| j.id == id).unwrap();
+    assert_eq!(job.state, verdict_store::JobState::Running);
+    job.lease_until.unwrap()
+}
+
+/// Schema 17: a claim whose lease lapsed at the store's time writes nothing under it, though no
+/// other claim took the job. On a store that keeps a manual clock, moved past the lease: every
+/// write made under a verify job's claim (a renewal, a refused result's record, a run's event,
+/// a completion, a failure; for the claim that took the job over, the takeover record and the
+/// run end it makes) is refused through the store (`StaleClaim`) and, on PostgreSQL, through the
+/// verifier's own login calling the routines (SQLSTATE 42501, or VRJ01 for a renewal), also
+/// when the login names no time; nothing is appended and the chain verifies. With the store's
+/// time back inside the lease the same writes are made.
+async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
+    use std::time::Duration;
+    use verdict_store::{JobClaim, JobKind, NewJob, RunStatus, StoreClock, StoreError};
+    const OTHER: &str = "reviewer-2";
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, StoreClock::Manual)
+        .await
+        .unwrap();
+    store
+        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    populate(store).await;
+    register(store, OTHER, Role::Verifier).await;
+    grant_write(store, "g-rev-2", OTHER, "ex-1").await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let queue = store.queue();
+    let job = queue
+        .enqueue_jobs(
+            &op,
+            &[NewJob {
+                kind: JobKind::Verify,
+                request: d("lapse").parse().unwrap(),
+                class: "reviewer".into(),
+                deadline: None,
+            }],
+        )
+        .await
+        .unwrap()[0]
+        .id;
+    let lease = Duration::from_secs(60);
+    let (first, second) = (
+        Actor::new(VERIFIER, Role::Verifier),
+        Actor::new(OTHER, Role::Verifier),
+    );
+    let c1 = queue
+        .claim_job(&first, JobKind::Verify, "h-1", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((c1.id, c1.fencing), (job, 1));
+    let run1 = format!("job-{job}-1");
+    admit(t, &s, 1, &run1).await;
+    let claim1 = JobClaim {
+        job,
+        fencing: 1,
+        lease,
+    };
+    let stale = |err: StoreError, fencing: i64| {
+        assert!(
+            matches!(err, StoreError::StaleClaim { job: j, fencing: f } if j == job && f == fencing),
+            "{err}"
+        );
+    };
+
+    // The first claim's lease lapses; nobody has taken the job.
+    let until = lease_until(t, job).await;
+    store.set_manual_time(&shifted(&until, 1)).await.unwrap();
+    let seq = head_seq(t).await;
+    let refused = refusal(&run1, s.as_str());
+    stale(queue.heartbeat(&first, job, 1, lease).await.unwrap_err(), 1);
+    stale(
+        store
+            .put_claimed(&first, &claim1, DocKind::Request, &refused)
+            .await
+            .unwrap_err(),
+        1,
+    );
+    stale(
+        store
+            .record_run_status_claimed(&first, &claim1, &run1, RunStatus::Started, None)
+            .await
+            .unwrap_err(),
+        1,
+    );
+    stale(
+        queue
+            .complete_job(&first, job, 1, "late")
+            .await
+            .unwrap_err(),
+        1,
+    );
+    stale(
+        queue
+            .fail_job(&first, job, 1, "late", None)
+            .await
+            .unwrap_err(),
+        1,
+    );
+    nothing_appended(t, seq).await;
+    assert_eq!(
+        lease_until(t, job).await,
+        until,
+        "the lapsed claim renewed nothing"
+    );
+    let mut by_hand = None;
+    if t.kind == Kind::Postgres {
+        let (mut conn, _) = principal_login(t, VERIFIER, Role::Verifier).await;
+        // A login that names no time on a manual-clock store is refused wherever the time counts.
+        for sql in put_calls(Table::VerificationRequests, VERIFIER, "verifier", &refused) {
+            let (code, err) = refusal_of(&mut conn, &sql).await;
+            assert_eq!(code, "42501", "{sql}: {err}");
+            assert!(err.contains("names no time"), "{sql}: {err}");
+        }
+        name_time(&mut conn, &shifted(&until, 1)).await;
+        for sql in put_calls(Table::VerificationRequests, VERIFIER, "verifier", &refused) {
+            let (code, err) = refusal_of(&mut conn, &sql).await;
+            assert_eq!(code, "42501", "{sql}: {err}");
+            assert!(
+                err.contains("records it only while it holds that claim"),
+                "{sql}: {err}"
+            );
+        }
+        let renewal = format!(
+            "SELECT * FROM verdict.job_heartbeat('{VERIFIER}', 'verifier', {job}, 1, 60000)"
+        );
+        let (code, err) = refusal_of(&mut conn, &renewal).await;
+        assert_eq!(code, "VRJ01", "{err}");
+        assert!(err.contains("lapsed"), "{err}");
+        nothing_appended(t, seq).await;
+        by_hand = Some(conn);
+    }
+
+    // Back inside the lease, the same writes are made: by hand on PostgreSQL, through the store
+    // on both backends.
+    store.set_manual_time(&shifted(&until, -1)).await.unwrap();
+    let mut appended = 0;
+    if let Some(conn) = by_hand.as_mut() {
+        name_time(conn, &shifted(&until, -1)).await;
+        let mut other = refused.clone();
+        other["detail"] = json!("written by hand");
+        let [one, _] = put_calls(Table::VerificationRequests, VERIFIER, "verifier", &other);
+        try_sql(conn, &one).await.unwrap();
+        appended += 1;
+    }
+    store
+        .put_claimed(&first, &claim1, DocKind::Request, &refused)
+        .await
+        .unwrap();
+    store
+        .record_run_status_claimed(&first, &claim1, &run1, RunStatus::Started, None)
+        .await
+        .unwrap();
+    assert_eq!(head_seq(t).await, seq + appended + 2);
+
+    // The first claim lapses again and the second verifier takes the job over; then its own
+    // lease lapses before it records the takeover.
+    let until = lease_until(t, job).await;
+    store.set_manual_time(&shifted(&until, 1)).await.unwrap();
+    let c2 = queue
+        .claim_job(&second, JobKind::Verify, "h-2", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((c2.id, c2.fencing), (job, 2));
+    let claim2 = JobClaim {
+        job,
+        fencing: 2,
+        lease,
+    };
+    let until = lease_until(t, job).await;
+    store.set_manual_time(&shifted(&until, 1)).await.unwrap();
+    let record = takeover(OTHER, &run1, s.as_str(), job, 1, 2);
+    let seq = head_seq(t).await;
+    stale(
+        store
+            .put_claimed(&second, &claim2, DocKind::Request, &record)
+            .await
+            .unwrap_err(),
+        2,
+    );
+    stale(
+        store
+            .record_run_status_claimed(&second, &claim2, &run1, RunStatus::Cancelled, None)
+            .await
+            .unwrap_err(),
+        2,
+    );
+    nothing_appended(t, seq).await;
+    if let Some(conn) = by_hand.take() {
+        conn.close().await.unwrap();
+        let (mut conn, _) = principal_login(t, OTHER, Role::Verifier).await;
+        name_time(&mut conn, &shifted(&until, 1)).await;
+        let end = json!({"run_id": run1, "n": 2, "status": "cancelled"});
+        for (table, doc, why) in [
+            (
+                Table::VerificationRequests,
+                &record,
+                "only while it holds the claim",
+            ),
+            (Table::RunEvents, &end, "does not belong to verifier"),
+        ] {
+            for sql in put_calls(table, OTHER, "verifier", doc) {
+                let (code, err) = refusal_of(&mut conn, &sql).await;
+                assert_eq!(code, "42501", "{sql}: {err}");
+                assert!(err.contains(why), "{sql}: {err}");
+            }
+        }
+        nothing_appended(t, seq).await;
+        conn.close().await.unwrap();
+    }
+    // Inside the second claim's lease the takeover is recorded and the run ended.
+    store.set_manual_time(&shifted(&until, -1)).await.unwrap();
+    store
+        .put_claimed(&second, &claim2, DocKind::Request, &record)
+        .await
+        .unwrap();
+    store
+        .record_run_status_claimed(&second, &claim2, &run1, RunStatus::Cancelled, None)
+        .await
+        .unwrap();
+    assert_eq!(head_seq(t).await, seq + 2);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(a_claim_whose_lease_lapsed_writes_nothing_under_it);
+
 /// The batched call of `table`'s routine appending `docs`, in order, as `principal` in `role`.
 fn batch_call(table: Table, principal: &str, role: &str, docs: &[serde_json::Value]) -> String {
     let (mut keys, mut digests, mut bodies) = (Vec::new(), Vec::new(), Vec::new());

@@ -1,0 +1,8 @@
+-- verdict store, SQLite schema version 17: nothing changes here.
+--
+-- Version 17 makes a job's claim count only while its lease holds at the store's time, and keeps
+-- every time of the job queue on the store's time (the system clock, or the time the handle set
+-- on a store that keeps a manual clock). On SQLite the store checks this in code, in the
+-- `BEGIN IMMEDIATE` transaction of each heartbeat, completion, failure and write made under a
+-- claim; PostgreSQL's routines hold the same checks for every caller, and also measure a
+-- verifier's admission lease from the store's time on a manual-clock store.
