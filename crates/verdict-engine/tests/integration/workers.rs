@@ -26,6 +26,16 @@ use verdict_store::{About, Actor, DocKind, JobClaim, JobFilter, JobKind, JobStat
 
 struct Classes(VerifiersFile);
 
+/// Moves the store's manual clock `by` forward. The queue keeps the store's time, so on the
+/// tests' manual clock a lease lapses, or a back-off ends, only when the test says so.
+async fn advance(w: &World, by: Duration) {
+    let now = w.engine.store().now().await.unwrap();
+    let later = verdict_core::contracts::Timestamp::from_unix_nanos(
+        now.unix_nanos() + i128::try_from(by.as_nanos()).unwrap(),
+    );
+    w.engine.set_manual_time(&later).await.unwrap();
+}
+
 impl ClassSource for Classes {
     fn resolve(&self, name: &str) -> Result<ResolvedClass, String> {
         self.0
@@ -293,7 +303,7 @@ async fn a_stalled_workers_job_is_taken_over_and_its_late_completion_refused() {
                 .await
                 .unwrap(),
         );
-        // A worker claims the verify job with a lease that lapses at once, then stalls (a
+        // A worker claims the verify job with a millisecond's lease, then stalls (a
         // paused process, say): it never renews and never gets to its work.
         let stalled = Actor::new(
             w.rev.name().as_str(),
@@ -312,7 +322,7 @@ async fn a_stalled_workers_job_is_taken_over_and_its_late_completion_refused() {
             .await
             .unwrap()
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        advance(&w, Duration::from_secs(1)).await;
         // Another verifier takes the job over and does it.
         let taken = w
             .engine
@@ -423,7 +433,7 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
                 .await
                 .unwrap(),
         );
-        // The first worker claims the verify job with a lease that lapses at once and never
+        // The first worker claims the verify job with a millisecond's lease and never
         // renews it (a paused process): it admits its run and is stuck in the model call.
         let stalled = Actor::new(
             w.rev.name().as_str(),
@@ -467,7 +477,7 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
         while srv.arrived.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        advance(&w, Duration::from_secs(1)).await;
         // Another worker takes the job over: it ends the stalled run, and its own run is
         // admitted although the request allows one run only.
         let taken = w
@@ -583,7 +593,7 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
             lease: Duration::from_secs(60),
             verifier: None,
             checks: Some(kit.clone()),
-            // Short, so five attempts fit a test; the queue's clock is real time.
+            // The store's manual clock is moved on by the test while nothing is claimable.
             back_off: Duration::from_millis(20),
         };
         let mut seen = Vec::new();
@@ -596,7 +606,7 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
                 .unwrap()
             {
                 // Not ready again before its back-off.
-                Worked::Idle => tokio::time::sleep(Duration::from_millis(20)).await,
+                Worked::Idle => advance(&w, Duration::from_millis(20)).await,
                 Worked::Failed { job, why } => {
                     if let (JobState::Ready, Some(at)) = (job.state, &job.not_before) {
                         not_before.push(at.unix_nanos());
@@ -749,7 +759,7 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
         }
         let mut tries = 0;
         let taken = loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            advance(&w, Duration::from_secs(1)).await;
             if let Some(j) = queue
                 .claim_job(&runner, JobKind::Checks, "other", Duration::from_secs(60))
                 .await
@@ -816,7 +826,7 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
                 .await
                 .unwrap(),
         );
-        // rev claims the verify job with a lease that lapses at once and, while its claim is
+        // rev claims the verify job with a millisecond's lease and, while its claim is
         // still the job's current one, admits its run.
         let stalled = Actor::new(
             w.rev.name().as_str(),
@@ -841,9 +851,9 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
             .await
             .unwrap();
         assert!(!pre.skipped, "{pre:?}");
-        // Its lease lapses and rev2 takes the job over (claim 2), with a lease that lapses at
-        // once too.
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        // The store's time passes its lease and rev2 takes the job over (claim 2), with a
+        // millisecond's lease too.
+        advance(&w, Duration::from_secs(1)).await;
         let rev2 = Actor::new(
             w.rev2.name().as_str(),
             verdict_core::contracts::Role::Verifier,
@@ -921,7 +931,7 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
 
         // The next claim (rev2's second, claim 3) ends rev's run: the takeover record and the
         // run's end are written by rev2, the claimant, not by the engine.
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        advance(&w, Duration::from_secs(1)).await;
         let from = audit_len(&w).await;
         let worked = w
             .engine
