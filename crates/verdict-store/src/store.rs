@@ -1436,12 +1436,15 @@ impl<B: Backend> Store for StoreImpl<B> {
     async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {
         match self.clock().await? {
             StoreClock::Manual => {
-                let micros = i64::try_from(now.unix_nanos().div_euclid(1000)).map_err(|_| {
-                    StoreError::Invalid {
-                        what: "manual time",
-                        message: format!("{now} is out of the store's range"),
-                    }
-                })?;
+                // Rounded up to the database's microseconds, so a lease the store measures
+                // from `now` is never longer there than here.
+                let micros =
+                    i64::try_from((now.unix_nanos() + 999).div_euclid(1000)).map_err(|_| {
+                        StoreError::Invalid {
+                            what: "manual time",
+                            message: format!("{now} is out of the store's range"),
+                        }
+                    })?;
                 *self.manual_now() = Some(now.clone());
                 self.backend.manual_time().set(micros);
                 Ok(())
