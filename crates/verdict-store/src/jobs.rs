@@ -6,11 +6,14 @@
 //! writes (check evidence, runs and results, gate decisions), so `audit verify` neither covers
 //! the queue nor needs it. What the queue guarantees is who may finish a job: every claim
 //! increments the job's fencing token, and a heartbeat, completion or failure is refused
-//! ([`StoreError::StaleClaim`]) unless it carries the current token and comes from the
-//! principal that claimed. A claim takes a ready job, or one whose lease lapsed; on PostgreSQL
-//! with `FOR UPDATE SKIP LOCKED` inside a SECURITY DEFINER routine, on SQLite inside a
-//! `BEGIN IMMEDIATE` transaction. Lease times are the database's clock on PostgreSQL and the
-//! system clock on SQLite (one machine): a lease measures elapsed time, never authority.
+//! ([`StoreError::StaleClaim`]) unless it carries the current token, comes from the principal
+//! that claimed, and its lease holds (a lapsed claim is lost though nobody took the job yet).
+//! A claim takes a ready job, or one whose lease lapsed; on PostgreSQL with
+//! `FOR UPDATE SKIP LOCKED` inside a SECURITY DEFINER routine, on SQLite inside a
+//! `BEGIN IMMEDIATE` transaction. Every time is the store's: the database's clock on
+//! PostgreSQL, the system clock on SQLite (one machine), or on a store that keeps a manual
+//! clock the time the handle set, which the PostgreSQL routines are given with each
+//! transaction.
 
 use crate::actor::{Actor, ActorRole};
 use crate::error::{Result, StoreError};
@@ -175,8 +178,9 @@ pub struct Job {
 }
 
 /// A worker's claim on a job, presented with a write done for the job: the store makes the
-/// write only while the claim is the job's current one, checked and renewed (for `lease` from
-/// now) in the same transaction as the write, and refuses it otherwise
+/// write only while the claim is the job's current one and its lease holds at the store's time,
+/// checked and renewed (for `lease` from now) in the same transaction as the write, and refuses
+/// it otherwise
 /// ([`StoreError::StaleClaim`]) with nothing written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobClaim {
@@ -235,7 +239,8 @@ pub trait JobQueue: Send + Sync {
         lease: Duration,
     ) -> Result<Option<Job>>;
 
-    /// Extends the lease of a job the caller holds under `fencing` to `lease` from now.
+    /// Extends the lease of a job the caller holds under `fencing` to `lease` from now; a lease
+    /// that already lapsed is not extended (the claim is lost).
     async fn heartbeat(&self, actor: &Actor, id: i64, fencing: i64, lease: Duration)
     -> Result<Job>;
 

@@ -253,9 +253,10 @@ pub trait Store: Send + Sync {
     /// execution (or mission) of the subject the evidence is about, and that subject is stored:
     /// true on PostgreSQL for a runner acting as its own database identity on a store that
     /// keeps the system clock (the routine reads the database's clock, which is the store's
-    /// time there; a manual clock is kept per handle, which the database cannot see). Where
-    /// true, a caller need not read the subject and grants before the write to keep out what
-    /// the write would refuse anyway; it still reads them to say why, when the write is refused.
+    /// time there; a manual clock is kept per handle, and that routine does not read it).
+    /// Where true, a caller need not read the subject and grants before the write to keep out
+    /// what the write would refuse anyway; it still reads them to say why, when the write is
+    /// refused.
     async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool>;
 
     /// The clock the store keeps: the one chosen when it was initialised, else the system's.

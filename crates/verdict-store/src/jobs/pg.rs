@@ -1,7 +1,9 @@
 //! The job queue on PostgreSQL: every change is one call of a SECURITY DEFINER routine of
 //! schema 9 (`job_enqueue`, `job_claim`, `job_heartbeat`, `job_complete`, `job_fail`), which
 //! checks the identity acting and the role the call claims, and keeps every time on the
-//! database's clock. Each call runs in a transaction acting as the actor's identity.
+//! store's time (`verdict._store_now()`: the database's clock, or the manual time the handle
+//! names at the start of the transaction). Each call runs in a transaction acting as the
+//! actor's identity.
 
 use super::wake::Signals;
 use super::{
