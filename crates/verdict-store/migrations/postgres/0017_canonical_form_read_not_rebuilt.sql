@@ -13,9 +13,11 @@
 --   lower-case hex for the other characters below U+0020, every other character as it is).
 --   Whitespace, any other escape (\/, \u0041, upper-case hex) and a character below U+0020 as
 --   it is all fail it. Its first form admits numbers only as integers written as ECMAScript
---   writes them with at most 15 digits (so below 2^53 - 1), never "-0"; when only the second
---   form (any JSON number) matches, every number is afterwards compared with the text the
---   rebuild writes for it (_jcs_number, or the integer's digits).
+--   writes them with at most 15 digits (so below 2^53 - 1), never "-0". When only the second
+--   form (any JSON number) matches, the pass below compares every number with the text the
+--   rebuild writes for it (_jcs_number, or the integer's digits); a stretch between two strings
+--   holding such a number among other tokens (an array of numbers, say) is then left to the
+--   rebuild.
 -- - One pass over the text cut at its quotes (once \\ and \" are set aside, the quotes left are
 --   exactly the strings' ends) keeps the depth and, for each depth, the last member name met
 --   there. A name that is not the first of its object (the text before it does not end with
@@ -24,8 +26,8 @@
 --   as the characters they stand for. In a text without characters U+E000 to U+FFFF the order
 --   of the names' bytes (COLLATE "C") is their order by UTF-16 code units.
 -- Whatever this reading does not accept (a text holding a character U+E000 to U+FFFF, tokens
--- the expressions refuse, names out of order or repeated, a number written otherwise, nesting
--- deeper than the 128 levels verdict's reader takes) is rebuilt as before by _jcs, the same
+-- the expressions refuse, names out of order or repeated, a number written otherwise or among
+-- others as just said, nesting deeper than the 128 levels verdict's reader takes) is rebuilt as before by _jcs, the same
 -- expression _canonical held (built by the same code in version 8), with the order chosen the
 -- same way. So _canonical returns exactly what it returned before, and a body is refused exactly
 -- when, and with the error with which, it was refused before.
@@ -90,28 +92,32 @@ BEGIN
             END IF;
             v_last[v_depth] := v_name;
         END IF;
-        -- Nesting deeper than the reader's 128 levels sets the depth to 1000 or more, where it
-        -- stays: a text that deep goes to the rebuild below, as every text did before.
+        -- The depth after this part. Two things set it to 1000 or more instead, where it stays,
+        -- so that the text goes to the rebuild below: nesting deeper than the 128 levels
+        -- verdict's reader takes; and, when some number is not a plain integer, a part holding
+        -- a number that is not written as the rebuild writes it (_jcs_number, or an integer's
+        -- digits), or holding other tokens besides a number that is not a plain integer
+        -- (between strings, digits are numbers' only).
         v_depth := CASE WHEN v_depth >= 1000 THEN 1000 ELSE v_depth + CASE v_parts[i]
             WHEN ':' THEN 0 WHEN ',' THEN 0 WHEN '},' THEN -1 WHEN '],' THEN -1
             WHEN ':{' THEN CASE WHEN v_depth < 128 THEN 1 ELSE 1000 END
             WHEN ':[' THEN CASE WHEN v_depth < 128 THEN 1 ELSE 1000 END
-            ELSE CASE WHEN v_depth + length(v_parts[i]) - length(replace(replace(v_parts[i], '{', ''), '[', '')) > 128
-                THEN 1000
+            ELSE CASE
+                WHEN v_depth + length(v_parts[i]) - length(replace(replace(v_parts[i], '{', ''), '[', '')) > 128
+                    THEN 1000
+                WHEN v_numbers AND v_parts[i] ~ '[0-9]' AND NOT CASE
+                    WHEN btrim(v_parts[i], ':,[]{}') ~ '^-?[0-9][-+.eE0-9]*$'
+                        THEN btrim(v_parts[i], ':,[]{}') IS NOT DISTINCT FROM CASE
+                            WHEN scale(btrim(v_parts[i], ':,[]{}')::numeric) = 0
+                                AND abs(btrim(v_parts[i], ':,[]{}')::numeric) <= 9007199254740991
+                            THEN btrim(v_parts[i], ':,[]{}')::numeric::text
+                            ELSE verdict._jcs_number(btrim(v_parts[i], ':,[]{}')::numeric) END
+                    ELSE v_parts[i] ~ '^(?:[][{}:,]|true|false|null|(?:0|-?[1-9][0-9]{0,14})(?![0-9]))*$' END
+                    THEN 1000
                 ELSE length(replace(replace(v_parts[i], '}', ''), ']', ''))
                     - length(replace(replace(v_parts[i], '{', ''), '[', '')) END END END;
     END LOOP;
     IF v_depth <> 0 THEN
-        RETURN verdict._jcs(p, false);
-    END IF;
-    -- Some number is not a plain integer: each must be what the rebuild writes for it (between
-    -- strings, digits are numbers' only).
-    IF v_numbers AND EXISTS (SELECT FROM unnest(v_parts) WITH ORDINALITY AS u(s, i)
-            CROSS JOIN LATERAL regexp_matches(u.s, '-?[0-9][-+.eE0-9]*', 'g') AS m(t)
-            WHERE u.i % 2 = 1
-                AND (CASE WHEN scale(m.t[1]::numeric) = 0 AND abs(m.t[1]::numeric) <= 9007199254740991
-                    THEN m.t[1]::numeric::text ELSE verdict._jcs_number(m.t[1]::numeric) END)
-                    IS DISTINCT FROM m.t[1]) THEN
         RETURN verdict._jcs(p, false);
     END IF;
     RETURN p_text;
