@@ -27,10 +27,10 @@
 --   of the names' bytes (COLLATE "C") is their order by UTF-16 code units.
 -- Whatever this reading does not accept (a text holding a character U+E000 to U+FFFF, tokens
 -- the expressions refuse, names out of order or repeated, a number written otherwise or among
--- others as just said, nesting deeper than the 128 levels verdict's reader takes) is rebuilt as before by _jcs, the same
--- expression _canonical held (built by the same code in version 8), with the order chosen the
--- same way. So _canonical returns exactly what it returned before, and a body is refused exactly
--- when, and with the error with which, it was refused before.
+-- others as just said, nesting deeper than the 128 levels verdict's reader takes) is rebuilt
+-- as before by _jcs, the same expression _canonical held (built by the same code in version 8),
+-- with the order chosen the same way. So _canonical returns exactly what it returned before,
+-- and a body is refused exactly when, and with the error with which, it was refused before.
 --
 -- What _canonical now assumes of its caller: `p` is `p_text` parsed (once the text reads as
 -- canonical, it returns `p_text` itself). Every write routine calls it so. _cas also asked it
