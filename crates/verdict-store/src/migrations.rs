@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -100,6 +100,11 @@ pub const SQLITE: &[Migration] = &[
         version: 17,
         name: "claims_lapse_at_the_stores_time",
         sql: include_str!("../migrations/sqlite/0017_claims_lapse_at_the_stores_time.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "canonical_form_read_not_rebuilt",
+        sql: include_str!("../migrations/sqlite/0018_canonical_form_read_not_rebuilt.sql"),
     },
 ];
 
@@ -189,6 +194,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 17,
         name: "claims_lapse_at_the_stores_time",
         sql: include_str!("../migrations/postgres/0017_claims_lapse_at_the_stores_time.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "canonical_form_read_not_rebuilt",
+        sql: include_str!("../migrations/postgres/0018_canonical_form_read_not_rebuilt.sql"),
     },
 ];
 

@@ -14,6 +14,7 @@ use crate::authority::connect_as;
 use crate::common;
 
 use common::*;
+use proptest::prelude::*;
 use serde_json::{Value, json};
 use sqlx::Connection as _;
 use verdict_core::contracts::Role;
@@ -789,4 +790,471 @@ async fn the_database_writes_the_canonical_form_verdict_writes() {
         assert!(report.is_intact(), "{:#?}", report.problems);
         t.cleanup().await;
     }
+}
+
+/// Characters of every kind a string can hold (U+0000 aside, which jsonb cannot): the ones
+/// escaped by name or as `\u00xx`, the quote and backslash, the solidus, brackets and
+/// punctuation the structure also uses, ones ordered otherwise by UTF-16 code units than by
+/// their bytes (U+E000 to U+FFFF against supplementary ones), and any other.
+fn arb_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        8 => proptest::char::range('a', 'e'),
+        2 => proptest::char::range('\u{1}', '\u{1f}'),
+        1 => Just('"'),
+        1 => Just('\\'),
+        1 => Just('/'),
+        1 => prop::sample::select(vec!['{', '}', '[', ']', ':', ',', ' ']),
+        1 => prop::sample::select(vec!['\u{7f}', '\u{2028}', 'é', '\u{fb33}', '\u{e000}', '\u{ffff}']),
+        1 => prop::sample::select(vec!['\u{1f600}', '\u{10000}', '\u{10ffff}']),
+        1 => any::<char>().prop_filter("jsonb holds no U+0000", |c| *c != '\0'),
+    ]
+}
+
+fn arb_string(len: usize) -> impl Strategy<Value = String> {
+    prop::collection::vec(arb_char(), 0..len).prop_map(|v| v.into_iter().collect())
+}
+
+/// Numbers as verdict's reader takes them: integers and doubles within ±(2^53 − 1), either side
+/// of where ECMAScript switches to exponents, and subnormals.
+fn arb_number() -> impl Strategy<Value = Value> {
+    const SAFE: i64 = 9_007_199_254_740_991;
+    prop_oneof![
+        (-SAFE..=SAFE).prop_map(|n| json!(n)),
+        (-1000_i64..1000).prop_map(|n| json!(n)),
+        (-(1_i64 << 20)..(1_i64 << 20), -30_i32..30)
+            .prop_map(|(m, e)| m as f64 * 10_f64.powi(e))
+            .prop_filter("within the reader's range", |f| f.abs() <= SAFE as f64)
+            .prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite, within the reader's range", |f| f.is_finite()
+                && f.abs() <= SAFE as f64)
+            .prop_map(|f| json!(f)),
+        prop::num::f64::SUBNORMAL.prop_map(|f| json!(f)),
+    ]
+}
+
+fn arb_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        arb_number(),
+        arb_string(8).prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map(arb_string(4), inner, 0..7)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// How a text departs from the canonical form at the `at`-th object (in document order) with
+/// enough members: two neighbouring members swapped, or one written twice.
+#[derive(Clone, Copy)]
+enum Twist {
+    Swap,
+    Twice,
+}
+
+/// `v` written as the canonical form would, but for `twist`.
+fn write_twisted(v: &Value, twist: Twist, at: &mut Option<usize>, pick: usize, out: &mut String) {
+    match v {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_twisted(item, twist, at, pick, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            let mut twice = None;
+            let enough = match twist {
+                Twist::Swap => members.len() >= 2,
+                Twist::Twice => !members.is_empty(),
+            };
+            if enough {
+                match *at {
+                    Some(0) => {
+                        match twist {
+                            Twist::Swap => {
+                                let j = pick % (members.len() - 1);
+                                members.swap(j, j + 1);
+                            }
+                            Twist::Twice => twice = Some(pick % members.len()),
+                        }
+                        *at = None;
+                    }
+                    Some(n) => *at = Some(n - 1),
+                    None => {}
+                }
+            }
+            out.push('{');
+            let mut first = true;
+            for (i, (k, v)) in members.iter().enumerate() {
+                for _ in 0..if twice == Some(i) { 2 } else { 1 } {
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    out.push_str(&canonical(&Value::String((*k).clone())));
+                    out.push(':');
+                    write_twisted(v, twist, at, pick, out);
+                }
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&canonical(scalar)),
+    }
+}
+
+/// Where a canonical text can be spelt otherwise: the places between its tokens, each
+/// character or escape inside its strings, and its numbers (byte ranges).
+struct Spots {
+    gaps: Vec<usize>,
+    units: Vec<(usize, usize)>,
+    numbers: Vec<(usize, usize)>,
+}
+
+fn spots(c: &str) -> Spots {
+    let b = c.as_bytes();
+    let mut s = Spots {
+        gaps: vec![0, c.len()],
+        units: vec![],
+        numbers: vec![],
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while b[i] != b'"' {
+                    let start = i;
+                    i += match b[i] {
+                        b'\\' if b[i + 1] == b'u' => 6,
+                        b'\\' => 2,
+                        _ => c[i..].chars().next().unwrap().len_utf8(),
+                    };
+                    s.units.push((start, i));
+                }
+                i += 1;
+            }
+            b'{' | b'[' | b':' | b',' => {
+                i += 1;
+                s.gaps.push(i);
+            }
+            b'}' | b']' => {
+                s.gaps.push(i);
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                s.numbers.push((start, i));
+            }
+            _ => i += 1,
+        }
+    }
+    s
+}
+
+/// The same string character (or escape) spelt another way JSON allows, if there is one.
+fn respelt_unit(u: &str, pick: usize) -> Option<String> {
+    if let Some(rest) = u.strip_prefix('\\') {
+        let code = match rest.as_bytes()[0] {
+            b'"' => 0x22,
+            b'\\' => 0x5c,
+            b'b' => 0x8,
+            b'f' => 0xc,
+            b'n' => 0xa,
+            b'r' => 0xd,
+            b't' => 0x9,
+            // `\u00xx`: upper-case hex, where it has letters.
+            _ => {
+                return rest[1..]
+                    .bytes()
+                    .any(|h| h.is_ascii_lowercase())
+                    .then(|| format!("\\u{}", rest[1..].to_ascii_uppercase()));
+            }
+        };
+        return Some(format!("\\u{code:04x}"));
+    }
+    let ch = u.chars().next()?;
+    if ch == '/' && pick.is_multiple_of(2) {
+        return Some("\\/".into());
+    }
+    let mut units = [0_u16; 2];
+    Some(
+        ch.encode_utf16(&mut units)
+            .iter()
+            .map(|w| {
+                if pick.is_multiple_of(3) {
+                    format!("\\u{w:04X}")
+                } else {
+                    format!("\\u{w:04x}")
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The same number spelt another way JSON allows.
+fn respelt_number(u: &str, pick: usize) -> String {
+    if u.contains('e') {
+        if pick.is_multiple_of(2) {
+            u.replace('e', "E")
+        } else if u.contains('+') {
+            u.replace('+', "")
+        } else {
+            u.replace("e-", "e-0")
+        }
+    } else if u.contains('.') {
+        if pick.is_multiple_of(2) {
+            format!("{u}0")
+        } else {
+            format!("{u}e0")
+        }
+    } else if u == "0" {
+        ["-0", "0.0", "0e0"][pick % 3].to_owned()
+    } else {
+        [format!("{u}.0"), format!("{u}e0"), format!("{u}E+00")][pick % 3].clone()
+    }
+}
+
+/// Whether the reading of schema 18 leaves `c`, a canonical text, to the rebuild: it holds a
+/// character U+E000 to U+FFFF, or a stretch between two strings holds a number other than an
+/// integer of at most 15 digits among other tokens.
+fn left_to_the_rebuild(c: &str) -> bool {
+    if c.chars().any(|ch| ('\u{e000}'..='\u{ffff}').contains(&ch)) {
+        return true;
+    }
+    let plain = |t: &str| {
+        let digits = t.strip_prefix('-').unwrap_or(t);
+        t == "0"
+            || (digits.len() <= 15
+                && !digits.starts_with('0')
+                && !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut stretches = vec![String::new()];
+    let (mut in_string, mut escaped) = (false, false);
+    for ch in c.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if ch == '\\' {
+                escaped = true;
+            } else if ch == '"' {
+                in_string = false;
+                stretches.push(String::new());
+            }
+        } else if ch == '"' {
+            in_string = true;
+        } else {
+            stretches.last_mut().unwrap().push(ch);
+        }
+    }
+    stretches.iter().any(|s| {
+        let tokens: Vec<&str> = s
+            .split(|ch| "[]{}:,".contains(ch))
+            .filter(|t| !t.is_empty())
+            .collect();
+        tokens.len() >= 2
+            && tokens
+                .iter()
+                .any(|t| t.starts_with(|ch: char| ch == '-' || ch.is_ascii_digit()) && !plain(t))
+    })
+}
+
+/// The canonical text of `v` and texts of the same JSON that are not canonical: whitespace
+/// between tokens, members out of order, a member named twice, a string character or escape
+/// spelt otherwise, a number spelt otherwise. Texts that came out canonical are left out.
+fn spellings(v: &Value, picks: (usize, usize, usize)) -> (String, Vec<String>) {
+    let c = canonical(v);
+    let (p, q, r) = picks;
+    let mut texts = vec![];
+    for twist in [Twist::Swap, Twist::Twice] {
+        let mut out = String::new();
+        write_twisted(v, twist, &mut Some(p % 4), q, &mut out);
+        texts.push(out);
+    }
+    let s = spots(&c);
+    let gap = s.gaps[q % s.gaps.len()];
+    texts.push(format!(
+        "{}{}{}",
+        &c[..gap],
+        [" ", "\n", "\t", "\r"][r % 4],
+        &c[gap..]
+    ));
+    if !s.units.is_empty() {
+        let (from, to) = s.units[p % s.units.len()];
+        if let Some(other) = respelt_unit(&c[from..to], r) {
+            texts.push(format!("{}{other}{}", &c[..from], &c[to..]));
+        }
+    }
+    if !s.numbers.is_empty() {
+        let (from, to) = s.numbers[r % s.numbers.len()];
+        texts.push(format!(
+            "{}{}{}",
+            &c[..from],
+            respelt_number(&c[from..to], q),
+            &c[to..]
+        ));
+    }
+    texts.retain(|t| *t != c);
+    (c, texts)
+}
+
+/// What the database makes of each text: `_canonical` (schema 18), the rebuild `_jcs` that
+/// `_canonical` was until schema 16 (same expression, same order), and the reading of the text
+/// alone (`_canonical` with every way to the rebuild made to return NULL instead).
+async fn read_by_the_database(
+    conn: &mut sqlx::PgConnection,
+    texts: &[String],
+) -> Vec<(Option<String>, Option<String>, Option<String>)> {
+    sqlx::query_as(
+        r"SELECT verdict._canonical(u.t::jsonb, u.t),
+                 verdict._jcs(u.t::jsonb, octet_length(u.t) <> length(u.t) AND u.t ~ '[\uE000-\uFFFF]'),
+                 pg_temp.canonical_read(u.t::jsonb, u.t)
+          FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i",
+    )
+    .bind(texts)
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+/// `c`, verdict's canonical text of some JSON, and `others`, texts of the same JSON that are not
+/// canonical, as the database reads them: `_canonical` returns for each exactly what the
+/// schema-16 rebuild returns, and the text itself exactly for `c`; the reading alone never
+/// returns anything but `c`, and returns `c` unless `read` is false (nesting past the reader's
+/// limit) or `left_to_the_rebuild` says why not.
+async fn read_as_before(
+    conn: &mut sqlx::PgConnection,
+    c: &str,
+    others: Vec<String>,
+    read: bool,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let texts: Vec<String> = std::iter::once(c.to_owned()).chain(others).collect();
+    let read = read && !left_to_the_rebuild(c);
+    let outcomes = read_by_the_database(conn, &texts).await;
+    for (text, (now, before, alone)) in texts.iter().zip(outcomes) {
+        prop_assert_eq!(&now, &before, "{} changed its verdict", text);
+        let canonical = text == c;
+        prop_assert_eq!(
+            now.as_ref() == Some(text),
+            canonical,
+            "{} (verdict writes {})",
+            text,
+            c
+        );
+        if alone.is_some() {
+            prop_assert_eq!(alone.as_ref(), Some(text), "{}", text);
+            prop_assert!(
+                canonical,
+                "the reading alone accepts {} (verdict writes {})",
+                text,
+                c
+            );
+        }
+        if canonical && read {
+            prop_assert_eq!(
+                alone.as_ref(),
+                Some(text),
+                "the reading alone refuses {}",
+                text
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The canonical-form check of schema 18, differentially: over generated JSON of every shape
+/// (strings with every kind of character and escape, numbers of every shape, nested objects and
+/// arrays, names ordered otherwise by UTF-16 code units than by bytes), the text verdict writes
+/// and texts of the same JSON spelt otherwise (whitespace, members swapped or named twice,
+/// escapes and numbers spelt otherwise), and nesting on either side of the reader's limit:
+/// `_canonical` returns for every text exactly what the schema-16 rebuild returns, so it accepts
+/// (returns the text itself) exactly verdict's canonical text; the reading of the text alone
+/// never accepts anything else, and accepts verdict's text itself unless it goes to the rebuild
+/// for a reason the migration gives (a character U+E000 to U+FFFF, nesting past 128 levels, a
+/// number other than a plain integer among other tokens). PostgreSQL only: SQLite has no such
+/// function (the store checks bodies in code on both backends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_reads_the_canonical_form_as_verdict_writes_it() {
+    use proptest::test_runner::{Config, TestRunner};
+    let t = postgres().await;
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let def: String = sqlx::query_scalar(
+        "SELECT pg_get_functiondef('verdict._canonical(jsonb, text)'::regprocedure)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(def.matches("RETURN verdict._jcs(p, ").count(), 4, "{def}");
+    let read = def
+        .replace(
+            "FUNCTION verdict._canonical(",
+            "FUNCTION pg_temp.canonical_read(",
+        )
+        .replace("RETURN verdict._jcs(p, true);", "RETURN NULL;")
+        .replace("RETURN verdict._jcs(p, false);", "RETURN NULL;");
+    assert!(!read.contains("_jcs(") && !read.contains("verdict._canonical("));
+    sqlx::query(sqlx::AssertSqlSafe(read))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    // Nesting up to the reader's 128 levels, and past it, objects and arrays; the same with two
+    // members swapped at the bottom.
+    for depth in [127, 128, 129, 300] {
+        for (open, close) in [("{\"a\":", "}"), ("[", "]")] {
+            let c = format!(
+                "{}{{\"b\":1,\"c\":2}}{}",
+                open.repeat(depth - 1),
+                close.repeat(depth - 1)
+            );
+            let swapped = c.replace("{\"b\":1,\"c\":2}", "{\"c\":2,\"b\":1}");
+            let reads = depth <= 128;
+            read_as_before(&mut conn, &c, vec![swapped], reads)
+                .await
+                .unwrap();
+            let (_, _, alone) = read_by_the_database(&mut conn, std::slice::from_ref(&c))
+                .await
+                .remove(0);
+            assert_eq!(alone.is_some(), reads, "{depth} levels");
+        }
+    }
+
+    let conn = tokio::sync::Mutex::new(conn);
+    let handle = tokio::runtime::Handle::current();
+    let mut runner = TestRunner::new(Config {
+        cases: 384,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (arb_value(), any::<(usize, usize, usize)>());
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |(v, picks)| {
+            let (c, others) = spellings(&v, picks);
+            handle
+                .block_on(async { read_as_before(&mut *conn.lock().await, &c, others, true).await })
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    conn.into_inner().close().await.unwrap();
+    t.cleanup().await;
 }

@@ -1,0 +1,6 @@
+-- verdict store, SQLite schema version 18: nothing changes here.
+--
+-- Version 17 makes PostgreSQL's canonical-form check of a body read the body's text first and
+-- rebuild the canonical form from the parsed body only when that reading does not accept it;
+-- what it refuses is unchanged. SQLite has no write routines: the store checks a body's form in
+-- code before it writes, on both backends.
