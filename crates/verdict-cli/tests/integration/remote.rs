@@ -491,6 +491,30 @@ fn differential(local: Store, served: Store) {
             .any(|s| s.args == "status ex-1" && s.stdout.starts_with("ex-1: pass applies")),
         "{here:#?}"
     );
+    // Blobs, exports and the ledger answered, each for whoever may read it.
+    let answered = |prefix: &str, has: &str| {
+        here.iter()
+            .any(|s| s.args.starts_with(prefix) && s.code == Some(0) && s.stdout.contains(has))
+    };
+    assert!(answered("blob put change.diff", "sha256:"), "{here:#?}");
+    assert!(answered("blob get sha256:", "+fn added() {}"), "{here:#?}");
+    assert!(answered("export junit ex-1", "<testsuite"), "{here:#?}");
+    assert!(
+        answered("export github ex-1", "\"commit_status\""),
+        "{here:#?}"
+    );
+    assert!(
+        answered("ledger --format json", "verdict.ledger/v1"),
+        "{here:#?}"
+    );
+    assert!(answered("ledger --format csv", ","), "{here:#?}");
+    let refused = |args: &str| {
+        here.iter()
+            .filter(|s| s.args == args && s.code == Some(2))
+            .count()
+    };
+    assert_eq!(refused("ledger"), 1, "{here:#?}");
+    assert_eq!(refused("export junit ex-2"), 1, "{here:#?}");
 }
 
 #[test]
