@@ -64,6 +64,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     {
         return verify(file, keys, *json);
     }
+    // Refused before the key file is read: it is never sent anywhere.
+    crate::remote::refuse_remote(
+        &args.common,
+        "it signs with a key file kept here, and a signing key never leaves the machine it is kept on",
+    )?;
     let (Some(decision), Some(key)) = (&args.decision, &args.key) else {
         anyhow::bail!("give the decision's evaluation key and --key");
     };

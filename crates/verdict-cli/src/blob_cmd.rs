@@ -1,8 +1,9 @@
 //! `blob put FILE` and `blob get DIGEST`: the bytes a subject names by raw digest, kept in the
-//! store. Thin over the engine's `put_blob` and `blob`.
+//! store. Thin over the engine's `put_blob` and `blob`, or their routes with `--server`.
 
 use crate::audit_cmd::write_out;
 use crate::lifecycle_cmd::{Common, Ctx, runtime};
+use crate::remote::segment;
 use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,26 +50,44 @@ pub fn run(cmd: BlobCommand) -> Result<ExitCode> {
             } => {
                 let bytes = crate::input::read_all(&file)?;
                 let digest = verdict_core::digest::raw(&bytes);
-                let ctx = Ctx::open(&common).await?;
-                let put = ctx
-                    .engine
-                    .put_blob(
-                        &ctx.caller().await?,
-                        digest.as_str(),
-                        &bytes,
-                        media_type.as_deref(),
-                    )
-                    .await?;
-                outln!("{}", put.blob.digest)?;
+                let stored = if let Some(remote) = crate::remote::client(&common)? {
+                    let put: verdict_server::blobs::BlobOut = remote
+                        .put_bytes(
+                            &format!("v1/blobs/{}", segment(digest.as_str())),
+                            bytes,
+                            media_type.as_deref(),
+                        )
+                        .await?;
+                    put.digest
+                } else {
+                    let ctx = Ctx::open(&common).await?;
+                    let put = ctx
+                        .engine
+                        .put_blob(
+                            &ctx.caller().await?,
+                            digest.as_str(),
+                            &bytes,
+                            media_type.as_deref(),
+                        )
+                        .await?;
+                    put.blob.digest
+                };
+                outln!("{stored}")?;
             }
             BlobCommand::Get {
                 digest,
                 out,
                 common,
             } => {
-                let ctx = Ctx::open(&common).await?;
-                let blob = ctx.engine.blob(&ctx.caller().await?, &digest).await?;
-                write_out(out.as_deref(), &blob.bytes)?;
+                let bytes = if let Some(remote) = crate::remote::client(&common)? {
+                    remote
+                        .get_bytes(&format!("v1/blobs/{}", segment(&digest)))
+                        .await?
+                } else {
+                    let ctx = Ctx::open(&common).await?;
+                    ctx.engine.blob(&ctx.caller().await?, &digest).await?.bytes
+                };
+                write_out(out.as_deref(), &bytes)?;
             }
         }
         Ok(ExitCode::SUCCESS)

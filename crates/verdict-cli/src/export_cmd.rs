@@ -1,7 +1,9 @@
 //! `verdict export junit | github`: a subject's check evidence as JUnit XML, and the decision
-//! that applies now as GitHub check-run and commit-status bodies. Files only; no network.
+//! that applies now as GitHub check-run and commit-status bodies. Files only; nothing is sent
+//! to GitHub. With `--server` the server renders them through the same engine use cases.
 
 use crate::lifecycle_cmd::{Common, Ctx, runtime};
+use crate::remote::segment;
 use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,11 +51,20 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 out,
                 common,
             } => {
-                let ctx = Ctx::open(&common).await?;
-                (
-                    ctx.engine.junit(&ctx.caller().await?, &execution).await?,
-                    out,
-                )
+                let text = if let Some(remote) = crate::remote::client(&common)? {
+                    let bytes = remote
+                        .get_bytes(&format!(
+                            "v1/executions/{}/export/junit",
+                            segment(&execution)
+                        ))
+                        .await?;
+                    String::from_utf8(bytes)
+                        .map_err(|_| anyhow::anyhow!("the server's JUnit report is not UTF-8"))?
+                } else {
+                    let ctx = Ctx::open(&common).await?;
+                    ctx.engine.junit(&ctx.caller().await?, &execution).await?
+                };
+                (text, out)
             }
             ExportCommand::Github {
                 execution,
@@ -61,12 +72,22 @@ pub fn run(cmd: ExportCommand) -> Result<ExitCode> {
                 out,
                 common,
             } => {
-                let ctx = Ctx::open(&common).await?;
-                let caller = ctx.caller().await?;
-                let p = ctx
-                    .engine
-                    .github_payloads(&caller, &execution, &head_sha)
-                    .await?;
+                let p: verdict_attest::github::GithubPayloads =
+                    if let Some(remote) = crate::remote::client(&common)? {
+                        remote
+                            .get(&format!(
+                                "v1/executions/{}/export/github?head_sha={}",
+                                segment(&execution),
+                                segment(&head_sha)
+                            ))
+                            .await?
+                    } else {
+                        let ctx = Ctx::open(&common).await?;
+                        let caller = ctx.caller().await?;
+                        ctx.engine
+                            .github_payloads(&caller, &execution, &head_sha)
+                            .await?
+                    };
                 let mut text = serde_json::to_string_pretty(&p)?;
                 text.push('\n');
                 (text, out)

@@ -1,11 +1,12 @@
 //! `verdict ledger`: the reliability ledger of every execution in the store, as a table, JSON
-//! or CSV, with an SVG chart per cohort if asked.
+//! or CSV, with an SVG chart per cohort if asked. With `--server` the server computes it and
+//! this renders it, as it renders one computed here.
 
 use crate::lifecycle_cmd::{Common, Ctx, runtime};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use verdict_engine::ledger::Window;
+use verdict_engine::ledger::{DEFAULT_WINDOW, Ledger, Window};
 
 /// How to print the ledger.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -28,13 +29,13 @@ insufficient_evidence. The ledger covers every execution, so only an operator re
 See docs/ledger.md.")]
 pub struct Args {
     /// At most this many of each cohort's most recent attempts.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = DEFAULT_WINDOW.attempts)]
     attempts: usize,
     /// Only attempts of the last this many days.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = DEFAULT_WINDOW.days)]
     days: u64,
     /// Fewer attempts than this is insufficient evidence.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = DEFAULT_WINDOW.min_sample)]
     min_sample: usize,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -49,13 +50,22 @@ pub struct Args {
 /// Runs `verdict ledger`.
 pub fn run(args: &Args) -> Result<ExitCode> {
     runtime()?.block_on(async {
-        let ctx = Ctx::open(&args.common).await?;
         let window = Window {
             attempts: args.attempts,
             days: args.days,
             min_sample: args.min_sample,
         };
-        let ledger = ctx.engine.ledger(&ctx.caller().await?, window).await?;
+        let ledger: Ledger = if let Some(remote) = crate::remote::client(&args.common)? {
+            remote
+                .get(&format!(
+                    "v1/ledger?attempts={}&days={}&min_sample={}",
+                    window.attempts, window.days, window.min_sample
+                ))
+                .await?
+        } else {
+            let ctx = Ctx::open(&args.common).await?;
+            ctx.engine.ledger(&ctx.caller().await?, window).await?
+        };
         match args.format {
             Format::Table => crate::out::write_all(ledger.to_table().as_bytes())?,
             Format::Json => outln!("{}", serde_json::to_string_pretty(&ledger)?)?,

@@ -206,6 +206,11 @@ mod tests {
         "jobs enqueue",
         "jobs list",
         "audit verify",
+        "blob put",
+        "blob get",
+        "export junit",
+        "export github",
+        "ledger",
     ];
 
     /// The commands that take the store's options and refuse `--server`, naming themselves,
@@ -216,11 +221,6 @@ mod tests {
         "worker",
         "verify",
         "attest",
-        "export junit",
-        "export github",
-        "ledger",
-        "blob put",
-        "blob get",
         "subject new",
         "result template",
     ];

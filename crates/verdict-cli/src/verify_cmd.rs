@@ -167,6 +167,10 @@ fn line(run: &ClassRun) -> String {
 }
 
 async fn verify(args: &Args) -> Result<ExitCode> {
+    crate::remote::refuse_remote(
+        &args.common,
+        "a model verifier runs where its model and its provider's credentials are, on a store opened there",
+    )?;
     let ctx = Ctx::open(&args.common).await?;
     let caller = ctx.caller().await?;
     let request: Digest = args

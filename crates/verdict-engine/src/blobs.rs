@@ -16,9 +16,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use verdict_core::contracts::{Role, Subject, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_store::{BlobRecord, MAX_BLOB_BYTES, Stored, Table};
+use verdict_store::{About, BlobRecord, DocKind, Grant, MAX_BLOB_BYTES, ScopeKind, Stored, Table};
 
-/// Subjects read at once while looking for one that names a digest.
+/// Subjects read at once while looking for one under a mission grant that names a digest.
 const SUBJECT_PAGE: u32 = 500;
 
 /// A stored blob's record, without its bytes.
@@ -243,9 +243,39 @@ impl Engine {
         Ok(out)
     }
 
-    /// Whether a stored subject that `caller` may read names `digest`. Reads every subject,
-    /// a page at a time: no index maps a raw digest to the subjects naming it yet.
+    /// Whether a stored subject that `caller` may read names `digest`. Only a grant in force
+    /// can make one readable, so the caller's grants are read first, once, at the store's
+    /// time: with none, no subject is read. An execution grant is decided by that execution's
+    /// subjects alone. Only a mission grant, which no index maps to its subjects, walks the
+    /// subjects a page at a time, each matched against the grants already read.
     async fn a_readable_subject_names(&self, caller: &Principal, digest: &Digest) -> Result<bool> {
+        let now = self.now().await?;
+        let grants: Vec<Grant> = self
+            .store
+            .grants_for(caller.name().as_str())
+            .await?
+            .into_iter()
+            .filter(|g| g.is_active(&now))
+            .collect();
+        let names = |subject: &Subject| named(subject).iter().any(|(_, _, d)| *d == digest);
+        for g in grants
+            .iter()
+            .filter(|g| g.record.scope.kind == ScopeKind::Execution)
+        {
+            let about = About::Execution(g.record.scope.id.as_str().to_owned());
+            for row in self.store.list(DocKind::Subject, &about).await? {
+                let subject: Subject = row.decode()?;
+                if g.covers(&subject) && names(&subject) {
+                    return Ok(true);
+                }
+            }
+        }
+        if !grants
+            .iter()
+            .any(|g| g.record.scope.kind == ScopeKind::Mission)
+        {
+            return Ok(false);
+        }
         let mut after = 0;
         loop {
             let page = self
@@ -255,9 +285,7 @@ impl Engine {
             for row in &page {
                 after = row.seq;
                 let subject: Subject = row.decode()?;
-                if named(&subject).iter().any(|(_, _, d)| *d == digest)
-                    && self.may_read(caller, &subject).await?
-                {
+                if names(&subject) && grants.iter().any(|g| g.covers(&subject)) {
                     return Ok(true);
                 }
             }

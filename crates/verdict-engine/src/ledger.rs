@@ -159,6 +159,13 @@ pub struct Window {
     pub min_sample: usize,
 }
 
+/// The window a ledger is read over when its reader names none (every face uses it).
+pub const DEFAULT_WINDOW: Window = Window {
+    attempts: 100,
+    days: 30,
+    min_sample: 10,
+};
+
 /// Whether a cohort has enough attempts to be rated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -13,14 +13,14 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use verdict_core::contracts::Timestamp;
 use verdict_core::digest::Digest;
 use verdict_engine::BlobInfo;
 
 /// A stored blob's record.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct BlobOut {
     /// The raw digest of the bytes (`sha256:` and 64 lowercase hex digits).
     #[schema(value_type = String)]

@@ -171,35 +171,66 @@ impl Client {
         self.send(Method::PUT, path, Some(body)).await
     }
 
+    /// `PUT path` with `bytes` as the body and `media_type` as its `Content-Type`: a blob.
+    /// Without a media type none is sent, so none is kept, as on a store opened here.
+    pub async fn put_bytes<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+        media_type: Option<&str>,
+    ) -> Result<T, ClientError> {
+        let (status, url, answer) = self
+            .exchange(Method::PUT, path, Some((bytes, media_type)))
+            .await?;
+        decode(&Method::PUT, &url, status, &answer)
+    }
+
+    /// `GET path`, the answer's bytes as they are (a blob, a JUnit report).
+    pub async fn get_bytes(&self, path: &str) -> Result<Vec<u8>, ClientError> {
+        let (_, _, answer) = self.exchange(Method::GET, path, None).await?;
+        Ok(answer)
+    }
+
     async fn send<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
+        let body = match body {
+            None => None,
+            Some(body) => Some((
+                serde_json::to_vec(body).map_err(|e| ClientError::BadUrl {
+                    url: format!("{}{path}", self.base),
+                    why: format!("the body does not serialise: {e}"),
+                })?,
+                Some("application/json"),
+            )),
+        };
+        let (status, url, answer) = self.exchange(method.clone(), path, body).await?;
+        decode(&method, &url, status, &answer)
+    }
+
+    /// Sends one request; a success's status, URL and bytes, or the refusal it was.
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Vec<u8>, Option<&str>)>,
+    ) -> Result<(u16, Url, Vec<u8>), ClientError> {
         let url = self.base.join(path).map_err(|e| ClientError::BadUrl {
             url: format!("{}{path}", self.base),
             why: e.to_string(),
         })?;
-        let unexpected = |status: u16, why: String, bytes: &[u8]| ClientError::Unexpected {
-            method: method.clone(),
-            url: url.to_string(),
-            status,
-            why,
-            excerpt: excerpt(bytes),
-        };
         let mut req = self.http.request(method.clone(), url.clone());
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
-        if let Some(body) = body {
-            let bytes = serde_json::to_vec(body).map_err(|e| ClientError::BadUrl {
-                url: url.to_string(),
-                why: format!("the body does not serialise: {e}"),
-            })?;
-            req = req
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(bytes);
+        if let Some((bytes, media)) = body {
+            if let Some(media) = media {
+                req = req.header(reqwest::header::CONTENT_TYPE, media);
+            }
+            req = req.body(bytes);
         }
         let unreachable = |e: &reqwest::Error| ClientError::Unreachable {
             base: self.base.to_string(),
@@ -215,12 +246,33 @@ impl Client {
                     path: url.path().to_owned(),
                     problem: Box::new(problem),
                 },
-                Err(e) => unexpected(status.as_u16(), format!("no problem document: {e}"), &bytes),
+                Err(e) => ClientError::Unexpected {
+                    method,
+                    url: url.to_string(),
+                    status: status.as_u16(),
+                    why: format!("no problem document: {e}"),
+                    excerpt: excerpt(&bytes),
+                },
             });
         }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| unexpected(status.as_u16(), e.to_string(), &bytes))
+        Ok((status.as_u16(), url, bytes.to_vec()))
     }
+}
+
+/// A success's JSON answer as the route's type.
+fn decode<T: DeserializeOwned>(
+    method: &Method,
+    url: &Url,
+    status: u16,
+    bytes: &[u8],
+) -> Result<T, ClientError> {
+    serde_json::from_slice(bytes).map_err(|e| ClientError::Unexpected {
+        method: method.clone(),
+        url: url.to_string(),
+        status,
+        why: e.to_string(),
+        excerpt: excerpt(bytes),
+    })
 }
 
 /// One page of a list route.

@@ -128,6 +128,12 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/gates", get(reads::list_gates))
         .route("/v1/gate/decisions/{key}/replay", get(reads::replay))
         .route("/v1/subjects/{digest}/blobs", get(reads::subject_blobs))
+        .route("/v1/executions/{id}/export/junit", get(reads::export_junit))
+        .route(
+            "/v1/executions/{id}/export/github",
+            get(reads::export_github),
+        )
+        .route("/v1/ledger", get(reads::ledger))
         .route(
             "/v1/blobs/{digest}",
             get(blobs::get)

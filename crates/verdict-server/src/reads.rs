@@ -1,6 +1,6 @@
 //! Reads the command line makes over the network that have no other home: the gates and their
-//! current policies, a stored decision replayed, and the digests a subject names with whether
-//! their bytes are stored.
+//! current policies, a stored decision replayed, the digests a subject names with whether
+//! their bytes are stored, an execution's exports (JUnit, GitHub) and the reliability ledger.
 
 use crate::AppState;
 use crate::auth::Caller;
@@ -10,10 +10,14 @@ use crate::routes::{Segment, stored_decision};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::IntoParams;
 use utoipa::ToSchema;
 use verdict_core::digest::Digest;
+use verdict_engine::ledger::{DEFAULT_WINDOW, Ledger, Window};
 use verdict_engine::{GateView, SubjectBlob};
 
 /// A gate and its current policy.
@@ -120,21 +124,23 @@ pub async fn replay(
     }))
 }
 
-/// The digests a subject names.
+/// A page of the digests a subject names.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SubjectBlobsOut {
-    /// Each digest the subject names (its objective, resources and check definitions), with
-    /// whether bytes are stored under it.
+    /// Each digest the subject names (its objective, resources and check definitions, in
+    /// the subject's order), with whether bytes are stored under it.
     #[schema(value_type = Vec<Object>)]
     pub items: Vec<SubjectBlob>,
+    /// The next page, when there is one.
+    pub next: Option<String>,
 }
 
 /// The digests a subject names and whether their bytes are stored, for whoever may read the
-/// subject's execution.
+/// subject's execution, a page at a time.
 #[utoipa::path(get, path = "/v1/subjects/{digest}/blobs", tag = "blobs",
-    params(("digest" = String, Path, description = "The subject's digest (sha256:...)")),
+    params(("digest" = String, Path, description = "The subject's digest (sha256:...)"), PageQuery),
     responses(
-        (status = 200, description = "What the subject names", body = SubjectBlobsOut),
+        (status = 200, description = "A page of what the subject names, in its order; the cursor is an item's position (0: the objective)", body = SubjectBlobsOut),
         (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
         (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     ),
@@ -143,7 +149,126 @@ pub async fn subject_blobs(
     State(state): State<AppState>,
     Caller(caller): Caller,
     Segment(digest): Segment,
-) -> Result<Json<SubjectBlobsOut>, ApiError> {
-    let items = state.engine.subject_blobs(&caller, &digest).await?;
-    Ok(Json(SubjectBlobsOut { items }))
+    ListQuery(q): ListQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<SubjectBlobsOut>), ApiError> {
+    let all: Vec<(String, SubjectBlob)> = state
+        .engine
+        .subject_blobs(&caller, &digest)
+        .await?
+        .into_iter()
+        .enumerate()
+        // A subject never changes, so an item's position in it is a cursor that stays valid;
+        // its names need not be unique (a resource may share a check's name, or another's).
+        .map(|(i, b)| (i.to_string(), b))
+        .collect();
+    let path = format!("/v1/subjects/{}/blobs", crate::client::segment(&digest));
+    let page = paginate(all, |(key, _)| key.as_str(), &q, &path, &[])?;
+    Ok((
+        page.headers(),
+        Json(SubjectBlobsOut {
+            items: page.items.into_iter().map(|(_, b)| b).collect(),
+            next: page.next,
+        }),
+    ))
+}
+
+/// JUnit XML of an execution's current subject's check evidence: the engine's `junit`, the
+/// same report `verdict export junit` writes.
+#[utoipa::path(get, path = "/v1/executions/{id}/export/junit", tag = "executions",
+    params(("id" = String, Path, description = "Execution id")),
+    responses(
+        (status = 200, description = "The JUnit XML report; a pinned check without evidence is an error case",
+            body = String, content_type = "application/xml"),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn export_junit(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(id): Segment,
+) -> Result<Response, ApiError> {
+    let xml = state.engine.junit(&caller, &id).await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/xml; charset=utf-8"),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        xml,
+    )
+        .into_response())
+}
+
+/// `?head_sha=` of the GitHub export.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HeadSha {
+    /// The commit the check is about (40 or 64 lowercase hex digits).
+    pub head_sha: String,
+}
+
+/// The execution's applicable decision as GitHub check-run and commit-status bodies: the
+/// engine's `github_payloads`, what `verdict export github` writes.
+#[utoipa::path(get, path = "/v1/executions/{id}/export/github", tag = "executions",
+    params(("id" = String, Path, description = "Execution id"), HeadSha),
+    responses(
+        (status = 200, description = "`{\"check_run\", \"commit_status\"}`; only an applicable pass is `success`", body = Object),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn export_github(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(id): Segment,
+    ListQuery(q): ListQuery<HeadSha>,
+) -> Result<Response, ApiError> {
+    let payloads = state
+        .engine
+        .github_payloads(&caller, &id, &q.head_sha)
+        .await?;
+    Ok(Json(payloads).into_response())
+}
+
+/// `?attempts=&days=&min_sample=` of the ledger, with the command line's defaults.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct LedgerQuery {
+    /// At most this many of each cohort's most recent attempts (default 100).
+    pub attempts: Option<usize>,
+    /// Only attempts of the last this many days (default 30).
+    pub days: Option<u64>,
+    /// Fewer attempts than this is insufficient evidence (default 10).
+    pub min_sample: Option<usize>,
+}
+
+/// The reliability ledger of every execution (operators only: it covers every execution):
+/// the engine's `ledger`, what `verdict ledger` prints (docs/ledger.md).
+#[utoipa::path(get, path = "/v1/ledger", tag = "authority",
+    params(LedgerQuery),
+    responses(
+        (status = 200, description = "The ledger: its window, and one entry per cohort", body = Object),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn ledger(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ListQuery(q): ListQuery<LedgerQuery>,
+) -> Result<Json<Ledger>, ApiError> {
+    let window = Window {
+        attempts: q.attempts.unwrap_or(DEFAULT_WINDOW.attempts),
+        days: q.days.unwrap_or(DEFAULT_WINDOW.days),
+        min_sample: q.min_sample.unwrap_or(DEFAULT_WINDOW.min_sample),
+    };
+    Ok(Json(state.engine.ledger(&caller, window).await?))
 }

@@ -312,15 +312,7 @@ pub async fn show_run(
     Ok(Json(state.engine.show_run(&caller, &id).await?.into()))
 }
 
-/// Stored findings, each with the digest of its version.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct FindingsOut {
-    /// Findings as their verifiers stored them (docs/spec/evidence.md), oldest first.
-    #[schema(value_type = Vec<Object>)]
-    pub items: Vec<FindingView>,
-}
-
-/// A page of the findings filed about an execution.
+/// A page of findings: those filed about an execution, or the versions of one finding.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FindingPage {
     /// Findings as their verifiers stored them (docs/spec/evidence.md), oldest first; the
@@ -365,11 +357,11 @@ pub async fn execution_findings(
     ))
 }
 
-/// Every version of one finding the caller may read.
+/// Every version of one finding the caller may read, a page at a time.
 #[utoipa::path(get, path = "/v1/findings/{id}", tag = "executions",
-    params(("id" = String, Path, description = "Finding id")),
+    params(("id" = String, Path, description = "Finding id"), PageQuery),
     responses(
-        (status = 200, description = "Its versions, oldest first", body = FindingsOut),
+        (status = 200, description = "A page of its versions, oldest first; the cursor is a version's digest", body = FindingPage),
         (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
         (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     ),
@@ -378,9 +370,25 @@ pub async fn finding(
     State(state): State<AppState>,
     Caller(caller): Caller,
     Segment(id): Segment,
-) -> Result<Json<FindingsOut>, ApiError> {
-    let items = state.engine.finding_versions(&caller, &id).await?;
-    Ok(Json(FindingsOut { items }))
+    ListQuery(q): ListQuery<PageQuery>,
+) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
+    let all: Vec<(String, FindingView)> = state
+        .engine
+        .finding_versions(&caller, &id)
+        .await?
+        .into_iter()
+        .map(|f| (f.digest.to_string(), f))
+        .collect();
+    let path = format!("/v1/findings/{}", crate::client::segment(&id));
+    let page = paginate(all, |(key, _)| key.as_str(), &q, &path, &[])?;
+    let headers = page.headers();
+    Ok((
+        headers,
+        Json(FindingPage {
+            items: page.items.into_iter().map(|(_, f)| f).collect(),
+            next: page.next,
+        }),
+    ))
 }
 
 /// The context records of one run: what its model verifier was shown and what each call did.

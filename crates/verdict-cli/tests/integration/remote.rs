@@ -1,7 +1,8 @@
 //! `--server`: the lifecycle commands sent to a running `verdict serve` answer exactly as the
 //! same commands on a store opened here (same standard output, same exit status), on SQLite
 //! and on PostgreSQL; refusals name their reason code and HTTP status; a wrong token, an
-//! unreachable server and the commands that need the store here fail clearly.
+//! unreachable server and the commands that need the store here fail clearly. Blobs, exports
+//! and the ledger are among the commands compared.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -289,6 +290,20 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         &["subject", "put", &t.file("subject.json", &subject)],
         false,
     );
+    // Blobs: put by the producer (and again: the same digest), read back by their writer and
+    // the operator; the reviewer's grant covers no subject naming them, so it is refused.
+    std::fs::write(t.dir().join("change.diff"), b"+fn added() {}\n").unwrap();
+    let blob = step(
+        coder,
+        &["blob", "put", "change.diff", "--media-type", "text/x-diff"],
+        false,
+    );
+    step(coder, &["blob", "put", "change.diff"], false);
+    step(rev, &["blob", "put", "change.diff"], false);
+    step(coder, &["blob", "get", &blob], false);
+    step(ops, &["blob", "get", &blob], false);
+    step(rev, &["blob", "get", &blob], false);
+    step(ops, &["blob", "get", "sha256:nothex"], false);
     // Nothing decides yet: blocked, exit 1.
     step(ci, &["gate", "run", "ex-1"], false);
     let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
@@ -382,6 +397,39 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         &["gate", "replay", &format!("sha256:{}", "0".repeat(64))],
         false,
     );
+    // The exports of the decision, for the operator and a reader; not for a caller whose
+    // grants do not cover the execution.
+    let sha = "a".repeat(40);
+    for args in [
+        &["export", "junit", "ex-1"][..],
+        &["export", "github", "ex-1", "--head-sha", &sha],
+    ] {
+        step(ops, args, false);
+        step(rev, args, false);
+    }
+    step(coder, &["export", "junit", "ex-2"], false);
+    step(
+        ops,
+        &["export", "github", "ex-1", "--head-sha", "nothex"],
+        false,
+    );
+    // The ledger: the operator's, in each format; anyone else is refused.
+    for args in [
+        &["ledger"][..],
+        &["ledger", "--format", "json"],
+        &[
+            "ledger",
+            "--format",
+            "csv",
+            "--attempts",
+            "5",
+            "--min-sample",
+            "1",
+        ],
+    ] {
+        step(ops, args, false);
+    }
+    step(coder, &["ledger"], false);
     // The audit walk: the operator's (its text names the store and its head hashes the
     // store's own times, so only the exit status is compared); anyone else is refused.
     step(ops, &["audit", "verify"], true);
@@ -443,6 +491,30 @@ fn differential(local: Store, served: Store) {
             .any(|s| s.args == "status ex-1" && s.stdout.starts_with("ex-1: pass applies")),
         "{here:#?}"
     );
+    // Blobs, exports and the ledger answered, each for whoever may read it.
+    let answered = |prefix: &str, has: &str| {
+        here.iter()
+            .any(|s| s.args.starts_with(prefix) && s.code == Some(0) && s.stdout.contains(has))
+    };
+    assert!(answered("blob put change.diff", "sha256:"), "{here:#?}");
+    assert!(answered("blob get sha256:", "+fn added() {}"), "{here:#?}");
+    assert!(answered("export junit ex-1", "<testsuite"), "{here:#?}");
+    assert!(
+        answered("export github ex-1", "\"commit_status\""),
+        "{here:#?}"
+    );
+    assert!(
+        answered("ledger --format json", "verdict.ledger/v1"),
+        "{here:#?}"
+    );
+    assert!(answered("ledger --format csv", ","), "{here:#?}");
+    let refused = |args: &str| {
+        here.iter()
+            .filter(|s| s.args == args && s.code == Some(2))
+            .count()
+    };
+    assert_eq!(refused("ledger"), 1, "{here:#?}");
+    assert_eq!(refused("export junit ex-2"), 1, "{here:#?}");
 }
 
 #[test]
@@ -476,6 +548,22 @@ fn refusals_over_a_server(store: Store) {
     // Nothing was added: the operator still sees two principals.
     let list = Target::Local(&store).run(Some(&ops), &["principal", "list"]);
     assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 2);
+    // Reads out of scope: the ledger (operators only) and an export of an execution no grant
+    // covers; exit 2, the reason code and the HTTP status named, nothing printed.
+    for args in [
+        &["ledger"][..],
+        &["export", "junit", "ex-1"],
+        &["export", "github", "ex-1", "--head-sha", &"c".repeat(40)],
+    ] {
+        let out = t.run(Some(&coder), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("permission_denied") && err.contains("HTTP 403"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
 
     // A wrong token, and none at all: 401, unauthenticated, exit 2.
     let wrong = format!("vdt_{}", "ab".repeat(32));
@@ -515,7 +603,21 @@ fn refusals_over_a_server(store: Store) {
         (&["store", "migrate"][..], "verdict store migrate"),
         (&["serve"][..], "verdict serve"),
         (&["audit", "export"][..], "verdict audit export"),
-        (&["blob", "get", DEF][..], "verdict blob get"),
+        (
+            &["attest", DEF, "--key", "attest.key"][..],
+            "verdict attest",
+        ),
+        (
+            &[
+                "verify",
+                DEF,
+                "--verifiers",
+                "v.json",
+                "--objective",
+                "o.md",
+            ][..],
+            "verdict verify",
+        ),
     ] {
         let out = t.run(Some(&ops), args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

@@ -2,7 +2,8 @@
 //! and PostgreSQL: a round trip with the headers that keep a browser from rendering a blob,
 //! bytes that do not hash to the digest and bytes over the limit refused with nothing stored,
 //! a verifier's or a human's put refused and recorded, and a read out of scope answered like a
-//! blob that is not stored.
+//! blob that is not stored; a grant on an execution or a mission reads what that scope's
+//! subjects name, and nothing else.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -153,6 +154,87 @@ async fn a_blob_round_trips_and_every_refusal_stores_nothing() {
             .await
             .unwrap();
         let (status, _, _) = raw(&s, "GET", &path, &token).await;
+        assert_eq!(status, 404);
+
+        // A subject of another execution, under a mission, names other bytes. A mission grant
+        // reads them; an execution grant on another execution, or on the mission's execution
+        // but revoked, does not.
+        let other = "diff --git a/m.rs b/m.rs\n+fn m() {}\n";
+        let other_digest = verdict_core::digest::raw(other.as_bytes()).to_string();
+        let other_path = format!("/v1/blobs/{other_digest}");
+        let r = put("coder", other.as_bytes().to_vec(), other_path.clone()).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let mut doc = subject(1, other);
+        doc["execution"]["id"] = json!("ex-m");
+        doc["mission"] = json!("m-1");
+        let scoped = |name: &'static str, kind: verdict_store::ScopeKind, id: &'static str| {
+            let w = &w;
+            async move {
+                let token = w
+                    .engine
+                    .add_principal(&w.ops, name, verdict_core::contracts::Role::Verifier)
+                    .await
+                    .unwrap();
+                w.engine
+                    .grant(
+                        &w.ops,
+                        &format!("g-{name}"),
+                        name,
+                        kind,
+                        id,
+                        verdict_store::Access::Read,
+                        &"2099-01-01T00:00:00Z".parse().unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                token
+            }
+        };
+        w.engine
+            .grant(
+                &w.ops,
+                "g-coder-m",
+                "coder",
+                verdict_store::ScopeKind::Execution,
+                "ex-m",
+                verdict_store::Access::Write,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let by_mission = scoped("rev-m", verdict_store::ScopeKind::Mission, "m-1").await;
+        let by_execution = scoped("rev-x", verdict_store::ScopeKind::Execution, "ex-m").await;
+        let revoked = scoped("rev-old", verdict_store::ScopeKind::Execution, "ex-m").await;
+        w.engine
+            .revoke(&w.ops, "g-rev-old", "rotated")
+            .await
+            .unwrap();
+        let other_mission = scoped("rev-o", verdict_store::ScopeKind::Mission, "m-2").await;
+        for (token, readable) in [
+            (by_mission.as_str(), true),
+            (by_execution.as_str(), true),
+            (revoked.as_str(), false),
+            (other_mission.as_str(), false),
+            (w.token("rev"), false),
+        ] {
+            let before = head_seq(&w).await;
+            let (status, _, bytes) = raw(&s, "GET", &other_path, token).await;
+            if readable {
+                assert_eq!((status, bytes.as_slice()), (200, other.as_bytes()));
+                assert_eq!(head_seq(&w).await, before, "a read wrote something");
+            } else {
+                assert_eq!(status, 404);
+                let after = events_after(&w, before).await;
+                assert_eq!(after.len(), 1, "{after:?}");
+                assert_eq!(after[0].table, "denials");
+            }
+        }
+        // The mission grant reads nothing its mission's subjects do not name.
+        let (status, _, _) = raw(&s, "GET", &path, &by_mission).await;
         assert_eq!(status, 404);
 
         // Which of the subject's digests are stored (the objective's and the check's are not).

@@ -21,6 +21,7 @@ mod blobs;
 mod events;
 mod jobs;
 mod ops;
+mod reads;
 mod ui;
 mod webhooks;
 mod work;

@@ -1,0 +1,317 @@
+//! The reads the command line's `--server` makes for its exports, the ledger and a subject's
+//! blobs, and the pages of a finding's versions; each body on SQLite and on PostgreSQL. Every
+//! item comes exactly once across pages; a malformed cursor or limit is a 400 problem; a
+//! caller out of scope is refused with its reason code and the refusal recorded, once.
+
+use crate::common::*;
+use serde_json::{Value, json};
+use verdict_core::contracts::Role;
+use verdict_core::digest::{DigestKind, digest};
+use verdict_server::AppState;
+
+/// Walks a paginated list from `first` by its `next` links; every item, and how many pages.
+async fn walk(s: &Server, first: &str, token: &str) -> (Vec<Value>, usize) {
+    let mut items = Vec::new();
+    let mut pages = 0;
+    let mut next = Some(first.to_owned());
+    while let Some(path) = next.take() {
+        let r = s.send("GET", &path, Some(token), None).await;
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        let page = r.body["items"].as_array().unwrap();
+        assert!(!page.is_empty(), "{path}: an empty page: {r:?}");
+        items.extend(page.iter().cloned());
+        pages += 1;
+        next = r.body["next"].as_str().map(str::to_owned);
+        // The Link header names the same next page as the body.
+        match &next {
+            Some(n) => {
+                let link = r.headers["link"].to_str().unwrap();
+                assert_eq!(link, format!("<{n}>; rel=\"next\""), "{r:?}");
+            }
+            None => assert!(r.headers.get("link").is_none(), "{r:?}"),
+        }
+    }
+    (items, pages)
+}
+
+/// A subject of a resource and three checks (five named digests), and a passing decision on
+/// it with a finding stored in three versions. The subject's digest.
+async fn decided(w: &World, s: &Server) -> String {
+    let mut doc = subject(1, "d");
+    doc["checks"] = json!([
+        {"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]},
+        {"id": "lint", "definition_digest": DEF, "criteria": ["tests-pass"]},
+        {"id": "diff", "definition_digest": DEF, "criteria": ["tests-pass"]},
+    ]);
+    let sd = digest(DigestKind::Subject, &doc);
+    let r = s
+        .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&doc))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let ev = evidence(sd.as_str(), "pass");
+    let r = s
+        .send(
+            "POST",
+            "/v1/evidence",
+            Some(w.token("ci")),
+            Some(&json!({"evidence": [ev]})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = s
+        .send(
+            "POST",
+            "/v1/requests",
+            Some(w.token("coder")),
+            Some(&json!({"execution": EXEC})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let request = r.body["digest"].as_str().unwrap().to_owned();
+    let admit =
+        json!({"request": request, "verifier": "rev", "class": "reviewer", "run_id": "run-a"});
+    let r = s
+        .send("POST", "/v1/runs", Some(w.token("rev")), Some(&admit))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let ev_id = ev["id"].as_str().unwrap();
+    let mut res = result("run-a", &sd, 1, ev_id);
+    res["findings"] = (1..=3)
+        .map(|v| {
+            json!({"id": "f-1", "version": v, "criterion": "tests-pass",
+                   "type": "naming", "severity": "minor", "scope": "change",
+                   "subject_digest": sd.as_str(), "evidence_refs": [ev_id],
+                   "method": "review"})
+        })
+        .collect();
+    let r = s
+        .send("POST", "/v1/results", Some(w.token("rev")), Some(&res))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = s
+        .send(
+            "POST",
+            &format!("/v1/executions/{EXEC}/gate-runs"),
+            Some(w.token("ci")),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    sd.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subjects_blobs_and_a_findings_versions_come_in_pages_each_item_once() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let sd = decided(&w, &s).await;
+        let rev = w.token("rev");
+        for (base, count) in [
+            (format!("/v1/subjects/{sd}/blobs"), 5),
+            ("/v1/findings/f-1".to_owned(), 3),
+        ] {
+            let all = s.send("GET", &base, Some(rev), None).await;
+            assert_eq!(all.status, 200, "{all:?}");
+            let everything = all.body["items"].as_array().unwrap().clone();
+            assert_eq!(everything.len(), count, "{all:?}");
+            assert!(all.body["next"].is_null(), "{all:?}");
+            // Pages of every size: the same items, in the same order, each once.
+            for limit in 1..=count {
+                let (items, pages) = walk(&s, &format!("{base}?limit={limit}"), rev).await;
+                assert_eq!(items, everything, "{base} limit {limit}");
+                assert_eq!(pages, count.div_ceil(limit), "{base} limit {limit}");
+            }
+            // A malformed or unknown cursor, a limit out of bounds or not a number, an
+            // unknown parameter: 400, a problem document.
+            for bad in [
+                "?after=nope",
+                "?after=",
+                "?limit=0",
+                "?limit=501",
+                "?limit=-1",
+                "?limit=two",
+                "?page=2",
+            ] {
+                let r = s
+                    .send("GET", &format!("{base}{bad}"), Some(rev), None)
+                    .await;
+                assert_problem(&r, 400, "invalid_query");
+            }
+        }
+        // The subject's named digests come in its order: the objective, the resource, the
+        // checks, a resource and a check sharing a name ("diff") each listed once.
+        let (items, _) = walk(&s, &format!("/v1/subjects/{sd}/blobs?limit=2"), rev).await;
+        let names: Vec<(&str, &str)> = items
+            .iter()
+            .map(|b| (b["kind"].as_str().unwrap(), b["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("objective", "objective"),
+                ("resource", "diff"),
+                ("check_definition", "unit-tests"),
+                ("check_definition", "lint"),
+                ("check_definition", "diff"),
+            ]
+        );
+        // The versions are the finding's, oldest first.
+        let (items, _) = walk(&s, "/v1/findings/f-1?limit=1", rev).await;
+        let versions: Vec<u64> = items
+            .iter()
+            .map(|f| f["finding"]["version"].as_u64().unwrap())
+            .collect();
+        assert_eq!(versions, [1, 2, 3]);
+
+        // A verifier without a grant on the execution: refused once, with a cursor or without.
+        let token = w
+            .engine
+            .add_principal(&w.ops, "rev-2", Role::Verifier)
+            .await
+            .unwrap();
+        for path in [
+            format!("/v1/subjects/{sd}/blobs"),
+            format!("/v1/subjects/{sd}/blobs?limit=1&after=0"),
+            "/v1/findings/f-1".to_owned(),
+            "/v1/findings/f-1?limit=1".to_owned(),
+        ] {
+            let before = head_seq(&w).await;
+            let r = s.send("GET", &path, Some(&token), None).await;
+            assert_denied_once(&w, before, &r, "rev-2", "permission_denied").await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_and_the_ledger_answer_as_the_engine_for_readers_only() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        decided(&w, &s).await;
+        let rev = w.engine.authenticate(w.token("rev")).await.unwrap();
+
+        // JUnit: the engine's report byte for byte, as XML never sniffed.
+        let junit = w.engine.junit(&rev, EXEC).await.unwrap();
+        let resp = s
+            .client
+            .get(format!("{}/v1/executions/{EXEC}/export/junit", s.base))
+            .bearer_auth(w.token("rev"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/xml; charset=utf-8"
+        );
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        assert_eq!(resp.text().await.unwrap(), junit);
+        assert!(junit.contains("<testsuite"), "{junit}");
+
+        // GitHub: the engine's payloads.
+        let sha = "b".repeat(40);
+        let expected = w.engine.github_payloads(&rev, EXEC, &sha).await.unwrap();
+        let path = format!("/v1/executions/{EXEC}/export/github?head_sha={sha}");
+        let r = s.send("GET", &path, Some(w.token("rev")), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body, serde_json::to_value(&expected).unwrap());
+        assert_eq!(r.body["commit_status"]["state"], "success", "{r:?}");
+        // A head SHA that is not one is refused by the engine; a missing or unknown query
+        // parameter is a 400.
+        let r = s
+            .send(
+                "GET",
+                &format!("/v1/executions/{EXEC}/export/github?head_sha=nothex"),
+                Some(w.token("rev")),
+                None,
+            )
+            .await;
+        assert_problem(&r, 422, "invalid_input");
+        for bad in ["", "?sha=abc", &format!("?head_sha={sha}&x=1")] {
+            let r = s
+                .send(
+                    "GET",
+                    &format!("/v1/executions/{EXEC}/export/github{bad}"),
+                    Some(w.token("rev")),
+                    None,
+                )
+                .await;
+            assert_problem(&r, 400, "invalid_query");
+        }
+
+        // The ledger: the operator's, as the engine computes it over the same window.
+        let window = verdict_engine::ledger::Window {
+            attempts: 5,
+            days: 7,
+            min_sample: 1,
+        };
+        let expected = w.engine.ledger(&w.ops, window).await.unwrap();
+        let r = s
+            .send(
+                "GET",
+                "/v1/ledger?attempts=5&days=7&min_sample=1",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let mut got = r.body.clone();
+        let mut want = serde_json::to_value(&expected).unwrap();
+        // Each is computed at its own moment on the store's clock.
+        got["now"] = Value::Null;
+        want["now"] = Value::Null;
+        assert_eq!(got, want);
+        assert_eq!(r.body["window"]["attempts"], 5, "{r:?}");
+        let r = s
+            .send("GET", "/v1/ledger", Some(w.token("ops")), None)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(
+            r.body["window"],
+            serde_json::to_value(verdict_engine::ledger::DEFAULT_WINDOW).unwrap()
+        );
+        for bad in ["?days=-1", "?attempts=x", "?window=3"] {
+            let r = s
+                .send(
+                    "GET",
+                    &format!("/v1/ledger{bad}"),
+                    Some(w.token("ops")),
+                    None,
+                )
+                .await;
+            assert_problem(&r, 400, "invalid_query");
+        }
+
+        // Out of scope: each refused with its reason code, the refusal recorded once and
+        // nothing else written.
+        let stranger = w
+            .engine
+            .add_principal(&w.ops, "rev-2", Role::Verifier)
+            .await
+            .unwrap();
+        for (token, who, path) in [
+            (
+                stranger.as_str(),
+                "rev-2",
+                format!("/v1/executions/{EXEC}/export/junit"),
+            ),
+            (
+                stranger.as_str(),
+                "rev-2",
+                format!("/v1/executions/{EXEC}/export/github?head_sha={sha}"),
+            ),
+            (w.token("rev"), "rev", "/v1/ledger".to_owned()),
+            (w.token("coder"), "coder", "/v1/ledger".to_owned()),
+        ] {
+            let before = head_seq(&w).await;
+            let r = s.send("GET", &path, Some(token), None).await;
+            assert_denied_once(&w, before, &r, who, "permission_denied").await;
+        }
+        // No token at all: 401.
+        let r = s.send("GET", "/v1/ledger", None, None).await;
+        assert_problem(&r, 401, "unauthenticated");
+    })
+    .await;
+}
