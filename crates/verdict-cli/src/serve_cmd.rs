@@ -44,6 +44,12 @@ pub struct Args {
     /// webhook is registered or delivered.
     #[arg(long, value_name = "FILE")]
     webhook_key: Option<std::path::PathBuf>,
+    /// The key the review pages' anti-forgery tokens are made under (at least 32 bytes;
+    /// created with fresh randomness, readable by its owner only, when the file does not
+    /// exist). Give every server behind one address the same file, so a form one served is
+    /// accepted by another; without it each server draws its own at start.
+    #[arg(long, value_name = "FILE")]
+    ui_key: Option<std::path::PathBuf>,
     /// Mark the review pages' cookies `Secure`: set it when clients reach the server over
     /// TLS (a proxy in front of it); without TLS a browser would drop such cookies.
     #[arg(long)]
@@ -117,7 +123,14 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     let state = AppState {
         body_limit: args.body_limit,
         webhooks,
-        ui: std::sync::Arc::new(verdict_server::ui::UiConfig::new(args.ui_secure_cookies)),
+        ui: std::sync::Arc::new(match &args.ui_key {
+            Some(path) => verdict_server::ui::UiConfig::with_key(
+                key_file(path, "review pages' key")?,
+                args.ui_secure_cookies,
+            )
+            .with_context(|| format!("the review pages' key {}", path.display()))?,
+            None => verdict_server::ui::UiConfig::new(args.ui_secure_cookies),
+        }),
         ..AppState::new(Engine::new(store, args.gate.clone()))
     }
     .with_auth_limit(AuthLimit {
@@ -136,21 +149,32 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
 
 /// The webhook key in `path`, created first if the file does not exist.
 fn webhook_key(path: &std::path::Path) -> anyhow::Result<WebhookKey> {
+    WebhookKey::new(key_file(path, "webhook key")?)
+        .with_context(|| format!("the webhook key {}", path.display()))
+}
+
+/// The bytes of the key file `path` (`what` names it in errors), created first with fresh
+/// randomness, readable by its owner only, if it does not exist. Created with `create_new`, so
+/// servers starting together over one shared file never overwrite each other's key.
+fn key_file(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
     if !path.exists() {
         let fresh = verdict_engine::token::generate()?;
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options
-            .open(path)
-            .with_context(|| format!("cannot create the webhook key {}", path.display()))?;
-        std::io::Write::write_all(&mut file, fresh.as_bytes())
-            .with_context(|| format!("cannot write the webhook key {}", path.display()))?;
+        match options.open(path) {
+            Ok(mut file) => std::io::Write::write_all(&mut file, fresh.as_bytes())
+                .with_context(|| format!("cannot write the {what} {}", path.display()))?,
+            // Another server created it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot create the {what} {}", path.display()));
+            }
+        }
     }
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the webhook key {}", path.display()))?;
-    WebhookKey::new(bytes).with_context(|| format!("the webhook key {}", path.display()))
+    std::fs::read(path).with_context(|| format!("cannot read the {what} {}", path.display()))
 }
 
 /// Completes on Ctrl-C or, on Unix, SIGTERM. If a handler cannot be installed the server

@@ -310,14 +310,14 @@ impl Engine {
         // the caller's read is checked before any answer, the cache's included, and before
         // anything else, so that a refusal always records its denial.
         self.require_read(caller, execution, "the gate run").await?;
-        let (now, head, ()) = tokio::try_join!(
-            self.now(),
-            async { Ok::<_, EngineError>(self.store.audit_head().await?) },
-            self.require_live(execution, "be gated"),
-        )?;
+        let (now, head) = self.store.now_and_head().await?;
+        // An answer is cached only after a run that found the execution live, under the head
+        // it was computed at; a cancellation is an append, which moves the head, so an answer
+        // kept under the head read now was computed after every cancellation there is.
         if let Some(run) = self.gate_cache.get(execution, head.as_ref(), &now) {
             return Ok(run);
         }
+        self.require_live(execution, "be gated").await?;
         let now = &now;
         let collected = self.collect_unscoped(execution).await?;
         let bundle = collected.bundle(now)?;

@@ -115,6 +115,6 @@ pub use verify::{
     VerifyOptions,
 };
 pub use workers::{
-    ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, VerifierKit, WorkOptions, Worked,
-    WorkerRole,
+    ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, QueueDepth, VerifierKit, WorkOptions,
+    Worked, WorkerRole,
 };

@@ -6,7 +6,7 @@
 
 use crate::applicability::{DecisionView, History};
 use crate::engine::{Engine, Principal};
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Result, invalid};
 use crate::ledger::{CohortStatus, Window};
 use crate::subjects::Reviewed;
 use schemars::JsonSchema;
@@ -55,13 +55,73 @@ pub struct QueueEntry {
     pub waited_seconds: u64,
 }
 
-/// `review_queue`: what waits for a person, oldest first.
+/// `review_queue`: what waits for a person, oldest first, one page of it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ReviewQueue {
     /// The store's time the queue was read at.
     pub now: Timestamp,
     /// Entries, oldest decision first.
     pub entries: Vec<QueueEntry>,
+    /// Where the next page starts (give it as [`ReviewPage::after`]); `None` on the last page.
+    pub next: Option<String>,
+}
+
+/// Which page of the queue or the board to read: the entries after cursor `after` (the `next`
+/// of the page before; `None` for the first page), at most `limit` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewPage {
+    /// The cursor the previous page returned as `next`.
+    pub after: Option<String>,
+    /// The most entries a page holds, 1 to [`ReviewPage::MAX_LIMIT`].
+    pub limit: usize,
+}
+
+impl ReviewPage {
+    /// The most entries a page may hold.
+    pub const MAX_LIMIT: usize = 500;
+    /// The entries a page holds when the caller does not say.
+    pub const DEFAULT_LIMIT: usize = 50;
+
+    /// The first page, of the default length.
+    #[must_use]
+    pub fn first() -> Self {
+        Self {
+            after: None,
+            limit: Self::DEFAULT_LIMIT,
+        }
+    }
+
+    fn checked_limit(&self) -> Result<usize> {
+        if (1..=Self::MAX_LIMIT).contains(&self.limit) {
+            Ok(self.limit)
+        } else {
+            Err(invalid("page limit")(format!(
+                "{} is not 1 to {}",
+                self.limit,
+                Self::MAX_LIMIT
+            )))
+        }
+    }
+}
+
+/// The queue's cursor: the last entry's decision time (Unix nanoseconds) and execution id,
+/// which order the queue, so a page never repeats or skips an entry that stays waiting.
+fn queue_cursor(entry: &QueueEntry) -> String {
+    format!("{}.{}", entry.decided_at.unix_nanos(), entry.execution)
+}
+
+fn parse_queue_cursor(cursor: &str) -> Result<(i128, &str)> {
+    let bad = || {
+        invalid("queue cursor")(format!(
+            "{cursor:?} is not a cursor this queue returned (<nanoseconds>.<execution>)"
+        ))
+    };
+    let (nanos, execution) = cursor.split_once('.').ok_or_else(bad)?;
+    let nanos: i128 = nanos.parse().map_err(|_| bad())?;
+    if execution.is_empty() {
+        return Err(bad());
+    }
+    Ok((nanos, execution))
 }
 
 /// One execution on the board.
@@ -90,6 +150,8 @@ pub struct Board {
     pub now: Timestamp,
     /// Entries, by execution id.
     pub entries: Vec<BoardEntry>,
+    /// Where the next page starts (the last entry's execution id); `None` on the last page.
+    pub next: Option<String>,
 }
 
 /// One source of a criterion's status in the matrix.
@@ -510,12 +572,15 @@ pub struct ReviewDecided {
 
 impl Engine {
     /// Executions whose current applicable decision is `human_required`, oldest decision
-    /// first, among those the caller may read.
-    pub async fn review_queue(&self, caller: &Principal) -> Result<ReviewQueue> {
+    /// first, among those the caller may read: the page `page` names. The order is decided
+    /// over every readable execution (each one's status is read), then cut at the cursor.
+    pub async fn review_queue(&self, caller: &Principal, page: &ReviewPage) -> Result<ReviewQueue> {
+        let limit = page.checked_limit()?;
+        let after = page.after.as_deref().map(parse_queue_cursor).transpose()?;
         let now = self.now().await?;
         let mut entries = Vec::new();
         if self.gate_head().await?.is_some() {
-            for (execution, subject_digest, subject) in self.readable(caller).await? {
+            for (execution, subject_digest, subject) in self.readable(caller, None, None).await? {
                 let status = self.status_unscoped(&execution).await?;
                 let Some(applicable) = status.applicable else {
                     continue;
@@ -540,15 +605,38 @@ impl Engine {
             (a.decided_at.unix_nanos(), &a.execution)
                 .cmp(&(b.decided_at.unix_nanos(), &b.execution))
         });
-        Ok(ReviewQueue { now, entries })
+        if let Some((nanos, execution)) = after {
+            entries
+                .retain(|e| (e.decided_at.unix_nanos(), e.execution.as_str()) > (nanos, execution));
+        }
+        let next = if entries.len() > limit {
+            entries.get(limit - 1).map(queue_cursor)
+        } else {
+            None
+        };
+        entries.truncate(limit);
+        Ok(ReviewQueue { now, entries, next })
     }
 
-    /// Every execution the caller may read, with its current outcome.
-    pub async fn board(&self, caller: &Principal) -> Result<Board> {
+    /// Every execution the caller may read, with its current outcome, by execution id: the
+    /// page `page` names. Only the page's executions have their status read.
+    pub async fn board(&self, caller: &Principal, page: &ReviewPage) -> Result<Board> {
+        let limit = page.checked_limit()?;
         let now = self.now().await?;
         let gated = self.gate_head().await?.is_some();
         let mut entries = Vec::new();
-        for (execution, subject_digest, subject) in self.readable(caller).await? {
+        let mut readable = self
+            .readable(caller, page.after.as_deref(), Some(limit + 1))
+            .await?;
+        let next = if readable.len() > limit {
+            readable
+                .get(limit - 1)
+                .map(|(execution, _, _)| execution.clone())
+        } else {
+            None
+        };
+        readable.truncate(limit);
+        for (execution, subject_digest, subject) in readable {
             let (outcome, not_applicable) = if gated {
                 let status = self.status_unscoped(&execution).await?;
                 match (status.applicable, status.latest) {
@@ -575,7 +663,7 @@ impl Engine {
                 not_applicable,
             });
         }
-        Ok(Board { now, entries })
+        Ok(Board { now, entries, next })
     }
 
     /// Everything about the execution's current subject a person reviews. Read as
@@ -875,7 +963,7 @@ impl Engine {
     pub async fn reliability_series(&self, caller: &Principal) -> Result<Reliability> {
         let now = self.now().await?;
         let mut observations = Vec::new();
-        for (execution, _, _) in self.readable(caller).await? {
+        for (execution, _, _) in self.readable(caller, None, None).await? {
             observations.extend(self.ledger_attempts_unscoped(&execution).await?);
         }
         let ledger = crate::ledger::compute(&observations, REVIEW_WINDOW, &now);
@@ -934,11 +1022,23 @@ impl Engine {
     }
 
     /// The executions `caller` may read, with their current subjects, by execution id.
-    async fn readable(&self, caller: &Principal) -> Result<Vec<(String, Digest, Subject)>> {
+    /// The executions the caller may read, by id: those after `after`, at most `most` of them.
+    async fn readable(
+        &self,
+        caller: &Principal,
+        after: Option<&str>,
+        most: Option<usize>,
+    ) -> Result<Vec<(String, Digest, Subject)>> {
         let mut out = Vec::new();
         let mut pointers = self.store.pointers(PointerKind::Execution).await?;
         pointers.sort_by(|a, b| a.name.cmp(&b.name));
         for p in pointers {
+            if after.is_some_and(|a| p.name.as_str() <= a) {
+                continue;
+            }
+            if most.is_some_and(|m| out.len() >= m) {
+                break;
+            }
             let Some(head) = p.execution()? else { continue };
             let subject = self.subject(&head.subject_digest).await?;
             if self.may_read(caller, &subject).await? {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use verdict_core::contracts::{Name, Role, Subject};
 use verdict_core::digest::Digest;
 use verdict_store::{
-    Actor, Job, JobClaim, JobFilter, JobKind, NewJob, RunStatus, StoreError, Wakeup,
+    Actor, Job, JobClaim, JobFilter, JobKind, JobState, NewJob, RunStatus, StoreError, Wakeup,
 };
 
 /// Attempts at one job before it is given up (each a claim of its own).
@@ -76,6 +76,19 @@ pub trait VerifierKit: Send + Sync {
     async fn inputs(&self, subject: &Subject) -> std::result::Result<VerifyInputs, String>;
     /// The verifier classes.
     fn classes(&self) -> &dyn ClassSource;
+}
+
+/// The queue's depth for one kind of job ([`Engine::queue_depth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// The kind.
+    pub kind: JobKind,
+    /// Jobs ready (some perhaps still backing off or waiting for another job).
+    pub ready: u64,
+    /// Jobs claimed and not finished.
+    pub running: u64,
+    /// Of those running, the ones whose lease lapsed by the store's clock.
+    pub lapsed: u64,
 }
 
 /// Why a job's attempt failed, and whether another attempt could do better.
@@ -228,6 +241,47 @@ impl Engine {
         self.require_role(caller, &[Role::Operator], "read the job queue")
             .await?;
         Ok(self.store.queue().jobs(filter).await?)
+    }
+
+    /// How many jobs of each kind wait and run, and how many of those running hold a lease
+    /// that has lapsed by the store's clock (a worker gone without finishing, whose job the
+    /// next claim takes over): what `/metrics` shows as the queue's depth and its leases. For
+    /// no caller, as [`Engine::verify_store`] is: only counts, no job is named. Reads the
+    /// unfinished jobs only.
+    pub async fn queue_depth(&self) -> Result<Vec<QueueDepth>> {
+        let now = self.now().await?;
+        let mut out: Vec<QueueDepth> = JobKind::ALL
+            .iter()
+            .map(|&kind| QueueDepth {
+                kind,
+                ready: 0,
+                running: 0,
+                lapsed: 0,
+            })
+            .collect();
+        for state in [JobState::Ready, JobState::Running] {
+            let filter = JobFilter {
+                state: Some(state),
+                ..JobFilter::default()
+            };
+            for job in self.store.queue().jobs(&filter).await? {
+                let Some(depth) = out.iter_mut().find(|d| d.kind == job.kind) else {
+                    continue;
+                };
+                if state == JobState::Ready {
+                    depth.ready += 1;
+                } else {
+                    depth.running += 1;
+                    if job
+                        .lease_until
+                        .is_some_and(|until| until.unix_nanos() <= now.unix_nanos())
+                    {
+                        depth.lapsed += 1;
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Waits until a job of `role` may have become claimable, for at most `max_wait`

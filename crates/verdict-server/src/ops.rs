@@ -2,8 +2,8 @@
 //! it sends a usable one, else one generated here), echoed in the response and carried by the
 //! request's log line; one structured log event per request (`tracing`, rendered as JSON or
 //! text by whoever installs the subscriber); and Prometheus metrics served at `/metrics`:
-//! requests by route, method and status, their latency, and gate decisions by outcome and
-//! reason. The recorder belongs to the server's state, not to the process, so two servers in
+//! requests by route, method and status, their latency, gate decisions by outcome and reason,
+//! and the job queue's depth and lapsed leases. The recorder belongs to the server's state, not to the process, so two servers in
 //! one process (tests) count apart.
 
 use crate::AppState;
@@ -188,6 +188,28 @@ pub struct ProblemCode(pub &'static str);
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn serve_metrics(State(state): State<AppState>) -> Response {
+    // The queue is read at each scrape, from the store every server shares, so any server
+    // reports the same depth. A store that cannot be read leaves the gauges as they were and
+    // says so in `verdict_queue_read_ok`.
+    let depth = state.engine.queue_depth().await;
+    state.metrics.with(|| {
+        metrics::gauge!("verdict_queue_read_ok").set(if depth.is_ok() { 1.0 } else { 0.0 });
+        for d in depth.iter().flatten() {
+            let kind = d.kind.as_str();
+            for (job_state, n) in [("ready", d.ready), ("running", d.running)] {
+                #[expect(
+                    clippy::cast_precision_loss,
+                    reason = "a gauge is a float; job counts stay far below 2^53"
+                )]
+                metrics::gauge!("verdict_jobs", "kind" => kind, "state" => job_state).set(n as f64);
+            }
+            #[expect(
+                clippy::cast_precision_loss,
+                reason = "a gauge is a float; job counts stay far below 2^53"
+            )]
+            metrics::gauge!("verdict_job_leases_lapsed", "kind" => kind).set(d.lapsed as f64);
+        }
+    });
     (
         StatusCode::OK,
         [(

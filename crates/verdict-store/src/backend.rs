@@ -217,6 +217,14 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
     /// The last audit event.
     async fn audit_head(&self) -> Result<Option<ChainHead>>;
+    /// [`Backend::clock_now`] and [`Backend::audit_head`], both read after the call began:
+    /// where a backend can, in one read.
+    async fn clock_now_and_head(
+        &self,
+    ) -> Result<(verdict_core::contracts::Timestamp, Option<ChainHead>)> {
+        let now = self.clock_now().await?;
+        Ok((now, self.audit_head().await?))
+    }
     /// Rows whose columns derived from their body no longer hold what the body gives. Empty
     /// where the database computes such columns itself and nothing can set them.
     async fn derived_drift(&self) -> Result<Vec<Drift>>;

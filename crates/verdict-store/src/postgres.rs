@@ -1423,6 +1423,43 @@ impl Backend for PgBackend {
             .collect()
     }
 
+    async fn clock_now_and_head(
+        &self,
+    ) -> Result<(verdict_core::contracts::Timestamp, Option<ChainHead>)> {
+        if self.snapshot.is_some() {
+            // A snapshot reads the head its transaction sees, as `audit_head` does there.
+            let now = self.clock_now().await?;
+            return Ok((now, self.audit_head().await?));
+        }
+        // One statement on the kept reader connection: the head as of the statement's snapshot
+        // and the database's clock as the statement reads it.
+        let rows = self
+            .read(|| {
+                sqlx::query(
+                    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, h.seq, h.hash                      FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT seq, hash                      FROM verdict.audit_events ORDER BY seq DESC LIMIT 1) AS h ON true",
+                )
+            })
+            .await
+            .map_err(pg_err)?;
+        let row = rows.first().ok_or_else(|| StoreError::Backend {
+            backend: "postgres",
+            message: "the clock and head query returned no row".into(),
+        })?;
+        let micros: i64 = row.try_get(0).map_err(pg_err)?;
+        let seq: Option<i64> = row.try_get(1).map_err(pg_err)?;
+        let head = match seq {
+            Some(seq) => Some(ChainHead {
+                seq: seq_from("audit_events", "", seq)?,
+                hash: row.try_get(2).map_err(pg_err)?,
+            }),
+            None => None,
+        };
+        Ok((
+            verdict_core::contracts::Timestamp::from_unix_nanos(i128::from(micros) * 1000),
+            head,
+        ))
+    }
+
     async fn audit_head(&self) -> Result<Option<ChainHead>> {
         let rows = self
             .rows(sqlx::query(

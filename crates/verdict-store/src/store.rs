@@ -450,6 +450,10 @@ pub trait Store: Send + Sync {
     /// The last audit event.
     async fn audit_head(&self) -> Result<Option<ChainHead>>;
 
+    /// [`Store::now`] and [`Store::audit_head`] together, in one read where the backend can:
+    /// what a gate run asks before it knows whether its cached answer still holds.
+    async fn now_and_head(&self) -> Result<(Timestamp, Option<ChainHead>)>;
+
     /// Up to `limit` audit events after `after_seq`, in order.
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
 
@@ -1921,6 +1925,13 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn audit_head(&self) -> Result<Option<ChainHead>> {
         self.backend.audit_head().await
+    }
+
+    async fn now_and_head(&self) -> Result<(Timestamp, Option<ChainHead>)> {
+        match self.clock().await? {
+            StoreClock::System => self.backend.clock_now_and_head().await,
+            StoreClock::Manual => Ok((self.now().await?, self.backend.audit_head().await?)),
+        }
     }
 
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {

@@ -118,3 +118,64 @@ fn serve_answers_over_http_and_stops_on_sigterm() {
     let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
     serve_on(pg.url());
 }
+
+#[test]
+fn serve_makes_its_key_files_owner_only_and_refuses_a_short_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
+    let serve = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .current_dir(dir.path())
+            .env("VERDICT_STORE", &store)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+
+    // Missing files are created, with fresh bytes, readable by their owner only; the server
+    // then serves.
+    let mut child = serve(&["--ui-key", "ui.key", "--webhook-key", "hooks.key"]);
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("serving http://"), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let ui = std::fs::read(dir.path().join("ui.key")).unwrap();
+    let hooks = std::fs::read(dir.path().join("hooks.key")).unwrap();
+    assert!(ui.len() >= 32, "{}", ui.len());
+    assert_ne!(ui, hooks, "two keys drawn alike");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("ui.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+
+    // An existing key is used as it is, never replaced.
+    let mut child = serve(&["--ui-key", "ui.key"]);
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("serving http://"), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read(dir.path().join("ui.key")).unwrap(), ui);
+
+    // A key too short to make tokens under stops the server before it listens.
+    std::fs::write(dir.path().join("short.key"), b"0123456789").unwrap();
+    let out = serve(&["--ui-key", "short.key"])
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("short.key"), "{err}");
+    assert!(err.contains("at least 32 bytes, not 10"), "{err}");
+}

@@ -6,8 +6,10 @@
 //! own token in an `HttpOnly`, `SameSite=Strict` cookie, authenticated again by the engine on
 //! every request, so a revoked principal is signed out at once. Only `human` and `operator`
 //! principals may sign in. Every form that posts carries a CSRF token bound to the session (or,
-//! for the sign-in form, to a pre-session cookie) by HMAC-SHA256 under a key drawn at random
-//! when the server starts; a missing or wrong one is refused before any engine call.
+//! for the sign-in form, to a pre-session cookie) by HMAC-SHA256 under the server's key (one
+//! read from a file every server behind one address shares, `verdict serve --ui-key`, or drawn
+//! at random when a lone server starts); a missing or wrong one is refused before any engine
+//! call.
 
 mod pages;
 
@@ -16,6 +18,7 @@ use crate::problem::ApiError;
 use crate::webhooks::hmac_hex;
 use axum::Form;
 use axum::Router;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +27,7 @@ use maud::Markup;
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use verdict_core::contracts::{HumanVerdict, Role};
+use verdict_engine::review::ReviewPage;
 use verdict_engine::{EngineError, Principal, Reviewed};
 
 /// The session cookie: the principal's token.
@@ -49,8 +53,20 @@ pub struct UiConfig {
     pub secure_cookies: bool,
 }
 
+/// The shortest CSRF key accepted, in bytes.
+pub const MIN_UI_KEY_BYTES: usize = 32;
+
+/// Why a CSRF key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UiKeyError {
+    /// Too short to make tokens under.
+    #[error("a review pages' key must be at least {MIN_UI_KEY_BYTES} bytes, not {0}")]
+    TooShort(usize),
+}
+
 impl UiConfig {
-    /// A fresh random key; cookies marked `Secure` when `secure_cookies`.
+    /// A fresh random key, this process's own: a form served by one server is refused by
+    /// another; cookies marked `Secure` when `secure_cookies`.
     #[must_use]
     pub fn new(secure_cookies: bool) -> Self {
         Self {
@@ -59,6 +75,18 @@ impl UiConfig {
                 .map(String::into_bytes),
             secure_cookies,
         }
+    }
+
+    /// The key `key` (at least [`MIN_UI_KEY_BYTES`] bytes), which every server behind one
+    /// address must share so that a form one of them served is accepted by any of them.
+    pub fn with_key(key: Vec<u8>, secure_cookies: bool) -> Result<Self, UiKeyError> {
+        if key.len() < MIN_UI_KEY_BYTES {
+            return Err(UiKeyError::TooShort(key.len()));
+        }
+        Ok(Self {
+            key: Some(key),
+            secure_cookies,
+        })
     }
 
     /// The CSRF token of `purpose` (`session` or `sign-in`) bound to `secret`.
@@ -307,21 +335,35 @@ async fn sign_in(
         );
     }
     let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.0.ip());
-    if let Some(wait) = state.limiter.exhausted(peer) {
-        return sign_in_response(
-            &state,
-            &headers,
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(&pages::Alert::engine(
-                "rate_limited",
-                format!(
-                    "Too many failed sign-ins from this address; try again in {} s.",
-                    wait.as_secs().max(1)
-                ),
-            )),
-        );
-    }
     let token = form.token.trim();
+    if let Some(wait) = state.limiter.exhausted(peer) {
+        // As on the API: only a token no principal holds is limited (looking it up writes
+        // nothing), so a reviewer sharing an address with whoever exhausted it still signs in.
+        let known = !token.is_empty()
+            && matches!(
+                state
+                    .engine
+                    .store()
+                    .principal_by_token_hash(&verdict_store::token_sha256(token))
+                    .await,
+                Ok(Some(_))
+            );
+        if !known {
+            let wait = wait.as_secs().max(1);
+            let mut resp = sign_in_response(
+                &state,
+                &headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(&pages::Alert::engine(
+                    "rate_limited",
+                    format!("Too many failed sign-ins from this address; try again in {wait} s."),
+                )),
+            );
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+            return resp;
+        }
+    }
     match state.engine.authenticate(token).await {
         Ok(p) if may_sign_in(p.role()) => {
             let mut resp =
@@ -401,18 +443,72 @@ async fn sign_out(
     resp
 }
 
-async fn queue(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, Refusal> {
+/// `?after=<cursor>&limit=<n>` on the queue and the board: which page to show. Both are read
+/// as text so that a malformed one gets an HTML page saying what is wrong, not a bare 400.
+#[derive(Debug, Deserialize)]
+pub struct PageParams {
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    limit: Option<String>,
+}
+
+impl PageParams {
+    /// The page a query names; a query that is not one (a field given twice, say) is refused
+    /// like a malformed value.
+    fn read(query: Result<Query<Self>, QueryRejection>) -> Result<ReviewPage, EngineError> {
+        match query {
+            Ok(Query(p)) => p.page(),
+            Err(e) => Err(EngineError::Invalid {
+                what: "page query",
+                message: e.body_text(),
+            }),
+        }
+    }
+
+    fn page(&self) -> Result<ReviewPage, EngineError> {
+        let limit = match self.limit.as_deref() {
+            None | Some("") => ReviewPage::DEFAULT_LIMIT,
+            Some(text) => text.parse().map_err(|_| EngineError::Invalid {
+                what: "page limit",
+                message: format!("{text:?} is not a number of entries"),
+            })?,
+        };
+        Ok(ReviewPage {
+            after: self.after.clone().filter(|a| !a.is_empty()),
+            limit,
+        })
+    }
+}
+
+async fn queue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    params: Result<Query<PageParams>, QueryRejection>,
+) -> Result<Response, Refusal> {
     let s = session(&state, &headers).await?;
-    match state.engine.review_queue(&s.principal).await {
-        Ok(q) => Ok(html(StatusCode::OK, pages::queue(&s, &q))),
+    let page = match PageParams::read(params) {
+        Ok(p) => p,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
+    match state.engine.review_queue(&s.principal, &page).await {
+        Ok(q) => Ok(html(StatusCode::OK, pages::queue(&s, &q, page.limit))),
         Err(e) => Ok(engine_error_page(Some(&s), e)),
     }
 }
 
-async fn board(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, Refusal> {
+async fn board(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    params: Result<Query<PageParams>, QueryRejection>,
+) -> Result<Response, Refusal> {
     let s = session(&state, &headers).await?;
-    match state.engine.board(&s.principal).await {
-        Ok(b) => Ok(html(StatusCode::OK, pages::board(&s, &b))),
+    let page = match PageParams::read(params) {
+        Ok(p) => p,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
+    match state.engine.board(&s.principal, &page).await {
+        Ok(b) => Ok(html(StatusCode::OK, pages::board(&s, &b, page.limit))),
         Err(e) => Ok(engine_error_page(Some(&s), e)),
     }
 }

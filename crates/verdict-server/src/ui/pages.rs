@@ -181,7 +181,7 @@ fn outcome_badge(word: &str) -> Markup {
     html! { span class=(format!("badge o-{word}")) { (word) } }
 }
 
-pub fn queue(s: &Session, q: &ReviewQueue) -> Markup {
+pub fn queue(s: &Session, q: &ReviewQueue, limit: usize) -> Markup {
     let body = html! {
         p { "Executions whose current decision asks for a person, the longest waiting first. Store time " (q.now.as_str()) "." }
         @if q.entries.is_empty() {
@@ -213,8 +213,21 @@ pub fn queue(s: &Session, q: &ReviewQueue) -> Markup {
                 }
             }
         }
+        (next_page("/ui/queue", q.next.as_deref(), limit))
     };
     layout(s, "Review queue", "Queue", body)
+}
+
+/// The link to the page after this one, when there is one (the cursor percent-encoded as a
+/// path segment is, which a query value takes as well: an execution id may hold `&` or `#`).
+fn next_page(path: &str, next: Option<&str>, limit: usize) -> Markup {
+    html! {
+        @if let Some(cursor) = next {
+            nav aria-label="Pages" {
+                a id="next-page" rel="next" href=(format!("{path}?after={}&limit={limit}", path_segment(cursor))) { "Next page" }
+            }
+        }
+    }
 }
 
 fn wire<T: serde::Serialize>(v: &T) -> String {
@@ -225,7 +238,7 @@ fn wire<T: serde::Serialize>(v: &T) -> String {
     }
 }
 
-pub fn board(s: &Session, b: &Board) -> Markup {
+pub fn board(s: &Session, b: &Board, limit: usize) -> Markup {
     let body = html! {
         p { "Every execution you may read, with its current outcome. Store time " (b.now.as_str()) "." }
         @if b.entries.is_empty() {
@@ -257,6 +270,7 @@ pub fn board(s: &Session, b: &Board) -> Markup {
                 }
             }
         }
+        (next_page("/ui/board", b.next.as_deref(), limit))
     };
     layout(s, "Board", "Board", body)
 }

@@ -1,6 +1,7 @@
 //! What an operator of the server relies on, each body on SQLite and on PostgreSQL:
 //! pagination that walks a list exactly once, request ids, metrics that move, the rate limit on
-//! failed authentication (429 without a denial) and the default body limit.
+//! failed authentication (429 without a denial), the job queue's depth and lapsed leases on
+//! `/metrics`, and the default body limit.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -261,6 +262,95 @@ async fn metrics_count_requests_latency_and_decisions() {
                 &[&format!("reason=\"{reason}\"")]
             ),
             1.0,
+            "{text}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_the_queue_depth_and_lapsed_leases_from_the_store() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let mut policy = policy();
+        policy["revision"] = json!(2);
+        policy["required_verifiers"] = json!([]);
+        w.engine.set_policy(&w.ops, &policy).await.unwrap();
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let scrape = || async {
+            s.send("GET", "/metrics", None, None)
+                .await
+                .body
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let jobs = |text: &str, kind: &str, state: &str| {
+            sample(
+                text,
+                "verdict_jobs",
+                &[&format!("kind=\"{kind}\""), &format!("state=\"{state}\"")],
+            )
+        };
+        let text = scrape().await;
+        assert_eq!(sample(&text, "verdict_queue_read_ok", &[]), 1.0, "{text}");
+        assert_eq!(jobs(&text, "checks", "ready"), 0.0, "{text}");
+
+        // A request's jobs wait: its checks and its gate.
+        let coder = w.engine.authenticate(w.token("coder")).await.unwrap();
+        w.engine
+            .put_subject(&coder, &subject(1, "d"))
+            .await
+            .unwrap();
+        let request = w
+            .engine
+            .create_request(&coder, EXEC, &json!({}))
+            .await
+            .unwrap();
+        w.engine
+            .enqueue_request_jobs(&coder, &request, None)
+            .await
+            .unwrap();
+        let text = scrape().await;
+        assert_eq!(jobs(&text, "checks", "ready"), 1.0, "{text}");
+        assert_eq!(jobs(&text, "gate", "ready"), 1.0, "{text}");
+        assert_eq!(jobs(&text, "verify", "ready"), 0.0, "{text}");
+        assert_eq!(jobs(&text, "checks", "running"), 0.0, "{text}");
+
+        // A runner claims the checks job for a millisecond and never comes back: running, and
+        // once the store's clock passes the lease, lapsed.
+        let ci = w.engine.authenticate(w.token("ci")).await.unwrap();
+        let claimed = w
+            .engine
+            .store()
+            .queue()
+            .claim_job(
+                &ci.actor(),
+                verdict_store::JobKind::Checks,
+                "gone",
+                std::time::Duration::from_millis(1),
+            )
+            .await
+            .unwrap();
+        assert!(claimed.is_some());
+        let mut text = scrape().await;
+        for _ in 0..200 {
+            if sample(&text, "verdict_job_leases_lapsed", &["kind=\"checks\""]) == 1.0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            text = scrape().await;
+        }
+        assert_eq!(jobs(&text, "checks", "ready"), 0.0, "{text}");
+        assert_eq!(jobs(&text, "checks", "running"), 1.0, "{text}");
+        assert_eq!(
+            sample(&text, "verdict_job_leases_lapsed", &["kind=\"checks\""]),
+            1.0,
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "verdict_job_leases_lapsed", &["kind=\"gate\""]),
+            0.0,
             "{text}"
         );
     })

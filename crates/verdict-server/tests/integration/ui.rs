@@ -474,6 +474,189 @@ async fn the_queue_lists_what_waits_for_a_person_oldest_first() {
     .await;
 }
 
+/// The executions listed on `page` (its rows' `data-execution`), in order.
+fn listed(page: &Page) -> Vec<String> {
+    page.body
+        .split("data-execution=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+/// The path of `page`'s "Next page" link, if it has one.
+fn next_link(page: &Page) -> Option<String> {
+    let marker = "id=\"next-page\" rel=\"next\" href=\"";
+    let at = page.body.find(marker)? + marker.len();
+    let rest = &page.body[at..];
+    Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"))
+}
+
+/// Every execution listed from `first` on, following "Next page" links, with each page's
+/// length.
+async fn walk(s: &Server, cookie: &str, first: &str) -> (Vec<String>, Vec<usize>) {
+    let (mut all, mut lengths) = (Vec::new(), Vec::new());
+    let mut at = Some(first.to_owned());
+    while let Some(path) = at {
+        let p = get(s, &path, Some(cookie)).await;
+        assert_eq!(p.status, 200, "{path}: {p:?}");
+        let rows = listed(&p);
+        lengths.push(rows.len());
+        all.extend(rows);
+        at = next_link(&p);
+        assert!(lengths.len() < 50, "the pages never end");
+    }
+    (all, lengths)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_and_the_board_come_in_pages_listing_each_execution_once() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        // Waiting in this order: ex-1, ex-0, ex-3, ex-2, ex-9.z (the queue's order), and by id
+        // on the board. The queue's cursor is `<nanoseconds>.<execution>`: an id holding a dot
+        // rides in it too.
+        let odd = "ex-9.z";
+        for exec in ["ex-0", "ex-2", "ex-3", odd] {
+            grant_all(&w, exec).await;
+        }
+        for exec in [EXEC, "ex-0", "ex-3", "ex-2", odd] {
+            to_human_required(&w, &subject_of(exec, 1, &format!("diff-{exec}"), "coder")).await;
+        }
+        let alice = sign_in(&s, w.token("alice")).await;
+        let waiting = [EXEC, "ex-0", "ex-3", "ex-2", odd]
+            .map(str::to_owned)
+            .to_vec();
+
+        // One a page, then two, then all at once: the same entries in the same order.
+        let (one, lengths) = walk(&s, &alice, "/ui/queue?limit=1").await;
+        assert_eq!(one, waiting);
+        assert_eq!(lengths, vec![1, 1, 1, 1, 1]);
+        let (two, lengths) = walk(&s, &alice, "/ui/queue?limit=2").await;
+        assert_eq!(two, waiting);
+        assert_eq!(lengths, vec![2, 2, 1]);
+        let whole = get(&s, "/ui/queue?limit=500", Some(&alice)).await;
+        assert_eq!(listed(&whole), waiting);
+        assert_eq!(next_link(&whole), None);
+        // The default page holds them all here, with no link onwards.
+        let default = get(&s, "/ui/queue", Some(&alice)).await;
+        assert_eq!(listed(&default), waiting);
+        assert_eq!(next_link(&default), None);
+
+        // The board, by id, two a page: every execution once, as on one long page.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let whole = get(&s, "/ui/board?limit=500", Some(&ops)).await;
+        let everything = listed(&whole);
+        let mut sorted = everything.clone();
+        sorted.sort();
+        assert_eq!(everything.len(), 5, "{everything:?}");
+        let (paged, lengths) = walk(&s, &ops, "/ui/board?limit=2").await;
+        assert_eq!(paged, everything);
+        assert_eq!(lengths, vec![2, 2, 1]);
+
+        // A cursor or a length the pages did not make: a 422 page saying what is wrong.
+        for (path, needle) in [
+            ("/ui/queue?after=garbage", "queue cursor"),
+            ("/ui/queue?after=12.", "queue cursor"),
+            ("/ui/queue?limit=0", "page limit"),
+            ("/ui/board?limit=501", "page limit"),
+            ("/ui/board?limit=many", "page limit"),
+        ] {
+            let r = get(&s, path, Some(&ops)).await;
+            assert_eq!(r.status, 422, "{path}: {r:?}");
+            assert_alert(&r, needle);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sign_ins_are_limited_but_a_held_token_still_signs_in() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let state =
+            AppState::new(w.engine.clone()).with_auth_limit(verdict_server::limit::AuthLimit {
+                burst: 2,
+                per_minute: 1,
+            });
+        let s = serve(state).await;
+        let before = w.denials().await.len();
+        for _ in 0..2 {
+            let r = try_sign_in(&s, "vdt_guess").await;
+            assert_eq!(r.status, 401, "{r:?}");
+        }
+        assert_eq!(w.denials().await.len(), before + 2);
+
+        // The address's failures are spent: the next guess is a 429 page that says when to
+        // try again, and writes nothing, not even a denial.
+        let seq = head_seq(&w).await;
+        let r = try_sign_in(&s, "vdt_guess").await;
+        assert_eq!(r.status, 429, "{r:?}");
+        assert_alert(&r, "rate_limited");
+        let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(retry >= 1, "{retry}");
+        assert!(
+            !r.set_cookies()
+                .iter()
+                .any(|c| c.starts_with("verdict_session="))
+        );
+        assert_eq!(head_seq(&w).await, seq, "a limited sign-in wrote something");
+
+        // A reviewer on the same address, holding a real token, still signs in.
+        sign_in(&s, w.token("alice")).await;
+        // And a held token of a role that may not sign in is still told why, not limited.
+        let r = try_sign_in(&s, w.token("coder")).await;
+        assert_eq!(r.status, 403, "{r:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_sharing_a_key_accept_each_others_forms_and_others_refuse_them() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let key = b"0123456789abcdef0123456789abcdef".to_vec();
+        let with = |key: Vec<u8>| AppState {
+            ui: std::sync::Arc::new(verdict_server::ui::UiConfig::with_key(key, false).unwrap()),
+            ..AppState::new(w.engine.clone())
+        };
+        let (a, b) = (serve(with(key.clone())).await, serve(with(key)).await);
+        let lone = serve(AppState::new(w.engine.clone())).await;
+
+        // The sign-in form from one server, posted to the other behind the same address.
+        let form = get(&a, "/ui/sign-in", None).await;
+        let (pre, csrf) = (cookie_pair(&form, "verdict_csrf"), form.hidden("csrf"));
+        let fields = [("csrf", csrf.as_str()), ("token", w.token("alice"))];
+        let r = post(&b, "/ui/sign-in", Some(&pre), &fields).await;
+        assert_eq!((r.status, r.location()), (303, "/ui/queue"), "{r:?}");
+        // A session's forms too: sign out on `a` with the token `b` served.
+        let session = cookie_pair(&r, "verdict_session");
+        let q = get(&b, "/ui/queue", Some(&session)).await;
+        let out = post(
+            &a,
+            "/ui/sign-out",
+            Some(&session),
+            &[("csrf", &q.hidden("csrf"))],
+        )
+        .await;
+        assert_eq!(
+            (out.status, out.location()),
+            (303, "/ui/sign-in"),
+            "{out:?}"
+        );
+
+        // A server with a key of its own refuses them, and writes nothing.
+        let seq = head_seq(&w).await;
+        let r = post(&lone, "/ui/sign-in", Some(&pre), &fields).await;
+        assert_eq!(r.status, 403, "{r:?}");
+        assert_alert(&r, "csrf_failed");
+        assert_eq!(head_seq(&w).await, seq);
+
+        // A key too short to make tokens under is refused.
+        assert!(verdict_server::ui::UiConfig::with_key(vec![7; 31], false).is_err());
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_execution_page_shows_every_section_and_the_digests_decided_on() {
     on_both(|store| async move {

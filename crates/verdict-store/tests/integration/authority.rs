@@ -188,6 +188,47 @@ async fn the_clock_is_chosen_once_before_the_first_principal() {
     t.cleanup().await;
 }
 
+/// A gate run asks for the store's time and the chain's head in one read: the same time a
+/// clock read gives, the same head `audit_head` gives, and on a manual clock the time set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_and_the_head_come_together_as_they_come_apart() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        let (_, head) = store.now_and_head().await.unwrap();
+        assert_eq!(head, store.audit_head().await.unwrap());
+        populate(store).await;
+        let before = store.now().await.unwrap().unix_nanos();
+        let (now, head) = store.now_and_head().await.unwrap();
+        let after = store.now().await.unwrap().unix_nanos();
+        assert!(
+            before <= now.unix_nanos() && now.unix_nanos() <= after,
+            "{before} {now} {after}"
+        );
+        assert!(head.is_some());
+        assert_eq!(head, store.audit_head().await.unwrap());
+        t.cleanup().await;
+    }
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        let op = Actor::new(OPERATOR, Role::Operator);
+        store
+            .establish_clock(&op, StoreClock::Manual)
+            .await
+            .unwrap();
+        assert!(
+            store.now_and_head().await.is_err(),
+            "a manual clock has no time until one is set"
+        );
+        let set: verdict_core::contracts::Timestamp = "2026-11-30T12:00:00Z".parse().unwrap();
+        store.set_manual_time(&set).await.unwrap();
+        let (now, head) = store.now_and_head().await.unwrap();
+        assert_eq!(now, set);
+        assert_eq!(head, store.audit_head().await.unwrap());
+        assert!(head.is_some(), "the clock's choice is on the chain");
+        t.cleanup().await;
+    }
+}
+
 /// The single-record and the batched call of a table's write routine for `doc`.
 fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> [String; 2] {
     let body = String::from_utf8(verdict_core::canonical::to_vec(doc)).unwrap();
