@@ -2,9 +2,10 @@
 //! results, runs ended by a takeover and runs' contexts. Each is a typed document stored among
 //! the requests and believed only when the audit chain names a writer who may write it: a
 //! cancellation, the canceller (an operator or the producer of the execution); a refused
-//! result or a run's context, the run's own verifier (or, for records written before schema
-//! 15 and an operator's context, the engine in the operator role); a takeover, the verifier
-//! it names as the claimant that took the job over (or, before schema 15, the engine). The
+//! result or a run's context, the run's own verifier, and a run's context also a stored
+//! operator as itself (or, for records written before schema 15, and an operator's context
+//! before schema 17, the engine in the operator role); a takeover, the verifier it names as
+//! the claimant that took the job over (or, before schema 15, the engine). The
 //! store checks each at the write, a worker's under its job's current claim in the write's own
 //! transaction. Producers and verifiers may append to the requests table too, so a note of the
 //! right shape written by anyone else is ignored.
