@@ -88,7 +88,10 @@ async fn webhooks_are_their_operators_acts_and_deliveries_the_systems() {
             ),
             "{notes:?}"
         );
-        assert_eq!(w.engine.webhooks(&w.ops).await.unwrap(), [hook.clone()]);
+        assert_eq!(
+            w.engine.webhooks(&w.ops).await.unwrap(),
+            std::slice::from_ref(&hook)
+        );
         w.engine.remove_webhook(&w.ops, "hook-1").await.unwrap();
         assert_eq!(last_writer(&w).await, ("ops".into(), "operator".into()));
         assert!(w.engine.webhooks(&w.ops).await.unwrap().is_empty());
