@@ -221,3 +221,60 @@ async fn an_operators_run_context_is_its_own_and_read_back() {
     })
     .await;
 }
+
+/// A registration the engine's identity wrote before schema 17 (reproduced by a superuser
+/// connection with no role set, which the identity check does not bind) is still believed and
+/// listed: since then no new one can be written so. The same call through the engine's
+/// identity now is refused, and nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_the_engine_wrote_before_schema_17_is_still_believed() {
+    use sqlx::{Connection as _, Executor as _};
+    let scratch = verdict_store::scratch::ScratchPostgres::create("engine").unwrap();
+    let options = verdict_store::OpenOptions {
+        role_prefix: Some(scratch.role_prefix()),
+        max_connections: 4,
+        ..verdict_store::OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    let w = world(store.clone()).await;
+    let doc = registration("old-hook", "https://hooks.example.com/old", "ops");
+    let table = verdict_store::Table::VerificationRequests;
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&doc)).unwrap();
+    let dg = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+    let key = verdict_store::records::key_of_value(table, &doc, &dg).unwrap();
+    let call = format!(
+        "SELECT r_seq FROM verdict.put_one_verification_requests('{ENGINE_PRINCIPAL}', 'operator', \
+         '{key}', '{dg}', '{}', NULL)",
+        body.replace('\'', "''")
+    );
+    let mut conn = sqlx::PgConnection::connect(scratch.url()).await.unwrap();
+    let before = head(&w).await;
+    let err = conn
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "BEGIN; SET LOCAL ROLE \"{}engine\"; {call}",
+            scratch.role_prefix()
+        ))))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.as_database_error().unwrap().code().as_deref(),
+        Some("42501"),
+        "{err}"
+    );
+    conn.execute("ROLLBACK").await.unwrap();
+    assert_eq!(head(&w).await, before);
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(call)))
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(
+        last_writer(&w).await,
+        (ENGINE_PRINCIPAL.into(), "operator".into())
+    );
+    let hooks = w.engine.webhooks(&w.ops).await.unwrap();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(hooks[0].id.as_str(), "old-hook");
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+}
