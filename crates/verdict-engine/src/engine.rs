@@ -14,9 +14,10 @@ use verdict_store::{
     StoreClock, StoreError, UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 
-/// The principal name the engine writes its own records under (pointer moves, admissions,
-/// denials). It is the system, not a person, and holds no token.
-pub const ENGINE_PRINCIPAL: &str = "verdict-engine";
+/// The principal name the engine writes its own bookkeeping under, in the system role only:
+/// denials and webhook delivery records. It is the system, not a person, and holds no token;
+/// every other write is the acting principal's own.
+pub const ENGINE_PRINCIPAL: &str = verdict_store::actor::ENGINE_PRINCIPAL;
 
 /// The gate used when none is named.
 pub const DEFAULT_GATE: &str = "default";
@@ -119,12 +120,9 @@ impl Engine {
         &self.gate
     }
 
-    pub(crate) fn system() -> Actor {
-        Actor::new(ENGINE_PRINCIPAL, ActorRole::Operator)
-    }
-
-    /// The actor denials are written as: the engine in the system role, which no principal
-    /// holds, so no caller can forge or pre-empt a denial record.
+    /// The actor denials and webhook delivery records are written as: the engine in the system
+    /// role, which no principal holds, so no caller can forge or pre-empt such a record. The
+    /// engine never writes in another role (schema 19).
     pub(crate) fn recorder() -> Actor {
         Actor::system(ENGINE_PRINCIPAL)
     }

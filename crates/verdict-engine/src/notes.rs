@@ -2,9 +2,10 @@
 //! results, runs ended by a takeover and runs' contexts. Each is a typed document stored among
 //! the requests and believed only when the audit chain names a writer who may write it: a
 //! cancellation, the canceller (an operator or the producer of the execution); a refused
-//! result or a run's context, the run's own verifier (or, for records written before schema
-//! 15 and an operator's context, the engine in the operator role); a takeover, the verifier
-//! it names as the claimant that took the job over (or, before schema 15, the engine). The
+//! result or a run's context, the run's own verifier, and a run's context also a stored
+//! operator as itself (or, for records written before schema 15, and an operator's context
+//! before schema 19, the engine in the operator role); a takeover, the verifier it names as
+//! the claimant that took the job over (or, before schema 15, the engine). The
 //! store checks each at the write, a worker's under its job's current claim in the write's own
 //! transaction. Producers and verifiers may append to the requests table too, so a note of the
 //! right shape written by anyone else is ignored.
@@ -126,12 +127,9 @@ pub struct ResultRefusal {
 }
 
 impl Engine {
-    /// Stores one of the engine's own lifecycle records, as the engine.
-    pub(crate) async fn put_note<T: Serialize>(&self, note: &T) -> Result<Stored> {
-        self.put_note_as(&Self::system(), note).await
-    }
-
-    /// Stores a lifecycle record as `actor`: a cancellation is the canceller's own act.
+    /// Stores a lifecycle record as `actor`: a cancellation, a webhook registration or an
+    /// operator's run context is its writer's own act; a webhook delivery record is the
+    /// engine's, in the system role.
     pub(crate) async fn put_note_as<T: Serialize>(
         &self,
         actor: &Actor,
@@ -203,7 +201,7 @@ impl Engine {
 
     /// The principal and role the audit chain names as the writer of `row` (a row of the
     /// requests table), if the event that appended it is found.
-    async fn writer_of(&self, row: &Stored) -> Result<Option<(String, String)>> {
+    pub(crate) async fn writer_of(&self, row: &Stored) -> Result<Option<(String, String)>> {
         let events = self
             .store
             .audit_events(row.seq.saturating_sub(1), 1)
@@ -220,17 +218,22 @@ impl Engine {
     }
 
     /// Whether a record about a run was written by one who may write it: the engine in the
-    /// operator role (every such record before schema 15, and an operator's run context); for
-    /// a refused result or a run's context, the verifier the run was admitted to; for a
-    /// takeover, the verifier it names as the claimant, about the earlier claim's run of the job
-    /// it names (`job-<job>-<stale_fencing>`, an earlier token than the claimant's). The store
-    /// refused any such record not written under the job's current claim.
+    /// operator role (every such record before schema 15, and an operator's run context before
+    /// schema 19: since then the database refuses that identity, so such a record is older);
+    /// for a run's context, a stored operator as itself; for a refused result or a run's
+    /// context, the verifier the run was admitted to; for a takeover, the verifier it names as
+    /// the claimant, about the earlier claim's run of the job it names
+    /// (`job-<job>-<stale_fencing>`, an earlier token than the claimant's). The store refused
+    /// any such record not written under the job's current claim.
     async fn run_note_rightful(&self, row: &Stored, value: &Value, schema: &str) -> Result<bool> {
         let Some((principal, role)) = self.writer_of(row).await? else {
             return Ok(false);
         };
         if principal == ENGINE_PRINCIPAL {
             return Ok(role == ActorRole::Operator.as_str());
+        }
+        if schema == RUN_CONTEXT_SCHEMA && role == ActorRole::Operator.as_str() {
+            return self.stored_operator(&principal).await;
         }
         if role != ActorRole::Verifier.as_str() {
             return Ok(false);
@@ -328,28 +331,25 @@ impl Engine {
         if principal == ENGINE_PRINCIPAL {
             return Ok(true);
         }
+        self.stored_operator(&principal).await
+    }
+
+    /// Whether `principal` is a stored principal in the operator role.
+    pub(crate) async fn stored_operator(&self, principal: &str) -> Result<bool> {
         Ok(self
             .store
-            .principal(&principal)
+            .principal(principal)
             .await?
             .is_some_and(|p| p.role == Role::Operator))
     }
 
     /// Whether the audit event that appended `row` names the engine, in the operator role, as
     /// its writer. On PostgreSQL the role is the database's own check: a producer's connection
-    /// cannot append in the operator role.
+    /// cannot append in the operator role; and since schema 19 the engine's identity writes
+    /// nothing, so such a record was written before.
     pub(crate) async fn written_by_engine(&self, row: &Stored) -> Result<bool> {
-        let events = self
-            .store
-            .audit_events(row.seq.saturating_sub(1), 1)
-            .await?;
-        Ok(events.iter().any(|e| {
-            e.seq == row.seq
-                && e.table == Table::VerificationRequests.name()
-                && e.key == row.key
-                && e.payload_digest == row.digest.as_str()
-                && e.principal == ENGINE_PRINCIPAL
-                && e.role == ActorRole::Operator.as_str()
+        Ok(self.writer_of(row).await?.is_some_and(|(principal, role)| {
+            principal == ENGINE_PRINCIPAL && role == ActorRole::Operator.as_str()
         }))
     }
 }

@@ -844,12 +844,12 @@ impl Engine {
             cache_key: report.cache_key.clone(),
         };
         // The run's own verifier writes it as itself (and, a store's check, only about its own
-        // run and, for a job's run, under the job's claim); an operator's is stored by the
-        // engine. A note of this shape written by anyone else is not believed when read back.
+        // run and, for a job's run, under the job's claim); an operator, as itself too. A note
+        // of this shape written by anyone else is not believed when read back.
         if caller.role == Role::Verifier {
             self.put_note_claimed(&caller.actor(), claim, &note).await?;
         } else {
-            self.put_note(&note).await?;
+            self.put_note_as(&caller.actor(), &note).await?;
         }
         Ok(digest)
     }

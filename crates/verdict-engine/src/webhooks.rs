@@ -1,14 +1,21 @@
 //! Webhook registrations: where an operator asks for lifecycle events ([`crate::events`]) to be
-//! pushed. A registration is one of the engine's own notes (`verdict.webhook/v1`, stored among
-//! the requests as the engine, in the operator role, so it is in the audit chain), believed
-//! only when the chain shows the engine wrote it. It never holds the secret: only the SHA-256
+//! pushed. A registration (`verdict.webhook/v1`) is the registering operator's own act, stored
+//! among the requests as that operator, so it is in the audit chain, and believed only when the
+//! chain shows a stored operator wrote it, in the operator role, naming itself as
+//! `registered_by`; a removal (`verdict.webhook-removal/v1`: no delivery after it) likewise,
+//! naming its writer as `removed_by`. A registration never holds the secret: only the SHA-256
 //! of it, so whoever delivers can tell that the secret it derives is still the one shown at
-//! registration. A delivery that failed every attempt is recorded the same way
-//! (`verdict.webhook-failure/v1`), and so are each delivered event (`verdict.webhook-delivered/v1`:
-//! where delivery resumes after a restart) and a removal (`verdict.webhook-removal/v1`: no
-//! delivery after it).
+//! registration. Each delivered event (`verdict.webhook-delivered/v1`: where delivery resumes
+//! after a restart) and each delivery that failed every attempt (`verdict.webhook-failure/v1`)
+//! is the engine's bookkeeping, not authority: written by the engine in the system role, the
+//! only records besides denials that role may write.
+//!
+//! Records the engine's own principal wrote in the operator role are believed too: every
+//! webhook record was written so before schema 19, and since then the store refuses that
+//! principal any write outside the system role (on PostgreSQL the database refuses the
+//! engine's identity), so such a record is necessarily an older one.
 
-use crate::engine::{Engine, Principal};
+use crate::engine::{ENGINE_PRINCIPAL, Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use crate::events::{EventKind, EventPage};
 use schemars::JsonSchema;
@@ -16,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use verdict_core::contracts::{Name, Role, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_store::Table;
+use verdict_store::{ActorRole, Stored, Table};
 
 /// Schema of a webhook registration.
 pub const WEBHOOK_SCHEMA: &str = "verdict.webhook/v1";
@@ -235,7 +242,7 @@ impl Engine {
             registered_by: caller.name.clone(),
             at: self.now().await?,
         };
-        self.put_note(&hook).await?;
+        self.put_note_as(&caller.actor(), &hook).await?;
         Ok(hook)
     }
 
@@ -288,7 +295,7 @@ impl Engine {
             removed_by: caller.name.clone(),
             at: self.now().await?,
         };
-        self.put_note(&removal).await?;
+        self.put_note_as(&caller.actor(), &removal).await?;
         Ok(removal)
     }
 
@@ -304,7 +311,7 @@ impl Engine {
             event,
             at: self.now().await?,
         };
-        self.put_note(&record).await?;
+        self.put_note_as(&Self::recorder(), &record).await?;
         Ok(record)
     }
 
@@ -329,9 +336,10 @@ impl Engine {
 
     /// The webhook records stored after audit seq `after` (registrations, deliveries,
     /// failures, removals), each with its seq, in audit order, and the seq read to; each is
-    /// believed only when the audit chain shows the engine wrote it. The delivery loop's own
-    /// read, for no caller (as `verify_store` is): no record holds a secret, and the events a
-    /// webhook receives are read as its registering operator.
+    /// believed only when the audit chain names a writer who may write it (see
+    /// `webhook_note_rightful`). The delivery loop's own read, for no caller (as
+    /// `verify_store` is): no record holds a secret, and the events a webhook receives are read
+    /// as its registering operator.
     pub async fn webhook_notes_after(&self, after: u64) -> Result<(Vec<(u64, WebhookNote)>, u64)> {
         const PAGE: u32 = 500;
         let mut out = Vec::new();
@@ -355,9 +363,7 @@ impl Engine {
                     WEBHOOK_FAILURE_SCHEMA,
                     WEBHOOK_REMOVAL_SCHEMA,
                 ];
-                if !schema.is_some_and(|s| known.contains(&s))
-                    || !self.written_by_engine(&row).await?
-                {
+                if !schema.is_some_and(|s| known.contains(&s)) {
                     continue;
                 }
                 use verdict_core::contracts::decode_plain;
@@ -371,7 +377,9 @@ impl Engine {
                     }
                     _ => decode_plain(&value).ok().map(WebhookNote::Removed),
                 };
-                if let Some(note) = note {
+                if let Some(note) = note
+                    && self.webhook_note_rightful(&row, &note).await?
+                {
                     out.push((row.seq, note));
                 }
             }
@@ -379,6 +387,32 @@ impl Engine {
                 return Ok((out, cursor));
             }
         }
+    }
+
+    /// Whether the audit chain names a writer who may write `note` (decoded from `row`): for a
+    /// registration or a removal, a stored operator in the operator role that the record names
+    /// as `registered_by` or `removed_by`; for a delivery or a failure, the engine in the
+    /// system role. The engine in the operator role for any of them: records written before
+    /// schema 19, after which the store refuses it (and the database its identity), so such a
+    /// record is necessarily older. Anyone else's record of that shape is ignored.
+    async fn webhook_note_rightful(&self, row: &Stored, note: &WebhookNote) -> Result<bool> {
+        let Some((principal, role)) = self.writer_of(row).await? else {
+            return Ok(false);
+        };
+        if principal == ENGINE_PRINCIPAL {
+            return Ok(role == ActorRole::Operator.as_str()
+                || (role == ActorRole::System.as_str()
+                    && matches!(note, WebhookNote::Delivered(_) | WebhookNote::Failed(_))));
+        }
+        let named = match note {
+            WebhookNote::Registered(w) => &w.registered_by,
+            WebhookNote::Removed(r) => &r.removed_by,
+            WebhookNote::Delivered(_) | WebhookNote::Failed(_) => return Ok(false),
+        };
+        if role != ActorRole::Operator.as_str() || named.as_str() != principal {
+            return Ok(false);
+        }
+        self.stored_operator(&principal).await
     }
 
     /// The events `hook` receives after audit seq `after` (reading at most `limit` audit
@@ -429,7 +463,7 @@ impl Engine {
             error: error.chars().take(1000).collect(),
             at: self.now().await?,
         };
-        self.put_note(&record).await?;
+        self.put_note_as(&Self::recorder(), &record).await?;
         Ok(record)
     }
 }

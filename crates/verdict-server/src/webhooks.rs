@@ -1,9 +1,10 @@
 //! Webhooks: `POST /v1/webhooks` (operators) registers one, and a delivery loop posts each
-//! matching lifecycle event to it, signed. The registration is an engine note in the store
-//! ([`verdict_engine::webhooks`]); its secret is never stored but derived from the server's
-//! webhook key (`verdict serve --webhook-key FILE`) and the webhook's id, so every server over
-//! the same store with the same key signs alike, and the secret is shown once, at
-//! registration.
+//! matching lifecycle event to it, signed. The registration is the registering operator's own
+//! record in the store, and the loop's records of delivered and failed events are the
+//! engine's, in the system role ([`verdict_engine::webhooks`]). A webhook's secret is never
+//! stored but derived from the server's webhook key (`verdict serve --webhook-key FILE`) and
+//! the webhook's id, so every server over the same store with the same key signs alike, and
+//! the secret is shown once, at registration.
 //!
 //! Delivery is at least once and in order per webhook: an event is posted until a 2xx comes
 //! back or the attempts run out (exponential back-off with jitter; a redirect is an answer

@@ -8,6 +8,11 @@ use crate::records::{PointerKind, Table};
 use verdict_core::contracts::Role;
 use verdict_core::contracts::primitives::is_printable_name;
 
+/// The engine's own principal: the name its denials and webhook delivery records are written
+/// under, in the system role. On PostgreSQL `<prefix>engine` acted for it in the operator role
+/// until schema 19; it writes nothing since.
+pub const ENGINE_PRINCIPAL: &str = "verdict-engine";
+
 /// The role an actor writes in: the principal roles of the contracts plus the Gate itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ActorRole {
@@ -23,7 +28,8 @@ pub enum ActorRole {
     Human,
     /// The Gate: gate decisions and the records of their evaluations, nothing else.
     Gate,
-    /// The engine itself, recording refusals. No principal holds this role.
+    /// The engine itself, recording refusals and webhook deliveries. No principal holds this
+    /// role.
     System,
 }
 
@@ -109,9 +115,24 @@ impl Actor {
         }
     }
 
+    /// Fails when this actor is the engine's own principal in any role but the system role:
+    /// the engine writes as the principal who acts, and its own bookkeeping (denials, webhook
+    /// deliveries) in the system role (schema 19). On PostgreSQL the database refuses the
+    /// engine's identity as well.
+    fn check_not_engine(&self) -> Result<()> {
+        if self.principal == ENGINE_PRINCIPAL && self.role != ActorRole::System {
+            return Err(StoreError::Refused(format!(
+                "{ENGINE_PRINCIPAL:?} writes only in the system role, not as {}",
+                self.role.as_str()
+            )));
+        }
+        Ok(())
+    }
+
     /// Fails unless this actor's role may append to `table`.
     pub(crate) fn may_append(&self, table: Table) -> Result<()> {
         self.check_name()?;
+        self.check_not_engine()?;
         if table.writers().contains(&self.role) {
             Ok(())
         } else {
@@ -122,6 +143,7 @@ impl Actor {
     /// Fails unless this actor's role may move pointers of `kind`.
     pub(crate) fn may_move(&self, kind: PointerKind) -> Result<()> {
         self.check_name()?;
+        self.check_not_engine()?;
         if kind.writers().contains(&self.role) {
             Ok(())
         } else {

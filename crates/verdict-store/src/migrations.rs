@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -105,6 +105,11 @@ pub const SQLITE: &[Migration] = &[
         version: 18,
         name: "canonical_form_read_not_rebuilt",
         sql: include_str!("../migrations/sqlite/0018_canonical_form_read_not_rebuilt.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "the_engine_identity_writes_nothing",
+        sql: include_str!("../migrations/sqlite/0019_the_engine_identity_writes_nothing.sql"),
     },
 ];
 
@@ -199,6 +204,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 18,
         name: "canonical_form_read_not_rebuilt",
         sql: include_str!("../migrations/postgres/0018_canonical_form_read_not_rebuilt.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "the_engine_identity_writes_nothing",
+        sql: include_str!("../migrations/postgres/0019_the_engine_identity_writes_nothing.sql"),
     },
 ];
 

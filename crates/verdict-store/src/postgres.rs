@@ -139,7 +139,7 @@ fn check_prefix(prefix: &str) -> Result<()> {
 
 /// The database role names for a prefix: the owner, one per actor role, the service role (a
 /// member of every principal's own role, so a login granted it can act as any principal), then
-/// the engine's own identity.
+/// the engine's own identity, which older chains name and which writes nothing since schema 19.
 #[must_use]
 pub fn role_names(prefix: &str) -> Vec<String> {
     std::iter::once(format!("{prefix}owner"))
@@ -155,8 +155,9 @@ pub fn role_names(prefix: &str) -> Vec<String> {
 /// The suffix of the role every principal's database role is granted to.
 const SERVICE_ROLE: &str = "service";
 
-/// The suffix of the role the engine's own principal acts as (a member of the operators' group
-/// role, of which no principal's identity is a member).
+/// The suffix of the role the engine's own principal acted as in the operator role until
+/// schema 19. It is kept, as older chains name it, but is a member of no role of the store and
+/// every write routine refuses it.
 const ENGINE_ROLE: &str = "engine";
 
 fn quote(ident: &str) -> String {
@@ -238,29 +239,46 @@ async fn ensure_roles(pool: &PgPool, prefix: &str) -> Result<()> {
         )
         .await?;
     }
-    // The owner makes a role for every principal added (schema version 7), and grants it its
-    // group role and to the service role; from PostgreSQL 16 on, that needs the admin option
-    // on those roles as well as CREATEROLE. The engine's identity calls what operators may.
-    let owner = quote(&format!("{prefix}owner"));
-    let (engine, operator) = (
-        quote(&format!("{prefix}{ENGINE_ROLE}")),
-        quote(&format!("{prefix}operator")),
-    );
-    execute_retrying(
-        pool,
-        &format!(
-            "DO $$ BEGIN \
-             IF NOT (SELECT rolcreaterole FROM pg_roles WHERE rolname = '{prefix}owner') THEN \
-             ALTER ROLE {owner} CREATEROLE; END IF; \
-             IF NOT pg_has_role('{prefix}{ENGINE_ROLE}', '{prefix}operator', 'MEMBER') THEN \
-             GRANT {operator} TO {engine}; END IF; END $$"
-        ),
-    )
-    .await?;
     let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
         .fetch_one(pool)
         .await
         .map_err(pg_err)?;
+    // The owner makes a role for every principal added (schema version 7), and grants it its
+    // group role and to the service role; from PostgreSQL 16 on, that needs the admin option
+    // on those roles as well as CREATEROLE.
+    // The engine's identity is a member of no role of the store: it writes nothing (schema 19),
+    // and a membership an older binary granted is revoked (per grantor from PostgreSQL 16 on).
+    // The service role holds the operators' group role, so that a service login acting as
+    // itself can initialise an empty store (the clock and the first operator naming itself,
+    // all the routines take from a caller with no identity); it acts as every operator's
+    // identity already, so that adds nothing else.
+    let owner = quote(&format!("{prefix}owner"));
+    let (service, operator) = (
+        quote(&format!("{prefix}{SERVICE_ROLE}")),
+        quote(&format!("{prefix}operator")),
+    );
+    let granted_by = if version >= 160_000 {
+        " || coalesce(' GRANTED BY ' || quote_ident(m.grantor), '')"
+    } else {
+        ""
+    };
+    execute_retrying(
+        pool,
+        &format!(
+            "DO $$ DECLARE m record; BEGIN \
+             IF NOT (SELECT rolcreaterole FROM pg_roles WHERE rolname = '{prefix}owner') THEN \
+             ALTER ROLE {owner} CREATEROLE; END IF; \
+             IF NOT pg_has_role('{prefix}{SERVICE_ROLE}', '{prefix}operator', 'MEMBER') THEN \
+             GRANT {operator} TO {service}; END IF; \
+             FOR m IN SELECT g.rolname::text AS grp, gr.rolname::text AS grantor \
+             FROM pg_auth_members am JOIN pg_roles e ON e.oid = am.member \
+             JOIN pg_roles g ON g.oid = am.roleid LEFT JOIN pg_roles gr ON gr.oid = am.grantor \
+             WHERE e.rolname = '{prefix}{ENGINE_ROLE}' AND starts_with(g.rolname, '{prefix}') LOOP \
+             EXECUTE 'REVOKE ' || quote_ident(m.grp) || ' FROM ' || quote_ident('{prefix}{ENGINE_ROLE}'){granted_by}; \
+             END LOOP; END $$"
+        ),
+    )
+    .await?;
     if version >= 160_000 {
         for name in role_names(prefix).iter().skip(1) {
             execute_retrying(
@@ -805,6 +823,7 @@ impl PgBackend {
                 Some(seq),
             ));
         }
+        let engine_identity = format!("{}{ENGINE_ROLE}", self.prefix);
         let mut drift = Vec::new();
         let mut flag = |key: &str, seq: Option<i64>, detail: String| {
             drift.push(Drift {
@@ -827,6 +846,20 @@ impl PgBackend {
                                 "identity {db_role} acts for {} as {r}, not for {} as {role}",
                                 p.as_deref().unwrap_or("anyone"),
                                 principal.as_deref().unwrap_or("anyone")
+                            ),
+                        );
+                    }
+                    // The engine's identity, on record for the chain's older events, belongs
+                    // to no role of the store: a membership would give it write power again
+                    // (the routines refuse it anyway, schema 19).
+                    if db_role == &engine_identity
+                        && groups.iter().any(|g| g.starts_with(&self.prefix))
+                    {
+                        flag(
+                            who,
+                            *seq,
+                            format!(
+                                "identity {db_role} writes nothing, yet is a member of {groups:?}"
                             ),
                         );
                     }
@@ -875,10 +908,11 @@ fn url_as(url: &str, user: &str, password: &str) -> String {
     format!("{scheme}://{user}:{password}@{host}{tail}")
 }
 
-/// The engine's own principal, which `<prefix>engine` acts for: the engine's own notes (a
-/// refused result, a takeover, a run's context, webhooks). Since schema version 14 `init`,
-/// attestations and admission leases are written as the principal who acts.
-const ENGINE_IDENTITY: &str = "verdict-engine";
+/// The engine's own principal, which `<prefix>engine` acted for in the operator role (its
+/// notes: a refused result, a takeover, a run's context, webhooks). Since schema version 14
+/// `init`, attestations and admission leases are written as the principal who acts, and since
+/// 19 everything else too: the identity is on record, and writes nothing.
+const ENGINE_IDENTITY: &str = crate::actor::ENGINE_PRINCIPAL;
 
 /// Calls the write routine of a run of records of one table, returning its rows.
 async fn call_put<'c>(

@@ -346,7 +346,9 @@ impl Table {
             // A verifier appends only its own admission and its note (the store checks which).
             Self::VerifierRuns => &[Operator, Verifier],
             Self::Subjects => &[Producer, Operator],
-            Self::VerificationRequests => &[Producer, Operator, Verifier],
+            // The system role appends only the records of webhook deliveries and failures (the
+            // store checks which).
+            Self::VerificationRequests => &[Producer, Operator, Verifier, System],
             Self::CheckEvidence => &[Runner, Producer],
             // A producer appends only the end (`cancelled`) of a run of its own execution that
             // it cancelled (the store checks which).
@@ -547,8 +549,16 @@ pub const RUN_TAKEOVER_NOTE_SCHEMA: &str = "verdict.run-takeover/v1";
 pub const RESULT_REFUSAL_NOTE_SCHEMA: &str = "verdict.result-refusal/v1";
 
 /// The schema of the note of what a run's model was shown: appended by the run's verifier
-/// (schema 15) or, for an operator, by the engine.
+/// (schema 15) or by an operator, as itself (schema 19).
 pub const RUN_CONTEXT_NOTE_SCHEMA: &str = "verdict.run-context/v1";
+
+/// The schema of the record of an event a webhook's receiver took: appended to the requests
+/// table in the system role (schema 19), the engine's bookkeeping of where delivery resumes.
+pub const WEBHOOK_DELIVERED_NOTE_SCHEMA: &str = "verdict.webhook-delivered/v1";
+
+/// The schema of the record of an event whose delivery to a webhook failed every attempt:
+/// appended in the system role (schema 19).
+pub const WEBHOOK_FAILURE_NOTE_SCHEMA: &str = "verdict.webhook-failure/v1";
 
 /// The job and claim a worker's run is named after (`job-<job>-<fencing>`), if it is named so.
 /// A run so named is a verify job's attempt: its verifier's notes about it are appended only

@@ -587,6 +587,24 @@ fn grants_of(rows: Vec<(Stored, Option<Stored>)>) -> Result<Vec<Grant>> {
         .collect()
 }
 
+/// What the system role may append to the requests table (schema 19): the record of a
+/// webhook's delivered event or of one whose delivery failed, holding its members, and nothing
+/// else: anything else is refused as the role's write of a table it may not write. The engine's
+/// bookkeeping, never authority; the PostgreSQL routines hold the same.
+fn check_system_note(actor: &Actor, value: &Value) -> Result<()> {
+    let required: &[&str] = match value.get("schema").and_then(Value::as_str) {
+        Some(records::WEBHOOK_DELIVERED_NOTE_SCHEMA) => &["webhook", "event", "at"],
+        Some(records::WEBHOOK_FAILURE_NOTE_SCHEMA) => {
+            &["webhook", "event", "attempts", "error", "at"]
+        }
+        _ => &[],
+    };
+    if required.is_empty() || required.iter().any(|m| value.get(m).is_none()) {
+        return Err(actor.forbidden(Table::VerificationRequests.name()));
+    }
+    Ok(())
+}
+
 fn one(mut rows: Vec<Stored>) -> Option<Stored> {
     rows.pop()
 }
@@ -605,6 +623,9 @@ impl<B: Backend> StoreImpl<B> {
     ) -> Result<Vec<Prepared>> {
         let table = kind.table();
         actor.may_append(table)?;
+        if actor.role == ActorRole::System && kind == DocKind::Request {
+            check_system_note(actor, doc)?;
+        }
         let what = doc_what(kind);
         // The stored body is the canonical form of the document without its carried digest;
         // a carried digest must be the digest of exactly that body.

@@ -14,6 +14,7 @@ mod attest;
 mod authority;
 mod cancel_authorship;
 mod documents;
+mod engine_login;
 mod events;
 mod gate_cache;
 mod hostile;

@@ -146,10 +146,9 @@ async fn a_lease_left_by_a_crashed_admission_blocks_until_it_lapses() {
         let w = world(store).await;
         subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({"max_runs": 2})).await;
-        let system = verdict_store::Actor::new(
-            verdict_engine::ENGINE_PRINCIPAL,
-            verdict_store::ActorRole::Operator,
-        );
+        // An operator's admission that crashed holding the lease (the engine's own principal
+        // writes nothing outside the system role).
+        let system = w.ops.actor();
         let stuck = verdict_store::LeaseHolder {
             holder: verdict_engine::ENGINE_PRINCIPAL.parse().unwrap(),
             expires_at: now().plus_seconds(60),
@@ -332,11 +331,8 @@ async fn a_run_whose_admission_stopped_before_cancelling_is_still_never_called()
         let (d, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
         let req = request(&w, json!({})).await;
         // What an admission that died after its note and run record leaves behind: preflight
-        // said skip, but the run was never cancelled.
-        let system = verdict_store::Actor::new(
-            verdict_engine::ENGINE_PRINCIPAL,
-            verdict_store::ActorRole::Operator,
-        );
+        // said skip, but the run was never cancelled (an operator's admission).
+        let system = w.ops.actor();
         let store = w.engine.store();
         store
             .put(

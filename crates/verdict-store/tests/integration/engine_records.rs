@@ -68,6 +68,108 @@ async fn only_the_system_records_denials_and_only_the_gate_evaluations(t: &TestS
 }
 both!(only_the_system_records_denials_and_only_the_gate_evaluations);
 
+fn delivered(event: u64) -> serde_json::Value {
+    json!({"schema": "verdict.webhook-delivered/v1", "webhook": "hook-1", "event": event,
+        "at": "2026-12-01T00:00:00.000000Z"})
+}
+
+fn failed(event: u64) -> serde_json::Value {
+    json!({"schema": "verdict.webhook-failure/v1", "webhook": "hook-1", "event": event,
+        "attempts": 3, "error": "connection refused", "at": "2026-12-01T00:00:00.000000Z"})
+}
+
+/// Schema 19: the system role appends, besides denials, only the records of webhook deliveries
+/// and failures (with their members); no other note, no request, no principal or grant. The
+/// engine's principal writes in no other role. Each refusal appends nothing.
+async fn the_system_appends_only_denials_and_webhook_delivery_records(t: &TestStore) {
+    let s = subject_digest(&subject("ex-1", 1));
+    t.store
+        .put(&system(), DocKind::Request, &delivered(1))
+        .await
+        .unwrap();
+    t.store
+        .put(&system(), DocKind::Request, &failed(2))
+        .await
+        .unwrap();
+    t.store
+        .put(
+            &system(),
+            DocKind::Denial,
+            &denial(PRODUCER, Some("producer"), "n"),
+        )
+        .await
+        .unwrap();
+    let head = || async { t.store.audit_head().await.unwrap().unwrap().seq };
+    let before = head().await;
+    let mut without_event = delivered(3);
+    without_event.as_object_mut().unwrap().remove("event");
+    let mut without_error = failed(3);
+    without_error.as_object_mut().unwrap().remove("error");
+    for doc in [
+        request(&s),
+        without_event,
+        without_error,
+        json!({"schema": "verdict.webhook/v1", "id": "evil", "url": "https://attacker.example/",
+            "registered_by": OPERATOR}),
+        json!({"schema": "verdict.webhook-removal/v1", "webhook": "hook-1", "removed_by": OPERATOR,
+            "at": "2026-12-01T00:00:00.000000Z"}),
+        json!({"schema": "verdict.cancellation/v1", "subject_digest": s.as_str()}),
+        json!({"schema": "verdict.run-context/v1", "run_id": "run-1", "subject_digest": s.as_str()}),
+        json!({"webhook": "hook-1", "event": 4, "at": "2026-12-01T00:00:00.000000Z"}),
+    ] {
+        let err = t
+            .store
+            .put(&system(), DocKind::Request, &doc)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Forbidden { .. }), "{doc}: {err}");
+    }
+    let op = verdict_store::PrincipalRecord {
+        name: "mallory".parse().unwrap(),
+        role: Role::Operator,
+        token_sha256: verdict_store::token_sha256("token-of-mallory"),
+    };
+    let err = t.store.add_principal(&system(), &op).await.unwrap_err();
+    assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    let grant = verdict_store::GrantRecord {
+        grant_id: "g-mallory".parse().unwrap(),
+        principal: "mallory".parse().unwrap(),
+        scope: verdict_store::GrantScope {
+            kind: verdict_store::ScopeKind::Execution,
+            id: "ex-1".parse().unwrap(),
+        },
+        access: verdict_store::Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    let err = t.store.add_grant(&system(), &grant).await.unwrap_err();
+    assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    // The engine's principal in any other role: refused before anything is read.
+    for role in [Role::Operator, Role::Producer] {
+        let engine = Actor::new("verdict-engine", role);
+        let err = t
+            .store
+            .put(&engine, DocKind::Request, &delivered(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Refused(_)), "{err}");
+        let err = t.store.add_principal(&engine, &op).await.unwrap_err();
+        assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    }
+    let err = t
+        .store
+        .put(
+            &Actor::gate("verdict-engine"),
+            DocKind::Request,
+            &delivered(5),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    assert_eq!(head().await, before);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+}
+both!(the_system_appends_only_denials_and_webhook_delivery_records);
+
 async fn malformed_records_are_refused(t: &TestStore) {
     let s = subject_digest(&subject("ex-1", 1));
     let p: verdict_core::digest::Digest = d("policy").parse().unwrap();

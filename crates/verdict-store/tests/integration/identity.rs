@@ -1346,12 +1346,10 @@ async fn the_first_operator_is_written_as_itself_and_only_on_an_empty_store() {
     try_sql(&mut conn, &format!("SET ROLE \"{}engine\"", t.prefix))
         .await
         .unwrap();
+    // The engine's identity may call no routine at all (schema 19).
     for sql in put_calls(Table::Principals, "mallory", "operator", &mallory) {
         let err = try_sql(&mut conn, &sql).await.unwrap_err();
-        assert!(
-            err.contains("does not act for principal mallory"),
-            "{sql}: {err}"
-        );
+        assert!(err.contains("permission denied"), "{sql}: {err}");
     }
     conn.close().await.unwrap();
     let err = store
@@ -2243,5 +2241,273 @@ async fn a_batch_is_checked_for_every_subject_its_records_name() {
     runner.close().await.unwrap();
     coder.close().await.unwrap();
     nothing_appended(&t, seq + 6).await;
+    t.cleanup().await;
+}
+
+/// The write routines of the schema as the catalogue lists them (so a routine added later is
+/// tried too): every SECURITY DEFINER routine that is no trigger and not internal, but the two
+/// that only read. Each with its signature, name and identity arguments.
+async fn write_routines(t: &TestStore) -> Vec<(String, String, String)> {
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+    let routines: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT p.oid::regprocedure::text, p.proname::text, \
+         pg_get_function_identity_arguments(p.oid) FROM pg_catalog.pg_proc p \
+         WHERE p.pronamespace = 'verdict'::regnamespace AND p.prosecdef \
+           AND p.prorettype <> 'trigger'::regtype AND NOT starts_with(p.proname, '_') \
+           AND p.proname NOT IN ('principal_by_token', 'principal_entries') ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    admin.close().await.unwrap();
+    // 15 tables with two routines each, blobs, four pointers, five job routines, the login's.
+    assert!(routines.len() >= 41, "{routines:?}");
+    routines
+}
+
+/// A call of routine `name` as `principal` in `role`, with a plausible argument for each of its
+/// parameters (`args`, as the catalogue gives them): a put routine of a table gets a record of
+/// that table (a webhook registration for the requests table), with its key and digest.
+fn plausible_call(name: &str, args: &str, principal: &str, role: &str) -> String {
+    let table = Table::ALL
+        .into_iter()
+        .find(|t| name == format!("put_{}", t.name()) || name == format!("put_one_{}", t.name()));
+    let doc = match table {
+        Some(Table::VerificationRequests) => json!({
+            "schema": "verdict.webhook/v1", "id": "evil", "url": "https://attacker.example/",
+            "scope": {"kind": "all"}, "event_types": [], "secret_sha256": d("secret"),
+            "registered_by": principal, "at": "2026-12-01T00:00:00.000000Z",
+        }),
+        Some(Table::Principals) => serde_json::to_value(operator_record("mallory")).unwrap(),
+        Some(Table::Grants) => {
+            serde_json::to_value(write_grant("g-mallory", "mallory", "ex-1")).unwrap()
+        }
+        _ => json!({"schema": "verdict.note/v1", "id": "n-1"}),
+    };
+    let body = canonical(&doc);
+    let digest = verdict_store::records::row_digest(
+        table.map_or("store.request", Table::domain),
+        body.as_bytes(),
+    );
+    let key = table
+        .and_then(|t| verdict_store::records::key_of_value(t, &doc, &digest).ok())
+        .unwrap_or_else(|| digest.to_string());
+    let q = |v: &str| format!("'{}'", v.replace('\'', "''"));
+    let values: Vec<String> = args
+        .split(", ")
+        .map(|arg| {
+            let (param, ty) = arg.split_once(' ').unwrap();
+            let text = match param {
+                "p_principal" => principal.to_owned(),
+                "p_role" => role.to_owned(),
+                "p_key" | "p_keys" => key.clone(),
+                "p_digest" | "p_digests" => digest.to_string(),
+                "p_body" | "p_bodies" | "p_new" => body.clone(),
+                "p_kind" | "p_kinds" => "verify".to_owned(),
+                "p_password" => "p".repeat(40),
+                _ => "x-1".to_owned(),
+            };
+            match ty {
+                "text" => format!("{}::text", q(&text)),
+                "text[]" => format!("ARRAY[{}]::text[]", q(&text)),
+                "bigint" => "1::bigint".to_owned(),
+                "bigint[]" => "ARRAY[1]::bigint[]".to_owned(),
+                "bytea" => "'\\x00'::bytea".to_owned(),
+                other => panic!("{name}: no plausible {other} for {param}"),
+            }
+        })
+        .collect();
+    format!("SELECT * FROM verdict.{name}({})", values.join(", "))
+}
+
+/// Schema 19: a login granted only `<prefix>engine` (as itself, or having set that role) calls
+/// every write routine: each is refused with SQLSTATE 42501, nothing is appended and the chain
+/// verifies. Even with every group role granted to the engine's identity (as a binary of an
+/// older schema, migrating another database that shares the role names, would grant one), each
+/// routine refuses it itself; `audit verify` reports that membership, and not once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_identity_writes_nothing_through_any_routine() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let seq = head_seq(&t).await;
+    let routines = write_routines(&t).await;
+    let login = format!("{}engine_only", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}engine\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(&url.replacen("postgres@", &format!("{login}@"), 1))
+        .await
+        .unwrap();
+    let refused = |err: sqlx::Error, sql: &str| {
+        let db = err.as_database_error().unwrap();
+        assert_eq!(db.code().as_deref(), Some("42501"), "{sql}: {err}");
+        err.to_string()
+    };
+    for set_role in [false, true] {
+        if set_role {
+            try_sql(&mut conn, &format!("SET ROLE \"{}engine\"", t.prefix))
+                .await
+                .unwrap();
+        }
+        for (signature, name, args) in &routines {
+            for principal in ["verdict-engine", OPERATOR] {
+                let sql = plausible_call(name, args, principal, "operator");
+                let err = conn
+                    .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())))
+                    .await
+                    .unwrap_err();
+                refused(err, &format!("{signature}: {sql}"));
+            }
+        }
+    }
+    nothing_appended(&t, seq).await;
+
+    let groups = [
+        "operator", "producer", "runner", "verifier", "human", "gate", "system",
+    ]
+    .map(|g| format!("\"{}{g}\"", t.prefix))
+    .join(", ");
+    t.raw(&format!("GRANT {groups} TO \"{}engine\"", t.prefix))
+        .await
+        .unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| format!("{p:?}").contains("writes nothing, yet is a member")),
+        "{:#?}",
+        report.problems
+    );
+    for (signature, name, args) in &routines {
+        for role in ["operator", "system"] {
+            let sql = plausible_call(name, args, "verdict-engine", role);
+            let err = conn
+                .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())))
+                .await
+                .unwrap_err();
+            let message = refused(err, &format!("{signature}: {sql}"));
+            assert!(
+                message.contains("writes nothing (schema 19)"),
+                "{signature}: {message}"
+            );
+        }
+    }
+    conn.close().await.unwrap();
+    t.raw(&format!("REVOKE {groups} FROM \"{}engine\"", t.prefix))
+        .await
+        .unwrap();
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// Schema 19: the system identity appends, besides denials, only the records of webhook
+/// deliveries and failures. A registration or any other note, a principal or a grant is refused
+/// (42501), even were the identity granted every group role, and nothing is appended; a delivery
+/// record goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_identity_appends_only_denials_and_delivery_records() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let login = format!("{}system_only", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}system\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(&url.replacen("postgres@", &format!("{login}@"), 1))
+        .await
+        .unwrap();
+    try_sql(&mut conn, &format!("SET ROLE \"{}system\"", t.prefix))
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let attempts = || {
+        let mut calls = Vec::new();
+        for doc in [
+            json!({"schema": "verdict.webhook/v1", "id": "evil", "url": "https://attacker.example/",
+                "registered_by": OPERATOR}),
+            json!({"schema": "verdict.webhook-removal/v1", "webhook": "hook-1",
+                "removed_by": OPERATOR, "at": "2026-12-01T00:00:00.000000Z"}),
+            json!({"schema": "verdict.webhook-delivered/v1", "webhook": "hook-1"}),
+            json!({"schema": "verdict.cancellation/v1", "subject_digest": s.as_str()}),
+            request(&s),
+        ] {
+            calls.extend(put_calls(
+                Table::VerificationRequests,
+                "verdict-engine",
+                "system",
+                &doc,
+            ));
+        }
+        calls.extend(put_calls(
+            Table::Principals,
+            "verdict-engine",
+            "system",
+            &serde_json::to_value(operator_record("mallory")).unwrap(),
+        ));
+        calls.extend(put_calls(
+            Table::Grants,
+            "verdict-engine",
+            "system",
+            &serde_json::to_value(write_grant("g-mallory", "mallory", "ex-1")).unwrap(),
+        ));
+        calls
+    };
+    for pass in ["as granted", "with every group role"] {
+        if pass == "with every group role" {
+            let groups = [
+                "operator", "producer", "runner", "verifier", "human", "gate",
+            ]
+            .map(|g| format!("\"{}{g}\"", t.prefix))
+            .join(", ");
+            t.raw(&format!("GRANT {groups} TO \"{}system\"", t.prefix))
+                .await
+                .unwrap();
+        }
+        for sql in attempts() {
+            let err = conn
+                .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone())))
+                .await
+                .unwrap_err();
+            let db = err.as_database_error().unwrap();
+            assert_eq!(db.code().as_deref(), Some("42501"), "{pass}: {sql}: {err}");
+        }
+        nothing_appended(&t, seq).await;
+    }
+    let groups = [
+        "operator", "producer", "runner", "verifier", "human", "gate",
+    ]
+    .map(|g| format!("\"{}{g}\"", t.prefix))
+    .join(", ");
+    t.raw(&format!("REVOKE {groups} FROM \"{}system\"", t.prefix))
+        .await
+        .unwrap();
+    let delivered = json!({"schema": "verdict.webhook-delivered/v1", "webhook": "hook-1",
+        "event": 3, "at": "2026-12-01T00:00:00.000000Z"});
+    let [one, _] = put_calls(
+        Table::VerificationRequests,
+        "verdict-engine",
+        "system",
+        &delivered,
+    );
+    try_sql(&mut conn, &one).await.unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }

@@ -212,15 +212,15 @@ async fn a_database_owner_with_createrole_migrates_without_superuser() {
     };
     let store = verdict_store::open_with(&location, &options).await.unwrap();
     // Without a superuser every write acts as a stored principal's identity (schema version
-    // 7): the engine's own identity adds the first operator, who adds the others.
-    let engine =
-        verdict_store::Actor::new("verdict-engine", verdict_core::contracts::Role::Operator);
+    // 7): the first operator adds itself (schema 14; the engine's own identity writes nothing
+    // since schema 19), then the others.
+    let first_op = verdict_store::Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
     let first = verdict_store::PrincipalRecord {
         name: OPERATOR.parse().unwrap(),
         role: verdict_core::contracts::Role::Operator,
         token_sha256: verdict_store::token_sha256("token-of-engine"),
     };
-    store.add_principal(&engine, &first).await.unwrap();
+    store.add_principal(&first_op, &first).await.unwrap();
     for (name, role) in [
         (PRODUCER, verdict_core::contracts::Role::Producer),
         (RUNNER, verdict_core::contracts::Role::Runner),

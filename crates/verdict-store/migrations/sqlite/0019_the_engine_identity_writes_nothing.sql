@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 19: nothing changes in the schema.
+--
+-- On PostgreSQL version 19 takes every write from the engine's own database identity and lets
+-- the system identity append, besides denials, the records of webhook deliveries and failures.
+-- SQLite has no database identities: the store makes the same checks before it writes, on both
+-- backends alike. It refuses a write as the engine's principal in any role but the system role,
+-- and takes from the system role, in the requests table, only those two kinds of record.
