@@ -298,6 +298,26 @@ pub(crate) fn claimable(table: &str, now: &str) -> String {
     )
 }
 
+/// The longest lease a claim takes or a renewal gives: a day, the longest
+/// `verdict worker --lease-seconds` takes. A longer one would let a worker hold a job against
+/// every takeover; PostgreSQL's routines refuse it too (schema version 20).
+pub const MAX_LEASE: Duration = Duration::from_secs(86_400);
+
+/// Refuses a lease longer than [`MAX_LEASE`], before anything is read or written.
+pub(crate) fn check_lease(lease: Duration) -> Result<()> {
+    if lease > MAX_LEASE {
+        return Err(StoreError::Invalid {
+            what: "lease",
+            message: format!(
+                "a lease of {} ms is longer than a day ({} ms)",
+                lease.as_millis(),
+                MAX_LEASE.as_millis()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Milliseconds of a duration for the database, at least one (a zero lease would lapse as it
 /// is taken) and at most `i64::MAX`.
 pub(crate) fn millis(d: Duration) -> i64 {

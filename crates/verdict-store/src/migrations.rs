@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -110,6 +110,13 @@ pub const SQLITE: &[Migration] = &[
         version: 19,
         name: "the_engine_identity_writes_nothing",
         sql: include_str!("../migrations/sqlite/0019_the_engine_identity_writes_nothing.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "the_queue_takes_only_what_its_callers_may_queue",
+        sql: include_str!(
+            "../migrations/sqlite/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+        ),
     },
 ];
 
@@ -209,6 +216,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 19,
         name: "the_engine_identity_writes_nothing",
         sql: include_str!("../migrations/postgres/0019_the_engine_identity_writes_nothing.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "the_queue_takes_only_what_its_callers_may_queue",
+        sql: include_str!(
+            "../migrations/postgres/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+        ),
     },
 ];
 

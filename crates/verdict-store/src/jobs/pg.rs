@@ -222,6 +222,7 @@ pub(crate) async fn renew_claim(
     actor: &Actor,
     claim: &super::JobClaim,
 ) -> Result<()> {
+    super::check_lease(claim.lease)?;
     sqlx::query(AssertSqlSafe(call("job_heartbeat", 5)))
         .bind(&actor.principal)
         .bind(actor.role.as_str())
@@ -289,6 +290,7 @@ impl JobQueue for PgBackend {
         lease: Duration,
     ) -> Result<Option<Job>> {
         may_work(actor, kind)?;
+        super::check_lease(lease)?;
         let mut tx = self.acting(actor).await?;
         let rows = sqlx::query(AssertSqlSafe(call("job_claim", 5)))
             .bind(&actor.principal)
@@ -310,6 +312,7 @@ impl JobQueue for PgBackend {
         fencing: i64,
         lease: Duration,
     ) -> Result<Job> {
+        super::check_lease(lease)?;
         let mut tx = self.acting(actor).await?;
         let rows = sqlx::query(AssertSqlSafe(call("job_heartbeat", 5)))
             .bind(&actor.principal)

@@ -119,6 +119,7 @@ pub(crate) fn renew_claim(
     claim: &super::JobClaim,
     manual: Option<i64>,
 ) -> Result<()> {
+    super::check_lease(claim.lease)?;
     let now = store_now(conn, manual)?;
     held(conn, actor, claim.job, claim.fencing, now)?;
     conn.execute(
@@ -226,6 +227,7 @@ impl JobQueue for SqliteBackend {
         lease: Duration,
     ) -> Result<Option<Job>> {
         may_work(actor, kind)?;
+        super::check_lease(lease)?;
         let (holder, principal) = (holder.to_owned(), actor.principal.clone());
         let manual = self.manual_time().get();
         self.with(move |conn| {
@@ -261,6 +263,7 @@ impl JobQueue for SqliteBackend {
         fencing: i64,
         lease: Duration,
     ) -> Result<Job> {
+        super::check_lease(lease)?;
         let (actor, manual) = (actor.clone(), self.manual_time().get());
         immediate(self, move |tx| {
             let now = store_now(tx, manual)?;

@@ -907,6 +907,144 @@ fn engine_request(
     })
 }
 
+async fn job_count(t: &TestStore) -> usize {
+    t.store
+        .queue()
+        .jobs(&verdict_store::JobFilter::default())
+        .await
+        .unwrap()
+        .len()
+}
+
+/// Schema 20: the queue's routines, called by hand, take from a producer's login only jobs of
+/// its own subject's stored requests, with no deadline past and the classes the request asks
+/// for; and a lease of at most a day from a worker's. Each refusal queues nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_takes_from_a_login_only_what_its_caller_may_queue() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = current_policy(&t).await;
+    let request = t
+        .store
+        .put(&op, DocKind::Request, &engine_request(&s, 1, &p, None))
+        .await
+        .unwrap()
+        .digest
+        .to_string();
+    let (mut own, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let (mut other, _) = principal_login(&t, "coder-2", Role::Producer).await;
+    let enqueue = |who: &str, jobs: &[(&str, &str, &str, &str)]| {
+        let list = |i: usize| {
+            jobs.iter()
+                .map(|j| [j.0, j.1, j.2, j.3][i].to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "SELECT id FROM verdict.job_enqueue('{who}', 'producer', ARRAY[{}]::text[], ARRAY[{}]::text[], ARRAY[{}]::text[], ARRAY[{}]::bigint[])",
+            list(0),
+            list(1),
+            list(2),
+            list(3)
+        )
+    };
+    let r = format!("'{request}'");
+    let before = job_count(&t).await;
+    let held = "may queue only jobs with no deadline past";
+    for (mine, who, jobs) in [
+        // Another producer, for this producer's request.
+        (false, "coder-2", vec![("'gate'", r.as_str(), "''", "NULL")]),
+        // A request that is not stored.
+        (
+            true,
+            PRODUCER,
+            vec![("'gate'", "'sha256:0000'", "''", "NULL")],
+        ),
+        // A deadline already past.
+        (true, PRODUCER, vec![("'gate'", r.as_str(), "''", "-1")]),
+        // A class the request does not ask for, and a verify job with none.
+        (
+            true,
+            PRODUCER,
+            vec![("'verify'", r.as_str(), "'security'", "NULL")],
+        ),
+        (true, PRODUCER, vec![("'verify'", r.as_str(), "''", "NULL")]),
+        // A checks job with a class.
+        (
+            true,
+            PRODUCER,
+            vec![("'checks'", r.as_str(), "'x'", "NULL")],
+        ),
+    ] {
+        let conn = if mine { &mut own } else { &mut other };
+        let err = try_sql(conn, &enqueue(who, &jobs)).await.unwrap_err();
+        assert!(err.contains(held), "{jobs:?}: {err}");
+    }
+    assert_eq!(
+        job_count(&t).await,
+        before,
+        "a refused enqueue queued something"
+    );
+    // The request's own jobs, by its producer.
+    try_sql(
+        &mut own,
+        &enqueue(
+            PRODUCER,
+            &[
+                ("'checks'", r.as_str(), "''", "NULL"),
+                ("'verify'", r.as_str(), "'reviewer'", "NULL"),
+                ("'gate'", r.as_str(), "''", "3600000"),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(job_count(&t).await, before + 3);
+
+    // A lease longer than a day, taken or renewed by hand: refused.
+    let (mut runner, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let err = try_sql(
+        &mut runner,
+        &format!("SELECT id FROM verdict.job_claim('{RUNNER}', 'runner', 'checks', 'h', 86400001)"),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("is not 1 ms to a day"), "{err}");
+    let claimed = t
+        .store
+        .queue()
+        .jobs(&verdict_store::JobFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.kind == verdict_store::JobKind::Checks)
+        .unwrap();
+    assert_eq!(claimed.state, verdict_store::JobState::Ready);
+    try_sql(
+        &mut runner,
+        &format!("SELECT id FROM verdict.job_claim('{RUNNER}', 'runner', 'checks', 'h', 86400000)"),
+    )
+    .await
+    .unwrap();
+    let err = try_sql(
+        &mut runner,
+        &format!(
+            "SELECT id FROM verdict.job_heartbeat('{RUNNER}', 'runner', {}, 1, 86400001)",
+            claimed.id
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("is not 1 ms to a day"), "{err}");
+    for conn in [own, other, runner] {
+        conn.close().await.unwrap();
+    }
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
 /// The run and the admission note of `verifier` for run `run` under `request`.
 fn self_admission(
     verifier: &str,

@@ -57,13 +57,15 @@ async fn enqueuing_twice_adds_nothing_and_only_operators_and_producers_enqueue(t
             .iter()
             .all(|j| j.state == JobState::Ready && j.fencing == 0)
     );
-    let producer = Actor::new(PRODUCER, Role::Producer);
-    let again = q.enqueue_jobs(&producer, &jobs).await.unwrap();
+    // Queued again, nothing is added. (A producer queues only its own subject's stored requests
+    // on PostgreSQL, schema version 20; these requests are not stored, so the operator asks.)
+    let again = q.enqueue_jobs(&operator(), &jobs).await.unwrap();
     assert_eq!(
         again.iter().map(|j| j.id).collect::<Vec<_>>(),
         first.iter().map(|j| j.id).collect::<Vec<_>>()
     );
     assert_eq!(again[0].enqueued_by, OPERATOR, "the first enqueue stands");
+    assert!(again[0].created_at == first[0].created_at);
     assert_eq!(q.jobs(&JobFilter::default()).await.unwrap().len(), 3);
     for role in [Role::Runner, Role::Verifier, Role::Human] {
         let err = q
@@ -308,6 +310,46 @@ async fn a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline(t: &TestSt
     assert_eq!(second.request, request("wait"));
 }
 both!(a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline);
+
+async fn a_lease_longer_than_a_day_is_refused_before_anything_is_written(t: &TestStore) {
+    let q = t.store.queue();
+    q.enqueue_jobs(&operator(), &[job(JobKind::Checks, "long", "")])
+        .await
+        .unwrap();
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let too_long = verdict_store::MAX_LEASE + Duration::from_millis(1);
+    let err = q
+        .claim_job(&runner, JobKind::Checks, "r", too_long)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Invalid { what: "lease", .. }),
+        "{err}"
+    );
+    let ready = q.jobs(&JobFilter::default()).await.unwrap();
+    assert_eq!(
+        ready[0].state,
+        JobState::Ready,
+        "the refused claim took the job"
+    );
+    // A day exactly is taken; a renewal past a day is refused and leaves the lease as it was.
+    let held = q
+        .claim_job(&runner, JobKind::Checks, "r", verdict_store::MAX_LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let err = q
+        .heartbeat(&runner, held.id, held.fencing, too_long)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Invalid { what: "lease", .. }),
+        "{err}"
+    );
+    let after = q.jobs(&JobFilter::default()).await.unwrap();
+    assert_eq!(after[0].lease_until, held.lease_until);
+}
+both!(a_lease_longer_than_a_day_is_refused_before_anything_is_written);
 
 async fn only_a_kinds_worker_role_works_it(t: &TestStore) {
     let q = t.store.queue();

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 20: nothing changes in the schema.
+--
+-- On PostgreSQL version 20 makes the job queue's routines refuse jobs of requests that do not
+-- exist or (for a producer) are another producer's, deadlines already past, classes a request
+-- does not require, and leases longer than a day. On SQLite whoever can write the file controls
+-- it; the store's code refuses leases longer than a day on both backends, and the engine
+-- queues only what its caller may queue.
