@@ -2055,8 +2055,6 @@ async fn logins_write_to_an_execution_only_as_it_is_stored() {
         .await
         .unwrap();
     grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
-    let sqlstate =
-        |err: &str| err.contains("42501") || err.contains("error returned from database");
     // Subjects the login may not store, and what the refusal says.
     let own_mission = subject_by("coder3", 2, Some("m3"), "run-c3");
     let their_mission = subject_by("coder3", 2, Some("m-17"), "run-c3");
@@ -2130,7 +2128,7 @@ async fn logins_write_to_an_execution_only_as_it_is_stored() {
     ) {
         refused.push((2, sql, "names role human"));
     }
-    let mut conns = [&mut coder3, &mut coder, &mut alice];
+    let conns = [&mut coder3, &mut coder, &mut alice];
     for (which, sql, says) in &refused {
         let (code, err) = try_sql_state(conns[*which], sql).await.expect_err(sql);
         assert!(err.contains(says) && code == "42501", "{sql}: {code} {err}");
