@@ -71,6 +71,10 @@ impl Engine {
                 h.generation, subject.execution.generation
             )));
         }
+        if let Some(h) = &head {
+            self.require_execution_as_stored(caller, &subject, &digest, h, now)
+                .await?;
+        }
         let what = || format!("execution {execution:?}");
         if let Some(p) = expected {
             let current = head.as_ref().map(execution_version);
@@ -91,10 +95,75 @@ impl Engine {
         Ok(digest)
     }
 
+    /// Refuses subject `subject` (digest `digest`) for an execution whose current head is
+    /// `head`, unless it is written to the execution as stored: a producer's write grant must
+    /// cover the current subject (its execution, or the mission it has), and a producer other
+    /// than the current subject's takes the execution over only under a write grant on the
+    /// execution itself, by its id (a grant by mission lets producers work their own
+    /// executions in it, not each other's). Whoever writes, the subject keeps the execution's
+    /// mission, and the execution never returns to a subject it has left: its evidence would
+    /// count again.
+    async fn require_execution_as_stored(
+        &self,
+        caller: &Principal,
+        subject: &Subject,
+        digest: &Digest,
+        head: &verdict_store::ExecutionHead,
+        now: &verdict_core::contracts::Timestamp,
+    ) -> Result<()> {
+        let execution = subject.execution.id.as_str();
+        let current = self.subject(&head.subject_digest).await?;
+        if caller.role == Role::Producer {
+            self.require_grant(caller, &current, true, "put a subject", now)
+                .await?;
+            if current.producer.principal != caller.name {
+                let by_id = self
+                    .store
+                    .grants_for(caller.name.as_str())
+                    .await?
+                    .iter()
+                    .any(|g| {
+                        g.record.scope.kind == verdict_store::ScopeKind::Execution
+                            && g.record.scope.id.as_str() == execution
+                            && g.record.access == verdict_store::Access::Write
+                            && g.is_active(now)
+                    });
+                if !by_id {
+                    let err = EngineError::PermissionDenied {
+                        principal: caller.name.to_string(),
+                        role: caller.role.as_str(),
+                        action: "put a subject".into(),
+                        why: format!(
+                            "execution {execution:?} is producer {:?}'s; taking it over needs a write grant in force on the execution itself",
+                            current.producer.principal.as_str()
+                        ),
+                    };
+                    return Err(self.deny(caller, err).await);
+                }
+            }
+        }
+        let mission = |s: &Subject| s.mission.as_ref().map_or("none", |m| m.as_str()).to_owned();
+        if current.mission != subject.mission {
+            return Err(EngineError::Conflict(format!(
+                "execution {execution:?}'s current subject {} is of mission {}, but subject {digest} names mission {}; a subject does not change its execution's mission",
+                head.subject_digest,
+                mission(&current),
+                mission(subject)
+            )));
+        }
+        if *digest != head.subject_digest && self.store.execution_was_at(execution, digest).await? {
+            return Err(EngineError::Conflict(format!(
+                "execution {execution:?} was at subject {digest} before; an execution only moves forward, so put a new subject"
+            )));
+        }
+        Ok(())
+    }
+
     /// Appends check evidence documents (each may carry its digest). Runners need a write grant
-    /// on the subject's execution; a producer may add evidence about its own work, kept but
-    /// counted only where the policy's `check_evidence_from` lists `producer`. Returns the
-    /// evidence digests, in order.
+    /// on the subject's execution; a producer may add evidence about its own work, under a
+    /// write grant on its execution like everyone else, kept but counted only where the
+    /// policy's `check_evidence_from` lists `producer`. Returns the evidence digests, in
+    /// order.
     ///
     /// Where the store's own write refuses a runner's evidence without a write grant in force
     /// on a stored subject ([`verdict_store::Store::binds_evidence_grants`]: PostgreSQL, on
@@ -144,17 +213,11 @@ impl Engine {
                 verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc)
                     .map_err(|e| invalid("check evidence")(format!("item {i}: {e}")))?;
             if checked.as_ref() != Some(&ev.subject_digest) {
-                // A runner's subject and grants in one read; a producer needs no grant here.
-                let (subject, grants) = if caller.role == Role::Runner {
-                    self.store
-                        .subject_and_grants(&ev.subject_digest, caller.name.as_str())
-                        .await?
-                } else {
-                    (
-                        self.store.get(DocKind::Subject, &ev.subject_digest).await?,
-                        Vec::new(),
-                    )
-                };
+                // The subject and the caller's grants in one read.
+                let (subject, grants) = self
+                    .store
+                    .subject_and_grants(&ev.subject_digest, caller.name.as_str())
+                    .await?;
                 let subject: Subject = subject
                     .ok_or_else(|| EngineError::NotFound {
                         what: "subject",
@@ -170,17 +233,17 @@ impl Engine {
                     };
                     return Err(self.deny(caller, err).await);
                 }
-                if caller.role == Role::Runner {
-                    self.require_grant_in(
-                        caller,
-                        &subject,
-                        &grants,
-                        true,
-                        "append check evidence",
-                        now,
-                    )
-                    .await?;
-                }
+                // A producer's evidence is about its own work, under its write grant, as the
+                // database also requires of it.
+                self.require_grant_in(
+                    caller,
+                    &subject,
+                    &grants,
+                    true,
+                    "append check evidence",
+                    now,
+                )
+                .await?;
                 checked = Some(ev.subject_digest.clone());
             }
             batch.push((DocKind::Evidence, doc.clone()));

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -116,6 +116,12 @@ pub const SQLITE: &[Migration] = &[
         name: "the_queue_takes_only_what_its_callers_may_queue",
         sql: include_str!(
             "../migrations/sqlite/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+    },
+    Migration {
+        version: 21,
+        name: "executions_keep_their_mission_and_move_forward",
+        sql: include_str!(
+            "../migrations/sqlite/0021_executions_keep_their_mission_and_move_forward.sql"
         ),
     },
 ];
@@ -222,6 +228,12 @@ pub const POSTGRES: &[Migration] = &[
         name: "the_queue_takes_only_what_its_callers_may_queue",
         sql: include_str!(
             "../migrations/postgres/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+    },
+    Migration {
+        version: 21,
+        name: "executions_keep_their_mission_and_move_forward",
+        sql: include_str!(
+            "../migrations/postgres/0021_executions_keep_their_mission_and_move_forward.sql"
         ),
     },
 ];

@@ -414,8 +414,15 @@ pub trait Store: Send + Sync {
     /// A pointer's current state.
     async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>>;
 
+    /// Whether execution `execution`'s pointer was ever moved to `subject` (its history of
+    /// changes, the current value included).
+    async fn execution_was_at(&self, execution: &str, subject: &Digest) -> Result<bool>;
+
     /// Moves an execution to a stored subject of that execution, if its current head is
-    /// `expected` (`None`: the execution has none yet). The generation never goes back.
+    /// `expected` (`None`: the execution has none yet). The generation never goes back, the
+    /// execution keeps its current subject's mission, it never returns to a subject it left,
+    /// and a producer moves another producer's execution only under a write grant on the
+    /// execution itself.
     async fn set_current_subject(
         &self,
         actor: &Actor,
@@ -931,12 +938,16 @@ impl<B: Backend> StoreImpl<B> {
 
     /// A producer moves an execution only to a subject it produced, while it holds a write
     /// grant in force on the execution (or its mission) at the store's time.
+    /// `current`: the execution's current subject, when it has one. Another producer's
+    /// execution is taken over only under a write grant on the execution itself, by its id: a
+    /// grant by mission lets producers work their own executions in it, not each other's.
     async fn check_producer_moves(
         &self,
         actor: &Actor,
         execution: &str,
         digest: &Digest,
         subject: &Subject,
+        current: Option<&(Digest, Subject)>,
     ) -> Result<()> {
         if subject.producer.principal.as_str() != actor.principal {
             return Err(StoreError::Refused(format!(
@@ -945,18 +956,41 @@ impl<B: Backend> StoreImpl<B> {
             )));
         }
         let now = self.now().await?;
-        let granted =
-            self.grants_for(&actor.principal).await?.iter().any(|g| {
-                g.record.access == Access::Write && g.covers(subject) && g.is_active(&now)
-            });
-        if granted {
-            Ok(())
-        } else {
-            Err(StoreError::Refused(format!(
+        let grants = self.grants_for(&actor.principal).await?;
+        let in_force = |g: &&Grant| g.record.access == Access::Write && g.is_active(&now);
+        if !grants.iter().filter(in_force).any(|g| g.covers(subject)) {
+            return Err(StoreError::Refused(format!(
                 "execution {execution:?}: producer {:?} holds no write grant in force on it",
                 actor.principal
-            )))
+            )));
         }
+        if let Some((current_digest, current)) = current
+            && current.producer.principal.as_str() != actor.principal
+            && !grants.iter().filter(in_force).any(|g| {
+                g.record.scope.kind == records::ScopeKind::Execution
+                    && g.record.scope.id.as_str() == execution
+            })
+        {
+            return Err(StoreError::Refused(format!(
+                "execution {execution:?}: its current subject {current_digest} is producer {:?}'s; producer {:?} takes it over only with a write grant in force on the execution itself",
+                current.producer.principal.as_str(),
+                actor.principal
+            )));
+        }
+        Ok(())
+    }
+
+    /// A stored subject, decoded, with its digest.
+    async fn stored_subject(&self, digest: &Digest) -> Result<(Digest, Subject)> {
+        let s: Subject = self
+            .get(DocKind::Subject, digest)
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "subject",
+                key: digest.to_string(),
+            })?
+            .decode()?;
+        Ok((digest.clone(), s))
     }
 
     /// A verifier files a finding only about a subject it holds an admitted run for, whether
@@ -1401,6 +1435,11 @@ fn check_item(actor: &Actor, item: &Prepared) -> Result<()> {
     )
 }
 
+/// A subject's mission as a refusal names it.
+fn mission_name(s: &Subject) -> &str {
+    s.mission.as_ref().map_or("none", Name::as_str)
+}
+
 fn check_pointer_name(name: &str, what: &'static str) -> Result<()> {
     if verdict_core::contracts::primitives::is_printable_name(name) {
         Ok(())
@@ -1802,6 +1841,26 @@ impl<B: Backend> Store for StoreImpl<B> {
         self.backend.pointer(kind, name).await
     }
 
+    async fn execution_was_at(&self, execution: &str, subject: &Digest) -> Result<bool> {
+        let changes = self
+            .backend
+            .find(
+                Table::PointerChanges,
+                Filter::Column("name", execution.to_owned()),
+            )
+            .await?;
+        for row in changes {
+            let change: PointerChange = row.decode()?;
+            if change.pointer == PointerKind::Execution.as_str()
+                && change.new.get("subject_digest").and_then(Value::as_str)
+                    == Some(subject.as_str())
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     async fn set_current_subject(
         &self,
         actor: &Actor,
@@ -1837,8 +1896,33 @@ impl<B: Backend> Store for StoreImpl<B> {
                 old.generation, new.generation
             )));
         }
+        let current = match self
+            .backend
+            .pointer(PointerKind::Execution, execution)
+            .await?
+        {
+            Some(p) => match p.execution()? {
+                Some(h) => Some(self.stored_subject(&h.subject_digest).await?),
+                None => None,
+            },
+            None => None,
+        };
+        if let Some((current_digest, current)) = &current {
+            if current.mission != s.mission {
+                return Err(StoreError::Refused(format!(
+                    "execution {execution:?}: its current subject {current_digest} is of mission {}, but subject {subject} names mission {}; a subject does not change its execution's mission",
+                    mission_name(current),
+                    mission_name(&s)
+                )));
+            }
+            if current_digest != subject && self.execution_was_at(execution, subject).await? {
+                return Err(StoreError::Refused(format!(
+                    "execution {execution:?}: subject {subject} was its current subject before; an execution only moves forward"
+                )));
+            }
+        }
         if actor.role == ActorRole::Producer {
-            self.check_producer_moves(actor, execution, subject, &s)
+            self.check_producer_moves(actor, execution, subject, &s, current.as_ref())
                 .await?;
         }
         let expected = expected

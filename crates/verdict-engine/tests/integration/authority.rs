@@ -349,3 +349,169 @@ async fn a_principal_with_no_grant_on_an_execution_does_not_gate_it() {
     })
     .await;
 }
+
+/// The current subject of [`EXEC`].
+async fn head_of(w: &World) -> verdict_core::digest::Digest {
+    w.engine
+        .execution_head(&w.ops, EXEC)
+        .await
+        .unwrap()
+        .unwrap()
+        .subject_digest
+}
+
+/// A producer with a second producer's execution as its target: `coder3`, holding a write
+/// grant on mission `m3` only.
+async fn second_producer(w: &World) -> verdict_engine::Principal {
+    let token = w
+        .engine
+        .add_principal(&w.ops, "coder3", verdict_core::contracts::Role::Producer)
+        .await
+        .unwrap();
+    w.engine
+        .grant(
+            &w.ops,
+            "g-m3",
+            "coder3",
+            verdict_store::ScopeKind::Mission,
+            "m3",
+            verdict_store::Access::Write,
+            &ts("2027-01-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    w.engine.authenticate(&token).await.unwrap()
+}
+
+/// A subject of [`EXEC`] by `coder3`, naming `mission` when given.
+fn subject_of_coder3(generation: u64, diff: &str, mission: Option<&str>) -> serde_json::Value {
+    let mut s = subject(generation, diff);
+    s["producer"]["principal"] = json!("coder3");
+    if let Some(m) = mission {
+        s["mission"] = json!(m);
+    }
+    s
+}
+
+/// A producer holding a write grant on its own mission names that mission in a subject for
+/// another producer's execution: refused with a denial, the execution stays where it was.
+/// Handed the execution by a grant on its id, it may put the next subject, but never one that
+/// changes the execution's mission. And a producer's check evidence needs a write grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mission_grant_does_not_take_over_another_producers_execution() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d1, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
+        let coder3 = second_producer(&w).await;
+        let before = chain_length(&w).await;
+        let e = w
+            .engine
+            .put_subject(&coder3, &subject_of_coder3(2, "mine now", Some("m3")))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        // Only the denial is written; the execution did not move.
+        assert_eq!(chain_length(&w).await, before + 1);
+        assert_eq!(head_of(&w).await, d1);
+        // Evidence about the other producer's subject is refused too.
+        let ev = evidence(&d1, "pass", "coder3", "producer");
+        let e = w.engine.add_evidence(&coder3, &[ev]).await.unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        assert_eq!(chain_length(&w).await, before + 2);
+
+        // A grant on the execution itself hands it over, but its mission stays.
+        w.engine
+            .grant(
+                &w.ops,
+                "g-ex-coder3",
+                "coder3",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Write,
+                &ts("2027-01-01T00:00:00Z"),
+            )
+            .await
+            .unwrap();
+        let before = chain_length(&w).await;
+        for who in [&coder3, &w.ops] {
+            let e = w
+                .engine
+                .put_subject(who, &subject_of_coder3(2, "mine now", Some("m3")))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "conflict", "{e}");
+            assert!(e.to_string().contains("mission"), "{e}");
+        }
+        assert_eq!(chain_length(&w).await, before);
+        let d2 = w
+            .engine
+            .put_subject(&coder3, &subject_of_coder3(2, "handed over", None))
+            .await
+            .unwrap();
+        assert_eq!(head_of(&w).await, d2);
+
+        // The first producer's evidence needs its grant in force like a runner's.
+        w.engine
+            .revoke(&w.ops, "g-coder", "moved on")
+            .await
+            .unwrap();
+        let before = chain_length(&w).await;
+        let ev = evidence(&d1, "fail", "coder", "producer");
+        let e = w.engine.add_evidence(&w.coder, &[ev]).await.unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        assert_eq!(chain_length(&w).await, before + 1);
+    })
+    .await;
+}
+
+/// Within one generation the execution goes from A to B; putting A again is refused, as a
+/// conflict that names A, through the engine and through the store, and nothing is written.
+/// Putting B again, the current subject, is taken and appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_never_returns_to_a_subject_it_left() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (a, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
+        let b = w
+            .engine
+            .put_subject(&w.coder, &subject(1, "change B"))
+            .await
+            .unwrap();
+        let before = chain_length(&w).await;
+        for who in [&w.coder, &w.ops] {
+            let e = w
+                .engine
+                .put_subject(who, &subject(1, "change A"))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "conflict", "{e}");
+            assert!(e.to_string().contains(a.as_str()), "{e}");
+        }
+        let at_b = verdict_store::ExecutionHead {
+            subject_digest: b.clone(),
+            generation: 1,
+        };
+        for actor in [
+            Actor::new("coder", ActorRole::Producer),
+            Actor::new("ops", ActorRole::Operator),
+        ] {
+            let e = w
+                .engine
+                .store()
+                .set_current_subject(&actor, EXEC, Some(&at_b), &a)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("only moves forward"), "{e}");
+        }
+        assert_eq!(head_of(&w).await, b);
+        // The current subject put again: taken, nothing appended.
+        let again = w
+            .engine
+            .put_subject(&w.coder, &subject(1, "change B"))
+            .await
+            .unwrap();
+        assert_eq!(again, b);
+        assert_eq!(chain_length(&w).await, before);
+    })
+    .await;
+}

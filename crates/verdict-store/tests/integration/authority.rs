@@ -14,7 +14,8 @@ use serde_json::json;
 use sqlx::{Connection as _, Executor as _};
 use verdict_core::contracts::{Role, UnavailableReason};
 use verdict_store::{
-    Actor, DocKind, ExecutionHead, PointerKind, RunAdmission, RunStatus, StoreClock, Table,
+    Access, Actor, DocKind, ExecutionHead, GrantRecord, GrantScope, Location, PointerKind,
+    RunAdmission, RunStatus, ScopeKind, StoreClock, Table,
 };
 
 /// A login of the principal's own database role, storing the principal first if need be.
@@ -750,4 +751,95 @@ async fn on_a_manual_clock_the_database_holds_an_admission_lease_to_a_minute_of_
         .unwrap();
     assert!(store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
+}
+
+/// Stores subject `doc` as the superuser with no role set on PostgreSQL (whom the database
+/// does not bind), or through the store on SQLite, so the store's own move can be tried.
+async fn store_unbound(t: &TestStore, producer: &str, doc: &serde_json::Value) {
+    match &t.location {
+        Location::Sqlite(_) => {
+            t.store
+                .put(&Actor::new(producer, Role::Producer), DocKind::Subject, doc)
+                .await
+                .unwrap();
+        }
+        Location::Postgres(_) => {
+            let body = String::from_utf8(verdict_core::canonical::to_vec(doc)).unwrap();
+            let digest =
+                verdict_store::records::row_digest(Table::Subjects.domain(), body.as_bytes());
+            let body = body.replace('\'', "''");
+            t.raw(&format!(
+                "SELECT r_seq FROM verdict.put_one_subjects('{producer}', 'producer', '{digest}', '{digest}', '{body}', NULL)"
+            ))
+            .await
+            .unwrap();
+        }
+    }
+}
+
+/// Schema version 21, through the store on both backends: a producer holding write grants on
+/// missions moves another producer's execution to a subject naming another mission, or to its
+/// own subject of the execution's mission; both refused, nothing appended. Granted the
+/// execution by its id, it moves the execution, its mission kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_moves_an_execution_only_as_it_is_stored() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let op = Actor::new(OPERATOR, Role::Operator);
+        register(store, "coder3", Role::Producer).await;
+        for (id, mission) in [("g-m3", "m3"), ("g-m17", "m-17")] {
+            let g = GrantRecord {
+                grant_id: id.parse().unwrap(),
+                principal: "coder3".parse().unwrap(),
+                scope: GrantScope {
+                    kind: ScopeKind::Mission,
+                    id: mission.parse().unwrap(),
+                },
+                access: Access::Write,
+                expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+            };
+            store.add_grant(&op, &g).await.unwrap();
+        }
+        let at_1 = ExecutionHead {
+            subject_digest: subject_digest(&subject("ex-1", 1)),
+            generation: 1,
+        };
+        let coder3 = Actor::new("coder3", Role::Producer);
+        let mut cases = Vec::new();
+        for (mission, says) in [
+            ("m3", "does not change its execution's mission"),
+            (
+                "m-17",
+                "takes it over only with a write grant in force on the execution itself",
+            ),
+        ] {
+            let mut s = subject("ex-1", 2);
+            s["mission"] = json!(mission);
+            s["producer"] = json!({"principal": "coder3", "run": "run-c3"});
+            store_unbound(&t, "coder3", &s).await;
+            cases.push((subject_digest(&s), says));
+        }
+        let seq = store.audit_head().await.unwrap().unwrap().seq;
+        for (d, says) in &cases {
+            let err = store
+                .set_current_subject(&coder3, "ex-1", Some(&at_1), d)
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(says), "{err}");
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, seq);
+        grant_write(store, "g-ex1-c3", "coder3", "ex-1").await;
+        let err = store
+            .set_current_subject(&coder3, "ex-1", Some(&at_1), &cases[0].0)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(cases[0].1), "{err}");
+        store
+            .set_current_subject(&coder3, "ex-1", Some(&at_1), &cases[1].0)
+            .await
+            .unwrap();
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
 }

@@ -20,6 +20,21 @@ use verdict_store::{
     PrincipalRecord, ScopeKind, Table, token_sha256,
 };
 
+/// [`try_sql`], a refusal as its SQLSTATE and message.
+async fn try_sql_state(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), (String, String)> {
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            let code = e
+                .as_database_error()
+                .and_then(|d| d.code())
+                .map(|c| c.into_owned())
+                .unwrap_or_default();
+            (code, e.to_string())
+        })
+}
+
 async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String> {
     conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())))
         .await
@@ -37,6 +52,19 @@ fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value)
     let body = canonical(doc);
     let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
     let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
+    put_calls_keyed(table, principal, role, doc, &key)
+}
+
+/// [`put_calls`] under `key`, for a body the store itself would not take.
+fn put_calls_keyed(
+    table: Table,
+    principal: &str,
+    role: &str,
+    doc: &serde_json::Value,
+    key: &str,
+) -> [String; 2] {
+    let body = canonical(doc);
+    let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
     let body = body.replace('\'', "''");
     [
         format!(
@@ -207,6 +235,8 @@ async fn a_service_login_writes_only_as_the_principal_it_set_role_to() {
     register(t.store.as_ref(), PRODUCER, Role::Producer).await;
     register(t.store.as_ref(), RUNNER, Role::Runner).await;
     grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    // A producer's evidence needs its write grant too (schema version 21).
+    grant_write(t.store.as_ref(), "g-producer", PRODUCER, "ex-1").await;
     let login = format!("{}svc_login", t.prefix);
     t.raw(&format!(
         "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}service\"",
@@ -2647,5 +2677,218 @@ async fn the_system_identity_appends_only_denials_and_delivery_records() {
     conn.close().await.unwrap();
     assert_eq!(head_seq(&t).await, seq + 1);
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// A subject of ex-1 (as `populate` stores it, mission m-17) by `producer`, naming `mission`.
+fn subject_by(
+    producer: &str,
+    generation: u64,
+    mission: Option<&str>,
+    run: &str,
+) -> serde_json::Value {
+    let mut s = subject("ex-1", generation);
+    s["producer"] = json!({"principal": producer, "run": run});
+    match mission {
+        Some(m) => s["mission"] = json!(m),
+        None => {
+            s.as_object_mut().unwrap().remove("mission");
+        }
+    }
+    s
+}
+
+fn mission_grant(id: &str, principal: &str, mission: &str) -> GrantRecord {
+    let mut g = write_grant(id, principal, "unused");
+    g.scope = GrantScope {
+        kind: ScopeKind::Mission,
+        id: mission.parse().unwrap(),
+    };
+    g
+}
+
+/// Schema version 21, through each principal's own login: a producer holding a write grant on
+/// its own mission names it in a subject for another producer's execution, stores it by hand
+/// and moves the execution to it; puts check evidence as a producer about another producer's
+/// subject, or about its own without a grant; moves an execution back to a subject it left;
+/// and a person records a decision on a policy that is no gate's current one, or in a role that
+/// is not `human`. Each is refused with SQLSTATE 42501 and appends nothing. A grant on the
+/// execution itself hands it over, its mission kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_write_to_an_execution_only_as_it_is_stored() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let s1 = subject_digest(&subject("ex-1", 1));
+    let at_1 = ExecutionHead {
+        subject_digest: s1.clone(),
+        generation: 1,
+    };
+    let (mut coder3, _) = principal_login(&t, "coder3", Role::Producer).await;
+    let (mut coder, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let (mut alice, _) = principal_login(&t, HUMAN, Role::Human).await;
+    t.store
+        .add_grant(&op, &mission_grant("g-m3", "coder3", "m3"))
+        .await
+        .unwrap();
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
+    // Subjects the login may not store, and what the refusal says.
+    let own_mission = subject_by("coder3", 2, Some("m3"), "run-c3");
+    let their_mission = subject_by("coder3", 2, Some("m-17"), "run-c3");
+    // Stored by the superuser with no role set, whom the database does not bind, to try the
+    // moves.
+    for s in [&own_mission, &their_mission] {
+        t.raw(&put_calls(Table::Subjects, "coder3", "producer", s)[0])
+            .await
+            .unwrap();
+    }
+    let to = |s: &serde_json::Value| ExecutionHead {
+        subject_digest: subject_digest(s),
+        generation: 2,
+    };
+    let mut decision_policy = human(&s1, &subject_digest(&subject("ex-9", 1)));
+    decision_policy["id"] = json!("hd-stale-policy");
+    let current_policy =
+        verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let mut decision_role = human(&s1, &current_policy);
+    decision_role["id"] = json!("hd-not-human");
+    decision_role["role"] = json!("reviewer");
+    let seq = head_seq(&t).await;
+    let mut refused = Vec::new();
+    let mut fresh_own = own_mission.clone();
+    fresh_own["producer"]["run"] = json!("run-c3-fresh");
+    for sql in put_calls(Table::Subjects, "coder3", "producer", &fresh_own) {
+        refused.push((0, sql, "does not change its execution's mission"));
+    }
+    refused.push((
+        0,
+        cas_execution(
+            "coder3",
+            "producer",
+            "ex-1",
+            1,
+            Some(&at_1),
+            &to(&own_mission),
+        ),
+        "does not change its execution's mission",
+    ));
+    for sql in put_calls(
+        Table::CheckEvidence,
+        "coder3",
+        "producer",
+        &evidence_by(&s1, "ev-c3", "coder3", "producer"),
+    ) {
+        refused.push((0, sql, "did not produce subject"));
+    }
+    for sql in put_calls(
+        Table::CheckEvidence,
+        PRODUCER,
+        "producer",
+        &evidence_by(&s1, "ev-own", PRODUCER, "producer"),
+    ) {
+        refused.push((1, sql, "holds no write grant in force"));
+    }
+    for sql in put_calls(Table::HumanDecisions, HUMAN, "human", &decision_policy) {
+        refused.push((2, sql, "is no gate's current policy"));
+    }
+    // The store would not parse such a decision; its key is its digest.
+    let role_key = verdict_store::records::row_digest(
+        Table::HumanDecisions.domain(),
+        canonical(&decision_role).as_bytes(),
+    );
+    for sql in put_calls_keyed(
+        Table::HumanDecisions,
+        HUMAN,
+        "human",
+        &decision_role,
+        role_key.as_str(),
+    ) {
+        refused.push((2, sql, "names role human"));
+    }
+    let conns = [&mut coder3, &mut coder, &mut alice];
+    for (which, sql, says) in &refused {
+        let (code, err) = try_sql_state(conns[*which], sql).await.expect_err(sql);
+        assert!(err.contains(says) && code == "42501", "{sql}: {code} {err}");
+    }
+    nothing_appended(&t, seq).await;
+
+    // A grant on the mission the execution keeps still does not take it over.
+    t.store
+        .add_grant(&op, &mission_grant("g-m17", "coder3", "m-17"))
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    let mut fresh_theirs = their_mission.clone();
+    fresh_theirs["producer"]["run"] = json!("run-c3-fresh");
+    let mut takeovers: Vec<String> =
+        put_calls(Table::Subjects, "coder3", "producer", &fresh_theirs).into();
+    takeovers.push(cas_execution(
+        "coder3",
+        "producer",
+        "ex-1",
+        1,
+        Some(&at_1),
+        &to(&their_mission),
+    ));
+    for sql in &takeovers {
+        let (code, err) = try_sql_state(conns[0], sql).await.expect_err(sql);
+        assert!(
+            err.contains("takes it over only with a write grant in force on the execution itself")
+                && code == "42501",
+            "{sql}: {code} {err}"
+        );
+    }
+    nothing_appended(&t, seq).await;
+
+    // Handed over by a grant on the execution's id: taken, the mission kept.
+    grant_write(t.store.as_ref(), "g-ex1-c3", "coder3", "ex-1").await;
+    for sql in &takeovers {
+        try_sql(conns[0], sql).await.unwrap();
+    }
+    let at_2 = to(&their_mission);
+    // Within generation 2, on to another subject; back to the one it left is refused.
+    let mut next = their_mission.clone();
+    next["producer"]["run"] = json!("run-c3-next");
+    try_sql(
+        conns[0],
+        &put_calls(Table::Subjects, "coder3", "producer", &next)[0],
+    )
+    .await
+    .unwrap();
+    let at_next = to(&next);
+    try_sql(
+        conns[0],
+        &cas_execution("coder3", "producer", "ex-1", 2, Some(&at_2), &at_next),
+    )
+    .await
+    .unwrap();
+    let seq = head_seq(&t).await;
+    let (code, err) = try_sql_state(
+        conns[0],
+        &cas_execution("coder3", "producer", "ex-1", 3, Some(&at_next), &at_2),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("only moves forward") && code == "42501",
+        "{code} {err}"
+    );
+    nothing_appended(&t, seq).await;
+    // Its own evidence, under its grant, is taken.
+    try_sql(
+        conns[0],
+        &put_calls(
+            Table::CheckEvidence,
+            "coder3",
+            "producer",
+            &evidence_by(&at_next.subject_digest, "ev-c3-own", "coder3", "producer"),
+        )[0],
+    )
+    .await
+    .unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    for conn in [coder3, coder, alice] {
+        conn.close().await.unwrap();
+    }
     t.cleanup().await;
 }

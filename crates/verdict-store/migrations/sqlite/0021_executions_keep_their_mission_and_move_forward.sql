@@ -1,0 +1,8 @@
+-- verdict store, SQLite schema version 21: nothing changes here.
+--
+-- Version 21 makes PostgreSQL's write routines hold an execution to its current subject's
+-- mission, a takeover by another producer to a write grant on the execution itself, the
+-- execution's pointer to subjects it never pointed to before, a producer's check evidence to
+-- its own subject under a grant in force, and a person's decision to the current subject and
+-- policy. SQLite has no write routines: the store and the engine make the same checks in code
+-- before they write.
