@@ -116,6 +116,7 @@ pub const SQLITE: &[Migration] = &[
         name: "the_queue_takes_only_what_its_callers_may_queue",
         sql: include_str!(
             "../migrations/sqlite/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+        ),
     },
     Migration {
         version: 21,
@@ -228,6 +229,7 @@ pub const POSTGRES: &[Migration] = &[
         name: "the_queue_takes_only_what_its_callers_may_queue",
         sql: include_str!(
             "../migrations/postgres/0020_the_queue_takes_only_what_its_callers_may_queue.sql"
+        ),
     },
     Migration {
         version: 21,
