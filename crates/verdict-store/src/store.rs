@@ -621,6 +621,21 @@ fn show(value: Option<&str>) -> String {
 }
 
 impl<B: Backend> StoreImpl<B> {
+    /// Whether execution `execution` points at `subject` now, read afresh: a writer that
+    /// raced this one to the same subject has made it current since, so this one's expectation
+    /// is stale and its compare-and-set says so, rather than calling the move a return.
+    async fn execution_is_at(&self, execution: &str, subject: &Digest) -> Result<bool> {
+        let head = match self
+            .backend
+            .pointer(PointerKind::Execution, execution)
+            .await?
+        {
+            Some(p) => p.execution()?,
+            None => None,
+        };
+        Ok(head.is_some_and(|h| &h.subject_digest == subject))
+    }
+
     async fn prepare_doc(
         &self,
         actor: &Actor,
@@ -1915,7 +1930,10 @@ impl<B: Backend> Store for StoreImpl<B> {
                     mission_name(&s)
                 )));
             }
-            if current_digest != subject && self.execution_was_at(execution, subject).await? {
+            if current_digest != subject
+                && self.execution_was_at(execution, subject).await?
+                && !self.execution_is_at(execution, subject).await?
+            {
                 return Err(StoreError::Refused(format!(
                     "execution {execution:?}: subject {subject} was its current subject before; an execution only moves forward"
                 )));

@@ -376,6 +376,8 @@ async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String>
 async fn a_producer_connection_cannot_write_judgement_even_by_hand() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
+    // The producer files its own evidence under a write grant (schema version 21).
+    grant_write(t.store.as_ref(), "g-own-evidence", PRODUCER, "ex-1").await;
     let (mut conn, login) = connect_as(&t, PRODUCER, Role::Producer).await;
     let s = subject_digest(&subject("ex-1", 1));
     let body = serde_json::to_string(&result(&s, 1, "vrun-1", vec![])).unwrap();
@@ -524,6 +526,8 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     use serde_json::json;
     let t = postgres().await;
     populate(t.store.as_ref()).await;
+    // The producer files its own evidence under a write grant (schema version 21).
+    grant_write(t.store.as_ref(), "g-own-evidence", PRODUCER, "ex-1").await;
     let s = subject_digest(&subject("ex-1", 1));
     let other_subject = subject("ex-9", 1);
     let other = subject_digest(&other_subject);
@@ -933,6 +937,8 @@ async fn a_routine_checks_the_digest_and_a_direct_insert_fails() {
 async fn a_routine_refuses_each_bad_call_and_appends_a_repeated_key_once() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
+    // The producer files its own evidence under a write grant (schema version 21).
+    grant_write(t.store.as_ref(), "g-own-evidence", PRODUCER, "ex-1").await;
     let (mut conn, login) = connect_as(&t, PRODUCER, Role::Producer).await;
     let head = t.store.audit_head().await.unwrap().unwrap();
     let s = subject_digest(&subject("ex-1", 1));
