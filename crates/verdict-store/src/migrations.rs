@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -95,6 +95,11 @@ pub const SQLITE: &[Migration] = &[
         version: 16,
         name: "per_batch_work_once_per_batch",
         sql: include_str!("../migrations/sqlite/0016_per_batch_work_once_per_batch.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "own_denials",
+        sql: include_str!("../migrations/sqlite/0017_own_denials.sql"),
     },
 ];
 
@@ -179,6 +184,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 16,
         name: "per_batch_work_once_per_batch",
         sql: include_str!("../migrations/postgres/0016_per_batch_work_once_per_batch.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "own_denials",
+        sql: include_str!("../migrations/postgres/0017_own_denials.sql"),
     },
 ];
 

@@ -822,6 +822,21 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
             }
         }
     }
+    // A principal's own denial (schema version 17): every principal's group role may record
+    // one, the gate's and the system's identities may not.
+    for r in ActorRole::ALL {
+        let may = check(format!(
+            "has_function_privilege('{}', 'verdict.put_own_denial(text, text, text)', 'EXECUTE')",
+            role(r)
+        ))
+        .await;
+        assert_eq!(
+            may,
+            !matches!(r, ActorRole::Gate | ActorRole::System),
+            "{} put_own_denial",
+            r.as_str()
+        );
+    }
     for kind in PointerKind::ALL {
         for r in ActorRole::ALL {
             let may = check(format!(
