@@ -2082,7 +2082,10 @@ async fn a_principal_login_records_its_own_denial_and_no_one_elses() {
         &own("sys", RUNNER, "runner"),
     ) {
         let err = try_sql(&mut conn, &sql).await.unwrap_err();
-        assert!(err.contains("permission denied for function"), "{sql}: {err}");
+        assert!(
+            err.contains("permission denied for function"),
+            "{sql}: {err}"
+        );
     }
     let err = try_sql(
         &mut conn,
