@@ -112,6 +112,35 @@ pub fn parse_str(input: &str) -> Result<Value, JsonError> {
     parse(input.as_bytes())
 }
 
+/// Where `value` holds U+0000, in a string or a member name, as a JSON pointer (`""` for the
+/// document itself); `None` when it holds none. The strict reader accepts `\u0000`, as JSON
+/// does, but PostgreSQL's `text` and `jsonb` cannot hold that character, so the store refuses
+/// such a document on every backend alike rather than on one only (docs/spec/encoding.md).
+#[must_use]
+pub fn nul_pointer(value: &Value) -> Option<String> {
+    fn escape(key: &str) -> String {
+        // U+0000 itself is written as its escape, so the pointer can be shown anywhere.
+        key.replace('~', "~0")
+            .replace('/', "~1")
+            .replace('\0', "\\u0000")
+    }
+    match value {
+        Value::String(s) => s.contains('\0').then(String::new),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_pointer(v).map(|rest| format!("/{i}{rest}"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(format!("/{}", escape(k)))
+            } else {
+                nul_pointer(v).map(|rest| format!("/{}{rest}", escape(k)))
+            }
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => None,
+    }
+}
+
 enum Seg {
     /// An object key, by the position of its opening quote: it is only read again to name the
     /// place of an error, so reading a document never copies its keys for the path.
@@ -494,6 +523,21 @@ pub(crate) fn number_value(lit: &str, integral: bool) -> Result<Number, NumberFa
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn nul_pointer_names_where_u0000_is() {
+        let doc = parse(br#"{"a":["x","y\u0000z"],"b":"ok"}"#).unwrap_or_default();
+        assert_eq!(nul_pointer(&doc).as_deref(), Some("/a/1"));
+        let key = parse(br#"{"k/\u0000":1}"#).unwrap_or_default();
+        assert_eq!(nul_pointer(&key).as_deref(), Some("/k~1\\u0000"));
+        // A backslash followed by `u0000` is six ordinary characters, not U+0000.
+        let text = parse(br#"{"a":"\\u0000"}"#).unwrap_or_default();
+        assert_eq!(nul_pointer(&text), None);
+        assert_eq!(
+            nul_pointer(&parse(b"[1,true,null]").unwrap_or_default()),
+            None
+        );
+    }
     use super::*;
 
     fn kind(input: &[u8]) -> JsonErrorKind {

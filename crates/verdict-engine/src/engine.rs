@@ -256,8 +256,8 @@ impl Engine {
             principal: who.map_or(UNAUTHENTICATED, |p| p.name.as_str()).to_owned(),
             role: who.map(|p| p.role),
             code: err.code().to_owned(),
-            action,
-            message: err.to_string(),
+            action: bounded(&action, MAX_DENIAL_ACTION),
+            message: bounded(&err.to_string(), MAX_DENIAL_MESSAGE),
             at,
             token_fingerprint,
         };
@@ -687,5 +687,45 @@ impl Engine {
             })?
             .decode()
             .map_err(EngineError::from)
+    }
+}
+
+/// The longest `action` a denial record holds (the store refuses a longer one).
+const MAX_DENIAL_ACTION: usize = 1024;
+/// The longest `message` a denial record holds (the store refuses a longer one).
+const MAX_DENIAL_MESSAGE: usize = 4096;
+
+/// `text` fit for a denial record at most `max` characters long. Parts of a refusal come from
+/// the caller (an execution id in a path, a name), and a denial the store refuses is a refusal
+/// nobody can audit: so the text is cut, visibly, rather than the record lost, and U+0000,
+/// which no backend stores, is shown as U+FFFD.
+fn bounded(text: &str, max: usize) -> String {
+    const CUT: &str = " [truncated]";
+    let text = text.replace('\0', "\u{fffd}");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let mut out: String = text.chars().take(max - CUT.len()).collect();
+    out.push_str(CUT);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denial_text_is_cut_visibly_and_never_holds_u0000() {
+        let long = "a".repeat(5000);
+        let cut = bounded(&long, MAX_DENIAL_ACTION);
+        assert_eq!(cut.chars().count(), MAX_DENIAL_ACTION);
+        assert!(cut.ends_with(" [truncated]"));
+        assert_eq!(bounded("read x", MAX_DENIAL_ACTION), "read x");
+        assert_eq!(bounded("a\0b", MAX_DENIAL_ACTION), "a\u{fffd}b");
+        let wide = "é".repeat(MAX_DENIAL_MESSAGE + 1);
+        assert_eq!(
+            bounded(&wide, MAX_DENIAL_MESSAGE).chars().count(),
+            MAX_DENIAL_MESSAGE
+        );
     }
 }

@@ -55,6 +55,15 @@ where
                 format!("the body is not strict JSON: {e}"),
             )
         })?;
+        // JSON can spell U+0000, but no store can hold it (PostgreSQL's text cannot), so no
+        // body carrying one reaches the engine, whatever field it is in.
+        if let Some(at) = verdict_core::json::nul_pointer(&value) {
+            return Err(ApiError::request(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                format!("the body holds U+0000 at {at:?}, which no field may hold"),
+            ));
+        }
         let typed = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             ApiError::request(

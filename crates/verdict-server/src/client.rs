@@ -102,6 +102,12 @@ impl Client {
                 base.scheme()
             )));
         }
+        if base.scheme() == "http" && !is_loopback(&base) {
+            return Err(bad(format!(
+                "plain http:// would send the bearer token unencrypted to {}; use https:// for any host other than the loopback (127.0.0.0/8, ::1, localhost)",
+                base.host_str().unwrap_or("no host")
+            )));
+        }
         if !base.username().is_empty() || base.password().is_some() {
             return Err(bad(
                 "it must not carry credentials; the token goes as the bearer".into(),
@@ -319,9 +325,56 @@ pub fn segment(s: &str) -> String {
     out
 }
 
+/// Whether `url` names this machine's loopback: an address in 127.0.0.0/8, `::1`, or the
+/// name `localhost`. Only there may a token travel over plain HTTP, since it never leaves the
+/// machine; any other name could resolve anywhere.
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // The URL parser has already read any spelling of an IPv4 address into dotted form.
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_only_to_the_loopback() {
+        for ok in [
+            "http://127.0.0.1:8080/",
+            "http://127.1.2.3/",
+            "http://[::1]:9/",
+            "http://localhost:18099/",
+            "http://LOCALHOST/",
+            "https://192.0.2.2:18099/",
+            "https://verdict.example/",
+        ] {
+            assert!(Client::new(ok, Some("t".into())).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://192.0.2.2:18099",
+            "http://10.0.0.1/",
+            "http://0.0.0.0/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[::]/",
+            "http://localhost.evil.example/",
+            "http://127.0.0.1.nip.io/",
+            "http://verdict.example/",
+        ] {
+            let Err(ClientError::BadUrl { url, why }) = Client::new(bad, None) else {
+                panic!("{bad} accepted");
+            };
+            assert_eq!(url, bad);
+            assert!(why.contains("https://"), "{why}");
+        }
+    }
 
     #[test]
     fn segments_are_percent_encoded() {

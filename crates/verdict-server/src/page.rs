@@ -71,6 +71,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ListQuery<T> {
                     format!("the query string cannot be read: {}", e.body_text()),
                 )
             })?;
+        // Every value a list route reads is a name, an id or a number: one holding a control
+        // character (U+0000 among them, which no store can hold) is refused before any read.
+        if let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+            && let Some((name, _)) = pairs
+                .iter()
+                .find(|(k, v)| k.chars().chain(v.chars()).any(char::is_control))
+        {
+            return Err(ApiError::request(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("the query parameter {name:?} holds a control character"),
+            ));
+        }
         Ok(Self(q))
     }
 }

@@ -20,7 +20,9 @@ use verdict_core::digest::Digest;
 use verdict_engine::{Cancellation, History, Reviewed, Status};
 
 /// The execution id of a path (`/v1/executions/{id}/...`). A path the router matched but whose
-/// segment cannot be read is a 400 problem document, not axum's plain-text refusal.
+/// segment cannot be read is a 400 problem document, not axum's plain-text refusal; one that
+/// is not an execution id (a name: 1 to 256 printable characters) is refused as
+/// `invalid_input` before the store is asked.
 #[derive(Debug)]
 pub struct ExecutionId(pub String);
 
@@ -28,7 +30,52 @@ impl<S: Send + Sync> FromRequestParts<S> for ExecutionId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::extract::Path(id) =
+        let Segment(id) = Segment::from_request_parts(parts, state).await?;
+        execution_id("the path's execution id", &id)?;
+        Ok(Self(id))
+    }
+}
+
+/// Refuses `id` unless it can be an execution id, naming `field`; what a store could not hold
+/// (U+0000, a control character) or no execution can have never reaches the store.
+pub(crate) fn execution_id(field: &str, id: &str) -> Result<(), ApiError> {
+    if verdict_core::contracts::primitives::is_printable_name(id) {
+        return Ok(());
+    }
+    Err(ApiError::request(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+        format!(
+            "{field} is not an execution id (1 to 256 printable characters): {:?}",
+            shown(id)
+        ),
+    ))
+}
+
+/// At most the first 64 characters of caller-controlled text, for an error message.
+fn shown(text: &str) -> String {
+    let mut out: String = text.chars().take(64).collect();
+    if text.chars().nth(64).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The longest path segment any route reads (a digest is 71 characters, a name at most 256).
+const MAX_SEGMENT_CHARS: usize = 1024;
+
+/// One path segment (`{id}`, `{name}`, `{digest}`), read as text. One that cannot be read is
+/// a 400 problem document; one holding a control character (U+0000 among them), which no id,
+/// name or digest has, or longer than any of them, is refused as `invalid_input` before the
+/// store is asked.
+#[derive(Debug)]
+pub struct Segment(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(segment) =
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
                 .map_err(|e| {
@@ -38,21 +85,17 @@ impl<S: Send + Sync> FromRequestParts<S> for ExecutionId {
                         format!("the path segment cannot be read: {e}"),
                     )
                 })?;
-        Ok(Self(id))
-    }
-}
-
-/// One path segment (`{id}`, `{name}`, `{digest}`), read as text; one that cannot be read is
-/// a 400 problem document.
-#[derive(Debug)]
-pub struct Segment(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for Segment {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let ExecutionId(s) = ExecutionId::from_request_parts(parts, state).await?;
-        Ok(Self(s))
+        if segment.chars().any(char::is_control) || segment.chars().count() > MAX_SEGMENT_CHARS {
+            return Err(ApiError::request(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                format!(
+                    "the path segment {:?} holds a control character or is over {MAX_SEGMENT_CHARS} characters",
+                    shown(&segment)
+                ),
+            ));
+        }
+        Ok(Self(segment))
     }
 }
 
@@ -222,6 +265,7 @@ pub async fn create_request(
     Caller(caller): Caller,
     StrictJson(req): StrictJson<NewRequest>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    execution_id("/execution", &req.execution)?;
     let digest = state
         .engine
         .create_request_for(
@@ -358,6 +402,7 @@ pub async fn decide(
     Caller(caller): Caller,
     StrictJson(body): StrictJson<NewHumanDecision>,
 ) -> Result<(StatusCode, Json<Stored>), ApiError> {
+    execution_id("/execution", &body.execution)?;
     let reviewed = Reviewed {
         subject_digest: body.subject_digest,
         policy_digest: body.policy_digest,

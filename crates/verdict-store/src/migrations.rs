@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -124,6 +124,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!(
             "../migrations/sqlite/0021_executions_keep_their_mission_and_move_forward.sql"
         ),
+    },
+    Migration {
+        version: 22,
+        name: "own_denials",
+        sql: include_str!("../migrations/sqlite/0022_own_denials.sql"),
     },
 ];
 
@@ -237,6 +242,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0021_executions_keep_their_mission_and_move_forward.sql"
         ),
+    },
+    Migration {
+        version: 22,
+        name: "own_denials",
+        sql: include_str!("../migrations/postgres/0022_own_denials.sql"),
     },
 ];
 

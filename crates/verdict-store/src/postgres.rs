@@ -105,6 +105,15 @@ pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
         match db.code().as_deref() {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),
             Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
+            // U+0000 in text (22P05, untranslatable character) or a byte sequence the
+            // database encoding refuses (22021): the input's fault, so sending it again
+            // cannot help. The store's own checks refuse these first; this is the last line.
+            Some("22P05" | "22021") => {
+                return StoreError::Invalid {
+                    what: "text",
+                    message: pg_text(&e),
+                };
+            }
             _ => {}
         }
     }
@@ -727,6 +736,24 @@ impl PgBackend {
         }
     }
 
+    /// Appends a denial through `put_own_denial`, acting as the login itself: the routine
+    /// takes the principal from the session's identity and refuses a denial naming anyone else.
+    async fn put_own_denial(&self, item: &Prepared) -> Result<Vec<Stored>> {
+        let mut tx = self.begin_as(None).await?;
+        let rows = sqlx::query(
+            "SELECT r_seq, r_digest, r_body, r_inserted, r_counted \
+             FROM verdict.put_own_denial($1, $2, $3)",
+        )
+        .bind(&item.key)
+        .bind(item.digest.as_str())
+        .bind(&item.body)
+        .fetch_all(self.counted(&mut *tx))
+        .await;
+        let stored = settle_run(std::slice::from_ref(item), rows)?;
+        self.commit(tx).await?;
+        Ok(stored)
+    }
+
     pub(crate) async fn begin_as(
         &self,
         role: Option<&str>,
@@ -1125,7 +1152,19 @@ impl Backend for PgBackend {
             // One record: the routine call is a transaction of its own on a connection already
             // acting as the actor's identity, so it is one round trip instead of three; a
             // refusal leaves nothing behind.
-            return self.put_one(actor, item).await;
+            let put = self.put_one(actor, item).await;
+            // A store opened through a principal's own login cannot act as the system identity
+            // that records denials; the refusal that login met is recorded through the one
+            // routine its identity may call to append a denial naming itself (schema 22).
+            if let Err(StoreError::Denied(first)) = &put
+                && actor.role == ActorRole::System
+                && item.table == Table::Denials
+            {
+                return self.put_own_denial(item).await.map_err(|e| {
+                    StoreError::Denied(format!("{first}; and as the login's own denial: {e}"))
+                });
+            }
+            return put;
         }
         let role = self.identity(actor).await?;
         let mut tx = self.begin_as(role.as_deref()).await?;

@@ -1183,7 +1183,15 @@ fn check_result(r: &VerificationResult) -> Result<(), String> {
 /// Canonical JSON text of a serialisable record.
 pub(crate) fn canonical_text<T: Serialize>(record: &T) -> Result<String, String> {
     let value = serde_json::to_value(record).map_err(|e| e.to_string())?;
-    String::from_utf8(canonical::to_vec(&value)).map_err(|e| e.to_string())
+    let text = String::from_utf8(canonical::to_vec(&value)).map_err(|e| e.to_string())?;
+    // No record holds U+0000 on any backend: PostgreSQL could not store it, and SQLite must
+    // not take what PostgreSQL refuses.
+    if text.contains("\\u0000")
+        && let Some(at) = verdict_core::json::nul_pointer(&value)
+    {
+        return Err(format!("U+0000 is not allowed in a record, at {at:?}"));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

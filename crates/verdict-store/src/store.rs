@@ -662,6 +662,16 @@ impl<B: Backend> StoreImpl<B> {
         let value: &Value = &value;
         let body =
             String::from_utf8(verdict_core::canonical::to_vec(value)).map_err(invalid_utf8)?;
+        // The canonical form writes U+0000 as its escape, so only a body holding that text
+        // needs the walk that tells a real U+0000 from an escaped backslash.
+        if body.contains("\\u0000")
+            && let Some(at) = verdict_core::json::nul_pointer(value)
+        {
+            return Err(StoreError::Invalid {
+                what,
+                message: format!("U+0000 is not allowed in a document, at {at:?}"),
+            });
+        }
         if body.len() > records::MAX_BODY_BYTES {
             return Err(StoreError::Invalid {
                 what,

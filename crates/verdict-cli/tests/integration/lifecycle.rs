@@ -1235,6 +1235,53 @@ fn own_database_logins_admit_and_submit_without_the_service_login() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    // A refusal met through the producer's own login, which cannot act as the system identity,
+    // is recorded all the same: one denial, naming the producer, and nothing else.
+    let head = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let location = verdict_store::Location::resolve(Some(&env.store)).unwrap();
+                let store = verdict_store::open(&location).await.unwrap();
+                let seq = store.audit_head().await.unwrap().unwrap().seq;
+                let last = store.denials(0, 10_000).await.unwrap().pop();
+                (seq, last.map(|d| d.value().unwrap()))
+            })
+    };
+    let (before, _) = head();
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args([
+            "grant",
+            "add",
+            "g-self",
+            "--principal",
+            "coder",
+            "--execution",
+            "ex-2",
+            "--access",
+            "write",
+            "--expires",
+            "2099-01-01T00:00:00Z",
+        ])
+        .current_dir(env.dir.path())
+        .env("VERDICT_STORE", &coder_url)
+        .env("VERDICT_HOME", env.dir.path().join("home"))
+        .env("VERDICT_TOKEN", &coder)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("permission_denied") && !err.contains("recording the denial failed"),
+        "{err}"
+    );
+    let (after, last) = head();
+    assert_eq!(after, before + 1);
+    let last = last.unwrap();
+    assert_eq!(last["principal"], "coder");
+    assert_eq!(last["role"], "producer");
     let audit = env.ok(None, &["audit", "verify"]);
     assert!(audit.contains("audit chain intact"), "{audit}");
 }

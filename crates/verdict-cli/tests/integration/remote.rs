@@ -692,6 +692,47 @@ fn an_unreachable_server_fails_clearly_without_a_panic() {
 }
 
 #[test]
+fn a_token_is_never_sent_over_plain_http_to_another_host() {
+    // A listener on every address, reached through this machine's own non-loopback address
+    // when it has one: had the command connected, the listener would hold the connection.
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Connecting a UDP socket sends nothing; it only picks the address a packet would leave from.
+    let own = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect("192.0.2.2:9").map(|()| u))
+        .and_then(|u| u.local_addr())
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    let host = own.map_or_else(|| "192.0.2.2".to_owned(), |ip| ip.to_string());
+    let url = format!("http://{host}:{port}");
+    for args in [
+        &["status", "ex-1"][..],
+        &["grant", "list"],
+        &["request", "create", "ex-1"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(args)
+            .args(["--server", &url, "--token", "vdt_secret"])
+            .env_remove("VERDICT_STORE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&url) && err.contains("https://") && !err.contains("cannot reach"),
+            "{err}"
+        );
+        assert!(!err.contains("vdt_secret"), "{err}");
+    }
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the command connected to {url}: {other:?}"),
+    }
+}
+
+#[test]
 fn commands_that_work_only_here_refuse_the_server_with_a_reason_naming_them() {
     // Each with the arguments it requires; none of the files exists, and none is read: the
     // refusal comes first.

@@ -19,6 +19,7 @@ mod authority;
 mod bench;
 mod blobs;
 mod events;
+mod hostile;
 mod jobs;
 mod ops;
 mod reads;

@@ -826,6 +826,21 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
             }
         }
     }
+    // A principal's own denial (schema version 22): every principal's group role may record
+    // one, the gate's and the system's identities may not.
+    for r in ActorRole::ALL {
+        let may = check(format!(
+            "has_function_privilege('{}', 'verdict.put_own_denial(text, text, text)', 'EXECUTE')",
+            role(r)
+        ))
+        .await;
+        assert_eq!(
+            may,
+            !matches!(r, ActorRole::Gate | ActorRole::System),
+            "{} put_own_denial",
+            r.as_str()
+        );
+    }
     for kind in PointerKind::ALL {
         for r in ActorRole::ALL {
             let may = check(format!(
@@ -865,12 +880,13 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 45,
+        definers, 46,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
          included), the trigger that gives a new principal its identity, the routine that \
          gives it a login, 5 job queue routines, the two that authenticate a token and name \
          principals without reading their hashes, the one that stores a blob, and the check at \
-         commit that a verifier's run preflight stopped was ended (schema 14)"
+         commit that a verifier's run preflight stopped was ended (schema 14); the one by which \
+         a principal's identity records its own denial (schema 22)"
     );
     // No group role reads the principals' bodies, which hold token hashes (schema version 10).
     for r in ActorRole::ALL {

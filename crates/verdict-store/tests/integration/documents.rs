@@ -187,6 +187,30 @@ async fn invalid_documents_are_refused_with_where(t: &TestStore) {
 }
 both!(invalid_documents_are_refused_with_where);
 
+/// U+0000 in any string or member name is refused by the store itself, on SQLite as on
+/// PostgreSQL (which could not hold it), naming where, before anything is written.
+async fn u0000_is_refused_alike_on_both_backends(t: &TestStore) {
+    let s = subject_digest(&subject("ex-1", 1));
+    let mut in_value = evidence(&s, "ev-1");
+    in_value["check"] = json!("unit\u{0}tests");
+    let mut deep = subject("ex-1", 1);
+    deep["work_items"] = json!([{"kind": "work_package", "id": "wp-1", "version": "1\u{0}"}]);
+    let note = json!({"schema": "verdict.note-test/v1", "text\u{0}": "x"});
+    for (actor, kind, doc, at) in [
+        (runner(), DocKind::Evidence, in_value, "/check"),
+        (producer(), DocKind::Subject, deep, "/work_items/0/version"),
+        (operator(), DocKind::Request, note, "/text"),
+    ] {
+        let err = t.store.put(&actor, kind, &doc).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Invalid { message, .. } if message.contains("U+0000") && message.contains(at)),
+            "{kind:?}: {err}"
+        );
+    }
+    assert_eq!(head_seq(t).await, 0, "nothing was written");
+}
+both!(u0000_is_refused_alike_on_both_backends);
+
 async fn roles_are_enforced_by_the_store(t: &TestStore) {
     let subj = subject("ex-1", 1);
     let s = subject_digest(&subj);

@@ -2892,3 +2892,139 @@ async fn logins_write_to_an_execution_only_as_it_is_stored() {
     }
     t.cleanup().await;
 }
+
+/// A store opened through a runner's own login cannot act as `<prefix>system`, which records
+/// denials (schema version 22): the denial of a refusal it met is recorded through
+/// put_own_denial, exactly once and naming the runner. By hand, the runner's login cannot make
+/// that routine write a denial naming anyone else, in another role, with a token fingerprint,
+/// another code, an extra member or an invented time, nor write through the system's routine;
+/// each refusal appends nothing, and the chain still verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_login_records_its_own_denial_and_no_one_elses() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), OPERATOR, Role::Operator).await;
+    let (mut conn, login) = principal_login(&t, RUNNER, Role::Runner).await;
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let as_runner = verdict_store::open_with(
+        &Location::Postgres(url.replacen("postgres@", &format!("{login}@"), 1)),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 2,
+        },
+    )
+    .await
+    .unwrap();
+    let now = t.store.now().await.unwrap();
+    let own = |seed: &str, principal: &str, role: &str| {
+        let mut v = denial(principal, Some(role), seed);
+        v["at"] = json!(now.as_str());
+        v
+    };
+    let system = Actor::system("verdict-engine");
+
+    let seq = head_seq(&t).await;
+    let stored = as_runner
+        .put(&system, DocKind::Denial, &own("own-1", RUNNER, "runner"))
+        .await
+        .unwrap();
+    assert!(stored.inserted);
+    let events = t.store.audit_events(seq, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].table, "denials");
+    let last = t.store.denials(0, 10_000).await.unwrap().pop().unwrap();
+    assert_eq!(last.value().unwrap()["principal"], RUNNER);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+
+    // Through the store: a denial naming the operator, or the runner in another role.
+    let seq = head_seq(&t).await;
+    for doc in [
+        own("other-1", OPERATOR, "operator"),
+        own("other-2", RUNNER, "operator"),
+    ] {
+        let err = as_runner
+            .put(&system, DocKind::Denial, &doc)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("records only the denials of"),
+            "{err}"
+        );
+    }
+    // By hand, through the runner's login.
+    let call = |doc: &serde_json::Value| {
+        let body = canonical(doc);
+        let digest = verdict_store::records::row_digest(Table::Denials.domain(), body.as_bytes());
+        format!(
+            "SELECT r_seq FROM verdict.put_own_denial('{digest}', '{digest}', '{}')",
+            body.replace('\'', "''")
+        )
+    };
+    let mut fingerprinted = own("fp", RUNNER, "runner");
+    fingerprinted["token_fingerprint"] = json!("0123abcd");
+    let mut unauthenticated = denial("unauthenticated", None, "un");
+    unauthenticated["at"] = json!(now.as_str());
+    let mut other_code = own("code", RUNNER, "runner");
+    other_code["code"] = json!("conflict");
+    let mut extra = own("extra", RUNNER, "runner");
+    extra["subject_digest"] = json!(d("s"));
+    let mut long = own("long", RUNNER, "runner");
+    long["action"] = json!("a".repeat(1025));
+    let mut old = own("old", RUNNER, "runner");
+    old["at"] = json!("2020-01-01T00:00:00Z");
+    for (doc, why) in [
+        (
+            own("other-3", VERIFIER, "verifier"),
+            "records only the denials of",
+        ),
+        (fingerprinted, "not a denial of an authenticated principal"),
+        (
+            unauthenticated,
+            "not a denial of an authenticated principal",
+        ),
+        (other_code, "outside its bounds"),
+        (extra, "not a denial of an authenticated principal"),
+        (long, "outside its bounds"),
+        (old, "not the database's time"),
+    ] {
+        let err = try_sql(&mut conn, &call(&doc)).await.unwrap_err();
+        assert!(err.contains(why), "{doc}: {err}");
+    }
+    // The system's own routine, and any other table, stay closed to the runner's login.
+    for sql in put_calls(
+        Table::Denials,
+        "verdict-engine",
+        "system",
+        &own("sys", RUNNER, "runner"),
+    ) {
+        let err = try_sql(&mut conn, &sql).await.unwrap_err();
+        assert!(
+            err.contains("permission denied for function"),
+            "{sql}: {err}"
+        );
+    }
+    let err = try_sql(
+        &mut conn,
+        "INSERT INTO verdict.denials (seq, key, digest, body) VALUES (0, 'k', 'd', '{}')",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    conn.close().await.unwrap();
+    // The engine's identity, which acts for no principal, records nothing through it either.
+    let err = t
+        .raw(&format!(
+            "SET ROLE \"{}engine\"; {}",
+            t.prefix,
+            call(&own("engine", RUNNER, "runner"))
+        ))
+        .await
+        .unwrap_err();
+    assert!(err.contains("acts for no principal"), "{err}");
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}

@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 22: nothing changes here.
+--
+-- Version 22 gives every PostgreSQL principal's identity a routine that appends a denial naming
+-- that principal, so that a store opened through a principal's own login records the refusals
+-- it meets. SQLite has no logins: every denial is appended by the store itself.
