@@ -43,6 +43,11 @@ DECLARE
     v_prev text;
     r verdict.put_result;
 BEGIN
+    -- The engine's identity writes nothing (schema 19), this record included.
+    IF v_identity = __PREFIX_LITERAL__ || 'engine' THEN
+        RAISE EXCEPTION 'database identity % writes nothing (schema 19): the engine writes as the acting principal, or as the system',
+            v_identity USING ERRCODE = '42501';
+    END IF;
     SELECT m.principal, m.role INTO v_principal, v_role FROM verdict.principal_roles m
         WHERE m.db_role = v_identity AND m.principal IS NOT NULL
           AND m.principal <> 'verdict-engine'
