@@ -338,15 +338,20 @@ pub async fn execution_findings(
     Segment(id): Segment,
     ListQuery(q): ListQuery<PageQuery>,
 ) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
-    let all: Vec<(String, FindingView)> = state
-        .engine
-        .execution_findings(&caller, &id)
-        .await?
-        .into_iter()
-        .map(|f| (f.digest.to_string(), f))
-        .collect();
+    let all = state.engine.execution_findings(&caller, &id).await?;
     let path = format!("/v1/executions/{}/findings", crate::client::segment(&id));
-    let page = paginate(all, |(key, _)| key.as_str(), &q, &path, &[])?;
+    finding_page(all, &q, &path)
+}
+
+/// A page of findings, each keyed by its digest (the cursor), as both findings routes answer.
+fn finding_page(
+    all: Vec<FindingView>,
+    q: &PageQuery,
+    path: &str,
+) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
+    let keyed: Vec<(String, FindingView)> =
+        all.into_iter().map(|f| (f.digest.to_string(), f)).collect();
+    let page = paginate(keyed, |(key, _)| key.as_str(), q, path, &[])?;
     let headers = page.headers();
     Ok((
         headers,
@@ -372,23 +377,9 @@ pub async fn finding(
     Segment(id): Segment,
     ListQuery(q): ListQuery<PageQuery>,
 ) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
-    let all: Vec<(String, FindingView)> = state
-        .engine
-        .finding_versions(&caller, &id)
-        .await?
-        .into_iter()
-        .map(|f| (f.digest.to_string(), f))
-        .collect();
+    let all = state.engine.finding_versions(&caller, &id).await?;
     let path = format!("/v1/findings/{}", crate::client::segment(&id));
-    let page = paginate(all, |(key, _)| key.as_str(), &q, &path, &[])?;
-    let headers = page.headers();
-    Ok((
-        headers,
-        Json(FindingPage {
-            items: page.items.into_iter().map(|(_, f)| f).collect(),
-            next: page.next,
-        }),
-    ))
+    finding_page(all, &q, &path)
 }
 
 /// The context records of one run: what its model verifier was shown and what each call did.
