@@ -209,6 +209,20 @@ impl Engine {
         }
     }
 
+    /// Whether some principal holds `token`, asked without recording anything: what a face
+    /// asks once an address has spent its failed authentications, so that only a token nobody
+    /// holds is turned away unrecorded and a holder sharing the address still gets in.
+    pub async fn token_is_held(&self, token: &str) -> Result<bool> {
+        if token.is_empty() {
+            return Ok(false);
+        }
+        Ok(self
+            .store
+            .principal_by_token_hash(&token_sha256(token))
+            .await?
+            .is_some())
+    }
+
     /// Records a refusal in the store (so it is in the audit chain), then returns it.
     pub(crate) async fn deny(&self, who: &Principal, err: EngineError) -> EngineError {
         if err.is_denial() {

@@ -35,15 +35,7 @@ impl FromRequestParts<AppState> for Caller {
             .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
         if let Some(wait) = state.limiter.exhausted(peer) {
             // Only a token no principal holds is limited; looking it up writes nothing.
-            let known = !token.is_empty()
-                && state
-                    .engine
-                    .store()
-                    .principal_by_token_hash(&verdict_store::token_sha256(token))
-                    .await
-                    .map_err(|e| ApiError::Engine(e.into()))?
-                    .is_some();
-            if !known {
+            if !state.engine.token_is_held(token).await? {
                 return Err(ApiError::TooManyRequests {
                     retry_after: wait.as_secs().max(1),
                 });

@@ -625,15 +625,22 @@ impl<B: Backend> StoreImpl<B> {
     /// raced this one to the same subject has made it current since, so this one's expectation
     /// is stale and its compare-and-set says so, rather than calling the move a return.
     async fn execution_is_at(&self, execution: &str, subject: &Digest) -> Result<bool> {
-        let head = match self
+        Ok(self
+            .execution_head(execution)
+            .await?
+            .is_some_and(|h| &h.subject_digest == subject))
+    }
+
+    /// Execution `execution`'s current head, read from its pointer.
+    async fn execution_head(&self, execution: &str) -> Result<Option<ExecutionHead>> {
+        match self
             .backend
             .pointer(PointerKind::Execution, execution)
             .await?
         {
-            Some(p) => p.execution()?,
-            None => None,
-        };
-        Ok(head.is_some_and(|h| &h.subject_digest == subject))
+            Some(p) => p.execution(),
+            None => Ok(None),
+        }
     }
 
     async fn prepare_doc(
@@ -1921,15 +1928,8 @@ impl<B: Backend> Store for StoreImpl<B> {
                 old.generation, new.generation
             )));
         }
-        let current = match self
-            .backend
-            .pointer(PointerKind::Execution, execution)
-            .await?
-        {
-            Some(p) => match p.execution()? {
-                Some(h) => Some(self.stored_subject(&h.subject_digest).await?),
-                None => None,
-            },
+        let current = match self.execution_head(execution).await? {
+            Some(h) => Some(self.stored_subject(&h.subject_digest).await?),
             None => None,
         };
         if let Some((current_digest, current)) = &current {

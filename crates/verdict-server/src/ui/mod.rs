@@ -339,16 +339,7 @@ async fn sign_in(
     if let Some(wait) = state.limiter.exhausted(peer) {
         // As on the API: only a token no principal holds is limited (looking it up writes
         // nothing), so a reviewer sharing an address with whoever exhausted it still signs in.
-        let known = !token.is_empty()
-            && matches!(
-                state
-                    .engine
-                    .store()
-                    .principal_by_token_hash(&verdict_store::token_sha256(token))
-                    .await,
-                Ok(Some(_))
-            );
-        if !known {
+        if !matches!(state.engine.token_is_held(token).await, Ok(true)) {
             let wait = wait.as_secs().max(1);
             let mut resp = sign_in_response(
                 &state,
