@@ -680,4 +680,22 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(l.to_table().contains("openai/m@2"));
     }
+
+    /// A ledger read from a server (`verdict ledger --server`) must show the figures the store's
+    /// own handle computes, to the last bit: every rate and bound survives its JSON text.
+    #[test]
+    fn rates_and_bounds_survive_their_json_text_exactly() {
+        let points: Vec<Point> = (1..=300u64)
+            .flat_map(|n| (0..=n).map(move |s| (s, n)))
+            .map(|(s, n)| Point {
+                at: at("2026-01-01T00:00:00Z"),
+                rate: ratio(s, n),
+                lower_95: wilson_lower_95(s, n),
+            })
+            .collect();
+        let text = serde_json::to_string(&points).unwrap();
+        let back: Vec<Point> = serde_json::from_str(&text).unwrap();
+        let differ = points.iter().zip(&back).filter(|(a, b)| a != b).count();
+        assert_eq!(differ, 0, "{differ} of {} points read back otherwise", points.len());
+    }
 }
