@@ -115,6 +115,8 @@ async fn two_executions(t: &TestStore) -> (String, String) {
     grant_write(t.store.as_ref(), "g-out", OUTSIDER, "ex-2").await;
     let mut s2 = subject("ex-2", 1);
     s2["producer"]["principal"] = serde_json::json!(OUTSIDER);
+    // Naming ex-1's objective would open its bytes to the outsider (a subject it reads names it).
+    s2["objective"]["digest"] = serde_json::json!(d("another objective"));
     t.store
         .put(&Actor::new(OUTSIDER, Role::Producer), DocKind::Subject, &s2)
         .await
