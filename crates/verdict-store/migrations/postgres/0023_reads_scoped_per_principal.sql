@@ -49,114 +49,139 @@ CREATE INDEX subjects_mission ON verdict.subjects (((body::jsonb) ->> 'mission')
 -- access `p_access` (either, when null).
 CREATE FUNCTION verdict._grant_in_force(p_principal text, p_execution text, p_mission text,
     p_access text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.grants g
-        WHERE g.principal = p_principal
-          AND (p_access IS NULL OR (g.body::jsonb ->> 'access') = p_access)
-          AND ((g.scope_kind = 'execution' AND g.scope_id = p_execution)
-            OR (p_mission IS NOT NULL AND g.scope_kind = 'mission' AND g.scope_id = p_mission))
-          AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key)
-          AND ((g.body::jsonb ->> 'expires_at')::timestamptz > clock_timestamp()
-            OR EXISTS (SELECT 1 FROM verdict.pointers c WHERE c.pointer = 'clock'
-                AND c.name = 'store' AND c.value = '{"clock":"manual"}')))
-$$;
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM verdict.grants g
+            WHERE g.principal = p_principal
+              AND (p_access IS NULL OR (g.body::jsonb ->> 'access') = p_access)
+              AND ((g.scope_kind = 'execution' AND g.scope_id = p_execution)
+                OR (p_mission IS NOT NULL AND g.scope_kind = 'mission' AND g.scope_id = p_mission))
+              AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key)
+              AND ((g.body::jsonb ->> 'expires_at')::timestamptz > clock_timestamp()
+                OR EXISTS (SELECT 1 FROM verdict.pointers c WHERE c.pointer = 'clock'
+                    AND c.name = 'store' AND c.value = '{"clock":"manual"}')));
+END $$;
 REVOKE ALL ON FUNCTION verdict._grant_in_force(text, text, text, text) FROM PUBLIC;
 
 -- The write routines' test, now the write case of the one above.
 CREATE OR REPLACE FUNCTION verdict._write_grant_in_force(p_principal text, p_execution text,
     p_mission text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
-    SELECT verdict._grant_in_force(p_principal, p_execution, p_mission, 'write')
-$$;
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN verdict._grant_in_force(p_principal, p_execution, p_mission, 'write');
+END $$;
 
 -- The principal whose reads are scoped that the session acts for: the identity set with SET
 -- ROLE, else the login, as the identity check reads it. Null for any other identity.
 CREATE FUNCTION verdict._reader() RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT m.principal FROM verdict.principal_roles m
-    WHERE m.db_role = (CASE WHEN current_setting('role') = 'none' THEN session_user::text
-            ELSE current_setting('role') END)
-      AND m.principal IS NOT NULL AND m.role IN ('producer', 'runner', 'verifier', 'human')
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN (SELECT m.principal FROM verdict.principal_roles m
+        WHERE m.db_role = (CASE WHEN current_setting('role') = 'none' THEN session_user::text
+                ELSE current_setting('role') END)
+          AND m.principal IS NOT NULL AND m.role IN ('producer', 'runner', 'verifier', 'human'));
+END $$;
 
 -- Whether the reader wrote the row of sequence number `p_seq` (its audit event names it).
 CREATE FUNCTION verdict._reader_wrote(p_seq bigint) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.audit_events a
-        WHERE a.seq = p_seq AND a.principal = verdict._reader())
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM verdict.audit_events a
+            WHERE a.seq = p_seq AND a.principal = verdict._reader());
+END $$;
 
--- Whether the reader holds a grant in force on the execution of subject `p_subject`.
+-- Whether the reader holds a grant in force on the execution of subject `p_subject` (or on its
+-- mission). The subject's body, which may be large, is parsed for its mission only when the
+-- reader holds no grant on the execution itself but some grant on a mission.
 CREATE FUNCTION verdict._reads_subject(p_subject text) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
 DECLARE
+    v_reader text := verdict._reader();
     v_execution text;
-    v_mission text;
 BEGIN
-    SELECT s.execution_id, s.body::jsonb ->> 'mission' INTO v_execution, v_mission
-        FROM verdict.subjects s WHERE s.key = p_subject;
-    RETURN FOUND AND verdict._grant_in_force(verdict._reader(), v_execution, v_mission, NULL);
+    IF v_reader IS NULL OR p_subject IS NULL THEN
+        RETURN false;
+    END IF;
+    SELECT s.execution_id INTO v_execution FROM verdict.subjects s WHERE s.key = p_subject;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF verdict._grant_in_force(v_reader, v_execution, NULL, NULL) THEN
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM verdict.grants g
+            WHERE g.principal = v_reader AND g.scope_kind = 'mission') THEN
+        RETURN false;
+    END IF;
+    RETURN verdict._grant_in_force(v_reader, v_execution,
+        (SELECT s.body::jsonb ->> 'mission' FROM verdict.subjects s WHERE s.key = p_subject), NULL);
 END $$;
 
 -- Whether the reader holds a grant in force on execution `p_execution` (or on the mission of
 -- its current subject, which every later subject keeps).
 CREATE FUNCTION verdict._reads_execution(p_execution text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT verdict._grant_in_force(verdict._reader(), p_execution,
-        (SELECT s.body::jsonb ->> 'mission' FROM verdict.pointers x JOIN verdict.subjects s
-            ON s.key = (x.value::jsonb ->> 'subject_digest')
-         WHERE x.pointer = 'execution' AND x.name = p_execution), NULL)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN verdict._grant_in_force(verdict._reader(), p_execution,
+            (SELECT s.body::jsonb ->> 'mission' FROM verdict.pointers x JOIN verdict.subjects s
+                ON s.key = (x.value::jsonb ->> 'subject_digest')
+             WHERE x.pointer = 'execution' AND x.name = p_execution), NULL);
+END $$;
 
 -- Whether the reader may read the verifier run `p_run` (by its subject).
 CREATE FUNCTION verdict._reads_run(p_run text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT coalesce((SELECT verdict._reads_subject(r.subject_digest) FROM verdict.verifier_runs r
-        WHERE r.key = p_run), false)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT verdict._reads_subject(r.subject_digest) FROM verdict.verifier_runs r
+            WHERE r.key = p_run), false);
+END $$;
 
 -- Whether the reader may read the request (or note) `p_request` (by its subject).
 CREATE FUNCTION verdict._reads_request(p_request text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT coalesce((SELECT verdict._reads_subject(q.subject_digest)
-        FROM verdict.verification_requests q WHERE q.key = p_request), false)
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT verdict._reads_subject(q.subject_digest)
+            FROM verdict.verification_requests q WHERE q.key = p_request), false);
+END $$;
 
 -- Whether the reader may read pointer `p_pointer` named `p_name`: an execution's as the
 -- execution, a lease as what it leases, the gates' and the clock's always.
 CREATE FUNCTION verdict._reads_pointer(p_pointer text, p_name text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT CASE
-        WHEN p_pointer IN ('gate', 'clock') THEN true
-        WHEN p_pointer = 'execution' THEN verdict._reads_execution(p_name)
-        WHEN p_pointer = 'lease' AND starts_with(p_name, 'admit ')
-            THEN verdict._reads_request(substr(p_name, 7))
-        WHEN p_pointer = 'lease' AND starts_with(p_name, 'run ')
-            THEN verdict._reads_run(substr(p_name, 5))
-        ELSE false END
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN CASE
+            WHEN p_pointer IN ('gate', 'clock') THEN true
+            WHEN p_pointer = 'execution' THEN verdict._reads_execution(p_name)
+            WHEN p_pointer = 'lease' AND starts_with(p_name, 'admit ')
+                THEN verdict._reads_request(substr(p_name, 7))
+            WHEN p_pointer = 'lease' AND starts_with(p_name, 'run ')
+                THEN verdict._reads_run(substr(p_name, 5))
+            ELSE false END;
+END $$;
 
 -- Whether the reader may read blob `p_key`: one a subject it may read names by its digest.
 -- Only the subjects of the executions and missions it holds a grant in force on are searched.
 CREATE FUNCTION verdict._reads_blob(p_key text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.grants g, LATERAL (
-            SELECT e.key, e.body FROM verdict.subjects e
-            WHERE g.scope_kind = 'execution' AND e.execution_id = g.scope_id
-            UNION ALL
-            SELECT m.key, m.body FROM verdict.subjects m
-            WHERE g.scope_kind = 'mission' AND (m.body::jsonb ->> 'mission') = g.scope_id) s
-        WHERE g.principal = verdict._reader()
-          AND position(p_key IN s.body) > 0
-          AND verdict._reads_subject(s.key))
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM verdict.grants g, LATERAL (
+                SELECT e.key, e.body FROM verdict.subjects e
+                WHERE g.scope_kind = 'execution' AND e.execution_id = g.scope_id
+                UNION ALL
+                SELECT m.key, m.body FROM verdict.subjects m
+                WHERE g.scope_kind = 'mission' AND (m.body::jsonb ->> 'mission') = g.scope_id) s
+            WHERE g.principal = verdict._reader()
+              AND position(p_key IN s.body) > 0
+              AND verdict._reads_subject(s.key));
+END $$;
 
 -- Whether the reader holds grant `p_grant`.
 CREATE FUNCTION verdict._reads_grant(p_grant text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.grants g
-        WHERE g.key = p_grant AND g.principal = verdict._reader())
-$$;
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM verdict.grants g
+            WHERE g.key = p_grant AND g.principal = verdict._reader());
+END $$;
 
 -- Whether the reader may read the row an audit event records (table `p_tbl`, key `p_key`),
 -- by the rule of that table.
