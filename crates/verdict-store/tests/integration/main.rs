@@ -23,4 +23,5 @@ mod engine_records;
 mod identity;
 mod jobs;
 mod migrations;
+mod reads;
 mod wakeups;

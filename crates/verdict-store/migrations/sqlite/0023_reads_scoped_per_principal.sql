@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 23: nothing changes here.
+--
+-- Version 23 has the PostgreSQL database scope what each principal's own identity reads, by row
+-- security. SQLite has no logins: whoever opens the file reads all of it, the file-level limit
+-- the deployment guide describes.
