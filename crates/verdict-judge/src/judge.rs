@@ -439,6 +439,14 @@ impl Judge {
                         ),
                         Output::Missing(why) => ("no_result", Err(why.clone())),
                         Output::OffProtocol(why) => ("invalid_output", Err(why.clone())),
+                        Output::Unfinished(why) => ("unfinished", Err(why.clone())),
+                    };
+                    // A reply that did not end as an answer ends is the provider's failure,
+                    // not the model's output: it is recorded so, and never read.
+                    let reason = if matches!(reply.output, Output::Unfinished(_)) {
+                        UnavailableReason::ProviderError
+                    } else {
+                        UnavailableReason::InvalidOutput
                     };
                     let mut st = lock(state);
                     st.tokens = st.tokens.saturating_add(tin.saturating_add(tout));
@@ -449,8 +457,7 @@ impl Judge {
                     let over_cap = over.is_some();
                     let checked = match over {
                         Some(why) => Err(fail(UnavailableReason::BudgetExhausted, why)),
-                        None => checked
-                            .map_err(|d| fail(UnavailableReason::InvalidOutput, p.redact(&d))),
+                        None => checked.map_err(|d| fail(reason, p.redact(&d))),
                     };
                     receipt.outcome = if over_cap {
                         "budget_exhausted".to_owned()
