@@ -632,7 +632,7 @@ impl Judge {
                 generation: req.generation,
                 context: Some(ContextRef {
                     digest: plan.digest.clone(),
-                    complete: true,
+                    complete: plan.manifest.complete,
                 }),
                 status: VerificationStatus::Completed,
                 unavailable_reason: None,
