@@ -770,3 +770,68 @@ async fn usage_reported_as_zero_is_charged_at_the_estimate_of_what_was_sent_and_
         );
     }
 }
+
+// ---- an echoed key, encoded ----
+
+/// Whether `out`, with all but letters and digits taken out, holds 12 characters in a row of
+/// `echo` reduced the same way.
+fn shows_encoded(out: &str, echo: &str) -> bool {
+    let norm = |t: &str| -> String { t.chars().filter(char::is_ascii_alphanumeric).collect() };
+    let (out, echo) = (norm(out), norm(echo));
+    let n = verdict_judge::secret::MIN_RUN.min(echo.len());
+    (0..=echo.len() - n).any(|i| out.contains(&echo[i..i + n]))
+}
+
+#[tokio::test]
+async fn a_key_echoed_encoded_split_or_reversed_is_kept_nowhere() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let key = long_key();
+    let rev: String = key.chars().rev().collect();
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    let dotted = |t: &str| {
+        t.as_bytes()
+            .chunks(6)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    let echoes: Vec<(&str, String)> = vec![
+        ("base64", STANDARD.encode(&key)),
+        (
+            "base64 of the header",
+            STANDARD.encode(format!("Bearer {key}")),
+        ),
+        ("base64 url", URL_SAFE_NO_PAD.encode(&key)),
+        ("base64 split", dotted(&STANDARD.encode(&key))),
+        ("hex", hex.clone()),
+        ("HEX spaced", dotted(&hex.to_uppercase()).replace('.', " ")),
+        ("reversed", rev.clone()),
+        ("split", dotted(&key)),
+        ("reversed and split", dotted(&rev)),
+        (
+            "base64 reversed",
+            STANDARD.encode(&key).chars().rev().collect(),
+        ),
+    ];
+    for p in BOTH {
+        for (what, echo) in &echoes {
+            let body = json!({"error": {"message": format!("bad key {echo}")}}).to_string();
+            let server = FakeServer::start(move |_| Answer::raw(401, &body)).await;
+            let run = judge(p, &server.url).run(&request()).await.unwrap();
+            assert_unavailable(
+                &run,
+                UnavailableReason::ProviderError,
+                "http status 401",
+                &format!("{p:?} {what}"),
+            );
+            let kept = serde_json::to_string(&run).unwrap();
+            assert!(
+                !shows_encoded(&kept, echo),
+                "{p:?} {what}: the run keeps {kept}"
+            );
+            let detail = run.receipts[0].detail.as_deref().unwrap();
+            assert!(detail.contains("[redacted]"), "{p:?} {what}: {detail}");
+        }
+    }
+}
