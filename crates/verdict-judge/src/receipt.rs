@@ -35,7 +35,7 @@ pub struct Receipt {
     /// Wall time of the call in milliseconds.
     pub latency_ms: u64,
     /// How it ended: `valid`, `invalid_output`, `refused`, `truncated`, `no_result`,
-    /// `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
+    /// `unfinished` (a stop reason other than the protocol's normal one), `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
     /// `command_failed`.
     pub outcome: String,
     /// The full failure detail of a call that did not give a valid result, with the provider's
