@@ -392,6 +392,7 @@ impl Judge {
                 tokens_in: None,
                 tokens_out: None,
                 tokens_estimated: false,
+                tokens_charged: None,
                 cost_estimate: None,
                 latency_ms,
                 outcome: String::new(),
@@ -406,14 +407,15 @@ impl Judge {
                     receipt.tokens_in = reply.tokens_in;
                     receipt.tokens_out = reply.tokens_out;
                     receipt.tokens_estimated = reply.tokens_estimated;
-                    // What the provider does not report is estimated from what was sent and
-                    // received, never taken as zero: an unreported count must not slip a cap.
+                    // Usage is charged at no less than the estimate of what was sent and what
+                    // the model wrote (ceil(bytes / 4), the unit every budget is counted in): a
+                    // count left out, or reported as 0 beside a long reply, must not slip a cap.
+                    let written = crate::tokens::estimate(reply.reply_bytes);
                     let (tin, tout) = (
-                        reply.tokens_in.unwrap_or(prompt_tokens),
-                        reply
-                            .tokens_out
-                            .unwrap_or_else(|| crate::tokens::estimate(reply.output.text_len())),
+                        reply.tokens_in.unwrap_or(0).max(prompt_tokens),
+                        reply.tokens_out.unwrap_or(0).max(written),
                     );
+                    receipt.tokens_charged = Some(tin.saturating_add(tout));
                     receipt.cost_estimate = price.map(|pr| pr.cost(tin, tout));
                     let rules = ReplyRules {
                         nonce: nonce.as_str(),
@@ -439,18 +441,38 @@ impl Judge {
                         ),
                         Output::Missing(why) => ("no_result", Err(why.clone())),
                         Output::OffProtocol(why) => ("invalid_output", Err(why.clone())),
+                        Output::Unfinished(why) => ("unfinished", Err(why.clone())),
+                    };
+                    // A reply that did not end as an answer ends is the provider's failure,
+                    // not the model's output: it is recorded so, and never read.
+                    let reason = if matches!(reply.output, Output::Unfinished(_)) {
+                        UnavailableReason::ProviderError
+                    } else {
+                        UnavailableReason::InvalidOutput
                     };
                     let mut st = lock(state);
                     st.tokens = st.tokens.saturating_add(tin.saturating_add(tout));
                     st.cost += receipt.cost_estimate.unwrap_or(0.0);
                     // Budgets are checked again with what the call reported: a reply that
                     // spent past a cap is never a counted result, however valid it is.
-                    let over = over_budget(&budget, &st, tin, tout, receipt.cost_estimate);
+                    // A reply longer than the output cap allows was not produced under that
+                    // cap, whatever usage it reports: it is not read.
+                    let over = (written > u64::from(budget.max_output_tokens))
+                        .then(|| {
+                            format!(
+                                "output budget: the reply holds {} bytes of text, about {written} tokens, past max_output_tokens {} (the call reported {} out)",
+                                reply.reply_bytes,
+                                budget.max_output_tokens,
+                                reply
+                                    .tokens_out
+                                    .map_or_else(|| "nothing".to_owned(), |t| t.to_string())
+                            )
+                        })
+                        .or_else(|| over_budget(&budget, &st, tin, tout, receipt.cost_estimate));
                     let over_cap = over.is_some();
                     let checked = match over {
                         Some(why) => Err(fail(UnavailableReason::BudgetExhausted, why)),
-                        None => checked
-                            .map_err(|d| fail(UnavailableReason::InvalidOutput, p.redact(&d))),
+                        None => checked.map_err(|d| fail(reason, p.redact(&d))),
                     };
                     receipt.outcome = if over_cap {
                         "budget_exhausted".to_owned()
@@ -610,7 +632,7 @@ impl Judge {
                 generation: req.generation,
                 context: Some(ContextRef {
                     digest: plan.digest.clone(),
-                    complete: true,
+                    complete: plan.manifest.complete,
                 }),
                 status: VerificationStatus::Completed,
                 unavailable_reason: None,
@@ -703,7 +725,7 @@ fn over_budget(
         && st.tokens > cap
     {
         return Some(format!(
-            "token budget: the call reported {tokens_in} tokens in and {tokens_out} out, \
+            "token budget: the call was charged {tokens_in} tokens in and {tokens_out} out, \
              {} in all for the run, over the cap {cap}",
             st.tokens
         ));

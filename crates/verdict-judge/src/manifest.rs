@@ -5,8 +5,10 @@
 //! the plan is incomplete and the run must end `context_incomplete` rather than grade what it
 //! did not see. Optional items (resources marked optional, check outputs) are then placed in
 //! order: whole if they fit, else as a prefix cut at a line end if at least
-//! [`MIN_EXCERPT_BYTES`] of room is left, else excluded. The same request, template and budget
-//! always give the same manifest and digest.
+//! [`MIN_EXCERPT_BYTES`] of room is left, else excluded. The run still goes ahead when an
+//! optional item is cut or excluded, or a producer-history item is withheld, but the context is
+//! then recorded as incomplete, so none of its passes counts as one. The same request, template
+//! and budget always give the same manifest and digest.
 
 use crate::render::{self, DataBlock, EntryKind, Frame, Nonce, Prompt};
 use crate::request::{CRITERIA_REF, JudgeRequest, OBJECTIVE_REF, output_ref};
@@ -26,7 +28,9 @@ pub const TOKEN_ESTIMATE: &str = "ceil(utf8_bytes/4)";
 pub const MIN_EXCERPT_BYTES: usize = 256;
 
 /// Resource kinds that carry the producer's reasoning or task history. They are never shown to
-/// a verifier, whatever the request says (compared ASCII case-insensitively).
+/// a verifier, whatever the request says (compared ASCII case-insensitively). The kind is the
+/// producer's own label, so withholding such an item makes the context incomplete: labelling
+/// the change a transcript hides it from the model and also takes away every pass.
 pub const PRODUCER_HISTORY_KINDS: [&str; 9] = [
     "transcript",
     "reasoning",
@@ -109,11 +113,11 @@ pub struct ManifestEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExclusionReason {
-    /// An optional item that did not fit the budget.
+    /// An optional item that did not fit the budget; the context is incomplete.
     Budget,
     /// A required item that did not fit: the context is incomplete.
     RequiredDidNotFit,
-    /// Producer reasoning or task history, never shown by policy.
+    /// Producer reasoning or task history, never shown by policy; the context is incomplete.
     ProducerHistory,
 }
 
@@ -160,7 +164,8 @@ pub struct ContextManifest {
     pub entries: Vec<ManifestEntry>,
     /// What was not.
     pub exclusions: Vec<Exclusion>,
-    /// Whether every required item was shown whole.
+    /// Whether every item of the request was shown whole: none excluded (by kind or budget)
+    /// and none cut to an excerpt.
     pub complete: bool,
 }
 
@@ -490,9 +495,14 @@ pub fn plan(req: &JudgeRequest, input: &PlanInput<'_>) -> ContextPlan {
                 version: f.version,
             })
             .collect(),
+        // A verifier cannot pass what it was not shown: anything left out, by kind or by
+        // budget, or shown only in part, leaves the context incomplete, and the Gate counts
+        // the run's passes as inconclusive (its failures and findings still stand).
+        complete: incomplete.is_none()
+            && exclusions.is_empty()
+            && entries.iter().all(|e| !e.truncated),
         entries,
         exclusions,
-        complete: incomplete.is_none(),
     };
     let digest = manifest.digest();
     ContextPlan {

@@ -25,12 +25,17 @@ pub struct Receipt {
     pub tokens_out: Option<u64>,
     /// Whether the token counts are the deterministic estimate rather than the provider's.
     pub tokens_estimated: bool,
+    /// Tokens charged against the budget for the call: the reported usage, raised to the
+    /// estimate of the prompt's and the reply's bytes where it is lower. `None` when no reply
+    /// came back.
+    #[serde(default)]
+    pub tokens_charged: Option<u64>,
     /// Estimated cost, when prices are configured.
     pub cost_estimate: Option<f64>,
     /// Wall time of the call in milliseconds.
     pub latency_ms: u64,
     /// How it ended: `valid`, `invalid_output`, `refused`, `truncated`, `no_result`,
-    /// `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
+    /// `unfinished` (a stop reason other than the protocol's normal one), `budget_exhausted`, `timeout`, `http_<status>`, `transport_error`, `protocol_error`,
     /// `command_failed`.
     pub outcome: String,
     /// The full failure detail of a call that did not give a valid result, with the provider's

@@ -51,22 +51,161 @@ impl Secret {
         }
         let min = key.len().min(MIN_RUN);
         let ranges = shared_runs(text.as_bytes(), key, min);
-        if ranges.is_empty() {
-            return text.to_owned();
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (start, end) in ranges {
-            // A run is bytes of the key; widen it to whole characters of the text.
-            let start = floor_boundary(text, start).max(at);
-            let end = ceil_boundary(text, end);
-            out.push_str(text.get(at..start).unwrap_or_default());
-            out.push_str(REDACTED);
-            at = end;
-        }
-        out.push_str(text.get(at..).unwrap_or_default());
-        out
+        let literal = replace_ranges(text, &ranges);
+        // Then the key's encodings, read with every separator taken out: a server can echo it
+        // base64-encoded, as hex or reversed, cut into groups by dots, dashes or line breaks.
+        let encoded = encoded_runs(&literal, &self.forms());
+        replace_ranges(&literal, &encoded)
     }
+
+    /// The forms an echo of the key may take, each reduced to its ASCII letters and digits (what
+    /// survives when separators are taken out): the key itself, its base64 at each of the three
+    /// alignments it can have inside a longer encoded text (standard and URL-safe base64 differ
+    /// only in `+/` and `-_`, which are separators here), its hex in either case; all of them
+    /// for the key reversed too, and each reversed.
+    fn forms(&self) -> Vec<Vec<u8>> {
+        let key = self.0.as_bytes();
+        let reversed: Vec<u8> = key.iter().rev().copied().collect();
+        let mut out = Vec::new();
+        for source in [key, reversed.as_slice()] {
+            out.push(source.to_vec());
+            for shift in 0..3 {
+                out.push(base64_aligned(source, shift));
+            }
+            let hex = hex_lower(source);
+            out.push(hex.to_ascii_uppercase());
+            out.push(hex);
+        }
+        let mut forms: Vec<Vec<u8>> = out
+            .into_iter()
+            .map(|f| f.into_iter().filter(u8::is_ascii_alphanumeric).collect())
+            .collect();
+        let backwards: Vec<Vec<u8>> = forms
+            .iter()
+            .map(|f| f.iter().rev().copied().collect())
+            .collect();
+        forms.extend(backwards);
+        forms.retain(|f| f.len() >= MIN_FORM);
+        forms
+    }
+}
+
+/// The shortest form of a key searched for among the letters and digits of a text. Anything
+/// shorter would match ordinary words run together once separators are taken out.
+const MIN_FORM: usize = 8;
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// The base64 characters that depend only on `bytes` when they are encoded after `shift`
+/// (0, 1 or 2) other bytes: the characters shared by every text that holds `bytes` at that
+/// offset, whatever surrounds them.
+fn base64_aligned(bytes: &[u8], shift: usize) -> Vec<u8> {
+    let bits = |i: usize| -> u8 {
+        // Bit `i` (from the top) of the padded stream; the padding's bits are never read.
+        let byte = (i / 8)
+            .checked_sub(shift)
+            .and_then(|j| bytes.get(j))
+            .copied()
+            .unwrap_or(0);
+        (byte >> (7 - i % 8)) & 1
+    };
+    let (start_bit, end_bit) = (shift * 8, (shift + bytes.len()) * 8);
+    let first = start_bit.div_ceil(6);
+    let last = end_bit / 6;
+    (first..last)
+        .map(|c| {
+            let v = (0..6).fold(0u8, |acc, b| (acc << 1) | bits(c * 6 + b));
+            BASE64.get(usize::from(v)).copied().unwrap_or(b'A')
+        })
+        .collect()
+}
+
+fn hex_lower(bytes: &[u8]) -> Vec<u8> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    bytes
+        .iter()
+        .flat_map(|b| {
+            [
+                HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0'),
+                HEX.get(usize::from(b & 15)).copied().unwrap_or(b'0'),
+            ]
+        })
+        .collect()
+}
+
+/// The byte ranges of `text` that, with everything but ASCII letters and digits taken out,
+/// hold a run of at least [`MIN_RUN`] characters of one of `forms` (or a whole form, when it is
+/// shorter). Every run that long is made of windows of exactly [`MIN_RUN`], so looking the
+/// windows up in a set finds them all in time linear in the text.
+fn encoded_runs(text: &str, forms: &[Vec<u8>]) -> Vec<(usize, usize)> {
+    let view: Vec<(u8, usize)> = text
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| b.is_ascii_alphanumeric())
+        .map(|(i, b)| (b, i))
+        .collect();
+    let letters: Vec<u8> = view.iter().map(|(b, _)| *b).collect();
+    let mut covered = vec![false; letters.len()];
+    let mut windows: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for f in forms {
+        if f.len() >= MIN_RUN {
+            windows.extend(f.windows(MIN_RUN));
+        } else {
+            // A short form is found whole or not at all.
+            for (at, w) in letters.windows(f.len()).enumerate() {
+                if w == f.as_slice() {
+                    covered
+                        .iter_mut()
+                        .skip(at)
+                        .take(f.len())
+                        .for_each(|c| *c = true);
+                }
+            }
+        }
+    }
+    for (at, w) in letters.windows(MIN_RUN).enumerate() {
+        if windows.contains(w) {
+            covered
+                .iter_mut()
+                .skip(at)
+                .take(MIN_RUN)
+                .for_each(|c| *c = true);
+        }
+    }
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut prev: Option<usize> = None;
+    for (i, (flag, (_, at))) in covered.iter().zip(&view).enumerate() {
+        if !flag {
+            continue;
+        }
+        match (ranges.last_mut(), prev) {
+            // Consecutive letters of one run: the separators between them go with it.
+            (Some(last), Some(p)) if p + 1 == i => last.1 = at + 1,
+            _ => ranges.push((*at, at + 1)),
+        }
+        prev = Some(i);
+    }
+    ranges
+}
+
+/// `text` with each of `ranges` (byte ranges, in order, not overlapping) replaced by
+/// [`REDACTED`], widened to whole characters.
+fn replace_ranges(text: &str, ranges: &[(usize, usize)]) -> String {
+    if ranges.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for &(start, end) in ranges {
+        // A run is bytes of the key; widen it to whole characters of the text.
+        let start = floor_boundary(text, start).max(at);
+        let end = ceil_boundary(text, end);
+        out.push_str(text.get(at..start).unwrap_or_default());
+        out.push_str(REDACTED);
+        at = end;
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
 }
 
 /// The shortest run of a secret's characters that is redacted on its own.
@@ -175,6 +314,84 @@ mod tests {
         }
         // Ordinary text stays as it was, multi-byte characters included.
         assert_eq!(s.redact("caf\u{e9} \u{1f600}"), "caf\u{e9} \u{1f600}");
+    }
+
+    /// Every encoding of `key` a hostile echo is tried with here, made by an independent
+    /// encoder, as the echo would be sent and with a prefix that shifts its alignment.
+    fn echoes(key: &str) -> Vec<(String, String)> {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let rev: String = key.chars().rev().collect();
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let split = |t: &str, n: usize, sep: &str| {
+            t.as_bytes()
+                .chunks(n)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect::<Vec<_>>()
+                .join(sep)
+        };
+        let mut out = vec![
+            ("base64".into(), STANDARD.encode(key)),
+            ("base64 url".into(), URL_SAFE_NO_PAD.encode(key)),
+            ("hex".into(), hex(key.as_bytes())),
+            ("HEX".into(), hex(key.as_bytes()).to_uppercase()),
+            ("reversed".into(), rev.clone()),
+            ("split by dots".into(), split(key, 6, ".")),
+            ("spaced".into(), split(key, 4, " ")),
+            (
+                "base64 in lines".into(),
+                split(&STANDARD.encode(key), 7, "\n"),
+            ),
+            ("base64 of the reversed key".into(), STANDARD.encode(&rev)),
+            (
+                "base64 reversed".into(),
+                STANDARD.encode(key).chars().rev().collect(),
+            ),
+            (
+                "hex reversed".into(),
+                hex(key.as_bytes()).chars().rev().collect(),
+            ),
+        ];
+        for prefix in ["B", "Be", "Bearer "] {
+            let b = STANDARD.encode(format!("{prefix}{key}"));
+            out.push((format!("base64 after {prefix:?}"), b.clone()));
+            out.push((format!("base64 after {prefix:?}, split"), split(&b, 5, "-")));
+        }
+        out
+    }
+
+    /// Whether `out`, with all but letters and digits taken out, holds 12 characters in a row
+    /// of `echo` reduced the same way (the whole of it when shorter).
+    fn shows(out: &str, echo: &str) -> bool {
+        let norm = |t: &str| -> String { t.chars().filter(char::is_ascii_alphanumeric).collect() };
+        let (out, echo) = (norm(out), norm(echo));
+        let n = MIN_RUN.min(echo.len());
+        (0..=echo.len() - n).any(|i| out.contains(&echo[i..i + n]))
+    }
+
+    #[test]
+    fn encoded_split_and_reversed_echoes_of_a_key_are_redacted() {
+        for key in [
+            "sk-live-AbCdEfGhIjKlMnOpQrStUvWx",
+            "sk-ant-api03-Zx9_Qw-8Lm2Np4Rt6Vy0Bc3Df5Hj7Kp1",
+            "0123456789abcdef",
+        ] {
+            let s = Secret::new(key.into());
+            for (what, echo) in echoes(key) {
+                let text = format!("{{\"error\": \"bad key: {echo} (rejected)\"}}");
+                let out = s.redact(&text);
+                assert!(!shows(&out, &echo), "{key} {what}: {out:?}");
+                assert!(out.contains(REDACTED), "{key} {what}");
+                assert!(out.ends_with(" (rejected)\"}"), "{key} {what}: {out:?}");
+                // Cut anywhere after redaction, nothing of it shows either.
+                let cut = redact_then_cut(&text, [&s], 30);
+                assert!(!shows(&cut, &echo), "{key} {what} cut: {cut:?}");
+            }
+        }
+        // Ordinary text, digests and words run together stay as they were.
+        let s = Secret::new("sk-live-AbCdEfGhIjKlMnOpQrStUvWx".into());
+        let plain = "the tests pass; sha256:0ac282182c0ff7c3fa537b686f41beda4e5b04340ac0f1f9fd577a4c9b37f0ea ok";
+        assert_eq!(s.redact(plain), plain);
     }
 
     /// Whether `out` shows any `min` consecutive characters of `key`.

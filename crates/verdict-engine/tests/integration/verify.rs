@@ -196,6 +196,53 @@ async fn a_whole_request_is_verified_recorded_and_passes_the_gate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_over_a_change_withheld_as_history_does_not_pass_the_gate() {
+    on_both(|store| async move {
+        const HIDDEN: &str = "def login(): disable_auth()\n";
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        // The producer labels part of its change a `transcript`: the model is not shown it.
+        let mut subject = crate::common::subject(1, DIFF);
+        subject["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
+        subject["resources"].as_array_mut().unwrap().push(json!({
+            "name": "login", "kind": "transcript",
+            "digest": verdict_core::digest::raw(HIDDEN.as_bytes()).as_str()}));
+        let d = w.engine.put_subject(&w.coder, &subject).await.unwrap();
+        w.engine
+            .add_evidence(&w.ci, &[evidence(&d, "pass", "ci", "runner")])
+            .await
+            .unwrap();
+        let req = w
+            .engine
+            .create_request(&w.coder, EXEC, &json!({}))
+            .await
+            .unwrap();
+        let mut given = inputs();
+        given
+            .resources
+            .push(("login".to_owned(), HIDDEN.as_bytes().to_vec()));
+        let runs = verify(
+            &w,
+            &req,
+            &verifiers(&srv.url, false),
+            &given,
+            &VerifyOptions::default(),
+        )
+        .await
+        .unwrap();
+        let j = judged(&runs[0]);
+        assert_eq!(j.status, VerificationStatus::Completed, "{j:?}");
+        assert!(j.submitted.as_ref().unwrap().counted);
+        // The model's pass is over an incomplete context: it counts as inconclusive.
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(g.decision.outcome.as_str(), "pass", "{:?}", g.decision);
+        let shown = serde_json::to_value(&g.decision).unwrap().to_string();
+        assert!(shown.contains("criterion_inconclusive"), "{shown}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_requests_caps_lower_the_class_budget_and_a_cost_cap_needs_prices() {
     on_both(|store| async move {
         let srv = fake(Reply::Pass).await;

@@ -72,28 +72,32 @@ impl AnthropicProvider {
 
 fn parse_response(resp: &Value) -> CallReply {
     let stop = text(resp, "/stop_reason");
-    let blocks = resp.get("content").and_then(Value::as_array);
+    let blocks: &[Value] = resp
+        .get("content")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
     // Exactly one tool call, and it must be the result tool: a second call (of any tool) is a
     // second answer, and no answer of such a reply is read.
     let calls: Vec<&Value> = blocks
-        .map(|bs| {
-            bs.iter()
-                .filter(|b| text(b, "/type") == Some("tool_use"))
-                .collect()
-        })
-        .unwrap_or_default();
+        .iter()
+        .filter(|b| text(b, "/type") == Some("tool_use"))
+        .collect();
     let tool_input = match calls.as_slice() {
         [only] if text(only, "/name") == Some(TOOL_NAME) => only.get("input"),
         _ => None,
     };
+    // The forced call is the whole answer: text beside it (which may contradict it), a server
+    // tool's call or any block of another type is a second say, and the reply is not read.
+    let others: Vec<&str> = blocks
+        .iter()
+        .filter(|b| text(b, "/type") != Some("tool_use"))
+        .map(|b| text(b, "/type").unwrap_or("(untyped)"))
+        .collect();
     let said: String = blocks
-        .map(|bs| {
-            bs.iter()
-                .filter_map(|b| text(b, "/text"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+        .iter()
+        .filter_map(|b| text(b, "/text"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let output = match (stop, tool_input) {
         _ if calls.len() > 1 => Output::OffProtocol(format!(
             "the response has {} tool calls; exactly one {TOOL_NAME} call was asked for",
@@ -105,15 +109,37 @@ fn parse_response(resp: &Value) -> CallReply {
             said
         }),
         (Some("max_tokens"), _) => Output::Truncated,
-        (_, Some(input)) => Output::Document(input.to_string()),
         (_, None) => Output::Missing(format!("no {TOOL_NAME} tool call in the response")),
+        _ if !others.is_empty() => Output::OffProtocol(format!(
+            "the response holds {} block(s) of type {} besides the {TOOL_NAME} call; only the call was asked for",
+            others.len(),
+            others.join(", ")
+        )),
+        // The tool was forced, so a reply that ended normally ended on that call; any other end
+        // (`end_turn`, `pause_turn`, `stop_sequence`, a reason not known here, none) is not an
+        // answer, whatever its blocks hold.
+        (Some("tool_use"), Some(input)) => Output::Document(input.to_string()),
+        (other, _) => Output::Unfinished(format!(
+            "the response ended with stop_reason {}; only \"tool_use\" ends the forced {TOOL_NAME} call",
+            other.map_or_else(|| "(none)".to_owned(), |r| format!("{r:?}"))
+        )),
     };
+    // Everything the model wrote, whatever became of it: the budget floor is taken over it.
+    let written = blocks
+        .iter()
+        .map(|b| {
+            text(b, "/text").map_or(0, str::len)
+                + b.get("input").map_or(0, |i| i.to_string().len())
+                + text(b, "/thinking").map_or(0, str::len)
+        })
+        .sum();
     CallReply {
         output,
         snapshot: text(resp, "/model").map(str::to_owned),
         tokens_in: uint(resp, "/usage/input_tokens"),
         tokens_out: uint(resp, "/usage/output_tokens"),
         tokens_estimated: false,
+        reply_bytes: written,
     }
 }
 

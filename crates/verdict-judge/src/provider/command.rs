@@ -143,6 +143,7 @@ impl CommandProvider {
             tokens_in: Some(tokens::estimate(stdin_len)),
             tokens_out: Some(tokens::estimate(out_len)),
             tokens_estimated: true,
+            reply_bytes: out_len,
         })
     }
 }

@@ -50,6 +50,9 @@ pub enum Output {
     /// The response broke its own protocol by holding more than one answer (two choices, two
     /// tool calls); none of them is read.
     OffProtocol(String),
+    /// The reply did not end as an answer ends (a stop reason other than the protocol's normal
+    /// one, or none); nothing in it is read.
+    Unfinished(String),
 }
 
 impl Output {
@@ -58,7 +61,7 @@ impl Output {
     pub fn text_len(&self) -> usize {
         match self {
             Self::Document(t) | Self::Refused(t) => t.len(),
-            Self::Truncated | Self::Missing(_) | Self::OffProtocol(_) => 0,
+            Self::Truncated | Self::Missing(_) | Self::OffProtocol(_) | Self::Unfinished(_) => 0,
         }
     }
 }
@@ -76,6 +79,9 @@ pub struct CallReply {
     pub tokens_out: Option<u64>,
     /// Whether the token counts are the deterministic estimate rather than the provider's.
     pub tokens_estimated: bool,
+    /// Bytes of text the model wrote in the reply, whether or not it was read as an answer
+    /// (content, refusal, tool inputs, other blocks): the floor its usage is charged at.
+    pub reply_bytes: usize,
 }
 
 /// Why a call failed. Every text in it has had the provider's secrets removed.

@@ -68,6 +68,23 @@ impl OpenAiProvider {
     }
 }
 
+/// The message fields a reply may carry: the answer text, or the model's refusal. Anything
+/// else with a value (`function_call`, `tool_calls`, `audio`, ...) is an answer of another
+/// form, and a reply holding one is not read.
+const MESSAGE_FIELDS: [&str; 3] = ["role", "content", "refusal"];
+
+/// Whether a field's value says nothing: providers send `null`, `[]` or `{}` for what they
+/// leave out (vLLM sends `"tool_calls": []` with every reply).
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => s.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn parse_response(resp: &Value) -> CallReply {
     // One answer per reply: `n: 1` was asked, so a second choice breaks the protocol and no
     // choice is read (reading the first would let a provider put its answer wherever it likes).
@@ -86,9 +103,23 @@ fn parse_response(resp: &Value) -> CallReply {
         .and_then(|c| c.pointer("/message/tool_calls"))
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
+    let extra: Vec<&str> = choice
+        .and_then(|c| c.pointer("/message"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(k, v)| !MESSAGE_FIELDS.contains(&k.as_str()) && !is_empty(v))
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
     let output = match (choice, refusal, finish, content) {
         (Some(_), ..) if tool_calls > 0 => Output::OffProtocol(format!(
             "the choice holds {tool_calls} tool call(s) besides its content; one answer was asked for"
+        )),
+        (Some(_), ..) if !extra.is_empty() => Output::OffProtocol(format!(
+            "the message holds {} besides its text; only text was asked for",
+            extra.join(", ")
         )),
         (None, ..) if choices > 1 => Output::OffProtocol(format!(
             "the response has {choices} choices; exactly one was asked for (n: 1)"
@@ -99,19 +130,39 @@ fn parse_response(resp: &Value) -> CallReply {
             Output::Refused("stopped by the provider's content filter".into())
         }
         (_, _, Some("length"), _) => Output::Truncated,
-        (_, _, _, Some(c)) => Output::Document(c.to_owned()),
-        (_, _, _, None) => Output::Missing("the first choice has no message content".into()),
+        // Only a reply that ended on its own is an answer; any other end (a tool or function
+        // call, a reason this adapter does not know, none at all) is not one.
+        (_, _, Some("stop"), Some(c)) => Output::Document(c.to_owned()),
+        (_, _, Some("stop"), None) => {
+            Output::Missing("the first choice has no message content".into())
+        }
+        (_, _, other, _) => Output::Unfinished(format!(
+            "the choice ended with finish_reason {}; only \"stop\" ends an answer",
+            other.map_or_else(|| "(none)".to_owned(), |r| format!("{r:?}"))
+        )),
     };
     let snapshot = text(resp, "/system_fingerprint")
         .filter(|s| !s.is_empty())
         .or_else(|| text(resp, "/model"))
         .map(str::to_owned);
+    // Everything the model wrote, whatever became of it: the budget floor is taken over it.
+    let written = resp
+        .get("choices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("message").and_then(Value::as_object))
+        .flat_map(|m| m.iter())
+        .filter(|(k, v)| k.as_str() != "role" && !is_empty(v))
+        .map(|(_, v)| v.as_str().map_or_else(|| v.to_string().len(), str::len))
+        .sum();
     CallReply {
         output,
         snapshot,
         tokens_in: uint(resp, "/usage/prompt_tokens"),
         tokens_out: uint(resp, "/usage/completion_tokens"),
         tokens_estimated: false,
+        reply_bytes: written,
     }
 }
 

@@ -94,7 +94,9 @@ fn optional_items_are_cut_at_a_line_end_and_the_prompt_fits_the_budget() {
     req.evidence[0].output = Some(log.clone().into_bytes());
     let budget = frame_tokens() + 3000;
     let plan = plan_request(&class(budget), &req).unwrap();
-    assert!(plan.manifest.complete);
+    // Part of the log was not shown, so the context is not complete; the run still goes ahead.
+    assert!(!plan.manifest.complete);
+    assert!(plan.incomplete.is_none());
     let e = plan
         .manifest
         .entries
@@ -147,7 +149,11 @@ fn an_optional_item_with_no_room_left_is_excluded() {
     let mut r2 = req.clone();
     r2.evidence[0].output = None;
     let plan = plan_request(&class(full + (MIN_EXCERPT_BYTES as u64 / 8)), &r2).unwrap();
-    assert!(plan.manifest.complete);
+    assert!(
+        !plan.manifest.complete,
+        "an item left out leaves the context incomplete"
+    );
+    assert!(plan.incomplete.is_none());
     let ex = plan
         .manifest
         .exclusions
@@ -186,7 +192,11 @@ fn producer_history_is_never_shown() {
         false,
     ));
     let plan = plan_request(&class(1_000_000), &req).unwrap();
-    assert!(plan.manifest.complete);
+    assert!(
+        !plan.manifest.complete,
+        "withheld history leaves the context incomplete"
+    );
+    assert!(plan.incomplete.is_none());
     for name in ["agent-log", "thoughts"] {
         let ex = plan
             .manifest
@@ -340,4 +350,53 @@ fn requests_that_break_the_rules_are_refused() {
         plan_request(&c, &r),
         Err(RequestError::DuplicateCriterion(_))
     ));
+}
+
+#[tokio::test]
+async fn a_change_labelled_as_history_is_withheld_and_the_result_records_an_incomplete_context() {
+    let server =
+        FakeServer::start(|r| Answer::json(&openai_envelope(&good_reply(&r.nonce()).to_string())))
+            .await;
+    let judge = || {
+        let p = Arc::new(OpenAiProvider::new(&server.url, "judge-model", None, Some(0.0)).unwrap());
+        Judge::new(
+            class_with(openai_config(&server.url), budget(), Sampling::default()),
+            p,
+        )
+        .unwrap()
+    };
+    // The whole context shown: complete.
+    let run = judge().run(&request()).await.unwrap();
+    assert_eq!(run.result.status, VerificationStatus::Completed);
+    assert!(run.result.context.as_ref().unwrap().complete);
+
+    // The producer labels its code a `transcript` and its docs a `chat_log`: neither is shown,
+    // and a pass over them must not count as one.
+    let mut req = request();
+    req.resources.push(resource(
+        "greet",
+        "transcript",
+        b"echo hi; disable_auth\n",
+        true,
+    ));
+    req.resources.push(resource(
+        "readme",
+        "chat_log",
+        b"SECRET-README-CONTENT\n",
+        false,
+    ));
+    let run = judge().run(&req).await.unwrap();
+    let prompt = server.received().last().unwrap().prompt();
+    assert!(!prompt.1.contains("disable_auth") && !prompt.1.contains("SECRET-README"));
+    assert_eq!(run.result.status, VerificationStatus::Completed);
+    assert!(!run.result.context.as_ref().unwrap().complete);
+    assert!(!run.manifest.complete);
+    let withheld: Vec<&str> = run
+        .manifest
+        .exclusions
+        .iter()
+        .filter(|e| e.reason == ExclusionReason::ProducerHistory)
+        .map(|e| e.ref_.as_str())
+        .collect();
+    assert_eq!(withheld, ["greet", "readme"]);
 }

@@ -641,3 +641,197 @@ async fn a_cost_cap_that_cannot_be_checked_makes_no_call() {
     );
     assert!(server.received().is_empty());
 }
+
+// ---- usage reported as nothing beside a long reply ----
+
+/// An envelope around `reply` that reports no tokens at all.
+fn reporting_zero(p: Proto, reply: &Value) -> Value {
+    let mut env = envelope(p, reply);
+    match p {
+        Proto::OpenAi => env["usage"] = json!({"prompt_tokens": 0, "completion_tokens": 0}),
+        Proto::Anthropic => env["usage"] = json!({"input_tokens": 0, "output_tokens": 0}),
+    }
+    env
+}
+
+#[tokio::test]
+async fn a_reply_larger_than_the_output_cap_is_refused_whatever_usage_it_reports() {
+    for p in BOTH {
+        // A valid all-passed reply with 400,000 bytes in one rationale, reported as 0 tokens.
+        let server = FakeServer::start(move |r| {
+            let mut reply = good_reply(&r.nonce());
+            reply["criteria"][0]["rationale"] = json!(" ".repeat(400_000) + "ok");
+            Answer::json(&reporting_zero(p, &reply))
+        })
+        .await;
+        let b = Budget {
+            max_output_tokens: 4_096,
+            max_total_tokens: Some(200_000),
+            ..budget()
+        };
+        let j = judge_with(p, &server.url, &long_key(), b, Sampling::default(), None);
+        let run = j.run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::BudgetExhausted,
+            "past max_output_tokens 4096",
+            &format!("{p:?} oversized"),
+        );
+        let rc = &run.receipts[0];
+        assert_eq!(rc.outcome, "budget_exhausted", "{p:?}");
+        assert_eq!(
+            rc.tokens_out,
+            Some(0),
+            "{p:?}: the report is kept as it was"
+        );
+        assert!(
+            rc.tokens_charged.unwrap() > 100_000,
+            "{p:?}: charged {:?}",
+            rc.tokens_charged
+        );
+    }
+}
+
+#[tokio::test]
+async fn usage_reported_as_zero_is_charged_at_the_estimate_of_what_was_sent_and_written() {
+    let probe = judge(Proto::OpenAi, "http://127.0.0.1:9/v1");
+    let prompt_tokens = verdict_judge::judge::plan_request(probe.class(), &request())
+        .unwrap()
+        .manifest
+        .construction
+        .estimated_tokens;
+    for p in BOTH {
+        // A reply of about 1,500 tokens of text, within the output cap, reported as 0/0.
+        let long = move |r: &Received| {
+            let mut reply = good_reply(&r.nonce());
+            reply["criteria"][0]["rationale"] = json!("y".repeat(6_000));
+            Answer::json(&reporting_zero(p, &reply))
+        };
+        // The token cap: the prompt and 500 more; the reply alone is three times that.
+        let server = FakeServer::start(long).await;
+        let b = Budget {
+            max_total_tokens: Some(prompt_tokens + 500),
+            ..budget()
+        };
+        let j = judge_with(p, &server.url, &long_key(), b, Sampling::default(), None);
+        let run = j.run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::BudgetExhausted,
+            "token budget",
+            &format!("{p:?} tokens"),
+        );
+        assert!(run.receipts[0].tokens_charged.unwrap() > prompt_tokens + 1_500);
+
+        // The cost cap: 1,000 per million output tokens against 0.5, so 1,500 tokens cost 1.5.
+        let server = FakeServer::start(long).await;
+        let b = Budget {
+            max_cost: Some(0.5),
+            ..budget()
+        };
+        let price = Price {
+            input_per_mtok: 0.0,
+            output_per_mtok: 1_000.0,
+        };
+        let j = judge_with(
+            p,
+            &server.url,
+            &long_key(),
+            b,
+            Sampling::default(),
+            Some(price),
+        );
+        let run = j.run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::BudgetExhausted,
+            "cost budget",
+            &format!("{p:?} cost"),
+        );
+        assert!(run.receipts[0].cost_estimate.unwrap() > 1.5);
+
+        // A short reply reported as 0/0 counts, charged at the estimate, not at nothing.
+        let server =
+            FakeServer::start(move |r| Answer::json(&reporting_zero(p, &good_reply(&r.nonce()))))
+                .await;
+        let run = judge(p, &server.url).run(&request()).await.unwrap();
+        assert_eq!(
+            run.result.status,
+            VerificationStatus::Completed,
+            "{p:?}: {:?}",
+            run.detail
+        );
+        let rc = &run.receipts[0];
+        assert_eq!((rc.tokens_in, rc.tokens_out), (Some(0), Some(0)), "{p:?}");
+        assert!(
+            rc.tokens_charged.unwrap() > prompt_tokens,
+            "{p:?}: {:?}",
+            rc.tokens_charged
+        );
+    }
+}
+
+// ---- an echoed key, encoded ----
+
+/// Whether `out`, with all but letters and digits taken out, holds 12 characters in a row of
+/// `echo` reduced the same way.
+fn shows_encoded(out: &str, echo: &str) -> bool {
+    let norm = |t: &str| -> String { t.chars().filter(char::is_ascii_alphanumeric).collect() };
+    let (out, echo) = (norm(out), norm(echo));
+    let n = verdict_judge::secret::MIN_RUN.min(echo.len());
+    (0..=echo.len() - n).any(|i| out.contains(&echo[i..i + n]))
+}
+
+#[tokio::test]
+async fn a_key_echoed_encoded_split_or_reversed_is_kept_nowhere() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let key = long_key();
+    let rev: String = key.chars().rev().collect();
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    let dotted = |t: &str| {
+        t.as_bytes()
+            .chunks(6)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    let echoes: Vec<(&str, String)> = vec![
+        ("base64", STANDARD.encode(&key)),
+        (
+            "base64 of the header",
+            STANDARD.encode(format!("Bearer {key}")),
+        ),
+        ("base64 url", URL_SAFE_NO_PAD.encode(&key)),
+        ("base64 split", dotted(&STANDARD.encode(&key))),
+        ("hex", hex.clone()),
+        ("HEX spaced", dotted(&hex.to_uppercase()).replace('.', " ")),
+        ("reversed", rev.clone()),
+        ("split", dotted(&key)),
+        ("reversed and split", dotted(&rev)),
+        (
+            "base64 reversed",
+            STANDARD.encode(&key).chars().rev().collect(),
+        ),
+    ];
+    for p in BOTH {
+        for (what, echo) in &echoes {
+            let body = json!({"error": {"message": format!("bad key {echo}")}}).to_string();
+            let server = FakeServer::start(move |_| Answer::raw(401, &body)).await;
+            let run = judge(p, &server.url).run(&request()).await.unwrap();
+            assert_unavailable(
+                &run,
+                UnavailableReason::ProviderError,
+                "http status 401",
+                &format!("{p:?} {what}"),
+            );
+            let kept = serde_json::to_string(&run).unwrap();
+            assert!(
+                !shows_encoded(&kept, echo),
+                "{p:?} {what}: the run keeps {kept}"
+            );
+            let detail = run.receipts[0].detail.as_deref().unwrap();
+            assert!(detail.contains("[redacted]"), "{p:?} {what}: {detail}");
+        }
+    }
+}

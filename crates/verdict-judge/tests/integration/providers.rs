@@ -537,9 +537,14 @@ async fn budget_exhaustion_stops_retries() {
 
 #[tokio::test]
 async fn cost_budget_uses_prices_and_receipts_carry_costs() {
-    let server =
-        FakeServer::start(|r| Answer::json(&openai_envelope(&good_reply(&r.nonce()).to_string())))
-            .await;
+    // Usage above the estimate of what was sent and written, so the reported counts are the
+    // ones charged.
+    let server = FakeServer::start(|r| {
+        let mut env = openai_envelope(&good_reply(&r.nonce()).to_string());
+        env["usage"] = json!({"prompt_tokens": 12_000, "completion_tokens": 800});
+        Answer::json(&env)
+    })
+    .await;
     let price = verdict_judge::config::Price {
         input_per_mtok: 100.0,
         output_per_mtok: 1000.0,
@@ -559,12 +564,13 @@ async fn cost_budget_uses_prices_and_receipts_carry_costs() {
         .manifest
         .construction
         .estimated_tokens;
-    // A call reports 1200 in and 80 out: 0.12 + 0.08 = 0.2. Before each call the prompt's own
+    // A call reports 12,000 in and 800 out: 1.2 + 0.8 = 2.0. Before each call the prompt's own
     // input cost is checked against what is left: the second call no longer fits.
+    assert!(prompt_tokens < 12_000, "{prompt_tokens}");
     #[allow(clippy::cast_precision_loss)]
     let prompt_cost = prompt_tokens as f64 * 100.0 / 1e6;
     let mut class = class;
-    class.config.budget.max_cost = Some(0.2 + prompt_cost - 1e-9);
+    class.config.budget.max_cost = Some(2.0 + prompt_cost - 1e-9);
     let j = Judge::new(class, provider).unwrap();
     let run = j.run(&request()).await.unwrap();
     assert_unavailable(
@@ -575,7 +581,7 @@ async fn cost_budget_uses_prices_and_receipts_carry_costs() {
     );
     assert_eq!(run.receipts.len(), 1);
     let cost = run.receipts[0].cost_estimate.unwrap();
-    assert!((cost - 0.2).abs() < 1e-9, "{cost}");
+    assert!((cost - 2.0).abs() < 1e-9, "{cost}");
 }
 
 #[tokio::test]
