@@ -255,6 +255,309 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- The condition, as SQL over the JSON value `p_v` (an expression), that holds exactly when that
+-- value conforms to `p_schema`: the check _conforms makes, written out once for a schema so
+-- that checking a body runs one expression (a subquery only for each array or map) instead of
+-- a function call for every member. Run when this migration builds _body_conforms, never by a
+-- write. `p_depth` names each level's aliases and bounds the nesting (a schema that refers to
+-- itself would never end).
+CREATE FUNCTION verdict._conforms_sql(p_schema jsonb, p_root jsonb, p_v text, p_depth integer)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
+DECLARE
+    c text[] := '{}';
+    t text[];
+    v_kw jsonb;
+    v_sub jsonb;
+    v_str text;
+    v_name text;
+    v_props text[];
+    v_n integer;
+    v_a text := 'a' || p_depth;
+BEGIN
+    IF p_depth > 48 THEN
+        RAISE EXCEPTION 'the schema nests deeper than 48 levels (does it refer to itself?)';
+    END IF;
+    IF jsonb_typeof(p_schema) = 'boolean' THEN
+        RETURN CASE WHEN p_schema = 'true' THEN 'true' ELSE 'false' END;
+    END IF;
+    IF jsonb_typeof(p_schema) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'a schema is an object or a boolean, not %', p_schema;
+    END IF;
+    v_kw := p_schema -> '$ref';
+    IF v_kw IS NOT NULL THEN
+        v_str := v_kw #>> '{}';
+        v_sub := CASE WHEN v_str = '#' THEN p_root
+            WHEN left(v_str, 2) = '#/' THEN p_root #> (SELECT array_agg(replace(replace(s, '~1', '/'), '~0', '~') ORDER BY i)
+                FROM unnest(string_to_array(substr(v_str, 3), '/')) WITH ORDINALITY AS u(s, i)) END;
+        IF v_sub IS NULL THEN
+            RAISE EXCEPTION 'the schema refers to %, which it does not hold', v_str;
+        END IF;
+        c := c || verdict._conforms_sql(v_sub, p_root, p_v, p_depth + 1);
+    END IF;
+    v_kw := p_schema -> 'type';
+    IF v_kw IS NOT NULL THEN
+        t := '{}';
+        FOR v_name IN SELECT x FROM jsonb_array_elements_text(CASE jsonb_typeof(v_kw)
+                WHEN 'array' THEN v_kw ELSE jsonb_build_array(v_kw) END) AS x LOOP
+            t := t || CASE WHEN v_name = 'integer'
+                THEN format('CASE WHEN jsonb_typeof(%1$s) = ''number'' THEN (%1$s)::numeric = trunc((%1$s)::numeric) ELSE false END', p_v)
+                ELSE format('jsonb_typeof(%s) = %L', p_v, v_name) END;
+        END LOOP;
+        c := c || ('(' || array_to_string(t, ' OR ') || ')');
+    END IF;
+    v_kw := p_schema -> 'enum';
+    IF v_kw IS NOT NULL THEN
+        c := c || format('(%s) IN (%s)', p_v, (SELECT string_agg(format('%L::jsonb', e::text), ', ')
+            FROM jsonb_array_elements(v_kw) AS e));
+    END IF;
+    IF p_schema ? 'const' THEN
+        c := c || format('(%s) = %L::jsonb', p_v, (p_schema -> 'const')::text);
+    END IF;
+    IF p_schema ? 'not' THEN
+        c := c || format('NOT (%s)', verdict._conforms_sql(p_schema -> 'not', p_root, p_v, p_depth + 1));
+    END IF;
+    FOR v_sub IN SELECT e FROM jsonb_array_elements(coalesce(p_schema -> 'allOf', '[]')) AS e LOOP
+        c := c || verdict._conforms_sql(v_sub, p_root, p_v, p_depth + 1);
+    END LOOP;
+    IF p_schema ? 'anyOf' THEN
+        c := c || ('(' || (SELECT string_agg('(' || verdict._conforms_sql(e, p_root, p_v, p_depth + 1) || ')', ' OR ')
+            FROM jsonb_array_elements(p_schema -> 'anyOf') AS e) || ')');
+    END IF;
+    IF p_schema ? 'oneOf' THEN
+        c := c || ('((' || (SELECT string_agg('(' || verdict._conforms_sql(e, p_root, p_v, p_depth + 1) || ')::integer', ' + ')
+            FROM jsonb_array_elements(p_schema -> 'oneOf') AS e) || ') = 1)');
+    END IF;
+
+    -- Numbers.
+    t := '{}';
+    IF p_schema ? 'minimum' THEN
+        t := t || format('(%s)::numeric >= %s', p_v, (p_schema ->> 'minimum')::numeric);
+    END IF;
+    IF p_schema ? 'exclusiveMinimum' THEN
+        t := t || format('(%s)::numeric > %s', p_v, (p_schema ->> 'exclusiveMinimum')::numeric);
+    END IF;
+    IF p_schema ? 'maximum' THEN
+        t := t || format('(%s)::numeric <= %s', p_v, (p_schema ->> 'maximum')::numeric);
+    END IF;
+    IF p_schema ? 'exclusiveMaximum' THEN
+        t := t || format('(%s)::numeric < %s', p_v, (p_schema ->> 'exclusiveMaximum')::numeric);
+    END IF;
+    v_str := p_schema ->> 'format';
+    IF v_str ~ '^u?int(8|16|32|64)$' THEN
+        v_n := substring(v_str FROM '[0-9]+$')::integer;
+        t := t || format('(%1$s)::numeric = trunc((%1$s)::numeric)', p_v) || CASE WHEN left(v_str, 1) = 'u'
+            THEN format('(%s)::numeric BETWEEN 0 AND %s', p_v, 2::numeric ^ v_n - 1)
+            ELSE format('(%s)::numeric BETWEEN %s AND %s', p_v, -(2::numeric ^ (v_n - 1)), 2::numeric ^ (v_n - 1) - 1) END;
+    END IF;
+    IF cardinality(t) > 0 THEN
+        c := c || format('CASE WHEN jsonb_typeof(%s) = ''number'' THEN %s ELSE true END', p_v, array_to_string(t, ' AND '));
+    END IF;
+
+    -- Strings.
+    t := '{}';
+    IF p_schema ? 'minLength' THEN
+        t := t || format('length(%s #>> ''{}'') >= %s', p_v, (p_schema ->> 'minLength')::integer);
+    END IF;
+    IF p_schema ? 'maxLength' THEN
+        t := t || format('length(%s #>> ''{}'') <= %s', p_v, (p_schema ->> 'maxLength')::integer);
+    END IF;
+    IF p_schema ? 'pattern' THEN
+        t := t || format('(%s #>> ''{}'') ~ %L', p_v, p_schema ->> 'pattern');
+    END IF;
+    IF cardinality(t) > 0 THEN
+        c := c || format('CASE WHEN jsonb_typeof(%s) = ''string'' THEN %s ELSE true END', p_v, array_to_string(t, ' AND '));
+    END IF;
+
+    -- Arrays.
+    t := '{}';
+    IF p_schema ? 'minItems' THEN
+        t := t || format('jsonb_array_length(%s) >= %s', p_v, (p_schema ->> 'minItems')::integer);
+    END IF;
+    IF p_schema ? 'maxItems' THEN
+        t := t || format('jsonb_array_length(%s) <= %s', p_v, (p_schema ->> 'maxItems')::integer);
+    END IF;
+    IF p_schema -> 'uniqueItems' = 'true' THEN
+        t := t || format('(SELECT count(DISTINCT %1$s.e) = count(*) FROM jsonb_array_elements(%2$s) AS %1$s(e))', v_a, p_v);
+    END IF;
+    v_n := coalesce(jsonb_array_length(p_schema -> 'prefixItems'), 0);
+    FOR i IN 0 .. v_n - 1 LOOP
+        t := t || format('(jsonb_array_length(%1$s) <= %2$s OR %3$s)', p_v, i,
+            verdict._conforms_sql(p_schema -> 'prefixItems' -> i, p_root, format('(%s -> %s)', p_v, i), p_depth + 1));
+    END LOOP;
+    IF p_schema ? 'items' THEN
+        t := t || format('NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%2$s) WITH ORDINALITY AS %1$s(e, i) WHERE %1$s.i > %3$s AND NOT (%4$s))',
+            v_a, p_v, v_n, verdict._conforms_sql(p_schema -> 'items', p_root, v_a || '.e', p_depth + 1));
+    END IF;
+    IF cardinality(t) > 0 THEN
+        c := c || format('CASE WHEN jsonb_typeof(%s) = ''array'' THEN %s ELSE true END', p_v, array_to_string(t, ' AND '));
+    END IF;
+
+    -- Objects.
+    t := '{}';
+    IF p_schema ? 'required' THEN
+        t := t || format('%s ?& %L::text[]', p_v, ARRAY(SELECT jsonb_array_elements_text(p_schema -> 'required')));
+    END IF;
+    IF p_schema ? 'minProperties' THEN
+        t := t || format('(SELECT count(*) FROM jsonb_object_keys(%s)) >= %s', p_v, (p_schema ->> 'minProperties')::integer);
+    END IF;
+    IF p_schema ? 'maxProperties' THEN
+        t := t || format('(SELECT count(*) FROM jsonb_object_keys(%s)) <= %s', p_v, (p_schema ->> 'maxProperties')::integer);
+    END IF;
+    v_props := ARRAY(SELECT jsonb_object_keys(coalesce(p_schema -> 'properties', '{}')) ORDER BY 1);
+    FOREACH v_name IN ARRAY v_props LOOP
+        t := t || format('(NOT %1$s ? %2$L OR %3$s)', p_v, v_name,
+            verdict._conforms_sql(p_schema -> 'properties' -> v_name, p_root, format('(%s -> %L)', p_v, v_name), p_depth + 1));
+    END LOOP;
+    IF p_schema ? 'propertyNames' THEN
+        t := t || format('NOT EXISTS (SELECT 1 FROM jsonb_object_keys(%2$s) AS %1$s(k) WHERE NOT (%3$s))', v_a, p_v,
+            verdict._conforms_sql(p_schema -> 'propertyNames', p_root, format('to_jsonb(%s.k)', v_a), p_depth + 1));
+    END IF;
+    v_kw := p_schema -> 'additionalProperties';
+    IF v_kw = 'false' THEN
+        t := t || format('(%s - %L::text[]) = ''{}''::jsonb', p_v, v_props);
+    ELSIF v_kw IS NOT NULL AND v_kw <> 'true' THEN
+        t := t || format('NOT EXISTS (SELECT 1 FROM jsonb_each(%2$s - %3$L::text[]) AS %1$s(k, e) WHERE NOT (%4$s))',
+            v_a, p_v, v_props, verdict._conforms_sql(v_kw, p_root, v_a || '.e', p_depth + 1));
+    END IF;
+    IF cardinality(t) > 0 THEN
+        c := c || format('CASE WHEN jsonb_typeof(%s) = ''object'' THEN %s ELSE true END', p_v, array_to_string(t, ' AND '));
+    END IF;
+
+    IF cardinality(c) = 0 THEN
+        RETURN 'true';
+    END IF;
+    RETURN '(' || array_to_string(c, E'\n    AND ') || ')';
+END $$;
+
+-- Whether checking a value against `p_schema` walks an array or a map: such a schema becomes
+-- statements with loops (_conforms_plsql), any other one expression without a subquery.
+CREATE FUNCTION verdict._schema_walks(p_schema jsonb, p_root jsonb, p_depth integer) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_str text;
+    v_sub jsonb;
+BEGIN
+    IF p_depth > 48 THEN
+        RAISE EXCEPTION 'the schema nests deeper than 48 levels (does it refer to itself?)';
+    END IF;
+    IF jsonb_typeof(p_schema) IS DISTINCT FROM 'object' THEN
+        RETURN false;
+    END IF;
+    IF p_schema ?| ARRAY['items', 'prefixItems', 'propertyNames', 'uniqueItems', 'minProperties',
+            'maxProperties'] OR (p_schema ? 'additionalProperties'
+            AND jsonb_typeof(p_schema -> 'additionalProperties') <> 'boolean') THEN
+        RETURN true;
+    END IF;
+    v_str := p_schema ->> '$ref';
+    IF v_str IS NOT NULL AND verdict._schema_walks(CASE WHEN v_str = '#' THEN p_root
+            ELSE p_root #> string_to_array(substr(v_str, 3), '/') END, p_root, p_depth + 1) THEN
+        RETURN true;
+    END IF;
+    FOR v_sub IN SELECT e FROM jsonb_each(coalesce(p_schema -> 'properties', '{}')) AS m(k, e)
+        UNION ALL SELECT e FROM jsonb_array_elements(coalesce(p_schema -> 'allOf', '[]')) AS e
+        UNION ALL SELECT e FROM jsonb_array_elements(coalesce(p_schema -> 'anyOf', '[]')) AS e
+        UNION ALL SELECT e FROM jsonb_array_elements(coalesce(p_schema -> 'oneOf', '[]')) AS e
+        UNION ALL SELECT p_schema -> 'not' WHERE p_schema ? 'not' LOOP
+        IF verdict._schema_walks(v_sub, p_root, p_depth + 1) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END $$;
+
+-- PL/pgSQL statements that return false unless the value `p_v` conforms to `p_schema`: what
+-- needs no loop is one expression (_conforms_sql), evaluated without a query; an array's items
+-- and a map's members are walked by loops. Run when this migration builds the checks.
+CREATE FUNCTION verdict._conforms_plsql(p_schema jsonb, p_root jsonb, p_v text, p_depth integer)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_out text := '';
+    v_shallow jsonb;
+    v_str text;
+    v_sub jsonb;
+    v_name text;
+    v_props text[];
+    v_n integer;
+    v_i text := 'i' || p_depth;
+    v_k text := 'k' || p_depth;
+    v_deep text := '';
+BEGIN
+    IF NOT verdict._schema_walks(p_schema, p_root, p_depth) THEN
+        RETURN format(E'IF NOT coalesce(%s, false) THEN\n    RETURN false;\nEND IF;\n',
+            verdict._conforms_sql(p_schema, p_root, p_v, p_depth));
+    END IF;
+    -- What applies to the value itself; the members, items, references and allOf follow.
+    v_shallow := p_schema - ARRAY['$ref', 'allOf', 'properties', 'additionalProperties', 'items',
+        'prefixItems', 'propertyNames', 'uniqueItems', 'minProperties', 'maxProperties'];
+    IF v_shallow - ARRAY['$schema', '$defs', 'title', 'description', 'default', 'examples'] <> '{}' THEN
+        v_out := v_out || format(E'IF NOT coalesce(%s, false) THEN\n    RETURN false;\nEND IF;\n',
+            verdict._conforms_sql(v_shallow, p_root, p_v, p_depth));
+    END IF;
+    v_str := p_schema ->> '$ref';
+    IF v_str IS NOT NULL THEN
+        v_sub := CASE WHEN v_str = '#' THEN p_root WHEN left(v_str, 2) = '#/'
+            THEN p_root #> string_to_array(substr(v_str, 3), '/') END;
+        IF v_sub IS NULL THEN
+            RAISE EXCEPTION 'the schema refers to %, which it does not hold', v_str;
+        END IF;
+        v_out := v_out || verdict._conforms_plsql(v_sub, p_root, p_v, p_depth + 1);
+    END IF;
+    FOR v_sub IN SELECT e FROM jsonb_array_elements(coalesce(p_schema -> 'allOf', '[]')) AS e LOOP
+        v_out := v_out || verdict._conforms_plsql(v_sub, p_root, p_v, p_depth + 1);
+    END LOOP;
+
+    -- Objects.
+    v_props := ARRAY(SELECT jsonb_object_keys(coalesce(p_schema -> 'properties', '{}')) ORDER BY 1);
+    FOREACH v_name IN ARRAY v_props LOOP
+        v_deep := v_deep || format(E'IF %s ? %L THEN\n%sEND IF;\n', p_v, v_name,
+            verdict._conforms_plsql(p_schema -> 'properties' -> v_name, p_root,
+                format('(%s -> %L)', p_v, v_name), p_depth + 1));
+    END LOOP;
+    IF p_schema -> 'additionalProperties' = 'false' THEN
+        v_deep := v_deep || format(E'IF (%s - %L::text[]) <> ''{}''::jsonb THEN\n    RETURN false;\nEND IF;\n',
+            p_v, v_props);
+    ELSIF jsonb_typeof(p_schema -> 'additionalProperties') = 'object' THEN
+        v_deep := v_deep || format(E'FOR %s IN SELECT jsonb_object_keys(%s - %L::text[]) LOOP\n%sEND LOOP;\n',
+            v_k, p_v, v_props, verdict._conforms_plsql(p_schema -> 'additionalProperties', p_root,
+                format('(%s -> %s)', p_v, v_k), p_depth + 1));
+    END IF;
+    IF p_schema ? 'propertyNames' THEN
+        v_deep := v_deep || format(E'FOR %s IN SELECT jsonb_object_keys(%s) LOOP\n%sEND LOOP;\n',
+            v_k, p_v, verdict._conforms_plsql(p_schema -> 'propertyNames', p_root,
+                format('to_jsonb(%s)', v_k), p_depth + 1));
+    END IF;
+    IF p_schema ?| ARRAY['minProperties', 'maxProperties'] THEN
+        v_deep := v_deep || format(E'IF NOT coalesce(%s, false) THEN\n    RETURN false;\nEND IF;\n',
+            verdict._conforms_sql(jsonb_strip_nulls(jsonb_build_object('minProperties',
+                p_schema -> 'minProperties', 'maxProperties', p_schema -> 'maxProperties')), p_root, p_v, p_depth));
+    END IF;
+    IF v_deep <> '' THEN
+        v_out := v_out || format(E'IF jsonb_typeof(%s) = ''object'' THEN\n%sEND IF;\n', p_v, v_deep);
+    END IF;
+
+    -- Arrays.
+    v_deep := '';
+    v_n := coalesce(jsonb_array_length(p_schema -> 'prefixItems'), 0);
+    FOR i IN 0 .. v_n - 1 LOOP
+        v_deep := v_deep || format(E'IF jsonb_array_length(%s) > %s THEN\n%sEND IF;\n', p_v, i,
+            verdict._conforms_plsql(p_schema -> 'prefixItems' -> i, p_root, format('(%s -> %s)', p_v, i), p_depth + 1));
+    END LOOP;
+    IF p_schema ? 'items' THEN
+        v_deep := v_deep || format(E'FOR %s IN %s .. jsonb_array_length(%s) - 1 LOOP\n%sEND LOOP;\n',
+            v_i, v_n, p_v, verdict._conforms_plsql(p_schema -> 'items', p_root, format('(%s -> %s)', p_v, v_i), p_depth + 1));
+    END IF;
+    IF p_schema -> 'uniqueItems' = 'true' THEN
+        v_deep := v_deep || format(E'IF NOT coalesce(%s, false) THEN\n    RETURN false;\nEND IF;\n',
+            verdict._conforms_sql('{"uniqueItems": true}', p_root, p_v, p_depth));
+    END IF;
+    IF v_deep <> '' THEN
+        v_out := v_out || format(E'IF jsonb_typeof(%s) = ''array'' THEN\n%sEND IF;\n', p_v, v_deep);
+    END IF;
+    RETURN v_out;
+END $$;
+
 -- The keywords _conforms reads and the ones that change nothing: a schema holding any other is
 -- refused when this migration runs.
 CREATE FUNCTION verdict._schema_keywords_unknown(p_schema jsonb) RETURNS text[]
@@ -3629,6 +3932,9 @@ $$;
 
 REVOKE ALL ON FUNCTION verdict._conforms(jsonb, jsonb, jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION verdict._schema_keywords_unknown(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verdict._conforms_sql(jsonb, jsonb, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verdict._schema_walks(jsonb, jsonb, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verdict._conforms_plsql(jsonb, jsonb, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION verdict._contract_schema(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION verdict._stored_form(jsonb) FROM PUBLIC;
 
@@ -3637,6 +3943,8 @@ DECLARE
     v_name text;
     v_unknown text[];
     v_cases text := '';
+    v_checks text := '';
+    v_code text;
     t record;
     f record;
     v_def text;
@@ -3676,6 +3984,21 @@ BEGIN
             CASE WHEN t.def IS NULL THEN verdict._stored_form(verdict._contract_schema(t.schema_name))
                 ELSE jsonb_build_object('$ref', '#/$defs/' || t.def) END,
             verdict._stored_form(verdict._contract_schema(t.schema_name)), '');
+        v_code := verdict._conforms_plsql(CASE WHEN t.def IS NULL
+                THEN verdict._stored_form(verdict._contract_schema(t.schema_name))
+                ELSE jsonb_build_object('$ref', '#/$defs/' || t.def) END,
+            verdict._stored_form(verdict._contract_schema(t.schema_name)), 'p_doc', 1);
+        EXECUTE format($f$CREATE FUNCTION verdict.%I(p_doc jsonb) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
+DECLARE%s
+BEGIN
+%sRETURN true;
+END $body$$f$, '_body_conforms_' || t.tbl,
+            (SELECT coalesce(string_agg(format(E'\n    %s text;', k), '' ORDER BY k), '')
+                FROM (SELECT DISTINCT m[1] AS k FROM regexp_matches(v_code, 'FOR (k[0-9]+) IN SELECT', 'g') AS m) AS ks),
+            v_code);
+        EXECUTE format('REVOKE ALL ON FUNCTION verdict.%I(jsonb) FROM PUBLIC', '_body_conforms_' || t.tbl);
+        v_checks := v_checks || format(E'\n        WHEN %L THEN verdict.%I(p_doc)', t.tbl, '_body_conforms_' || t.tbl);
     END LOOP;
     EXECUTE format($f$CREATE FUNCTION verdict._body_nonconformity(p_table text, p_doc jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
@@ -3683,6 +4006,13 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
         ELSE 'no schema is known for table ' || p_table END
 $body$$f$, v_cases);
     REVOKE ALL ON FUNCTION verdict._body_nonconformity(text, jsonb) FROM PUBLIC;
+    EXECUTE format($f$CREATE FUNCTION verdict._body_conforms(p_table text, p_doc jsonb) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
+BEGIN
+    RETURN CASE p_table%s
+        ELSE false END;
+END $body$$f$, v_checks);
+    REVOKE ALL ON FUNCTION verdict._body_conforms(text, jsonb) FROM PUBLIC;
 
     -- Right after the required-member check of each routine that stores a contract document.
     FOR t IN SELECT * FROM (VALUES ('subjects'), ('policies'), ('check_evidence'),
@@ -3708,9 +4038,9 @@ $body$$f$, v_cases);
             v_indent := substr(v_def, v_line_start, v_end - v_line_start);
             v_end := v_end + length(E'END IF;\n');
             EXECUTE left(v_def, v_end - 1)
-                || format(E'%sIF verdict._body_nonconformity(%L, v_doc) IS NOT NULL THEN\n'
+                || format(E'%sIF NOT verdict._body_conforms(%L, v_doc) THEN\n'
                     || E'%s    RAISE EXCEPTION ''%s %%: the body does not conform to its schema: %%'', %s,\n'
-                    || E'%s        verdict._body_nonconformity(%L, v_doc) USING ERRCODE = ''22023'';\n'
+                    || E'%s        coalesce(verdict._body_nonconformity(%L, v_doc), ''it does not'') USING ERRCODE = ''22023'';\n'
                     || E'%sEND IF;\n', v_indent, t.tbl, v_indent, t.tbl, f.key_expr, v_indent, t.tbl, v_indent)
                 || substr(v_def, v_end);
         END LOOP;
