@@ -1256,7 +1256,10 @@ async fn the_database_reads_the_canonical_form_as_verdict_writes_it() {
         panic!("{e}");
     }
     let [refused, accepted] = *seen.lock().unwrap();
-    assert!(refused > 50 && accepted > 50, "{refused} refused, {accepted} accepted");
+    assert!(
+        refused > 50 && accepted > 50,
+        "{refused} refused, {accepted} accepted"
+    );
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
 }
@@ -1672,7 +1675,10 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
         panic!("{e}");
     }
     let [refused, accepted] = *seen.lock().unwrap();
-    assert!(refused > 50 && accepted > 50, "{refused} refused, {accepted} accepted");
+    assert!(
+        refused > 50 && accepted > 50,
+        "{refused} refused, {accepted} accepted"
+    );
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
 }
