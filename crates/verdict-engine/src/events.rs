@@ -98,8 +98,10 @@ pub enum EventKind {
         table: String,
         /// Its key.
         key: String,
-        /// Its digest, as the audit chain records it.
-        digest: String,
+        /// Its digest, as the audit chain records it: named when the record is the one the
+        /// audit event appended, not when it is one that record led to.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        digest: Option<String>,
         /// Why it does not decode.
         error: String,
     },
@@ -365,11 +367,7 @@ impl Engine {
         key: String,
         error: String,
     ) -> Result<Event> {
-        let digest = if table == e.table && key == e.key {
-            e.payload_digest.clone()
-        } else {
-            String::new()
-        };
+        let digest = (table == e.table && key == e.key).then(|| e.payload_digest.clone());
         let named = match Table::from_name(table) {
             Some(t) if t.has_subject() => self
                 .store

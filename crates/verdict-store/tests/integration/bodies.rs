@@ -1255,11 +1255,6 @@ async fn the_database_reads_the_canonical_form_as_verdict_writes_it() {
     if let Err(e) = outcome {
         panic!("{e}");
     }
-    let [refused, accepted] = *seen.lock().unwrap();
-    assert!(
-        refused > 50 && accepted > 50,
-        "{refused} refused, {accepted} accepted"
-    );
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
 }
