@@ -18,9 +18,14 @@
 --   drift apart unnoticed. A finding and a human decision are checked against their
 --   definitions in the bundle's schema.
 -- - A stored body never carries its own digest (the store removes it before hashing), so the
---   schemas the routines use (_body_schema, built from those literals when this migration runs)
---   have no `digest` member; the strict reader refuses one too.
--- - _conforms checks the keywords those schemas use: $ref into $defs, type (integer: a number
+--   schemas the routines use (_stored_form of those literals) have no `digest` member; the
+--   strict reader refuses one too.
+-- - Each table's check is its schema written out once, when this migration runs, as a PL/pgSQL
+--   function _body_conforms_<table> (_conforms_plsql, _conforms_sql): what needs no loop is one
+--   expression evaluated without a query, an array is walked by index. Walking the schema for
+--   every body instead (_conforms) cost a function call per member, several times the rest of
+--   an append; it is kept to name what is wrong once a body is refused (_body_nonconformity).
+-- - Both check the keywords those schemas use: $ref into $defs, type (integer: a number
 --   with no fraction), enum, const, not, allOf, anyOf, oneOf, properties, required,
 --   additionalProperties, propertyNames, minProperties, maxProperties, items, prefixItems,
 --   minItems, maxItems, uniqueItems, minLength and maxLength (in characters), pattern,
@@ -31,6 +36,10 @@
 -- - What the schemas cannot say is still the store's reader's alone: a principal name's
 --   printable characters, a timestamp's calendar (the pattern holds its form), and the rules
 --   across members (an unavailable result names its reason, a completed one none).
+--
+-- Not covered: the store's own records (principals, grants, revocations, verifier runs, run
+-- events, requests and notes, denials, evaluation records) have no JSON Schema in the code, so
+-- their routines still check only the members they require.
 --
 -- How: the check is spliced into each routine after the line ending its required-member check;
 -- that line must occur exactly once. CREATE OR REPLACE keeps each routine's grants, owner and
