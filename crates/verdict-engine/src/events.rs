@@ -10,14 +10,15 @@
 //! so polling writes no denial.
 
 use crate::engine::{Engine, Principal};
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::notes::{CANCELLATION_SCHEMA, Cancellation, Cancelled};
 use serde::Serialize;
 use std::collections::HashMap;
 use verdict_core::contracts::{GateDecision, HumanDecision, HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_store::{
-    ActorRole, AuditEvent, ExecutionHead, Grant, PointerKind, RunEvent, ScopeKind, Stored, Table,
+    ActorRole, AuditEvent, ExecutionHead, Grant, PointerKind, RunEvent, ScopeKind, StoreError,
+    Stored, Table,
 };
 
 /// The most audit events one call reads.
@@ -89,11 +90,26 @@ pub enum EventKind {
         /// The subject it replaced, if any.
         previous: Option<Digest>,
     },
+    /// A stored record of a kind that makes events does not decode as what its table holds.
+    /// It is named rather than skipped or allowed to end the stream: the events around it
+    /// still flow, and whoever reads it knows which record to look at (`audit verify`).
+    UndecodableRecord {
+        /// Its table.
+        table: String,
+        /// Its key.
+        key: String,
+        /// Its digest, as the audit chain records it: named when the record is the one the
+        /// audit event appended, not when it is one that record led to.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        digest: Option<String>,
+        /// Why it does not decode.
+        error: String,
+    },
 }
 
 impl EventKind {
     /// The event's type name (`gate_decision`, `human_decision`, `run_ended`,
-    /// `execution_cancelled`, `subject_moved`).
+    /// `execution_cancelled`, `subject_moved`, `undecodable_record`).
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
@@ -102,16 +118,18 @@ impl EventKind {
             Self::RunEnded { .. } => "run_ended",
             Self::ExecutionCancelled { .. } => "execution_cancelled",
             Self::SubjectMoved { .. } => "subject_moved",
+            Self::UndecodableRecord { .. } => "undecodable_record",
         }
     }
 
     /// Every type name.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "gate_decision",
         "human_decision",
         "run_ended",
         "execution_cancelled",
         "subject_moved",
+        "undecodable_record",
     ];
 }
 
@@ -120,8 +138,10 @@ impl EventKind {
 pub struct Event {
     /// The audit `seq` of the row: the event's id, increasing, never reused.
     pub seq: u64,
-    /// The execution it is about.
-    pub execution: String,
+    /// The execution it is about: always named, except for an undecodable record whose
+    /// subject cannot be told (only operators see such an event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
     /// The execution's mission, if its subject names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mission: Option<String>,
@@ -177,10 +197,23 @@ impl Engine {
         };
         let mut events = Vec::new();
         for e in &audit {
-            let Some(event) = self.project(e).await? else {
-                continue;
+            let event = match self.project(e).await {
+                Ok(Some(event)) => event,
+                Ok(None) => continue,
+                // One record that does not decode fails that record, not the page: it is
+                // reported as itself, and the records after it are still read.
+                Err(EngineError::Store(StoreError::Corrupt {
+                    table,
+                    key,
+                    message,
+                })) => self.undecodable(e, table, key, message).await?,
+                Err(other) => return Err(other),
             };
-            if self.in_scope(&mut scope, &event.execution).await? {
+            let readable = match &event.execution {
+                Some(execution) => self.in_scope(&mut scope, execution).await?,
+                None => scope.operator,
+            };
+            if readable {
                 events.push(event);
             }
         }
@@ -316,11 +349,66 @@ impl Engine {
         let subject = self.subject(&subject_digest).await?;
         Ok(Some(Event {
             seq: e.seq,
-            execution: subject.execution.id.to_string(),
+            execution: Some(subject.execution.id.to_string()),
             mission: subject.mission.as_ref().map(ToString::to_string),
             recorded_at: e.recorded_at.clone(),
             kind: what,
         }))
+    }
+
+    /// The event naming a record that does not decode (`table`, `key`: the record the reader
+    /// met, which may be the one `e` appended or one it leads to). Its execution is the one
+    /// of the stored subject its body names, when its body is JSON naming one that decodes;
+    /// otherwise it has none, and only operators see it.
+    async fn undecodable(
+        &self,
+        e: &AuditEvent,
+        table: &'static str,
+        key: String,
+        error: String,
+    ) -> Result<Event> {
+        let digest = (table == e.table && key == e.key).then(|| e.payload_digest.clone());
+        let named = match Table::from_name(table) {
+            Some(t) if t.has_subject() => self
+                .store
+                .rows(t, e.seq.saturating_sub(1), 1)
+                .await?
+                .into_iter()
+                .next()
+                .filter(|r| r.key == key)
+                .and_then(|r| r.value().ok())
+                .and_then(|v| {
+                    v.get("subject_digest")
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|s| s.parse::<Digest>().ok())
+                }),
+            _ => None,
+        };
+        let subject = match named {
+            Some(d) => match self.subject(&d).await {
+                Ok(s) => Some(s),
+                Err(EngineError::Store(
+                    StoreError::Corrupt { .. } | StoreError::NotFound { .. },
+                ))
+                | Err(EngineError::NotFound { .. }) => None,
+                Err(other) => return Err(other),
+            },
+            None => None,
+        };
+        Ok(Event {
+            seq: e.seq,
+            execution: subject.as_ref().map(|s| s.execution.id.to_string()),
+            mission: subject
+                .as_ref()
+                .and_then(|s| s.mission.as_ref().map(ToString::to_string)),
+            recorded_at: e.recorded_at.clone(),
+            kind: EventKind::UndecodableRecord {
+                table: table.to_owned(),
+                key,
+                digest,
+                error,
+            },
+        })
     }
 
     /// The row an audit event appended: the first row of its table at or after its seq, which

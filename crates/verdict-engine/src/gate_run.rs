@@ -8,8 +8,8 @@ use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
-    Finding, GateDecision, Role, Subject, Timestamp, UnavailableReason, VerificationResult,
-    VerificationStatus,
+    CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Role, Subject, Timestamp,
+    UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{
@@ -164,6 +164,16 @@ impl Engine {
             self.prior_blockers_unscoped(execution, &head.subject_digest),
         )?;
         let subject_doc: Subject = subject.decode()?;
+        // Every item is read as its contract type before the Gate sees it, so a stored record
+        // that does not decode stops the run with the store's error naming its table and key,
+        // not with a refusal of the bundle as a whole.
+        policy.decode::<Policy>()?;
+        for row in &evidence {
+            row.decode::<CheckEvidence>()?;
+        }
+        for row in &human_decisions {
+            row.decode::<HumanDecision>()?;
+        }
         let verifications = self
             .counted_among(results, &head.subject_digest, &subject_doc)
             .await?;

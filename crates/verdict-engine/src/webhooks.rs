@@ -437,7 +437,7 @@ impl Engine {
         page.events.retain(|e| {
             let in_scope = match &hook.scope {
                 WebhookScope::All => true,
-                WebhookScope::Execution { id } => e.execution == id.as_str(),
+                WebhookScope::Execution { id } => e.execution.as_deref() == Some(id.as_str()),
                 WebhookScope::Mission { id } => e.mission.as_deref() == Some(id.as_str()),
             };
             in_scope

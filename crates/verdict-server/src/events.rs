@@ -66,7 +66,7 @@ pub struct EventQuery {
         ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last event received; the stream resumes after it"),
     ),
     responses(
-        (status = 200, description = "Server-Sent Events: each event's id is its audit seq, its event name its type (gate_decision, human_decision, run_ended, execution_cancelled, subject_moved), its data the event as JSON", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-Sent Events: each event's id is its audit seq, its event name its type (gate_decision, human_decision, run_ended, execution_cancelled, subject_moved, undecodable_record), its data the event as JSON", body = String, content_type = "text/event-stream"),
         (status = "4XX", description = "Refused", body = crate::problem::Problem, content_type = "application/problem+json"),
         (status = "5XX", description = "Store unavailable", body = crate::problem::Problem, content_type = "application/problem+json"),
     ),

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 23;
+pub const SCHEMA_VERSION: i64 = 24;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -134,6 +134,11 @@ pub const SQLITE: &[Migration] = &[
         version: 23,
         name: "reads_scoped_per_principal",
         sql: include_str!("../migrations/sqlite/0023_reads_scoped_per_principal.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "bodies_conform_to_their_schemas",
+        sql: include_str!("../migrations/sqlite/0024_bodies_conform_to_their_schemas.sql"),
     },
 ];
 
@@ -257,6 +262,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 23,
         name: "reads_scoped_per_principal",
         sql: include_str!("../migrations/postgres/0023_reads_scoped_per_principal.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "bodies_conform_to_their_schemas",
+        sql: include_str!("../migrations/postgres/0024_bodies_conform_to_their_schemas.sql"),
     },
 ];
 

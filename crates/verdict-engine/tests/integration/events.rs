@@ -90,7 +90,7 @@ async fn every_lifecycle_event_is_projected_once_from_the_row_its_seq_names() {
             ],
             "{events:#?}"
         );
-        assert!(events.iter().all(|e| e.execution == EXEC));
+        assert!(events.iter().all(|e| e.execution.as_deref() == Some(EXEC)));
         // Each id is the seq of the audit event that appended the row it reads.
         let audit = w.engine.store().audit_events(0, 10_000).await.unwrap();
         let table_of = |seq: u64| audit.iter().find(|a| a.seq == seq).unwrap().table.clone();

@@ -365,3 +365,167 @@ async fn a_principal_out_of_scope_never_sees_another_executions_events() {
     })
     .await;
 }
+
+/// Rewrites a stored human decision to say `"maybe"`, as whoever can switch the append-only
+/// triggers off (the file's holder, a superuser) can: what no write path of verdict stores.
+async fn plant_maybe(backing: &Backing) {
+    let set = "UPDATE human_decisions SET body = replace(body, '\"decision\":\"approve\"', \
+               '\"decision\":\"maybe\"')";
+    match backing {
+        Backing::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            let triggers: Vec<(String, String)> = conn
+                .prepare(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' \
+                     AND tbl_name = 'human_decisions'",
+                )
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let drops: String = triggers
+                .iter()
+                .map(|(n, _)| format!("DROP TRIGGER {n};"))
+                .collect();
+            let creates: String = triggers.iter().map(|(_, s)| format!("{s};")).collect();
+            conn.execute_batch(&format!("BEGIN; {drops} {set}; {creates} COMMIT;"))
+                .unwrap();
+        }
+        Backing::Postgres(url) => {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            conn.execute(sqlx::AssertSqlSafe(format!(
+                "BEGIN; SET LOCAL session_replication_role = replica; \
+                 SET LOCAL search_path = verdict; {set}; COMMIT;"
+            )))
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+}
+
+/// A stored record that does not decode is an event of its own, naming its table, key and
+/// digest; the events before and after it still stream, for an operator and for a principal
+/// in scope alike; the Gate still refuses to decide on it, naming the record; `audit verify`
+/// reports it. Each store is damaged on purpose, so its chain is checked to report the damage
+/// instead of to be intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_record_that_does_not_decode_is_named_and_the_stream_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("verdict.db");
+    let sqlite = verdict_store::open(&verdict_store::Location::Sqlite(path.clone()))
+        .await
+        .unwrap();
+    let scratch = verdict_store::scratch::ScratchPostgres::create("serverd").unwrap();
+    let options = verdict_store::OpenOptions {
+        role_prefix: Some(scratch.role_prefix()),
+        max_connections: 4,
+        ..verdict_store::OpenOptions::default()
+    };
+    let postgres = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    for (store, backing) in [
+        (sqlite, Backing::Sqlite(path.clone())),
+        (postgres, Backing::Postgres(scratch.url().to_owned())),
+    ] {
+        let w = world(store.clone()).await;
+        let s = serve(fast(&w)).await;
+        let (ops, coder, alice) = (w.token("ops"), w.token("coder"), w.token("alice"));
+        let doc = subject(1, "diff-1");
+        let sd = digest(DigestKind::Subject, &doc);
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("POST", "/v1/executions/ex-1/gate-runs", Some(ops), None)
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send("GET", "/v1/executions/ex-1/status", Some(alice), None)
+            .await;
+        let policy = r.body["gate"]["policy_digest"].as_str().unwrap().to_owned();
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(alice),
+                Some(&json!({
+                    "execution": EXEC,
+                    "decision": "approve",
+                    "reason": "read it",
+                    "subject_digest": sd.as_str(),
+                    "policy_digest": policy,
+                })),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let key = r.body["digest"].as_str().unwrap().to_owned();
+        let bad_seq = last_seq_of(&w, "human_decisions").await;
+        plant_maybe(&backing).await;
+
+        // The Gate does not decide on a record it cannot read, and says which one it is.
+        let r = s
+            .send("POST", "/v1/executions/ex-1/gate-runs", Some(ops), None)
+            .await;
+        assert!(r.status >= 400, "{r:?}");
+        let said = r.body.to_string();
+        assert!(
+            said.contains("human_decisions") && said.contains(&key),
+            "{said}"
+        );
+        // Something recorded after the bad record.
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(coder),
+                Some(&subject(2, "diff-2")),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+
+        for token in [ops, alice] {
+            let all = Stream::open(&s, token, "?wait=false", None)
+                .await
+                .all()
+                .await;
+            let kinds: Vec<&str> = all.iter().map(|e| e.event.as_str()).collect();
+            assert_eq!(
+                kinds,
+                [
+                    "subject_moved",
+                    "gate_decision",
+                    "undecodable_record",
+                    "subject_moved"
+                ],
+                "{all:?}"
+            );
+            let bad = &all[2];
+            assert_eq!(bad.id, bad_seq);
+            assert_eq!(bad.data["table"], "human_decisions");
+            assert_eq!(bad.data["key"], key.as_str());
+            assert_eq!(bad.data["digest"], key.as_str());
+            assert_eq!(bad.data["execution"], EXEC);
+            assert!(
+                bad.data["error"].as_str().unwrap().contains("maybe"),
+                "{bad:?}"
+            );
+            assert_eq!(all[3].data["generation"], 2);
+        }
+
+        let report = store.verify_audit(None).await.unwrap();
+        assert!(!report.is_intact());
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| format!("{p:?}").contains("human_decisions")),
+            "{:#?}",
+            report.problems
+        );
+    }
+}

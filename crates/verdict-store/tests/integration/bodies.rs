@@ -1258,3 +1258,422 @@ async fn the_database_reads_the_canonical_form_as_verdict_writes_it() {
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
 }
+
+/// Schema 24: the JSON Schemas the migration holds as literals are exactly the ones the code
+/// generates now (`verdict schema`), so a change of a contract type that is not carried into a
+/// new migration fails here instead of drifting silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schemas_the_database_holds_are_the_ones_the_code_generates() {
+    let t = postgres().await;
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    for name in verdict_core::schema::NAMES {
+        let held: Option<String> = sqlx::query_scalar("SELECT verdict._contract_schema($1)::text")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        let held: Value = serde_json::from_str(&held.expect(name)).unwrap();
+        assert_eq!(
+            Some(held),
+            verdict_core::schema::schema(name),
+            "the schema of {name} held by migration 0023 is not the one the code generates"
+        );
+    }
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// Schema 24: through a principal's own login, with the grant it needs and every claim right, a
+/// body whose member has the wrong value or type, or a member its type does not have, is
+/// refused (22023, naming the table, the key and the member) by either routine, and nothing is
+/// appended; the same records made whole are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_own_login_cannot_store_a_body_its_schema_refuses() {
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let (mut runner, _) = connect_as(&t, RUNNER, Role::Runner).await;
+    let (mut human_login, _) = connect_as(&t, HUMAN, Role::Human).await;
+    let (mut verifier, _) = connect_as(&t, VERIFIER, Role::Verifier).await;
+    write_grant(store, RUNNER).await;
+    write_grant(store, HUMAN).await;
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+
+    let with = |doc: Value, member: &str, value: Value| {
+        let mut doc = doc;
+        doc[member] = value;
+        canonical(&doc)
+    };
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-schema");
+    let human_call = |body: String| Call::new(Table::HumanDecisions, HUMAN, "human", body);
+    // A decision that is neither approve nor reject.
+    refused_both_ways(
+        &mut human_login,
+        &human_call(with(decision.clone(), "decision", json!("maybe"))),
+        "does not conform to its schema: /decision",
+    )
+    .await;
+    // A role other than human, written by the human itself.
+    refused_both_ways(
+        &mut human_login,
+        &human_call(with(decision.clone(), "role", json!("operator"))),
+        "does not conform to its schema: /role",
+    )
+    .await;
+    let ev = evidence(&s, "ev-schema");
+    let evidence_call = |body: String| Call::new(Table::CheckEvidence, RUNNER, "runner", body);
+    // A member check evidence does not have, and the digest it may carry only outside the store.
+    for (member, value) in [("note", json!("x")), ("digest", json!(d("x")))] {
+        refused_both_ways(
+            &mut runner,
+            &evidence_call(with(ev.clone(), member, value)),
+            &format!("does not conform to its schema: /{member}: the member"),
+        )
+        .await;
+    }
+    // Members of the wrong type.
+    for (member, value) in [
+        ("hard", json!("yes")),
+        ("outcome", json!(1)),
+        ("observed_at", json!("yesterday")),
+    ] {
+        refused_both_ways(
+            &mut runner,
+            &evidence_call(with(ev.clone(), member, value)),
+            &format!("does not conform to its schema: /{member}"),
+        )
+        .await;
+    }
+    // Numbers out of range: a negative age, a fractional one.
+    for age in [json!(-1), json!(1.5)] {
+        refused_both_ways(
+            &mut runner,
+            &evidence_call(with(
+                ev.clone(),
+                "freshness",
+                json!({"kind": "time", "max_age_s": age}),
+            )),
+            "does not conform to its schema: /freshness",
+        )
+        .await;
+    }
+    // A finding whose severity is no severity, nested where the verifier's result holds it;
+    // a result of a negative generation.
+    let mut bad_finding = finding(&s, "f-schema", 1);
+    bad_finding["severity"] = json!("catastrophic");
+    let mut call = Call::new(
+        Table::Findings,
+        VERIFIER,
+        "verifier",
+        canonical(&bad_finding),
+    );
+    call.key = "f-schema@1".into();
+    refused_both_ways(
+        &mut verifier,
+        &call,
+        "does not conform to its schema: /severity",
+    )
+    .await;
+    let call = Call::new(
+        Table::VerificationResults,
+        VERIFIER,
+        "verifier",
+        canonical(&result(&s, 1, "vrun-1", vec![bad_finding])),
+    );
+    refused_both_ways(
+        &mut verifier,
+        &call,
+        "does not conform to its schema: /findings/0/severity",
+    )
+    .await;
+    let call = Call::new(
+        Table::VerificationResults,
+        VERIFIER,
+        "verifier",
+        with(result(&s, 1, "vrun-1", vec![]), "generation", json!(-1)),
+    );
+    refused_both_ways(
+        &mut verifier,
+        &call,
+        "does not conform to its schema: /generation",
+    )
+    .await;
+
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    // The same records, whole, are stored.
+    put_one(&mut human_login, &human_call(canonical(&decision)))
+        .await
+        .unwrap();
+    put_run(&mut runner, &evidence_call(canonical(&ev)))
+        .await
+        .unwrap();
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 2);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    for conn in [runner, human_login, verifier] {
+        conn.close().await.unwrap();
+    }
+    t.cleanup().await;
+}
+
+/// What the store itself refuses on either backend, before anything reaches the database: the
+/// same bodies through the store's API, each refused as invalid, and nothing appended.
+async fn the_store_refuses_a_body_its_schema_refuses(t: &TestStore) {
+    let store = t.store.as_ref();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    let human_actor = Actor::new(HUMAN, Role::Human);
+    let runner_actor = Actor::new(RUNNER, Role::Runner);
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-schema");
+    let mut maybe = decision.clone();
+    maybe["decision"] = json!("maybe");
+    let ev = evidence(&s, "ev-schema");
+    let mut bad = Vec::new();
+    for (member, value) in [
+        ("note", json!("x")),
+        ("hard", json!("yes")),
+        ("freshness", json!({"kind": "time", "max_age_s": -1})),
+        ("freshness", json!({"kind": "content", "max_age_s": 5})),
+    ] {
+        let mut e = ev.clone();
+        e[member] = value;
+        bad.push(e);
+    }
+    let outcome = store
+        .put(&human_actor, DocKind::HumanDecision, &maybe)
+        .await;
+    assert!(
+        matches!(&outcome, Err(verdict_store::StoreError::Invalid { .. })),
+        "{outcome:?}"
+    );
+    for e in &bad {
+        let outcome = store.put(&runner_actor, DocKind::Evidence, e).await;
+        assert!(
+            matches!(&outcome, Err(verdict_store::StoreError::Invalid { .. })),
+            "{e}: {outcome:?}"
+        );
+    }
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+}
+crate::both!(the_store_refuses_a_body_its_schema_refuses);
+
+/// A generated variant of a document: one member removed, one added, or one value replaced by a
+/// value of another type or out of range, at any depth.
+fn mutated(doc: &Value, pick: usize, op: u8, value: usize) -> Value {
+    fn paths(v: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(at.clone());
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    at.push(k.clone());
+                    paths(c, at, out);
+                    at.pop();
+                }
+            }
+            Value::Array(a) => {
+                for (i, c) in a.iter().enumerate() {
+                    at.push(i.to_string());
+                    paths(c, at, out);
+                    at.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    let palette = [
+        Value::Null,
+        json!(true),
+        json!(0),
+        json!(-1),
+        json!(1.5),
+        json!(9_007_199_254_740_991_u64),
+        json!(""),
+        json!("x"),
+        json!("maybe"),
+        json!("pass"),
+        json!("approve"),
+        json!("completed"),
+        json!("blocker"),
+        json!(d("palette")),
+        json!("2026-11-30T12:00:00Z"),
+        json!("a".repeat(300)),
+        json!([]),
+        json!(["x"]),
+        json!({}),
+        json!({"kind": "content"}),
+        json!({"kind": "time", "max_age_s": 60}),
+    ];
+    let mut all = Vec::new();
+    paths(doc, &mut Vec::new(), &mut all);
+    let path = &all[pick % all.len()];
+    let mut out = doc.clone();
+    let mut node = &mut out;
+    for step in path {
+        node = match node {
+            Value::Object(m) => m.get_mut(step).unwrap(),
+            Value::Array(a) => &mut a[step.parse::<usize>().unwrap()],
+            _ => unreachable!(),
+        };
+    }
+    match op % 3 {
+        0 => {
+            // Removes the node from its parent (the root is replaced instead).
+            if let Some((last, parent)) = path.split_last() {
+                let mut at = &mut out;
+                for step in parent {
+                    at = match at {
+                        Value::Object(m) => m.get_mut(step).unwrap(),
+                        Value::Array(a) => &mut a[step.parse::<usize>().unwrap()],
+                        _ => unreachable!(),
+                    };
+                }
+                match at {
+                    Value::Object(m) => {
+                        m.remove(last);
+                    }
+                    Value::Array(a) => {
+                        a.remove(last.parse::<usize>().unwrap());
+                    }
+                    _ => unreachable!(),
+                }
+            } else {
+                out = palette[value % palette.len()].clone();
+            }
+        }
+        1 => match node {
+            Value::Object(m) => {
+                let name = ["note", "digest", "extra"][value % 3];
+                m.insert(name.to_owned(), palette[value % palette.len()].clone());
+            }
+            other => *other = palette[value % palette.len()].clone(),
+        },
+        _ => *node = palette[value % palette.len()].clone(),
+    }
+    out
+}
+
+/// Whether the store's strict reader decodes `v` as the type `table` holds.
+fn the_reader_accepts(table: &str, v: &Value) -> bool {
+    use verdict_core::contracts::{
+        CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Subject, VerificationResult,
+        decode_plain,
+    };
+    match table {
+        "subjects" => decode_plain::<Subject>(v).is_ok(),
+        "policies" => decode_plain::<Policy>(v).is_ok(),
+        "check_evidence" => decode_plain::<CheckEvidence>(v).is_ok(),
+        "verification_results" => decode_plain::<VerificationResult>(v).is_ok(),
+        "findings" => decode_plain::<Finding>(v).is_ok(),
+        "human_decisions" => decode_plain::<HumanDecision>(v).is_ok(),
+        "gate_decisions" => decode_plain::<GateDecision>(v).is_ok(),
+        other => panic!("no reader for {other}"),
+    }
+}
+
+/// Schema 24, differentially: over the documents of every table the check covers, whole and
+/// with one member removed, added or given another value at any depth, the database's check
+/// (the written-out conditions the routines run, and the walk of the schema that names what is
+/// wrong) accepts exactly what the store's strict reader decodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
+    use proptest::test_runner::{Config, TestRunner};
+    let t = postgres().await;
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = d("policy");
+    let p_digest: verdict_core::digest::Digest = p.parse().unwrap();
+    let mut timed = evidence(&s, "ev-timed");
+    timed["freshness"] = json!({"kind": "time", "max_age_s": 300});
+    let mut full_finding = finding(&s, "f-full", 2);
+    full_finding["location"] = json!({"resource": "diff", "path": "src/lib.rs", "line": 12});
+    full_finding["confidence"] = json!(0.75);
+    full_finding["remediation"] = json!("fix it");
+    let mut full_result = result(&s, 3, "vrun-9", vec![full_finding.clone()]);
+    full_result["verifier"]["runtime"] = json!({"provider": "p", "model": "m", "snapshot": "m-1"});
+    full_result["context"] = json!({"digest": d("context"), "complete": true});
+    let mut unavailable = result(&s, 1, "vrun-8", vec![]);
+    unavailable["status"] = json!("unavailable");
+    unavailable["unavailable_reason"] = json!("timeout");
+    let mut weighted = subject("ex-1", 1);
+    weighted["criteria"]["items"][0]["weight"] = json!(2.5);
+    let docs: Vec<(&str, Value)> = vec![
+        ("subjects", subject("ex-1", 1)),
+        ("subjects", weighted),
+        ("policies", policy(4)),
+        ("check_evidence", evidence(&s, "ev-1")),
+        ("check_evidence", timed),
+        ("verification_results", full_result),
+        ("verification_results", unavailable),
+        ("findings", full_finding),
+        ("human_decisions", human(&s, &p_digest)),
+        ("gate_decisions", decision(&s, &p_digest, &d("key"), "pass")),
+    ];
+    for (table, doc) in &docs {
+        assert!(the_reader_accepts(table, doc), "{table}: {doc}");
+    }
+
+    let conn = tokio::sync::Mutex::new(conn);
+    let handle = tokio::runtime::Handle::current();
+    // How many generated bodies the reader accepted and refused: both must occur, or the
+    // comparison proves nothing.
+    let seen = std::sync::Mutex::new([0_usize; 2]);
+    let mut runner = TestRunner::new(Config {
+        cases: 512,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        any::<usize>(),
+        any::<usize>(),
+        any::<u8>(),
+        any::<usize>(),
+        any::<bool>(),
+    );
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |(which, pick, op, value, whole)| {
+            let (table, doc) = &docs[which % docs.len()];
+            let body = if whole {
+                doc.clone()
+            } else {
+                mutated(doc, pick, op, value)
+            };
+            let reader = the_reader_accepts(table, &body);
+            seen.lock().unwrap()[usize::from(reader)] += 1;
+            let (conforms, why): (Option<bool>, Option<String>) = handle.block_on(async {
+                sqlx::query_as(
+                    "SELECT verdict._body_conforms($1, $2::jsonb), verdict._body_nonconformity($1, $2::jsonb)",
+                )
+                .bind(*table)
+                .bind(canonical(&body))
+                .fetch_one(&mut *conn.lock().await)
+                .await
+                .unwrap()
+            });
+            prop_assert_eq!(conforms, Some(reader), "{} {}: {:?}", table, body, why);
+            prop_assert_eq!(why.is_none(), reader, "{} {}: {:?}", table, body, why);
+            Ok(())
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    let [refused, accepted] = *seen.lock().unwrap();
+    assert!(
+        refused > 50 && accepted > 50,
+        "{refused} refused, {accepted} accepted"
+    );
+    conn.into_inner().close().await.unwrap();
+    t.cleanup().await;
+}

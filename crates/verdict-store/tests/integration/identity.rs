@@ -2797,24 +2797,30 @@ async fn logins_write_to_an_execution_only_as_it_is_stored() {
     for sql in put_calls(Table::HumanDecisions, HUMAN, "human", &decision_policy) {
         refused.push((2, sql, "is no gate's current policy"));
     }
-    // The store would not parse such a decision; its key is its digest.
+    // The store would not parse such a decision; its key is its digest. Since schema 24 the
+    // role's schema (`human` only) refuses it before the check of schema 21 is reached.
     let role_key = verdict_store::records::row_digest(
         Table::HumanDecisions.domain(),
         canonical(&decision_role).as_bytes(),
     );
-    for sql in put_calls_keyed(
+    let by_schema = put_calls_keyed(
         Table::HumanDecisions,
         HUMAN,
         "human",
         &decision_role,
         role_key.as_str(),
-    ) {
-        refused.push((2, sql, "names role human"));
-    }
+    );
     let conns = [&mut coder3, &mut coder, &mut alice];
     for (which, sql, says) in &refused {
         let (code, err) = try_sql_state(conns[*which], sql).await.expect_err(sql);
         assert!(err.contains(says) && code == "42501", "{sql}: {code} {err}");
+    }
+    for sql in &by_schema {
+        let (code, err) = try_sql_state(conns[2], sql).await.expect_err(sql);
+        assert!(
+            err.contains("does not conform to its schema: /role") && code == "22023",
+            "{sql}: {code} {err}"
+        );
     }
     nothing_appended(&t, seq).await;
 

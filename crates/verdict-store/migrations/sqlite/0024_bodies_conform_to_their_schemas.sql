@@ -1,0 +1,6 @@
+-- verdict store, SQLite schema version 24: nothing changes here.
+--
+-- Version 24 has the PostgreSQL write routines hold every contract document to the JSON Schema
+-- of its type, for logins that call them by hand. SQLite has no logins: every record reaches it
+-- through the store, which decodes each body with the strict reader of its type before
+-- writing it.
