@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 25;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -139,6 +139,13 @@ pub const SQLITE: &[Migration] = &[
         version: 24,
         name: "bodies_conform_to_their_schemas",
         sql: include_str!("../migrations/sqlite/0024_bodies_conform_to_their_schemas.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "trigger_functions_planned_once_per_connection",
+        sql: include_str!(
+            "../migrations/sqlite/0025_trigger_functions_planned_once_per_connection.sql"
+        ),
     },
 ];
 
@@ -267,6 +274,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 24,
         name: "bodies_conform_to_their_schemas",
         sql: include_str!("../migrations/postgres/0024_bodies_conform_to_their_schemas.sql"),
+    },
+    Migration {
+        version: 25,
+        name: "trigger_functions_planned_once_per_connection",
+        sql: include_str!(
+            "../migrations/postgres/0025_trigger_functions_planned_once_per_connection.sql"
+        ),
     },
 ];
 

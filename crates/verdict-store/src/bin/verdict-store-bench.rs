@@ -23,6 +23,11 @@
 //! each check's microseconds and share of an append (the median of the rounds, with their
 //! spread), and what the previous schema version's routine costs more.
 //!
+//! `--only postgres-breakdown` shows where a single append's time goes: the raw INSERT, the bare
+//! routine call over one connection, and `Store::put` end to end, each also without waiting for
+//! the WAL flush, in alternating rounds of one run; the WAL each writes, the store's round trips,
+//! the server's time in each function the routine calls, and the client's preparation alone.
+//!
 //! `verdict-store-bench load --store URL --count N [--batch B]` appends N synthetic check
 //! evidence documents in batches of B, printing `committed K` after each commit; the crash test
 //! kills it mid-way.
@@ -40,7 +45,8 @@ use verdict_store::{Actor, DocKind, Location, OpenOptions, Store};
 
 const USAGE: &str = "usage:
   verdict-store-bench run [--sqlite-dir DIR] [--postgres ADMIN_URL]
-      [--only sqlite|sqlite-batched|postgres|postgres-bodies|postgres-checks] [--scale F]
+      [--only sqlite|sqlite-batched|postgres|postgres-bodies|postgres-checks|postgres-breakdown]
+      [--scale F]
   verdict-store-bench load --store URL --count N [--batch B]";
 
 const RUNNER: &str = "bench-runner";
@@ -236,6 +242,7 @@ async fn run(args: &Args) -> Result<(), String> {
             "postgres",
             "postgres-bodies",
             "postgres-checks",
+            "postgres-breakdown",
         ]
         .contains(&o)
     }) {
@@ -253,6 +260,13 @@ async fn run(args: &Args) -> Result<(), String> {
         );
         println!("|---|---|---:|---:|---|---:|");
         for line in lines {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if only == Some("postgres-breakdown") {
+        let admin = args.value("--postgres").ok_or(USAGE)?;
+        for line in bench_breakdown(admin, scale).await? {
             println!("{line}");
         }
         return Ok(());
@@ -1352,6 +1366,399 @@ GRANT EXECUTE ON FUNCTION breakdown.time_{v}(text[], text[]) TO PUBLIC;",
                 diffs.len()
             ));
         }
+    }
+    Ok(lines)
+}
+
+/// One way of making a durable single append that `--only postgres-breakdown` times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// The raw ceiling: a prepared single-row INSERT of the same body, autocommit.
+    Raw,
+    /// The same INSERT with `synchronous_commit = off`: no wait for the WAL flush.
+    RawNoFlush,
+    /// The store's routine called directly over one connection acting as the runner's
+    /// identity, autocommit, with the digest and body made beforehand.
+    Routine,
+    /// The same call with `synchronous_commit = off`.
+    RoutineNoFlush,
+    /// `Store::put` end to end.
+    Store,
+}
+
+impl Way {
+    const ALL: [Self; 5] = [
+        Self::Raw,
+        Self::Routine,
+        Self::Store,
+        Self::RawNoFlush,
+        Self::RoutineNoFlush,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Raw => "(a) raw single-row INSERT, autocommit",
+            Self::RawNoFlush => "(a') raw single-row INSERT, synchronous_commit off",
+            Self::Routine => "(b) bare routine call put_one_check_evidence, autocommit",
+            Self::RoutineNoFlush => "(b') bare routine call, synchronous_commit off",
+            Self::Store => "(c) Store::put end to end",
+        }
+    }
+}
+
+/// The connections and records `--only postgres-breakdown` appends with.
+struct Breakdown {
+    store: Arc<dyn Store>,
+    admin: sqlx::PgConnection,
+    raw: sqlx::PgConnection,
+    raw_no_flush: sqlx::PgConnection,
+    routine: sqlx::PgConnection,
+    routine_no_flush: sqlx::PgConnection,
+    body: String,
+    next: u64,
+}
+
+/// What one timed run of appends gave.
+struct Timed {
+    micros: f64,
+    wal_bytes: f64,
+    trips: f64,
+}
+
+impl Breakdown {
+    /// `n` appends one way, one durable commit each (no flush wait for the `NoFlush` ways);
+    /// microseconds, bytes of WAL the whole cluster wrote meanwhile, and the store's round
+    /// trips, each per append.
+    async fn timed(&mut self, way: Way, n: u64) -> Result<Timed, String> {
+        let start = self.next;
+        self.next += n;
+        let records: Vec<(String, String)> = (start..start + n)
+            .map(Routine::record)
+            .collect::<Result<_, _>>()?;
+        let docs: Vec<Value> = (start..start + n).map(evidence).collect();
+        let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+            .fetch_one(&mut self.admin)
+            .await
+            .map_err(|e| e.to_string())?;
+        let trips = self.store.round_trips();
+        let t = Instant::now();
+        match way {
+            Way::Raw | Way::RawNoFlush => {
+                let conn = if way == Way::Raw {
+                    &mut self.raw
+                } else {
+                    &mut self.raw_no_flush
+                };
+                for i in start..start + n {
+                    sqlx::query("INSERT INTO raw (key, body) VALUES ($1, $2)")
+                        .bind(format!("b-{i}"))
+                        .bind(&self.body)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            Way::Routine | Way::RoutineNoFlush => {
+                let conn = if way == Way::Routine {
+                    &mut self.routine
+                } else {
+                    &mut self.routine_no_flush
+                };
+                for (digest, body) in &records {
+                    sqlx::query(
+                        "SELECT r_seq, r_digest, r_body, r_inserted, r_counted \
+                         FROM verdict.put_one_check_evidence($1, 'runner', $2, $2, $3, NULL)",
+                    )
+                    .bind(RUNNER)
+                    .bind(digest)
+                    .bind(body)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                }
+            }
+            Way::Store => {
+                let store = Arc::clone(&self.store);
+                // On a worker, as `store_single` appends, for the same reason.
+                tokio::spawn(async move {
+                    for doc in &docs {
+                        store
+                            .put(&runner(), DocKind::Evidence, doc)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok::<_, String>(())
+                })
+                .await
+                .map_err(|e| e.to_string())??;
+            }
+        }
+        let elapsed = t.elapsed();
+        let trips = self.store.round_trips() - trips;
+        let wal: f64 =
+            sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8")
+                .bind(lsn)
+                .fetch_one(&mut self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        let per = n.max(1) as f64;
+        Ok(Timed {
+            micros: elapsed.as_secs_f64() * 1e6 / per,
+            wal_bytes: wal / per,
+            trips: trips as f64 / per,
+        })
+    }
+
+    /// The WAL one statement writes by its own count (`EXPLAIN (ANALYZE, WAL)`: records, full
+    /// page images, bytes), summed over `n` appends, per append; the commit record is not in it.
+    async fn explained_wal(&mut self, routine: bool, n: u64) -> Result<[f64; 3], String> {
+        let mut sum = [0.0f64; 3];
+        for _ in 0..n {
+            let i = self.next;
+            self.next += 1;
+            let lines: Vec<String> = if routine {
+                let (digest, body) = Routine::record(i)?;
+                sqlx::query_scalar(
+                    "EXPLAIN (ANALYZE, WAL, COSTS OFF, TIMING OFF, SUMMARY OFF) \
+                     SELECT r_seq FROM verdict.put_one_check_evidence($1, 'runner', $2, $2, $3, NULL)",
+                )
+                .bind(RUNNER)
+                .bind(digest)
+                .bind(body)
+                .fetch_all(&mut self.routine)
+                .await
+            } else {
+                sqlx::query_scalar(
+                    "EXPLAIN (ANALYZE, WAL, COSTS OFF, TIMING OFF, SUMMARY OFF) \
+                     INSERT INTO raw (key, body) VALUES ($1, $2)",
+                )
+                .bind(format!("b-{i}"))
+                .bind(&self.body)
+                .fetch_all(&mut self.raw)
+                .await
+            }
+            .map_err(|e| e.to_string())?;
+            // The plan's top node carries the statement's whole WAL usage.
+            let wal = lines
+                .iter()
+                .map(|l| l.trim())
+                .find(|l| l.starts_with("WAL:"))
+                .unwrap_or("WAL:");
+            for part in wal.split_whitespace().skip(1) {
+                let (name, value) = part.split_once('=').unwrap_or((part, "0"));
+                let value: f64 = value.parse().unwrap_or(0.0);
+                match name {
+                    "records" => sum[0] += value,
+                    "fpi" => sum[1] += value,
+                    "bytes" => sum[2] += value,
+                    _ => {}
+                }
+            }
+        }
+        Ok(sum.map(|s| s / n.max(1) as f64))
+    }
+}
+
+/// `--only postgres-breakdown`: where a single append's time goes. In a scratch database
+/// with the bench's runner registered, the same evidence is appended five ways in alternating
+/// rounds (each way first in turn), so all meet the same disk and the same neighbours: the raw
+/// INSERT, the bare routine call, `Store::put`, and the first two without waiting for the WAL
+/// flush. Then the server's own time in each function the routine calls
+/// (`track_functions = 'all'` on the bare routine's connection, read from
+/// `pg_stat_user_functions`), the WAL each statement writes by `EXPLAIN (ANALYZE, WAL)`, and
+/// the client's preparation of a document (canonical form, digest, key) timed alone.
+async fn bench_breakdown(admin: &str, scale: f64) -> Result<Vec<String>, String> {
+    let pid = std::process::id();
+    let db = format!("verdict_bench_{pid}_breakdown");
+    let prefix = format!("vbench{pid}_");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_owned())
+        .ok_or("--postgres needs a URL ending in /DATABASE")?;
+    let mut conn = sqlx::PgConnection::connect(admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{db}\""
+    ))))
+    .await
+    .map_err(|e| e.to_string())?;
+    let result = bench_breakdown_in(&format!("{base}/{db}"), &db, &prefix, scale).await;
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+    ))))
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut roles = verdict_store::role_names(&prefix);
+    roles.push(verdict_store::principal_db_role(&prefix, &db, RUNNER));
+    for role in roles {
+        let _ = conn
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP ROLE IF EXISTS \"{role}\""
+            ))))
+            .await;
+    }
+    result
+}
+
+async fn bench_breakdown_in(
+    url: &str,
+    db: &str,
+    prefix: &str,
+    scale: f64,
+) -> Result<Vec<String>, String> {
+    let err = |what: &'static str| move |e: sqlx::Error| format!("{what}: {e}");
+    let connect = || sqlx::PgConnection::connect(url);
+    let mut admin = connect().await.map_err(err("scratch database"))?;
+    admin
+        .execute(
+            "CREATE TABLE raw (id bigserial PRIMARY KEY, key text NOT NULL UNIQUE, body text NOT NULL)",
+        )
+        .await
+        .map_err(err("raw table"))?;
+    let options = OpenOptions {
+        role_prefix: Some(prefix.to_owned()),
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&Location::Postgres(url.to_owned()), &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    register_writer(&store).await?;
+    let identity = verdict_store::principal_db_role(prefix, db, RUNNER);
+    let mut routine = connect().await.map_err(err("routine"))?;
+    // Only this connection's function calls are counted, so the counts are the bare calls'.
+    routine
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "SET track_functions = 'all'; SET ROLE \"{identity}\""
+        ))))
+        .await
+        .map_err(err("routine"))?;
+    let mut routine_no_flush = connect().await.map_err(err("routine"))?;
+    routine_no_flush
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "SET synchronous_commit = off; SET ROLE \"{identity}\""
+        ))))
+        .await
+        .map_err(err("routine"))?;
+    let raw = connect().await.map_err(err("raw"))?;
+    let mut raw_no_flush = connect().await.map_err(err("raw"))?;
+    raw_no_flush
+        .execute("SET synchronous_commit = off")
+        .await
+        .map_err(err("raw"))?;
+    let body = String::from_utf8(verdict_core::canonical::to_vec(&evidence(0)))
+        .map_err(|e| e.to_string())?;
+    let mut b = Breakdown {
+        store,
+        admin,
+        raw,
+        raw_no_flush,
+        routine,
+        routine_no_flush,
+        body,
+        next: 0,
+    };
+    // One warm-up append each way, outside the figures: the first call plans every statement.
+    for way in Way::ALL {
+        b.timed(way, 5).await?;
+    }
+    b.admin
+        .execute("SELECT pg_stat_reset()")
+        .await
+        .map_err(err("statistics"))?;
+    let per_round = scaled(400, scale);
+    let mut figures: Vec<Vec<Timed>> = Way::ALL.iter().map(|_| Vec::new()).collect();
+    for round in 0..ROUNDS {
+        for k in 0..Way::ALL.len() {
+            let at = (k + round as usize) % Way::ALL.len();
+            if let (Some(way), Some(out)) = (Way::ALL.get(at), figures.get_mut(at)) {
+                out.push(b.timed(*way, per_round).await?);
+            }
+        }
+    }
+    // The bare calls' function times: this connection's counts flushed first.
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut b.routine)
+        .await
+        .map_err(err("statistics"))?;
+    let functions: Vec<(String, i64, f64, f64)> = sqlx::query_as(
+        "SELECT funcname::text, calls, total_time, self_time FROM pg_stat_user_functions \
+         WHERE schemaname = 'verdict' ORDER BY total_time DESC",
+    )
+    .fetch_all(&mut b.admin)
+    .await
+    .map_err(err("statistics"))?;
+    let explained = 50;
+    let raw_wal = b.explained_wal(false, explained).await?;
+    let routine_wal = b.explained_wal(true, explained).await?;
+    // The client's preparation of a document alone: what `Store::put` does before its round
+    // trip (canonical form, digest, key from the decoded document).
+    let docs: Vec<Value> = (0..per_round * ROUNDS)
+        .map(|i| evidence(1_000_000 + i))
+        .collect();
+    let t = Instant::now();
+    for doc in &docs {
+        let body = verdict_core::canonical::to_vec(doc);
+        let digest = verdict_store::records::row_digest("evidence", &body);
+        verdict_store::records::key_of_value(verdict_store::Table::CheckEvidence, doc, &digest)?;
+    }
+    let prepare = t.elapsed().as_secs_f64() * 1e6 / docs.len().max(1) as f64;
+    check_intact(&b.store, "postgres").await?;
+
+    let median = |v: &[Timed], f: fn(&Timed) -> f64| spread(&v.iter().map(f).collect::<Vec<_>>());
+    let raw_us = figures
+        .first()
+        .map_or(f64::NAN, |v| median(v, |t| t.micros).median);
+    let mut lines = vec![
+        format!(
+            "{} appends per way in each of {ROUNDS} rounds, the ways in turn. Medians of the rounds (quartiles).\n",
+            per_round
+        ),
+        "| way | µs per append | per second | × raw | WAL bytes per append, whole cluster | store round trips per append |".to_owned(),
+        "|---|---:|---:|---:|---:|---:|".to_owned(),
+    ];
+    for (way, v) in Way::ALL.iter().zip(&figures) {
+        let us = median(v, |t| t.micros);
+        let wal = median(v, |t| t.wal_bytes);
+        let trips = median(v, |t| t.trips);
+        lines.push(format!(
+            "| {} | {:.0} ({:.0} to {:.0}) | {:.0} | {:.2} | {:.0} ({:.0} to {:.0}) | {:.2} |",
+            way.label(),
+            us.median,
+            us.q1,
+            us.q3,
+            1e6 / us.median,
+            raw_us / us.median,
+            wal.median,
+            wal.q1,
+            wal.q3,
+            trips.median
+        ));
+    }
+    let appends = (per_round * ROUNDS) as f64;
+    lines.push(String::new());
+    lines.push(format!(
+        "Client's preparation of one document (canonical form, digest, key): {prepare:.1} µs."
+    ));
+    lines.push(String::new());
+    lines.push(format!(
+        "WAL by the statement's own count (EXPLAIN (ANALYZE, WAL), {explained} appends each, no commit record): \
+         raw INSERT {:.1} records, {:.2} full pages, {:.0} bytes; routine {:.1} records, {:.2} full pages, {:.0} bytes.",
+        raw_wal[0], raw_wal[1], raw_wal[2], routine_wal[0], routine_wal[1], routine_wal[2]
+    ));
+    lines.push(String::new());
+    lines.push(format!(
+        "Server time in the routine's functions over the bare calls ({appends:.0} appends, autocommit):\n"
+    ));
+    lines.push("| function | calls per append | µs per append, with what it calls | µs per append, its own |".to_owned());
+    lines.push("|---|---:|---:|---:|".to_owned());
+    for (name, calls, total, own) in &functions {
+        lines.push(format!(
+            "| {name} | {:.2} | {:.1} | {:.1} |",
+            *calls as f64 / appends,
+            total * 1000.0 / appends,
+            own * 1000.0 / appends
+        ));
     }
     Ok(lines)
 }

@@ -1180,3 +1180,85 @@ async fn single_appends_recover_from_a_dropped_connection() {
     );
     t.cleanup().await;
 }
+
+/// The functions the write triggers and routines call on every append are not SQL functions with
+/// a SET clause: PostgreSQL never inlines such a function and plans its query again in every
+/// transaction of a PL/pgSQL caller, which made each single append plan a query over
+/// `pg_roles` (schema version 25). Each still answers as before, in a fresh transaction
+/// every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_append_path_calls_no_function_planned_per_transaction() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let grant = verdict_store::GrantRecord {
+        grant_id: "g-w".parse().unwrap(),
+        principal: RUNNER.parse().unwrap(),
+        scope: verdict_store::GrantScope {
+            kind: verdict_store::ScopeKind::Execution,
+            id: "ex-1".parse().unwrap(),
+        },
+        access: verdict_store::Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    t.store.add_grant(&op, &grant).await.unwrap();
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    // Each SQL function with a SET clause, and the trigger functions and put routines that call
+    // it by name.
+    let planned_per_transaction: Vec<(String, String)> = sqlx::query_as(
+        "SELECT f.proname::text, c.proname::text FROM pg_proc f \
+         JOIN pg_proc c ON c.pronamespace = f.pronamespace \
+           AND c.prosrc ~ ('\\m' || f.proname || '\\(') \
+         WHERE f.pronamespace = 'verdict'::regnamespace \
+           AND f.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql') \
+           AND f.proconfig IS NOT NULL AND c.oid <> f.oid \
+           AND (c.prorettype = 'trigger'::regtype OR starts_with(c.proname, 'put_')) \
+         ORDER BY 1, 2",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(planned_per_transaction, Vec::<(String, String)>::new());
+    // The same answers as before, each call a transaction of its own, twice over.
+    for _ in 0..2 {
+        let unbound: bool = sqlx::query_scalar("SELECT verdict._unbound_superuser()")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert!(unbound, "a superuser with no role set is unbound");
+        for (principal, execution, mission, held) in [
+            (RUNNER, "ex-1", None, true),
+            (RUNNER, "ex-2", None, false),
+            (RUNNER, "ex-2", Some("m-none"), false),
+            (VERIFIER, "ex-1", None, false),
+        ] {
+            let found: bool =
+                sqlx::query_scalar("SELECT verdict._write_grant_in_force($1, $2, $3)")
+                    .bind(principal)
+                    .bind(execution)
+                    .bind(mission)
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
+            assert_eq!(found, held, "{principal} on {execution} ({mission:?})");
+        }
+    }
+    conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SET ROLE \"{}owner\"",
+        t.prefix
+    ))))
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let unbound: bool = sqlx::query_scalar("SELECT verdict._unbound_superuser()")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert!(!unbound, "a connection acting as a role is bound");
+    }
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}

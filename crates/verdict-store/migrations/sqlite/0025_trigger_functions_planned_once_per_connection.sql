@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 25: nothing changes here.
+--
+-- Version 25 makes two functions of PostgreSQL's write triggers PL/pgSQL functions, so their
+-- queries are planned once per connection instead of once per transaction. SQLite's triggers
+-- call no such functions.
