@@ -283,8 +283,8 @@ pub async fn remove(
 /// How long the webhook delivery lease runs from each renewal, by default.
 pub const DELIVERY_LEASE: Duration = Duration::from_secs(15);
 
-/// A label for this server as the holder of the delivery lease: the process id and the time it
-/// started delivering, so two servers (or two starts of one) never share one.
+/// A label for this server as the holder of the delivery lease: the process id, the time its
+/// election began and a random number, so two servers (or two starts of one) never share one.
 fn holder_label() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -315,8 +315,16 @@ pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
             break;
         }
         let asked = tokio::time::Instant::now();
-        match state.engine.hold_webhook_delivery(&holder, lease).await {
-            Ok(taken) if taken.held_by(&holder) => {
+        // The time by which delivery must stop unless this renewal succeeds: a renewal that
+        // hangs (a database out of reach) is given up at that time, not waited for.
+        let must_stop = held_until.map(|t| t.checked_sub(renew / 2).unwrap_or(t));
+        let answer = tokio::time::timeout_at(
+            must_stop.unwrap_or(asked + lease),
+            state.engine.hold_webhook_delivery(&holder, lease),
+        )
+        .await;
+        match answer {
+            Ok(Ok(taken)) if taken.held_by(&holder) => {
                 held_until = Some(asked + lease);
                 if delivering.is_none() {
                     tracing::info!(holder = %holder, term = taken.term, "this server delivers webhooks");
@@ -326,14 +334,15 @@ pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
                     )));
                 }
             }
-            Ok(other) => {
+            Ok(Ok(other)) => {
                 held_until = None;
                 if let Some(task) = delivering.take() {
                     tracing::info!(holder = %other.holder, "another server took webhook delivery");
                     task.abort();
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "renewing the webhook delivery lease failed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "renewing the webhook delivery lease failed"),
+            Err(_) => tracing::warn!("renewing the webhook delivery lease took too long"),
         }
         // Unrenewed to the end of what was last held: stop before the lease can lapse.
         let deadline = held_until.map(|t| t.checked_sub(renew / 2).unwrap_or(t));

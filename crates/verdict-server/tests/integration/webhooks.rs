@@ -549,34 +549,6 @@ async fn only_an_operator_removes_a_webhook_and_nothing_is_delivered_after() {
     .await;
 }
 
-/// Runs `body` with two handles on one fresh store, as two server processes would open it: one
-/// SQLite file opened twice, then one PostgreSQL database opened twice.
-async fn on_both_twice<F, Fut>(body: F)
-where
-    F: Fn(Arc<dyn verdict_store::Store>, Arc<dyn verdict_store::Store>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let at = verdict_store::Location::Sqlite(dir.path().join("verdict.db"));
-    let first = verdict_store::open(&at).await.unwrap();
-    let second = verdict_store::open(&at).await.unwrap();
-    body(first, second).await;
-
-    let scratch = verdict_store::scratch::ScratchPostgres::create("twice").unwrap();
-    let options = verdict_store::OpenOptions {
-        role_prefix: Some(scratch.role_prefix()),
-        max_connections: 4,
-        ..verdict_store::OpenOptions::default()
-    };
-    let first = verdict_store::open_with(&scratch.location(), &options)
-        .await
-        .unwrap();
-    let second = verdict_store::open_with(&scratch.location(), &options)
-        .await
-        .unwrap();
-    body(first, second).await;
-}
-
 /// The event ids a receiver got, in arrival order.
 fn event_ids(hook: &Receiver) -> Vec<u64> {
     hook.deliveries()
