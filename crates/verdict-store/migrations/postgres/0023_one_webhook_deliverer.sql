@@ -40,6 +40,13 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = verdict, pg_temp AS $$
 DECLARE
     v_now timestamptz;
 BEGIN
+    -- The engine's own identity writes nothing (schema 19), a lease included.
+    IF (CASE WHEN current_setting('role') = 'none' THEN session_user::text
+            ELSE current_setting('role') END) = __PREFIX_LITERAL__ || 'engine' THEN
+        RAISE EXCEPTION 'database identity % writes nothing (schema 19): the engine writes as the acting principal, or as the system',
+            __PREFIX_LITERAL__ || 'engine' USING ERRCODE = '42501';
+    END IF;
+    -- @identity check@
     IF p_role <> 'system' OR p_principal <> 'verdict-engine' THEN
         RAISE EXCEPTION 'only the engine, in the system role, holds duties, not % as %',
             p_principal, p_role USING ERRCODE = '42501';
@@ -61,6 +68,19 @@ BEGIN
         (extract(epoch FROM d.lease_until) * 1000000)::bigint
         FROM verdict.duty_leases d WHERE d.duty = p_duty;
 END $$;
+-- The identity check every write routine makes (schema 7, with schema 19's refusal of the
+-- engine's own identity), spliced in after that refusal, as into the routines before it.
+DO $make$
+DECLARE
+    v_def text := pg_get_functiondef(
+        'verdict.duty_hold(text, text, text, text, bigint)'::regprocedure);
+    v_marker constant text := E'    -- @identity check@\n';
+BEGIN
+    IF (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker) <> 1 THEN
+        RAISE EXCEPTION 'duty_hold: the place of the identity check does not occur once';
+    END IF;
+    EXECUTE replace(v_def, v_marker, verdict._identity_check());
+END $make$;
 REVOKE ALL ON FUNCTION verdict.duty_hold(text, text, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION verdict.duty_hold(text, text, text, text, bigint) TO __SYSTEM__;
 
