@@ -117,6 +117,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         Some(path) => Some(std::sync::Arc::new(Webhooks {
             key: webhook_key(path)?,
             retry: Retry::default(),
+            lease: verdict_server::webhooks::DELIVERY_LEASE,
         })),
         None => None,
     };

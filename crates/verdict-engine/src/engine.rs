@@ -3,6 +3,7 @@
 
 use crate::error::{EngineError, Result, invalid};
 use crate::gate_cache::{GATE_CACHE_ENTRIES, GateCache};
+use crate::principal_cache::{PRINCIPAL_CACHE_ENTRIES, PrincipalCache};
 use crate::token;
 use serde_json::Value;
 use std::sync::Arc;
@@ -80,6 +81,9 @@ pub struct Engine {
     pub(crate) gate: String,
     /// Gate runs' answers while proven current, shared by every clone of this engine.
     pub(crate) gate_cache: Arc<GateCache>,
+    /// Who holds each token the store named, shared by every clone of this engine
+    /// (`principal_cache.rs` says why keeping it is safe).
+    pub(crate) principals: Arc<PrincipalCache>,
 }
 
 impl Engine {
@@ -97,6 +101,7 @@ impl Engine {
             store,
             gate: gate.into(),
             gate_cache: Arc::new(GateCache::new(entries)),
+            principals: Arc::new(PrincipalCache::new(PRINCIPAL_CACHE_ENTRIES)),
         }
     }
 
@@ -106,6 +111,13 @@ impl Engine {
     #[must_use]
     pub fn gate_cache_stats(&self) -> (u64, usize) {
         (self.gate_cache.hits(), self.gate_cache.len())
+    }
+
+    /// How many authentications this engine (and its clones) answered without asking the
+    /// store, from the principals it was told hold their tokens.
+    #[must_use]
+    pub fn principal_cache_hits(&self) -> u64 {
+        self.principals.hits()
     }
 
     /// The store.
@@ -189,17 +201,28 @@ impl Engine {
 
     /// The principal holding `token`. A token no principal holds (or none at all) is refused,
     /// and the attempt is recorded as a denial of [`UNAUTHENTICATED`] carrying at most a short
-    /// fingerprint of the token, never the token or its hash.
+    /// fingerprint of the token, never the token or its hash. A token the store named before is
+    /// answered without asking it again: a principal's record never changes (see
+    /// `principal_cache.rs`); what it may do is read by each use case, every time.
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let found = if token.is_empty() {
             None
         } else {
+            let hash = token_sha256(token);
+            if let Some(known) = self.principals.get(&hash) {
+                return Ok(known);
+            }
             self.store
-                .principal_by_token_hash(&token_sha256(token))
+                .principal_by_token_hash(&hash)
                 .await?
+                .map(|p| (hash, p))
         };
         match found {
-            Some(p) => Ok(Principal::new(p.name, p.role)),
+            Some((hash, p)) => {
+                let principal = Principal::new(p.name, p.role);
+                self.principals.put(hash, &principal);
+                Ok(principal)
+            }
             None => {
                 let fingerprint = (!token.is_empty()).then(|| token_fingerprint(token));
                 Err(self
@@ -216,11 +239,11 @@ impl Engine {
         if token.is_empty() {
             return Ok(false);
         }
-        Ok(self
-            .store
-            .principal_by_token_hash(&token_sha256(token))
-            .await?
-            .is_some())
+        let hash = token_sha256(token);
+        if self.principals.get(&hash).is_some() {
+            return Ok(true);
+        }
+        Ok(self.store.principal_by_token_hash(&hash).await?.is_some())
     }
 
     /// Records a refusal in the store (so it is in the audit chain), then returns it.

@@ -74,6 +74,7 @@ mod lineage;
 mod listing;
 mod notes;
 pub mod precondition;
+mod principal_cache;
 pub mod review;
 mod runner_kit;
 mod runs;

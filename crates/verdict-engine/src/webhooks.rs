@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use verdict_core::contracts::{Name, Role, Timestamp};
 use verdict_core::digest::Digest;
-use verdict_store::{ActorRole, Stored, Table};
+use verdict_store::{ActorRole, Duty, DutyLease, Stored, Table};
 
 /// Schema of a webhook registration.
 pub const WEBHOOK_SCHEMA: &str = "verdict.webhook/v1";
@@ -445,6 +445,23 @@ impl Engine {
                     || hook.event_types.iter().any(|t| t == e.kind.name()))
         });
         Ok(page)
+    }
+
+    /// Takes or renews the webhook delivery duty for `holder` (a label unique to one running
+    /// server) for `lease` from the store's time, and returns the lease as it stands: `holder`
+    /// delivers only while the answer names it. One server at a time holds it, and another
+    /// takes it once its holder stops renewing and the lease lapses. Written by the engine in
+    /// the system role, outside the audit chain (operational state, as the job queue is).
+    pub async fn hold_webhook_delivery(
+        &self,
+        holder: &str,
+        lease: std::time::Duration,
+    ) -> Result<DutyLease> {
+        Ok(self
+            .store
+            .queue()
+            .hold_duty(&Self::recorder(), Duty::WebhookDelivery, holder, lease)
+            .await?)
     }
 
     /// Records that event `event` was not delivered to `hook` after `attempts` attempts.

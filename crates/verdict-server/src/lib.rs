@@ -180,6 +180,13 @@ pub async fn serve(
     if let Some(hooks) = state.webhooks.clone() {
         tokio::spawn(webhooks::run(state.clone(), hooks));
     }
+    // Answers are small and a client waits for each one: sent at once, not held back to be
+    // coalesced with a later write that never comes.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
+        }
+    });
     // The peer's address is what failed authentication is limited by.
     axum::serve(
         listener,

@@ -151,6 +151,9 @@ pub struct Webhooks {
     pub key: WebhookKey,
     /// How deliveries are attempted.
     pub retry: Retry,
+    /// How long the delivery lease runs from each renewal ([`DELIVERY_LEASE`] by default): how
+    /// long deliveries pause when the server holding it stops without a word.
+    pub lease: Duration,
 }
 
 /// `POST /v1/webhooks`.
@@ -277,9 +280,95 @@ pub async fn remove(
     Ok(Json(state.engine.remove_webhook(&caller, &id).await?))
 }
 
-/// The delivery loop: finds registrations as they are stored and runs one delivery task per
-/// webhook, until the server stops.
+/// How long the webhook delivery lease runs from each renewal, by default.
+pub const DELIVERY_LEASE: Duration = Duration::from_secs(15);
+
+/// A label for this server as the holder of the delivery lease: the process id, the time its
+/// election began and a random number, so two servers (or two starts of one) never share one.
+fn holder_label() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let random = std::collections::hash_map::RandomState::new().hash_one(nanos);
+    format!("server-{}-{nanos:x}-{random:x}", std::process::id())
+}
+
+/// The delivery election: every server with a webhook key runs this, and only the one holding
+/// the store's delivery lease delivers, so two servers over one store deliver each event once.
+/// The lease is renewed every third of its length; a holder that cannot renew stops delivering
+/// before its lease can have lapsed at the store, so that a server taking over never delivers
+/// alongside it: the local deadline is counted from before the renewal was asked, and the
+/// store counts its lease from its own time during that call, which is later. A server that
+/// stops (or dies) stops renewing, and another takes the lease once it lapses. An event whose
+/// delivery was cut short by the change of holder is delivered again by the next one (at least
+/// once, as after a restart; receivers dedupe by `Verdict-Event-Id`).
 pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
+    let holder = holder_label();
+    let lease = hooks.lease.max(Duration::from_millis(30));
+    let renew = lease / 3;
+    let mut stop = state.stop.subscribe();
+    // The delivery loop while this server holds the lease, and until when it may deliver.
+    let mut delivering: Option<tokio::task::JoinHandle<()>> = None;
+    let mut held_until: Option<tokio::time::Instant> = None;
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let asked = tokio::time::Instant::now();
+        // The time by which delivery must stop unless this renewal succeeds: a renewal that
+        // hangs (a database out of reach) is given up at that time, not waited for.
+        let must_stop = held_until.map(|t| t.checked_sub(renew / 2).unwrap_or(t));
+        let answer = tokio::time::timeout_at(
+            must_stop.unwrap_or(asked + lease),
+            state.engine.hold_webhook_delivery(&holder, lease),
+        )
+        .await;
+        match answer {
+            Ok(Ok(taken)) if taken.held_by(&holder) => {
+                held_until = Some(asked + lease);
+                if delivering.is_none() {
+                    tracing::info!(holder = %holder, term = taken.term, "this server delivers webhooks");
+                    delivering = Some(tokio::spawn(deliver_while_held(
+                        state.clone(),
+                        hooks.clone(),
+                    )));
+                }
+            }
+            Ok(Ok(other)) => {
+                held_until = None;
+                if let Some(task) = delivering.take() {
+                    tracing::info!(holder = %other.holder, "another server took webhook delivery");
+                    task.abort();
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "renewing the webhook delivery lease failed"),
+            Err(_) => tracing::warn!("renewing the webhook delivery lease took too long"),
+        }
+        // Unrenewed to the end of what was last held: stop before the lease can lapse.
+        let deadline = held_until.map(|t| t.checked_sub(renew / 2).unwrap_or(t));
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            held_until = None;
+            if let Some(task) = delivering.take() {
+                tracing::warn!("webhook delivery stopped: its lease could not be renewed in time");
+                task.abort();
+            }
+        }
+        let wake = deadline.map_or(asked + renew, |d| d.min(asked + renew));
+        tokio::select! {
+            () = tokio::time::sleep_until(wake) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    if let Some(task) = delivering.take() {
+        // The delivery loop watches the stop too and ends its tasks; waiting lets it.
+        let _ = task.await;
+    }
+}
+
+/// The delivery loop, while this server holds the delivery lease: finds registrations as they
+/// are stored and runs one delivery task per webhook, until the server stops or the task is
+/// aborted (the lease lost), which aborts every delivery task with it.
+async fn deliver_while_held(state: AppState, hooks: Arc<Webhooks>) {
     let client = match reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(hooks.retry.timeout)

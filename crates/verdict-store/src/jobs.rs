@@ -218,6 +218,61 @@ pub enum Wakeup {
     TimedOut,
 }
 
+/// A duty one process at a time performs for the whole store, elected by a lease at the
+/// store's time ([`JobQueue::hold_duty`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Duty {
+    /// Delivering webhooks: the server that holds it runs the delivery loop.
+    WebhookDelivery,
+}
+
+impl Duty {
+    /// The name stored in the `duty` column.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::WebhookDelivery => "webhook-delivery",
+        }
+    }
+}
+
+/// A duty's lease as it stands after [`JobQueue::hold_duty`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DutyLease {
+    /// Who holds it (the label a process took it under).
+    pub holder: String,
+    /// How many holders it has had: a new holder's taking adds one, a renewal nothing.
+    pub term: i64,
+    /// When it lapses, at the store's time.
+    pub lease_until: Timestamp,
+}
+
+impl DutyLease {
+    /// Whether `holder` holds it.
+    #[must_use]
+    pub fn held_by(&self, holder: &str) -> bool {
+        self.holder == holder
+    }
+}
+
+/// Refuses a duty holder's label the store could not keep (1 to 256 printable characters).
+pub(crate) fn check_duty(actor: &Actor, holder: &str, lease: Duration) -> Result<()> {
+    if actor.role != ActorRole::System || actor.principal != crate::actor::ENGINE_PRINCIPAL {
+        return Err(StoreError::Forbidden {
+            principal: actor.principal.clone(),
+            role: actor.role.as_str(),
+            target: "duty leases",
+        });
+    }
+    if !verdict_core::contracts::primitives::is_printable_name(holder) {
+        return Err(StoreError::Invalid {
+            what: "duty holder",
+            message: format!("{holder:?} is not 1 to 256 printable characters"),
+        });
+    }
+    check_lease(lease)
+}
+
 /// The job queue of a store.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
@@ -279,6 +334,19 @@ pub trait JobQueue: Send + Sync {
     /// retry's back-off ending, a lease lapsing, a gate job's deadline passing) signals nothing
     /// and is found when the wait times out.
     async fn wait_for_jobs(&self, kind: JobKind, max_wait: Duration) -> Result<Wakeup>;
+
+    /// Takes `duty` for `holder` for `lease` from the store's time when nobody holds it or its
+    /// lease lapsed, renews it when `holder` holds it, and otherwise leaves it; returns the
+    /// lease as it stands, so the caller performs the duty only while it is the holder. Only
+    /// the engine, in the system role, holds duties. Renewals are operational state, like the
+    /// queue's, and not in the audit chain.
+    async fn hold_duty(
+        &self,
+        actor: &Actor,
+        duty: Duty,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<DutyLease>;
 }
 
 /// When job `j` of `table` may be claimed at `now` (both SQL expressions): ready and past its

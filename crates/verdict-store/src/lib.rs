@@ -54,8 +54,8 @@ pub use audit::{AuditEvent, AuditReport, ChainHead, Problem, ProblemKind};
 pub use checkpoint::Checkpoint;
 pub use error::{Result, StoreError};
 pub use jobs::{
-    Job, JobClaim, JobFilter, JobKind, JobQueue, JobState, LISTENER_APPLICATION, MAX_LEASE, NewJob,
-    Wakeup,
+    Duty, DutyLease, Job, JobClaim, JobFilter, JobKind, JobQueue, JobState, LISTENER_APPLICATION,
+    MAX_LEASE, NewJob, Wakeup,
 };
 pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 26;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -146,6 +146,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!(
             "../migrations/sqlite/0025_trigger_functions_planned_once_per_connection.sql"
         ),
+    },
+    Migration {
+        version: 26,
+        name: "one_webhook_deliverer",
+        sql: include_str!("../migrations/sqlite/0026_one_webhook_deliverer.sql"),
     },
 ];
 
@@ -281,6 +286,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0025_trigger_functions_planned_once_per_connection.sql"
         ),
+    },
+    Migration {
+        version: 26,
+        name: "one_webhook_deliverer",
+        sql: include_str!("../migrations/postgres/0026_one_webhook_deliverer.sql"),
     },
 ];
 

@@ -11,6 +11,7 @@
 mod common;
 
 mod attest;
+mod authentication;
 mod authority;
 mod cancel_authorship;
 mod documents;

@@ -625,3 +625,77 @@ async fn reads_need_a_bearer_and_a_grant_in_force_and_a_refusal_writes_only_its_
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_revoked_through_one_server_is_refused_by_another_on_its_next_request() {
+    on_both_twice(|one, two| async move {
+        let w = world(one).await;
+        let a = serve(AppState::new(w.engine.clone())).await;
+        // Another server over its own handle, as a second process: it learns who holds the
+        // verifier's token on its first request and does not ask the store again.
+        let other = verdict_engine::Engine::new(two, "merge");
+        let b = serve(AppState::new(other.clone())).await;
+        let r = a
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(w.token("coder")),
+                Some(&subject(1, "d")),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        for _ in 0..2 {
+            let r = b
+                .send(
+                    "GET",
+                    "/v1/executions/ex-1/status",
+                    Some(w.token("rev")),
+                    None,
+                )
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+        let hits = other.principal_cache_hits();
+        assert!(
+            hits >= 1,
+            "the second request asked the store who holds the token"
+        );
+        let r = a
+            .send(
+                "POST",
+                "/v1/grants/g-rev/revoke",
+                Some(w.token("ops")),
+                Some(&json!({"reason": "rotated out"})),
+            )
+            .await;
+        assert_eq!(r.status / 100, 2, "{r:?}");
+        // The very next request on the other server: authenticated from memory, refused by the
+        // grant it reads, and its denial is the only write.
+        let before = head_seq(&w).await;
+        let r = b
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("rev")),
+                None,
+            )
+            .await;
+        assert_eq!(other.principal_cache_hits(), hits + 1);
+        assert_denied_once(&w, before, &r, "rev", "permission_denied").await;
+        // A token nobody holds is refused there too, every time, each refusal recorded.
+        for _ in 0..2 {
+            let before = head_seq(&w).await;
+            let r = b
+                .send(
+                    "GET",
+                    "/v1/executions/ex-1/status",
+                    Some("vdt_nobody"),
+                    None,
+                )
+                .await;
+            assert_problem(&r, 401, "unauthenticated");
+            assert_eq!(events_after(&w, before).await.len(), 1);
+        }
+    })
+    .await;
+}

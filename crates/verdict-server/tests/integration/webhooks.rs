@@ -119,6 +119,7 @@ fn state(w: &World, attempts: u32) -> AppState {
                 timeout: Duration::from_secs(5),
                 poll: Duration::from_millis(50),
             },
+            lease: Duration::from_secs(2),
         })),
         ..AppState::new(w.engine.clone())
     }
@@ -544,6 +545,97 @@ async fn only_an_operator_removes_a_webhook_and_nothing_is_delivered_after() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(hook.deliveries().len(), 1, "{:?}", hook.deliveries());
+    })
+    .await;
+}
+
+/// The event ids a receiver got, in arrival order.
+fn event_ids(hook: &Receiver) -> Vec<u64> {
+    hook.deliveries()
+        .iter()
+        .map(|d| {
+            d.headers["verdict-event-id"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_store_deliver_each_event_once_and_the_second_takes_over() {
+    on_both_twice(|one, two| async move {
+        let w = world(one).await;
+        let other = verdict_engine::Engine::new(two, "merge");
+        let hook = receiver(0).await;
+        let coder = w.engine.authenticate(w.token("coder")).await.unwrap();
+        // The first server alone, so it is the one that takes the delivery lease.
+        let first = serve(state(&w, 2)).await;
+        let r = first
+            .send(
+                "POST",
+                "/v1/webhooks",
+                Some(w.token("ops")),
+                Some(
+                    &json!({"id": "wh-two", "url": hook.url, "scope": {"kind": "all"},
+                             "event_types": ["subject_moved"]}),
+                ),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        w.engine
+            .put_subject(&coder, &subject(1, "d1"))
+            .await
+            .unwrap();
+        hook.wait_for(1).await;
+        // Now a second server over its own handle, with the same key: it does not deliver
+        // while the first holds the lease.
+        let second_state = AppState {
+            engine: other.clone(),
+            ..state(&w, 2)
+        };
+        let second = serve(second_state).await;
+        for g in 2..=3 {
+            w.engine
+                .put_subject(&coder, &subject(g, &format!("d{g}")))
+                .await
+                .unwrap();
+        }
+        hook.wait_for(3).await;
+        wait_recorded(&w, 3).await;
+        // Long enough for each server to have renewed or asked several times.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ids = event_ids(&hook);
+        assert_eq!(ids.len(), 3, "an event was delivered twice: {ids:?}");
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+
+        // The first server stops; the second takes over once the lease lapsed, and resumes
+        // after the last event delivered: nothing again, nothing skipped.
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for g in 4..=5 {
+            other
+                .put_subject(&coder, &subject(g, &format!("d{g}")))
+                .await
+                .unwrap();
+        }
+        hook.wait_for(5).await;
+        wait_recorded(&w, 5).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ids = event_ids(&hook);
+        assert_eq!(ids.len(), 5, "an event was delivered twice: {ids:?}");
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+        let generations: Vec<u64> = hook
+            .deliveries()
+            .iter()
+            .map(|d| {
+                let body: Value = serde_json::from_slice(&d.body).unwrap();
+                body["generation"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(generations, [1, 2, 3, 4, 5]);
+        drop(second);
     })
     .await;
 }

@@ -7,8 +7,8 @@
 
 use super::wake::Signals;
 use super::{
-    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns, may_enqueue,
-    may_work, millis,
+    Duty, DutyLease, Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns,
+    may_enqueue, may_work, millis,
 };
 use crate::actor::Actor;
 use crate::error::{Result, StoreError};
@@ -397,5 +397,33 @@ impl JobQueue for PgBackend {
             .await
             .map_err(pg_err)?;
         jobs_of(&rows)
+    }
+
+    async fn hold_duty(
+        &self,
+        actor: &Actor,
+        duty: Duty,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<DutyLease> {
+        super::check_duty(actor, holder, lease)?;
+        let mut tx = self.acting(actor).await?;
+        let row = sqlx::query(
+            "SELECT r_holder, r_term, r_lease_until FROM verdict.duty_hold($1, $2, $3, $4, $5)",
+        )
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(duty.as_str())
+        .bind(holder)
+        .bind(millis(lease))
+        .fetch_one(self.counted(&mut *tx))
+        .await
+        .map_err(pg_err)?;
+        self.commit(tx).await?;
+        Ok(DutyLease {
+            holder: row.try_get(0).map_err(pg_err)?,
+            term: row.try_get(1).map_err(pg_err)?,
+            lease_until: super::micros_to_ts(row.try_get(2).map_err(pg_err)?),
+        })
     }
 }

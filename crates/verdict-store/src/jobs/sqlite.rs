@@ -4,8 +4,8 @@
 //! looks again under it), so an idle worker never contends with the writers doing the work.
 
 use super::{
-    Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns, may_enqueue,
-    may_work, millis,
+    Duty, DutyLease, Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns,
+    may_enqueue, may_work, millis,
 };
 use crate::actor::Actor;
 use crate::backend::Backend as _;
@@ -400,6 +400,44 @@ impl JobQueue for SqliteBackend {
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(err)?;
             rows.into_iter().map(RawJob::into_job).collect()
+        })
+        .await
+    }
+
+    async fn hold_duty(
+        &self,
+        actor: &Actor,
+        duty: Duty,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<DutyLease> {
+        super::check_duty(actor, holder, lease)?;
+        let (holder, manual) = (holder.to_owned(), self.manual_time().get());
+        immediate(self, move |tx| {
+            let now = store_now(tx, manual)?;
+            // The same statement as PostgreSQL's routine: taken when free or lapsed, renewed
+            // for its holder, else left as it is.
+            tx.execute(
+                "INSERT INTO duty_leases (duty, holder, term, lease_until) VALUES (?1, ?2, 1, ?3) \
+                 ON CONFLICT (duty) DO UPDATE SET holder = excluded.holder, \
+                   term = term + CASE WHEN holder = excluded.holder THEN 0 ELSE 1 END, \
+                   lease_until = excluded.lease_until \
+                 WHERE holder = excluded.holder OR lease_until <= ?4",
+                params![duty.as_str(), holder, add(now, lease), now],
+            )
+            .map_err(err)?;
+            let (holder, term, until): (String, i64, i64) = tx
+                .query_row(
+                    "SELECT holder, term, lease_until FROM duty_leases WHERE duty = ?1",
+                    params![duty.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .map_err(err)?;
+            Ok(DutyLease {
+                holder,
+                term,
+                lease_until: super::micros_to_ts(until),
+            })
         })
         .await
     }

@@ -897,15 +897,33 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 56,
+        definers, 57,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
          included), the trigger that gives a new principal its identity, the routine that \
          gives it a login, 5 job queue routines, the two that authenticate a token and name \
          principals without reading their hashes, the one that stores a blob, and the check at \
          commit that a verifier's run preflight stopped was ended (schema 14); the one by which \
          a principal's identity records its own denial (schema 22); the ten checks the read \
-         policies call (schema 23)"
+         policies call (schema 23); the one that takes or \
+         renews a duty lease (schema 26)"
     );
+    // A duty lease (schema version 26) is held by the system identity alone.
+    for r in ActorRole::ALL {
+        let may = check(format!(
+            "has_function_privilege('{}', 'verdict.duty_hold(text, text, text, text, bigint)', 'EXECUTE')",
+            role(r)
+        ))
+        .await;
+        assert_eq!(may, r == ActorRole::System, "{} duty_hold", r.as_str());
+        for privilege in ["INSERT", "UPDATE", "DELETE", "TRUNCATE"] {
+            let has = check(format!(
+                "has_table_privilege('{}', 'verdict.duty_leases', '{privilege}')",
+                role(r)
+            ))
+            .await;
+            assert!(!has, "{} has {privilege} on duty_leases", r.as_str());
+        }
+    }
     // No group role reads the principals' bodies, which hold token hashes (schema version 10).
     for r in ActorRole::ALL {
         let reads = check(format!(

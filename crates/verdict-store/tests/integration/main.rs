@@ -19,6 +19,7 @@ mod blobs;
 mod bodies;
 mod crash;
 mod documents;
+mod duties;
 mod engine_records;
 mod identity;
 mod jobs;

@@ -156,6 +156,34 @@ where
     );
 }
 
+/// Runs `body` with two handles on one fresh store, as two server processes would open it: one
+/// SQLite file opened twice, then one PostgreSQL database opened twice.
+pub async fn on_both_twice<F, Fut>(body: F)
+where
+    F: Fn(Arc<dyn Store>, Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let at = verdict_store::Location::Sqlite(dir.path().join("verdict.db"));
+    let first = verdict_store::open(&at).await.unwrap();
+    let second = verdict_store::open(&at).await.unwrap();
+    body(first, second).await;
+
+    let scratch = verdict_store::scratch::ScratchPostgres::create("twice").unwrap();
+    let options = verdict_store::OpenOptions {
+        role_prefix: Some(scratch.role_prefix()),
+        max_connections: 4,
+        ..verdict_store::OpenOptions::default()
+    };
+    let first = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    let second = verdict_store::open_with(&scratch.location(), &options)
+        .await
+        .unwrap();
+    body(first, second).await;
+}
+
 /// A server on a loopback port, stopped when dropped.
 pub struct Server {
     pub base: String,
