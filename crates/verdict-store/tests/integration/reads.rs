@@ -448,11 +448,10 @@ async fn every_table_keeps_forced_row_security_and_a_scoped_read_policy() {
         );
         // A table no principal's group may select at all (the duty leases) needs no scoped
         // policy: the privilege already refuses the read.
-        let selectable: bool = sqlx::query_scalar(&*format!(
-            "SELECT has_table_privilege('{}producer', 'verdict.{table}', 'SELECT')",
-            t.prefix
-        ))
-        .fetch_one(&mut admin)
+        let selectable: bool = sqlx::query_scalar("SELECT has_table_privilege($1, $2, 'SELECT')")
+            .bind(format!("{}producer", t.prefix))
+            .bind(format!("verdict.{table}"))
+            .fetch_one(&mut admin)
         .await
         .unwrap();
         if !open.contains(&table.as_str()) && selectable {
