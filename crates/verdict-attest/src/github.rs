@@ -3,6 +3,7 @@
 //! decision at all, asks for action instead.
 
 use crate::error::AttestError;
+use crate::statement::Clock;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use verdict_core::contracts::{GateDecision, Outcome};
@@ -50,6 +51,9 @@ pub struct CommitStatus {
 /// Both payloads, as written to the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GithubPayloads {
+    /// The clock of the store that decided; on `manual` the title, summary and description
+    /// say so too, since only these reach the people reading the check.
+    pub clock: Clock,
     /// For `POST /repos/{owner}/{repo}/check-runs`.
     pub check_run: CheckRun,
     /// For `POST /repos/{owner}/{repo}/statuses/{sha}`.
@@ -74,11 +78,16 @@ fn shorten(text: &str, max: usize) -> String {
     out
 }
 
-/// The payloads for `gate` about commit `head_sha` (40 or 64 lowercase hex digits).
+/// What a manual-clock store's payloads say first, in the title and the summary.
+pub const MANUAL_CLOCK_NOTE: &str = "manual clock: the time was chosen by the caller";
+
+/// The payloads for `gate` about commit `head_sha` (40 or 64 lowercase hex digits), from a
+/// store keeping `clock`.
 pub fn payloads(
     gate: &str,
     head_sha: &str,
     applicable: Applicable<'_>,
+    clock: Clock,
 ) -> Result<GithubPayloads, AttestError> {
     if !matches!(head_sha.len(), 40 | 64)
         || !head_sha
@@ -136,7 +145,19 @@ pub fn payloads(
             None,
         ),
     };
+    // A simulated time never reads as a real decision on the commit: the note comes first in
+    // the title (and so the status description), where a shortened text still keeps it.
+    let (title, summary) = match clock {
+        Clock::System => (title, summary),
+        Clock::Manual => (
+            format!("[{MANUAL_CLOCK_NOTE}] {title}"),
+            format!(
+                "This store keeps a {MANUAL_CLOCK_NOTE}; nothing here was decided at a real time. {summary}"
+            ),
+        ),
+    };
     Ok(GithubPayloads {
+        clock,
         check_run: CheckRun {
             name: name.clone(),
             head_sha: head_sha.to_owned(),

@@ -5,6 +5,7 @@
 //! evidence at all, so a missing check is never read as a quiet success.
 
 use crate::error::AttestError;
+use crate::statement::Clock;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -35,8 +36,9 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// The JUnit report of `subject`'s check evidence. Evidence about another subject is refused.
-pub fn junit(subject_doc: &Value, evidence: &[Value]) -> Result<String, AttestError> {
+/// The JUnit report of `subject`'s check evidence, from a store keeping `clock`. Evidence
+/// about another subject is refused.
+pub fn junit(subject_doc: &Value, evidence: &[Value], clock: Clock) -> Result<String, AttestError> {
     let (subject, subject_digest): (Subject, _) = decode(DigestKind::Subject, subject_doc)
         .map_err(|e| AttestError::Input(format!("subject: {e}")))?;
     let mut cases = String::new();
@@ -118,9 +120,10 @@ pub fn junit(subject_doc: &Value, evidence: &[Value]) -> Result<String, AttestEr
     );
     let _ = writeln!(
         out,
-        "    <properties>\n      <property name=\"subject_digest\" value=\"{}\"/>\n      <property name=\"execution\" value=\"{}\"/>\n    </properties>",
+        "    <properties>\n      <property name=\"subject_digest\" value=\"{}\"/>\n      <property name=\"execution\" value=\"{}\"/>\n      <property name=\"clock\" value=\"{}\"/>\n    </properties>",
         escape(subject_digest.as_str()),
-        escape(subject.execution.id.as_str())
+        escape(subject.execution.id.as_str()),
+        clock.as_str()
     );
     out.push_str(&cases);
     out.push_str("  </testsuite>\n</testsuites>\n");

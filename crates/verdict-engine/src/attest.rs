@@ -17,7 +17,7 @@ use verdict_attest::github::{Applicable, GithubPayloads};
 use verdict_attest::{AttestError, DecisionInput};
 use verdict_core::contracts::{Outcome, Role};
 use verdict_core::digest::{Digest, DigestKind};
-use verdict_store::{About, DocKind, Stored};
+use verdict_store::{About, DocKind, StoreClock, Stored};
 
 /// Schema of the engine's record of a public key it signs attestations with.
 pub const SIGNING_KEY_SCHEMA: &str = "verdict.signing-key/v1";
@@ -94,6 +94,14 @@ fn attest_error(e: AttestError) -> EngineError {
     EngineError::Invalid {
         what: "attestation",
         message: e.to_string(),
+    }
+}
+
+/// The store's clock as the exports name it.
+const fn export_clock(clock: StoreClock) -> verdict_attest::Clock {
+    match clock {
+        StoreClock::System => verdict_attest::Clock::System,
+        StoreClock::Manual => verdict_attest::Clock::Manual,
     }
 }
 
@@ -211,6 +219,7 @@ impl Engine {
                 decision: &decision_value,
                 bundle: &bundle,
                 include_bundle,
+                clock: export_clock(self.clock().await?),
                 verifier_version: BTreeMap::from([(
                     "verdict".to_owned(),
                     env!("CARGO_PKG_VERSION").to_owned(),
@@ -298,7 +307,8 @@ impl Engine {
             .iter()
             .map(Stored::value)
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        verdict_attest::junit::junit(&subject, &evidence).map_err(attest_error)
+        let clock = export_clock(self.clock().await?);
+        verdict_attest::junit::junit(&subject, &evidence, clock).map_err(attest_error)
     }
 
     /// GitHub check-run and commit-status bodies for `execution` about commit `head_sha`: the
@@ -323,6 +333,8 @@ impl Engine {
             Some(view) => Applicable::Decision(&view.decision),
             None => Applicable::None(&why),
         };
-        verdict_attest::github::payloads(&self.gate, head_sha, applicable).map_err(attest_error)
+        let clock = export_clock(self.clock().await?);
+        verdict_attest::github::payloads(&self.gate, head_sha, applicable, clock)
+            .map_err(attest_error)
     }
 }

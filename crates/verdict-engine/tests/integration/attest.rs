@@ -50,6 +50,14 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         let a = w.engine.attest(&w.ops, &eval, &old, true).await.unwrap();
         let report = verdict_attest::verify(a.jsonl.as_bytes(), &[old.verifying_key()]).unwrap();
         assert_eq!(report.outcome, Outcome::Pass);
+        // The test store keeps a manual clock: the summary says so, and a relying party
+        // refuses it unless it allows a manual clock.
+        assert_eq!(report.clock, verdict_attest::Clock::Manual);
+        assert_eq!(
+            report.refusals(&report.time_verified, false),
+            [verdict_attest::Refusal::ManualClock]
+        );
+        assert!(report.refusals(&report.time_verified, true).is_empty());
         assert!(report.replayed);
         assert_eq!(report.test_results, 1);
         assert!(
@@ -235,7 +243,18 @@ async fn exports_follow_the_applicable_decision() {
         let p = w.engine.github_payloads(&w.ops, EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "success");
         assert_eq!(p.commit_status.state, "success");
+        // A manual-clock store never says success without saying whose time it was.
+        assert_eq!(p.clock, verdict_attest::Clock::Manual);
+        assert!(p.check_run.output.title.contains("manual clock"), "{p:?}");
+        assert!(
+            p.commit_status.description.contains("manual clock"),
+            "{p:?}"
+        );
         let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
+        assert!(
+            xml.contains("<property name=\"clock\" value=\"manual\"/>"),
+            "{xml}"
+        );
         assert!(
             xml.contains("tests=\"1\" failures=\"0\" errors=\"0\""),
             "{xml}"
