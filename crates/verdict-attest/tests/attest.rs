@@ -17,7 +17,7 @@ use verdict_attest::dsse::{Envelope, b64_encode, pae};
 use verdict_attest::github::{Applicable, payloads};
 use verdict_attest::statement::{GATE_EXTENSION, PAYLOAD_TYPE, Statement, VerificationSummary};
 use verdict_attest::{AttestError, Clock, DecisionInput, Refusal, attest, junit, keys, verify};
-use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
+use verdict_core::contracts::{GateDecision, Outcome, Subject, Timestamp};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -604,46 +604,58 @@ fn an_independent_implementation_verifies_the_envelopes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The merge-gate bundle and its pass, with the subject it is about.
+fn merge_gate() -> (Value, GateDecision, Subject) {
+    let (bundle, decision) = decided("merge-gate/bundle.json");
+    let subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    (bundle, serde_json::from_value(decision).unwrap(), subject)
+}
+
 #[test]
-fn junit_reports_every_evidence_and_every_missing_check() {
-    let (bundle, _) = decided("rework/bundle.json");
-    let evidence = bundle["evidence"].as_array().unwrap().clone();
-    let xml = junit::junit(&bundle["subject"], &evidence, Clock::System).unwrap();
+fn junit_reports_counted_evidence_every_missing_check_and_the_decision() {
+    let (bundle, pass, subject) = merge_gate();
+    let xml = junit::junit(
+        &bundle,
+        Applicable::Decision(&pass, &subject),
+        Clock::System,
+    )
+    .unwrap();
     assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"));
-    let fails = evidence.iter().filter(|e| e["outcome"] == "fail").count();
-    let errors = evidence.iter().filter(|e| e["outcome"] == "error").count();
-    let pinned: Vec<&str> = bundle["subject"]["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    let missing = pinned
-        .iter()
-        .filter(|id| !evidence.iter().any(|e| e["check"] == **id))
-        .count();
-    assert!(xml.contains(&format!(
-        "tests=\"{}\" failures=\"{fails}\" errors=\"{}\"",
-        evidence.len() + missing,
-        errors + missing
-    )));
-    assert_eq!(xml.matches("<testcase ").count(), evidence.len() + missing);
-    // Without its evidence, every pinned check is an error, never a silent pass.
-    let empty = junit::junit(&bundle["subject"], &[], Clock::System).unwrap();
-    assert_eq!(
-        empty.matches("type=\"evidence_missing\"").count(),
-        pinned.len()
-    );
-    // Evidence about another subject is refused.
-    let (other, _) = decided("merge-gate/bundle.json");
+    // One counted passing evidence and the passing decision.
     assert!(
-        junit::junit(
-            &bundle["subject"],
-            other["evidence"].as_array().unwrap(),
-            Clock::System
-        )
-        .is_err()
+        xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\""),
+        "{xml}"
     );
+    assert!(
+        xml.contains("classname=\"verdict.gate\" name=\"decision\""),
+        "{xml}"
+    );
+
+    // The decision that applies is not a pass, or none applies: never all green.
+    let rework: GateDecision = serde_json::from_value(decided("rework/bundle.json").1).unwrap();
+    let xml = junit::junit(
+        &bundle,
+        Applicable::Decision(&rework, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("failures=\"1\" errors=\"0\""), "{xml}");
+    assert!(xml.contains("message=\"the gate decided rework\""), "{xml}");
+    let xml = junit::junit(&bundle, Applicable::None("no decision yet"), Clock::System).unwrap();
+    assert!(xml.contains("failures=\"1\" errors=\"0\""), "{xml}");
+    assert!(xml.contains("type=\"no_decision\""), "{xml}");
+
+    // Without its evidence, every pinned check is an error, never a silent pass.
+    let mut empty = bundle.clone();
+    empty["evidence"] = serde_json::json!([]);
+    let xml = junit::junit(&empty, Applicable::None("x"), Clock::System).unwrap();
+    assert_eq!(xml.matches("type=\"evidence_missing\"").count(), 1, "{xml}");
+
+    // Evidence about another subject is refused.
+    let mut mixed = bundle.clone();
+    let (rework_bundle, _) = decided("rework/bundle.json");
+    mixed["evidence"] = rework_bundle["evidence"].clone();
+    assert!(junit::junit(&mixed, Applicable::None("x"), Clock::System).is_err());
     assert_eq!(
         junit::escape("a<b>&\"c'\u{1}\n"),
         "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}&#10;"
@@ -651,13 +663,66 @@ fn junit_reports_every_evidence_and_every_missing_check() {
 }
 
 #[test]
+fn evidence_the_gate_does_not_count_is_never_a_passing_test() {
+    let (bundle, _, subject) = merge_gate();
+    // The producer's own passing run of the check, in place of the runner's.
+    let mut own = bundle.clone();
+    own["evidence"][0]["produced_by"] =
+        serde_json::json!({"principal": subject.producer.principal.as_str(), "role": "producer"});
+    own["evidence"][0]["id"] = "ev-own".into();
+    let decision = verdict_core::gate::evaluate_value(&own);
+    assert_ne!(decision.outcome, Outcome::Pass);
+    let xml = junit::junit(
+        &own,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    // Skipped with the Gate's reason; the check it claims is missing; the decision fails.
+    assert!(
+        xml.contains("tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"1\""),
+        "{xml}"
+    );
+    assert!(xml.contains("<skipped message=\"not counted: "), "{xml}");
+    assert!(xml.contains("type=\"evidence_missing\""), "{xml}");
+    // The same with the runner's evidence beside it: the runner's counts, the producer's
+    // is still skipped, and the decision decides.
+    let mut both = bundle.clone();
+    let extra = own["evidence"][0].clone();
+    both["evidence"].as_array_mut().unwrap().push(extra);
+    let decision = verdict_core::gate::evaluate_value(&both);
+    let xml = junit::junit(
+        &both,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+    assert!(!xml.contains("type=\"evidence_missing\""), "{xml}");
+    // Stale evidence: skipped with evidence_stale, and the check is missing.
+    let mut stale = bundle.clone();
+    stale["evidence"][0]["freshness"] = serde_json::json!({"kind": "time", "max_age_s": 60});
+    let decision = verdict_core::gate::evaluate_value(&stale);
+    let xml = junit::junit(
+        &stale,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("evidence_stale"), "{xml}");
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+    assert!(xml.contains("type=\"evidence_missing\""), "{xml}");
+}
+
+#[test]
 fn github_payloads_say_success_only_for_an_applicable_pass() {
     let sha = "a".repeat(40);
     let outcome = |path: &str| -> GateDecision { serde_json::from_value(decided(path).1).unwrap() };
+    let subject = naming(&sha);
     let pass = payloads(
         "default",
         &sha,
-        Applicable::Decision(&outcome("merge-gate/bundle.json")),
+        Applicable::Decision(&outcome("merge-gate/bundle.json"), &subject),
         Clock::System,
     )
     .unwrap();
@@ -678,7 +743,7 @@ fn github_payloads_say_success_only_for_an_applicable_pass() {
         let p = payloads(
             "default",
             &sha,
-            Applicable::Decision(&outcome(path)),
+            Applicable::Decision(&outcome(path), &subject),
             Clock::System,
         )
         .unwrap();
@@ -707,14 +772,119 @@ fn github_payloads_say_success_only_for_an_applicable_pass() {
     );
 }
 
+/// The merge-gate subject with a work item naming commit `sha`.
+fn naming(sha: &str) -> Subject {
+    let (bundle, _) = decided("merge-gate/bundle.json");
+    let mut subject: Subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    subject.work_items.push(
+        serde_json::from_value(serde_json::json!({"kind": "commit", "id": "repo", "version": sha}))
+            .unwrap(),
+    );
+    subject
+}
+
+#[test]
+fn a_decision_is_posted_only_on_a_commit_its_subject_names() {
+    let d: GateDecision = serde_json::from_value(decided("merge-gate/bundle.json").1).unwrap();
+    let named = "d".repeat(40);
+    let subject = naming(&named);
+    let ok = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(ok.check_run.conclusion, "success");
+    // A work item's version in capitals names the same commit.
+    let upper = naming(&"D".repeat(40));
+    let ok = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &upper),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(ok.commit_status.state, "success");
+    // Any other commit: the pass is not posted on it, and the payloads say why.
+    for other in [
+        "e".repeat(40),
+        "d".repeat(64),
+        format!("{}e", "d".repeat(39)),
+    ] {
+        let p = payloads(
+            "default",
+            &other,
+            Applicable::Decision(&d, &subject),
+            Clock::System,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                p.check_run.conclusion.as_str(),
+                p.commit_status.state.as_str()
+            ),
+            ("failure", "failure"),
+            "{other}"
+        );
+        assert!(
+            p.check_run.output.summary.contains("does not name commit"),
+            "{p:?}"
+        );
+        assert_eq!(p.check_run.external_id, None);
+    }
+    // A subject with no commit at all names none.
+    let (bundle, _) = decided("merge-gate/bundle.json");
+    let bare: Subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    let p = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "failure");
+    // A 64-digit SHA names a resource whose SHA-256 it is, and only a 64-digit one.
+    let hex = bare.resources[0].digest.as_str()["sha256:".len()..].to_owned();
+    let p = payloads(
+        "default",
+        &hex,
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "success");
+    let p = payloads(
+        "default",
+        &hex[..40],
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "failure");
+}
+
 #[test]
 fn exports_from_a_manual_clock_say_so() {
     let sha = "b".repeat(40);
     let d: GateDecision = serde_json::from_value(decided("merge-gate/bundle.json").1).unwrap();
-    let system = payloads("default", &sha, Applicable::Decision(&d), Clock::System).unwrap();
+    let subject = naming(&sha);
+    let system = payloads(
+        "default",
+        &sha,
+        Applicable::Decision(&d, &subject),
+        Clock::System,
+    )
+    .unwrap();
     assert_eq!(system.clock, Clock::System);
     assert!(!system.check_run.output.title.contains("manual"));
-    let manual = payloads("default", &sha, Applicable::Decision(&d), Clock::Manual).unwrap();
+    let manual = payloads(
+        "default",
+        &sha,
+        Applicable::Decision(&d, &subject),
+        Clock::Manual,
+    )
+    .unwrap();
     assert_eq!(manual.clock, Clock::Manual);
     // Still the Gate's conclusion, but never a success that does not say whose time it was.
     assert_eq!(manual.check_run.conclusion, "success");
@@ -729,13 +899,12 @@ fn exports_from_a_manual_clock_say_so() {
     assert_eq!(json["clock"], "manual");
 
     let (bundle, _) = decided("merge-gate/bundle.json");
-    let evidence = bundle["evidence"].as_array().unwrap().clone();
-    let xml = junit::junit(&bundle["subject"], &evidence, Clock::Manual).unwrap();
+    let xml = junit::junit(&bundle, Applicable::Decision(&d, &subject), Clock::Manual).unwrap();
     assert!(
         xml.contains("<property name=\"clock\" value=\"manual\"/>"),
         "{xml}"
     );
-    let xml = junit::junit(&bundle["subject"], &evidence, Clock::System).unwrap();
+    let xml = junit::junit(&bundle, Applicable::Decision(&d, &subject), Clock::System).unwrap();
     assert!(
         xml.contains("<property name=\"clock\" value=\"system\"/>"),
         "{xml}"

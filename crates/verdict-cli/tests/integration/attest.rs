@@ -254,9 +254,30 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 &gh,
             ],
         );
+        // The quickstart's subject names no such commit: no success is posted on it.
         let p: Value = serde_json::from_slice(&std::fs::read(&gh).unwrap()).unwrap();
-        assert_eq!(p["check_run"]["conclusion"], "success");
-        assert_eq!(p["commit_status"]["state"], "success");
+        assert_eq!(p["check_run"]["conclusion"], "failure", "{p}");
+        assert_eq!(p["commit_status"]["state"], "failure", "{p}");
+        // It names its change by the SHA-256 of the bytes, which a 64-digit commit name may be.
+        let named = verdict_core::digest::raw(b"greet: v2 escapes the name");
+        let sha = named.as_str().strip_prefix("sha256:").unwrap();
+        env.ok(
+            Some(&ops),
+            &[
+                "export",
+                "github",
+                "quickstart-1",
+                "--gate",
+                "quickstart",
+                "--head-sha",
+                sha,
+                "--out",
+                &gh,
+            ],
+        );
+        let p: Value = serde_json::from_slice(&std::fs::read(&gh).unwrap()).unwrap();
+        assert_eq!(p["check_run"]["conclusion"], "success", "{p}");
+        assert_eq!(p["commit_status"]["state"], "success", "{p}");
         let out = env.run(
             Some(&ops),
             &[
