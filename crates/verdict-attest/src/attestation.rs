@@ -9,10 +9,10 @@ use crate::dsse::Envelope;
 use crate::error::AttestError;
 use crate::keys::key_id;
 use crate::statement::{
-    CheckExtension, DocumentRef, FAILED, GATE_PASS_LEVEL, GateExtension, PASSED, PAYLOAD_TYPE,
-    ResourceDescriptor, STATEMENT_TYPE, SUBJECT_NAME, Statement, TEST_RESULT_PREDICATE, TestResult,
-    VERDICT_URI, VERIFIER_ID, VSA_PREDICATE, VerificationSummary, VsaVerifier, digest_set,
-    document_ref, hex_of,
+    CheckExtension, Clock, DocumentRef, FAILED, GATE_PASS_LEVEL, GateExtension, PASSED,
+    PAYLOAD_TYPE, ResourceDescriptor, STATEMENT_TYPE, SUBJECT_NAME, Statement,
+    TEST_RESULT_PREDICATE, TestResult, VERDICT_URI, VERIFIER_ID, VSA_PREDICATE,
+    VerificationSummary, VsaVerifier, digest_set, document_ref, hex_of,
 };
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,8 @@ pub struct DecisionInput<'a> {
     pub bundle: &'a Value,
     /// Whether to embed the bundle, so a verifier can re-evaluate it.
     pub include_bundle: bool,
+    /// The clock of the store that made the decision.
+    pub clock: Clock,
     /// Component name to version, for the summary's `verifier.version`.
     pub verifier_version: BTreeMap<String, String>,
 }
@@ -198,6 +200,7 @@ pub fn attest(input: &DecisionInput<'_>, key: &SigningKey) -> Result<Attestation
         verified_levels: vec![if pass { GATE_PASS_LEVEL } else { FAILED }.to_owned()],
         gate: GateExtension {
             gate: input.gate.to_owned(),
+            clock: input.clock,
             outcome: decision.outcome,
             reasons: decision.reasons.clone(),
             evaluation_key: evaluation_key.clone(),
@@ -253,6 +256,74 @@ pub struct Report {
     pub test_results: usize,
     /// Whether an embedded bundle was re-evaluated and reproduced the decision.
     pub replayed: bool,
+    /// The clock of the store that decided.
+    pub clock: Clock,
+    /// The Gate's `now` for the decision (`timeVerified`).
+    pub time_verified: Timestamp,
+    /// On a pass that read time-sensitive evidence, the first instant it no longer applies.
+    pub valid_until: Option<Timestamp>,
+}
+
+/// Why a verified attestation is still not a pass to rely on at some instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "refusal", rename_all = "snake_case")]
+pub enum Refusal {
+    /// The decision is not `pass`.
+    NotPassed {
+        /// What it is.
+        outcome: Outcome,
+    },
+    /// The pass stopped applying at `valid_until`, at or before the instant asked about.
+    Expired {
+        /// When it stopped applying.
+        valid_until: Timestamp,
+    },
+    /// The decision was made on a store whose time the caller chose.
+    ManualClock,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotPassed { outcome } => {
+                write!(f, "the decision is {}, not pass", outcome.as_str())
+            }
+            Self::Expired { valid_until } => {
+                write!(f, "expired: the pass stopped applying at {valid_until}")
+            }
+            Self::ManualClock => f.write_str(
+                "made on a store with a manual clock: its time was chosen by the caller",
+            ),
+        }
+    }
+}
+
+impl Report {
+    /// Everything that keeps this verified file from being a pass to rely on at `now` (the
+    /// relying party's instant; this crate reads no clock). Empty only for a pass from a store on
+    /// a real clock (or, with `allow_manual_clock`, any clock) whose `valid_until`, if any, is
+    /// after `now`.
+    #[must_use]
+    pub fn refusals(&self, now: &Timestamp, allow_manual_clock: bool) -> Vec<Refusal> {
+        let mut out = Vec::new();
+        if self.outcome != Outcome::Pass {
+            out.push(Refusal::NotPassed {
+                outcome: self.outcome,
+            });
+        }
+        if let Some(until) = &self.valid_until {
+            // `valid_until` is exclusive: at that instant the pass no longer applies.
+            if now.unix_nanos() >= until.unix_nanos() {
+                out.push(Refusal::Expired {
+                    valid_until: until.clone(),
+                });
+            }
+        }
+        if self.clock == Clock::Manual && !allow_manual_clock {
+            out.push(Refusal::ManualClock);
+        }
+        out
+    }
 }
 
 fn content(message: impl Into<String>) -> AttestError {
@@ -313,7 +384,11 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
     let Some((subject, vsa)) = summary else {
         return Err(content("the file holds no verification summary"));
     };
-    let (subject_digest, replayed) = check_summary(&subject, &vsa)?;
+    let (subject_digest, replayed, valid_until) = check_summary(&subject, &vsa)?;
+    let time_verified: Timestamp = vsa
+        .time_verified
+        .parse()
+        .map_err(|e| content(format!("timeVerified: {e}")))?;
     let inputs: BTreeSet<&DocumentRef> = vsa.input_attestations.iter().collect();
     let mut reported = BTreeSet::new();
     for (line, s, r) in &results {
@@ -358,14 +433,18 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
         key_ids,
         test_results: results.len(),
         replayed,
+        clock: vsa.gate.clock,
+        time_verified,
+        valid_until,
     })
 }
 
 /// The summary agrees with its own decision, and the decision with its bundle when embedded.
+/// Returns the subject, whether the bundle was replayed, and the decision's `valid_until`.
 fn check_summary(
     subject: &[ResourceDescriptor],
     vsa: &VerificationSummary,
-) -> Result<(Digest, bool), AttestError> {
+) -> Result<(Digest, bool, Option<Timestamp>), AttestError> {
     let ext = &vsa.gate;
     let decision: GateDecision =
         decode_plain(&ext.decision).map_err(|e| content(format!("embedded decision: {e}")))?;
@@ -420,8 +499,9 @@ fn check_summary(
     {
         return Err(content("policy or resourceUri differ from the decision"));
     }
+    let valid_until = decision.valid_until.clone();
     let Some(bundle) = &ext.bundle else {
-        return Ok((subject_digest, false));
+        return Ok((subject_digest, false, valid_until));
     };
     replay(bundle, &ext.decision)?;
     let items = BundleItems::read(bundle).map_err(|e| AttestError::Replay(e.to_string()))?;
@@ -433,7 +513,7 @@ fn check_summary(
             "subject, inputs or time verified differ from the embedded bundle".into(),
         ));
     }
-    Ok((subject_digest, true))
+    Ok((subject_digest, true, valid_until))
 }
 
 fn check_test_result(r: &TestResult, subject: &Digest) -> Result<(), AttestError> {

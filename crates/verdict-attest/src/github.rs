@@ -1,11 +1,12 @@
 //! A decision as GitHub check-run and commit-status request bodies, written to a file for
-//! whatever posts them. Only `pass` is ever `success`; a decision that no longer applies, or no
-//! decision at all, asks for action instead.
+//! whatever posts them. Only `pass` is ever `success`, and only on a commit the decided subject
+//! names; a decision that no longer applies, or no decision at all, asks for action instead.
 
 use crate::error::AttestError;
+use crate::statement::Clock;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use verdict_core::contracts::{GateDecision, Outcome};
+use verdict_core::contracts::{GateDecision, Outcome, Subject};
 
 /// The body of a check-run creation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -50,6 +51,9 @@ pub struct CommitStatus {
 /// Both payloads, as written to the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GithubPayloads {
+    /// The clock of the store that decided; on `manual` the title, summary and description
+    /// say so too, since only these reach the people reading the check.
+    pub clock: Clock,
     /// For `POST /repos/{owner}/{repo}/check-runs`.
     pub check_run: CheckRun,
     /// For `POST /repos/{owner}/{repo}/statuses/{sha}`.
@@ -59,8 +63,8 @@ pub struct GithubPayloads {
 /// The decision that applies now, or why none does.
 #[derive(Debug, Clone, Copy)]
 pub enum Applicable<'a> {
-    /// This decision applies.
-    Decision(&'a GateDecision),
+    /// This decision applies; it is about this subject.
+    Decision(&'a GateDecision, &'a Subject),
     /// None applies; the text says why.
     None(&'a str),
 }
@@ -74,11 +78,32 @@ fn shorten(text: &str, max: usize) -> String {
     out
 }
 
-/// The payloads for `gate` about commit `head_sha` (40 or 64 lowercase hex digits).
+/// Whether `subject` names commit `sha`: a work item whose `version` is the SHA (hex, any
+/// case), or, for a 64-digit SHA, a resource whose digest it is (a SHA-256 repository names an
+/// object by the SHA-256 of its bytes). Nothing else ties a decision to a commit.
+#[must_use]
+pub fn names_commit(subject: &Subject, sha: &str) -> bool {
+    subject
+        .work_items
+        .iter()
+        .any(|w| w.version.as_str().eq_ignore_ascii_case(sha))
+        || (sha.len() == 64
+            && subject
+                .resources
+                .iter()
+                .any(|r| r.digest.as_str().strip_prefix("sha256:") == Some(sha)))
+}
+
+/// What a manual-clock store's payloads say first, in the title and the summary.
+pub const MANUAL_CLOCK_NOTE: &str = "manual clock: the time was chosen by the caller";
+
+/// The payloads for `gate` about commit `head_sha` (40 or 64 lowercase hex digits), from a
+/// store keeping `clock`.
 pub fn payloads(
     gate: &str,
     head_sha: &str,
     applicable: Applicable<'_>,
+    clock: Clock,
 ) -> Result<GithubPayloads, AttestError> {
     if !matches!(head_sha.len(), 40 | 64)
         || !head_sha
@@ -91,7 +116,24 @@ pub fn payloads(
     }
     let name = format!("verdict/{gate}");
     let (conclusion, state, title, summary, text, external_id) = match applicable {
-        Applicable::Decision(d) => {
+        // A decision is about the commit its subject names and no other: posting it on another
+        // commit would let a pass float to code nobody verified.
+        Applicable::Decision(d, subject) if !names_commit(subject, head_sha) => {
+            let about = d.subject_digest.as_ref().map_or("(none)", |s| s.as_str());
+            let why = format!(
+                "Gate {gate} decided {} for subject {about}, which does not name commit {head_sha} (no work item's version, and no resource's digest, is it); nothing was decided about this commit.",
+                d.outcome.as_str()
+            );
+            (
+                "failure",
+                "failure",
+                "verdict: this commit was not decided".to_owned(),
+                why.clone(),
+                why,
+                None,
+            )
+        }
+        Applicable::Decision(d, _) => {
             let (conclusion, state) = match d.outcome {
                 Outcome::Pass => ("success", "success"),
                 Outcome::Rework => ("failure", "failure"),
@@ -136,7 +178,19 @@ pub fn payloads(
             None,
         ),
     };
+    // A simulated time never reads as a real decision on the commit: the note comes first in
+    // the title (and so the status description), where a shortened text still keeps it.
+    let (title, summary) = match clock {
+        Clock::System => (title, summary),
+        Clock::Manual => (
+            format!("[{MANUAL_CLOCK_NOTE}] {title}"),
+            format!(
+                "This store keeps a {MANUAL_CLOCK_NOTE}; nothing here was decided at a real time. {summary}"
+            ),
+        ),
+    };
     Ok(GithubPayloads {
+        clock,
         check_run: CheckRun {
             name: name.clone(),
             head_sha: head_sha.to_owned(),

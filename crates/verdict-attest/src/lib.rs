@@ -38,5 +38,6 @@ pub mod junit;
 pub mod keys;
 pub mod statement;
 
-pub use attestation::{Attestation, DecisionInput, Report, attest, verify};
+pub use attestation::{Attestation, DecisionInput, Refusal, Report, attest, verify};
 pub use error::AttestError;
+pub use statement::Clock;

@@ -39,6 +39,28 @@ pub const FAILED: &str = "FAILED";
 /// they do not start with `SLSA_`; this one says only that verdict's Gate decided `pass`.
 pub const GATE_PASS_LEVEL: &str = "VERDICT_GATE_PASS";
 
+/// Which clock the store that made a decision keeps. On a manual clock the decision's time was
+/// chosen by whoever ran it, so nothing made there is a real-time claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// The system (on PostgreSQL, the database's) clock.
+    System,
+    /// A clock the caller sets, for tests and simulations.
+    Manual,
+}
+
+impl Clock {
+    /// The wire name.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::Manual => "manual",
+        }
+    }
+}
+
 /// A digest set: algorithm name to lowercase hex.
 pub type DigestSet = BTreeMap<String, String>;
 
@@ -123,6 +145,9 @@ pub struct VerificationSummary {
 pub struct GateExtension {
     /// The gate's name.
     pub gate: String,
+    /// The clock of the store that decided: a `manual` one means `timeVerified` was chosen by
+    /// the caller. Required, so a file that does not say is not read as a real-time claim.
+    pub clock: Clock,
     /// The outcome: `pass | rework | human_required | blocked`.
     pub outcome: Outcome,
     /// Every reason, as in the decision.

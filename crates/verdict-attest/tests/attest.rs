@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use verdict_attest::dsse::{Envelope, b64_encode, pae};
 use verdict_attest::github::{Applicable, payloads};
 use verdict_attest::statement::{GATE_EXTENSION, PAYLOAD_TYPE, Statement, VerificationSummary};
-use verdict_attest::{AttestError, DecisionInput, attest, junit, keys, verify};
-use verdict_core::contracts::{GateDecision, Outcome};
+use verdict_attest::{AttestError, Clock, DecisionInput, Refusal, attest, junit, keys, verify};
+use verdict_core::contracts::{GateDecision, Outcome, Subject, Timestamp};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -42,14 +42,29 @@ fn decided(path: &str) -> (Value, Value) {
 
 fn attest_file(path: &str, include_bundle: bool, signer: &SigningKey) -> String {
     let (bundle, decision) = decided(path);
+    attest_bundle(&bundle, &decision, include_bundle, signer, Clock::System)
+}
+
+fn attest_bundle(
+    bundle: &Value,
+    decision: &Value,
+    include_bundle: bool,
+    signer: &SigningKey,
+    clock: Clock,
+) -> String {
     let input = DecisionInput {
         gate: "default",
-        decision: &decision,
-        bundle: &bundle,
+        decision,
+        bundle,
         include_bundle,
         verifier_version: BTreeMap::from([("verdict".to_owned(), "0.1.0".to_owned())]),
+        clock,
     };
     attest(&input, signer).unwrap().to_jsonl().unwrap()
+}
+
+fn at(t: &str) -> Timestamp {
+    t.parse().unwrap()
 }
 
 #[test]
@@ -238,6 +253,7 @@ fn a_decision_attests_and_verifies_with_replay() {
                 bundle: &bundle,
                 include_bundle: true,
                 verifier_version: BTreeMap::new(),
+                clock: Clock::System,
             };
             assert!(attest(&input, &k).is_err(), "{path}");
             continue;
@@ -246,7 +262,115 @@ fn a_decision_attests_and_verifies_with_replay() {
         let report = verify(file.as_bytes(), &[k.verifying_key()]).unwrap();
         assert_eq!(report.outcome, outcome);
         assert_eq!(report.verification_result, "FAILED");
+        // Verified, but never a pass to rely on, at any instant.
+        assert_eq!(
+            report.refusals(&at("2026-11-30T12:00:00Z"), true),
+            [Refusal::NotPassed { outcome }]
+        );
     }
+}
+
+/// The merge-gate bundle with its check evidence made time-sensitive: observed at 11:50 and
+/// stale 900 s later, so the pass decided at 12:00 is valid until 12:05.
+fn timed_pass() -> (Value, Value) {
+    let mut bundle = example("merge-gate/bundle.json");
+    for e in bundle["evidence"].as_array_mut().unwrap() {
+        e["freshness"] = serde_json::json!({"kind": "time", "max_age_s": 900});
+    }
+    let decision = verdict_core::gate::evaluate_value(&bundle);
+    assert_eq!(decision.outcome, Outcome::Pass);
+    let value = serde_json::from_slice(&decision.canonical_bytes().unwrap()).unwrap();
+    (bundle, value)
+}
+
+#[test]
+fn a_pass_is_relied_on_only_before_its_valid_until() {
+    let k = key(20);
+    let (bundle, decision) = timed_pass();
+    for include_bundle in [true, false] {
+        let file = attest_bundle(&bundle, &decision, include_bundle, &k, Clock::System);
+        let report = verify(file.as_bytes(), &[k.verifying_key()]).unwrap();
+        assert_eq!(report.valid_until, Some(at("2026-11-30T12:05:00Z")));
+        assert_eq!(report.time_verified, at("2026-11-30T12:00:00Z"));
+        assert_eq!(report.clock, Clock::System);
+        assert!(
+            report
+                .refusals(&at("2026-11-30T12:04:59.999Z"), false)
+                .is_empty()
+        );
+        // At valid_until the pass no longer applies (the bound is exclusive), nor after it.
+        for later in ["2026-11-30T12:05:00Z", "2027-01-01T00:00:00Z"] {
+            assert_eq!(
+                report.refusals(&at(later), false),
+                [Refusal::Expired {
+                    valid_until: at("2026-11-30T12:05:00Z")
+                }],
+                "{later}"
+            );
+        }
+    }
+    // A pass of content evidence only has no valid_until, and a verifier says so.
+    let file = attest_file("merge-gate/bundle.json", true, &k);
+    let report = verify(file.as_bytes(), &[k.verifying_key()]).unwrap();
+    assert_eq!(report.valid_until, None);
+    assert!(
+        report
+            .refusals(&at("2030-01-01T00:00:00Z"), false)
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_manual_clock_is_named_in_the_summary_and_refused_unless_allowed() {
+    let k = key(21);
+    let (bundle, decision) = timed_pass();
+    let file = attest_bundle(&bundle, &decision, true, &k, Clock::Manual);
+    let first = Envelope::from_json(file.lines().next().unwrap().as_bytes()).unwrap();
+    let body = first
+        .verify(&[k.verifying_key()], PAYLOAD_TYPE)
+        .unwrap()
+        .body;
+    let raw: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(raw["predicate"][GATE_EXTENSION]["clock"], "manual");
+    let report = verify(file.as_bytes(), &[k.verifying_key()]).unwrap();
+    assert_eq!(report.clock, Clock::Manual);
+    let before = at("2026-11-30T12:01:00Z");
+    assert_eq!(report.refusals(&before, false), [Refusal::ManualClock]);
+    assert!(report.refusals(&before, true).is_empty());
+    // Allowing a manual clock never lets an expired pass through.
+    assert_eq!(
+        report.refusals(&at("2026-11-30T12:06:00Z"), true),
+        [Refusal::Expired {
+            valid_until: at("2026-11-30T12:05:00Z")
+        }]
+    );
+    // A system-clock store says so as well.
+    let system = attest_bundle(&bundle, &decision, true, &k, Clock::System);
+    let first = Envelope::from_json(system.lines().next().unwrap().as_bytes()).unwrap();
+    let body = first
+        .verify(&[k.verifying_key()], PAYLOAD_TYPE)
+        .unwrap()
+        .body;
+    let raw: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(raw["predicate"][GATE_EXTENSION]["clock"], "system");
+    // A summary that does not name its clock, or names another, is refused, even signed.
+    let silent = resign(&file, &k, |s| {
+        s["predicate"][GATE_EXTENSION]
+            .as_object_mut()
+            .unwrap()
+            .remove("clock");
+    });
+    assert!(matches!(
+        verify(silent.as_bytes(), &[k.verifying_key()]),
+        Err(AttestError::Content(_))
+    ));
+    let odd = resign(&file, &k, |s| {
+        s["predicate"][GATE_EXTENSION]["clock"] = "simulated".into();
+    });
+    assert!(matches!(
+        verify(odd.as_bytes(), &[k.verifying_key()]),
+        Err(AttestError::Content(_))
+    ));
 }
 
 /// Rewrites the summary of `file` with `change`, re-signed by `k`: a signer can sign anything,
@@ -359,6 +483,7 @@ fn an_inconsistent_bundle_is_never_attested() {
         bundle: &bundle,
         include_bundle: true,
         verifier_version: BTreeMap::new(),
+        clock: Clock::System,
     };
     assert!(matches!(
         attest(&input, &key(9)),
@@ -479,39 +604,58 @@ fn an_independent_implementation_verifies_the_envelopes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The merge-gate bundle and its pass, with the subject it is about.
+fn merge_gate() -> (Value, GateDecision, Subject) {
+    let (bundle, decision) = decided("merge-gate/bundle.json");
+    let subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    (bundle, serde_json::from_value(decision).unwrap(), subject)
+}
+
 #[test]
-fn junit_reports_every_evidence_and_every_missing_check() {
-    let (bundle, _) = decided("rework/bundle.json");
-    let evidence = bundle["evidence"].as_array().unwrap().clone();
-    let xml = junit::junit(&bundle["subject"], &evidence).unwrap();
+fn junit_reports_counted_evidence_every_missing_check_and_the_decision() {
+    let (bundle, pass, subject) = merge_gate();
+    let xml = junit::junit(
+        &bundle,
+        Applicable::Decision(&pass, &subject),
+        Clock::System,
+    )
+    .unwrap();
     assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"));
-    let fails = evidence.iter().filter(|e| e["outcome"] == "fail").count();
-    let errors = evidence.iter().filter(|e| e["outcome"] == "error").count();
-    let pinned: Vec<&str> = bundle["subject"]["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    let missing = pinned
-        .iter()
-        .filter(|id| !evidence.iter().any(|e| e["check"] == **id))
-        .count();
-    assert!(xml.contains(&format!(
-        "tests=\"{}\" failures=\"{fails}\" errors=\"{}\"",
-        evidence.len() + missing,
-        errors + missing
-    )));
-    assert_eq!(xml.matches("<testcase ").count(), evidence.len() + missing);
-    // Without its evidence, every pinned check is an error, never a silent pass.
-    let empty = junit::junit(&bundle["subject"], &[]).unwrap();
-    assert_eq!(
-        empty.matches("type=\"evidence_missing\"").count(),
-        pinned.len()
+    // One counted passing evidence and the passing decision.
+    assert!(
+        xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\""),
+        "{xml}"
     );
+    assert!(
+        xml.contains("classname=\"verdict.gate\" name=\"decision\""),
+        "{xml}"
+    );
+
+    // The decision that applies is not a pass, or none applies: never all green.
+    let rework: GateDecision = serde_json::from_value(decided("rework/bundle.json").1).unwrap();
+    let xml = junit::junit(
+        &bundle,
+        Applicable::Decision(&rework, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("failures=\"1\" errors=\"0\""), "{xml}");
+    assert!(xml.contains("message=\"the gate decided rework\""), "{xml}");
+    let xml = junit::junit(&bundle, Applicable::None("no decision yet"), Clock::System).unwrap();
+    assert!(xml.contains("failures=\"1\" errors=\"0\""), "{xml}");
+    assert!(xml.contains("type=\"no_decision\""), "{xml}");
+
+    // Without its evidence, every pinned check is an error, never a silent pass.
+    let mut empty = bundle.clone();
+    empty["evidence"] = serde_json::json!([]);
+    let xml = junit::junit(&empty, Applicable::None("x"), Clock::System).unwrap();
+    assert_eq!(xml.matches("type=\"evidence_missing\"").count(), 1, "{xml}");
+
     // Evidence about another subject is refused.
-    let (other, _) = decided("merge-gate/bundle.json");
-    assert!(junit::junit(&bundle["subject"], other["evidence"].as_array().unwrap()).is_err());
+    let mut mixed = bundle.clone();
+    let (rework_bundle, _) = decided("rework/bundle.json");
+    mixed["evidence"] = rework_bundle["evidence"].clone();
+    assert!(junit::junit(&mixed, Applicable::None("x"), Clock::System).is_err());
     assert_eq!(
         junit::escape("a<b>&\"c'\u{1}\n"),
         "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}&#10;"
@@ -519,13 +663,67 @@ fn junit_reports_every_evidence_and_every_missing_check() {
 }
 
 #[test]
+fn evidence_the_gate_does_not_count_is_never_a_passing_test() {
+    let (bundle, _, subject) = merge_gate();
+    // The producer's own passing run of the check, in place of the runner's.
+    let mut own = bundle.clone();
+    own["evidence"][0]["produced_by"] =
+        serde_json::json!({"principal": subject.producer.principal.as_str(), "role": "producer"});
+    own["evidence"][0]["id"] = "ev-own".into();
+    let decision = verdict_core::gate::evaluate_value(&own);
+    assert_ne!(decision.outcome, Outcome::Pass);
+    let xml = junit::junit(
+        &own,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    // Skipped with the Gate's reason; the check it claims is missing; the decision fails.
+    assert!(
+        xml.contains("tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"1\""),
+        "{xml}"
+    );
+    assert!(xml.contains("<skipped message=\"not counted: "), "{xml}");
+    assert!(xml.contains("type=\"evidence_missing\""), "{xml}");
+    // The same with the runner's evidence beside it: the runner's counts, the producer's
+    // is still skipped, and the decision decides.
+    let mut both = bundle.clone();
+    let extra = own["evidence"][0].clone();
+    both["evidence"].as_array_mut().unwrap().push(extra);
+    let decision = verdict_core::gate::evaluate_value(&both);
+    let xml = junit::junit(
+        &both,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+    assert!(!xml.contains("type=\"evidence_missing\""), "{xml}");
+    // Stale evidence: skipped with evidence_stale, and the check is missing.
+    let mut stale = bundle.clone();
+    stale["evidence"][0]["freshness"] = serde_json::json!({"kind": "time", "max_age_s": 60});
+    let decision = verdict_core::gate::evaluate_value(&stale);
+    let xml = junit::junit(
+        &stale,
+        Applicable::Decision(&decision, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert!(xml.contains("evidence_stale"), "{xml}");
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+    assert!(xml.contains("type=\"evidence_missing\""), "{xml}");
+}
+
+#[test]
 fn github_payloads_say_success_only_for_an_applicable_pass() {
     let sha = "a".repeat(40);
     let outcome = |path: &str| -> GateDecision { serde_json::from_value(decided(path).1).unwrap() };
+    let subject = naming(&sha);
     let pass = payloads(
         "default",
         &sha,
-        Applicable::Decision(&outcome("merge-gate/bundle.json")),
+        Applicable::Decision(&outcome("merge-gate/bundle.json"), &subject),
+        Clock::System,
     )
     .unwrap();
     assert_eq!(
@@ -542,14 +740,173 @@ fn github_payloads_say_success_only_for_an_applicable_pass() {
         ("human-required/bundle.json", "action_required", "pending"),
         ("blocked/bundle.json", "failure", "error"),
     ] {
-        let p = payloads("default", &sha, Applicable::Decision(&outcome(path))).unwrap();
+        let p = payloads(
+            "default",
+            &sha,
+            Applicable::Decision(&outcome(path), &subject),
+            Clock::System,
+        )
+        .unwrap();
         assert_eq!(p.check_run.conclusion, conclusion, "{path}");
         assert_eq!(p.commit_status.state, state, "{path}");
         assert!(p.commit_status.description.chars().count() <= 140);
     }
-    let none = payloads("default", &sha, Applicable::None("subject_moved")).unwrap();
+    let none = payloads(
+        "default",
+        &sha,
+        Applicable::None("subject_moved"),
+        Clock::System,
+    )
+    .unwrap();
     assert_eq!(none.check_run.conclusion, "action_required");
     assert_eq!(none.commit_status.state, "pending");
-    assert!(payloads("default", "HEAD", Applicable::None("x")).is_err());
-    assert!(payloads("default", &"A".repeat(40), Applicable::None("x")).is_err());
+    assert!(payloads("default", "HEAD", Applicable::None("x"), Clock::System).is_err());
+    assert!(
+        payloads(
+            "default",
+            &"A".repeat(40),
+            Applicable::None("x"),
+            Clock::System
+        )
+        .is_err()
+    );
+}
+
+/// The merge-gate subject with a work item naming commit `sha`.
+fn naming(sha: &str) -> Subject {
+    let (bundle, _) = decided("merge-gate/bundle.json");
+    let mut subject: Subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    subject.work_items.push(
+        serde_json::from_value(serde_json::json!({"kind": "commit", "id": "repo", "version": sha}))
+            .unwrap(),
+    );
+    subject
+}
+
+#[test]
+fn a_decision_is_posted_only_on_a_commit_its_subject_names() {
+    let d: GateDecision = serde_json::from_value(decided("merge-gate/bundle.json").1).unwrap();
+    let named = "d".repeat(40);
+    let subject = naming(&named);
+    let ok = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(ok.check_run.conclusion, "success");
+    // A work item's version in capitals names the same commit.
+    let upper = naming(&"D".repeat(40));
+    let ok = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &upper),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(ok.commit_status.state, "success");
+    // Any other commit: the pass is not posted on it, and the payloads say why.
+    for other in [
+        "e".repeat(40),
+        "d".repeat(64),
+        format!("{}e", "d".repeat(39)),
+    ] {
+        let p = payloads(
+            "default",
+            &other,
+            Applicable::Decision(&d, &subject),
+            Clock::System,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                p.check_run.conclusion.as_str(),
+                p.commit_status.state.as_str()
+            ),
+            ("failure", "failure"),
+            "{other}"
+        );
+        assert!(
+            p.check_run.output.summary.contains("does not name commit"),
+            "{p:?}"
+        );
+        assert_eq!(p.check_run.external_id, None);
+    }
+    // A subject with no commit at all names none.
+    let (bundle, _) = decided("merge-gate/bundle.json");
+    let bare: Subject = serde_json::from_value(bundle["subject"].clone()).unwrap();
+    let p = payloads(
+        "default",
+        &named,
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "failure");
+    // A 64-digit SHA names a resource whose SHA-256 it is, and only a 64-digit one.
+    let hex = bare.resources[0].digest.as_str()["sha256:".len()..].to_owned();
+    let p = payloads(
+        "default",
+        &hex,
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "success");
+    let p = payloads(
+        "default",
+        &hex[..40],
+        Applicable::Decision(&d, &bare),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(p.check_run.conclusion, "failure");
+}
+
+#[test]
+fn exports_from_a_manual_clock_say_so() {
+    let sha = "b".repeat(40);
+    let d: GateDecision = serde_json::from_value(decided("merge-gate/bundle.json").1).unwrap();
+    let subject = naming(&sha);
+    let system = payloads(
+        "default",
+        &sha,
+        Applicable::Decision(&d, &subject),
+        Clock::System,
+    )
+    .unwrap();
+    assert_eq!(system.clock, Clock::System);
+    assert!(!system.check_run.output.title.contains("manual"));
+    let manual = payloads(
+        "default",
+        &sha,
+        Applicable::Decision(&d, &subject),
+        Clock::Manual,
+    )
+    .unwrap();
+    assert_eq!(manual.clock, Clock::Manual);
+    // Still the Gate's conclusion, but never a success that does not say whose time it was.
+    assert_eq!(manual.check_run.conclusion, "success");
+    for text in [
+        &manual.check_run.output.title,
+        &manual.check_run.output.summary,
+        &manual.commit_status.description,
+    ] {
+        assert!(text.contains("manual clock"), "{text}");
+    }
+    let json = serde_json::to_value(&manual).unwrap();
+    assert_eq!(json["clock"], "manual");
+
+    let (bundle, _) = decided("merge-gate/bundle.json");
+    let xml = junit::junit(&bundle, Applicable::Decision(&d, &subject), Clock::Manual).unwrap();
+    assert!(
+        xml.contains("<property name=\"clock\" value=\"manual\"/>"),
+        "{xml}"
+    );
+    let xml = junit::junit(&bundle, Applicable::Decision(&d, &subject), Clock::System).unwrap();
+    assert!(
+        xml.contains("<property name=\"clock\" value=\"system\"/>"),
+        "{xml}"
+    );
 }

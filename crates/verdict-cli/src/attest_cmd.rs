@@ -5,6 +5,7 @@ use crate::lifecycle_cmd::{Common, Ctx, runtime};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use verdict_core::contracts::Timestamp;
 use verdict_core::digest::Digest;
 
 const AFTER: &str = "Examples:
@@ -12,9 +13,13 @@ const AFTER: &str = "Examples:
   verdict attest verify decision.intoto.jsonl --key attest.pub
 
 The file holds one DSSE envelope per line: the decision's SLSA verification summary, then one
-in-toto test result per check evidence. Verify exits 0 when every envelope is signed by a given
-key and says what its decision says (the embedded bundle, if any, re-evaluated), 1 when not,
-2 when the file or a key cannot be read.";
+in-toto test result per check evidence. Verify exits
+  0  only for a verified PASSED attestation, from a store on a real clock, still valid now
+     (before its valid_until, when it has one);
+  1  verified, but not a pass to rely on: FAILED, expired, or made on a store with a manual
+     clock (unless --allow-manual-clock); the output says which;
+  2  unverifiable: a signature, the payload type or the content does not check, or the file
+     or a key cannot be read.";
 
 /// `verdict attest`.
 #[derive(clap::Args)]
@@ -51,6 +56,14 @@ enum AttestCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Accept a decision made on a store with a manual clock (tests and simulations),
+        /// whose time the caller chose.
+        #[arg(long)]
+        allow_manual_clock: bool,
+        /// The instant to judge `valid_until` at (RFC 3339, UTC); default: this machine's
+        /// clock.
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
         #[command(flatten)]
         local: crate::remote::NoServer,
     },
@@ -59,10 +72,15 @@ enum AttestCommand {
 /// Runs `verdict attest`.
 pub fn run(args: &Args) -> Result<ExitCode> {
     if let Some(AttestCommand::Verify {
-        file, keys, json, ..
+        file,
+        keys,
+        json,
+        allow_manual_clock,
+        at,
+        ..
     }) = &args.verify
     {
-        return verify(file, keys, *json);
+        return verify(file, keys, *json, *allow_manual_clock, at.as_deref());
     }
     // Refused before the key file is read: it is never sent anywhere.
     crate::remote::refuse_remote(
@@ -96,36 +114,88 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn verify(file: &std::path::Path, keys: &[PathBuf], json: bool) -> Result<ExitCode> {
+/// This machine's clock, as a timestamp: the relying party's own instant, not a store's.
+fn local_now() -> Result<Timestamp> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("this machine's clock is before 1970")?;
+    Ok(Timestamp::from_unix_nanos(
+        i128::try_from(since.as_nanos()).context("this machine's clock is out of range")?,
+    ))
+}
+
+/// What `attest verify --json` prints: the verified report and how it was judged.
+#[derive(serde::Serialize)]
+struct Judged<'a> {
+    #[serde(flatten)]
+    report: &'a verdict_attest::Report,
+    /// The instant `valid_until` was judged at.
+    judged_at: &'a Timestamp,
+    /// Why it is not a pass to rely on; empty when it is.
+    refusals: Vec<verdict_attest::Refusal>,
+}
+
+fn verify(
+    file: &std::path::Path,
+    keys: &[PathBuf],
+    json: bool,
+    allow_manual_clock: bool,
+    at: Option<&str>,
+) -> Result<ExitCode> {
     let trusted = keys
         .iter()
         .map(|k| crate::key_cmd::read_public(k))
         .collect::<Result<Vec<_>>>()?;
+    let now = match at {
+        Some(t) => t.parse().map_err(|e| anyhow::anyhow!("--at {t:?}: {e}"))?,
+        None => local_now()?,
+    };
     let bytes = std::fs::read(file).with_context(|| format!("{}", file.display()))?;
-    match verdict_attest::verify(&bytes, &trusted) {
-        Ok(report) => {
-            if json {
-                outln!("{}", serde_json::to_string_pretty(&report)?)?;
-            } else {
-                outln!(
-                    "valid: {} ({}) for subject {}, evaluation key {}; {} check result(s); {}",
-                    report.verification_result,
-                    report.outcome.as_str(),
-                    report.subject_digest,
-                    report.evaluation_key,
-                    report.test_results,
-                    if report.replayed {
-                        "the embedded bundle reproduces the decision"
-                    } else {
-                        "no bundle embedded: the decision was not re-evaluated"
-                    }
-                )?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+    let report = match verdict_attest::verify(&bytes, &trusted) {
+        Ok(report) => report,
         Err(e) => {
-            outln!("invalid: {e}")?;
-            Ok(ExitCode::from(1))
+            outln!("unverifiable: {e}")?;
+            return Ok(ExitCode::from(2));
         }
+    };
+    let refusals = report.refusals(&now, allow_manual_clock);
+    if json {
+        let judged = Judged {
+            report: &report,
+            judged_at: &now,
+            refusals: refusals.clone(),
+        };
+        outln!("{}", serde_json::to_string_pretty(&judged)?)?;
+    } else {
+        let verdict = if refusals.is_empty() {
+            "valid".to_owned()
+        } else {
+            let why: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+            format!("verified but not a pass to rely on ({})", why.join("; "))
+        };
+        outln!(
+            "{verdict}: {} ({}) for subject {}, evaluation key {}; decided at {} on a {} clock; valid_until {}; {} check result(s); {}",
+            report.verification_result,
+            report.outcome.as_str(),
+            report.subject_digest,
+            report.evaluation_key,
+            report.time_verified,
+            report.clock.as_str(),
+            report.valid_until.as_ref().map_or_else(
+                || "none (no time-sensitive evidence)".to_owned(),
+                ToString::to_string
+            ),
+            report.test_results,
+            if report.replayed {
+                "the embedded bundle reproduces the decision"
+            } else {
+                "no bundle embedded: the decision was not re-evaluated"
+            }
+        )?;
     }
+    Ok(if refusals.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -396,11 +396,53 @@ pub enum ResultCommand {
 pub struct GateRunArgs {
     /// Execution id.
     execution: String,
-    /// Output format: json (the stored decision's canonical bytes) or text.
+    /// Output format: json (the stored decision's canonical bytes; on a store with a manual
+    /// clock, the run's report `{"clock": "manual", "inserted", "decision"}` instead, so a
+    /// simulated time is never read as a real decision) or text.
     #[arg(long, value_enum, default_value_t = crate::gate_cmd::Format::Json)]
     format: crate::gate_cmd::Format,
     #[command(flatten)]
     common: Common,
+}
+
+/// Prints a gate run: the decision, named with its store's clock when that clock is manual.
+fn print_gate_run(
+    format: crate::gate_cmd::Format,
+    clock: StoreClock,
+    inserted: bool,
+    decision_bytes: &str,
+    decision: &verdict_core::contracts::GateDecision,
+) -> Result<()> {
+    match (format, clock) {
+        (crate::gate_cmd::Format::Json, StoreClock::System) => outln!("{decision_bytes}")?,
+        (crate::gate_cmd::Format::Json, StoreClock::Manual) => {
+            let report = GateRunOutcome {
+                inserted,
+                clock,
+                decision: verdict_core::json::parse(decision_bytes.as_bytes())
+                    .context("the stored decision does not read as JSON")?,
+            };
+            let value = serde_json::to_value(&report)?;
+            outln!(
+                "{}",
+                String::from_utf8(verdict_core::canonical::to_vec(&value))?
+            )?;
+        }
+        (crate::gate_cmd::Format::Text, _) => {
+            let mut text = crate::gate_cmd::text(decision);
+            if clock == StoreClock::Manual {
+                text.insert_str(
+                    0,
+                    "clock     manual (the decision's time was set with --now)\n",
+                );
+            }
+            crate::out::write_all(text.as_bytes())?;
+        }
+    }
+    if clock == StoreClock::Manual {
+        eprintln!("store clock: manual (the decision's time was set with --now)");
+    }
+    Ok(())
 }
 
 /// `gate replay KEY`.
@@ -534,29 +576,15 @@ pub fn gate_run(args: &GateRunArgs) -> Result<ExitCode> {
             let decision: verdict_core::contracts::GateDecision =
                 serde_json::from_value(run.decision.clone())
                     .context("the server's decision does not read as a gate decision")?;
-            match args.format {
-                crate::gate_cmd::Format::Json => outln!(
-                    "{}",
-                    String::from_utf8(verdict_core::canonical::to_vec(&run.decision))?
-                )?,
-                crate::gate_cmd::Format::Text => {
-                    crate::out::write_all(crate::gate_cmd::text(&decision).as_bytes())?
-                }
-            }
+            let bytes = String::from_utf8(verdict_core::canonical::to_vec(&run.decision))?;
+            print_gate_run(args.format, run.clock, run.inserted, &bytes, &decision)?;
             return Ok(crate::gate_cmd::exit_code(decision.outcome));
         }
         let ctx = Ctx::open(&args.common).await?;
         let caller = ctx.caller().await?;
         let g = ctx.engine.gate_run(&caller, &args.execution).await?;
-        match args.format {
-            crate::gate_cmd::Format::Json => outln!("{}", g.bytes)?,
-            crate::gate_cmd::Format::Text => {
-                crate::out::write_all(crate::gate_cmd::text(&g.decision).as_bytes())?
-            }
-        }
-        if ctx.engine.clock().await? == StoreClock::Manual {
-            eprintln!("store clock: manual (the decision's time was set with --now)");
-        }
+        let clock = ctx.engine.clock().await?;
+        print_gate_run(args.format, clock, g.inserted, &g.bytes, &g.decision)?;
         Ok(crate::gate_cmd::exit_code(g.decision.outcome))
     })
 }

@@ -15,9 +15,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use verdict_attest::github::{Applicable, GithubPayloads};
 use verdict_attest::{AttestError, DecisionInput};
-use verdict_core::contracts::{Outcome, Role};
+use verdict_core::contracts::{Outcome, Role, Subject};
 use verdict_core::digest::{Digest, DigestKind};
-use verdict_store::{About, DocKind, Stored};
+use verdict_store::{About, DocKind, StoreClock, Stored};
 
 /// Schema of the engine's record of a public key it signs attestations with.
 pub const SIGNING_KEY_SCHEMA: &str = "verdict.signing-key/v1";
@@ -94,6 +94,14 @@ fn attest_error(e: AttestError) -> EngineError {
     EngineError::Invalid {
         what: "attestation",
         message: e.to_string(),
+    }
+}
+
+/// The store's clock as the exports name it.
+const fn export_clock(clock: StoreClock) -> verdict_attest::Clock {
+    match clock {
+        StoreClock::System => verdict_attest::Clock::System,
+        StoreClock::Manual => verdict_attest::Clock::Manual,
     }
 }
 
@@ -211,6 +219,7 @@ impl Engine {
                 decision: &decision_value,
                 bundle: &bundle,
                 include_bundle,
+                clock: export_clock(self.clock().await?),
                 verifier_version: BTreeMap::from([(
                     "verdict".to_owned(),
                     env!("CARGO_PKG_VERSION").to_owned(),
@@ -275,30 +284,46 @@ impl Engine {
             .await
     }
 
-    /// JUnit XML of the check evidence stored about `execution`'s current subject; every
-    /// check the subject pins without evidence is an error case. Read as
-    /// [`Engine::attestations`] are.
+    /// JUnit XML of the check evidence stored about `execution`'s current subject, judged as
+    /// the Gate judges it now: evidence the Gate does not count is a skipped case with the
+    /// reason, every pinned check without counted evidence an error case, and one case for the
+    /// decision that applies (failing unless it is a pass). Read as [`Engine::attestations`]
+    /// are.
     pub async fn junit(&self, caller: &Principal, execution: &str) -> Result<String> {
         self.require_read(caller, execution, "the check evidence")
             .await?;
-        let head = self.existing_execution_head(execution).await?;
-        let subject = self
-            .store
-            .get(DocKind::Subject, &head.subject_digest)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "subject",
-                key: head.subject_digest.to_string(),
-            })?
-            .value()?;
-        let evidence = self
-            .store
-            .list(DocKind::Evidence, &About::Subject(head.subject_digest))
-            .await?
-            .iter()
-            .map(Stored::value)
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        verdict_attest::junit::junit(&subject, &evidence).map_err(attest_error)
+        let collected = self.collect_unscoped(execution).await?;
+        let bundle = collected.bundle(&self.now().await?)?;
+        let (status, subject, why) = self.applicable_now(execution).await?;
+        let clock = export_clock(self.clock().await?);
+        verdict_attest::junit::junit(&bundle, applicable(&status, subject.as_ref(), &why), clock)
+            .map_err(attest_error)
+    }
+
+    /// The execution's status, the subject its applicable decision is about (read from the
+    /// store: the only place that says which commit a decision is about), and why none applies.
+    async fn applicable_now(
+        &self,
+        execution: &str,
+    ) -> Result<(crate::applicability::Status, Option<Subject>, String)> {
+        let status = self.status_unscoped(execution).await?;
+        let why = match (&status.applicable, &status.latest) {
+            (Some(_), _) => "the applicable decision names no subject".to_owned(),
+            (None, Some(latest)) => {
+                let why: Vec<&str> = latest.not_applicable.iter().map(|w| w.as_str()).collect();
+                format!("the latest decision does not apply ({})", why.join(", "))
+            }
+            (None, None) => "no decision yet".to_owned(),
+        };
+        let subject = match status
+            .applicable
+            .as_ref()
+            .and_then(|v| v.decision.subject_digest.as_ref())
+        {
+            Some(d) => Some(self.subject(d).await?),
+            None => None,
+        };
+        Ok((status, subject, why))
     }
 
     /// GitHub check-run and commit-status bodies for `execution` about commit `head_sha`: the
@@ -310,19 +335,26 @@ impl Engine {
         head_sha: &str,
     ) -> Result<GithubPayloads> {
         self.require_read(caller, execution, "the status").await?;
-        let status = self.status_unscoped(execution).await?;
-        let why = match (&status.applicable, &status.latest) {
-            (Some(_), _) => String::new(),
-            (None, Some(latest)) => {
-                let why: Vec<&str> = latest.not_applicable.iter().map(|w| w.as_str()).collect();
-                format!("the latest decision does not apply ({})", why.join(", "))
-            }
-            (None, None) => "no decision yet".to_owned(),
-        };
-        let applicable = match &status.applicable {
-            Some(view) => Applicable::Decision(&view.decision),
-            None => Applicable::None(&why),
-        };
-        verdict_attest::github::payloads(&self.gate, head_sha, applicable).map_err(attest_error)
+        let (status, subject, why) = self.applicable_now(execution).await?;
+        let clock = export_clock(self.clock().await?);
+        verdict_attest::github::payloads(
+            &self.gate,
+            head_sha,
+            applicable(&status, subject.as_ref(), &why),
+            clock,
+        )
+        .map_err(attest_error)
+    }
+}
+
+/// The applicable decision with its subject, or why none applies.
+fn applicable<'a>(
+    status: &'a crate::applicability::Status,
+    subject: Option<&'a Subject>,
+    why: &'a str,
+) -> Applicable<'a> {
+    match (&status.applicable, subject) {
+        (Some(view), Some(subject)) => Applicable::Decision(&view.decision, subject),
+        _ => Applicable::None(why),
     }
 }

@@ -1021,6 +1021,25 @@ impl Engine {
         })
     }
 
+    /// Whether `digest` names a human decision that `caller` itself recorded about
+    /// `execution`'s current subject: what a page may say was recorded, read from the store
+    /// rather than from a link. Read as the execution is.
+    pub async fn recorded_human_decision(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        digest: &Digest,
+    ) -> Result<bool> {
+        self.require_read(caller, execution, "the human decisions")
+            .await?;
+        let head = self.existing_execution_head(execution).await?;
+        let Some(row) = self.store.get(DocKind::HumanDecision, digest).await? else {
+            return Ok(false);
+        };
+        let decision: verdict_core::contracts::HumanDecision = row.decode()?;
+        Ok(decision.principal == *caller.name() && decision.subject_digest == head.subject_digest)
+    }
+
     /// The executions `caller` may read, with their current subjects, by execution id.
     /// The executions the caller may read, by id: those after `after`, at most `most` of them.
     async fn readable(

@@ -193,6 +193,10 @@ pub struct GateRunOutcome {
     /// Whether this run stored the decision (false: an equal evaluation was stored already,
     /// and this is it).
     pub inserted: bool,
+    /// The store's clock, `system` or `manual`: on `manual` the decision's time was chosen by
+    /// the caller, so it is never taken for a real one.
+    #[schema(value_type = String)]
+    pub clock: verdict_store::StoreClock,
     /// The gate decision (docs/spec/gate.md), exactly as stored.
     #[schema(value_type = Object)]
     pub decision: Value,
@@ -294,6 +298,7 @@ pub async fn gate_run(
     ExecutionId(id): ExecutionId,
 ) -> Result<(StatusCode, Json<GateRunOutcome>), ApiError> {
     let run = state.engine.gate_run(&caller, &id).await?;
+    let clock = state.engine.clock().await?;
     // The stored bytes, not a re-serialisation: what a client replays against.
     let decision = stored_decision(&run.bytes)?;
     if run.inserted {
@@ -315,6 +320,7 @@ pub async fn gate_run(
         status,
         Json(GateRunOutcome {
             inserted: run.inserted,
+            clock,
             decision,
         }),
     ))

@@ -124,6 +124,64 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         let verified = env.ok(None, &["attest", "verify", &a, "--key", &p1]);
         assert!(verified.starts_with("valid: PASSED (pass)"), "{verified}");
         assert!(verified.contains("reproduces the decision"), "{verified}");
+        assert!(verified.contains("on a system clock"), "{verified}");
+        // The quickstart's probes are time-sensitive: the pass has a valid_until, printed,
+        // and at or past it the same file is verified but expired (exit 1).
+        let until = verified
+            .split("valid_until ")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .unwrap()
+            .to_owned();
+        assert!(until.ends_with('Z'), "{verified}");
+        let out = env.run(
+            None,
+            &["attest", "verify", &a, "--key", &p1, "--at", &until],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("expired"), "{said}");
+        assert!(!said.starts_with("valid"), "{said}");
+        let judged: Value =
+            serde_json::from_str(&env.ok(None, &["attest", "verify", &a, "--key", &p1, "--json"]))
+                .unwrap();
+        assert_eq!(judged["valid_until"], until.as_str());
+        assert_eq!(judged["refusals"], serde_json::json!([]));
+
+        // A decision that is not a pass verifies, and exits 1 saying so.
+        let history: Value = serde_json::from_str(&env.ok(
+            Some(&ops),
+            &["history", "quickstart-1", "--gate", "quickstart", "--json"],
+        ))
+        .unwrap();
+        let rework = history["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["decision"]["outcome"] != "pass")
+            .unwrap()["decision"]["evaluation_key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let f = env.path("f.intoto.jsonl");
+        env.ok(
+            Some(&ops),
+            &[
+                "attest",
+                &rework,
+                "--key",
+                &k1,
+                "--out",
+                &f,
+                "--gate",
+                "quickstart",
+            ],
+        );
+        let out = env.run(None, &["attest", "verify", &f, "--key", &p1]);
+        assert_eq!(out.status.code(), Some(1));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("FAILED"), "{said}");
+        assert!(said.contains("not pass"), "{said}");
 
         // A flipped byte in the signed payload.
         let text = std::fs::read_to_string(&a).unwrap();
@@ -136,8 +194,8 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
         let bad = env.path("bad.jsonl");
         std::fs::write(&bad, lines.join("\n")).unwrap();
         let out = env.run(None, &["attest", "verify", &bad, "--key", &p1]);
-        assert_eq!(out.status.code(), Some(1));
-        assert!(String::from_utf8_lossy(&out.stdout).starts_with("invalid: "));
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("unverifiable: "));
 
         // Rotation: the old file checks with the old key among the trusted ones only.
         let (k2, p2) = (env.path("k2.key"), env.path("k2.pub"));
@@ -160,7 +218,7 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
             ],
         );
         let out = env.run(None, &["attest", "verify", &a, "--key", &p2]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(2));
         env.ok(None, &["attest", "verify", &a, "--key", &p2, "--key", &p1]);
         env.ok(None, &["attest", "verify", &b, "--key", &p2, "--key", &p1]);
 
@@ -196,9 +254,30 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 &gh,
             ],
         );
+        // The quickstart's subject names no such commit: no success is posted on it.
         let p: Value = serde_json::from_slice(&std::fs::read(&gh).unwrap()).unwrap();
-        assert_eq!(p["check_run"]["conclusion"], "success");
-        assert_eq!(p["commit_status"]["state"], "success");
+        assert_eq!(p["check_run"]["conclusion"], "failure", "{p}");
+        assert_eq!(p["commit_status"]["state"], "failure", "{p}");
+        // It names its change by the SHA-256 of the bytes, which a 64-digit commit name may be.
+        let named = verdict_core::digest::raw(b"greet: v2 escapes the name");
+        let sha = named.as_str().strip_prefix("sha256:").unwrap();
+        env.ok(
+            Some(&ops),
+            &[
+                "export",
+                "github",
+                "quickstart-1",
+                "--gate",
+                "quickstart",
+                "--head-sha",
+                sha,
+                "--out",
+                &gh,
+            ],
+        );
+        let p: Value = serde_json::from_slice(&std::fs::read(&gh).unwrap()).unwrap();
+        assert_eq!(p["check_run"]["conclusion"], "success", "{p}");
+        assert_eq!(p["commit_status"]["state"], "success", "{p}");
         let out = env.run(
             Some(&ops),
             &[

@@ -93,6 +93,8 @@ fn both(body: impl Fn(&Env)) {
 }
 
 const NOW: &str = "2026-11-30T12:00:00Z";
+/// The commit the walk's subject names, and so the one its GitHub export may be about.
+const COMMIT: &str = "cccccccccccccccccccccccccccccccccccccccc";
 const DEF: &str = "sha256:ec4556a178527361344d876629bb9533c63fc8fcd216f423dd8bce76787fce86";
 
 #[test]
@@ -338,7 +340,8 @@ fn a_change_through_the_commands_with_every_refusal_as_documented() {
         let subject = json!({
             "schema": "verdict.subject/v1",
             "execution": {"id": "ex-1", "generation": 1},
-            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "work_items": [{"kind": "commit", "id": "repo", "version": COMMIT}],
+        "producer": {"principal": "coder", "run": "run-coder"},
             "objective": {"revision": "1", "digest": DEF},
             "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
             "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
@@ -533,7 +536,8 @@ fn walk(env: &Env, init_args: &[&str], time: &[&'static str]) -> Walk {
     let subject = json!({
         "schema": "verdict.subject/v1",
         "execution": {"id": "ex-1", "generation": 1},
-        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "work_items": [{"kind": "commit", "id": "repo", "version": COMMIT}],
+        "producer": {"principal": "coder", "run": "run-coder"},
         "objective": {"revision": "1", "digest": DEF},
         "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
         "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
@@ -717,7 +721,9 @@ fn on_a_manual_clock_no_earlier_time_gets_past_a_revocation_or_an_expiry() {
             &[&["gate", "run", "ex-1"][..], &at(later)].concat(),
         );
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-        let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["clock"], "manual", "{report}");
+        let decision = &report["decision"];
         assert!(
             decision["reasons"]
                 .as_array()
@@ -831,7 +837,8 @@ fn a_verifiers_reads_follow_its_grant_through_revocation_and_expiry() {
         let subject = json!({
             "schema": "verdict.subject/v1",
             "execution": {"id": "ex-2", "generation": 1},
-            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "work_items": [{"kind": "commit", "id": "repo", "version": COMMIT}],
+        "producer": {"principal": "coder", "run": "run-coder"},
             "objective": {"revision": "1", "digest": DEF},
             "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
             "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
@@ -972,7 +979,8 @@ fn a_principals_own_database_login_does_only_what_it_may() {
     let subject = json!({
         "schema": "verdict.subject/v1",
         "execution": {"id": "ex-1", "generation": 1},
-        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "work_items": [{"kind": "commit", "id": "repo", "version": COMMIT}],
+        "producer": {"principal": "coder", "run": "run-coder"},
         "objective": {"revision": "1", "digest": DEF},
         "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
         "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
@@ -1106,7 +1114,8 @@ fn own_database_logins_admit_and_submit_without_the_service_login() {
     let subject = json!({
         "schema": "verdict.subject/v1",
         "execution": {"id": "ex-1", "generation": 1},
-        "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+        "work_items": [{"kind": "commit", "id": "repo", "version": COMMIT}],
+        "producer": {"principal": "coder", "run": "run-coder"},
         "objective": {"revision": "1", "digest": DEF},
         "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
         "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
@@ -1284,4 +1293,89 @@ fn own_database_logins_admit_and_submit_without_the_service_login() {
     assert_eq!(last["role"], "producer");
     let audit = env.ok(None, &["audit", "verify"]);
     assert!(audit.contains("audit chain intact"), "{audit}");
+}
+
+#[test]
+fn a_manual_clock_store_names_its_clock_in_decisions_exports_and_attestations() {
+    both(|env| {
+        let at = ["--now", NOW];
+        let w = walk(env, &["--clock", "manual"], &at);
+        env.ok(
+            Some(&w.rev),
+            &[&["result", "submit", w.result.as_str()][..], &at].concat(),
+        );
+        // The gate run's JSON is its report: the clock beside the decision, never a bare
+        // decision whose time was chosen by the caller.
+        let report: Value = serde_json::from_str(
+            &env.ok(Some(&w.ops), &[&["gate", "run", "ex-1"][..], &at].concat()),
+        )
+        .unwrap();
+        assert_eq!(report["clock"], "manual", "{report}");
+        assert_eq!(report["decision"]["outcome"], "pass", "{report}");
+        assert!(report.get("outcome").is_none(), "{report}");
+        let key = report["decision"]["evaluation_key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let text = env.ok(
+            Some(&w.ops),
+            &[&["gate", "run", "ex-1", "--format", "text"][..], &at].concat(),
+        );
+        assert!(text.starts_with("clock     manual"), "{text}");
+
+        let xml = env.ok(
+            Some(&w.ops),
+            &[&["export", "junit", "ex-1"][..], &at].concat(),
+        );
+        assert!(
+            xml.contains("<property name=\"clock\" value=\"manual\"/>"),
+            "{xml}"
+        );
+        let gh: Value = serde_json::from_str(&env.ok(
+            Some(&w.ops),
+            &[&["export", "github", "ex-1", "--head-sha", COMMIT][..], &at].concat(),
+        ))
+        .unwrap();
+        assert_eq!(gh["clock"], "manual", "{gh}");
+        assert!(
+            gh["check_run"]["output"]["title"]
+                .as_str()
+                .unwrap()
+                .contains("manual clock"),
+            "{gh}"
+        );
+
+        // The attestation names the clock; verify refuses it unless told a manual clock is
+        // acceptable.
+        let (k, p) = (
+            env.dir.path().join("a.key").display().to_string(),
+            env.dir.path().join("a.pub").display().to_string(),
+        );
+        env.ok(None, &["key", "generate", "--out", &k, "--public-out", &p]);
+        let file = env.dir.path().join("a.jsonl").display().to_string();
+        env.ok(
+            Some(&w.ops),
+            &[&["attest", &key, "--key", &k, "--out", &file][..], &at].concat(),
+        );
+        let out = env.run(None, &["attest", "verify", &file, "--key", &p]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("manual clock"), "{said}");
+        assert!(!said.starts_with("valid"), "{said}");
+        let out = env.run(
+            None,
+            &[
+                "attest",
+                "verify",
+                &file,
+                "--key",
+                &p,
+                "--allow-manual-clock",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.starts_with("valid: PASSED (pass)"), "{said}");
+        assert!(said.contains("on a manual clock"), "{said}");
+    });
 }

@@ -224,8 +224,10 @@ fn the_lifecycle_fences_through_the_commands() {
             &result("run-2", &sd, &["tests-pass", "docs-updated"]),
         );
         env.ok(&rev, &["result", "submit", &whole]);
+        // A manual-clock store prints the run's report, the clock beside the decision.
         let d: Value = serde_json::from_str(&env.ok(&ci, &["gate", "run", "ex-1"])).unwrap();
-        assert_eq!(d["outcome"], "pass");
+        assert_eq!(d["clock"], "manual");
+        assert_eq!(d["decision"]["outcome"], "pass");
 
         // status shows the digests a decision must name; a stale one is refused.
         let status = env.ok(&alice, &["status", "ex-1"]);

@@ -74,6 +74,11 @@ impl<'a> CountedEvidence<'a> {
             .filter_map(move |at| Some((*at, &l.evidence.get(*at)?.doc)))
     }
 
+    /// Per evidence item of the bundle, in its order: whether it counts.
+    pub(crate) fn counts(&self) -> &[bool] {
+        &self.counts
+    }
+
     /// Every counted evidence item, in the bundle's order.
     pub(crate) fn all(&self) -> impl Iterator<Item = &'a CheckEvidence> + use<'_, 'a> {
         let l = self.loaded;

@@ -115,6 +115,17 @@ impl Prepared {
     pub fn decide(&self) -> GateDecision {
         guarded(|| decide(&self.loaded, &self.tables, &self.rules))
     }
+
+    /// For each check evidence item of the bundle, in its order, whether the Gate counts it
+    /// for the subject: the same rule the decision applies, so a report of the evidence (JUnit)
+    /// never shows as a result what the Gate did not count.
+    #[must_use]
+    pub fn counted_evidence(&self) -> Vec<bool> {
+        let mut reasons = Reasons::default();
+        count::count_evidence(&self.loaded, &self.tables, &mut reasons)
+            .counts()
+            .to_vec()
+    }
 }
 
 impl GateDecision {

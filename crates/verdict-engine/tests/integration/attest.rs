@@ -50,6 +50,14 @@ async fn an_operator_attests_a_decision_and_the_store_keeps_which_key_signed_it(
         let a = w.engine.attest(&w.ops, &eval, &old, true).await.unwrap();
         let report = verdict_attest::verify(a.jsonl.as_bytes(), &[old.verifying_key()]).unwrap();
         assert_eq!(report.outcome, Outcome::Pass);
+        // The test store keeps a manual clock: the summary says so, and a relying party
+        // refuses it unless it allows a manual clock.
+        assert_eq!(report.clock, verdict_attest::Clock::Manual);
+        assert_eq!(
+            report.refusals(&report.time_verified, false),
+            [verdict_attest::Refusal::ManualClock]
+        );
+        assert!(report.refusals(&report.time_verified, true).is_empty());
         assert!(report.replayed);
         assert_eq!(report.test_results, 1);
         assert!(
@@ -227,17 +235,38 @@ async fn records_a_producer_writes_are_never_taken_for_the_engines() {
 async fn exports_follow_the_applicable_decision() {
     on_both(|store| async move {
         let w = world(store).await;
-        let sha = "0123456789abcdef0123456789abcdef01234567";
+        // The subject names its change by the SHA-256 of its bytes: a 64-digit commit name.
+        let named = verdict_core::digest::raw(b"change A");
+        let sha = named.as_str().strip_prefix("sha256:").unwrap();
         let none = w.engine.github_payloads(&w.ops, EXEC, sha).await;
         assert!(none.is_ok());
         assert_eq!(none.unwrap().check_run.conclusion, "action_required");
         passed(&w, 0, "change A", "run-1").await;
+        // A commit the decided subject does not name gets no success.
+        for other in ["0123456789abcdef0123456789abcdef01234567", &"f".repeat(64)] {
+            let p = w.engine.github_payloads(&w.ops, EXEC, other).await.unwrap();
+            assert_eq!(p.check_run.conclusion, "failure", "{p:?}");
+            assert_eq!(p.commit_status.state, "failure", "{p:?}");
+            assert!(p.check_run.output.summary.contains("does not name commit"));
+        }
         let p = w.engine.github_payloads(&w.ops, EXEC, sha).await.unwrap();
         assert_eq!(p.check_run.conclusion, "success");
         assert_eq!(p.commit_status.state, "success");
+        // A manual-clock store never says success without saying whose time it was.
+        assert_eq!(p.clock, verdict_attest::Clock::Manual);
+        assert!(p.check_run.output.title.contains("manual clock"), "{p:?}");
+        assert!(
+            p.commit_status.description.contains("manual clock"),
+            "{p:?}"
+        );
         let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
         assert!(
-            xml.contains("tests=\"1\" failures=\"0\" errors=\"0\""),
+            xml.contains("<property name=\"clock\" value=\"manual\"/>"),
+            "{xml}"
+        );
+        // The counted passing evidence and the passing decision.
+        assert!(
+            xml.contains("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\""),
             "{xml}"
         );
         // A new revision: the pass no longer applies, so nothing says success.
@@ -246,8 +275,45 @@ async fn exports_follow_the_applicable_decision() {
         assert_eq!(p.check_run.conclusion, "action_required");
         assert!(p.check_run.output.summary.contains("subject_moved"));
         let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
+        // The failing evidence, and no decision that applies: two failures.
         assert!(
-            xml.contains("tests=\"1\" failures=\"1\" errors=\"0\""),
+            xml.contains("tests=\"2\" failures=\"2\" errors=\"0\""),
+            "{xml}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junit_never_shows_the_producers_own_evidence_as_a_passing_test() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let d = w
+            .engine
+            .put_subject(&w.coder, &subject(0, "change A"))
+            .await
+            .unwrap();
+        // The policy takes check evidence from runners only: the producer's own pass is kept
+        // but never counted.
+        let own = evidence(&d, "pass", "coder", "producer");
+        w.engine
+            .add_evidence(&w.coder, std::slice::from_ref(&own))
+            .await
+            .unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(g.decision.outcome, Outcome::Pass);
+        let xml = w.engine.junit(&w.ops, EXEC).await.unwrap();
+        assert!(
+            xml.contains("tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"1\""),
+            "{xml}"
+        );
+        assert!(xml.contains("<skipped message=\"not counted: "), "{xml}");
+        assert!(xml.contains("type=\"evidence_missing\""), "{xml}");
+        assert!(
+            xml.contains(&format!(
+                "message=\"the gate decided {}\"",
+                g.decision.outcome.as_str()
+            )),
             "{xml}"
         );
     })

@@ -27,6 +27,7 @@ use maud::Markup;
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use verdict_core::contracts::{HumanVerdict, Role};
+use verdict_core::digest::Digest;
 use verdict_engine::review::ReviewPage;
 use verdict_engine::{EngineError, Principal, Reviewed};
 
@@ -515,7 +516,7 @@ async fn reliability(
     }
 }
 
-/// `?decided=1` after a decision.
+/// `?decided=DIGEST` after a decision: the digest of the human decision just stored.
 #[derive(Debug, Deserialize)]
 pub struct Decided {
     #[serde(default)]
@@ -529,7 +530,16 @@ async fn execution(
     Query(q): Query<Decided>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, &headers).await?;
-    let notice = q.decided.is_some_and(|d| d == "1");
+    // Anyone can send a link with `?decided=`: the notice is shown only when the store holds
+    // that human decision, made by this principal about this execution's current subject.
+    let notice = match q.decided.as_deref().map(str::parse::<Digest>) {
+        Some(Ok(digest)) => state
+            .engine
+            .recorded_human_decision(&s.principal, &id, &digest)
+            .await
+            .unwrap_or(false),
+        _ => false,
+    };
     Ok(execution_page(&state, &s, &id, StatusCode::OK, None, notice).await)
 }
 
@@ -621,11 +631,15 @@ async fn decision(
         .review_decide(&s.principal, &id, verdict, &form.reason, &reviewed)
         .await
     {
-        Ok(_) => Ok((
+        Ok(done) => Ok((
             StatusCode::SEE_OTHER,
             [(
                 header::LOCATION,
-                format!("/ui/executions/{}?decided=1", pages::path_segment(&id)),
+                format!(
+                    "/ui/executions/{}?decided={}",
+                    pages::path_segment(&id),
+                    pages::path_segment(done.human_decision.as_str())
+                ),
             )],
         )
             .into_response()),

@@ -100,6 +100,7 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
             .await;
         assert_eq!(r.status, 201, "{r:?}");
         assert_eq!(r.body["inserted"], true);
+        assert_eq!(r.body["clock"], "system", "{r:?}");
         assert_eq!(r.body["decision"]["outcome"], "pass", "{r:?}");
         let key = r.body["decision"]["evaluation_key"]
             .as_str()

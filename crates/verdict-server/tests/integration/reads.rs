@@ -38,6 +38,8 @@ async fn walk(s: &Server, first: &str, token: &str) -> (Vec<Value>, usize) {
 /// it with a finding stored in three versions. The subject's digest.
 async fn decided(w: &World, s: &Server) -> String {
     let mut doc = subject(1, "d");
+    // The commit the exports are about: a decision is posted only on a commit its subject names.
+    doc["work_items"] = json!([{"kind": "commit", "id": "repo", "version": "b".repeat(40)}]);
     doc["checks"] = json!([
         {"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]},
         {"id": "lint", "definition_digest": DEF, "criteria": ["tests-pass"]},
@@ -218,6 +220,18 @@ async fn exports_and_the_ledger_answer_as_the_engine_for_readers_only() {
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.body, serde_json::to_value(&expected).unwrap());
         assert_eq!(r.body["commit_status"]["state"], "success", "{r:?}");
+        // Another commit gets no success.
+        let other = "c".repeat(40);
+        let r = s
+            .send(
+                "GET",
+                &format!("/v1/executions/{EXEC}/export/github?head_sha={other}"),
+                Some(w.token("rev")),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["commit_status"]["state"], "failure", "{r:?}");
         // A head SHA that is not one is refused by the engine; a missing or unknown query
         // parameter is a 400.
         let r = s

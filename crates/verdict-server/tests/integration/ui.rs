@@ -785,14 +785,33 @@ async fn approving_passes_and_rejecting_sends_to_rework() {
         assert_alert(&r, "invalid_input");
         assert_eq!(head_seq(&w).await, before);
 
+        // A link that claims a decision was made shows no notice while none was: not the old
+        // `?decided=1`, nor a digest of something else.
+        for link in [
+            "/ui/executions/ex-1?decided=1",
+            &format!(
+                "/ui/executions/ex-1?decided={}",
+                verdict_core::digest::raw(b"no such decision")
+            ),
+        ] {
+            let p = get(&s, link, Some(&alice)).await;
+            assert_eq!(p.status, 200, "{p:?}");
+            assert!(!p.body.contains("id=\"notice\""), "{link}: {p:?}");
+        }
         let r = decide(&s, &alice, &p, "approve", "checked the diff <b>by hand</b>").await;
-        assert_eq!(
-            (r.status, r.location()),
-            (303, "/ui/executions/ex-1?decided=1"),
+        assert_eq!(r.status, 303, "{r:?}");
+        let location = r.location().to_owned();
+        assert!(
+            location.starts_with("/ui/executions/ex-1?decided=sha256%3A")
+                || location.starts_with("/ui/executions/ex-1?decided=sha256:"),
             "{r:?}"
         );
-        let p = get(&s, "/ui/executions/ex-1?decided=1", Some(&alice)).await;
+        let p = get(&s, &location, Some(&alice)).await;
         assert!(p.body.contains("<p role=\"status\" id=\"notice\""), "{p:?}");
+        // The same link read by another principal says nothing was recorded by them.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let other = get(&s, &location, Some(&ops)).await;
+        assert!(!other.body.contains("id=\"notice\""), "{other:?}");
         assert_eq!(p.outcome(), "pass");
         assert!(!p.body.contains("<b>by hand"));
         let status = w.engine.status(&w.ops, EXEC).await.unwrap();
@@ -804,7 +823,8 @@ async fn approving_passes_and_rejecting_sends_to_rework() {
         assert_eq!(p.outcome(), "human_required");
         let r = decide(&s, &alice, &p, "reject", "the error path is untested").await;
         assert_eq!(r.status, 303, "{r:?}");
-        let p = get(&s, "/ui/executions/ex-1?decided=1", Some(&alice)).await;
+        let p = get(&s, r.location(), Some(&alice)).await;
+        assert!(p.body.contains("id=\"notice\""), "{p:?}");
         assert_eq!(p.outcome(), "rework");
         assert!(p.body.contains("human_rejected"));
 
