@@ -745,6 +745,15 @@ pub async fn populate(store: &dyn Store) {
         .put_blob(&runner, b"the objective, in words", Some("text/plain"))
         .await
         .unwrap();
+    // The same bytes put by another principal: recorded as holding them (schema version 23).
+    store
+        .put_blob(
+            &Actor::new(OPERATOR, verdict_core::contracts::Role::Operator),
+            b"the objective, in words",
+            None,
+        )
+        .await
+        .unwrap();
     // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
         holder: VERIFIER.parse().unwrap(),

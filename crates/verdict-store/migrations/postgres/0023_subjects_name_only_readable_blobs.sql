@@ -1,0 +1,258 @@
+-- verdict store, PostgreSQL schema version 23: a subject names only bytes its producer may read.
+--
+-- A blob is read by the principal that put it and by whoever holds a grant covering a subject
+-- that names it. Any subject could name any stored digest, so a producer that learnt another
+-- execution's digest could name it in a subject of its own and then read those bytes through
+-- it. What changes:
+-- - verdict.blob_holders records each later principal that put a blob's bytes (the first is the
+--   blob's own writer): a blob record naming that principal as writer, hashed under the domain
+--   `store.blob-holder` and keyed by that digest, at most one per blob and principal (`blob`
+--   and `holder` are derived from the body), appended with its audit event by put_blobs when it
+--   is given bytes stored already by someone else. The bytes are not stored again. No role
+--   writes the table but through put_blobs; it is append-only like every table.
+-- - A subject is stored (put_subjects, put_one_subjects, by a trigger on subjects) only if each
+--   digest it names (its objective's, its resources', its checks' definitions') that has bytes
+--   stored is one its producer may read: one it put itself (the blob's writer or a holder), or
+--   one already named by a subject of an execution (or mission) on which it holds a grant in
+--   force. Otherwise SQLSTATE 42501 and nothing is appended. A digest with no bytes stored is
+--   not checked here; the engine reads it through such a subject only when the subject was
+--   stored after the bytes or its producer holds them.
+-- A superuser connection with no role set is not bound by the trigger, as by the identity
+-- check.
+
+SET LOCAL ROLE __OWNER__;
+SET LOCAL search_path = verdict, pg_temp;
+
+CREATE TABLE verdict.blob_holders (
+    seq bigint NOT NULL UNIQUE,
+    key text PRIMARY KEY,
+    digest text NOT NULL,
+    body text NOT NULL,
+    blob text NOT NULL,
+    holder text NOT NULL,
+    UNIQUE (blob, holder)
+);
+
+CREATE TRIGGER blob_holders_append_only BEFORE UPDATE OR DELETE ON verdict.blob_holders
+    FOR EACH ROW EXECUTE FUNCTION verdict.refuse_change();
+CREATE TRIGGER blob_holders_no_truncate BEFORE TRUNCATE ON verdict.blob_holders
+    FOR EACH STATEMENT EXECUTE FUNCTION verdict.refuse_change();
+
+REVOKE ALL ON verdict.blob_holders FROM PUBLIC;
+GRANT SELECT ON verdict.blob_holders
+    TO __OPERATOR__, __PRODUCER__, __RUNNER__, __VERIFIER__, __HUMAN__, __GATE__, __SYSTEM__, __SERVICE__;
+REVOKE UPDATE, DELETE, TRUNCATE ON verdict.blob_holders FROM __OWNER__;
+ALTER TABLE verdict.blob_holders ENABLE ROW LEVEL SECURITY;
+ALTER TABLE verdict.blob_holders FORCE ROW LEVEL SECURITY;
+CREATE POLICY blob_holders_read ON verdict.blob_holders FOR SELECT USING (true);
+CREATE POLICY blob_holders_append ON verdict.blob_holders FOR INSERT TO __OWNER__ WITH CHECK (true);
+COMMENT ON COLUMN verdict.blob_holders.blob IS
+    'derived from the body by the write routine: ((body)::jsonb ->> ''digest''::text)';
+COMMENT ON COLUMN verdict.blob_holders.holder IS
+    'derived from the body by the write routine: ((body)::jsonb ->> ''writer''::text)';
+
+DO $make$
+BEGIN
+    EXECUTE format($template$
+CREATE OR REPLACE FUNCTION verdict.put_blobs(p_principal text, p_role text, p_key text, p_digest text,
+    p_body text, p_correlation text, p_bytes bytea)
+RETURNS verdict.put_result
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = verdict, pg_temp AS $body$
+DECLARE
+    v_at text;
+    v_seq bigint;
+    v_prev text;
+    v_doc jsonb;
+    v_actual text;
+    v_holder text;
+    r verdict.put_result;
+BEGIN
+%s
+    IF p_role IS NULL OR NOT (p_role = ANY ('{operator,producer,runner}'::text[])) THEN
+        RAISE EXCEPTION 'role %% may not write blobs', p_role USING ERRCODE = '42501';
+    END IF;
+    IF p_bytes IS NULL THEN
+        RAISE EXCEPTION 'blobs %%: no bytes', p_key USING ERRCODE = '22023';
+    END IF;
+    -- The size first: oversized bytes are refused before they are hashed.
+    IF octet_length(p_bytes) > 8388608 THEN
+        RAISE EXCEPTION 'blobs %%: %% bytes exceed the limit of 8388608 bytes', p_key,
+            octet_length(p_bytes) USING ERRCODE = '22023';
+    END IF;
+    IF (octet_length(p_body) <= 4194304 AND length(p_key) <= 320 AND length(p_principal) BETWEEN 1 AND 256
+        AND coalesce(length(p_correlation), 0) <= 256) IS NOT TRUE THEN
+        PERFORM verdict._refuse_bounds('blobs', p_principal, p_key, p_body, p_correlation, NULL, NULL);
+    END IF;
+    -- The key is the SHA-256 of the bytes, computed here.
+    v_actual := 'sha256:' || encode(sha256(p_bytes), 'hex');
+    IF p_key IS DISTINCT FROM v_actual THEN
+        RAISE EXCEPTION 'blobs %%: the bytes hash to %%, not to their key', p_key, v_actual
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_digest IS DISTINCT FROM 'sha256:' || encode(sha256(%L::bytea
+        || convert_to(p_body, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'blobs %%: digest %% does not match the body', p_key, p_digest
+            USING ERRCODE = '22023';
+    END IF;
+    v_doc := p_body::jsonb;
+    IF verdict._canonical(v_doc, p_body) IS DISTINCT FROM p_body THEN
+        RAISE EXCEPTION 'blobs %%: the body is not in canonical form (RFC 8785: no whitespace, members in order, no member named twice, numbers as written by verdict)',
+            p_key USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_doc -> 'digest') IS DISTINCT FROM 'string' OR (v_doc ->> 'digest') IS DISTINCT FROM p_key THEN
+        RAISE EXCEPTION 'blobs %%: the record names other bytes (%%)', p_key,
+            coalesce(v_doc ->> 'digest', 'none') USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_doc -> 'size') IS DISTINCT FROM 'number'
+        OR (v_doc ->> 'size') IS DISTINCT FROM octet_length(p_bytes)::text THEN
+        RAISE EXCEPTION 'blobs %%: the record says %% bytes, the bytes are %%', p_key,
+            coalesce(v_doc ->> 'size', 'no size'), octet_length(p_bytes) USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_doc -> 'writer') IS DISTINCT FROM 'string' OR (v_doc ->> 'writer') IS DISTINCT FROM p_principal THEN
+        RAISE EXCEPTION 'blobs %%: the record names writer %%, not %%', p_key,
+            coalesce(v_doc ->> 'writer', 'none'), p_principal USING ERRCODE = '42501';
+    END IF;
+    IF v_doc ? 'media_type' AND (jsonb_typeof(v_doc -> 'media_type') IS DISTINCT FROM 'string'
+            OR length(v_doc ->> 'media_type') NOT BETWEEN 1 AND 255) THEN
+        RAISE EXCEPTION 'blobs %%: a media type is a string of 1 to 255 characters', p_key
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(8531478330712965377);
+    -- The digest is the identity: the same bytes stored already are returned as they are.
+    SELECT t.seq, t.digest, t.body, false, NULL::boolean INTO r FROM verdict.blobs t
+        WHERE t.key = p_key;
+    IF FOUND THEN
+        -- Another principal holding the same bytes is recorded once, without the bytes.
+        IF (r.r_body::jsonb ->> 'writer') IS DISTINCT FROM p_principal
+            AND NOT EXISTS (SELECT 1 FROM verdict.blob_holders h
+                WHERE h.blob = p_key AND h.holder = p_principal) THEN
+            v_holder := 'sha256:' || encode(sha256(%L::bytea || convert_to(p_body, 'UTF8')), 'hex');
+            SELECT e.seq + 1, e.hash INTO v_seq, v_prev
+                FROM verdict.audit_events e ORDER BY e.seq DESC LIMIT 1;
+            v_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+            INSERT INTO verdict.audit_events (seq, prev_hash, hash, event_type, tbl, key, principal,
+                role, payload_digest, correlation, recorded_at)
+            VALUES (v_seq, v_prev, 'sha256:' || encode(sha256(%L::bytea || convert_to(format(%L,
+                    coalesce(to_json(p_correlation)::text, 'null'), to_json(v_holder), v_holder,
+                    to_json(v_prev), to_json(p_principal), v_at, p_role, v_seq), 'UTF8')), 'hex'),
+                'append', 'blob_holders', v_holder, p_principal, p_role, v_holder, p_correlation, v_at);
+            INSERT INTO verdict.blob_holders (seq, key, digest, body, blob, holder)
+            VALUES (v_seq, v_holder, v_holder, p_body, p_key, p_principal);
+        END IF;
+        RETURN r;
+    END IF;
+    SELECT e.seq + 1, e.hash INTO v_seq, v_prev
+        FROM verdict.audit_events e ORDER BY e.seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        v_seq := 1;
+        v_prev := 'sha256:' || repeat('0', 64);
+    END IF;
+    v_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+    INSERT INTO verdict.audit_events (seq, prev_hash, hash, event_type, tbl, key, principal,
+        role, payload_digest, correlation, recorded_at)
+    VALUES (v_seq, v_prev, 'sha256:' || encode(sha256(%L::bytea || convert_to(format(%L,
+            coalesce(to_json(p_correlation)::text, 'null'), to_json(p_key), p_digest,
+            to_json(v_prev), to_json(p_principal), v_at, p_role, v_seq), 'UTF8')), 'hex'),
+        'append', 'blobs', p_key, p_principal, p_role, p_digest, p_correlation, v_at);
+    INSERT INTO verdict.blobs (seq, key, digest, body, bytes)
+    VALUES (v_seq, p_key, p_digest, p_body, p_bytes)
+    RETURNING seq, digest, body, true, NULL::boolean INTO r.r_seq, r.r_digest, r.r_body, r.r_inserted, r.r_counted;
+    RETURN r;
+END $body$;
+$template$,
+        verdict._identity_check(),
+        '\x' || encode(convert_to('verdict:store.blob:v1', 'UTF8') || '\x00'::bytea, 'hex'),
+        '\x' || encode(convert_to('verdict:store.blob-holder:v1', 'UTF8') || '\x00'::bytea, 'hex'),
+        '\x' || encode(convert_to('verdict:audit-event:v1', 'UTF8') || '\x00'::bytea, 'hex'),
+        '{"correlation":%s,"event_type":"append","key":%s,"payload_digest":"%s","prev_hash":%s,'
+            || '"principal":%s,"recorded_at":"%s","role":"%s","seq":%s,"table":"blob_holders"}',
+        '\x' || encode(convert_to('verdict:audit-event:v1', 'UTF8') || '\x00'::bytea, 'hex'),
+        '{"correlation":%s,"event_type":"append","key":%s,"payload_digest":"%s","prev_hash":%s,'
+            || '"principal":%s,"recorded_at":"%s","role":"%s","seq":%s,"table":"blobs"}');
+END $make$;
+
+
+-- Whether `p_principal` holds a grant in force (read or write) on execution `p_execution`, or
+-- on mission `p_mission` when that is not null, at the database's clock (any time, on a manual
+-- clock).
+CREATE FUNCTION verdict._grant_in_force(p_principal text, p_execution text, p_mission text)
+RETURNS boolean
+LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM verdict.grants g
+        WHERE g.principal = p_principal
+          AND ((g.scope_kind = 'execution' AND g.scope_id = p_execution)
+            OR (p_mission IS NOT NULL AND g.scope_kind = 'mission' AND g.scope_id = p_mission))
+          AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key)
+          AND ((g.body::jsonb ->> 'expires_at')::timestamptz > clock_timestamp()
+            OR EXISTS (SELECT 1 FROM verdict.pointers c WHERE c.pointer = 'clock'
+                AND c.name = 'store' AND c.value = '{"clock":"manual"}')))
+$$;
+REVOKE ALL ON FUNCTION verdict._grant_in_force(text, text, text) FROM PUBLIC;
+
+-- The raw digests a subject names: its objective's, each resource's, each check's definition.
+CREATE FUNCTION verdict._named_digests(p_subject jsonb) RETURNS SETOF text
+LANGUAGE sql IMMUTABLE SET search_path = verdict, pg_temp AS $$
+    SELECT p_subject #>> '{objective,digest}'
+    UNION
+    SELECT r ->> 'digest' FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_subject -> 'resources')
+        = 'array' THEN p_subject -> 'resources' ELSE '[]'::jsonb END) r
+    UNION
+    SELECT c ->> 'definition_digest' FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_subject -> 'checks')
+        = 'array' THEN p_subject -> 'checks' ELSE '[]'::jsonb END) c
+$$;
+REVOKE ALL ON FUNCTION verdict._named_digests(jsonb) FROM PUBLIC;
+
+-- Whether `p_principal` put the bytes of blob `p_blob`, first (the blob's writer) or later (a
+-- holder).
+CREATE FUNCTION verdict._blob_put_by(p_principal text, p_blob text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM verdict.blobs b WHERE b.key = p_blob
+            AND (b.body::jsonb ->> 'writer') = p_principal)
+        OR EXISTS (SELECT 1 FROM verdict.blob_holders h
+            WHERE h.blob = p_blob AND h.holder = p_principal)
+$$;
+REVOKE ALL ON FUNCTION verdict._blob_put_by(text, text) FROM PUBLIC;
+
+-- Whether `p_principal` may name blob `p_blob` in a subject: it put the bytes, or a subject of
+-- an execution or mission it holds a grant in force on names them and vouches for them (it
+-- was stored after the bytes, so this check held its producer, or its producer put them).
+CREATE FUNCTION verdict._may_name_blob(p_principal text, p_blob text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
+    SELECT verdict._blob_put_by(p_principal, p_blob)
+        OR EXISTS (SELECT 1 FROM verdict.grants g JOIN verdict.subjects s
+                ON (g.scope_kind = 'execution' AND s.execution_id = g.scope_id)
+                OR (g.scope_kind = 'mission' AND (s.body::jsonb ->> 'mission') = g.scope_id)
+            WHERE g.principal = p_principal
+              AND verdict._grant_in_force(p_principal, s.execution_id, s.body::jsonb ->> 'mission')
+              AND p_blob IN (SELECT verdict._named_digests(s.body::jsonb))
+              AND (s.seq > (SELECT b.seq FROM verdict.blobs b WHERE b.key = p_blob)
+                OR verdict._blob_put_by(s.body::jsonb #>> '{producer,principal}', p_blob)))
+$$;
+REVOKE ALL ON FUNCTION verdict._may_name_blob(text, text) FROM PUBLIC;
+
+CREATE FUNCTION verdict._subject_names_only_readable_blobs() RETURNS trigger
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_doc jsonb;
+    v_producer text;
+    v_blob text;
+BEGIN
+    IF verdict._unbound_superuser() THEN
+        RETURN NEW;
+    END IF;
+    v_doc := NEW.body::jsonb;
+    v_producer := v_doc #>> '{producer,principal}';
+    FOR v_blob IN SELECT b.key FROM verdict.blobs b
+            WHERE b.key IN (SELECT verdict._named_digests(v_doc)) ORDER BY b.key LOOP
+        IF NOT verdict._may_name_blob(v_producer, v_blob) THEN
+            RAISE EXCEPTION 'subject %: producer % names blob %, which it did not put and which no subject of an execution it holds a grant on names',
+                NEW.key, coalesce(v_producer, 'none'), v_blob USING ERRCODE = '42501';
+        END IF;
+    END LOOP;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION verdict._subject_names_only_readable_blobs() FROM PUBLIC;
+CREATE TRIGGER subjects_name_only_readable_blobs BEFORE INSERT ON verdict.subjects
+    FOR EACH ROW EXECUTE FUNCTION verdict._subject_names_only_readable_blobs();
+
+RESET ROLE;
