@@ -51,77 +51,29 @@ COMMENT ON COLUMN verdict.blob_holders.blob IS
 COMMENT ON COLUMN verdict.blob_holders.holder IS
     'derived from the body by the write routine: ((body)::jsonb ->> ''writer''::text)';
 
+-- put_blobs is spliced (each marker must occur exactly once), so that every check earlier
+-- migrations put into it stays as it is.
 DO $make$
-BEGIN
-    EXECUTE format($template$
-CREATE OR REPLACE FUNCTION verdict.put_blobs(p_principal text, p_role text, p_key text, p_digest text,
-    p_body text, p_correlation text, p_bytes bytea)
-RETURNS verdict.put_result
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = verdict, pg_temp AS $body$
 DECLARE
-    v_at text;
-    v_seq bigint;
-    v_prev text;
-    v_doc jsonb;
-    v_actual text;
-    v_holder text;
-    r verdict.put_result;
+    v_def text;
+    v_marker text;
+    v_hits integer;
+    v_block text;
 BEGIN
-%s
-    IF p_role IS NULL OR NOT (p_role = ANY ('{operator,producer,runner}'::text[])) THEN
-        RAISE EXCEPTION 'role %% may not write blobs', p_role USING ERRCODE = '42501';
+    v_def := pg_get_functiondef(
+        'verdict.put_blobs(text, text, text, text, text, text, bytea)'::regprocedure);
+    v_marker := E'    v_actual text;\n';
+    v_hits := (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker);
+    IF v_hits <> 1 THEN
+        RAISE EXCEPTION 'put_blobs: the declaration of v_actual occurs % times, not once', v_hits;
     END IF;
-    IF p_bytes IS NULL THEN
-        RAISE EXCEPTION 'blobs %%: no bytes', p_key USING ERRCODE = '22023';
+    v_def := replace(v_def, v_marker, v_marker || E'    v_holder text;\n');
+    v_marker := E'    IF FOUND THEN\n        RETURN r;\n    END IF;\n';
+    v_hits := (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker);
+    IF v_hits <> 1 THEN
+        RAISE EXCEPTION 'put_blobs: the return of a stored blob occurs % times, not once', v_hits;
     END IF;
-    -- The size first: oversized bytes are refused before they are hashed.
-    IF octet_length(p_bytes) > 8388608 THEN
-        RAISE EXCEPTION 'blobs %%: %% bytes exceed the limit of 8388608 bytes', p_key,
-            octet_length(p_bytes) USING ERRCODE = '22023';
-    END IF;
-    IF (octet_length(p_body) <= 4194304 AND length(p_key) <= 320 AND length(p_principal) BETWEEN 1 AND 256
-        AND coalesce(length(p_correlation), 0) <= 256) IS NOT TRUE THEN
-        PERFORM verdict._refuse_bounds('blobs', p_principal, p_key, p_body, p_correlation, NULL, NULL);
-    END IF;
-    -- The key is the SHA-256 of the bytes, computed here.
-    v_actual := 'sha256:' || encode(sha256(p_bytes), 'hex');
-    IF p_key IS DISTINCT FROM v_actual THEN
-        RAISE EXCEPTION 'blobs %%: the bytes hash to %%, not to their key', p_key, v_actual
-            USING ERRCODE = '22023';
-    END IF;
-    IF p_digest IS DISTINCT FROM 'sha256:' || encode(sha256(%L::bytea
-        || convert_to(p_body, 'UTF8')), 'hex') THEN
-        RAISE EXCEPTION 'blobs %%: digest %% does not match the body', p_key, p_digest
-            USING ERRCODE = '22023';
-    END IF;
-    v_doc := p_body::jsonb;
-    IF verdict._canonical(v_doc, p_body) IS DISTINCT FROM p_body THEN
-        RAISE EXCEPTION 'blobs %%: the body is not in canonical form (RFC 8785: no whitespace, members in order, no member named twice, numbers as written by verdict)',
-            p_key USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(v_doc -> 'digest') IS DISTINCT FROM 'string' OR (v_doc ->> 'digest') IS DISTINCT FROM p_key THEN
-        RAISE EXCEPTION 'blobs %%: the record names other bytes (%%)', p_key,
-            coalesce(v_doc ->> 'digest', 'none') USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(v_doc -> 'size') IS DISTINCT FROM 'number'
-        OR (v_doc ->> 'size') IS DISTINCT FROM octet_length(p_bytes)::text THEN
-        RAISE EXCEPTION 'blobs %%: the record says %% bytes, the bytes are %%', p_key,
-            coalesce(v_doc ->> 'size', 'no size'), octet_length(p_bytes) USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_typeof(v_doc -> 'writer') IS DISTINCT FROM 'string' OR (v_doc ->> 'writer') IS DISTINCT FROM p_principal THEN
-        RAISE EXCEPTION 'blobs %%: the record names writer %%, not %%', p_key,
-            coalesce(v_doc ->> 'writer', 'none'), p_principal USING ERRCODE = '42501';
-    END IF;
-    IF v_doc ? 'media_type' AND (jsonb_typeof(v_doc -> 'media_type') IS DISTINCT FROM 'string'
-            OR length(v_doc ->> 'media_type') NOT BETWEEN 1 AND 255) THEN
-        RAISE EXCEPTION 'blobs %%: a media type is a string of 1 to 255 characters', p_key
-            USING ERRCODE = '22023';
-    END IF;
-    PERFORM pg_advisory_xact_lock(8531478330712965377);
-    -- The digest is the identity: the same bytes stored already are returned as they are.
-    SELECT t.seq, t.digest, t.body, false, NULL::boolean INTO r FROM verdict.blobs t
-        WHERE t.key = p_key;
-    IF FOUND THEN
+    v_block := format($block$    IF FOUND THEN
         -- Another principal holding the same bytes is recorded once, without the bytes.
         IF (r.r_body::jsonb ->> 'writer') IS DISTINCT FROM p_principal
             AND NOT EXISTS (SELECT 1 FROM verdict.blob_holders h
@@ -141,36 +93,13 @@ BEGIN
         END IF;
         RETURN r;
     END IF;
-    SELECT e.seq + 1, e.hash INTO v_seq, v_prev
-        FROM verdict.audit_events e ORDER BY e.seq DESC LIMIT 1;
-    IF NOT FOUND THEN
-        v_seq := 1;
-        v_prev := 'sha256:' || repeat('0', 64);
-    END IF;
-    v_at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
-    INSERT INTO verdict.audit_events (seq, prev_hash, hash, event_type, tbl, key, principal,
-        role, payload_digest, correlation, recorded_at)
-    VALUES (v_seq, v_prev, 'sha256:' || encode(sha256(%L::bytea || convert_to(format(%L,
-            coalesce(to_json(p_correlation)::text, 'null'), to_json(p_key), p_digest,
-            to_json(v_prev), to_json(p_principal), v_at, p_role, v_seq), 'UTF8')), 'hex'),
-        'append', 'blobs', p_key, p_principal, p_role, p_digest, p_correlation, v_at);
-    INSERT INTO verdict.blobs (seq, key, digest, body, bytes)
-    VALUES (v_seq, p_key, p_digest, p_body, p_bytes)
-    RETURNING seq, digest, body, true, NULL::boolean INTO r.r_seq, r.r_digest, r.r_body, r.r_inserted, r.r_counted;
-    RETURN r;
-END $body$;
-$template$,
-        verdict._identity_check(),
-        '\x' || encode(convert_to('verdict:store.blob:v1', 'UTF8') || '\x00'::bytea, 'hex'),
+$block$,
         '\x' || encode(convert_to('verdict:store.blob-holder:v1', 'UTF8') || '\x00'::bytea, 'hex'),
         '\x' || encode(convert_to('verdict:audit-event:v1', 'UTF8') || '\x00'::bytea, 'hex'),
         '{"correlation":%s,"event_type":"append","key":%s,"payload_digest":"%s","prev_hash":%s,'
-            || '"principal":%s,"recorded_at":"%s","role":"%s","seq":%s,"table":"blob_holders"}',
-        '\x' || encode(convert_to('verdict:audit-event:v1', 'UTF8') || '\x00'::bytea, 'hex'),
-        '{"correlation":%s,"event_type":"append","key":%s,"payload_digest":"%s","prev_hash":%s,'
-            || '"principal":%s,"recorded_at":"%s","role":"%s","seq":%s,"table":"blobs"}');
+            || '"principal":%s,"recorded_at":"%s","role":"%s","seq":%s,"table":"blob_holders"}');
+    EXECUTE replace(v_def, v_marker, v_block);
 END $make$;
-
 
 -- Whether `p_principal` holds a grant in force (read or write) on execution `p_execution`, or
 -- on mission `p_mission` when that is not null, at the database's clock (any time, on a manual
