@@ -186,7 +186,10 @@ impl Engine {
         };
         let info = BlobInfo::from_row(&row)?;
         if caller.role() == Role::Operator
-            || self.store.blob_put_by(&digest, caller.name().as_str()).await?
+            || self
+                .store
+                .blob_put_by(&digest, caller.name().as_str())
+                .await?
             || self
                 .a_subject_vouches_for(caller.name().as_str(), &digest, row.seq)
                 .await?
@@ -266,7 +269,9 @@ impl Engine {
                 continue;
             };
             if self.store.blob_put_by(digest, producer).await?
-                || self.a_subject_vouches_for(producer, digest, row.seq).await?
+                || self
+                    .a_subject_vouches_for(producer, digest, row.seq)
+                    .await?
             {
                 continue;
             }

@@ -19,6 +19,12 @@
 --   stored after the bytes or its producer holds them.
 -- A superuser connection with no role set is not bound by the trigger, as by the identity
 -- check.
+-- - job_claim takes a checks or verify job only if the claimant holds a grant in force at the
+--   store's time, not revoked, on the execution (or mission) of its request's subject: with
+--   write access for a checks job, whose evidence needs it, any for a verify job. A job no
+--   grant covers is skipped, still under FOR UPDATE SKIP LOCKED, and left for a worker that may
+--   do it; gate jobs are claimed as before (under a stored operator's name). job_claim is
+--   spliced like put_blobs.
 
 SET LOCAL ROLE __OWNER__;
 SET LOCAL search_path = verdict, pg_temp;
@@ -183,5 +189,42 @@ END $$;
 REVOKE ALL ON FUNCTION verdict._subject_names_only_readable_blobs() FROM PUBLIC;
 CREATE TRIGGER subjects_name_only_readable_blobs BEFORE INSERT ON verdict.subjects
     FOR EACH ROW EXECUTE FUNCTION verdict._subject_names_only_readable_blobs();
+
+-- Whether `p_principal` may work a job of `p_kind` for request `p_request` at `p_now`: a grant
+-- in force, not revoked, on the execution or mission of the request's subject, with write
+-- access for checks. The request, its subject and the principal's grants are each found by
+-- their indexes.
+CREATE FUNCTION verdict._job_covered(p_principal text, p_kind text, p_request text,
+    p_now timestamptz) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM verdict.verification_requests q
+        JOIN verdict.subjects s ON s.key = q.subject_digest
+        JOIN verdict.grants g ON g.principal = p_principal
+            AND ((g.scope_kind = 'execution' AND g.scope_id = s.execution_id)
+              OR (g.scope_kind = 'mission' AND g.scope_id = (s.body::jsonb ->> 'mission')))
+        WHERE q.key = p_request
+          AND (p_kind <> 'checks' OR (g.body::jsonb ->> 'access') = 'write')
+          AND (g.body::jsonb ->> 'expires_at')::timestamptz > p_now
+          AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key))
+$$;
+REVOKE ALL ON FUNCTION verdict._job_covered(text, text, text, timestamptz) FROM PUBLIC;
+
+DO $make$
+DECLARE
+    v_def text;
+    v_marker text;
+    v_hits integer;
+BEGIN
+    v_def := pg_get_functiondef('verdict.job_claim(text, text, text, text, bigint)'::regprocedure);
+    v_marker := E'    ORDER BY coalesce(j.not_before, j.created_at), j.id\n    LIMIT 1\n    FOR UPDATE SKIP LOCKED;\n';
+    v_hits := (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker);
+    IF v_hits <> 1 THEN
+        RAISE EXCEPTION 'job_claim: the claim''s ordering occurs % times, not once', v_hits;
+    END IF;
+    EXECUTE replace(v_def, v_marker,
+        E'      -- Only a job the claimant''s grants cover (schema 23); gate jobs as before.\n'
+        || E'      AND (j.kind = ''gate'' OR verdict._job_covered(p_principal, j.kind, j.request, v_now))\n'
+        || v_marker);
+END $make$;
 
 RESET ROLE;

@@ -55,7 +55,10 @@ async fn bytes_round_trip_and_a_second_put_keeps_them_once(t: &TestStore) {
     let held = store.rows(Table::BlobHolders, 0, 10).await.unwrap();
     assert_eq!(held.len(), 1);
     let holder: BlobRecord = held[0].decode().unwrap();
-    assert_eq!((holder.digest, holder.writer.as_str()), (digest.clone(), OPERATOR));
+    assert_eq!(
+        (holder.digest, holder.writer.as_str()),
+        (digest.clone(), OPERATOR)
+    );
     assert!(store.blob_put_by(&digest, OPERATOR).await.unwrap());
     assert!(store.blob_put_by(&digest, RUNNER).await.unwrap());
     assert!(!store.blob_put_by(&digest, PRODUCER).await.unwrap());
