@@ -653,7 +653,7 @@ async fn work(args: &Args) -> Result<ExitCode> {
             // Until a job of the role may be ready (a notification on PostgreSQL, a commit
             // seen on SQLite), at most the poll interval; only a hint, the next claim decides.
             let waited = async {
-                if let Err(e) = ctx.engine.wait_for_jobs(role, poll).await {
+                if let Err(e) = ctx.engine.wait_for_jobs(&caller, role, poll).await {
                     eprintln!("worker: {e}; trying again");
                     tokio::time::sleep(poll).await;
                 }

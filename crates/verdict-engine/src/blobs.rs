@@ -4,11 +4,17 @@
 //! Who puts: producers, operators and runners, whoever holds the bytes; the digest the caller
 //! names must be the SHA-256 of the bytes given. No grant is needed: bytes are about no
 //! execution until a subject names them, and putting them proves only that the caller holds
-//! them. Who reads: an operator; the principal that put them first; anyone whose read grant
-//! (in force at the store's time) covers a stored subject that names the digest. Anyone else
-//! is answered exactly as for bytes that are not stored ([`EngineError::NotFound`]), so a
-//! refusal does not tell whether they exist; when they do, the refusal is recorded as a
-//! denial like every other.
+//! them. Every principal that puts them is recorded (the first as the blob's writer, each later
+//! one once as a holder; the bytes are kept once). Who reads: an operator; a principal that put
+//! them; anyone whose grant (in force at the store's time) covers a stored subject that names
+//! the digest and vouches for it: one stored after the bytes (so its producer was held to the
+//! rule below) or whose producer put them. Anyone else is answered exactly as for bytes that
+//! are not stored ([`EngineError::NotFound`]), so a refusal does not tell whether they exist;
+//! when they do, the refusal is recorded as a denial like every other.
+//!
+//! A subject names only stored bytes its producer may read: ones it put, or ones a subject of
+//! an execution it holds a grant on names and vouches for. Otherwise a digest learnt elsewhere,
+//! named in a subject of one's own, would read another execution's bytes.
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
@@ -180,8 +186,13 @@ impl Engine {
         };
         let info = BlobInfo::from_row(&row)?;
         if caller.role() == Role::Operator
-            || info.writer == caller.name().as_str()
-            || self.a_readable_subject_names(caller, &digest).await?
+            || self
+                .store
+                .blob_put_by(&digest, caller.name().as_str())
+                .await?
+            || self
+                .a_subject_vouches_for(caller.name().as_str(), &digest, row.seq)
+                .await?
         {
             return Ok(info);
         }
@@ -243,16 +254,58 @@ impl Engine {
         Ok(out)
     }
 
-    /// Whether a stored subject that `caller` may read names `digest`. Only a grant in force
-    /// can make one readable, so the caller's grants are read first, once, at the store's
-    /// time: with none, no subject is read. An execution grant is decided by that execution's
-    /// subjects alone. Only a mission grant, which no index maps to its subjects, walks the
-    /// subjects a page at a time, each matched against the grants already read.
-    async fn a_readable_subject_names(&self, caller: &Principal, digest: &Digest) -> Result<bool> {
+    /// Refuses, recording the denial, a subject naming stored bytes its producer may not read:
+    /// bytes it did not put that no subject vouching for them names under a grant in force it
+    /// holds. A digest with no bytes stored is not refused (the bytes may come later); the
+    /// subject then vouches for them only if its producer puts them.
+    pub(crate) async fn require_named_blobs_readable(
+        &self,
+        caller: &Principal,
+        subject: &Subject,
+    ) -> Result<()> {
+        let producer = subject.producer.principal.as_str();
+        for (name, _, digest) in named(subject) {
+            let Some(row) = self.store.blob_record(digest).await? else {
+                continue;
+            };
+            if self.store.blob_put_by(digest, producer).await?
+                || self
+                    .a_subject_vouches_for(producer, digest, row.seq)
+                    .await?
+            {
+                continue;
+            }
+            let err = EngineError::PermissionDenied {
+                principal: caller.name().to_string(),
+                role: caller.role().as_str(),
+                action: "put a subject".into(),
+                why: format!(
+                    "it names blob {digest} ({name}), which producer {producer:?} did not put and no subject of an execution it holds a grant on names"
+                ),
+            };
+            return Err(self.deny(caller, err).await);
+        }
+        Ok(())
+    }
+
+    /// Whether a stored subject covered by a grant `principal` holds in force names `digest`
+    /// (whose bytes were stored at `blob_seq`) and vouches for it: stored after the bytes, so
+    /// its producer was held to [`Engine::require_named_blobs_readable`], or produced by a
+    /// principal that put them. Only a grant in force can make one count, so the grants are
+    /// read first, once, at the store's time: with none, no subject is read. An execution
+    /// grant is decided by that execution's subjects alone. Only a mission grant, which no
+    /// index maps to its subjects, walks the subjects a page at a time, each matched against
+    /// the grants already read.
+    async fn a_subject_vouches_for(
+        &self,
+        principal: &str,
+        digest: &Digest,
+        blob_seq: u64,
+    ) -> Result<bool> {
         let now = self.now().await?;
         let grants: Vec<Grant> = self
             .store
-            .grants_for(caller.name().as_str())
+            .grants_for(principal)
             .await?
             .into_iter()
             .filter(|g| g.is_active(&now))
@@ -265,7 +318,10 @@ impl Engine {
             let about = About::Execution(g.record.scope.id.as_str().to_owned());
             for row in self.store.list(DocKind::Subject, &about).await? {
                 let subject: Subject = row.decode()?;
-                if g.covers(&subject) && names(&subject) {
+                if g.covers(&subject)
+                    && names(&subject)
+                    && self.vouches(&row, &subject, digest, blob_seq).await?
+                {
                     return Ok(true);
                 }
             }
@@ -285,7 +341,10 @@ impl Engine {
             for row in &page {
                 after = row.seq;
                 let subject: Subject = row.decode()?;
-                if names(&subject) && grants.iter().any(|g| g.covers(&subject)) {
+                if names(&subject)
+                    && grants.iter().any(|g| g.covers(&subject))
+                    && self.vouches(row, &subject, digest, blob_seq).await?
+                {
                     return Ok(true);
                 }
             }
@@ -293,5 +352,22 @@ impl Engine {
                 return Ok(false);
             }
         }
+    }
+
+    /// Whether stored subject `row` vouches for the bytes it names under `digest`, stored at
+    /// `blob_seq`: a subject stored before them was never checked against them, so it counts
+    /// only if its producer put them.
+    async fn vouches(
+        &self,
+        row: &Stored,
+        subject: &Subject,
+        digest: &Digest,
+        blob_seq: u64,
+    ) -> Result<bool> {
+        Ok(row.seq > blob_seq
+            || self
+                .store
+                .blob_put_by(digest, subject.producer.principal.as_str())
+                .await?)
     }
 }

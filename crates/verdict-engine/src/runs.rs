@@ -1050,8 +1050,25 @@ impl Engine {
                 VerificationStatus::Completed => (RunStatus::Completed, None),
                 VerificationStatus::Unavailable => (RunStatus::Unavailable, r.unavailable_reason),
             };
-            self.run_status_as(&actor, claim, run_id, status, reason)
-                .await?;
+            if let Err(e) = self
+                .run_status_as(&actor, claim, run_id, status, reason)
+                .await
+            {
+                // The result is stored. A run cancelled meanwhile (the cancellation landing
+                // between the two writes) keeps that end, so the result is history: say so,
+                // rather than an error that reads as if nothing was stored.
+                return match self.store.run(run_id).await?.and_then(|run| run.status()) {
+                    Some(RunStatus::Cancelled) => Ok(Submitted {
+                        digest: stored.digest,
+                        counted: false,
+                        why_not: Some(
+                            "its run was cancelled while the result was being stored; the result is kept as history"
+                                .to_owned(),
+                        ),
+                    }),
+                    _ => Err(e),
+                };
+            }
         }
         let counted = grant_ok && stored.counted != Some(false);
         let why_not = if !grant_ok {

@@ -75,6 +75,7 @@ impl Engine {
             self.require_execution_as_stored(caller, &subject, &digest, h, now)
                 .await?;
         }
+        self.require_named_blobs_readable(caller, &subject).await?;
         let what = || format!("execution {execution:?}");
         if let Some(p) = expected {
             let current = head.as_ref().map(execution_version);

@@ -284,14 +284,19 @@ impl Engine {
         Ok(out)
     }
 
-    /// Waits until a job of `role` may have become claimable, for at most `max_wait`
-    /// ([`verdict_store::JobQueue::wait_for_jobs`]): what an idle worker does between claims
-    /// instead of sleeping. Only a hint; [`Engine::work_one`] decides.
-    pub async fn wait_for_jobs(&self, role: WorkerRole, max_wait: Duration) -> Result<Wakeup> {
+    /// Waits until a job of `role` that `caller` may claim may have become claimable, for at
+    /// most `max_wait` ([`verdict_store::JobQueue::wait_for_jobs_as`]): what an idle worker
+    /// does between claims instead of sleeping. Only a hint; [`Engine::work_one`] decides.
+    pub async fn wait_for_jobs(
+        &self,
+        caller: &Principal,
+        role: WorkerRole,
+        max_wait: Duration,
+    ) -> Result<Wakeup> {
         Ok(self
             .store
             .queue()
-            .wait_for_jobs(role.kind(), max_wait)
+            .wait_for_jobs_as(&caller.actor(), role.kind(), max_wait)
             .await?)
     }
 

@@ -190,7 +190,15 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>>;
     /// Appends a blob's record with its bytes and audit event, in one transaction; a key
     /// stored already returns the stored record and appends nothing.
-    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored>;
+    /// `holder` is the same record as a [`Table::BlobHolders`] row, appended instead when the
+    /// bytes are stored already under another writer and this one holds them not yet.
+    async fn put_blob(
+        &self,
+        actor: &Actor,
+        item: Prepared,
+        holder: Prepared,
+        bytes: Vec<u8>,
+    ) -> Result<Stored>;
     /// The bytes stored under a blob's key, if any.
     async fn blob_bytes(&self, key: &str) -> Result<Option<Vec<u8>>>;
     /// [`Backend::append`] for a job's claim: in the same transaction, first the claim is

@@ -285,7 +285,10 @@ pub trait JobQueue: Send + Sync {
     /// fencing token goes up by one and the returned job carries it. A verify job is ready only
     /// once the checks job of its request (if any) is finished, a gate job once every other
     /// job of its request is finished or its deadline passed. `None`: no job
-    /// is ready. Only the kind's worker role may claim.
+    /// is ready. Only the kind's worker role may claim, and (schema version 27) only a checks
+    /// or verify job whose request's subject the claimant holds a grant in force on (write
+    /// access for checks, whose evidence needs it); a job no grant covers is skipped, left for
+    /// a worker that may do it. Gate jobs are worked for the whole store.
     async fn claim_job(
         &self,
         actor: &Actor,
@@ -347,6 +350,18 @@ pub trait JobQueue: Send + Sync {
         holder: &str,
         lease: Duration,
     ) -> Result<DutyLease>;
+
+    /// [`JobQueue::wait_for_jobs`] for a worker acting as `actor`: where the wait looks at the
+    /// queue (SQLite), only a job `actor` could claim ends it, so a job its grants do not cover
+    /// does not wake it again and again. PostgreSQL's wait is its notifications either way.
+    async fn wait_for_jobs_as(
+        &self,
+        _actor: &Actor,
+        kind: JobKind,
+        max_wait: Duration,
+    ) -> Result<Wakeup> {
+        self.wait_for_jobs(kind, max_wait).await
+    }
 }
 
 /// When job `j` of `table` may be claimed at `now` (both SQL expressions): ready and past its

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 26;
+pub const SCHEMA_VERSION: i64 = 27;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -151,6 +151,11 @@ pub const SQLITE: &[Migration] = &[
         version: 26,
         name: "one_webhook_deliverer",
         sql: include_str!("../migrations/sqlite/0026_one_webhook_deliverer.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "subjects_name_only_readable_blobs",
+        sql: include_str!("../migrations/sqlite/0027_subjects_name_only_readable_blobs.sql"),
     },
 ];
 
@@ -291,6 +296,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 26,
         name: "one_webhook_deliverer",
         sql: include_str!("../migrations/postgres/0026_one_webhook_deliverer.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "subjects_name_only_readable_blobs",
+        sql: include_str!("../migrations/postgres/0027_subjects_name_only_readable_blobs.sql"),
     },
 ];
 

@@ -1178,7 +1178,14 @@ impl Backend for PgBackend {
         Ok(out)
     }
 
-    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored> {
+    async fn put_blob(
+        &self,
+        actor: &Actor,
+        item: Prepared,
+        // put_blobs derives the holder's row from the same body itself (schema version 27).
+        _holder: Prepared,
+        bytes: Vec<u8>,
+    ) -> Result<Stored> {
         let role = self.identity(actor).await?;
         let mut tx = self.begin_as(role.as_deref()).await?;
         let rows = sqlx::query(

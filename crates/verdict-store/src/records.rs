@@ -214,6 +214,7 @@ impl Table {
             Self::GateEvaluations => &[EVALUATION, SUBJECT, POLICY],
             // A blob's record derives no column; its bytes are checked against its key.
             Self::PointerChanges | Self::Blobs => &[],
+            Self::BlobHolders => &[text!("blob", &["digest"]), text!("holder", &["writer"])],
         }
     }
 }
@@ -256,11 +257,15 @@ pub enum Table {
     /// Content-addressed bytes (schema version 12): keyed by the raw digest of the bytes, the
     /// body is the [`BlobRecord`] and the bytes are kept beside it.
     Blobs,
+    /// Each later principal that put a blob's bytes (schema version 27): a [`BlobRecord`]
+    /// naming it as the writer, keyed by its own digest, at most one per blob and principal.
+    /// The bytes are kept once, in [`Table::Blobs`].
+    BlobHolders,
 }
 
 impl Table {
     /// Every table, in the order `audit verify` walks them.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Principals,
         Self::Grants,
         Self::GrantRevocations,
@@ -278,6 +283,7 @@ impl Table {
         Self::Denials,
         Self::GateEvaluations,
         Self::Blobs,
+        Self::BlobHolders,
     ];
 
     /// The table's name in both databases.
@@ -301,6 +307,7 @@ impl Table {
             Self::Denials => "denials",
             Self::GateEvaluations => "gate_evaluations",
             Self::Blobs => "blobs",
+            Self::BlobHolders => "blob_holders",
         }
     }
 
@@ -331,6 +338,7 @@ impl Table {
             Self::Denials => "store.denial",
             Self::GateEvaluations => "store.gate-evaluation",
             Self::Blobs => "store.blob",
+            Self::BlobHolders => "store.blob-holder",
         }
     }
 
@@ -359,6 +367,8 @@ impl Table {
             Self::Denials => &[System],
             // The bytes a subject names are put by whoever holds them.
             Self::Blobs => &[Producer, Operator, Runner],
+            // Appended only by a put of bytes stored already, through the blobs' own write.
+            Self::BlobHolders => &[Producer, Operator, Runner],
             Self::PointerChanges => &[],
         }
     }
@@ -1027,6 +1037,10 @@ pub fn key_of_value(table: Table, value: &Value, digest: &Digest) -> Result<Stri
             let b = decode::<BlobRecord>(value)?;
             check_blob(&b)?;
             b.digest.to_string()
+        }
+        Table::BlobHolders => {
+            check_blob(&decode::<BlobRecord>(value)?)?;
+            digest.to_string()
         }
         Table::GateDecisions => {
             let d = decode::<GateDecision>(value)?;

@@ -433,11 +433,13 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
 }
 
 /// Appends a blob's record and its bytes with the audit event, or returns the stored record
-/// when its key (the digest of the same bytes) is stored already.
+/// when its key (the digest of the same bytes) is stored already; then a writer other than the
+/// stored one is appended once as a holder (`holder`), without the bytes.
 fn put_blob_tx(
     tx: &Transaction<'_>,
     actor: &Actor,
     item: Prepared,
+    holder: Prepared,
     bytes: &[u8],
 ) -> Result<Stored> {
     let existing = tx
@@ -447,7 +449,21 @@ fn put_blob_tx(
         .optional()
         .map_err(err)?;
     if let Some(existing) = existing {
-        return item.settle(to_stored(Table::Blobs, existing)?);
+        let existing = item.settle(to_stored(Table::Blobs, existing)?)?;
+        let writer = existing.decode::<crate::records::BlobRecord>()?.writer;
+        if writer.as_str() != actor.principal {
+            let held: bool = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM blob_holders WHERE blob = ?1 AND holder = ?2)",
+                )
+                .map_err(err)?
+                .query_row(params![existing.key, actor.principal], |r| r.get(0))
+                .map_err(err)?;
+            if !held {
+                append_tx(tx, actor, vec![holder])?;
+            }
+        }
+        return Ok(existing);
     }
     let (seq, prev_hash) = head(tx)?.map_or((0, GENESIS_HASH.to_owned()), |h| (h.seq, h.hash));
     let now = now_utc();
@@ -698,13 +714,19 @@ impl Backend for SqliteBackend {
         .await
     }
 
-    async fn put_blob(&self, actor: &Actor, item: Prepared, bytes: Vec<u8>) -> Result<Stored> {
+    async fn put_blob(
+        &self,
+        actor: &Actor,
+        item: Prepared,
+        holder: Prepared,
+        bytes: Vec<u8>,
+    ) -> Result<Stored> {
         let actor = actor.clone();
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
-            let stored = put_blob_tx(&tx, &actor, item, &bytes)?;
+            let stored = put_blob_tx(&tx, &actor, item, holder, &bytes)?;
             tx.commit().map_err(err)?;
             Ok(stored)
         })

@@ -489,8 +489,10 @@ pub trait Store: Send + Sync {
 
     /// Stores bytes under their raw digest (schema version 12), with the writer and the store's
     /// time in their record: a producer, operator or runner, at most
-    /// [`records::MAX_BLOB_BYTES`]. The digest is the identity: the same bytes put again append
-    /// nothing and return the stored record (`inserted: false`), whoever puts them.
+    /// [`records::MAX_BLOB_BYTES`]. The digest is the identity: the same bytes put again
+    /// store no bytes and return the stored record (`inserted: false`), whoever puts them; a
+    /// principal other than the first writer putting them is recorded once as a holder
+    /// ([`Table::BlobHolders`], schema version 27).
     async fn put_blob(
         &self,
         actor: &Actor,
@@ -503,6 +505,10 @@ pub trait Store: Send + Sync {
 
     /// The record and the bytes of the blob stored under a raw digest.
     async fn blob(&self, digest: &Digest) -> Result<Option<(Stored, Vec<u8>)>>;
+
+    /// Whether `principal` put the bytes stored under a raw digest: first (the blob's writer)
+    /// or later (a holder). False when nothing is stored under it.
+    async fn blob_put_by(&self, digest: &Digest, principal: &str) -> Result<bool>;
 }
 
 /// The store over one backend.
@@ -2120,11 +2126,15 @@ impl<B: Backend> Store for StoreImpl<B> {
             stored_at: self.now().await?,
         };
         let body = text_of(Table::Blobs, &blob)?;
+        // Recorded only when the bytes are stored already under another writer.
+        let holder = record(Table::BlobHolders, body.clone(), None)?;
         let mut item = record(Table::Blobs, body, None)?;
         // The digest is the identity: whoever puts the same bytes again gets the stored record.
         item.converge = true;
         check_item(actor, &item)?;
-        self.backend.put_blob(actor, item, bytes.to_vec()).await
+        self.backend
+            .put_blob(actor, item, holder, bytes.to_vec())
+            .await
     }
 
     async fn blob_record(&self, digest: &Digest) -> Result<Option<Stored>> {
@@ -2146,5 +2156,27 @@ impl<B: Backend> Store for StoreImpl<B> {
                     message: "the record is stored without its bytes".into(),
                 })?;
         Ok(Some((row, bytes)))
+    }
+
+    async fn blob_put_by(&self, digest: &Digest, principal: &str) -> Result<bool> {
+        let Some(row) = self.blob_record(digest).await? else {
+            return Ok(false);
+        };
+        if row.decode::<records::BlobRecord>()?.writer.as_str() == principal {
+            return Ok(true);
+        }
+        let holders = self
+            .backend
+            .find(
+                Table::BlobHolders,
+                Filter::Column("blob", digest.to_string()),
+            )
+            .await?;
+        for h in holders {
+            if h.decode::<records::BlobRecord>()?.writer.as_str() == principal {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }

@@ -817,3 +817,53 @@ async fn a_gate_run_that_read_before_a_late_failure_never_applies() {
     })
     .await;
 }
+
+/// A verifier submits its result while an operator cancels its run. Whichever lands first, the
+/// answer says what was stored: an answer is a result stored (never counted when its run ended
+/// cancelled), an error a result not stored. Tried on twelve fresh runs, so that the
+/// cancellation lands before, after and between the result and its run's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_racing_its_runs_cancellation_says_what_was_stored() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        for generation in 1..=12_u64 {
+            let run = format!("run-race-{generation}");
+            let (d, ev, _) = prepared(&w, generation, &format!("change {generation}"), &run).await;
+            let doc = result("rev", &run, &d, generation, &ev);
+            let digest =
+                verdict_core::digest::digest(verdict_core::digest::DigestKind::Verification, &doc);
+            let (submitted, cancelled) = tokio::join!(
+                w.engine.submit_result(&w.rev, &doc),
+                w.engine.cancel_run(&w.ops, &run, "raced")
+            );
+            let stored = w
+                .engine
+                .store()
+                .get(DocKind::Verification, &digest)
+                .await
+                .unwrap();
+            let ended = w.engine.store().run(&run).await.unwrap().unwrap().status();
+            match submitted {
+                Ok(s) => {
+                    assert!(stored.is_some(), "answered as stored, but nothing is");
+                    assert_eq!(s.digest, digest);
+                    if ended == Some(RunStatus::Cancelled) {
+                        assert!(!s.counted, "a cancelled run's result counted");
+                        assert!(s.why_not.unwrap().contains("cancelled"));
+                    }
+                }
+                Err(e) => {
+                    assert!(
+                        stored.is_none(),
+                        "an error ({e}) for a result that is stored"
+                    );
+                }
+            }
+            // A cancellation answered as done ended the run.
+            if cancelled.is_ok() {
+                assert_eq!(ended, Some(RunStatus::Cancelled));
+            }
+        }
+    })
+    .await;
+}

@@ -1172,7 +1172,7 @@ impl Workers {
                                     continue;
                                 }
                                 let woke = tokio::select! {
-                                    woke = engine.wait_for_jobs(role, wait) => woke.map_err(err)?,
+                                    woke = engine.wait_for_jobs(&caller, role, wait) => woke.map_err(err)?,
                                     () = stopping.notified() => continue,
                                 };
                                 let counter = match woke {

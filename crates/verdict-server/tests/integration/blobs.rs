@@ -3,7 +3,7 @@
 //! bytes that do not hash to the digest and bytes over the limit refused with nothing stored,
 //! a verifier's or a human's put refused and recorded, and a read out of scope answered like a
 //! blob that is not stored; a grant on an execution or a mission reads what that scope's
-//! subjects name, and nothing else.
+//! subjects name, and nothing else; a subject names only stored bytes its producer may read.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -94,10 +94,23 @@ async fn a_blob_round_trips_and_every_refusal_stores_nothing() {
         assert_eq!(r.body["media_type"], json!("text/x-diff"));
         assert_eq!(r.body["writer"], json!("coder"));
         assert_eq!(r.headers["etag"], format!("\"{digest}\"").as_str());
+        // Another principal putting the same bytes is recorded once as holding them (one
+        // event, no second copy of the bytes); its writer or it again records nothing.
         let before = head_seq(&w).await;
         let r = put("ci", diff.as_bytes().to_vec(), path.clone()).await;
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.body["writer"], json!("coder"));
+        let after = events_after(&w, before).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(
+            (after[0].table.as_str(), after[0].principal.as_str()),
+            ("blob_holders", "ci")
+        );
+        let before = head_seq(&w).await;
+        for who in ["ci", "coder"] {
+            let r = put(who, diff.as_bytes().to_vec(), path.clone()).await;
+            assert_eq!(r.status, 200, "{r:?}");
+        }
         assert_eq!(head_seq(&w).await, before);
 
         // Its writer and an operator read it back, as an attachment never sniffed.
@@ -264,6 +277,168 @@ async fn a_blob_round_trips_and_every_refusal_stores_nothing() {
             )
             .await;
         assert_problem(&r, 404, "not_found");
+    })
+    .await;
+}
+
+/// A producer that learnt the digest of another execution's bytes names it in a subject of its
+/// own, hoping to read them through that subject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_names_only_bytes_its_producer_may_read() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let until = "2099-01-01T00:00:00Z".parse().unwrap();
+        let mut tokens = std::collections::BTreeMap::new();
+        // mallory works ex-evil; coder-2 works ex-2 and may read coder's ex-1.
+        for (name, grants) in [
+            ("mallory", vec![("ex-evil", verdict_store::Access::Write)]),
+            (
+                "coder-2",
+                vec![
+                    ("ex-2", verdict_store::Access::Write),
+                    (EXEC, verdict_store::Access::Read),
+                ],
+            ),
+        ] {
+            let token = w
+                .engine
+                .add_principal(&w.ops, name, verdict_core::contracts::Role::Producer)
+                .await
+                .unwrap();
+            for (i, (execution, access)) in grants.into_iter().enumerate() {
+                w.engine
+                    .grant(
+                        &w.ops,
+                        &format!("g-{name}-{i}"),
+                        name,
+                        verdict_store::ScopeKind::Execution,
+                        execution,
+                        access,
+                        &until,
+                    )
+                    .await
+                    .unwrap();
+            }
+            tokens.insert(name, token);
+        }
+        let put_bytes = |token: String, bytes: &'static str| {
+            let s = &s;
+            async move {
+                let path = format!("/v1/blobs/{}", verdict_core::digest::raw(bytes.as_bytes()));
+                s.send_raw(
+                    "PUT",
+                    &path,
+                    Some(&token),
+                    Some((bytes.as_bytes().to_vec(), "text/plain")),
+                )
+                .await
+            }
+        };
+        let subject_of = |execution: &str, producer: &str, bytes: &str| {
+            let mut doc = subject(1, bytes);
+            doc["execution"]["id"] = json!(execution);
+            doc["producer"]["principal"] = json!(producer);
+            doc
+        };
+        let get = |token: String, bytes: &'static str| {
+            let s = &s;
+            async move {
+                let path = format!("/v1/blobs/{}", verdict_core::digest::raw(bytes.as_bytes()));
+                raw(s, "GET", &path, &token).await
+            }
+        };
+
+        // coder's bytes, named by coder's subject of ex-1.
+        let secret = "diff --git a/keys.rs b/keys.rs\n+const KEY: u64 = 42;\n";
+        let r = put_bytes(w.token("coder").to_owned(), secret).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(w.token("coder")),
+                Some(&subject_of(EXEC, "coder", secret)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+
+        // mallory names the digest in a subject of its own execution: 403, only the denial
+        // written, and the bytes stay unreadable to it.
+        let before = head_seq(&w).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(&tokens["mallory"]),
+                Some(&subject_of("ex-evil", "mallory", secret)),
+            )
+            .await;
+        assert_denied_once(&w, before, &r, "mallory", "permission_denied").await;
+        assert!(
+            r.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains(verdict_core::digest::raw(secret.as_bytes()).as_str()),
+            "{r:?}"
+        );
+        let (status, _, _) = get(tokens["mallory"].clone(), secret).await;
+        assert_eq!(status, 404);
+
+        // Named before the bytes are stored, the digest is taken; once coder stores the bytes,
+        // mallory's earlier subject does not vouch for them and reads nothing.
+        let later = "diff --git a/later.rs b/later.rs\n+fn later() {}\n";
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(&tokens["mallory"]),
+                Some(&subject_of("ex-evil", "mallory", later)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = put_bytes(w.token("coder").to_owned(), later).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let (status, _, _) = get(tokens["mallory"].clone(), later).await;
+        assert_eq!(status, 404);
+        // ... while the reviewer, granted on ex-1 only, does not read it through ex-evil.
+        let (status, _, _) = get(w.token("rev").to_owned(), later).await;
+        assert_eq!(status, 404);
+
+        // coder-2 may read ex-1, whose subject names the bytes: it may name them too, and its
+        // own reader then reads them.
+        let r = s
+            .send(
+                "POST",
+                "/v1/subjects",
+                Some(&tokens["coder-2"]),
+                Some(&subject_of("ex-2", "coder-2", secret)),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let (status, _, bytes) = get(tokens["coder-2"].clone(), secret).await;
+        assert_eq!((status, bytes.as_slice()), (200, secret.as_bytes()));
+
+        // mallory holding the bytes itself puts them (recorded as a holder) and may then name
+        // them: it proved it had them.
+        let r = put_bytes(tokens["mallory"].clone(), secret).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let mut doc = subject_of("ex-evil", "mallory", secret);
+        doc["execution"]["generation"] = json!(2);
+        let r = s
+            .send("POST", "/v1/subjects", Some(&tokens["mallory"]), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let (status, _, _) = get(tokens["mallory"].clone(), secret).await;
+        assert_eq!(status, 200);
+        assert!(
+            w.engine
+                .store()
+                .verify_audit(None)
+                .await
+                .unwrap()
+                .is_intact()
+        );
     })
     .await;
 }

@@ -134,20 +134,85 @@ pub(crate) fn renew_claim(
 /// committed.
 const WATCH_EVERY: Duration = Duration::from_millis(5);
 
-/// The id of the job of `kind` a claim at `now` takes, if any.
-fn next_claimable(conn: &Connection, kind: JobKind, now: i64) -> Result<Option<i64>> {
+/// The id of the job of `kind` a claim by `principal` at `now` takes, if any: of a checks or
+/// verify job, only one whose request the principal's grants cover ([`covered`]); any gate job
+/// (worked for the whole store under an operator's name).
+fn next_claimable(
+    conn: &Connection,
+    kind: JobKind,
+    principal: &str,
+    now: i64,
+) -> Result<Option<i64>> {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let sql = SQL.get_or_init(|| {
         format!(
-            "SELECT j.id FROM jobs j WHERE j.kind = ?1 AND {} \
-             ORDER BY coalesce(j.not_before, j.created_at), j.id LIMIT 1",
+            "SELECT j.id, j.request FROM jobs j WHERE j.kind = ?1 AND {} \
+             ORDER BY coalesce(j.not_before, j.created_at), j.id",
+            claimable("jobs", "?2")
+        )
+    });
+    let mut stmt = conn.prepare_cached(sql).map_err(err)?;
+    let mut rows = stmt.query(params![kind.as_str(), now]).map_err(err)?;
+    while let Some(row) = rows.next().map_err(err)? {
+        let (id, request): (i64, String) = (row.get(0).map_err(err)?, row.get(1).map_err(err)?);
+        if kind == JobKind::Gate || covered(conn, kind, principal, &request, now)? {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `principal` holds a grant in force at `now`, not revoked, on the execution (or the
+/// mission) of the subject of `request`: one with write access for a checks job, whose
+/// evidence needs it, any for a verify job. A request or subject not stored is covered by
+/// nothing.
+fn covered(
+    conn: &Connection,
+    kind: JobKind,
+    principal: &str,
+    request: &str,
+    now: i64,
+) -> Result<bool> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT g.body FROM verification_requests q JOIN subjects s ON s.key = q.subject_digest \
+             JOIN grants g ON g.principal = ?2 AND ((g.scope_kind = 'execution' \
+               AND g.scope_id = s.execution_id) OR (g.scope_kind = 'mission' \
+               AND g.scope_id = json_extract(s.body, '$.mission'))) \
+             WHERE q.key = ?1 \
+               AND NOT EXISTS (SELECT 1 FROM grant_revocations v WHERE v.grant_id = g.key)",
+        )
+        .map_err(err)?;
+    let mut rows = stmt.query(params![request, principal]).map_err(err)?;
+    while let Some(row) = rows.next().map_err(err)? {
+        let body: String = row.get(0).map_err(err)?;
+        let grant: crate::records::GrantRecord =
+            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                table: "grants",
+                key: principal.to_owned(),
+                message: e.to_string(),
+            })?;
+        if grant.expires_at.unix_nanos() > i128::from(now) * 1000
+            && (kind != JobKind::Checks || grant.access == crate::records::Access::Write)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Whether any job of `kind` is claimable at `now`, whoever claims.
+fn next_any(conn: &Connection, kind: JobKind, now: i64) -> Result<bool> {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT 1 FROM jobs j WHERE j.kind = ?1 AND {} LIMIT 1",
             claimable("jobs", "?2")
         )
     });
     conn.prepare_cached(sql)
         .map_err(err)?
-        .query_row(params![kind.as_str(), now], |r| r.get(0))
-        .optional()
+        .exists(params![kind.as_str(), now])
         .map_err(err)
 }
 
@@ -232,7 +297,7 @@ impl JobQueue for SqliteBackend {
         let manual = self.manual_time().get();
         self.with(move |conn| {
             // A claim that would find nothing takes no write lock.
-            if next_claimable(conn, kind, store_now(conn, manual)?)?.is_none() {
+            if next_claimable(conn, kind, &principal, store_now(conn, manual)?)?.is_none() {
                 return Ok(None);
             }
             let tx = conn
@@ -240,7 +305,7 @@ impl JobQueue for SqliteBackend {
                 .map_err(err)?;
             let now = store_now(&tx, manual)?;
             // Under the lock again: another claim may have taken it meanwhile.
-            let Some(id) = next_claimable(&tx, kind, now)? else {
+            let Some(id) = next_claimable(&tx, kind, &principal, now)? else {
                 return Ok(None);
             };
             tx.execute(
@@ -337,44 +402,17 @@ impl JobQueue for SqliteBackend {
     }
 
     async fn wait_for_jobs(&self, kind: JobKind, max_wait: Duration) -> Result<Wakeup> {
-        let deadline = tokio::time::Instant::now() + max_wait;
-        // Subscribed before the first look: a change by this handle from then on is seen.
-        let mut own = self.queue_changes();
-        let mut seen = None;
-        loop {
-            // Read again on every look: the handle's manual clock may have moved meanwhile.
-            let (last, manual) = (seen, self.manual_time().get());
-            let (version, ready) = self
-                .with(move |conn| {
-                    let version = data_version(conn)?;
-                    // Looked for only when something committed since the last look (always
-                    // at the first: a job made claimable before the wait began counts).
-                    let ready = if last == Some(version) {
-                        false
-                    } else {
-                        next_claimable(conn, kind, store_now(conn, manual)?)?.is_some()
-                    };
-                    Ok((version, ready))
-                })
-                .await?;
-            if ready {
-                return Ok(Wakeup::Signalled);
-            }
-            seen = Some(version);
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(Wakeup::TimedOut);
-            }
-            tokio::select! {
-                // This handle's own commits do not move its data_version: look again.
-                changed = own.changed() => match changed {
-                    Ok(()) => seen = None,
-                    // Not while the handle lives; were it so, the watch alone still serves.
-                    Err(_) => tokio::time::sleep(left.min(WATCH_EVERY)).await,
-                },
-                () = tokio::time::sleep(left.min(WATCH_EVERY)) => {}
-            }
-        }
+        self.wait_as(None, kind, max_wait).await
+    }
+
+    async fn wait_for_jobs_as(
+        &self,
+        actor: &Actor,
+        kind: JobKind,
+        max_wait: Duration,
+    ) -> Result<Wakeup> {
+        self.wait_as(Some(actor.principal.clone()), kind, max_wait)
+            .await
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {
@@ -448,4 +486,58 @@ fn found(conn: &Connection, id: i64) -> Result<Job> {
         what: "job",
         key: id.to_string(),
     })
+}
+
+impl SqliteBackend {
+    /// [`JobQueue::wait_for_jobs`], looking only for jobs `principal` could claim when one is
+    /// named: a job its grants do not cover would otherwise wake it again and again.
+    async fn wait_as(
+        &self,
+        principal: Option<String>,
+        kind: JobKind,
+        max_wait: Duration,
+    ) -> Result<Wakeup> {
+        let deadline = tokio::time::Instant::now() + max_wait;
+        // Subscribed before the first look: a change by this handle from then on is seen.
+        let mut own = self.queue_changes();
+        let mut seen = None;
+        loop {
+            // Read again on every look: the handle's manual clock may have moved meanwhile.
+            let (last, manual, principal) = (seen, self.manual_time().get(), principal.clone());
+            let (version, ready) = self
+                .with(move |conn| {
+                    let version = data_version(conn)?;
+                    // Looked for only when something committed since the last look (always
+                    // at the first: a job made claimable before the wait began counts).
+                    let ready = if last == Some(version) {
+                        false
+                    } else {
+                        let now = store_now(conn, manual)?;
+                        match &principal {
+                            Some(p) => next_claimable(conn, kind, p, now)?.is_some(),
+                            None => next_any(conn, kind, now)?,
+                        }
+                    };
+                    Ok((version, ready))
+                })
+                .await?;
+            if ready {
+                return Ok(Wakeup::Signalled);
+            }
+            seen = Some(version);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(Wakeup::TimedOut);
+            }
+            tokio::select! {
+                // This handle's own commits do not move its data_version: look again.
+                changed = own.changed() => match changed {
+                    Ok(()) => seen = None,
+                    // Not while the handle lives; were it so, the watch alone still serves.
+                    Err(_) => tokio::time::sleep(left.min(WATCH_EVERY)).await,
+                },
+                () = tokio::time::sleep(left.min(WATCH_EVERY)) => {}
+            }
+        }
+    }
 }

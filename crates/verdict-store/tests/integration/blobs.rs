@@ -16,7 +16,7 @@ use sqlx::Connection as _;
 use verdict_core::contracts::Role;
 use verdict_store::{Actor, BlobRecord, MAX_BLOB_BYTES, ProblemKind, StoreError, Table};
 
-async fn bytes_round_trip_and_a_second_put_appends_nothing(t: &TestStore) {
+async fn bytes_round_trip_and_a_second_put_keeps_them_once(t: &TestStore) {
     let store = t.store.as_ref();
     let runner = Actor::new(RUNNER, Role::Runner);
     let bytes = b"diff --git a/x b/x\n+one line\n";
@@ -33,13 +33,46 @@ async fn bytes_round_trip_and_a_second_put_appends_nothing(t: &TestStore) {
     assert_eq!(record.media_type.as_deref(), Some("text/x-diff"));
     assert_eq!(record.writer.as_str(), RUNNER);
     let head = store.audit_head().await.unwrap().unwrap();
-    // The same bytes again, by another writer with another media type: the stored record.
+    // The same bytes again by their writer: the stored record, nothing appended.
+    let again = store.put_blob(&runner, bytes, None).await.unwrap();
+    assert!(!again.inserted);
+    assert_eq!(again.seq, first.seq);
+    assert_eq!(store.audit_head().await.unwrap().unwrap(), head);
+    // By another principal with another media type: the stored record, and that principal
+    // recorded once as holding the bytes (schema version 27), which are not kept again.
     let op = Actor::new(OPERATOR, Role::Operator);
+    assert!(!store.blob_put_by(&digest, OPERATOR).await.unwrap());
     let again = store.put_blob(&op, bytes, None).await.unwrap();
     assert!(!again.inserted);
     assert_eq!(again.seq, first.seq);
     assert_eq!(again.body, first.body);
+    let events = store.audit_events(head.seq, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].table.as_str(), events[0].principal.as_str()),
+        ("blob_holders", OPERATOR)
+    );
+    let held = store.rows(Table::BlobHolders, 0, 10).await.unwrap();
+    assert_eq!(held.len(), 1);
+    let holder: BlobRecord = held[0].decode().unwrap();
+    assert_eq!(
+        (holder.digest, holder.writer.as_str()),
+        (digest.clone(), OPERATOR)
+    );
+    assert!(store.blob_put_by(&digest, OPERATOR).await.unwrap());
+    assert!(store.blob_put_by(&digest, RUNNER).await.unwrap());
+    assert!(!store.blob_put_by(&digest, PRODUCER).await.unwrap());
+    let head = store.audit_head().await.unwrap().unwrap();
+    store.put_blob(&op, bytes, None).await.unwrap();
     assert_eq!(store.audit_head().await.unwrap().unwrap(), head);
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {} WHERE key = '{digest}'",
+            t.table("blobs")
+        ))
+        .await,
+        1
+    );
     let (row, read) = store.blob(&digest).await.unwrap().unwrap();
     assert_eq!(read, bytes);
     assert_eq!(row.seq, first.seq);
@@ -54,7 +87,7 @@ async fn bytes_round_trip_and_a_second_put_appends_nothing(t: &TestStore) {
     assert!(store.put_blob(&runner, b"", None).await.unwrap().inserted);
     assert!(store.verify_audit(None).await.unwrap().is_intact());
 }
-both!(bytes_round_trip_and_a_second_put_appends_nothing);
+both!(bytes_round_trip_and_a_second_put_keeps_them_once);
 
 async fn oversized_bytes_a_bad_media_type_and_other_roles_store_nothing(t: &TestStore) {
     let store = t.store.as_ref();

@@ -615,7 +615,7 @@ async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
     // With grants in force, the same calls are taken.
     grant_write(t.store.as_ref(), "g-runner-2", RUNNER, "ex-1").await;
     grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
-    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
     let seq = head_seq(&t).await;
     for (which, calls) in &cases {
         try_sql(&mut conns[*which], &calls[0]).await.unwrap();
@@ -896,7 +896,7 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     rev.close().await.unwrap();
 
     // The producer of ex-1 ends the run only once it has recorded cancelling ex-1 itself.
-    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
     let (mut coder, _) = principal_login(&t, PRODUCER, Role::Producer).await;
     let cancelled = json!({"run_id": "vrun-9", "n": 1, "status": "cancelled"});
     let started = json!({"run_id": "vrun-9", "n": 1, "status": "started"});
@@ -1708,7 +1708,7 @@ async fn a_verifiers_own_admission_is_held_to_preflight_and_cancellation() {
 
     // The producer cancels ex-1: no run is admitted on it any more.
     register(t.store.as_ref(), PRODUCER, Role::Producer).await;
-    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
     let record = json!({
         "schema": "verdict.cancellation/v1", "cancelled": {"kind": "execution", "id": "ex-1"},
         "subject_digest": s.as_str(), "by": {"principal": PRODUCER, "role": "producer"},
@@ -2310,7 +2310,7 @@ async fn a_batch_is_checked_for_every_subject_its_records_name() {
         subject_digest(&subject("ex-2", 1)),
     );
     grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
-    grant_write(t.store.as_ref(), "g-coder", PRODUCER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
     let (mut runner, _) = principal_login(&t, RUNNER, Role::Runner).await;
     let (mut coder, _) = principal_login(&t, PRODUCER, Role::Producer).await;
     let seq = head_seq(&t).await;
@@ -3042,5 +3042,118 @@ async fn a_principal_login_records_its_own_denial_and_no_one_elses() {
         "{err}"
     );
     nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// Schema 27: a producer's own login names in a subject only stored bytes it may read: ones it
+/// put, or ones a subject of an execution it holds a grant on names. Naming another
+/// execution's bytes by their digest is refused (`42501`) and appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producers_login_names_only_bytes_it_may_read() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let (mut mallory, _) = principal_login(&t, "mallory", Role::Producer).await;
+    let (mut reader, _) = principal_login(&t, "coder2", Role::Producer).await;
+    register(t.store.as_ref(), PRODUCER, Role::Producer).await;
+    grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
+    grant_write(t.store.as_ref(), "g-mallory", "mallory", "ex-evil").await;
+    grant_write(t.store.as_ref(), "g-coder2", "coder2", "ex-2").await;
+    let secret = b"the bytes of ex-1";
+    let digest = verdict_core::digest::raw(secret);
+    t.store
+        .put_blob(&Actor::new(PRODUCER, Role::Producer), secret, None)
+        .await
+        .unwrap();
+    let naming = |execution: &str, producer: &str, run: &str| {
+        let mut s = subject(execution, 1);
+        s["producer"] = json!({"principal": producer, "run": run});
+        s["resources"][0]["digest"] = json!(digest.as_str());
+        s
+    };
+    t.store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &naming("ex-1", PRODUCER, "run-1"),
+        )
+        .await
+        .unwrap();
+
+    let seq = head_seq(&t).await;
+    for sql in put_calls(
+        Table::Subjects,
+        "mallory",
+        "producer",
+        &naming("ex-evil", "mallory", "run-m"),
+    ) {
+        let (code, err) = try_sql_state(&mut mallory, &sql).await.expect_err(&sql);
+        assert!(
+            code == "42501" && err.contains("which it did not put"),
+            "{sql}: {code} {err}"
+        );
+    }
+    // coder2 may not either, until it holds a grant on ex-1, whose subject names the bytes.
+    let theirs = put_calls(
+        Table::Subjects,
+        "coder2",
+        "producer",
+        &naming("ex-2", "coder2", "run-2"),
+    );
+    let (code, _) = try_sql_state(&mut reader, &theirs[0])
+        .await
+        .expect_err("no grant on ex-1 yet");
+    assert_eq!(code, "42501");
+    nothing_appended(&t, seq).await;
+    t.store
+        .add_grant(
+            &op,
+            &GrantRecord {
+                grant_id: "g-coder2-read".parse().unwrap(),
+                principal: "coder2".parse().unwrap(),
+                scope: GrantScope {
+                    kind: ScopeKind::Execution,
+                    id: "ex-1".parse().unwrap(),
+                },
+                access: Access::Read,
+                expires_at: "2099-01-01T00:00:00Z".parse().unwrap(),
+            },
+        )
+        .await
+        .unwrap();
+    try_sql(&mut reader, &theirs[0]).await.unwrap();
+
+    // Having put the same bytes itself (recorded as a holder, the bytes kept once), mallory
+    // may name them.
+    let before = head_seq(&t).await;
+    let again = t
+        .store
+        .put_blob(&Actor::new("mallory", Role::Producer), secret, None)
+        .await
+        .unwrap();
+    assert!(!again.inserted);
+    let events = t.store.audit_events(before, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].table, "blob_holders");
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM verdict.blobs WHERE key = '{digest}'"
+        ))
+        .await,
+        1,
+        "the bytes are kept once"
+    );
+    try_sql(
+        &mut mallory,
+        &put_calls(
+            Table::Subjects,
+            "mallory",
+            "producer",
+            &naming("ex-evil", "mallory", "run-m"),
+        )[0],
+    )
+    .await
+    .unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }

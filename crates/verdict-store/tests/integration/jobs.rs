@@ -15,8 +15,29 @@ use verdict_store::{Actor, ActorRole, JobFilter, JobKind, JobState, NewJob, Stor
 
 const LEASE: Duration = Duration::from_secs(60);
 
+/// Every seed these tests claim jobs for.
+const SEEDS: &[&str] = &[
+    "race0", "race1", "race2", "race3", "race4", "race5", "race6", "race7", "race8", "race9",
+    "race10", "race11", "lapse", "retry", "retry2", "wait", "late", "long", "roles", "hand",
+];
+
+/// The requests these tests queue jobs for, stored, and a write grant on their execution for
+/// each worker they use.
+async fn covered(t: &TestStore) {
+    let workers = [
+        ("va", Role::Verifier),
+        ("vb", Role::Verifier),
+        ("v0", Role::Verifier),
+        ("v1", Role::Verifier),
+        ("v2", Role::Verifier),
+        ("v9", Role::Verifier),
+        (RUNNER, Role::Runner),
+    ];
+    cover_requests(t.store.as_ref(), SEEDS, &workers).await;
+}
+
 fn request(seed: &str) -> Digest {
-    d(seed).parse().unwrap()
+    job_request(seed)
 }
 
 fn job(kind: JobKind, seed: &str, class: &str) -> NewJob {
@@ -82,6 +103,7 @@ async fn enqueuing_twice_adds_nothing_and_only_operators_and_producers_enqueue(t
 both!(enqueuing_twice_adds_nothing_and_only_operators_and_producers_enqueue);
 
 async fn racing_workers_never_claim_the_same_job(t: &TestStore) {
+    covered(t).await;
     let q = t.store.queue();
     let jobs: Vec<NewJob> = (0..12)
         .map(|i| job(JobKind::Verify, &format!("race{i}"), "security"))
@@ -122,6 +144,7 @@ async fn racing_workers_never_claim_the_same_job(t: &TestStore) {
 both!(racing_workers_never_claim_the_same_job);
 
 async fn a_lapsed_lease_is_taken_over_and_the_old_claim_is_refused(t: &TestStore) {
+    covered(t).await;
     let q = t.store.queue();
     let [queued] = <[_; 1]>::try_from(
         q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "lapse", "security")])
@@ -195,6 +218,7 @@ async fn a_lapsed_lease_is_taken_over_and_the_old_claim_is_refused(t: &TestStore
 both!(a_lapsed_lease_is_taken_over_and_the_old_claim_is_refused);
 
 async fn a_failed_attempt_is_retried_after_its_back_off_or_given_up(t: &TestStore) {
+    covered(t).await;
     let q = t.store.queue();
     q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "retry", "security")])
         .await
@@ -242,6 +266,7 @@ async fn a_failed_attempt_is_retried_after_its_back_off_or_given_up(t: &TestStor
 both!(a_failed_attempt_is_retried_after_its_back_off_or_given_up);
 
 async fn a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline(t: &TestStore) {
+    covered(t).await;
     // Gate jobs are claimed under a stored operator's name (PostgreSQL since schema 13).
     register(t.store.as_ref(), OPERATOR, Role::Operator).await;
     let q = t.store.queue();
@@ -312,6 +337,7 @@ async fn a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline(t: &TestSt
 both!(a_gate_job_waits_for_its_requests_other_jobs_or_its_deadline);
 
 async fn a_lease_longer_than_a_day_is_refused_before_anything_is_written(t: &TestStore) {
+    covered(t).await;
     let q = t.store.queue();
     q.enqueue_jobs(&operator(), &[job(JobKind::Checks, "long", "")])
         .await
@@ -352,6 +378,7 @@ async fn a_lease_longer_than_a_day_is_refused_before_anything_is_written(t: &Tes
 both!(a_lease_longer_than_a_day_is_refused_before_anything_is_written);
 
 async fn only_a_kinds_worker_role_works_it(t: &TestStore) {
+    covered(t).await;
     let q = t.store.queue();
     q.enqueue_jobs(
         &operator(),
@@ -404,6 +431,7 @@ async fn sql(conn: &mut sqlx::PgConnection, text: &str) -> Result<(), String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_own_role() {
     let t = postgres().await;
+    covered(&t).await;
     let q = t.store.queue();
     q.enqueue_jobs(&operator(), &[job(JobKind::Verify, "hand", "security")])
         .await
@@ -498,3 +526,154 @@ async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_o
     );
     t.cleanup().await;
 }
+
+/// A runner or a verifier with no grant on a request's execution tries to claim its job; a
+/// runner with only a read grant tries to claim a checks job; a revoked grant is tried too.
+async fn a_claim_takes_only_jobs_the_claimants_grants_cover(t: &TestStore) {
+    covered(t).await;
+    let store = t.store.as_ref();
+    let q = store.queue();
+    // A request about ex-2, which the workers of `covered` hold no grant on.
+    store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            verdict_store::DocKind::Subject,
+            &subject("ex-2", 1),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &operator(),
+            verdict_store::DocKind::Request,
+            &request_doc("ex-2", "other"),
+        )
+        .await
+        .unwrap();
+    let theirs = request_of("ex-2", "other");
+    // Queued first, so a claim that did not skip it would take it.
+    q.enqueue_jobs(
+        &operator(),
+        &[
+            NewJob {
+                kind: JobKind::Checks,
+                request: theirs.clone(),
+                class: String::new(),
+                deadline: None,
+            },
+            job(JobKind::Checks, "roles", ""),
+        ],
+    )
+    .await
+    .unwrap();
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let mine = q
+        .claim_job(&runner, JobKind::Checks, "r", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        mine.request,
+        request("roles"),
+        "the uncovered job is skipped"
+    );
+    assert!(
+        q.claim_job(&runner, JobKind::Checks, "r", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A read grant on ex-2 does not let a runner write its checks; nor does a revoked write
+    // grant; a write grant in force does.
+    let op = operator();
+    let grant = |id: &str, access: verdict_store::Access| verdict_store::GrantRecord {
+        grant_id: id.parse().unwrap(),
+        principal: RUNNER.parse().unwrap(),
+        scope: verdict_store::GrantScope {
+            kind: verdict_store::ScopeKind::Execution,
+            id: "ex-2".parse().unwrap(),
+        },
+        access,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store
+        .add_grant(&op, &grant("g-r-read", verdict_store::Access::Read))
+        .await
+        .unwrap();
+    store
+        .add_grant(&op, &grant("g-r-write", verdict_store::Access::Write))
+        .await
+        .unwrap();
+    store
+        .revoke_grant(
+            &op,
+            &verdict_store::Revocation {
+                grant_id: "g-r-write".parse().unwrap(),
+                revoked_at: "2026-11-30T12:00:00Z".parse().unwrap(),
+                reason: "rotated".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        q.claim_job(&runner, JobKind::Checks, "r", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let [queued] = <[_; 1]>::try_from(
+        q.jobs(&JobFilter {
+            request: Some(theirs.clone()),
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!((queued.state, queued.fencing), (JobState::Ready, 0));
+    grant_write(store, "g-r-write-2", RUNNER, "ex-2").await;
+    let taken = q
+        .claim_job(&runner, JobKind::Checks, "r", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.request, theirs);
+    // A verify job needs any grant in force of its verifier; a gate job none.
+    q.enqueue_jobs(
+        &operator(),
+        &[NewJob {
+            kind: JobKind::Verify,
+            request: request_of("ex-2", "other"),
+            class: "security".into(),
+            deadline: None,
+        }],
+    )
+    .await
+    .unwrap();
+    q.complete_job(&runner, taken.id, taken.fencing, "done")
+        .await
+        .unwrap();
+    assert!(
+        q.claim_job(&verifier("va"), JobKind::Verify, "v", LEASE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store
+        .add_grant(
+            &op,
+            &verdict_store::GrantRecord {
+                principal: "va".parse().unwrap(),
+                ..grant("g-va-read", verdict_store::Access::Read)
+            },
+        )
+        .await
+        .unwrap();
+    let verify = q
+        .claim_job(&verifier("va"), JobKind::Verify, "v", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(verify.request, theirs);
+}
+both!(a_claim_takes_only_jobs_the_claimants_grants_cover);

@@ -20,13 +20,28 @@ const LONG: Duration = Duration::from_secs(60);
 /// The bound of a wait that must not be woken.
 const SHORT: Duration = Duration::from_millis(300);
 
+fn request(seed: &str) -> verdict_core::digest::Digest {
+    job_request(seed)
+}
+
 fn job(kind: JobKind, seed: &str, class: &str) -> NewJob {
     NewJob {
         kind,
-        request: d(seed).parse().unwrap(),
+        request: request(seed),
         class: class.into(),
         deadline: None,
     }
+}
+
+/// The requests these tests queue jobs for, stored, and a grant covering them for the worker
+/// of each kind (a claim takes only a job its claimant's grants cover).
+async fn covered(t: &TestStore) {
+    cover_requests(
+        t.store.as_ref(),
+        &["idle", "r", "later"],
+        &[(VERIFIER, Role::Verifier), (RUNNER, Role::Runner)],
+    )
+    .await;
 }
 
 fn operator() -> Actor {
@@ -73,6 +88,7 @@ fn wait(store: &Arc<dyn Store>, kind: JobKind) -> tokio::task::JoinHandle<Wakeup
 }
 
 async fn an_idle_worker_claims_once_per_wake_up_not_once_per_poll(t: &TestStore) {
+    covered(t).await;
     let worker = t.reopen().await;
     let (looked, first_look) = tokio::sync::oneshot::channel();
     let work = tokio::spawn(async move {
@@ -111,6 +127,7 @@ async fn an_idle_worker_claims_once_per_wake_up_not_once_per_poll(t: &TestStore)
 both!(an_idle_worker_claims_once_per_wake_up_not_once_per_poll);
 
 async fn a_job_made_claimable_wakes_the_workers_of_its_kind_and_no_others(t: &TestStore) {
+    covered(t).await;
     let worker = t.reopen().await;
     settle(t, &worker).await;
     // A checks job and the verify job that waits for it: the runner's wait ends, the
@@ -178,6 +195,7 @@ both!(a_job_made_claimable_wakes_the_workers_of_its_kind_and_no_others);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_whose_connection_was_terminated_listens_again_and_wakes_for_later_jobs() {
     let t = postgres().await;
+    covered(&t).await;
     let worker = t.reopen().await;
     let q = worker.queue();
     // The first wait starts the handle's listener; it says so once it listens.

@@ -745,6 +745,15 @@ pub async fn populate(store: &dyn Store) {
         .put_blob(&runner, b"the objective, in words", Some("text/plain"))
         .await
         .unwrap();
+    // The same bytes put by another principal: recorded as holding them (schema version 27).
+    store
+        .put_blob(
+            &Actor::new(OPERATOR, verdict_core::contracts::Role::Operator),
+            b"the objective, in words",
+            None,
+        )
+        .await
+        .unwrap();
     // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
         holder: VERIFIER.parse().unwrap(),
@@ -867,4 +876,57 @@ pub async fn grant_write(store: &dyn Store, id: &str, principal: &str, execution
         expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
     };
     store.add_grant(&op, &grant).await.unwrap();
+}
+
+/// A request about subject 1 of `execution`, told apart by `seed`.
+pub fn request_doc(execution: &str, seed: &str) -> Value {
+    json!({
+        "schema": "verdict.verification-request/v1",
+        "subject_digest": subject_digest(&subject(execution, 1)).as_str(),
+        "classes": ["reviewer"],
+        "seed": seed,
+    })
+}
+
+/// The key [`request_doc`] is stored under.
+pub fn request_of(execution: &str, seed: &str) -> Digest {
+    verdict_store::records::row_digest(
+        verdict_store::Table::VerificationRequests.domain(),
+        &verdict_core::canonical::to_vec(&request_doc(execution, seed)),
+    )
+}
+
+/// [`request_of`] ex-1.
+pub fn job_request(seed: &str) -> Digest {
+    request_of("ex-1", seed)
+}
+
+/// Stores subject 1 of ex-1 and a request about it for each of `seeds`, and gives each of
+/// `workers` a write grant on ex-1: a checks or verify job is claimed only under a grant that
+/// covers its request (schema version 27).
+pub async fn cover_requests(
+    store: &dyn Store,
+    seeds: &[&str],
+    workers: &[(&str, verdict_core::contracts::Role)],
+) {
+    use verdict_store::{Actor, DocKind};
+    for (name, role) in workers {
+        register(store, name, *role).await;
+        grant_write(store, &format!("g-jobs-{name}"), name, "ex-1").await;
+    }
+    store
+        .put(
+            &Actor::new(PRODUCER, verdict_core::contracts::Role::Producer),
+            DocKind::Subject,
+            &subject("ex-1", 1),
+        )
+        .await
+        .unwrap();
+    let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    for seed in seeds {
+        store
+            .put(&op, DocKind::Request, &request_doc("ex-1", seed))
+            .await
+            .unwrap();
+    }
 }
