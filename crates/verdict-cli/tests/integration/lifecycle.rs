@@ -1285,3 +1285,46 @@ fn own_database_logins_admit_and_submit_without_the_service_login() {
     let audit = env.ok(None, &["audit", "verify"]);
     assert!(audit.contains("audit chain intact"), "{audit}");
 }
+
+#[test]
+fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
+    both(|env| {
+        let ops = env.ok(None, &["init", "--operator", "ops"]);
+        let file = env.dir.path().join("token");
+        std::fs::write(&file, format!("{ops}\n")).unwrap();
+        let empty = env.dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let (file, empty) = (file.display().to_string(), empty.display().to_string());
+        let out = env.ok(
+            None,
+            &[
+                "principal",
+                "add",
+                "coder",
+                "--role",
+                "producer",
+                "--token-file",
+                &file,
+            ],
+        );
+        assert!(out.starts_with("vdt_"), "{out}");
+        let out = env.run(
+            None,
+            &[
+                "principal",
+                "add",
+                "c2",
+                "--role",
+                "producer",
+                "--token-file",
+                &empty,
+            ],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("holds no token"), "{err}");
+        // Refused before anything is recorded: only `coder` was added.
+        let list = env.ok(Some(&ops), &["principal", "list"]);
+        assert!(list.contains("coder") && !list.contains("c2"), "{list}");
+    });
+}
