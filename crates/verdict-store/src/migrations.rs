@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 22;
+pub const SCHEMA_VERSION: i64 = 23;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -129,6 +129,11 @@ pub const SQLITE: &[Migration] = &[
         version: 22,
         name: "own_denials",
         sql: include_str!("../migrations/sqlite/0022_own_denials.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "chain_lock_only_the_routines_take",
+        sql: include_str!("../migrations/sqlite/0023_chain_lock_only_the_routines_take.sql"),
     },
 ];
 
@@ -247,6 +252,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 22,
         name: "own_denials",
         sql: include_str!("../migrations/postgres/0022_own_denials.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "chain_lock_only_the_routines_take",
+        sql: include_str!("../migrations/postgres/0023_chain_lock_only_the_routines_take.sql"),
     },
 ];
 
