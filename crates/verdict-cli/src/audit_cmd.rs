@@ -201,7 +201,7 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         let engine = verdict_engine::Engine::new(store, verdict_engine::DEFAULT_GATE);
         // The engine's use case: the store's walk, then a replay of every stored decision; as
         // the token's principal when one is given (operators only, a refusal recorded).
-        let report = match common.token.clone() {
+        let report = match common.token()? {
             Some(token) => {
                 let ctx = crate::lifecycle_cmd::Ctx::over(engine, Some(token));
                 let caller = ctx.caller().await?;

@@ -24,9 +24,15 @@ use verdict_store::{Access, Location, ScopeKind, StoreClock};
 #[derive(clap::Args, Clone)]
 pub struct Common {
     /// The caller's token (shown once by `init` or `principal add`). Reads need one as writes
-    /// do: an operator reads everything, anyone else what its grants in force cover.
+    /// do: an operator reads everything, anyone else what its grants in force cover. A token on
+    /// the command line is visible to every local user (`ps`, `/proc/PID/cmdline`): prefer
+    /// `--token-file` or `VERDICT_TOKEN`.
     #[arg(long, env = "VERDICT_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// A file holding the caller's token (one line), instead of `--token`, so the token is in
+    /// no command line.
+    #[arg(long, conflicts_with = "token")]
+    pub(crate) token_file: Option<std::path::PathBuf>,
     /// The store: `sqlite:PATH` or `postgres://...` (default `$VERDICT_HOME/verdict.db`, else
     /// `./.verdict/verdict.db`).
     #[arg(long, env = "VERDICT_STORE", hide_env_values = true)]
@@ -44,6 +50,22 @@ pub struct Common {
     /// a store on the system clock refuses it and takes every time from its own clock.
     #[arg(long)]
     pub(crate) now: Option<String>,
+}
+
+impl Common {
+    /// The caller's token: `--token-file`'s first line, else `--token` / `VERDICT_TOKEN`.
+    pub(crate) fn token(&self) -> Result<Option<String>> {
+        let Some(path) = &self.token_file else {
+            return Ok(self.token.clone());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--token-file {}", path.display()))?;
+        let token = text.lines().next().unwrap_or_default().trim();
+        if token.is_empty() {
+            bail!("--token-file {}: the file holds no token", path.display());
+        }
+        Ok(Some(token.to_owned()))
+    }
 }
 
 const EXAMPLES: &str = "Examples:
@@ -492,7 +514,7 @@ impl Ctx {
         let store = verdict_store::open(&location).await?;
         Ok(Self {
             engine: Engine::new(store, common.gate.clone()),
-            token: common.token.clone(),
+            token: common.token()?,
         })
     }
 
@@ -1109,6 +1131,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             }
             let ctx = Ctx::open(&Common {
                 token,
+                token_file: None,
                 store: store.clone(),
                 server: None,
                 gate: crate::quickstart::GATE.to_owned(),

@@ -139,6 +139,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // Commands that run someone else's program (a producer's check, a model runner) close this
+    // process to it first: its environment and command line may hold the caller's token.
+    if matches!(
+        cli.command,
+        Command::Check(_) | Command::Verify(_) | Command::Worker(_) | Command::Judge(_)
+    ) && let Err(e) = verdict_probes::inspection::deny()
+    {
+        eprintln!("verdict: cannot keep this process from the programs it runs: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Check(args) => check_cmd::run(&args),
         Command::Gate(cmd) => gate_cmd::run(cmd),

@@ -156,7 +156,7 @@ pub(crate) fn client(common: &Common) -> Result<Option<Client>> {
             "--now cannot be sent to a server (--server): the server's store takes every time from its own clock"
         );
     }
-    Ok(Some(Client::new(server, common.token.clone())?))
+    Ok(Some(Client::new(server, common.token()?)?))
 }
 
 /// Refuses a command that works only on a store opened here, naming it.

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod canonical;
+pub mod child_env;
 pub mod contracts;
 pub mod digest;
 pub mod gate;

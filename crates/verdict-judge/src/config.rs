@@ -547,6 +547,14 @@ impl ClassConfig {
                         "provider.pass_env entry {v:?} is not a variable name"
                     )));
                 }
+                if let Some(v) = pass_env
+                    .iter()
+                    .find(|v| verdict_core::child_env::is_withheld(v))
+                {
+                    return Err(bad(format!(
+                        "provider.pass_env entry {v:?} is one of verdict's own settings or a store login, never given to a provider program"
+                    )));
+                }
             }
         }
         if let TemplateSource::Builtin(name) = &self.template

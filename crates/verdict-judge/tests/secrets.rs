@@ -1,7 +1,10 @@
 //! API keys come from the environment and appear nowhere else: not in Debug output, errors,
 //! receipts, manifests, results or prompts, even when a server echoes them back.
 //!
-//! This binary holds a single test because it sets a process environment variable.
+//! Nor do they reach a proxy the environment names when the model server is a plain-http one
+//! on this machine.
+//!
+//! This binary holds a single test because it sets process environment variables.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -42,10 +45,25 @@ async fn keys_never_leave_the_header() {
         "{err}"
     );
 
+    // A "proxy" the environment names: it counts the connections it gets. A key sent to a
+    // plain-http model server on this machine must never reach it.
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let proxied = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = proxied.clone();
+    tokio::spawn(async move {
+        while proxy.accept().await.is_ok() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+
     // SAFETY: this test binary runs this one test, so no other thread reads the environment.
     #[allow(unsafe_code)]
     unsafe {
         std::env::set_var(VAR, KEY);
+        for proxy_var in ["http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy"] {
+            std::env::set_var(proxy_var, &proxy_url);
+        }
     }
 
     for kind in ["openai", "anthropic"] {
@@ -110,4 +128,9 @@ async fn keys_never_leave_the_header() {
         // What the model wrote is cleaned before it is kept.
         assert!(run.rationales[0][0].1.contains("[redacted]"), "{kind}");
     }
+    assert_eq!(
+        proxied.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a plain-http call went through the proxy"
+    );
 }

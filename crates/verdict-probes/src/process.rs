@@ -1,5 +1,9 @@
 //! Running one probe process: no shell unless asked, output capped, nothing left behind.
 //!
+//! The process starts from an empty environment plus the allowlist of
+//! [`verdict_core::child_env`] and what the spec sets: a check usually runs the producer's
+//! code, which must not see the token or store login of the process that runs it.
+//!
 //! The process gets its own process group. If the observation is abandoned (timeout, Ctrl-C)
 //! the whole group is killed, so a probe's grandchildren cannot outlive it and keep a pipe
 //! open.
@@ -64,8 +68,18 @@ impl Drop for GroupGuard {
 /// Runs the process to its end.
 pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     let (program, args) = spec.argv.split_first().ok_or("empty command")?;
+    if let Some(name) = spec
+        .env
+        .and_then(|env| env.keys().find(|k| verdict_core::child_env::is_withheld(k)))
+    {
+        return Err(format!(
+            "the probe's env sets {name:?}; verdict's own settings and store logins are never given to a probe"
+        ));
+    }
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
+        .env_clear()
+        .envs(verdict_core::child_env::inherited())
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {

@@ -334,8 +334,11 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
     let Some((program, args)) = argv.split_first() else {
         return finish(None, Some("empty agent command".into()));
     };
+    // The agent is someone else's program: it gets the allowlisted environment only.
     let mut child = match tokio::process::Command::new(program)
         .args(args)
+        .env_clear()
+        .envs(verdict_core::child_env::inherited())
         .kill_on_drop(true)
         .spawn()
     {

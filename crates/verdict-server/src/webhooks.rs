@@ -280,6 +280,26 @@ pub async fn remove(
     Ok(Json(state.engine.remove_webhook(&caller, &id).await?))
 }
 
+/// The client deliveries to `url` are sent with. A plain-http URL (allowed for the loopback
+/// only) never goes through a proxy the environment names, which would carry the body and its
+/// signature off the machine in clear; an https delivery may tunnel through one.
+///
+/// # Errors
+/// When no HTTP client can be built.
+pub fn delivery_client(
+    url: &str,
+    timeout: std::time::Duration,
+) -> reqwest::Result<reqwest::Client> {
+    let builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout);
+    if url.starts_with("https://") {
+        builder.build()
+    } else {
+        builder.no_proxy().build()
+    }
+}
+
 /// How long the webhook delivery lease runs from each renewal, by default.
 pub const DELIVERY_LEASE: Duration = Duration::from_secs(15);
 
@@ -369,17 +389,6 @@ pub async fn run(state: AppState, hooks: Arc<Webhooks>) {
 /// are stored and runs one delivery task per webhook, until the server stops or the task is
 /// aborted (the lease lost), which aborts every delivery task with it.
 async fn deliver_while_held(state: AppState, hooks: Arc<Webhooks>) {
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(hooks.retry.timeout)
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "webhook delivery cannot start: no HTTP client");
-            return;
-        }
-    };
     let mut stop = state.stop.subscribe();
     let mut cursor = 0;
     let mut tasks = tokio::task::JoinSet::new();
@@ -424,11 +433,18 @@ async fn deliver_while_held(state: AppState, hooks: Arc<Webhooks>) {
                     if removed.contains(&id) || running.contains_key(&id) {
                         continue;
                     }
+                    let client = match delivery_client(&hook.url, hooks.retry.timeout) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::error!(webhook = %id, error = %e, "webhook not delivered: no HTTP client");
+                            continue;
+                        }
+                    };
                     let from = position.get(&id).copied().unwrap_or_default();
                     let task = tasks.spawn(deliver_all(
                         state.clone(),
                         hooks.clone(),
-                        client.clone(),
+                        client,
                         from,
                         hook,
                     ));

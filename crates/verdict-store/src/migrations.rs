@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 27;
+pub const SCHEMA_VERSION: i64 = 28;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -156,6 +156,11 @@ pub const SQLITE: &[Migration] = &[
         version: 27,
         name: "subjects_name_only_readable_blobs",
         sql: include_str!("../migrations/sqlite/0027_subjects_name_only_readable_blobs.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "chain_lock_only_the_routines_take",
+        sql: include_str!("../migrations/sqlite/0028_chain_lock_only_the_routines_take.sql"),
     },
 ];
 
@@ -301,6 +306,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 27,
         name: "subjects_name_only_readable_blobs",
         sql: include_str!("../migrations/postgres/0027_subjects_name_only_readable_blobs.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "chain_lock_only_the_routines_take",
+        sql: include_str!("../migrations/postgres/0028_chain_lock_only_the_routines_take.sql"),
     },
 ];
 

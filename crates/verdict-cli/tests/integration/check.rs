@@ -611,3 +611,83 @@ fn schema_check_spec_prints_a_json_schema_that_holds_the_specs_check_reads() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("check-spec"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_check_sees_none_of_the_runners_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env.txt");
+    let spec = write(
+        dir.path(),
+        "c.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: env\n    mode: assert\n    probe: {{kind: command, argv: [sh, -c, 'env > {}'], env: {{FROM_SPEC: given}}}}\n",
+            out.display()
+        ),
+    );
+    let o = Command::new(bin())
+        .args(["check", &spec])
+        .env("VERDICT_TOKEN", "vdt_the_runners_token")
+        .env(
+            "VERDICT_STORE",
+            "postgres://svc:hunter2@db.internal/verdict",
+        )
+        .env("DATABASE_URL", "postgres://svc:hunter2@db.internal/verdict")
+        .env("PGPASSWORD", "hunter2")
+        .env("OPENAI_API_KEY", "sk-the-providers-key")
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = std::fs::read_to_string(&out).unwrap();
+    for secret in [
+        "vdt_the_runners_token",
+        "hunter2",
+        "sk-the-providers-key",
+        "VERDICT_",
+    ] {
+        assert!(!seen.contains(secret), "the check saw {secret:?}: {seen}");
+    }
+    // The allowlist and what the spec sets do reach it.
+    for given in ["PATH=", "LC_ALL=C", "FROM_SPEC=given"] {
+        assert!(seen.contains(given), "{given} missing: {seen}");
+    }
+}
+
+#[test]
+fn a_check_cannot_read_the_token_from_its_parents_proc_files() {
+    // As root every /proc file is readable, so `verdict check` runs here as another user
+    // (nobody), as a runner would, from a copy of the binary that user may execute.
+    let dir = tempfile::tempdir().unwrap();
+    let setpriv = Path::new("/usr/bin/setpriv");
+    assert!(setpriv.exists(), "setpriv is needed to run as another user");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exe = dir.path().join("verdict");
+    std::fs::copy(bin(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.path().join("out");
+    let spec = write(
+        dir.path(),
+        "c.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: steal\n    mode: assert\n    probe: {{kind: command, argv: [sh, -c, 'cat /proc/$PPID/environ /proc/$PPID/cmdline > {}']}}\n",
+            out.display()
+        ),
+    );
+    let o = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["check", &spec])
+        .current_dir(dir.path())
+        .env("VERDICT_TOKEN", "vdt_the_runners_token")
+        .output()
+        .unwrap();
+    // The read is refused, so the probe fails; the token is nowhere in what it got.
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("steal"), "{}", stdout(&o));
+    let got = std::fs::read(&out).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&got).contains("vdt_the_runners_token"),
+        "the check read its parent's environment"
+    );
+}

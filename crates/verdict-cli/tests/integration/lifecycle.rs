@@ -1377,5 +1377,45 @@ fn a_manual_clock_store_names_its_clock_in_decisions_exports_and_attestations() 
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.starts_with("valid: PASSED (pass)"), "{said}");
         assert!(said.contains("on a manual clock"), "{said}");
+
+fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
+    both(|env| {
+        let ops = env.ok(None, &["init", "--operator", "ops"]);
+        let file = env.dir.path().join("token");
+        std::fs::write(&file, format!("{ops}\n")).unwrap();
+        let empty = env.dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let (file, empty) = (file.display().to_string(), empty.display().to_string());
+        let out = env.ok(
+            None,
+            &[
+                "principal",
+                "add",
+                "coder",
+                "--role",
+                "producer",
+                "--token-file",
+                &file,
+            ],
+        );
+        assert!(out.starts_with("vdt_"), "{out}");
+        let out = env.run(
+            None,
+            &[
+                "principal",
+                "add",
+                "c2",
+                "--role",
+                "producer",
+                "--token-file",
+                &empty,
+            ],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("holds no token"), "{err}");
+        // Refused before anything is recorded: only `coder` was added.
+        let list = env.ok(Some(&ops), &["principal", "list"]);
+        assert!(list.contains("coder") && !list.contains("c2"), "{list}");
     });
 }

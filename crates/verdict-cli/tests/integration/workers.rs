@@ -744,6 +744,46 @@ fn a_runner_runs_the_definition_each_subject_pins_and_refuses_one_it_was_not_giv
     assert!(!jobs["gate"].2.starts_with("pass "), "{jobs:?}");
 }
 
+/// A check that writes the environment it was given next to the worker and fails.
+const SPEC_PRINTS_ITS_ENV: &str = r#"
+version: 1
+vars: {port: "0"}
+defaults: {timeout: 5s, interval: 100ms, probe_timeout: 2s, max_age: 10m}
+criteria:
+  - id: healthz-ok
+    mode: assert
+    probe: {kind: command, argv: [sh, -c, "env > check-env.txt; exit 1"]}
+"#;
+
+#[test]
+fn a_check_run_by_the_runner_worker_sees_none_of_the_workers_credentials() {
+    let srv = servers(Vec::new());
+    let mut env = setup_pinning(&srv, 1, |_| SPEC_PRINTS_ITS_ENV);
+    env.spec = env.file("checks.yaml", SPEC_PRINTS_ITS_ENV.as_bytes());
+    let out = env
+        .command(
+            &env.ci,
+            &[
+                "worker", "--role", "runner", "--once", "--checks", &env.spec, "--var", "port=0",
+            ],
+        )
+        .env("DATABASE_URL", &env.store)
+        .env("OPENAI_API_KEY", "sk-worker-provider-key")
+        .output()
+        .unwrap();
+    let seen = std::fs::read_to_string(env.dir.path().join("check-env.txt"))
+        .unwrap_or_else(|e| panic!("the check did not run ({e}): {out:?}"));
+    assert!(seen.contains("PATH="), "{seen}");
+    for secret in [
+        env.ci.as_str(),
+        env.store.as_str(),
+        "sk-worker-provider-key",
+        "VERDICT_",
+    ] {
+        assert!(!seen.contains(secret), "the check saw {secret:?}: {seen}");
+    }
+}
+
 fn wait_calls(srv: &Servers, env: &Env, n: usize) {
     let start = Instant::now();
     while srv.calls.load(Ordering::SeqCst) < n {

@@ -39,7 +39,7 @@ impl AnthropicProvider {
             key,
             version: version.to_owned(),
             temperature,
-            client: http::client()?,
+            client: http::client(base_url)?,
         })
     }
 

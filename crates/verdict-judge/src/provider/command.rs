@@ -2,8 +2,9 @@
 //! runner, a script) that reads the rendered request on standard input and prints one result
 //! document on standard output.
 //!
-//! The program runs without a shell, with a cleared environment (only `PATH`, `HOME`, `LANG`
-//! and the variables the configuration lists pass through), in its own process group so that a
+//! The program runs without a shell, with a cleared environment (only the allowlist of
+//! [`verdict_core::child_env`] and the variables the configuration lists pass through, never
+//! one of verdict's own), in its own process group so that a
 //! timeout kills it and everything it started. Output is bounded. A non-zero exit is a failure
 //! of the program, never a result. Token counts are the deterministic estimate.
 
@@ -18,8 +19,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const MAX_STDOUT: u64 = 8 * 1024 * 1024;
 /// The most standard error kept for a failure's detail.
 const STDERR_EXCERPT: usize = 512;
-/// Variables always passed through.
-const BASE_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
 
 /// An external program.
 #[derive(Debug)]
@@ -67,14 +66,17 @@ impl CommandProvider {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .env_clear()
+            .envs(verdict_core::child_env::inherited())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for var in BASE_ENV
+        // The configuration is checked to name none of verdict's own variables; this is the
+        // second fence, for a provider built some other way.
+        for var in self
+            .pass_env
             .iter()
-            .copied()
-            .chain(self.pass_env.iter().map(String::as_str))
+            .filter(|v| !verdict_core::child_env::is_withheld(v))
         {
             if let Some(v) = std::env::var_os(var) {
                 cmd.env(var, v);

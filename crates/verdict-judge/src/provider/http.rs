@@ -10,13 +10,18 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 /// How much of an error body is kept as detail.
 const ERROR_EXCERPT: usize = 512;
 
-/// Builds the client the HTTP providers share: rustls, no cookies, no redirects (an API
-/// endpoint that redirects is a misconfiguration, and a redirect could carry the key elsewhere).
-pub(crate) fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| e.to_string())
+/// Builds the client an HTTP provider at `base_url` uses: rustls, no cookies, no redirects (an
+/// API endpoint that redirects is a misconfiguration, and a redirect could carry the key
+/// elsewhere). A plain-http endpoint (a model server on this machine) is never reached through
+/// a proxy the environment names, which would receive the key in clear; https may tunnel.
+pub(crate) fn client(base_url: &str) -> Result<reqwest::Client, String> {
+    let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    let builder = if base_url.starts_with("https://") {
+        builder
+    } else {
+        builder.no_proxy()
+    };
+    builder.build().map_err(|e| e.to_string())
 }
 
 async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {

@@ -33,7 +33,7 @@ impl OpenAiProvider {
             model: model.to_owned(),
             key,
             temperature,
-            client: http::client()?,
+            client: http::client(base_url)?,
         })
     }
 

@@ -219,3 +219,48 @@ async fn the_program_sees_only_the_environment_it_is_given() {
         "passed through when listed"
     );
 }
+
+#[test]
+fn a_verifiers_file_cannot_pass_verdicts_own_settings_to_the_program() {
+    for var in [
+        "VERDICT_TOKEN",
+        "VERDICT_STORE",
+        "DATABASE_URL",
+        "PGPASSWORD",
+    ] {
+        let yaml = format!(
+            "version: 1\nclasses:\n  reviewer:\n    provider:\n      kind: command\n      argv: [agent]\n      model: agent\n      pass_env: [{var}]\n"
+        );
+        let err = verdict_judge::config::VerifiersFile::parse(yaml.as_bytes(), "verifiers.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(var) && err.contains("never given"),
+            "{var}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_program_never_sees_the_token_of_the_process_that_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(dir.path(), "env.sh", ENV);
+    // The provider is built without the configuration's check: the spawn itself withholds it.
+    let name = "VERDICT_TOKEN_COMMAND_PROVIDER_TEST";
+    #[expect(
+        unsafe_code,
+        reason = "setting a variable of this process, which no other test reads"
+    )]
+    // SAFETY: no other test of this binary reads or writes this name.
+    unsafe {
+        std::env::set_var(name, "vdt_secret_value_of_the_runner");
+    }
+    let argv = vec![s.display().to_string(), name.to_owned()];
+    let run = run(argv, vec![name.to_owned()], 20.0).await;
+    assert_eq!(
+        run.result.status,
+        VerificationStatus::Completed,
+        "{:?}",
+        run.detail
+    );
+}

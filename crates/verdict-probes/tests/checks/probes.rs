@@ -725,3 +725,22 @@ fn unreachable_keeps_old_digests_and_applies_only_where_it_means_something() {
     );
     assert!(p.message.contains("unknown field `unreachable`"), "{p}");
 }
+
+#[tokio::test]
+async fn a_command_gets_the_allowlisted_environment_and_what_the_spec_sets_only() {
+    // Cargo sets CARGO_MANIFEST_DIR for this process; a probe must not inherit it.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let (o, why, _) = probe(
+        "{kind: command, argv: [sh, -c, 'env; test -z \"$CARGO_MANIFEST_DIR\" && test -n \"$PATH\" && test \"$FROM_SPEC\" = yes'], env: {FROM_SPEC: 'yes'}}",
+    )
+    .await;
+    assert_eq!(o, Pass, "{why}");
+    for name in ["VERDICT_TOKEN", "DATABASE_URL", "PGPASSWORD"] {
+        let (o, why, _) = probe(&format!(
+            "{{kind: command, argv: [sh, -c, 'exit 0'], env: {{{name}: 'x'}}}}"
+        ))
+        .await;
+        assert_eq!(o, Error, "{name}: {why}");
+        assert!(why.contains(name) && why.contains("never given"), "{why}");
+    }
+}

@@ -3155,5 +3155,45 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
     .await
     .unwrap();
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+
+/// The audit chain's lock (schema version 28) is one only the write routines take: a
+/// principal's own login can neither lock the chain's table nor call the routine that does,
+/// and holding the old advisory key in an idle session no longer holds up anyone's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_login_cannot_hold_the_chains_lock() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), OPERATOR, Role::Operator).await;
+    let (mut conn, _login) = principal_login(&t, HUMAN, Role::Human).await;
+    for sql in [
+        "BEGIN; LOCK TABLE verdict.chain_lock IN EXCLUSIVE MODE",
+        "BEGIN; LOCK TABLE verdict.chain_lock IN ACCESS SHARE MODE",
+        "BEGIN; SELECT verdict.take_chain_lock()",
+    ] {
+        let err = conn.execute(sql).await.unwrap_err();
+        assert!(
+            err.to_string().contains("permission denied"),
+            "{sql}: {err}"
+        );
+        conn.execute("ROLLBACK").await.unwrap();
+    }
+    // No routine takes the advisory key any more.
+    let (left,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM pg_proc WHERE pronamespace = 'verdict'::regnamespace \
+         AND prosrc LIKE '%pg_advisory%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+    // The old key, held by the human's idle session, blocks no write.
+    conn.execute("SELECT pg_advisory_lock(8531478330712965377)")
+        .await
+        .unwrap();
+    let write = register(t.store.as_ref(), "written-meanwhile", Role::Runner);
+    tokio::time::timeout(std::time::Duration::from_secs(20), write)
+        .await
+        .expect("a write waited on a lock a principal's login holds");
+    conn.close().await.unwrap();
     t.cleanup().await;
 }
