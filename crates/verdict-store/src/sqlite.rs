@@ -70,12 +70,28 @@ fn location(path: &Path, message: String) -> StoreError {
     }
 }
 
+/// Creates the database file, when there is none yet, readable and writable by its owner alone:
+/// the store holds every piece of evidence and the principals' token hashes, and SQLite gives
+/// the WAL and shared-memory files it creates beside it the database file's mode.
+fn create_private(path: &Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(location(path, format!("cannot create it: {e}"))),
+    }
+}
+
 /// Opens (creating it if needed) the database file with the store's settings.
 fn connect(path: &Path) -> Result<Connection> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| location(path, format!("cannot create its directory: {e}")))?;
     }
+    create_private(path)?;
     let conn = Connection::open(path).map_err(|e| location(path, e.to_string()))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
     let mode: String = conn

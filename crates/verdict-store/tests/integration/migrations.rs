@@ -335,3 +335,21 @@ async fn version_5_refuses_a_routine_it_cannot_splice_and_changes_nothing() {
     drop(conn);
     drop_pg(&db, &prefix).await;
 }
+
+/// A new SQLite store's file, and the WAL and shared-memory files SQLite keeps beside it, are
+/// readable by their owner alone: every piece of evidence and the principals' token hashes are
+/// in them.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sqlite_store_is_readable_by_its_owner_alone() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let t = sqlite().await;
+    let verdict_store::Location::Sqlite(path) = &t.location else {
+        panic!("not a SQLite store");
+    };
+    for suffix in ["", "-wal", "-shm"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", file.display());
+    }
+}
