@@ -1377,7 +1377,10 @@ fn a_manual_clock_store_names_its_clock_in_decisions_exports_and_attestations() 
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.starts_with("valid: PASSED (pass)"), "{said}");
         assert!(said.contains("on a manual clock"), "{said}");
+    });
+}
 
+#[test]
 fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
     both(|env| {
         let ops = env.ok(None, &["init", "--operator", "ops"]);

@@ -3155,6 +3155,8 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
     .await
     .unwrap();
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
 
 /// The audit chain's lock (schema version 28) is one only the write routines take: a
 /// principal's own login can neither lock the chain's table nor call the routine that does,
