@@ -696,6 +696,11 @@ mod tests {
         let text = serde_json::to_string(&points).unwrap();
         let back: Vec<Point> = serde_json::from_str(&text).unwrap();
         let differ = points.iter().zip(&back).filter(|(a, b)| a != b).count();
-        assert_eq!(differ, 0, "{differ} of {} points read back otherwise", points.len());
+        assert_eq!(
+            differ,
+            0,
+            "{differ} of {} points read back otherwise",
+            points.len()
+        );
     }
 }

@@ -452,8 +452,8 @@ async fn every_table_keeps_forced_row_security_and_a_scoped_read_policy() {
             .bind(format!("{}producer", t.prefix))
             .bind(format!("verdict.{table}"))
             .fetch_one(&mut admin)
-        .await
-        .unwrap();
+            .await
+            .unwrap();
         if !open.contains(&table.as_str()) && selectable {
             let scoped = policies.iter().any(|(roles, qual)| {
                 roles.contains(&format!("{}producer", t.prefix)) && qual.contains("verdict._read")
