@@ -33,10 +33,14 @@ pub fn is_inherited(name: &str) -> bool {
         && (INHERITED.contains(&name) || INHERITED_PREFIXES.iter().any(|p| name.starts_with(p)))
 }
 
-/// The allowlisted variables of this process, to start a child's environment from.
+/// The allowlisted variables of `environment` (the caller passes its process's own, this crate
+/// reading none), to start a child's environment from.
 #[must_use]
-pub fn inherited() -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
+pub fn inherited(
+    environment: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    environment
+        .into_iter()
         .filter(|(k, _)| k.to_str().is_some_and(is_inherited))
         .collect()
 }

@@ -79,7 +79,7 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
-        .envs(verdict_core::child_env::inherited())
+        .envs(verdict_core::child_env::inherited(std::env::vars_os()))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {

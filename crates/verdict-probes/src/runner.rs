@@ -338,7 +338,7 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
     let mut child = match tokio::process::Command::new(program)
         .args(args)
         .env_clear()
-        .envs(verdict_core::child_env::inherited())
+        .envs(verdict_core::child_env::inherited(std::env::vars_os()))
         .kill_on_drop(true)
         .spawn()
     {

@@ -66,7 +66,7 @@ impl CommandProvider {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .env_clear()
-            .envs(verdict_core::child_env::inherited())
+            .envs(verdict_core::child_env::inherited(std::env::vars_os()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
