@@ -4010,10 +4010,11 @@ END $body$$f$, '_body_conforms_' || t.tbl,
         v_checks := v_checks || format(E'\n        WHEN %L THEN verdict.%I(p_doc)', t.tbl, '_body_conforms_' || t.tbl);
     END LOOP;
     EXECUTE format($f$CREATE FUNCTION verdict._body_nonconformity(p_table text, p_doc jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
-    SELECT CASE p_table%s
-        ELSE 'no schema is known for table ' || p_table END
-$body$$f$, v_cases);
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
+BEGIN
+    RETURN CASE p_table%s
+        ELSE 'no schema is known for table ' || p_table END;
+END $body$$f$, v_cases);
     REVOKE ALL ON FUNCTION verdict._body_nonconformity(text, jsonb) FROM PUBLIC;
     EXECUTE format($f$CREATE FUNCTION verdict._body_conforms(p_table text, p_doc jsonb) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$

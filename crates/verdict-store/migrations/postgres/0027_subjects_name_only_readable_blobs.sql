@@ -120,62 +120,48 @@ $block$,
     EXECUTE replace(v_def, v_marker, v_block);
 END $make$;
 
--- Whether `p_principal` holds a grant in force (read or write) on execution `p_execution`, or
--- on mission `p_mission` when that is not null, at the database's clock (any time, on a manual
--- clock).
-CREATE FUNCTION verdict._grant_in_force(p_principal text, p_execution text, p_mission text)
-RETURNS boolean
-LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.grants g
-        WHERE g.principal = p_principal
-          AND ((g.scope_kind = 'execution' AND g.scope_id = p_execution)
-            OR (p_mission IS NOT NULL AND g.scope_kind = 'mission' AND g.scope_id = p_mission))
-          AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key)
-          AND ((g.body::jsonb ->> 'expires_at')::timestamptz > clock_timestamp()
-            OR EXISTS (SELECT 1 FROM verdict.pointers c WHERE c.pointer = 'clock'
-                AND c.name = 'store' AND c.value = '{"clock":"manual"}')))
-$$;
-REVOKE ALL ON FUNCTION verdict._grant_in_force(text, text, text) FROM PUBLIC;
-
 -- The raw digests a subject names: its objective's, each resource's, each check's definition.
 CREATE FUNCTION verdict._named_digests(p_subject jsonb) RETURNS SETOF text
-LANGUAGE sql IMMUTABLE SET search_path = verdict, pg_temp AS $$
-    SELECT p_subject #>> '{objective,digest}'
+LANGUAGE plpgsql IMMUTABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN QUERY SELECT p_subject #>> '{objective,digest}'
     UNION
     SELECT r ->> 'digest' FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_subject -> 'resources')
         = 'array' THEN p_subject -> 'resources' ELSE '[]'::jsonb END) r
     UNION
     SELECT c ->> 'definition_digest' FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_subject -> 'checks')
-        = 'array' THEN p_subject -> 'checks' ELSE '[]'::jsonb END) c
-$$;
+        = 'array' THEN p_subject -> 'checks' ELSE '[]'::jsonb END) c;
+END $$;
 REVOKE ALL ON FUNCTION verdict._named_digests(jsonb) FROM PUBLIC;
 
 -- Whether `p_principal` put the bytes of blob `p_blob`, first (the blob's writer) or later (a
 -- holder).
 CREATE FUNCTION verdict._blob_put_by(p_principal text, p_blob text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
-    SELECT EXISTS (SELECT 1 FROM verdict.blobs b WHERE b.key = p_blob
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM verdict.blobs b WHERE b.key = p_blob
             AND (b.body::jsonb ->> 'writer') = p_principal)
         OR EXISTS (SELECT 1 FROM verdict.blob_holders h
-            WHERE h.blob = p_blob AND h.holder = p_principal)
-$$;
+            WHERE h.blob = p_blob AND h.holder = p_principal);
+END $$;
 REVOKE ALL ON FUNCTION verdict._blob_put_by(text, text) FROM PUBLIC;
 
 -- Whether `p_principal` may name blob `p_blob` in a subject: it put the bytes, or a subject of
 -- an execution or mission it holds a grant in force on names them and vouches for them (it
 -- was stored after the bytes, so this check held its producer, or its producer put them).
 CREATE FUNCTION verdict._may_name_blob(p_principal text, p_blob text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = verdict, pg_temp AS $$
-    SELECT verdict._blob_put_by(p_principal, p_blob)
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN verdict._blob_put_by(p_principal, p_blob)
         OR EXISTS (SELECT 1 FROM verdict.grants g JOIN verdict.subjects s
                 ON (g.scope_kind = 'execution' AND s.execution_id = g.scope_id)
                 OR (g.scope_kind = 'mission' AND (s.body::jsonb ->> 'mission') = g.scope_id)
             WHERE g.principal = p_principal
-              AND verdict._grant_in_force(p_principal, s.execution_id, s.body::jsonb ->> 'mission')
+              AND verdict._grant_in_force(p_principal, s.execution_id, s.body::jsonb ->> 'mission', NULL)
               AND p_blob IN (SELECT verdict._named_digests(s.body::jsonb))
               AND (s.seq > (SELECT b.seq FROM verdict.blobs b WHERE b.key = p_blob)
-                OR verdict._blob_put_by(s.body::jsonb #>> '{producer,principal}', p_blob)))
-$$;
+                OR verdict._blob_put_by(s.body::jsonb #>> '{producer,principal}', p_blob)));
+END $$;
 REVOKE ALL ON FUNCTION verdict._may_name_blob(text, text) FROM PUBLIC;
 
 CREATE FUNCTION verdict._subject_names_only_readable_blobs() RETURNS trigger

@@ -2064,13 +2064,23 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
     register(store, OTHER, Role::Verifier).await;
     grant_write(store, "g-rev-2", OTHER, "ex-1").await;
     let s = subject_digest(&subject("ex-1", 1));
+    // A stored request about ex-1, which both verifiers' grants cover: a verify job is claimed
+    // only under a grant covering its request (schema 27).
+    store
+        .put(
+            &op,
+            verdict_store::DocKind::Request,
+            &request_doc("ex-1", "lapse"),
+        )
+        .await
+        .unwrap();
     let queue = store.queue();
     let job = queue
         .enqueue_jobs(
             &op,
             &[NewJob {
                 kind: JobKind::Verify,
-                request: d("lapse").parse().unwrap(),
+                request: job_request("lapse"),
                 class: "reviewer".into(),
                 deadline: None,
             }],
