@@ -1,5 +1,5 @@
 -- verdict store, SQLite schema version 28: nothing changes here.
 --
--- Version 23 serialises PostgreSQL's audit chain with a table lock only the write routines can
+-- Version 28 serialises PostgreSQL's audit chain with a table lock only the write routines can
 -- take, instead of an advisory lock any login could hold. SQLite has no logins: its writes are
 -- serialised by the database's own write lock.
