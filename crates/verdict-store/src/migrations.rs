@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 28;
+pub const SCHEMA_VERSION: i64 = 29;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -161,6 +161,11 @@ pub const SQLITE: &[Migration] = &[
         version: 28,
         name: "chain_lock_only_the_routines_take",
         sql: include_str!("../migrations/sqlite/0028_chain_lock_only_the_routines_take.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "patterns_matched_without_counted_repeats",
+        sql: include_str!("../migrations/sqlite/0029_patterns_matched_without_counted_repeats.sql"),
     },
 ];
 
@@ -311,6 +316,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 28,
         name: "chain_lock_only_the_routines_take",
         sql: include_str!("../migrations/postgres/0028_chain_lock_only_the_routines_take.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "patterns_matched_without_counted_repeats",
+        sql: include_str!(
+            "../migrations/postgres/0029_patterns_matched_without_counted_repeats.sql"
+        ),
     },
 ];
 

@@ -1677,3 +1677,178 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
 }
+
+/// Schema 29: a pattern with one repeat is matched as a length test and the pattern with a star
+/// in its place. Over strings generated around every bound (and past them, with characters of
+/// the class and others), the rewritten test accepts exactly what the pattern accepts, for the
+/// patterns the contract schemas use and for patterns of every quantifier; patterns it must not
+/// rewrite (groups, alternatives, two repeats, a class escape) come back as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pattern_matched_without_its_counted_repeat_accepts_the_same_strings() {
+    use proptest::test_runner::{Config, TestRunner};
+    let t = postgres().await;
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let rewritten = |pattern: &str| {
+        let pattern = pattern.to_owned();
+        async move {
+            let sql: String = sqlx::query_scalar("SELECT verdict._pattern_sql($1, $2)")
+                .bind("$1")
+                .bind(&pattern)
+                .fetch_one(&mut sqlx::PgConnection::connect(url).await.unwrap())
+                .await
+                .unwrap();
+            sql
+        }
+    };
+    // Each pattern with how its likely matches are made: a start, characters of the repeated
+    // atom, its bounds (the largest run tried when it has none), an end, and characters that
+    // do not belong.
+    let patterns: Vec<(&str, &str, &str, usize, usize, &str, &str)> = vec![
+        (
+            "^sha256:[0-9a-f]{64}$",
+            "sha256:",
+            "0123456789abcdef",
+            64,
+            64,
+            "",
+            "gA:",
+        ),
+        (
+            "^[a-z0-9][a-z0-9._-]{0,127}$",
+            "a",
+            "az09._-",
+            0,
+            127,
+            "",
+            "A \u{e9}",
+        ),
+        ("^ab{2,4}c$", "a", "b", 2, 4, "c", "ax"),
+        ("^[xy]+z$", "", "xy", 1, 40, "z", "q"),
+        ("^.?q$", "", "q.\n\u{e9}", 0, 1, "q", ""),
+        ("^a\\.b*$", "a.", "b", 0, 40, "", "x."),
+        ("^[^\"]{3,}!$", "", "a\u{e9}!", 3, 40, "!", "\""),
+        ("^k{5}$", "", "k", 5, 5, "", "K"),
+    ];
+    // Every pattern the contract schemas hold is among those checked here.
+    for name in verdict_core::schema::NAMES {
+        let schema = verdict_core::schema::schema(name).unwrap();
+        let mut found = vec![];
+        fn collect(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(p)) = m.get("pattern") {
+                        out.push(p.clone());
+                    }
+                    m.values().for_each(|c| collect(c, out));
+                }
+                Value::Array(a) => a.iter().for_each(|c| collect(c, out)),
+                _ => {}
+            }
+        }
+        collect(&schema, &mut found);
+        for p in found {
+            let sql = rewritten(&p).await;
+            assert!(
+                patterns.iter().any(|(q, ..)| *q == p) || !sql.contains("length("),
+                "{name}: the pattern {p} is rewritten ({sql}) but not tested here"
+            );
+        }
+    }
+    let mut cases = vec![];
+    for (pattern, start, fill, min, max, end, other) in &patterns {
+        let sql = rewritten(pattern).await;
+        assert!(
+            sql.contains("length("),
+            "{pattern} was not rewritten: {sql}"
+        );
+        let chars = |s: &str| s.chars().collect::<Vec<char>>();
+        cases.push((
+            *pattern,
+            *start,
+            chars(fill),
+            *min,
+            *max,
+            *end,
+            chars(other),
+            sql,
+        ));
+    }
+    for kept in [
+        "^(ab){2}$",
+        "^a|b{2}$",
+        "^a{2}b{2}$",
+        "^\\d{3}$",
+        "^a{2}",
+        "a{2}$",
+    ] {
+        let sql = rewritten(kept).await;
+        assert!(
+            !sql.contains("length("),
+            "{kept} must be matched as written: {sql}"
+        );
+    }
+
+    let conn = tokio::sync::Mutex::new(conn);
+    let handle = tokio::runtime::Handle::current();
+    let seen = std::sync::Mutex::new([0_usize; 2]);
+    let mut runner = TestRunner::new(Config {
+        cases: 768,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    // A string: the pattern's start (or not), a run of the repeated atom's characters from two
+    // under its least to two over its most, its end (or not), and sometimes one character that
+    // does not belong, put anywhere.
+    let strategy = (
+        any::<usize>(),
+        any::<u8>(),
+        any::<usize>(),
+        proptest::collection::vec(any::<usize>(), 150),
+        any::<(usize, usize)>(),
+    );
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |(which, flags, run, picks, (at, odd))| {
+            let (pattern, start, fill, min, max, end, other, sql) = &cases[which % cases.len()];
+            let lo = min.saturating_sub(2);
+            let len = lo + run % (max + 3 - lo);
+            let mut s: Vec<char> = Vec::new();
+            if flags & 0b111 != 0 {
+                s.extend(start.chars());
+            }
+            s.extend((0..len).map(|i| fill[picks[i % picks.len()] % fill.len()]));
+            if flags & 0b111000 != 0 {
+                s.extend(end.chars());
+            }
+            if flags & 0b1100_0000 == 0 && !other.is_empty() {
+                let c = other[odd % other.len()];
+                s.insert(at % (s.len() + 1), c);
+            }
+            let s: String = s.into_iter().collect();
+            let (matched, tested): (bool, bool) = handle.block_on(async {
+                // The test the database itself wrote for the pattern.
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT $1 ~ $2, {sql}")))
+                    .bind(&s)
+                    .bind(*pattern)
+                    .fetch_one(&mut *conn.lock().await)
+                    .await
+                    .unwrap()
+            });
+            seen.lock().unwrap()[usize::from(matched)] += 1;
+            prop_assert_eq!(matched, tested, "{:?} against {} and {}", s, pattern, sql);
+            Ok(())
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    let [refused, accepted] = *seen.lock().unwrap();
+    assert!(
+        refused > 100 && accepted > 100,
+        "{refused} refused, {accepted} accepted"
+    );
+    conn.into_inner().close().await.unwrap();
+    t.cleanup().await;
+}

@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 29: nothing changes here.
+--
+-- Version 29 makes PostgreSQL's check of a body against its schema match a string's pattern
+-- without a counted repeat where an equal test has none. On SQLite the store's own reader
+-- checks bodies, in its code.
