@@ -2,7 +2,7 @@
 //! PostgreSQL: sign-in (good, bad, wrong role) and its cookie, CSRF on every form (refused,
 //! nothing written), the queue, the execution page, approving and rejecting through it, the
 //! refusals a decision can meet (its producer, a subject that moved while the page was open,
-//! an empty reason), escaping, and the security headers.
+//! an empty reason), escaping, a diff drawn as its bytes are, and the security headers.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -986,9 +986,9 @@ const BIDI: [char; 12] = [
 async fn a_diff_is_drawn_as_its_bytes_are_whatever_it_holds() {
     on_both(|store| async move {
         let (w, s) = setup(store).await;
-        // A hunk of five new lines: two that look like the next file's headers, one whose
-        // `\r` would hide its start, one holding every bidirectional control, and one with a
-        // tab and a bell.
+        // One hunk: a removed and an added line that look like the next file's headers, an
+        // added line whose `\r` would hide its start, one holding every bidirectional control,
+        // and one with a tab and a bell; the same controls in a text resource.
         let bidi: String = BIDI.iter().map(|c| format!("{c}x")).collect();
         let diff = format!(
             "diff --git a/src/auth.rs b/src/auth.rs\n--- a/src/auth.rs\n+++ b/src/auth.rs\n\
