@@ -20,6 +20,9 @@ use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, EvaluationRecord, PointerKind};
 
+mod contents;
+pub use contents::{Contents, DiffLine, Escape, Piece, SHOWN_BYTES, SHOWN_LINES, contents, pieces};
+
 /// The window the review pages rate reliability over (the ledger command's defaults).
 pub const REVIEW_WINDOW: Window = Window {
     attempts: 100,
@@ -264,52 +267,6 @@ pub struct RunReceipts {
     pub receipts: Vec<Receipt>,
 }
 
-/// At most this many bytes of a resource are shown.
-pub const SHOWN_BYTES: usize = 256 * 1024;
-/// At most this many lines of a resource are shown.
-pub const SHOWN_LINES: usize = 2000;
-
-/// What one line of a unified diff is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DiffLine {
-    /// A line added (`+`).
-    Added,
-    /// A line removed (`-`).
-    Removed,
-    /// A hunk header (`@@`) or a file header (`diff`, `---`, `+++`, `index`).
-    Header,
-    /// A context line.
-    Context,
-}
-
-/// A resource's bytes as the page shows them.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(tag = "shown", rename_all = "snake_case")]
-pub enum Contents {
-    /// No bytes are stored under the digest (or the caller may not read them).
-    NotStored,
-    /// Bytes that are not UTF-8 text: only their size.
-    Binary {
-        /// Their length in bytes.
-        size: u64,
-    },
-    /// Text, line by line (numbered from 1 by position).
-    Text {
-        /// The lines shown.
-        lines: Vec<String>,
-        /// Whether more bytes or lines were stored than are shown.
-        truncated: bool,
-    },
-    /// A unified diff, each line with what it is.
-    Diff {
-        /// The lines shown.
-        lines: Vec<(DiffLine, String)>,
-        /// Whether more bytes or lines were stored than are shown.
-        truncated: bool,
-    },
-}
-
 /// A resource the subject names, with its stored bytes as shown.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ResourceView {
@@ -327,62 +284,6 @@ pub struct ResourceView {
     pub media_type: Option<String>,
     /// Its bytes, bounded by [`SHOWN_BYTES`] and [`SHOWN_LINES`].
     pub contents: Contents,
-}
-
-/// How `bytes` of a resource of `kind` are shown: a diff, text, or binary (size only), at most
-/// [`SHOWN_BYTES`] and [`SHOWN_LINES`].
-#[must_use]
-pub fn contents(kind: &str, media_type: Option<&str>, bytes: &[u8]) -> Contents {
-    let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    let cut = bytes.get(..SHOWN_BYTES).unwrap_or(bytes);
-    // A cut may split a character: keep the valid prefix.
-    let text = match std::str::from_utf8(cut) {
-        Ok(t) => t,
-        Err(e) if cut.len() < bytes.len() && e.error_len().is_none() => {
-            std::str::from_utf8(cut.get(..e.valid_up_to()).unwrap_or_default()).unwrap_or_default()
-        }
-        Err(_) => return Contents::Binary { size },
-    };
-    if text.contains('\0') {
-        return Contents::Binary { size };
-    }
-    let all: Vec<&str> = text.lines().collect();
-    let truncated = cut.len() < bytes.len() || all.len() > SHOWN_LINES;
-    let shown = all.iter().take(SHOWN_LINES);
-    let diff = kind.contains("diff")
-        || kind.contains("patch")
-        || media_type.is_some_and(|m| m.contains("diff") || m.contains("patch"))
-        || text.starts_with("diff --git")
-        || text.starts_with("--- ");
-    if diff {
-        Contents::Diff {
-            lines: shown
-                .map(|l| {
-                    let what = if l.starts_with("+++")
-                        || l.starts_with("---")
-                        || l.starts_with("@@")
-                        || l.starts_with("diff ")
-                        || l.starts_with("index ")
-                    {
-                        DiffLine::Header
-                    } else if l.starts_with('+') {
-                        DiffLine::Added
-                    } else if l.starts_with('-') {
-                        DiffLine::Removed
-                    } else {
-                        DiffLine::Context
-                    };
-                    (what, (*l).to_owned())
-                })
-                .collect(),
-            truncated,
-        }
-    } else {
-        Contents::Text {
-            lines: shown.map(|l| (*l).to_owned()).collect(),
-            truncated,
-        }
-    }
 }
 
 /// One stored decision with its applicability.
@@ -1099,53 +1000,4 @@ pub fn finding_refs(refs: &[FindingRef]) -> Vec<String> {
     refs.iter()
         .map(|f| format!("{}@{} ({})", f.id, f.version, f.criterion))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn contents_are_a_diff_text_or_binary_and_bounded() {
-        let diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n same\n";
-        let Contents::Diff { lines, truncated } = contents("git_diff", None, diff.as_bytes())
-        else {
-            panic!("not a diff");
-        };
-        assert!(!truncated);
-        let kinds: Vec<DiffLine> = lines.iter().map(|(k, _)| *k).collect();
-        assert_eq!(
-            kinds,
-            [
-                DiffLine::Header,
-                DiffLine::Header,
-                DiffLine::Header,
-                DiffLine::Header,
-                DiffLine::Removed,
-                DiffLine::Added,
-                DiffLine::Context
-            ]
-        );
-        assert!(matches!(
-            contents("blob", None, &[0xff, 0x00, 0x01]),
-            Contents::Binary { size: 3 }
-        ));
-        assert!(matches!(
-            contents("log", None, b"a\0b"),
-            Contents::Binary { size: 3 }
-        ));
-        let long = "line\n".repeat(SHOWN_LINES + 5);
-        let Contents::Text { lines, truncated } = contents("log", None, long.as_bytes()) else {
-            panic!("not text");
-        };
-        assert_eq!(lines.len(), SHOWN_LINES);
-        assert!(truncated);
-        // More bytes than shown, cut inside a character: the valid prefix is shown.
-        let wide = "é".repeat(SHOWN_BYTES);
-        let Contents::Text { lines, truncated } = contents("log", None, wide.as_bytes()) else {
-            panic!("not text");
-        };
-        assert!(truncated);
-        assert_eq!(lines.concat().len(), SHOWN_BYTES);
-    }
 }

@@ -6,8 +6,8 @@ use super::Session;
 use maud::{DOCTYPE, Markup, html};
 use std::fmt::Write as _;
 use verdict_engine::review::{
-    Board, Contents, DecisionEntry, DiffLine, FindingLineage, MatrixRow, Reliability, ResourceView,
-    ReviewQueue, SHOWN_BYTES, SHOWN_LINES, SubjectReview, finding_refs,
+    Board, Contents, DecisionEntry, DiffLine, FindingLineage, MatrixRow, Piece, Reliability,
+    ResourceView, ReviewQueue, SHOWN_BYTES, SHOWN_LINES, SubjectReview, finding_refs,
 };
 
 /// What a refused action says: an optional first sentence, the reason code and the message.
@@ -325,6 +325,19 @@ fn matrix(rows: &[MatrixRow]) -> Markup {
     }
 }
 
+/// One line of a resource as the engine split it: text as text, and each character it escaped as
+/// a marked `<U+XXXX>` whose accessible name says what the character is.
+fn shown_line(pieces: &[Piece]) -> Markup {
+    html! {
+        @for p in pieces {
+            @match p {
+                Piece::Text(t) => (t),
+                Piece::Escape(e) => span class="esc" role="img" aria-label=(format!("{} {}", e.code_point, e.name)) title=(e.name) { "<" (e.code_point) ">" },
+            }
+        }
+    }
+}
+
 fn resource(i: usize, res: &ResourceView) -> Markup {
     let heading = format!("resource-{i}");
     html! {
@@ -338,7 +351,7 @@ fn resource(i: usize, res: &ResourceView) -> Markup {
                         caption class="visually-hidden" { "Text of " (res.name) ", numbered by line" }
                         thead class="visually-hidden" { tr { th scope="col" { "Line" } th scope="col" { "Text" } } }
                         tbody { @for (n, l) in lines.iter().enumerate() {
-                            tr { th scope="row" class="ln" { (n + 1) } td { pre { (l) } } }
+                            tr { th scope="row" class="ln" { (n + 1) } td { pre { (shown_line(l)) } } }
                         } }
                     } }
                     @if *truncated { p class="truncated" { "truncated: only the first " (SHOWN_LINES) " lines or " (SHOWN_BYTES / 1024) " KiB are shown" } }
@@ -353,8 +366,9 @@ fn resource(i: usize, res: &ResourceView) -> Markup {
                                 DiffLine::Removed => ("d-del", "removed"),
                                 DiffLine::Header => ("d-head", "header"),
                                 DiffLine::Context => ("d-ctx", "context"),
+                                DiffLine::Other => ("d-other", "no change"),
                             };
-                            tr class=(class) { th scope="row" class="ln" { span class="visually-hidden" { (label) } } td { pre { (l) } } }
+                            tr class=(class) { th scope="row" class="ln" { span class="visually-hidden" { (label) } } td { pre { (shown_line(l)) } } }
                         } }
                     } }
                     @if *truncated { p class="truncated" { "truncated: only the first " (SHOWN_LINES) " lines or " (SHOWN_BYTES / 1024) " KiB are shown" } }

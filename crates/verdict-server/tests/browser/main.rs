@@ -490,6 +490,62 @@ async fn every_page_is_usable_at_two_widths_accessible_and_self_contained() {
         );
     }
 
+    // The subject's diff is drawn as its bytes are: by its hunk's counts the lines that look
+    // like file headers are a removed and an added line, the carriage return and the
+    // bidirectional controls are marked escapes named for screen readers, no such character
+    // reaches the page, and the lines are laid out in the order of their bytes.
+    b.goto(&format!("/ui/executions/{MOVED}")).await;
+    let drawn = b
+        .js(
+            "const t = document.querySelector('article.resource table.diff');
+             const rows = [...t.querySelectorAll('tbody tr')];
+             const esc = [...t.querySelectorAll('span.esc')];
+             return {
+               html: t.outerHTML,
+               rows: rows.map(r => [r.className, r.querySelector('pre').textContent]),
+               names: esc.map(e => e.getAttribute('aria-label')),
+               bidi: getComputedStyle(t.querySelector('pre')).unicodeBidi,
+               direction: getComputedStyle(t.querySelector('pre')).direction,
+             };",
+        )
+        .await;
+    let html = drawn["html"].as_str().unwrap();
+    for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\r'] {
+        assert!(!html.contains(c), "{c:?} drawn as itself: {html}");
+    }
+    let rows: Vec<(String, String)> = serde_json::from_value(drawn["rows"].clone()).unwrap();
+    for (class, text) in [
+        ("d-del", "--- a/src/retry.rs"),
+        ("d-add", "+++ b/evil"),
+        (
+            "d-add",
+            "+    return true; // <U+000D>retry up to three times",
+        ),
+        (
+            "d-add",
+            "+let user = \"admin<U+202E> <U+2066>// not admin<U+2069> <U+2066>\";",
+        ),
+    ] {
+        assert!(
+            rows.contains(&(class.to_owned(), text.to_owned())),
+            "no {class} row {text:?} in {rows:?}"
+        );
+    }
+    assert_eq!(
+        drawn["names"],
+        serde_json::json!([
+            "U+000D carriage return",
+            "U+202E right-to-left override",
+            "U+2066 left-to-right isolate",
+            "U+2069 pop directional isolate",
+            "U+2066 left-to-right isolate"
+        ])
+    );
+    assert_eq!(
+        (drawn["bidi"].as_str(), drawn["direction"].as_str()),
+        (Some("bidi-override"), Some("ltr"))
+    );
+
     // The refusal pages: a subject that moved while open (409), a form without its token.
     b.goto(&format!("/ui/executions/{STALE}")).await;
     w.move_subject(STALE, 2).await;

@@ -108,23 +108,40 @@ impl World {
     /// reviewer's result, and the gate runs: the subject moves, as it would while a person
     /// had the old one open.
     pub async fn move_subject(&self, execution: &str, generation: u64) -> Digest {
-        let doc = subject(execution, generation, "coder", "high", "moved");
-        self.walk(&doc, Review::Pass).await
+        self.walk(execution, generation, "coder", "moved", Review::Pass)
+            .await
     }
 
-    /// Puts `doc` (as its producer, or as the operator when the producer is not `coder`),
-    /// adds the runner's passing check evidence, has the reviewer verify it as `review` says,
-    /// and runs the gate. Returns the subject's digest.
-    async fn walk(&self, doc: &Value, review: Review) -> Digest {
-        let putter = if doc["producer"]["principal"] == "coder" {
+    /// Puts the high-risk subject of `execution` at `generation` by `producer` with its
+    /// `change` (as its producer, or as the operator when the producer is not `coder`), adds
+    /// the runner's passing check evidence, has the reviewer verify it as `review` says, and
+    /// runs the gate. Returns the subject's digest.
+    async fn walk(
+        &self,
+        execution: &str,
+        generation: u64,
+        producer: &str,
+        change: &str,
+        review: Review,
+    ) -> Digest {
+        let doc = &subject(execution, generation, producer, "high", change);
+        let putter = if producer == "coder" {
             &self.coder
         } else {
             &self.ops
         };
+        // The producer stores the diff its subject names, so the page shows it (an operator's
+        // subject for someone else names bytes nobody stored: the page shows its digest).
+        if producer == "coder" {
+            let bytes = diff(execution, generation, change);
+            let d = verdict_core::digest::raw(bytes.as_bytes());
+            self.engine
+                .put_blob(&self.coder, d.as_str(), bytes.as_bytes(), None)
+                .await
+                .unwrap();
+        }
         let sd = self.engine.put_subject(putter, doc).await.unwrap();
         assert_eq!(sd, digest(DigestKind::Subject, doc));
-        let execution = doc["execution"]["id"].as_str().unwrap();
-        let generation = doc["execution"]["generation"].as_u64().unwrap();
         let ev = evidence(&sd, "pass");
         self.engine
             .add_evidence(&self.ci, std::slice::from_ref(&ev))
@@ -227,30 +244,19 @@ pub async fn seed(store: Arc<dyn Store>) -> World {
     };
     for execution in [APPROVE, REJECT, STALE, CSRF] {
         world
-            .walk(
-                &subject(execution, 1, "coder", "high", "first"),
-                Review::Pass,
-            )
+            .walk(execution, 1, "coder", "first", Review::Pass)
             .await;
     }
     // An operator puts a subject naming any producer: here a person who will also review.
-    world
-        .walk(&subject(HANA, 1, "hana", "high", "first"), Review::Pass)
-        .await;
+    world.walk(HANA, 1, "hana", "first", Review::Pass).await;
     // The reviewer finds a blocker in the first subject (rework); the second resolves it and
     // reaches a person.
     world
-        .walk(
-            &subject(MOVED, 1, "coder", "high", "first"),
-            Review::Blocker,
-        )
+        .walk(MOVED, 1, "coder", "first", Review::Blocker)
         .await;
     assert_eq!(world.outcome(MOVED).await, "rework");
     world
-        .walk(
-            &subject(MOVED, 2, "coder", "high", "second"),
-            Review::Resolves,
-        )
+        .walk(MOVED, 2, "coder", "second", Review::Resolves)
         .await;
     for execution in QUEUE {
         assert_eq!(
@@ -274,6 +280,17 @@ pub fn policy() -> Value {
     })
 }
 
+/// The diff a subject names: a hunk whose added and removed lines look like file headers, one
+/// whose carriage return would hide its start, and a right-to-left override, which the page
+/// must draw as they are. `change` makes it the subject's own.
+pub fn diff(execution: &str, generation: u64, change: &str) -> String {
+    format!(
+        "diff --git a/src/retry.rs b/src/retry.rs\n--- a/src/retry.rs\n+++ b/src/retry.rs\n\
+         @@ -1,3 +1,5 @@\n // {execution} {generation} {change}\n--- a/src/retry.rs\n+++ b/evil\n\
+         +    return true; // \rretry up to three times\n+let user = \"admin\u{202E} \u{2066}// not admin\u{2069} \u{2066}\";\n fn retry() {{}}\n"
+    )
+}
+
 /// A subject of `execution` at `generation` by `producer`; `change` names its content.
 pub fn subject(
     execution: &str,
@@ -282,7 +299,7 @@ pub fn subject(
     risk: &str,
     change: &str,
 ) -> Value {
-    let diff = format!("{execution} {generation} {change}");
+    let diff = diff(execution, generation, change);
     json!({
         "schema": "verdict.subject/v1",
         "mission": MISSION,

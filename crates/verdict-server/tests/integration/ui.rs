@@ -2,7 +2,7 @@
 //! PostgreSQL: sign-in (good, bad, wrong role) and its cookie, CSRF on every form (refused,
 //! nothing written), the queue, the execution page, approving and rejecting through it, the
 //! refusals a decision can meet (its producer, a subject that moved while the page was open,
-//! an empty reason), escaping, and the security headers.
+//! an empty reason), escaping, a diff drawn as its bytes are, and the security headers.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -972,6 +972,99 @@ async fn stored_resource_bytes_are_shown_as_a_diff_text_or_size() {
         assert!(section.contains("Binary content, 5 bytes"), "{section}");
         assert!(section.contains("not stored"), "{section}");
         assert!(!section.contains("truncated"), "{section}");
+    })
+    .await;
+}
+
+/// The characters that reorder the text around them (Trojan Source).
+const BIDI: [char; 12] = [
+    '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}',
+    '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diff_is_drawn_as_its_bytes_are_whatever_it_holds() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        // One hunk: a removed and an added line that look like the next file's headers, an
+        // added line whose `\r` would hide its start, one holding every bidirectional control,
+        // and one with a tab and a bell; the same controls in a text resource.
+        let bidi: String = BIDI.iter().map(|c| format!("{c}x")).collect();
+        let diff = format!(
+            "diff --git a/src/auth.rs b/src/auth.rs\n--- a/src/auth.rs\n+++ b/src/auth.rs\n\
+             @@ -1,3 +1,6 @@\n fn check() {{\n--- a/src/auth.rs\n+++ b/evil\n\
+             +    return true; // \rcheck the password\n+    let s = \"{bidi}\";\n+\tbell\u{7}\n }}\n"
+        );
+        let mut doc = subject_of(EXEC, 1, &diff, "coder");
+        doc["resources"] = json!([
+            {"name": "diff", "kind": "git_diff", "digest": verdict_core::digest::raw(diff.as_bytes()).as_str()},
+            {"name": "notes", "kind": "text", "digest": verdict_core::digest::raw(bidi.as_bytes()).as_str()},
+        ]);
+        let coder = w.engine.authenticate(w.token("coder")).await.unwrap();
+        for bytes in [diff.as_bytes(), bidi.as_bytes()] {
+            let d = verdict_core::digest::raw(bytes);
+            w.engine.put_blob(&coder, d.as_str(), bytes, None).await.unwrap();
+        }
+        to_human_required(&w, &doc).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert_eq!(p.status, 200, "{p:?}");
+        let section = &p.body[p.body.find("<section id=\"resources\"").unwrap()
+            ..p.body.find("<section id=\"matrix\"").unwrap()];
+        // Nothing the bytes hold reorders, hides or overprints what the page draws.
+        for c in section.chars() {
+            let code = u32::from(c);
+            assert!(
+                !BIDI.contains(&c) && (c == '\t' || c == '\n' || !c.is_control()),
+                "U+{code:04X} is drawn as itself"
+            );
+        }
+        let row = |class: &str, label: &str, text: &str| {
+            format!(
+                "<tr class=\"{class}\"><th scope=\"row\" class=\"ln\"><span class=\"visually-hidden\">{label}</span></th><td><pre>{text}</pre></td></tr>"
+            )
+        };
+        // Inside the hunk, by its counts, the lines that look like headers are a removed and
+        // an added line of this file.
+        assert!(section.contains(&row("d-del", "removed", "--- a/src/auth.rs")), "{section}");
+        assert!(section.contains(&row("d-add", "added", "+++ b/evil")), "{section}");
+        assert_eq!(section.matches("<tr class=\"d-head\">").count(), 4, "{section}");
+        assert_eq!(section.matches("<tr class=\"d-add\">").count(), 4, "{section}");
+        let esc = |code: &str, name: &str| {
+            format!(
+                "<span class=\"esc\" role=\"img\" aria-label=\"{code} {name}\" title=\"{name}\">&lt;{code}&gt;</span>"
+            )
+        };
+        assert!(
+            section.contains(&row(
+                "d-add",
+                "added",
+                &format!("+    return true; // {}check the password", esc("U+000D", "carriage return"))
+            )),
+            "{section}"
+        );
+        assert!(
+            section.contains(&row("d-add", "added", &format!("+\tbell{}", esc("U+0007", "bell")))),
+            "{section}"
+        );
+        for (c, name) in BIDI.iter().zip([
+            "left-to-right embedding",
+            "right-to-left embedding",
+            "pop directional formatting",
+            "left-to-right override",
+            "right-to-left override",
+            "left-to-right isolate",
+            "right-to-left isolate",
+            "first strong isolate",
+            "pop directional isolate",
+            "left-to-right mark",
+            "right-to-left mark",
+            "arabic letter mark",
+        ]) {
+            let shown = format!("{}x", esc(&format!("U+{:04X}", u32::from(*c)), name));
+            // Once in the diff's line, once in the text resource.
+            assert_eq!(section.matches(&shown).count(), 2, "{shown} in {section}");
+        }
     })
     .await;
 }
