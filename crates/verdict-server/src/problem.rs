@@ -216,6 +216,14 @@ impl IntoResponse for Problem {
     }
 }
 
+/// Whose failed authentications a `429` counts, as its detail says it.
+fn limited_by(scope: &Scope) -> &'static str {
+    match scope {
+        Scope::Peer => "from this address",
+        Scope::Server => "at this server, from every address together",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,13 +343,5 @@ mod tests {
                 .as_str()
                 .is_some_and(|t| t.contains("no principal"))
         );
-    }
-}
-
-/// Whose failed authentications a `429` counts, as its detail says it.
-fn limited_by(scope: &Scope) -> &'static str {
-    match scope {
-        Scope::Peer => "from this address",
-        Scope::Server => "at this server, from every address together",
     }
 }
