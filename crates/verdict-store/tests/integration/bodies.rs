@@ -1690,7 +1690,7 @@ async fn a_pattern_matched_without_its_counted_repeat_accepts_the_same_strings()
     let verdict_store::Location::Postgres(url) = &t.location else {
         unreachable!()
     };
-    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let conn = sqlx::PgConnection::connect(url).await.unwrap();
     let rewritten = |pattern: &str| {
         let pattern = pattern.to_owned();
         async move {
