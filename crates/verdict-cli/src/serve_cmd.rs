@@ -33,12 +33,20 @@ pub struct Args {
     /// How each request is logged to standard error: one JSON object per line, or text.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
-    /// Failed authentications one address may make back to back before it gets 429.
+    /// Failed authentications one address (an IPv6 /64) may make back to back before it gets
+    /// 429.
     #[arg(long, value_name = "N", default_value_t = AuthLimit::default().burst)]
     auth_burst: u32,
     /// Failed authentications an address earns back per minute.
     #[arg(long, value_name = "N", default_value_t = AuthLimit::default().per_minute)]
     auth_per_minute: u32,
+    /// Failed authentications every address together may make back to back before each gets
+    /// 429 (a request with a valid token is never limited).
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_burst)]
+    auth_server_burst: u32,
+    /// Failed authentications the whole server earns back per minute.
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_per_minute)]
+    auth_server_per_minute: u32,
     /// The key webhook secrets are derived from (at least 32 bytes; created with fresh
     /// randomness, readable by its owner only, when the file does not exist). Without it, no
     /// webhook is registered or delivered.
@@ -137,6 +145,8 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     .with_auth_limit(AuthLimit {
         burst: args.auth_burst,
         per_minute: args.auth_per_minute,
+        server_burst: args.auth_server_burst,
+        server_per_minute: args.auth_server_per_minute,
     });
     eprintln!(
         "verdict: serving http://{addr} over {}",

@@ -245,10 +245,18 @@ impl Engine {
 
     /// How many jobs of each kind wait and run, and how many of those running hold a lease
     /// that has lapsed by the store's clock (a worker gone without finishing, whose job the
-    /// next claim takes over): what `/metrics` shows as the queue's depth and its leases. For
-    /// no caller, as [`Engine::verify_store`] is: only counts, no job is named. Reads the
+    /// next claim takes over): what `/metrics` shows as the queue's depth and its leases.
+    /// Operators only, as the job queue and every platform-wide number are: the outer error is
+    /// the refusal (its denial recorded). The inner one is the store failing to read the
+    /// queue, which a scrape reports among its metrics rather than failing on. Reads the
     /// unfinished jobs only.
-    pub async fn queue_depth(&self) -> Result<Vec<QueueDepth>> {
+    pub async fn queue_depth(&self, caller: &Principal) -> Result<Result<Vec<QueueDepth>>> {
+        self.require_role(caller, &[Role::Operator], "read the server's metrics")
+            .await?;
+        Ok(self.read_queue_depth().await)
+    }
+
+    async fn read_queue_depth(&self) -> Result<Vec<QueueDepth>> {
         let now = self.now().await?;
         let mut out: Vec<QueueDepth> = JobKind::ALL
             .iter()

@@ -2,7 +2,8 @@
 //! own `authenticate`. A missing, malformed or unknown token goes to the engine as it came
 //! (absent or malformed as an empty token), so the refusal is recorded exactly as the engine
 //! records any other: a denial of `unauthenticated` with at most a short token fingerprint.
-//! Failed authentications are rate-limited per peer address ([`crate::limit`]).
+//! Failed authentications are rate-limited per peer address and across all of them
+//! ([`crate::limit`]).
 
 use crate::AppState;
 use crate::problem::ApiError;
@@ -33,11 +34,12 @@ impl FromRequestParts<AppState> for Caller {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
-        if let Some(wait) = state.limiter.exhausted(peer) {
+        if let Some(limited) = state.limiter.exhausted(peer) {
             // Only a token no principal holds is limited; looking it up writes nothing.
             if !state.engine.token_is_held(token).await? {
                 return Err(ApiError::TooManyRequests {
-                    retry_after: wait.as_secs().max(1),
+                    retry_after: limited.wait.as_secs().max(1),
+                    scope: limited.scope,
                 });
             }
         }

@@ -9,7 +9,8 @@
 //!
 //! List routes are paginated ([`page`]); the pointer-like resources carry an `ETag` and the
 //! writes that move them honour `If-Match` ([`etag`]). Failed authentication is rate-limited
-//! per peer ([`limit`]). Every request gets an id, a log line and metrics ([`ops`]).
+//! per peer and across all peers ([`limit`]). Every request gets an id, a log line and metrics
+//! ([`ops`]).
 //!
 //! The human review pages under `/ui` are server-rendered HTML over the same engine ([`ui`]).
 //!
@@ -58,7 +59,7 @@ pub struct AppState {
     pub engine: Engine,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
-    /// The buckets of failed authentication per peer.
+    /// The buckets of failed authentication, per peer and shared.
     pub limiter: Arc<Limiter>,
     /// Request and decision metrics, served at `/metrics`.
     pub metrics: Arc<Metrics>,

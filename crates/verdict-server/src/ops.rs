@@ -1,12 +1,14 @@
 //! What an operator watches: a request id on every request (the client's `x-request-id` when
 //! it sends a usable one, else one generated here), echoed in the response and carried by the
 //! request's log line; one structured log event per request (`tracing`, rendered as JSON or
-//! text by whoever installs the subscriber); and Prometheus metrics served at `/metrics`:
-//! requests by route, method and status, their latency, gate decisions by outcome and reason,
-//! and the job queue's depth and lapsed leases. The recorder belongs to the server's state, not to the process, so two servers in
-//! one process (tests) count apart.
+//! text by whoever installs the subscriber); and Prometheus metrics served at `/metrics` to
+//! operators: requests by route, method and status, their latency, gate decisions by outcome
+//! and reason, and the job queue's depth and lapsed leases. The recorder belongs to the
+//! server's state, not to the process, so two servers in one process (tests) count apart.
 
 use crate::AppState;
+use crate::auth::Caller;
+use crate::problem::{ApiError, Problem};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -184,14 +186,23 @@ pub async fn observe(
 #[derive(Debug, Clone, Copy)]
 pub struct ProblemCode(pub &'static str);
 
-/// `GET /metrics`: the Prometheus text exposition.
+/// `GET /metrics`: the Prometheus text exposition (operators only: the counts are the
+/// platform's, over executions no other principal may read).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String, content_type = "text/plain")))]
-pub async fn serve_metrics(State(state): State<AppState>) -> Response {
+    responses(
+        (status = 200, description = "Prometheus text exposition format 0.0.4", body = String, content_type = "text/plain"),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn serve_metrics(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+) -> Result<Response, ApiError> {
     // The queue is read at each scrape, from the store every server shares, so any server
     // reports the same depth. A store that cannot be read leaves the gauges as they were and
     // says so in `verdict_queue_read_ok`.
-    let depth = state.engine.queue_depth().await;
+    let depth = state.engine.queue_depth(&caller).await?;
     state.metrics.with(|| {
         metrics::gauge!("verdict_queue_read_ok").set(if depth.is_ok() { 1.0 } else { 0.0 });
         for d in depth.iter().flatten() {
@@ -210,7 +221,7 @@ pub async fn serve_metrics(State(state): State<AppState>) -> Response {
             metrics::gauge!("verdict_job_leases_lapsed", "kind" => kind).set(d.lapsed as f64);
         }
     });
-    (
+    Ok((
         StatusCode::OK,
         [(
             header::CONTENT_TYPE,
@@ -218,5 +229,5 @@ pub async fn serve_metrics(State(state): State<AppState>) -> Response {
         )],
         state.metrics.render(),
     )
-        .into_response()
+        .into_response())
 }

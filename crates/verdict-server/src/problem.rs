@@ -3,6 +3,7 @@
 //! JSON), leaves through [`ApiError::into_response`], so each has the same shape and the status
 //! for an engine error is chosen here and nowhere else.
 
+use crate::limit::Scope;
 use crate::ops::ProblemCode;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -39,12 +40,14 @@ pub enum ApiError {
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// The peer failed authentication too often; the engine was not asked and no denial was
-    /// written ([`crate::limit`]).
-    #[error("too many failed authentications from this address; retry after {retry_after} s")]
+    /// The peer, or every peer together, failed authentication too often; the engine was not
+    /// asked and no denial was written ([`crate::limit`]).
+    #[error("too many failed authentications {}; retry after {retry_after} s", limited_by(.scope))]
     TooManyRequests {
         /// Seconds until the peer may try again.
         retry_after: u64,
+        /// Whose failures spent the allowance: the peer's own, or every peer's.
+        scope: Scope,
     },
     /// A decision the store returned cannot be read back: the store's fault, not the
     /// client's.
@@ -191,7 +194,7 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let Self::TooManyRequests { retry_after } = &self {
+        if let Self::TooManyRequests { retry_after, .. } = &self {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
@@ -210,6 +213,14 @@ impl IntoResponse for Problem {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         response
+    }
+}
+
+/// Whose failed authentications a `429` counts, as its detail says it.
+fn limited_by(scope: &Scope) -> &'static str {
+    match scope {
+        Scope::Peer => "from this address",
+        Scope::Server => "at this server, from every address together",
     }
 }
 

@@ -1,6 +1,7 @@
 //! `verdict serve` as the built binary, on SQLite and on PostgreSQL: it prints the address it
 //! bound, answers over HTTP with the store's principals, logs each request as one JSON line
-//! with its request id, and ends cleanly on SIGTERM.
+//! with its request id, and ends cleanly on SIGTERM; its flags set the failed-authentication
+//! limits.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -178,4 +179,68 @@ fn serve_makes_its_key_files_owner_only_and_refuses_a_short_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("short.key"), "{err}");
     assert!(err.contains("at least 32 bytes, not 10"), "{err}");
+}
+
+#[test]
+fn serve_sets_the_limit_every_address_shares_from_its_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["init", "--operator", "ops"])
+        .env("VERDICT_STORE", &store)
+        .env_remove("VERDICT_TOKEN")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    // The address's own allowance is larger than the server's, so a 429 after two failures
+    // can only come from the shared bucket, and a wait near a minute from its own rate.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--auth-burst", "5"])
+        .args(["--auth-server-burst", "2", "--auth-server-per-minute", "1"])
+        .current_dir(dir.path())
+        .env("VERDICT_STORE", &store)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    for _ in 0..2 {
+        let (status, body) = http(&addr, "GET", "/metrics", Some("vdt_guess"));
+        assert_eq!(status, 401, "{body}");
+    }
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer vdt_guess\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (status, body) = (&text[9..12], text.split_once("\r\n\r\n").unwrap().1);
+    assert_eq!(status, "429", "{text}");
+    assert!(body.contains("every address"), "{text}");
+    let wait: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("retry-after: "))
+        .unwrap_or_else(|| panic!("no Retry-After in {text}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((30..=60).contains(&wait), "{wait}");
+    // The operator's token still reads the metrics, which counted the refusal.
+    let (status, body) = http(&addr, "GET", "/metrics", Some(&ops));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("code=\"rate_limited\""), "{body}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

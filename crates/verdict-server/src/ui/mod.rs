@@ -337,18 +337,22 @@ async fn sign_in(
     }
     let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.0.ip());
     let token = form.token.trim();
-    if let Some(wait) = state.limiter.exhausted(peer) {
+    if let Some(limited) = state.limiter.exhausted(peer) {
         // As on the API: only a token no principal holds is limited (looking it up writes
         // nothing), so a reviewer sharing an address with whoever exhausted it still signs in.
         if !matches!(state.engine.token_is_held(token).await, Ok(true)) {
-            let wait = wait.as_secs().max(1);
+            let wait = limited.wait.as_secs().max(1);
+            let from = match limited.scope {
+                crate::limit::Scope::Peer => "from this address",
+                crate::limit::Scope::Server => "at this server",
+            };
             let mut resp = sign_in_response(
                 &state,
                 &headers,
                 StatusCode::TOO_MANY_REQUESTS,
                 Some(&pages::Alert::engine(
                     "rate_limited",
-                    format!("Too many failed sign-ins from this address; try again in {wait} s."),
+                    format!("Too many failed sign-ins {from}; try again in {wait} s."),
                 )),
             );
             resp.headers_mut()

@@ -1,7 +1,8 @@
 //! What an operator of the server relies on, each body on SQLite and on PostgreSQL:
-//! pagination that walks a list exactly once, request ids, metrics that move, the rate limit on
-//! failed authentication (429 without a denial), the job queue's depth and lapsed leases on
-//! `/metrics`, and the default body limit.
+//! pagination that walks a list exactly once, request ids, metrics that move and that only an
+//! operator reads, the rate limit on failed authentication per address and across addresses
+//! (429 without a denial), the job queue's depth and lapsed leases on `/metrics`, and the
+//! default body limit.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -156,7 +157,7 @@ async fn metrics_count_requests_latency_and_decisions() {
         let w = world(store).await;
         let s = serve(AppState::new(w.engine.clone())).await;
         let health = ["route=\"/healthz\"", "status=\"200\""];
-        let r = s.send("GET", "/metrics", None, None).await;
+        let r = s.send("GET", "/metrics", Some(w.token("ops")), None).await;
         assert_eq!(r.status, 200, "{r:?}");
         assert!(r.content_type.starts_with("text/plain"), "{r:?}");
         // Nothing counted yet may be an empty exposition.
@@ -203,7 +204,7 @@ async fn metrics_count_requests_latency_and_decisions() {
         .await;
 
         let text = s
-            .send("GET", "/metrics", None, None)
+            .send("GET", "/metrics", Some(w.token("ops")), None)
             .await
             .body
             .as_str()
@@ -278,7 +279,7 @@ async fn metrics_show_the_queue_depth_and_lapsed_leases_from_the_store() {
         w.engine.set_policy(&w.ops, &policy).await.unwrap();
         let s = serve(AppState::new(w.engine.clone())).await;
         let scrape = || async {
-            s.send("GET", "/metrics", None, None)
+            s.send("GET", "/metrics", Some(w.token("ops")), None)
                 .await
                 .body
                 .as_str()
@@ -364,6 +365,7 @@ async fn failed_authentication_past_the_limit_is_429_and_writes_no_denial() {
         let state = AppState::new(w.engine.clone()).with_auth_limit(AuthLimit {
             burst: 3,
             per_minute: 1,
+            ..AuthLimit::default()
         });
         let s = serve(state).await;
         let before = w.denials().await.len();
@@ -400,6 +402,138 @@ async fn failed_authentication_past_the_limit_is_429_and_writes_no_denial() {
         // Routes that need no token are not limited.
         let r = s.send("GET", "/healthz", None, None).await;
         assert_eq!(r.status, 200, "{r:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_from_many_addresses_share_one_limit_and_a_valid_token_still_works() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        // Each address may fail three times; all of them together, five.
+        let state = AppState::new(w.engine.clone()).with_auth_limit(AuthLimit {
+            burst: 3,
+            per_minute: 1,
+            server_burst: 5,
+            server_per_minute: 1,
+        });
+        let s = serve(state).await;
+        let from = |i: u8| std::net::IpAddr::from([127, 0, 0, i]);
+        let denials = w.denials().await.len();
+        // Five addresses fail once each, none near its own limit: each refusal is recorded.
+        for i in 10..15 {
+            let r = s
+                .send_from(from(i), "GET", "/v1/executions", Some("vdt_guess"))
+                .await;
+            assert_problem(&r, 401, "unauthenticated");
+        }
+        assert_eq!(w.denials().await.len(), denials + 5);
+        let seq = head_seq(&w).await;
+        // The server's allowance is spent: every further address, on every route that takes
+        // a token, is turned away before the engine, and nothing is written.
+        for i in 15..45 {
+            let path = if i % 2 == 0 {
+                "/v1/executions"
+            } else {
+                "/metrics"
+            };
+            let token = if i % 3 == 0 { None } else { Some("vdt_guess") };
+            let r = s.send_from(from(i), "GET", path, token).await;
+            assert_problem(&r, 429, "rate_limited");
+            assert_eq!(r.body["retryable"], true);
+            assert!(
+                r.body["detail"].as_str().unwrap().contains("every address"),
+                "{r:?}"
+            );
+            let wait: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!((1..=60).contains(&wait), "{wait}");
+        }
+        // An address that failed before is refused too.
+        let r = s
+            .send_from(from(10), "GET", "/v1/executions", Some("vdt_guess"))
+            .await;
+        assert_problem(&r, 429, "rate_limited");
+        assert_eq!(head_seq(&w).await, seq, "a limited request wrote");
+        assert_eq!(w.denials().await.len(), denials + 5);
+        // A held token still works during the flood, from a flooding address or a new one.
+        for i in [10, 16, 200] {
+            let r = s
+                .send_from(from(i), "GET", "/v1/executions", Some(w.token("ops")))
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+            let r = s
+                .send_from(from(i), "GET", "/metrics", Some(w.token("ops")))
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+        let r = s
+            .send_from(from(202), "GET", "/v1/executions", Some(w.token("coder")))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        // Routes that take no token stay open.
+        for path in ["/healthz", "/readyz"] {
+            let r = s.send_from(from(201), "GET", path, None).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_an_operators_read() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        // No token, or one nobody holds: 401, recorded as any failed authentication is.
+        let denials = w.denials().await.len();
+        for token in [None, Some("vdt_guess")] {
+            let r = s.send("GET", "/metrics", token, None).await;
+            assert_problem(&r, 401, "unauthenticated");
+            assert_eq!(r.headers["www-authenticate"], "Bearer", "{r:?}");
+            assert!(!r.body.to_string().contains("verdict_http"), "{r:?}");
+        }
+        assert_eq!(w.denials().await.len(), denials + 2);
+        // Any principal but an operator: 403 and its denial, and nothing else written.
+        for who in ["coder", "ci", "rev", "alice"] {
+            let before = head_seq(&w).await;
+            let r = s.send("GET", "/metrics", Some(w.token(who)), None).await;
+            assert_denied_once(&w, before, &r, who, "permission_denied").await;
+            assert!(
+                r.body["detail"].as_str().unwrap().contains("metrics"),
+                "{r:?}"
+            );
+        }
+        // An operator reads the exposition, which counted the refusals.
+        let before = head_seq(&w).await;
+        let r = s.send("GET", "/metrics", Some(w.token("ops")), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.content_type.starts_with("text/plain"), "{r:?}");
+        let text = r.body.as_str().unwrap();
+        assert_eq!(
+            sample(
+                text,
+                "verdict_http_requests_total",
+                &["route=\"/metrics\"", "status=\"403\""]
+            ),
+            4.0,
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                text,
+                "verdict_http_problems_total",
+                &["code=\"unauthenticated\""]
+            ),
+            2.0,
+            "{text}"
+        );
+        assert_eq!(sample(text, "verdict_queue_read_ok", &[]), 1.0, "{text}");
+        assert_eq!(head_seq(&w).await, before, "a scrape wrote");
+        // Health and readiness need no token.
+        for path in ["/healthz", "/readyz"] {
+            let r = s.send("GET", path, None, None).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+        }
     })
     .await;
 }

@@ -577,6 +577,7 @@ async fn failed_sign_ins_are_limited_but_a_held_token_still_signs_in() {
             AppState::new(w.engine.clone()).with_auth_limit(verdict_server::limit::AuthLimit {
                 burst: 2,
                 per_minute: 1,
+                ..verdict_server::limit::AuthLimit::default()
             });
         let s = serve(state).await;
         let before = w.denials().await.len();

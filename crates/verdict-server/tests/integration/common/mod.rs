@@ -269,8 +269,38 @@ impl Server {
         body: Option<(Vec<u8>, &str)>,
         headers: &[(&str, &str)],
     ) -> Reply {
+        self.send_via(&self.client, method, path, token, body, headers)
+            .await
+    }
+
+    /// A request from the loopback address `from` (any of 127.0.0.0/8), as a client with an
+    /// address of its own would send it.
+    pub async fn send_from(
+        &self,
+        from: std::net::IpAddr,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+    ) -> Reply {
+        let client = reqwest::Client::builder()
+            .local_address(from)
+            .no_proxy()
+            .build()
+            .unwrap();
+        self.send_via(&client, method, path, token, None, &[]).await
+    }
+
+    async fn send_via(
+        &self,
+        client: &reqwest::Client,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(Vec<u8>, &str)>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        let mut req = client.request(method, format!("{}{path}", self.base));
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
