@@ -26,8 +26,7 @@ fn cut_note(out: &mut String, bytes: usize) {
 pub fn quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len().min(MAX_QUOTED_CHARS * 2) + 40);
     out.push('"');
-    let mut shown = 0;
-    for c in value.chars() {
+    for (shown, c) in value.chars().enumerate() {
         if shown == MAX_QUOTED_CHARS {
             out.push('…');
             out.push('"');
@@ -35,7 +34,6 @@ pub fn quoted(value: &str) -> String {
             return out;
         }
         out.extend(c.escape_debug());
-        shown += 1;
     }
     out.push('"');
     out
