@@ -761,8 +761,8 @@ impl Engine {
         if caller.role == Role::Operator {
             return self.pinned_prior_findings_unscoped(request).await;
         }
-        // Checked pin by pin, a pin of a finding that is not stored refused in the same words
-        // as one out of scope.
+        // Each pin is checked in turn; one naming a finding that is not stored is refused in
+        // the same words as one out of scope.
         let mut found = Vec::new();
         for PriorBlocker { id, version } in &request.prior_blockers {
             let named = format!("prior finding {id} version {version}");
