@@ -174,7 +174,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("verdict: {e:#}");
+            // Errors quote the values they refuse; one given megabytes long is shown cut.
+            eprintln!(
+                "verdict: {}",
+                verdict_core::quote::bound_message(&format!("{e:#}"))
+            );
             ExitCode::from(2)
         }
     }

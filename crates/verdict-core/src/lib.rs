@@ -28,5 +28,6 @@ pub mod contracts;
 pub mod digest;
 pub mod gate;
 pub mod json;
+pub mod quote;
 pub mod schema;
 mod tape;

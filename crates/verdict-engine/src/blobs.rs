@@ -234,9 +234,16 @@ impl Engine {
         let digest: Digest = subject_digest
             .parse()
             .map_err(|e| invalid("subject digest")(format!("{subject_digest:?}: {e}")))?;
-        let subject = self.subject(&digest).await?;
-        self.require_read_subject(caller, &subject, "the blobs of a subject")
-            .await?;
+        let asked = format!("the blobs of subject {digest}");
+        let subject = match self.subject(&digest).await {
+            Ok(subject) => subject,
+            // Refused in the same words as a subject out of scope.
+            Err(EngineError::NotFound { .. }) if caller.role() != Role::Operator => {
+                return Err(self.deny_unseen(caller, asked).await);
+            }
+            Err(e) => return Err(e),
+        };
+        self.require_read_subject(caller, &subject, asked).await?;
         let mut out = Vec::new();
         for (name, kind, digest) in named(&subject) {
             let size = match self.store.blob_record(digest).await? {

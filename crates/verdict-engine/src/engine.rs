@@ -544,29 +544,34 @@ impl Engine {
             .await
     }
 
-    /// Refuses (and records) a read of `what` about `subject` unless [`Engine::may_read`].
+    /// Refuses (and records) a read of `what` (the record as the caller named it) about
+    /// `subject` unless [`Engine::may_read`]. The refusal names only what the caller named,
+    /// never the subject's execution, which a caller without a grant need not know.
     pub(crate) async fn require_read_subject(
         &self,
         caller: &Principal,
         subject: &Subject,
-        what: &str,
+        what: String,
     ) -> Result<()> {
         if self.may_read(caller, subject).await? {
             return Ok(());
         }
-        Err(self
-            .deny_read(
-                caller,
-                format!("{what} of execution {:?}", subject.execution.id.as_str()),
-                "no grant in force on its execution or mission",
-            )
-            .await)
+        Err(self.deny_unseen(caller, what).await)
+    }
+
+    /// Refuses (and records) a read of `what`, a record the caller named by id, to a caller
+    /// no grant in force lets read it: worded the same whether the record exists or not, so
+    /// the refusal does not tell anyone which ids are in use (an operator, who reads
+    /// everything, is told `not_found` instead).
+    pub(crate) async fn deny_unseen(&self, caller: &Principal, what: String) -> EngineError {
+        self.deny_read(caller, what, NO_GRANT_COVERS).await
     }
 
     /// Refuses (and records) a read of `what` about `execution` unless the caller is an
     /// operator or holds a grant in force on it: on its current subject's execution or
     /// mission, or, for an execution that has no subject yet, on the execution by name. A
-    /// caller in scope learns that an execution is unknown; anyone else learns nothing.
+    /// caller in scope learns that an execution is unknown; anyone else is refused in the same
+    /// words for an execution that exists and one that does not.
     pub(crate) async fn require_read(
         &self,
         caller: &Principal,
@@ -576,12 +581,13 @@ impl Engine {
         if caller.role == Role::Operator {
             return Ok(());
         }
+        let named = format!("{what} of execution {execution:?}");
         if let Some(head) = self.execution_head_unscoped(execution).await? {
             let subject = self.subject(&head.subject_digest).await?;
-            return self.require_read_subject(caller, &subject, what).await;
+            return self.require_read_subject(caller, &subject, named).await;
         }
         let now = &self.now().await?;
-        let named = self
+        let granted = self
             .store
             .grants_for(caller.name.as_str())
             .await?
@@ -591,16 +597,10 @@ impl Engine {
                     && g.record.scope.kind == ScopeKind::Execution
                     && g.record.scope.id.as_str() == execution
             });
-        if named {
+        if granted {
             return Ok(());
         }
-        Err(self
-            .deny_read(
-                caller,
-                format!("{what} of execution {execution:?}"),
-                "no grant in force on it",
-            )
-            .await)
+        Err(self.deny_unseen(caller, named).await)
     }
 
     /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).
@@ -726,6 +726,10 @@ impl Engine {
             .map_err(EngineError::from)
     }
 }
+
+/// Why a read of a record named by id is refused to a caller out of scope, whether or not the
+/// record exists.
+const NO_GRANT_COVERS: &str = "no grant in force on its execution or mission covers it";
 
 /// The longest `action` a denial record holds (the store refuses a longer one).
 const MAX_DENIAL_ACTION: usize = 1024;

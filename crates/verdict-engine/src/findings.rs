@@ -7,7 +7,7 @@ use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result, invalid};
 use schemars::JsonSchema;
 use serde::Serialize;
-use verdict_core::contracts::{Finding, Id};
+use verdict_core::contracts::{Finding, Id, Role};
 use verdict_core::digest::Digest;
 use verdict_store::{About, DocKind, Stored};
 
@@ -56,6 +56,10 @@ impl Engine {
             .map_err(|e| invalid("finding id")(format!("{id:?}: {e}")))?;
         let rows = self.store.finding_versions(&parsed).await?;
         if rows.is_empty() {
+            if caller.role() != Role::Operator {
+                // Refused in the same words as a finding out of scope.
+                return Err(self.deny_unseen(caller, format!("finding {id:?}")).await);
+            }
             return Err(EngineError::NotFound {
                 what: "finding",
                 key: id.to_owned(),
@@ -70,13 +74,7 @@ impl Engine {
             }
         }
         if out.is_empty() {
-            return Err(self
-                .deny_read(
-                    caller,
-                    format!("finding {id:?}"),
-                    "no grant in force on the execution of its subject",
-                )
-                .await);
+            return Err(self.deny_unseen(caller, format!("finding {id:?}")).await);
         }
         Ok(out)
     }

@@ -237,7 +237,7 @@ impl Engine {
     pub async fn counts(&self, caller: &Principal, row: &Stored) -> Result<bool> {
         let r: VerificationResult = row.decode()?;
         let subject = self.subject(&r.subject_digest).await?;
-        self.require_read_subject(caller, &subject, "whether a result counts")
+        self.require_read_subject(caller, &subject, "whether a result counts".to_owned())
             .await?;
         self.counts_unscoped(row).await
     }
@@ -479,29 +479,20 @@ impl Engine {
         key: &Digest,
     ) -> Result<(GateRun, Value)> {
         if caller.role != Role::Operator {
-            let stored =
-                self.store
-                    .decision_by_key(key)
-                    .await?
-                    .ok_or_else(|| EngineError::NotFound {
-                        what: "gate decision",
-                        key: key.to_string(),
-                    })?;
-            let decision: GateDecision = stored.decode()?;
-            let subject = match &decision.subject_digest {
-                Some(d) => self.subject(d).await?,
-                None => {
-                    return Err(self
-                        .deny_read(
-                            caller,
-                            format!("gate decision {key}"),
-                            "it names no subject, so no grant can cover it",
-                        )
-                        .await);
-                }
+            // A decision that is not stored, or names no subject, is refused in the same words
+            // as one out of the caller's scope: no grant covers any of them.
+            let named = format!("gate decision {key}");
+            let subject = match self.store.decision_by_key(key).await? {
+                Some(stored) => match stored.decode::<GateDecision>()?.subject_digest {
+                    Some(d) => Some(self.subject(&d).await?),
+                    None => None,
+                },
+                None => None,
             };
-            self.require_read_subject(caller, &subject, "a gate decision")
-                .await?;
+            match subject {
+                Some(subject) => self.require_read_subject(caller, &subject, named).await?,
+                None => return Err(self.deny_unseen(caller, named).await),
+            }
         }
         self.replay_unscoped(key).await
     }

@@ -90,7 +90,7 @@ fn capability(subject: &Subject) -> String {
 
 impl Engine {
     /// Every execution the store holds a head for.
-    async fn executions(&self) -> Result<BTreeSet<String>> {
+    pub(crate) async fn executions(&self) -> Result<BTreeSet<String>> {
         Ok(self
             .store
             .pointers(PointerKind::Execution)

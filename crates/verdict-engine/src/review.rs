@@ -453,9 +453,6 @@ pub struct Reliability {
     pub now: Timestamp,
     /// The window.
     pub window: Window,
-    /// `platform` for an operator (every execution), `readable` for anyone else (the
-    /// executions it may read).
-    pub scope: String,
     /// Series, sorted by cohort.
     pub series: Vec<CapabilitySeries>,
 }
@@ -858,25 +855,23 @@ impl Engine {
         })
     }
 
-    /// The pass rate and its confidence bound over [`REVIEW_WINDOW`], per cohort: of every
-    /// execution for an operator, of the executions the caller may read for anyone else.
-    /// Empty when the ledger has nothing.
+    /// The pass rate and its confidence bound over [`REVIEW_WINDOW`], per cohort, of every
+    /// execution. Empty when the ledger has nothing. An operator's only, as the ledger is: the
+    /// same cohorts counted over the executions one caller's grants cover would carry the
+    /// platform's labels with other values (docs/spec/authority.md). Anyone else is refused
+    /// and the refusal recorded.
     pub async fn reliability_series(&self, caller: &Principal) -> Result<Reliability> {
+        self.require_role(caller, &[Role::Operator], "read the platform's ledger")
+            .await?;
         let now = self.now().await?;
         let mut observations = Vec::new();
-        for (execution, _, _) in self.readable(caller, None, None).await? {
+        for execution in self.executions().await? {
             observations.extend(self.ledger_attempts_unscoped(&execution).await?);
         }
         let ledger = crate::ledger::compute(&observations, REVIEW_WINDOW, &now);
         Ok(Reliability {
             now,
             window: REVIEW_WINDOW,
-            scope: if caller.role == Role::Operator {
-                "platform"
-            } else {
-                "readable"
-            }
-            .to_owned(),
             series: ledger
                 .cohorts
                 .into_iter()

@@ -758,11 +758,21 @@ impl Engine {
         caller: &Principal,
         request: &VerificationRequest,
     ) -> Result<Vec<Finding>> {
-        let found = self.pinned_prior_findings_unscoped(request).await?;
-        for f in &found {
+        if caller.role == Role::Operator {
+            return self.pinned_prior_findings_unscoped(request).await;
+        }
+        // Each pin is checked in turn; one naming a finding that is not stored is refused in
+        // the same words as one out of scope.
+        let mut found = Vec::new();
+        for PriorBlocker { id, version } in &request.prior_blockers {
+            let named = format!("prior finding {id} version {version}");
+            let Some(row) = self.store.finding(id, *version).await? else {
+                return Err(self.deny_unseen(caller, named).await);
+            };
+            let f: Finding = row.decode()?;
             let subject = self.subject(&f.subject_digest).await?;
-            self.require_read_subject(caller, &subject, "a prior finding")
-                .await?;
+            self.require_read_subject(caller, &subject, named).await?;
+            found.push(f);
         }
         Ok(found)
     }
@@ -857,11 +867,21 @@ impl Engine {
     /// The context notes recorded for a run, in the order they were stored. Read by the run's
     /// verifier, an operator, or a principal holding a grant in force on the run's subject.
     pub async fn run_contexts(&self, caller: &Principal, run_id: &str) -> Result<Vec<RunContext>> {
-        let run = self.known_run(run_id).await?;
+        let named = format!("the context of run {run_id:?}");
+        let run = match self.store.run(run_id).await? {
+            Some(run) => run,
+            None if caller.role == Role::Operator => {
+                return Err(EngineError::NotFound {
+                    what: "run",
+                    key: run_id.to_owned(),
+                });
+            }
+            // A run that is not stored is refused as one out of scope.
+            None => return Err(self.deny_unseen(caller, named).await),
+        };
         if run.admission.verifier != caller.name {
             let subject = self.subject(&run.admission.subject_digest).await?;
-            self.require_read_subject(caller, &subject, "a run's context")
-                .await?;
+            self.require_read_subject(caller, &subject, named).await?;
         }
         self.contexts_about(&run.admission.subject_digest, run_id)
             .await

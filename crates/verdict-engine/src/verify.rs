@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use verdict_core::contracts::{
-    CheckEvidence, Finding, Id, Name, Subject, UnavailableReason, VerificationStatus,
+    CheckEvidence, Finding, Id, Name, Role, Subject, UnavailableReason, VerificationStatus,
 };
 use verdict_core::digest::{self, Digest};
 use verdict_judge::cache::ResultCache;
@@ -342,11 +342,21 @@ impl Engine {
         options: &VerifyOptions,
         each: &mut (dyn FnMut(&ClassRun) + Send),
     ) -> Result<Vec<ClassRun>, VerifyError> {
-        let req = self.request(request).await?;
-        // Nothing about the request (not even which classes it asks for) is told to a caller
-        // who may not read its execution.
-        self.require_read(caller, req.execution.as_str(), "the verification request")
-            .await?;
+        // Nothing about the request (not even which classes it asks for, or whether it is
+        // stored) is told to a caller who may not read its execution: a request that is not
+        // stored is refused in the same words as one out of scope.
+        let named = format!("verification request {request}");
+        let req = match self.request(request).await {
+            Ok(req) => req,
+            Err(EngineError::NotFound { .. }) if caller.role != Role::Operator => {
+                return Err(self.deny_unseen(caller, named).await.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if caller.role != Role::Operator {
+            let subject = self.subject(&req.subject_digest).await?;
+            self.require_read_subject(caller, &subject, named).await?;
+        }
         let to_run = chosen_classes(&req, &options.classes)?;
         let subject = self.subject(&req.subject_digest).await?;
         // The policy the request pinned says which criteria, if any, may pass without refs.

@@ -203,16 +203,24 @@ impl Engine {
             "enqueue a request's jobs",
         )
         .await?;
-        let req = self.request(request).await?;
+        let refusal = || EngineError::PermissionDenied {
+            principal: caller.name().to_string(),
+            role: caller.role().as_str(),
+            action: format!("enqueue the jobs of request {request}"),
+            why: "only an operator or the producer of the request's subject may".into(),
+        };
+        let req = match self.request(request).await {
+            Ok(req) => req,
+            // A producer is refused a request that is not stored in the same words as another
+            // producer's, so the refusal does not say which requests exist.
+            Err(EngineError::NotFound { .. }) if caller.role() == Role::Producer => {
+                return Err(self.deny(caller, refusal()).await);
+            }
+            Err(e) => return Err(e),
+        };
         let subject = self.subject(&req.subject_digest).await?;
         if caller.role() == Role::Producer && subject.producer.principal != *caller.name() {
-            let err = EngineError::PermissionDenied {
-                principal: caller.name().to_string(),
-                role: caller.role().as_str(),
-                action: "enqueue a request's jobs".into(),
-                why: "only an operator or the producer of the request's subject may".into(),
-            };
-            return Err(self.deny(caller, err).await);
+            return Err(self.deny(caller, refusal()).await);
         }
         let job = |kind, class: &str, deadline| NewJob {
             kind,

@@ -65,7 +65,14 @@ where
             ));
         }
         let typed = serde_path_to_error::deserialize(value).map_err(|e| {
+            // The path is made of the body's own keys, unquoted: one a megabyte long is shown
+            // quoted, and so cut, like any other value the caller sent.
             let path = e.path().to_string();
+            let path = if path.chars().count() > verdict_core::quote::MAX_QUOTED_CHARS {
+                verdict_core::quote::quoted(&path)
+            } else {
+                path
+            };
             ApiError::request(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_input",

@@ -107,7 +107,8 @@ impl ApiError {
             kind: format!("urn:verdict:problem:{code}"),
             title: title(code).to_owned(),
             status: status.as_u16(),
-            detail: self.to_string(),
+            // Errors quote what they refuse; a value sent megabytes long is shown cut.
+            detail: verdict_core::quote::bound_message(&self.to_string()),
             code: code.to_owned(),
             retryable,
         }

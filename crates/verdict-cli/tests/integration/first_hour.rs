@@ -617,3 +617,22 @@ fn an_evidence_refusal_is_said_once() {
         let _ = std::fs::remove_file(dir.path().join("verdict.db"));
     }
 }
+
+#[test]
+fn a_value_far_too_long_is_named_cut_and_escaped_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("verdict.db");
+    // A name that would clear the terminal if it were printed raw, and 100 kB long.
+    let name = format!("\u{1b}[2J{}", "x".repeat(100_000));
+    let out = verdict_in(&format!("sqlite:{}", store.display()))
+        .args(["init", "--operator", &name])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.len() < 2048, "{} bytes on standard error", err.len());
+    assert!(err.contains("printable characters"), "{err}");
+    assert!(err.contains("\\u{1b}[2J"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err}");
+    assert!(err.contains("(100004 bytes in all, cut)"), "{err}");
+}

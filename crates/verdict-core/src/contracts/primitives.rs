@@ -9,13 +9,13 @@ use std::str::FromStr;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScalarError {
     /// Not `^[a-z0-9][a-z0-9._-]{0,127}$`.
-    #[error("identifier {0:?} does not match ^[a-z0-9][a-z0-9._-]{{0,127}}$")]
+    #[error("identifier {} does not match ^[a-z0-9][a-z0-9._-]{{0,127}}$", crate::quote::quoted(.0))]
     Identifier(String),
     /// Empty, longer than 256 characters, or holding a control, format or separator character.
-    #[error("{0:?} is not 1-256 printable characters")]
+    #[error("{} is not 1-256 printable characters", crate::quote::quoted(.0))]
     Printable(String),
     /// Not an RFC 3339 UTC timestamp (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`).
-    #[error("timestamp {0:?} is not rfc 3339 utc (YYYY-MM-DDTHH:MM:SS[.fraction]Z)")]
+    #[error("timestamp {} is not rfc 3339 utc (YYYY-MM-DDTHH:MM:SS[.fraction]Z)", crate::quote::quoted(.0))]
     Timestamp(String),
 }
 

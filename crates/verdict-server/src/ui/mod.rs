@@ -250,7 +250,8 @@ fn html(status: StatusCode, markup: Markup) -> Response {
 fn classify(e: EngineError) -> (StatusCode, pages::Alert) {
     let api = ApiError::Engine(e);
     let (status, code, _) = api.classify();
-    (status, pages::Alert::engine(code, api.to_string()))
+    let detail = verdict_core::quote::bound_message(&api.to_string());
+    (status, pages::Alert::engine(code, detail))
 }
 
 fn engine_error_page(session: Option<&Session>, e: EngineError) -> Response {

@@ -5,6 +5,7 @@
 use super::Session;
 use maud::{DOCTYPE, Markup, html};
 use std::fmt::Write as _;
+use verdict_core::contracts::Role;
 use verdict_engine::review::{
     Board, Contents, DecisionEntry, DiffLine, FindingLineage, MatrixRow, Piece, Reliability,
     ResourceView, ReviewQueue, SHOWN_BYTES, SHOWN_LINES, SubjectReview, finding_refs,
@@ -88,7 +89,7 @@ fn layout(s: &Session, title: &str, current: &str, body: Markup) -> Markup {
                 }
                 nav aria-label="Main" {
                     ul {
-                        @for (href, label) in [("/ui/queue", "Queue"), ("/ui/board", "Board"), ("/ui/reliability", "Reliability")] {
+                        @for &(href, label) in nav_links(s.principal.role()) {
                             li {
                                 @if label == current {
                                     a href=(href) aria-current="page" { (label) }
@@ -685,12 +686,27 @@ fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{:.1}%", v * 100.0))
 }
 
+/// The main navigation: the reliability page only for an operator, whose alone it is.
+fn nav_links(role: Role) -> &'static [(&'static str, &'static str)] {
+    const REVIEW: &[(&str, &str)] = &[("/ui/queue", "Queue"), ("/ui/board", "Board")];
+    const OPERATOR: &[(&str, &str)] = &[
+        ("/ui/queue", "Queue"),
+        ("/ui/board", "Board"),
+        ("/ui/reliability", "Reliability"),
+    ];
+    if role == Role::Operator {
+        OPERATOR
+    } else {
+        REVIEW
+    }
+}
+
 pub fn reliability(s: &Session, r: &Reliability) -> Markup {
     let body = html! {
         p {
             "Verified pass rate per capability cohort over the last " (r.window.days) " days (at most "
             (r.window.attempts) " attempts; fewer than " (r.window.min_sample) " is not rated), with the Wilson 95 % lower bound as a band. "
-            @if r.scope == "platform" { "Every execution in the store." } @else { "Only the executions you may read." }
+            "Every execution in the store."
         }
         @if r.series.is_empty() {
             p id="reliability-empty" { "No attempt has a decision in the window yet, so there is nothing to chart." }

@@ -214,3 +214,97 @@ async fn caller_text_too_long_for_a_denial_is_refused_and_the_denial_recorded() 
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_megabytes_long_is_refused_with_a_small_problem_document() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        // A mebibyte where a short id is expected, with an escape sequence in it that would
+        // reach a terminal raw if it were repeated unescaped.
+        let huge = format!("\u{1b}[2J{}", "x".repeat((1 << 20) - 4));
+        let grant = |field: &str| {
+            let mut g = json!({"grant_id": "g-new", "principal": "rev", "scope": "execution",
+                "scope_id": "ex-1", "access": "read", "expires_at": "2099-01-01T00:00:00Z"});
+            g[field] = json!(huge);
+            g
+        };
+        let mut unknown_field = serde_json::Map::new();
+        unknown_field.insert("execution".into(), json!(EXEC));
+        unknown_field.insert(huge.clone(), json!(1));
+        let cases = [
+            (
+                "ops",
+                "/v1/grants",
+                grant("grant_id"),
+                "grant id",
+                "printable characters",
+            ),
+            (
+                "ops",
+                "/v1/grants",
+                grant("expires_at"),
+                "expires_at",
+                "rfc 3339",
+            ),
+            (
+                "coder",
+                "/v1/requests",
+                json!({"execution": EXEC, "capability": huge}),
+                "capability",
+                "printable characters",
+            ),
+            (
+                "coder",
+                "/v1/requests",
+                json!({"execution": EXEC, "budget": {"max_runs": huge}}),
+                "budget",
+                "expected",
+            ),
+            (
+                "coder",
+                "/v1/requests",
+                serde_json::Value::Object(unknown_field),
+                "unknown field",
+                "expected",
+            ),
+        ];
+        let put = subject(1, "diff-1");
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&put))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let before = head_seq(&w).await;
+        for (who, path, body, field, wrong) in cases {
+            let resp = s
+                .client
+                .post(format!("{}{path}", s.base))
+                .bearer_auth(w.token(who))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status().as_u16(), 422, "{path} {field}");
+            let bytes = resp.bytes().await.unwrap();
+            // The whole answer is a few hundred bytes, not the mebibyte sent.
+            assert!(bytes.len() < 2048, "{path} {field}: {} bytes", bytes.len());
+            let problem: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(problem["code"], "invalid_input", "{problem}");
+            let detail = problem["detail"].as_str().unwrap();
+            // It still says which field and what is wrong with it, shows the start of the
+            // value escaped, and says how long the value was and that it was cut.
+            assert!(detail.contains(field), "{detail}");
+            assert!(detail.contains(wrong), "{detail}");
+            assert!(detail.contains("\\u{1b}[2J"), "{detail}");
+            assert!(!detail.contains('\u{1b}'), "{detail}");
+            assert!(detail.contains("(1048576 bytes in all, cut)"), "{detail}");
+        }
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a refused value wrote something"
+        );
+    })
+    .await;
+}

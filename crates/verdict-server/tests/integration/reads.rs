@@ -329,3 +329,196 @@ async fn exports_and_the_ledger_answer_as_the_engine_for_readers_only() {
     })
     .await;
 }
+
+/// What a client can tell apart in an answer: the status, every header but the request's own
+/// id and the date, and the body byte for byte.
+async fn seen(
+    s: &Server,
+    method: &str,
+    path: &str,
+    token: &str,
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut req = s
+        .client
+        .request(method.clone(), format!("{}{path}", s.base))
+        .bearer_auth(token);
+    if method == reqwest::Method::POST {
+        req = req.header("content-type", "application/json").body("{}");
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let mut headers: Vec<(String, String)> = resp
+        .headers()
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "x-request-id" | "date"))
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+        .collect();
+    headers.sort();
+    (status, headers, resp.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_out_of_scope_is_the_same_for_a_record_that_exists_and_one_that_does_not() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let sd = decided(&w, &s).await;
+        let key = w
+            .engine
+            .status(&w.ops, EXEC)
+            .await
+            .unwrap()
+            .applicable
+            .unwrap()
+            .decision
+            .evaluation_key
+            .unwrap()
+            .to_string();
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(w.token("coder")),
+                Some(&json!({"execution": EXEC})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let request = r.body["digest"].as_str().unwrap().to_owned();
+        let unknown = digest(DigestKind::Subject, &json!({"never": "stored"})).to_string();
+        let rev2 = w
+            .engine
+            .add_principal(&w.ops, "rev-2", Role::Verifier)
+            .await
+            .unwrap();
+        let coder2 = w
+            .engine
+            .add_principal(&w.ops, "coder-2", Role::Producer)
+            .await
+            .unwrap();
+        let head = "b".repeat(40);
+
+        // Each route that reads a record by id, with a stored id and one of the same length
+        // that names nothing; the id is put where `{}` is.
+        let routes: Vec<(&str, String, &str, &str, &str)> = vec![
+            (
+                "GET",
+                "/v1/executions/{}".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/executions/{}/status".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/executions/{}/history".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/executions/{}/runs".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/executions/{}/findings".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/executions/{}/export/junit".into(),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                format!("/v1/executions/{{}}/export/github?head_sha={head}"),
+                EXEC,
+                "ex-9",
+                rev2.as_str(),
+            ),
+            ("GET", "/v1/runs/{}".into(), "run-a", "run-z", rev2.as_str()),
+            (
+                "GET",
+                "/v1/runs/{}/context".into(),
+                "run-a",
+                "run-z",
+                rev2.as_str(),
+            ),
+            ("GET", "/v1/findings/{}".into(), "f-1", "f-9", rev2.as_str()),
+            (
+                "GET",
+                "/v1/subjects/{}/blobs".into(),
+                sd.as_str(),
+                unknown.as_str(),
+                rev2.as_str(),
+            ),
+            (
+                "GET",
+                "/v1/gate/decisions/{}/replay".into(),
+                key.as_str(),
+                unknown.as_str(),
+                rev2.as_str(),
+            ),
+            (
+                "POST",
+                "/v1/requests/{}/jobs".into(),
+                request.as_str(),
+                unknown.as_str(),
+                coder2.as_str(),
+            ),
+        ];
+        for (method, route, stored, missing, token) in routes {
+            let at = |id: &str| route.replacen("{}", id, 1);
+            let before = head_seq(&w).await;
+            let (status, headers, body) = seen(&s, method, &at(stored), token).await;
+            // Refused, and recorded as a denial, as every refusal of authority is.
+            assert_eq!(status, 403, "{route}: {}", String::from_utf8_lossy(&body));
+            let problem: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(problem["code"], "permission_denied", "{route}: {problem}");
+            let after = events_after(&w, before).await;
+            assert_eq!(after.len(), 1, "{route}: {after:?}");
+            assert_eq!(after[0].table, "denials", "{route}");
+            // The same request for an id that names nothing: the same answer, but for the id
+            // it repeats, and the same one denial.
+            let before = head_seq(&w).await;
+            let (status2, headers2, body2) = seen(&s, method, &at(missing), token).await;
+            let body2 = String::from_utf8(body2).unwrap().replace(missing, stored);
+            assert_eq!(
+                (status2, &headers2, body2.as_str()),
+                (status, &headers, String::from_utf8(body).unwrap().as_str()),
+                "{route}: an id that names nothing is answered differently"
+            );
+            let after = events_after(&w, before).await;
+            assert_eq!(after.len(), 1, "{route}: {after:?}");
+            assert_eq!(after[0].table, "denials", "{route}");
+        }
+
+        // An operator, who may read everything, is told what is not stored.
+        for path in [
+            "/v1/executions/ex-9".to_owned(),
+            "/v1/runs/run-z".to_owned(),
+            "/v1/runs/run-z/context".to_owned(),
+            "/v1/findings/f-9".to_owned(),
+            format!("/v1/subjects/{unknown}/blobs"),
+            format!("/v1/gate/decisions/{unknown}/replay"),
+        ] {
+            let r = s.send("GET", &path, Some(w.token("ops")), None).await;
+            assert_problem(&r, 404, "not_found");
+        }
+    })
+    .await;
+}

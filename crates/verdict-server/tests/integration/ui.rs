@@ -1114,3 +1114,52 @@ async fn a_reader_is_offered_no_decision_and_an_unknown_page_is_an_html_404() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reliability_page_and_the_ledger_are_an_operators() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        // A decided attempt the human may read, so a page scoped to its grants would chart it.
+        to_human_required(&w, &subject(1, "a")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let q = get(&s, "/ui/queue", Some(&alice)).await;
+        assert_eq!(q.status, 200, "{q:?}");
+        assert!(
+            !q.body.contains("/ui/reliability"),
+            "a human is offered the page: {q:?}"
+        );
+
+        // Refused as every read out of the caller's role is: 403, the reason code, one denial.
+        let before = head_seq(&w).await;
+        let r = get(&s, "/ui/reliability", Some(&alice)).await;
+        assert_eq!(r.status, 403, "{r:?}");
+        assert_alert(&r, "permission_denied");
+        assert!(!r.body.contains("data-capability"), "{r:?}");
+        assert!(!r.body.contains("<svg role=\"img\""), "{r:?}");
+        let after = events_after(&w, before).await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].table, "denials", "{after:?}");
+        let denial = w.denials().await.pop().unwrap();
+        assert_eq!(denial["principal"], "alice");
+        assert_eq!(denial["code"], "permission_denied");
+
+        // The API's ledger refuses every role but the operator's the same way.
+        for who in ["alice", "coder", "ci", "rev"] {
+            let before = head_seq(&w).await;
+            let r = s.send("GET", "/v1/ledger", Some(w.token(who)), None).await;
+            assert_denied_once(&w, before, &r, who, "permission_denied").await;
+        }
+
+        // The operator is offered and shown both.
+        let ops = sign_in(&s, w.token("ops")).await;
+        let r = get(&s, "/ui/reliability", Some(&ops)).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.body.contains("href=\"/ui/reliability\""), "{r:?}");
+        assert!(r.body.contains("data-capability"), "{r:?}");
+        let r = s
+            .send("GET", "/v1/ledger", Some(w.token("ops")), None)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    })
+    .await;
+}
