@@ -567,6 +567,24 @@ impl Engine {
         self.deny_read(caller, what, NO_GRANT_COVERS).await
     }
 
+    /// The stored run `run_id`. One that is not stored is `not_found` to an operator and, to
+    /// anyone else, refused as `what` in the words of a run out of scope ([`Self::deny_unseen`]).
+    pub(crate) async fn stored_run(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        what: String,
+    ) -> Result<verdict_store::Run> {
+        match self.store.run(run_id).await? {
+            Some(run) => Ok(run),
+            None if caller.role == Role::Operator => Err(EngineError::NotFound {
+                what: "run",
+                key: run_id.to_owned(),
+            }),
+            None => Err(self.deny_unseen(caller, what).await),
+        }
+    }
+
     /// Refuses (and records) a read of `what` about `execution` unless the caller is an
     /// operator or holds a grant in force on it: on its current subject's execution or
     /// mission, or, for an execution that has no subject yet, on the execution by name. A

@@ -344,17 +344,7 @@ impl Engine {
     /// One run: its verifier may read it, and so may anyone who may read its subject.
     pub async fn show_run(&self, caller: &Principal, run_id: &str) -> Result<RunDetail> {
         let named = || format!("run {run_id:?}");
-        let run = match self.store.run(run_id).await? {
-            Some(run) => run,
-            None if caller.role == Role::Operator => {
-                return Err(EngineError::NotFound {
-                    what: "run",
-                    key: run_id.to_owned(),
-                });
-            }
-            // Refused in the same words as a run out of scope.
-            None => return Err(self.deny_unseen(caller, named()).await),
-        };
+        let run = self.stored_run(caller, run_id, named()).await?;
         let a = &run.admission;
         let subject = self.subject(&a.subject_digest).await?;
         if a.verifier != caller.name && !self.may_read(caller, &subject).await? {

@@ -868,17 +868,7 @@ impl Engine {
     /// verifier, an operator, or a principal holding a grant in force on the run's subject.
     pub async fn run_contexts(&self, caller: &Principal, run_id: &str) -> Result<Vec<RunContext>> {
         let named = format!("the context of run {run_id:?}");
-        let run = match self.store.run(run_id).await? {
-            Some(run) => run,
-            None if caller.role == Role::Operator => {
-                return Err(EngineError::NotFound {
-                    what: "run",
-                    key: run_id.to_owned(),
-                });
-            }
-            // A run that is not stored is refused as one out of scope.
-            None => return Err(self.deny_unseen(caller, named).await),
-        };
+        let run = self.stored_run(caller, run_id, named.clone()).await?;
         if run.admission.verifier != caller.name {
             let subject = self.subject(&run.admission.subject_digest).await?;
             self.require_read_subject(caller, &subject, named).await?;

@@ -1109,21 +1109,6 @@ struct Counts {
     timed_out: AtomicU64,
 }
 
-impl Counts {
-    /// Starts counting again from nothing.
-    fn reset(&self) {
-        for c in [
-            &self.claims,
-            &self.idle,
-            &self.signalled,
-            &self.resumed,
-            &self.timed_out,
-        ] {
-            c.store(0, Ordering::SeqCst);
-        }
-    }
-}
-
 /// Executions each worker loop's share of the untimed warm-up holds (four loops per role take
 /// four times as many).
 const WARM_UP_PER_LOOP: u64 = 4;
@@ -1137,7 +1122,13 @@ struct Workers {
     stopping: Arc<tokio::sync::Notify>,
     tasks: Vec<tokio::task::JoinHandle<Result<(), String>>>,
     failures: Arc<Mutex<Vec<String>>>,
-    counts: Arc<Counts>,
+    /// The counts each loop adds to, taken afresh at the top of every iteration, so that one
+    /// iteration's claim, idle claim and wake-up are counted together.
+    counts: Arc<Mutex<Arc<Counts>>>,
+    /// Moved on when the counts are replaced; each loop says which one it last saw.
+    epoch: Arc<AtomicU64>,
+    seen: Arc<Vec<AtomicU64>>,
+    nudge: Arc<tokio::sync::Notify>,
 }
 
 impl Workers {
@@ -1151,7 +1142,14 @@ impl Workers {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::new(tokio::sync::Notify::new());
         let failures = Arc::new(Mutex::new(Vec::new()));
-        let counts = Arc::new(Counts::default());
+        let counts = Arc::new(Mutex::new(Arc::new(Counts::default())));
+        let epoch = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(
+            (0..3 * per_role)
+                .map(|_| AtomicU64::new(0))
+                .collect::<Vec<_>>(),
+        );
+        let nudge = Arc::new(tokio::sync::Notify::new());
         let verifier: Arc<dyn VerifierKit> = Arc::new(Verifier(Classes(fake.classes()?)));
         let checks: Arc<dyn ChecksKit> = Arc::new(Checks);
         let (poll, wait, idle_sleep) = (options.poll, options.worker_wait, options.idle_sleep);
@@ -1170,14 +1168,21 @@ impl Workers {
                     checks: Some(checks.clone()),
                     back_off: DEFAULT_BACK_OFF,
                 };
-                let (stop, stopping, failures, counts) = (
+                let (stop, stopping, failures, slot) = (
                     stop.clone(),
                     stopping.clone(),
                     failures.clone(),
                     counts.clone(),
                 );
+                let (epoch, seen, nudge) = (epoch.clone(), seen.clone(), nudge.clone());
+                let me = tasks.len();
                 tasks.push(tokio::spawn(async move {
                     while !stop.load(Ordering::SeqCst) {
+                        let now = epoch.load(Ordering::SeqCst);
+                        let counts = slot.lock().map_err(err)?.clone();
+                        if let Some(s) = seen.get(me) {
+                            s.store(now, Ordering::SeqCst);
+                        }
                         counts.claims.fetch_add(1, Ordering::Relaxed);
                         match engine
                             .work_one(&caller, role, &options)
@@ -1193,6 +1198,7 @@ impl Workers {
                                 let woke = tokio::select! {
                                     woke = engine.wait_for_jobs(&caller, role, wait) => woke.map_err(err)?,
                                     () = stopping.notified() => continue,
+                                    () = nudge.notified() => continue,
                                 };
                                 let counter = match woke {
                                     Wakeup::Signalled => &counts.signalled,
@@ -1224,7 +1230,26 @@ impl Workers {
             tasks,
             failures,
             counts,
+            epoch,
+            seen,
+            nudge,
         })
+    }
+
+    /// Counts again from nothing: new counts, then waits until every loop has begun an
+    /// iteration on them (waking the idle ones), so no claim begun before is counted after.
+    async fn recount(&self) -> Result<(), String> {
+        *self.counts.lock().map_err(err)? = Arc::new(Counts::default());
+        let now = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let t = Instant::now();
+        while !self.seen.iter().all(|s| s.load(Ordering::SeqCst) >= now) {
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err("the worker loops did not come round to the new counts".into());
+            }
+            self.nudge.notify_waiters();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
     }
 
     /// The counts so far, for `executions` executions on `backend` with `per_role` loops.
@@ -1235,7 +1260,11 @@ impl Workers {
         executions: u64,
         options: &Options,
     ) -> Claims {
-        let c = &self.counts;
+        let c = self
+            .counts
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
         let claims = c.claims.load(Ordering::Relaxed);
         Claims {
             backend,
@@ -1408,7 +1437,10 @@ async fn end_to_end(
         pool.stop().await?;
         return Err(e);
     }
-    pool.counts.reset();
+    if let Err(e) = pool.recount().await {
+        pool.stop().await?;
+        return Err(e);
+    }
     let api = over_api(
         w,
         server,
