@@ -410,7 +410,9 @@ impl Judge {
                     // Usage is charged at no less than the estimate of what was sent and what
                     // the model wrote (ceil(bytes / 4), the unit every budget is counted in): a
                     // count left out, or reported as 0 beside a long reply, must not slip a cap.
-                    let written = crate::tokens::estimate(reply.reply_bytes);
+                    // The response's padding (bytes past what an honest envelope around the
+                    // text takes) is charged as output too: it costs the provider nothing.
+                    let written = crate::tokens::estimate(reply.charged_bytes());
                     let (tin, tout) = (
                         reply.tokens_in.unwrap_or(0).max(prompt_tokens),
                         reply.tokens_out.unwrap_or(0).max(written),
@@ -459,8 +461,12 @@ impl Judge {
                     // cap, whatever usage it reports: it is not read.
                     let over = (written > u64::from(budget.max_output_tokens))
                         .then(|| {
+                            let padding = match reply.padding_bytes() {
+                                0 => String::new(),
+                                n => format!(" and {n} bytes of padding around it"),
+                            };
                             format!(
-                                "output budget: the reply holds {} bytes of text, about {written} tokens, past max_output_tokens {} (the call reported {} out)",
+                                "output budget: the reply holds {} bytes of text{padding}, about {written} tokens, past max_output_tokens {} (the call reported {} out)",
                                 reply.reply_bytes,
                                 budget.max_output_tokens,
                                 reply

@@ -65,12 +65,17 @@ impl AnthropicProvider {
             ("anthropic-version", self.version.as_str()),
         ];
         let url = format!("{}/messages", self.base_url);
-        let resp = http::post_json(&self.client, &url, &headers, &body, &[&self.key]).await?;
-        Ok(parse_response(&resp))
+        let (resp, body_bytes) =
+            http::post_json(&self.client, &url, &headers, &body, &[&self.key]).await?;
+        Ok(parse_response(&resp, body_bytes))
     }
 }
 
-fn parse_response(resp: &Value) -> CallReply {
+/// The blocks of the model's reasoning (extended thinking, in clear or encrypted): not an
+/// answer and never read as one, but charged like the rest of what the model wrote.
+const REASONING_BLOCKS: [&str; 2] = ["thinking", "redacted_thinking"];
+
+fn parse_response(resp: &Value, body_bytes: usize) -> CallReply {
     let stop = text(resp, "/stop_reason");
     let blocks: &[Value] = resp
         .get("content")
@@ -87,11 +92,12 @@ fn parse_response(resp: &Value) -> CallReply {
         _ => None,
     };
     // The forced call is the whole answer: text beside it (which may contradict it), a server
-    // tool's call or any block of another type is a second say, and the reply is not read.
+    // tool's call or any block of another type is a second say, and the reply is not read. The
+    // model's reasoning before the call is not a say: it is left unread.
     let others: Vec<&str> = blocks
         .iter()
-        .filter(|b| text(b, "/type") != Some("tool_use"))
         .map(|b| text(b, "/type").unwrap_or("(untyped)"))
+        .filter(|t| *t != "tool_use" && !REASONING_BLOCKS.contains(t))
         .collect();
     let said: String = blocks
         .iter()
@@ -131,6 +137,7 @@ fn parse_response(resp: &Value) -> CallReply {
             text(b, "/text").map_or(0, str::len)
                 + b.get("input").map_or(0, |i| i.to_string().len())
                 + text(b, "/thinking").map_or(0, str::len)
+                + text(b, "/data").map_or(0, str::len)
         })
         .sum();
     CallReply {
@@ -140,6 +147,7 @@ fn parse_response(resp: &Value) -> CallReply {
         tokens_out: uint(resp, "/usage/output_tokens"),
         tokens_estimated: false,
         reply_bytes: written,
+        body_bytes,
     }
 }
 

@@ -146,6 +146,7 @@ impl CommandProvider {
             tokens_out: Some(tokens::estimate(out_len)),
             tokens_estimated: true,
             reply_bytes: out_len,
+            body_bytes: 0,
         })
     }
 }

@@ -35,7 +35,8 @@ async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8
     Ok(body)
 }
 
-/// POSTs `body` to `url` and returns the strictly parsed JSON answer of a 2xx response.
+/// POSTs `body` to `url` and returns the strictly parsed JSON answer of a 2xx response, with
+/// the length of the body it was read from (what the response's padding is measured against).
 ///
 /// There is no timer here: the run loop's deadline is the only one, so a reply that runs it
 /// out is classified by that deadline (a timeout), never by a second timer of the same length
@@ -46,7 +47,7 @@ pub(crate) async fn post_json(
     headers: &[(&str, &str)],
     body: &Value,
     secrets: &[&Secret],
-) -> Result<Value, CallFailure> {
+) -> Result<(Value, usize), CallFailure> {
     let clean = |s: String| redact_all(&s, secrets.iter().copied());
     let mut req = client
         .post(url)
@@ -78,8 +79,9 @@ pub(crate) async fn post_json(
     let body = read_bounded(&mut resp, MAX_BODY)
         .await
         .map_err(|e| CallFailure::Transport(clean(e)))?;
-    verdict_core::json::parse(&body)
-        .map_err(|e| CallFailure::Protocol(clean(format!("response is not strict JSON: {e}"))))
+    let value = verdict_core::json::parse(&body)
+        .map_err(|e| CallFailure::Protocol(clean(format!("response is not strict JSON: {e}"))))?;
+    Ok((value, body.len()))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -80,8 +80,43 @@ pub struct CallReply {
     /// Whether the token counts are the deterministic estimate rather than the provider's.
     pub tokens_estimated: bool,
     /// Bytes of text the model wrote in the reply, whether or not it was read as an answer
-    /// (content, refusal, tool inputs, other blocks): the floor its usage is charged at.
+    /// (content, refusal, reasoning, tool inputs, other blocks): the floor its usage is charged
+    /// at.
     pub reply_bytes: usize,
+    /// Bytes of the response as the provider sent it, envelope included (0 when the model's
+    /// text is the whole response, as with `command`); see [`CallReply::padding_bytes`].
+    pub body_bytes: usize,
+}
+
+/// Bytes an envelope may take around the model's text without being charged: its own members
+/// (ids, usage, fingerprints, signatures) and the pretty-printing some servers add.
+pub const ENVELOPE_ALLOWANCE: usize = 4096;
+
+/// How many times its own length the model's text may take inside a response body without
+/// being charged again: JSON escapes (`\"` for `"`, `\u00e9` for `é`, a surrogate pair of
+/// twelve bytes for a four-byte character) take up to three times the text they stand for.
+pub const ESCAPED_TEXT_FACTOR: usize = 3;
+
+impl CallReply {
+    /// The bytes of the response beyond what an honest envelope around the model's text takes
+    /// ([`ENVELOPE_ALLOWANCE`] and the text at [`ESCAPED_TEXT_FACTOR`] times its length):
+    /// whitespace between the envelope's members, long ids, members nobody asked for. A
+    /// provider sends them at no cost to itself, so they are charged as output.
+    #[must_use]
+    pub fn padding_bytes(&self) -> usize {
+        let free = self
+            .reply_bytes
+            .saturating_mul(ESCAPED_TEXT_FACTOR)
+            .saturating_add(ENVELOPE_ALLOWANCE);
+        self.body_bytes.saturating_sub(free)
+    }
+
+    /// The bytes the call's output is charged for at the least: what the model wrote and the
+    /// response's padding.
+    #[must_use]
+    pub fn charged_bytes(&self) -> usize {
+        self.reply_bytes.saturating_add(self.padding_bytes())
+    }
 }
 
 /// Why a call failed. Every text in it has had the provider's secrets removed.

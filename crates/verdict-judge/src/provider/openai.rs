@@ -63,15 +63,18 @@ impl OpenAiProvider {
             .collect();
         let secrets: Vec<&Secret> = self.key.iter().collect();
         let url = format!("{}/chat/completions", self.base_url);
-        let resp = http::post_json(&self.client, &url, &headers, &body, &secrets).await?;
-        Ok(parse_response(&resp))
+        let (resp, body_bytes) =
+            http::post_json(&self.client, &url, &headers, &body, &secrets).await?;
+        Ok(parse_response(&resp, body_bytes))
     }
 }
 
-/// The message fields a reply may carry: the answer text, or the model's refusal. Anything
-/// else with a value (`function_call`, `tool_calls`, `audio`, ...) is an answer of another
-/// form, and a reply holding one is not read.
-const MESSAGE_FIELDS: [&str; 3] = ["role", "content", "refusal"];
+/// The message members that are answers of another form than the text (`tool_calls` is
+/// counted on its own): a reply holding one with a value has answered twice, and is not read.
+/// Any other member a server adds (`reasoning_content` or `reasoning` from reasoning models,
+/// `reasoning_details`, `annotations`, fields of its own) is not an answer: it is never read,
+/// and its bytes are charged like the rest of what the model wrote.
+const OTHER_ANSWERS: [&str; 2] = ["function_call", "audio"];
 
 /// Whether a field's value says nothing: providers send `null`, `[]` or `{}` for what they
 /// leave out (vLLM sends `"tool_calls": []` with every reply).
@@ -85,7 +88,7 @@ fn is_empty(v: &Value) -> bool {
     }
 }
 
-fn parse_response(resp: &Value) -> CallReply {
+fn parse_response(resp: &Value, body_bytes: usize) -> CallReply {
     // One answer per reply: `n: 1` was asked, so a second choice breaks the protocol and no
     // choice is read (reading the first would let a provider put its answer wherever it likes).
     let choices = resp
@@ -94,9 +97,16 @@ fn parse_response(resp: &Value) -> CallReply {
         .map_or(0, Vec::len);
     let choice = resp.pointer("/choices/0").filter(|_| choices == 1);
     let finish = choice.and_then(|c| text(c, "/finish_reason"));
+    // Any refusal but `null` is one, whatever its form: `true`, `""` or an object must not let
+    // the content beside it be read as an answer.
     let refusal = choice
-        .and_then(|c| text(c, "/message/refusal"))
-        .filter(|r| !r.is_empty());
+        .and_then(|c| c.pointer("/message/refusal"))
+        .filter(|r| !r.is_null())
+        .map(|r| match r {
+            Value::String(t) if !t.is_empty() => t.clone(),
+            Value::String(_) => "(an empty refusal)".to_owned(),
+            other => other.to_string(),
+        });
     let content = choice.and_then(|c| text(c, "/message/content"));
     // No tool was offered, so a tool call is an answer besides the content: a second one.
     let tool_calls = choice
@@ -108,7 +118,7 @@ fn parse_response(resp: &Value) -> CallReply {
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .filter(|(k, v)| !MESSAGE_FIELDS.contains(&k.as_str()) && !is_empty(v))
+                .filter(|(k, v)| OTHER_ANSWERS.contains(&k.as_str()) && !is_empty(v))
                 .map(|(k, _)| k.as_str())
                 .collect()
         })
@@ -125,7 +135,7 @@ fn parse_response(resp: &Value) -> CallReply {
             "the response has {choices} choices; exactly one was asked for (n: 1)"
         )),
         (None, ..) => Output::Missing("the response has no choices".into()),
-        (_, Some(r), ..) => Output::Refused(r.to_owned()),
+        (_, Some(r), ..) => Output::Refused(r),
         (_, _, Some("content_filter"), _) => {
             Output::Refused("stopped by the provider's content filter".into())
         }
@@ -163,6 +173,7 @@ fn parse_response(resp: &Value) -> CallReply {
         tokens_out: uint(resp, "/usage/completion_tokens"),
         tokens_estimated: false,
         reply_bytes: written,
+        body_bytes,
     }
 }
 

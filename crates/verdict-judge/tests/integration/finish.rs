@@ -1,7 +1,7 @@
 //! Only a reply that ended as an answer ends is read: an OpenAI-compatible choice that ended
-//! with `stop` and holds text only, an Anthropic message that ended on its forced result call
-//! and holds nothing else. Every other end, and every other kind of content, leaves the run
-//! unavailable, with the reason in its receipt, against fake servers on loopback.
+//! with `stop` and holds its answer as text only, an Anthropic message that ended on its forced
+//! result call and holds no other say. Every other end, and every other kind of answer, leaves
+//! the run unavailable, with the reason in its receipt, against fake servers on loopback.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -835,3 +835,108 @@ async fn a_key_echoed_encoded_split_or_reversed_is_kept_nowhere() {
         }
     }
 }
+
+/// A text a server could echo the key in: each encoding or spread made by an independent
+/// encoder, with the key placed where it may fall at any alignment.
+fn more_echoes(key: &str) -> Vec<(&'static str, String)> {
+    use data_encoding::{BASE32, BASE32_NOPAD, BASE32HEX, BASE32HEX_NOPAD, BASE64URL, HEXUPPER};
+    let crockford = {
+        let mut spec = data_encoding::Specification::new();
+        spec.symbols.push_str("0123456789ABCDEFGHJKMNPQRSTVWXYZ");
+        spec.encoding().unwrap()
+    };
+    let bytes = key.as_bytes();
+    let each = |f: &dyn Fn(u8) -> String| bytes.iter().map(|b| f(*b)).collect::<String>();
+    let chars: Vec<String> = key.chars().map(String::from).collect();
+    let alnum: Vec<String> = key
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(String::from)
+        .collect();
+    vec![
+        ("base32", BASE32.encode(bytes)),
+        ("base32 lower case", BASE32.encode(bytes).to_lowercase()),
+        ("base32 without padding", BASE32_NOPAD.encode(bytes)),
+        (
+            "base32 after one byte",
+            BASE32.encode(format!("B{key}").as_bytes()),
+        ),
+        (
+            "base32 after four bytes",
+            BASE32.encode(format!("Bear{key}").as_bytes()),
+        ),
+        ("base32hex", BASE32HEX.encode(bytes)),
+        (
+            "base32hex lower case without padding",
+            BASE32HEX_NOPAD.encode(bytes).to_lowercase(),
+        ),
+        ("base32 crockford", crockford.encode(bytes)),
+        ("base64url", BASE64URL.encode(bytes)),
+        ("HEX", HEXUPPER.encode(bytes)),
+        (
+            "rot13",
+            key.chars()
+                .map(|c| match c {
+                    'a'..='m' | 'A'..='M' => char::from(c as u8 + 13),
+                    'n'..='z' | 'N'..='Z' => char::from(c as u8 - 13),
+                    _ => c,
+                })
+                .collect(),
+        ),
+        ("upper case", key.to_uppercase()),
+        ("\\x escapes", each(&|b| format!("\\x{b:02x}"))),
+        ("\\u escapes", each(&|b| format!("\\u{b:04x}"))),
+        ("decimal entities", each(&|b| format!("&#{b};"))),
+        ("percent-encoded", each(&|b| format!("%{b:02X}"))),
+        ("one character per line", chars.join("\n")),
+        ("spaced out", chars.join(" ")),
+        ("a filler letter between", alnum.join("q")),
+        ("two filler letters between", alnum.join("zq")),
+        (
+            "first letter of each line",
+            key.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| format!("{c} is fine\n"))
+                .collect(),
+        ),
+        (
+            "last letter of each line",
+            key.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| format!("fine: {c}\n"))
+                .collect(),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_key_echoed_in_base32_rot13_escapes_other_case_or_spread_out_is_kept_nowhere() {
+    let key = long_key();
+    for p in BOTH {
+        for (what, echo) in more_echoes(&key) {
+            let body = format!("bad key:\n{echo}\n(rejected)");
+            let server = FakeServer::start(move |_| Answer::raw(401, &body)).await;
+            let run = judge(p, &server.url).run(&request()).await.unwrap();
+            assert_unavailable(
+                &run,
+                UnavailableReason::ProviderError,
+                "http status 401",
+                &format!("{p:?} {what}"),
+            );
+            // The details as they are (a serialised form escapes line breaks into letters).
+            let kept = format!(
+                "{}\n{}\n{}",
+                run.receipts[0].detail.as_deref().unwrap_or_default(),
+                run.detail.as_deref().unwrap_or_default(),
+                serde_json::to_string(&run).unwrap()
+            );
+            assert!(
+                !shows_encoded(&kept, &echo),
+                "{p:?} {what}: the run keeps {kept}"
+            );
+            let detail = run.receipts[0].detail.as_deref().unwrap();
+            assert!(detail.contains("[redacted]"), "{p:?} {what}: {detail}");
+            assert!(detail.contains("bad key"), "{p:?} {what}: {detail}");
+        }
+    }
+}

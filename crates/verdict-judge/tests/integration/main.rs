@@ -12,6 +12,7 @@ mod common;
 
 mod command;
 mod context;
+mod envelope;
 mod finish;
 mod hostile;
 mod hostile_provider;
