@@ -107,7 +107,7 @@ pub enum LifecycleCommand {
     /// Create the store and its first operator; prints the operator's token once.
     #[command(after_help = EXAMPLES)]
     Init {
-        /// The operator's name.
+        /// The operator's name: ASCII letters, digits, `.`, `_`, `-`, `@` and `+`.
         #[arg(long, default_value = "operator")]
         operator: String,
         /// The store's clock, chosen once, here: `system` (the store's own clock decides every
@@ -240,7 +240,8 @@ pub enum PrincipalCommand {
         after_help = "Examples:\n  verdict principal add rev --role verifier\n  verdict principal add coder --role producer --db-login"
     )]
     Add {
-        /// Name.
+        /// Name: ASCII letters, digits, `.`, `_`, `-`, `@` and `+`, so that no name can pass for
+        /// another.
         name: String,
         /// Role.
         #[arg(long, value_parser = ["producer", "runner", "verifier", "human", "operator"])]

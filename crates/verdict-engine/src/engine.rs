@@ -7,6 +7,7 @@ use crate::principal_cache::{PRINCIPAL_CACHE_ENTRIES, PrincipalCache};
 use crate::token;
 use serde_json::Value;
 use std::sync::Arc;
+use verdict_core::contracts::primitives::principal_name_refusal;
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
@@ -84,6 +85,30 @@ pub struct Engine {
     /// Who holds each token the store named, shared by every clone of this engine
     /// (`principal_cache.rs` says why keeping it is safe).
     pub(crate) principals: Arc<PrincipalCache>,
+}
+
+/// The name of a new principal (`init`, `principal add`, over any face): a name, not reserved,
+/// and only ASCII letters, digits, `.`, `_`, `-`, `@` and `+`
+/// ([`principal_name_refusal`]), so that no principal can be named to pass for another
+/// (`оperator` with a Cyrillic `о`). Names already stored are never held to it.
+fn new_principal_name(name: &str) -> Result<Name> {
+    let parsed: Name = name
+        .parse()
+        .map_err(|e| invalid("principal name")(format!("{e}")))?;
+    if name == ENGINE_PRINCIPAL || name == UNAUTHENTICATED {
+        return Err(invalid("principal name")(format!("{name:?} is reserved")));
+    }
+    if let Some((at, c)) = principal_name_refusal(name) {
+        let script = crate::review::script(c).map_or_else(String::new, |s| format!(", {s}"));
+        return Err(invalid("principal name")(format!(
+            "{} holds U+{:04X}{script} at character {}; a principal's name may hold only ASCII \
+             letters, digits, '.', '_', '-', '@' and '+', so that it cannot pass for another",
+            verdict_core::quote::quoted(name),
+            u32::from(c),
+            at + 1
+        )));
+    }
+    Ok(parsed)
 }
 
 impl Engine {
@@ -166,14 +191,7 @@ impl Engine {
     /// token is returned (shown once). Refused on a store that has any principal: after the
     /// first operator, only an operator adds principals.
     pub async fn init(&self, operator: &str, clock: StoreClock) -> Result<String> {
-        let name: Name = operator
-            .parse()
-            .map_err(|e| invalid("principal name")(format!("{e}")))?;
-        if operator == ENGINE_PRINCIPAL || operator == UNAUTHENTICATED {
-            return Err(invalid("principal name")(format!(
-                "{operator:?} is reserved"
-            )));
-        }
+        let name = new_principal_name(operator)?;
         // Both writes are the first operator's own acts: the store has no principal yet, so
         // on PostgreSQL its routines take this one record of an operator naming itself from
         // whoever may call them (schema version 14), and nothing is written as the engine.
@@ -336,7 +354,8 @@ impl Engine {
         Err(self.deny(who, err).await)
     }
 
-    /// Registers a principal (operator only) and returns its token (shown once).
+    /// Registers a principal (operator only) and returns its token (shown once). Its name is
+    /// held to [`new_principal_name`].
     pub async fn add_principal(
         &self,
         caller: &Principal,
@@ -345,15 +364,7 @@ impl Engine {
     ) -> Result<String> {
         self.require_role(caller, &[Role::Operator], "add principals")
             .await?;
-        let name: Name = name
-            .parse()
-            .map_err(|e| invalid("principal name")(format!("{e}")))?;
-        if name.as_str() == ENGINE_PRINCIPAL || name.as_str() == UNAUTHENTICATED {
-            return Err(invalid("principal name")(format!(
-                "{:?} is reserved",
-                name.as_str()
-            )));
-        }
+        let name = new_principal_name(name)?;
         let token = token::generate()?;
         let record = PrincipalRecord {
             name,

@@ -3,6 +3,10 @@
 //! (subject, policy, decision, criterion matrix, findings, evidence, receipts, history), the
 //! lineage of its findings, the reliability series of the ledger, and the human decision with
 //! the gate run that follows it. The review pages of the server render these and nothing else.
+//!
+//! Every text a producer, verifier or any principal wrote reaches a page only as [`Shown`]:
+//! escaped as a resource's bytes are, with look-alikes flagged. The model holds no such text as
+//! a plain string, so a page cannot draw it as written.
 
 use crate::applicability::{DecisionView, History};
 use crate::engine::{Engine, Principal};
@@ -21,7 +25,9 @@ use verdict_judge::receipt::Receipt;
 use verdict_store::{About, DocKind, EvaluationRecord, PointerKind};
 
 mod contents;
+mod shown;
 pub use contents::{Contents, DiffLine, Escape, Piece, SHOWN_BYTES, SHOWN_LINES, contents, pieces};
+pub use shown::{Shown, flagged, script};
 
 /// The window the review pages rate reliability over (the ledger command's defaults).
 pub const REVIEW_WINDOW: Window = Window {
@@ -43,19 +49,40 @@ fn wire<T: Serialize>(value: &T) -> String {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct QueueEntry {
     /// Execution id.
-    pub execution: String,
+    pub execution: Shown,
     /// The subject the decision is about (the execution's current one).
     pub subject_digest: Digest,
     /// Its generation.
     pub generation: u64,
     /// The subject's risk class.
-    pub risk_class: String,
+    pub risk_class: Shown,
     /// The applicable decision's reasons, codes and text.
-    pub reasons: Vec<Reason>,
+    pub reasons: Vec<ReasonView>,
     /// When the Gate made the decision (its evaluation's `now`).
     pub decided_at: Timestamp,
     /// Seconds from `decided_at` to the store's time.
     pub waited_seconds: u64,
+}
+
+/// One reason of a decision.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReasonView {
+    /// Its code (wire name).
+    pub code: String,
+    /// The outcome it asks for.
+    pub outcome: Outcome,
+    /// Its text, which may quote what a producer or verifier wrote.
+    pub detail: Shown,
+}
+
+impl From<&Reason> for ReasonView {
+    fn from(r: &Reason) -> Self {
+        Self {
+            code: wire(&r.code),
+            outcome: r.outcome,
+            detail: Shown::text(&r.detail),
+        }
+    }
 }
 
 /// `review_queue`: what waits for a person, oldest first, one page of it.
@@ -110,7 +137,11 @@ impl ReviewPage {
 /// The queue's cursor: the last entry's decision time (Unix nanoseconds) and execution id,
 /// which order the queue, so a page never repeats or skips an entry that stays waiting.
 fn queue_cursor(entry: &QueueEntry) -> String {
-    format!("{}.{}", entry.decided_at.unix_nanos(), entry.execution)
+    format!(
+        "{}.{}",
+        entry.decided_at.unix_nanos(),
+        entry.execution.written()
+    )
 }
 
 fn parse_queue_cursor(cursor: &str) -> Result<(i128, &str)> {
@@ -131,15 +162,15 @@ fn parse_queue_cursor(cursor: &str) -> Result<(i128, &str)> {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct BoardEntry {
     /// Execution id.
-    pub execution: String,
+    pub execution: Shown,
     /// Current subject.
     pub subject_digest: Digest,
     /// Its generation.
     pub generation: u64,
     /// The subject's producer.
-    pub producer: String,
+    pub producer: Shown,
     /// The subject's risk class.
-    pub risk_class: String,
+    pub risk_class: Shown,
     /// The current applicable outcome; `None` when no decision applies.
     pub outcome: Option<Outcome>,
     /// When no decision applies: why the latest one does not (empty when there is none).
@@ -163,9 +194,9 @@ pub struct MatrixCell {
     /// `check` or `verification`.
     pub kind: SourceKind,
     /// The evidence or result id the decision cites.
-    pub reference: String,
+    pub reference: Shown,
     /// The check id (for evidence) or the verifier class (for a result), when known.
-    pub label: String,
+    pub label: Shown,
     /// What the source said of the criterion.
     pub status: CriterionStatus,
 }
@@ -174,9 +205,9 @@ pub struct MatrixCell {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MatrixRow {
     /// Criterion id.
-    pub criterion: String,
+    pub criterion: Shown,
     /// Its text, from the subject.
-    pub text: String,
+    pub text: Shown,
     /// Whether the policy requires it.
     pub required: bool,
     /// The decision's status of it.
@@ -189,25 +220,25 @@ pub struct MatrixRow {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FindingView {
     /// Finding id.
-    pub id: String,
+    pub id: Shown,
     /// Version.
     pub version: u64,
     /// Criterion.
-    pub criterion: String,
+    pub criterion: Shown,
     /// Kind.
-    pub kind: String,
+    pub kind: Shown,
     /// Severity.
     pub severity: Severity,
     /// Scope.
     pub scope: Scope,
     /// Where, as `resource[:path[:line]]`, when given.
-    pub location: Option<String>,
+    pub location: Option<Shown>,
     /// Suggested remediation.
-    pub remediation: Option<String>,
+    pub remediation: Option<Shown>,
     /// The result that reported it.
-    pub result: String,
+    pub result: Shown,
     /// The verifier class of that result.
-    pub verifier_class: String,
+    pub verifier_class: Shown,
 }
 
 /// One check evidence about the current subject.
@@ -216,13 +247,13 @@ pub struct EvidenceView {
     /// Its digest.
     pub digest: Digest,
     /// Evidence id.
-    pub id: String,
+    pub id: Shown,
     /// Check id.
-    pub check: String,
+    pub check: Shown,
     /// Check outcome.
     pub outcome: String,
-    /// Who produced it.
-    pub produced_by: String,
+    /// Who produced it, as `principal (role)`.
+    pub produced_by: Shown,
     /// When it was observed.
     pub observed_at: Timestamp,
 }
@@ -233,17 +264,17 @@ pub struct ResultView {
     /// Its digest.
     pub digest: Digest,
     /// Result id.
-    pub id: String,
+    pub id: Shown,
     /// Verifier principal.
-    pub verifier: String,
+    pub verifier: Shown,
     /// Verifier class.
-    pub class: String,
+    pub class: Shown,
     /// Run id.
-    pub run: String,
+    pub run: Shown,
     /// `completed` or `unavailable`.
     pub status: String,
     /// `provider/model@snapshot`, when the result named a runtime.
-    pub runtime: Option<String>,
+    pub runtime: Option<Shown>,
     /// The digest of the context the verifier was shown, when named.
     pub context_digest: Option<Digest>,
 }
@@ -252,36 +283,78 @@ pub struct ResultView {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunReceipts {
     /// Run id.
-    pub run_id: String,
+    pub run_id: Shown,
     /// Verifier class.
-    pub class: String,
+    pub class: Shown,
     /// Verifier principal.
-    pub verifier: String,
+    pub verifier: Shown,
     /// The subject it verified.
     pub subject_digest: String,
     /// Its latest status.
-    pub status: String,
+    pub status: Shown,
     /// The digest of the context its model was shown, when recorded.
     pub context_digest: Option<Digest>,
     /// One receipt per provider call.
-    pub receipts: Vec<Receipt>,
+    pub receipts: Vec<ReceiptView>,
+}
+
+/// One model call of a run, as its receipt records it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReceiptView {
+    /// The provider.
+    pub provider: Shown,
+    /// The model.
+    pub model: Shown,
+    /// The model's snapshot, when named.
+    pub snapshot: Option<Shown>,
+    /// How the call ended.
+    pub outcome: Shown,
+    /// Its latency.
+    pub latency_ms: u64,
+    /// Tokens in, when known.
+    pub tokens_in: Option<u64>,
+    /// Tokens out, when known.
+    pub tokens_out: Option<u64>,
+    /// Whether the token counts are estimated.
+    pub tokens_estimated: bool,
+    /// The cost estimate, when priced.
+    pub cost_estimate: Option<f64>,
+    /// The redacted detail, which may quote what the provider answered.
+    pub detail: Option<Shown>,
+}
+
+impl From<&Receipt> for ReceiptView {
+    fn from(r: &Receipt) -> Self {
+        Self {
+            provider: Shown::name(&r.provider),
+            model: Shown::name(&r.model),
+            snapshot: r.snapshot.as_deref().map(Shown::name),
+            outcome: Shown::name(&r.outcome),
+            latency_ms: r.latency_ms,
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+            tokens_estimated: r.tokens_estimated,
+            cost_estimate: r.cost_estimate,
+            detail: r.detail.as_deref().map(Shown::text),
+        }
+    }
 }
 
 /// A resource the subject names, with its stored bytes as shown.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ResourceView {
     /// Its name.
-    pub name: String,
+    pub name: Shown,
     /// Its kind.
-    pub kind: String,
+    pub kind: Shown,
     /// The digest the subject names.
     pub digest: Digest,
     /// Where it is, when the subject says.
-    pub uri: Option<String>,
+    pub uri: Option<Shown>,
     /// Its bytes' length, when stored.
     pub size: Option<u64>,
     /// Its media type, when given.
-    pub media_type: Option<String>,
+    pub media_type: Option<Shown>,
     /// Its bytes, bounded by [`SHOWN_BYTES`] and [`SHOWN_LINES`].
     pub contents: Contents,
 }
@@ -291,8 +364,18 @@ pub struct ResourceView {
 pub struct DecisionEntry {
     /// Audit seq of the decision.
     pub seq: u64,
-    /// The decision.
-    pub decision: GateDecision,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// The subject it is about, when its bundle was read.
+    pub subject_digest: Option<Digest>,
+    /// The policy it was made under, when its bundle was read.
+    pub policy_digest: Option<Digest>,
+    /// Its reasons.
+    pub reasons: Vec<ReasonView>,
+    /// Its rework list, each as `id@version (criterion)`.
+    pub rework: Vec<Shown>,
+    /// Its follow-up list, each as `id@version (criterion)`.
+    pub follow_ups: Vec<Shown>,
     /// The generation of its subject.
     pub generation: u64,
     /// Why it does not apply (wire names); empty when it applies.
@@ -301,15 +384,96 @@ pub struct DecisionEntry {
 
 impl From<DecisionView> for DecisionEntry {
     fn from(v: DecisionView) -> Self {
+        let d = v.decision;
         Self {
             seq: v.seq,
+            outcome: d.outcome,
+            subject_digest: d.subject_digest,
+            policy_digest: d.policy_digest,
+            reasons: d.reasons.iter().map(ReasonView::from).collect(),
+            rework: finding_refs(&d.rework),
+            follow_ups: finding_refs(&d.follow_ups),
             generation: v.generation,
             not_applicable: v
                 .not_applicable
                 .iter()
                 .map(|n| n.as_str().to_owned())
                 .collect(),
-            decision: v.decision,
+        }
+    }
+}
+
+/// One criterion of the subject.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CriterionView {
+    /// Its id.
+    pub id: Shown,
+    /// Its text.
+    pub text: Shown,
+    /// Whether the subject marks it required.
+    pub required: bool,
+}
+
+/// The current subject, every field its producer wrote as [`Shown`].
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SubjectView {
+    /// Execution id.
+    pub execution: Shown,
+    /// Generation.
+    pub generation: u64,
+    /// Mission, when named.
+    pub mission: Option<Shown>,
+    /// The producer principal.
+    pub producer: Shown,
+    /// The producer's run.
+    pub producer_run: Shown,
+    /// The objective's revision.
+    pub objective_revision: Shown,
+    /// The objective's digest.
+    pub objective_digest: Digest,
+    /// Work items, each as `kind id@version`.
+    pub work_items: Vec<Shown>,
+    /// Risk class.
+    pub risk_class: Shown,
+    /// Risk revision.
+    pub risk_revision: Shown,
+    /// Workflow revision.
+    pub workflow_revision: Shown,
+    /// Criteria revision.
+    pub criteria_revision: Shown,
+    /// The criteria.
+    pub criteria: Vec<CriterionView>,
+}
+
+impl From<&Subject> for SubjectView {
+    fn from(s: &Subject) -> Self {
+        Self {
+            execution: Shown::name(s.execution.id.as_str()),
+            generation: s.execution.generation,
+            mission: s.mission.as_ref().map(|m| Shown::name(m.as_str())),
+            producer: Shown::name(s.producer.principal.as_str()),
+            producer_run: Shown::name(s.producer.run.as_str()),
+            objective_revision: Shown::name(s.objective.revision.as_str()),
+            objective_digest: s.objective.digest.clone(),
+            work_items: s
+                .work_items
+                .iter()
+                .map(|w| Shown::name(&format!("{} {}@{}", w.kind, w.id, w.version)))
+                .collect(),
+            risk_class: Shown::name(s.risk.class.as_str()),
+            risk_revision: Shown::name(s.risk.revision.as_str()),
+            workflow_revision: Shown::name(s.workflow_revision.as_str()),
+            criteria_revision: Shown::name(s.criteria.revision.as_str()),
+            criteria: s
+                .criteria
+                .items
+                .iter()
+                .map(|c| CriterionView {
+                    id: Shown::name(c.id.as_str()),
+                    text: Shown::text(&c.text),
+                    required: c.required,
+                })
+                .collect(),
         }
     }
 }
@@ -318,13 +482,13 @@ impl From<DecisionView> for DecisionEntry {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SubjectReview {
     /// Execution id.
-    pub execution: String,
+    pub execution: Shown,
     /// The store's time it was read at.
     pub now: Timestamp,
     /// The current subject's digest.
     pub subject_digest: Digest,
     /// The current subject.
-    pub subject: Subject,
+    pub subject: SubjectView,
     /// The gate's current policy, when set.
     pub policy_digest: Option<Digest>,
     /// The subject's resources, with their stored bytes as shown.
@@ -364,11 +528,11 @@ pub struct FindingVersion {
     /// Scope.
     pub scope: Scope,
     /// Criterion.
-    pub criterion: String,
+    pub criterion: Shown,
     /// Kind.
-    pub kind: String,
+    pub kind: Shown,
     /// The result that reported it.
-    pub result: String,
+    pub result: Shown,
     /// Whether that result counts.
     pub counted: bool,
 }
@@ -385,20 +549,20 @@ pub struct FindingDisposition {
     /// That subject's generation.
     pub generation: u64,
     /// The result that disposed of it.
-    pub result: String,
+    pub result: Shown,
     /// Whether that result counts.
     pub counted: bool,
     /// The evidence it cites.
-    pub evidence_refs: Vec<String>,
+    pub evidence_refs: Vec<Shown>,
     /// Its reason, when given.
-    pub reason: Option<String>,
+    pub reason: Option<Shown>,
 }
 
 /// A finding across the execution's subjects.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FindingLine {
     /// Finding id.
-    pub id: String,
+    pub id: Shown,
     /// Every version reported, in subject order.
     pub versions: Vec<FindingVersion>,
     /// Every disposition recorded, in subject order.
@@ -409,7 +573,7 @@ pub struct FindingLine {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FindingLineage {
     /// Execution id.
-    pub execution: String,
+    pub execution: Shown,
     /// The execution's subjects, oldest first.
     pub subjects: Vec<Digest>,
     /// Findings by id.
@@ -431,9 +595,9 @@ pub struct SeriesPoint {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CapabilitySeries {
     /// The capability.
-    pub capability: String,
+    pub capability: Shown,
     /// The whole cohort, as one line (capability, verifiers, policy).
-    pub cohort: String,
+    pub cohort: Shown,
     /// Whether it has enough attempts to be rated.
     pub rated: bool,
     /// Attempts in the window.
@@ -489,23 +653,29 @@ impl Engine {
                 let decided_at = self.decided_at(&applicable.decision).await?;
                 let waited = (now.unix_nanos() - decided_at.unix_nanos()).max(0) / 1_000_000_000;
                 entries.push(QueueEntry {
-                    execution,
+                    execution: Shown::name(&execution),
                     subject_digest,
                     generation: subject.execution.generation,
-                    risk_class: subject.risk.class.as_str().to_owned(),
-                    reasons: applicable.decision.reasons,
+                    risk_class: Shown::name(subject.risk.class.as_str()),
+                    reasons: applicable
+                        .decision
+                        .reasons
+                        .iter()
+                        .map(ReasonView::from)
+                        .collect(),
                     decided_at,
                     waited_seconds: u64::try_from(waited).unwrap_or(u64::MAX),
                 });
             }
         }
         entries.sort_by(|a, b| {
-            (a.decided_at.unix_nanos(), &a.execution)
-                .cmp(&(b.decided_at.unix_nanos(), &b.execution))
+            (a.decided_at.unix_nanos(), a.execution.written())
+                .cmp(&(b.decided_at.unix_nanos(), b.execution.written()))
         });
         if let Some((nanos, execution)) = after {
-            entries
-                .retain(|e| (e.decided_at.unix_nanos(), e.execution.as_str()) > (nanos, execution));
+            entries.retain(|e| {
+                (e.decided_at.unix_nanos(), e.execution.written()) > (nanos, execution)
+            });
         }
         let next = if entries.len() > limit {
             entries.get(limit - 1).map(queue_cursor)
@@ -552,11 +722,11 @@ impl Engine {
                 (None, Vec::new())
             };
             entries.push(BoardEntry {
-                execution,
+                execution: Shown::name(&execution),
                 subject_digest,
                 generation: subject.execution.generation,
-                producer: subject.producer.principal.to_string(),
-                risk_class: subject.risk.class.as_str().to_owned(),
+                producer: Shown::name(subject.producer.principal.as_str()),
+                risk_class: Shown::name(subject.risk.class.as_str()),
                 outcome,
                 not_applicable,
             });
@@ -607,14 +777,14 @@ impl Engine {
             labels.insert(ev.id.to_string(), ev.check.to_string());
             evidence.push(EvidenceView {
                 digest: row.digest.clone(),
-                id: ev.id.to_string(),
-                check: ev.check.to_string(),
+                id: Shown::name(ev.id.as_str()),
+                check: Shown::name(ev.check.as_str()),
                 outcome: ev.outcome.as_str().to_owned(),
-                produced_by: format!(
+                produced_by: Shown::name(&format!(
                     "{} ({})",
                     ev.produced_by.principal,
                     ev.produced_by.role.as_str()
-                ),
+                )),
                 observed_at: ev.observed_at,
             });
         }
@@ -625,10 +795,10 @@ impl Engine {
             labels.insert(r.id.to_string(), r.verifier.class.to_string());
             for f in &r.findings {
                 findings.push(FindingView {
-                    id: f.id.to_string(),
+                    id: Shown::name(f.id.as_str()),
                     version: f.version,
-                    criterion: f.criterion.to_string(),
-                    kind: f.kind.clone(),
+                    criterion: Shown::name(f.criterion.as_str()),
+                    kind: Shown::name(&f.kind),
                     severity: f.severity,
                     scope: f.scope,
                     location: f.location.as_ref().map(|l| {
@@ -641,25 +811,23 @@ impl Engine {
                             at.push(':');
                             at.push_str(&n.to_string());
                         }
-                        at
+                        Shown::name(&at)
                     }),
-                    remediation: f.remediation.clone(),
-                    result: r.id.to_string(),
-                    verifier_class: r.verifier.class.to_string(),
+                    remediation: f.remediation.as_deref().map(Shown::text),
+                    result: Shown::name(r.id.as_str()),
+                    verifier_class: Shown::name(r.verifier.class.as_str()),
                 });
             }
             results.push(ResultView {
                 digest: row.digest.clone(),
-                id: r.id.to_string(),
-                verifier: r.verifier.principal.to_string(),
-                class: r.verifier.class.to_string(),
-                run: r.verifier.run.to_string(),
+                id: Shown::name(r.id.as_str()),
+                verifier: Shown::name(r.verifier.principal.as_str()),
+                class: Shown::name(r.verifier.class.as_str()),
+                run: Shown::name(r.verifier.run.as_str()),
                 status: wire(&r.status),
-                runtime: r
-                    .verifier
-                    .runtime
-                    .as_ref()
-                    .map(|rt| format!("{}/{}@{}", rt.provider, rt.model, rt.snapshot)),
+                runtime: r.verifier.runtime.as_ref().map(|rt| {
+                    Shown::name(&format!("{}/{}@{}", rt.provider, rt.model, rt.snapshot))
+                }),
                 context_digest: r.context.as_ref().map(|c| c.digest.clone()),
             });
         }
@@ -678,14 +846,15 @@ impl Engine {
                 d.criteria
                     .iter()
                     .map(|c| MatrixRow {
-                        criterion: c.id.to_string(),
-                        text: subject
-                            .criteria
-                            .items
-                            .iter()
-                            .find(|i| i.id == c.id)
-                            .map(|i| i.text.clone())
-                            .unwrap_or_default(),
+                        criterion: Shown::name(c.id.as_str()),
+                        text: Shown::text(
+                            subject
+                                .criteria
+                                .items
+                                .iter()
+                                .find(|i| i.id == c.id)
+                                .map_or("", |i| i.text.as_str()),
+                        ),
                         required: c.required,
                         status: c.status,
                         sources: c
@@ -694,11 +863,12 @@ impl Engine {
                             .iter()
                             .map(|s| MatrixCell {
                                 kind: s.kind,
-                                reference: s.reference.to_string(),
-                                label: labels
-                                    .get(s.reference.as_str())
-                                    .cloned()
-                                    .unwrap_or_else(|| s.reference.to_string()),
+                                reference: Shown::name(s.reference.as_str()),
+                                label: Shown::name(
+                                    labels
+                                        .get(s.reference.as_str())
+                                        .map_or(s.reference.as_str(), String::as_str),
+                                ),
                                 status: s.status,
                             })
                             .collect(),
@@ -710,13 +880,13 @@ impl Engine {
             .runs
             .iter()
             .map(|r| RunReceipts {
-                run_id: r.run_id.clone(),
-                class: r.class.clone(),
-                verifier: r.verifier.clone(),
+                run_id: Shown::name(&r.run_id),
+                class: Shown::name(&r.class),
+                verifier: Shown::name(&r.verifier),
                 subject_digest: r.subject_digest.clone(),
-                status: r.status.clone(),
+                status: Shown::name(&r.status),
                 context_digest: r.context_digest.clone(),
-                receipts: r.receipts.clone(),
+                receipts: r.receipts.iter().map(ReceiptView::from).collect(),
             })
             .collect();
         let mut resources = Vec::new();
@@ -733,12 +903,12 @@ impl Engine {
                 Err(e) => return Err(e),
             };
             resources.push(ResourceView {
-                name: res.name.to_string(),
-                kind: res.kind.to_string(),
+                name: Shown::name(res.name.as_str()),
+                kind: Shown::name(res.kind.as_str()),
                 digest: res.digest.clone(),
-                uri: res.uri.clone(),
+                uri: res.uri.as_deref().map(Shown::name),
                 size,
-                media_type,
+                media_type: media_type.as_deref().map(Shown::name),
                 contents: shown,
             });
         }
@@ -754,10 +924,10 @@ impl Engine {
                 .has_grant(caller.name.as_str(), &subject, true, &now)
                 .await?;
         Ok(SubjectReview {
-            execution: execution.to_owned(),
+            execution: Shown::name(execution),
             now,
             subject_digest: head.subject_digest,
-            subject,
+            subject: SubjectView::from(&subject),
             policy_digest: gate.map(|g| g.policy_digest),
             resources,
             applicable: applicable.map(DecisionEntry::from),
@@ -811,7 +981,7 @@ impl Engine {
                     let line = lines
                         .entry(f.id.to_string())
                         .or_insert_with(|| FindingLine {
-                            id: f.id.to_string(),
+                            id: Shown::name(f.id.as_str()),
                             versions: Vec::new(),
                             dispositions: Vec::new(),
                         });
@@ -821,9 +991,9 @@ impl Engine {
                         generation,
                         severity: f.severity,
                         scope: f.scope,
-                        criterion: f.criterion.to_string(),
-                        kind: f.kind.clone(),
-                        result: r.id.to_string(),
+                        criterion: Shown::name(f.criterion.as_str()),
+                        kind: Shown::name(&f.kind),
+                        result: Shown::name(r.id.as_str()),
                         counted,
                     });
                 }
@@ -831,7 +1001,7 @@ impl Engine {
                     let line = lines
                         .entry(d.finding.to_string())
                         .or_insert_with(|| FindingLine {
-                            id: d.finding.to_string(),
+                            id: Shown::name(d.finding.as_str()),
                             versions: Vec::new(),
                             dispositions: Vec::new(),
                         });
@@ -840,16 +1010,16 @@ impl Engine {
                         disposition: d.disposition,
                         subject_digest: row.digest.clone(),
                         generation,
-                        result: r.id.to_string(),
+                        result: Shown::name(r.id.as_str()),
                         counted,
-                        evidence_refs: d.evidence_refs.clone(),
-                        reason: d.reason.clone(),
+                        evidence_refs: d.evidence_refs.iter().map(|e| Shown::name(e)).collect(),
+                        reason: d.reason.as_deref().map(Shown::text),
                     });
                 }
             }
         }
         Ok(FindingLineage {
-            execution: execution.to_owned(),
+            execution: Shown::name(execution),
             subjects,
             findings: lines.into_values().collect(),
         })
@@ -876,8 +1046,8 @@ impl Engine {
                 .cohorts
                 .into_iter()
                 .map(|c| CapabilitySeries {
-                    capability: c.key.capability.clone(),
-                    cohort: c.key.label(),
+                    capability: Shown::name(&c.key.capability),
+                    cohort: Shown::text(&c.key.label()),
                     rated: c.status == CohortStatus::Rated,
                     attempts: c.attempts,
                     pass_rate: c.pass_rate,
@@ -991,8 +1161,8 @@ impl Engine {
 
 /// The rework and follow-up lists of a decision, for display: `id@version (criterion)`.
 #[must_use]
-pub fn finding_refs(refs: &[FindingRef]) -> Vec<String> {
+pub fn finding_refs(refs: &[FindingRef]) -> Vec<Shown> {
     refs.iter()
-        .map(|f| format!("{}@{} ({})", f.id, f.version, f.criterion))
+        .map(|f| Shown::name(&format!("{}@{} ({})", f.id, f.version, f.criterion)))
         .collect()
 }

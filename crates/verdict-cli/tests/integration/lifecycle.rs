@@ -642,6 +642,35 @@ fn init_on_an_initialised_store_mints_no_operator() {
 }
 
 #[test]
+fn principal_add_refuses_a_name_that_could_pass_for_another() {
+    both(|env| {
+        // `init` names the first operator: held to the same rule, and nothing is written.
+        let out = env.run(None, &["init", "--operator", "\u{43e}ps"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("U+043E"), "{}", stderr(&out));
+        assert_eq!(chain_length(&env.store), 0);
+        let ops = env.ok(None, &["init", "--operator", "ops"]);
+        let before = chain_length(&env.store);
+        // `оperator` with a Cyrillic `о` would read as `operator` wherever it is shown.
+        let out = env.run(
+            Some(&ops),
+            &["principal", "add", "\u{43e}perator", "--role", "operator"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(out.stdout.is_empty(), "no token is shown");
+        for needle in ["invalid principal name", "U+043E, Cyrillic at character 1"] {
+            assert!(stderr(&out).contains(needle), "{needle}: {}", stderr(&out));
+        }
+        assert_eq!(chain_length(&env.store), before);
+        env.ok(
+            Some(&ops),
+            &["principal", "add", "operator", "--role", "operator"],
+        );
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
+#[test]
 fn a_store_on_the_system_clock_takes_no_time_from_the_caller() {
     both(|env| {
         let w = walk(env, &[], &[]);

@@ -58,6 +58,24 @@ pub fn is_printable_name(s: &str) -> bool {
     (1..=256).contains(&n) && !s.chars().any(|c| is_invisible(c) || is_look_alike_space(c))
 }
 
+/// Whether `c` may be in a new principal's name: an ASCII letter or digit, `.`, `_`, `-`, `@`
+/// or `+`. A principal's name is held to these so that none can pass for another written with
+/// letters of another script (`оperator` with a Cyrillic `о`), an invisible character or a
+/// look-alike space. Names already stored are read as they are; the rule is where names are made.
+#[must_use]
+pub fn is_principal_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@' | '+')
+}
+
+/// The first character of `s` a new principal's name may not hold, with its position (from 0),
+/// or `None` when every one is allowed ([`is_principal_name_char`]).
+#[must_use]
+pub fn principal_name_refusal(s: &str) -> Option<(usize, char)> {
+    s.chars()
+        .enumerate()
+        .find(|&(_, c)| !is_principal_name_char(c))
+}
+
 macro_rules! string_newtype {
     ($(#[$doc:meta])* $name:ident, $check:path, $err:ident, $pattern:expr) => {
         $(#[$doc])*
@@ -469,6 +487,31 @@ mod tests {
             &"x".repeat(257),
         ] {
             assert!(!is_printable_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_principal_name_is_ascii_letters_digits_and_five_marks() {
+        for ok in [
+            "operator",
+            "rev-2",
+            "Alice.Smith",
+            "ci_runner",
+            "a@b.example",
+            "x+y",
+        ] {
+            assert_eq!(principal_name_refusal(ok), None, "{ok}");
+        }
+        for (bad, at, c) in [
+            ("\u{43e}perator", 0, '\u{43e}'),
+            ("t\u{3bf}ken", 1, '\u{3bf}'),
+            ("ad\u{ff4d}in", 2, '\u{ff4d}'),
+            ("h\u{e9}l\u{e8}ne", 1, '\u{e9}'),
+            ("agent coder", 5, ' '),
+            ("rev\u{a0}", 3, '\u{a0}'),
+            ("a/b", 1, '/'),
+        ] {
+            assert_eq!(principal_name_refusal(bad), Some((at, c)), "{bad:?}");
         }
     }
 

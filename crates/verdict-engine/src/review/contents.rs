@@ -2,9 +2,11 @@
 //! page to show something else than they are: characters that reorder the text around them
 //! (Trojan Source), that are invisible, or that move the cursor back over what came before
 //! (`\r`); or a diff whose hunk holds lines that look like the next file's headers. So every such
-//! character becomes an [`Escape`], and a diff is read hunk by hunk by the line counts of each
-//! `@@` header, as `git apply` reads it, never by how a line looks.
+//! character becomes an [`Escape`], a word whose letters mix scripts is followed by a flag
+//! ([`super::Shown`]), and a diff is read hunk by hunk by the line counts of each `@@` header, as
+//! `git apply` reads it, never by how a line looks.
 
+use super::shown::flagged;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -50,6 +52,9 @@ pub enum Piece {
     Text(String),
     /// A character drawn as its code point.
     Escape(Escape),
+    /// A note drawn after what it is about, saying why it may not be what it looks like
+    /// (letters of mixed scripts, a name outside printable ASCII); see [`super::Shown`].
+    Flag(String),
 }
 
 /// A resource's bytes as the page shows them.
@@ -109,13 +114,13 @@ pub fn contents(kind: &str, media_type: Option<&str>, bytes: &[u8]) -> Contents 
         Contents::Diff {
             lines: diff_lines(shown)
                 .into_iter()
-                .map(|(what, l)| (what, pieces(l)))
+                .map(|(what, l)| (what, flagged(l)))
                 .collect(),
             truncated,
         }
     } else {
         Contents::Text {
-            lines: shown.map(pieces).collect(),
+            lines: shown.map(flagged).collect(),
             truncated,
         }
     }
@@ -361,6 +366,7 @@ mod tests {
             .map(|p| match p {
                 Piece::Text(t) => t.clone(),
                 Piece::Escape(e) => format!("<{}>", e.code_point),
+                Piece::Flag(f) => format!("[{f}]"),
             })
             .collect()
     }
@@ -526,6 +532,29 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn a_word_of_mixed_scripts_in_a_resource_is_flagged() {
+        // `раss` with a Cyrillic `р` and `а` in code: the line is drawn with the word flagged.
+        let shown = diff_kinds("--- a/x\n+++ b/x\n@@ -0,0 +1 @@\n+if \u{440}\u{430}ss == ok {\n");
+        assert_eq!(
+            shown.last(),
+            Some(&(
+                DiffLine::Added,
+                "+if \u{440}\u{430}ss[mixes scripts Cyrillic, Latin: U+0440 Cyrillic, U+0430 Cyrillic] == ok {"
+                    .to_owned()
+            ))
+        );
+        let Contents::Text { lines, .. } =
+            contents("log", None, "user \u{43e}perator\n".as_bytes())
+        else {
+            panic!("not text");
+        };
+        assert_eq!(
+            lines.iter().map(|l| text_of(l)).collect::<Vec<_>>(),
+            ["user \u{43e}perator[mixes scripts Cyrillic, Latin: U+043E Cyrillic]"]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::common;
 
 use common::*;
 use serde_json::json;
-use verdict_core::contracts::HumanVerdict;
+use verdict_core::contracts::{HumanVerdict, Role};
 use verdict_store::{About, Actor, ActorRole, DocKind, ProblemKind, StoreClock};
 
 async fn chain_length(w: &World) -> u64 {
@@ -22,6 +22,75 @@ async fn chain_length(w: &World) -> u64 {
         .await
         .unwrap()
         .map_or(0, |h| h.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_name_that_could_pass_for_another_is_refused_where_it_is_made() {
+    on_both(|store| async move {
+        // Each name reads as an ASCII one, or holds a character that is not ASCII: a Cyrillic
+        // `о`, a Greek omicron, a fullwidth `ｍ`, a hyphen that is not `-`, an accented Latin
+        // letter, a plain space.
+        let refused = [
+            ("\u{43e}perator", "U+043E, Cyrillic at character 1"),
+            ("t\u{3bf}ken", "U+03BF, Greek at character 2"),
+            ("ad\u{ff4d}in", "U+FF4D, Fullwidth Latin at character 3"),
+            ("rev\u{2010}2", "U+2010 at character 4"),
+            ("h\u{e9}l\u{e8}ne", "U+00E9, Latin at character 2"),
+            ("agent coder", "U+0020 at character 6"),
+        ];
+        // The first operator, made by `init` on the empty store, is held to it too.
+        let fresh = verdict_engine::Engine::new(store.clone(), "merge");
+        for (bad, why) in &refused[..2] {
+            let e = fresh.init(bad, StoreClock::Manual).await.unwrap_err();
+            assert_eq!(e.code(), "invalid_input", "{e}");
+            let message = e.to_string();
+            assert!(message.contains("principal name"), "{message}");
+            assert!(message.contains(why), "{message}");
+        }
+        assert!(store.audit_head().await.unwrap().is_none());
+        let w = world(store).await;
+        let before = chain_length(&w).await;
+        for (bad, why) in refused {
+            let e = w
+                .engine
+                .add_principal(&w.ops, bad, Role::Verifier)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "invalid_input", "{bad:?}: {e}");
+            let message = e.to_string();
+            assert!(message.contains("principal name"), "{message}");
+            assert!(message.contains(why), "{message}");
+            assert!(w.engine.store().principal(bad).await.unwrap().is_none());
+        }
+        assert_eq!(chain_length(&w).await, before);
+        // The plain names still work, marks included.
+        for ok in ["operator-2", "a.b_c@example.org", "x+y"] {
+            w.engine
+                .add_principal(&w.ops, ok, Role::Human)
+                .await
+                .unwrap();
+        }
+        // A name stored before the rule (written as the operator, around the engine) is still
+        // read: its token authenticates and the operator lists it.
+        let old = "\u{43e}ld-reviewer";
+        w.engine
+            .store()
+            .add_principal(
+                &Actor::new("ops", ActorRole::Operator),
+                &verdict_store::PrincipalRecord {
+                    name: old.parse().unwrap(),
+                    role: Role::Human,
+                    token_sha256: verdict_store::token_sha256("vdt_old"),
+                },
+            )
+            .await
+            .unwrap();
+        let p = w.engine.authenticate("vdt_old").await.unwrap();
+        assert_eq!(p.name().as_str(), old);
+        let listed = w.engine.list_principals(&w.ops).await.unwrap();
+        assert!(listed.iter().any(|v| v.name.as_str() == old), "{listed:?}");
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,10 @@
 //! The review pages' markup. Each function renders one engine read; nothing here decides.
 //! maud escapes every value it is given, so whatever a producer or verifier wrote (criteria,
-//! reasons, findings) is shown as text, never as markup.
+//! reasons, findings) is shown as text, never as markup. What a principal wrote comes from the
+//! engine as [`Shown`], which has no `Display`: it is drawn by [`shown`] only, with its hidden
+//! characters as named escapes and its look-alikes flagged. Its text as written
+//! ([`Shown::written`]) goes only into links and attributes a browser does not draw (a test
+//! below holds this file to that).
 
 use super::Session;
 use maud::{DOCTYPE, Markup, html};
@@ -8,7 +12,7 @@ use std::fmt::Write as _;
 use verdict_core::contracts::Role;
 use verdict_engine::review::{
     Board, Contents, DecisionEntry, DiffLine, FindingLineage, MatrixRow, Piece, Reliability,
-    ResourceView, ReviewQueue, SHOWN_BYTES, SHOWN_LINES, SubjectReview, finding_refs,
+    ResourceView, ReviewQueue, SHOWN_BYTES, SHOWN_LINES, Shown, SubjectReview,
 };
 
 /// What a refused action says: an optional first sentence, the reason code and the message.
@@ -17,8 +21,8 @@ pub struct Alert {
     pub lead: Option<String>,
     /// The stable reason code.
     pub code: String,
-    /// The engine's (or the page's) message.
-    pub message: String,
+    /// The engine's (or the page's) message, which may quote what a caller wrote.
+    pub message: Shown,
 }
 
 impl Alert {
@@ -26,7 +30,7 @@ impl Alert {
         Self {
             lead: None,
             code: code.to_owned(),
-            message,
+            message: Shown::text(&message),
         }
     }
 
@@ -52,7 +56,28 @@ fn alert(a: &Alert) -> Markup {
     html! {
         div role="alert" id="error" class="alert" {
             @if let Some(lead) = &a.lead { p { strong { (lead) } } }
-            p { "Reason code " code { (a.code) } ": " (a.message) }
+            p { "Reason code " code { (a.code) } ": " (shown(&a.message)) }
+        }
+    }
+}
+
+/// Text a principal wrote, as the engine split it: text as text, each character it escaped as
+/// a marked `<U+XXXX>` whose accessible name says what the character is, and each look-alike
+/// flag as visible text in square brackets.
+pub fn shown(text: &Shown) -> Markup {
+    shown_line(text.pieces())
+}
+
+fn shown_opt(text: Option<&Shown>) -> Markup {
+    html! { @if let Some(t) = text { (shown(t)) } }
+}
+
+/// Several texts joined by `, `.
+fn shown_list(texts: &[Shown]) -> Markup {
+    html! {
+        @for (i, t) in texts.iter().enumerate() {
+            @if i > 0 { ", " }
+            (shown(t))
         }
     }
 }
@@ -79,7 +104,7 @@ fn layout(s: &Session, title: &str, current: &str, body: Markup) -> Markup {
                     p class="brand" { "verdict review" }
                     p class="who" {
                         "Signed in as "
-                        strong id="principal" { (s.principal.name().as_str()) }
+                        strong id="principal" { (shown(&Shown::name(s.principal.name().as_str()))) }
                         " (role " span id="role" { (s.principal.role().as_str()) } ")"
                     }
                     form id="sign-out" method="post" action="/ui/sign-out" {
@@ -200,12 +225,12 @@ pub fn queue(s: &Session, q: &ReviewQueue, limit: usize) -> Markup {
                     } }
                     tbody {
                         @for e in &q.entries {
-                            tr data-execution=(e.execution) {
-                                th scope="row" { a href=(format!("/ui/executions/{}", path_segment(&e.execution))) { (e.execution) } }
+                            tr data-execution=(e.execution.written()) {
+                                th scope="row" { a href=(format!("/ui/executions/{}", path_segment(e.execution.written()))) { (shown(&e.execution)) } }
                                 td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
-                                td { (e.risk_class) }
+                                td { (shown(&e.risk_class)) }
                                 td { ul class="plain" { @for r in &e.reasons {
-                                    li { code { (wire(&r.code)) } " " (r.detail) }
+                                    li { code { (r.code) } " " (shown(&r.detail)) }
                                 } } }
                                 td { time datetime=(e.decided_at.as_str()) { (waited(e.waited_seconds)) } }
                             }
@@ -259,12 +284,12 @@ pub fn board(s: &Session, b: &Board, limit: usize) -> Markup {
                 tbody {
                     @for e in &b.entries {
                         @let word = e.outcome.map_or("none", |o| o.as_str());
-                        tr data-execution=(e.execution) data-outcome=(word) {
-                            th scope="row" { a href=(format!("/ui/executions/{}", path_segment(&e.execution))) { (e.execution) } }
+                        tr data-execution=(e.execution.written()) data-outcome=(word) {
+                            th scope="row" { a href=(format!("/ui/executions/{}", path_segment(e.execution.written()))) { (shown(&e.execution)) } }
                             td { (outcome_badge(word)) }
                             td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
-                            td { (e.producer) }
-                            td { (e.risk_class) }
+                            td { (shown(&e.producer)) }
+                            td { (shown(&e.risk_class)) }
                             td { (e.not_applicable.join(", ")) }
                         }
                     }
@@ -278,7 +303,7 @@ pub fn board(s: &Session, b: &Board, limit: usize) -> Markup {
 
 fn matrix(rows: &[MatrixRow]) -> Markup {
     // Columns: every distinct source label (check id or verifier class), in first-seen order.
-    let mut columns: Vec<(String, String)> = Vec::new();
+    let mut columns: Vec<(String, Shown)> = Vec::new();
     for r in rows {
         for c in &r.sources {
             let col = (wire(&c.kind), c.label.clone());
@@ -299,20 +324,20 @@ fn matrix(rows: &[MatrixRow]) -> Markup {
                         th scope="col" { "Required" }
                         th scope="col" { "Status" }
                         @for (kind, label) in &columns {
-                            th scope="col" { (label) " " span class="muted" { "(" (kind) ")" } }
+                            th scope="col" { (shown(label)) " " span class="muted" { "(" (kind) ")" } }
                         }
                     } }
                     tbody {
                         @for r in rows {
-                            tr data-criterion=(r.criterion) {
-                                th scope="row" { code { (r.criterion) } br; span class="muted" { (r.text) } }
+                            tr data-criterion=(r.criterion.written()) {
+                                th scope="row" { code { (shown(&r.criterion)) } br; span class="muted" { (shown(&r.text)) } }
                                 td { @if r.required { "yes" } @else { "no" } }
                                 td { span class=(format!("badge s-{}", wire(&r.status))) { (wire(&r.status)) } }
                                 @for (kind, label) in &columns {
                                     td {
                                         @for c in r.sources.iter().filter(|c| &wire(&c.kind) == kind && &c.label == label) {
                                             span class=(format!("badge s-{}", wire(&c.status))) { (wire(&c.status)) }
-                                            " " code class="muted" { (c.reference) }
+                                            " " code class="muted" { (shown(&c.reference)) }
                                             br;
                                         }
                                     }
@@ -334,6 +359,7 @@ fn shown_line(pieces: &[Piece]) -> Markup {
             @match p {
                 Piece::Text(t) => (t),
                 Piece::Escape(e) => span class="esc" role="img" aria-label=(format!("{} {}", e.code_point, e.name)) title=(e.name) { "<" (e.code_point) ">" },
+                Piece::Flag(why) => { " " span class="flag" { "[" (why) "]" } },
             }
         }
     }
@@ -342,14 +368,14 @@ fn shown_line(pieces: &[Piece]) -> Markup {
 fn resource(i: usize, res: &ResourceView) -> Markup {
     let heading = format!("resource-{i}");
     html! {
-        article class="resource" data-resource=(res.name) aria-labelledby=(heading) {
-            h3 id=(heading) { (res.name) " " span class="muted" { "(" (res.kind) ")" } }
+        article class="resource" data-resource=(res.name.written()) aria-labelledby=(heading) {
+            h3 id=(heading) { (shown(&res.name)) " " span class="muted" { "(" (shown(&res.kind)) ")" } }
             @match &res.contents {
                 Contents::NotStored => p { "Its bytes are not stored; only the digest " code { (res.digest.as_str()) } " is known." },
                 Contents::Binary { size } => p { "Binary content, " (size) " bytes; not shown." },
                 Contents::Text { lines, truncated } => {
                     div class="scroll" tabindex="0" { table class="code" {
-                        caption class="visually-hidden" { "Text of " (res.name) ", numbered by line" }
+                        caption class="visually-hidden" { "Text of " (shown(&res.name)) ", numbered by line" }
                         thead class="visually-hidden" { tr { th scope="col" { "Line" } th scope="col" { "Text" } } }
                         tbody { @for (n, l) in lines.iter().enumerate() {
                             tr { th scope="row" class="ln" { (n + 1) } td { pre { (shown_line(l)) } } }
@@ -359,7 +385,7 @@ fn resource(i: usize, res: &ResourceView) -> Markup {
                 },
                 Contents::Diff { lines, truncated } => {
                     div class="scroll" tabindex="0" { table class="code diff" {
-                        caption class="visually-hidden" { "Diff of " (res.name) ", line by line" }
+                        caption class="visually-hidden" { "Diff of " (shown(&res.name)) ", line by line" }
                         thead class="visually-hidden" { tr { th scope="col" { "Change" } th scope="col" { "Line" } } }
                         tbody { @for (what, l) in lines {
                             @let (class, label) = match what {
@@ -400,12 +426,12 @@ fn history(entries: &[DecisionEntry]) -> Markup {
                         @for d in entries {
                             tr {
                                 th scope="row" { (d.seq) }
-                                td { (outcome_badge(d.decision.outcome.as_str())) }
+                                td { (outcome_badge(d.outcome.as_str())) }
                                 td { (d.generation) }
-                                td { @if let Some(sd) = &d.decision.subject_digest { code title=(sd.as_str()) { (short(sd.as_str())) "…" } } }
-                                td { @if let Some(pd) = &d.decision.policy_digest { code title=(pd.as_str()) { (short(pd.as_str())) "…" } } }
+                                td { @if let Some(sd) = &d.subject_digest { code title=(sd.as_str()) { (short(sd.as_str())) "…" } } }
+                                td { @if let Some(pd) = &d.policy_digest { code title=(pd.as_str()) { (short(pd.as_str())) "…" } } }
                                 td { @if d.not_applicable.is_empty() { "applies" } @else { "no: " (d.not_applicable.join(", ")) } }
-                                td { (d.decision.reasons.iter().map(|r| wire(&r.code)).collect::<Vec<_>>().join(", ")) }
+                                td { (d.reasons.iter().map(|r| r.code.as_str()).collect::<Vec<_>>().join(", ")) }
                             }
                         }
                     }
@@ -417,8 +443,8 @@ fn history(entries: &[DecisionEntry]) -> Markup {
 
 pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool) -> Markup {
     let subject = &r.subject;
-    let decision = r.applicable.as_ref().map(|d| &d.decision);
-    let id_path = path_segment(&r.execution);
+    let decision = r.applicable.as_ref();
+    let id_path = path_segment(r.execution.written());
     let body = html! {
         @if let Some(a) = a { (alert(a)) }
         @if notice {
@@ -431,20 +457,20 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
             h2 id="subject-h" { "Subject" }
             dl class="facts" {
                 dt { "Subject digest" } dd { code id="subject-digest" { (r.subject_digest.as_str()) } }
-                dt { "Execution / generation" } dd { (subject.execution.id.as_str()) " / " (subject.execution.generation) }
-                @if let Some(m) = &subject.mission { dt { "Mission" } dd { (m.as_str()) } }
-                dt { "Producer" } dd { (subject.producer.principal.as_str()) " (run " (subject.producer.run.as_str()) ")" }
-                dt { "Objective" } dd { "revision " (subject.objective.revision.as_str()) ", " code { (subject.objective.digest.as_str()) } }
-                dt { "Work items" } dd { @for w in &subject.work_items { (w.kind.as_str()) " " (w.id.as_str()) "@" (w.version.as_str()) " " } }
-                dt { "Risk" } dd { (subject.risk.class.as_str()) " (revision " (subject.risk.revision.as_str()) ")" }
-                dt { "Workflow revision" } dd { (subject.workflow_revision.as_str()) }
+                dt { "Execution / generation" } dd { (shown(&subject.execution)) " / " (subject.generation) }
+                @if let Some(m) = &subject.mission { dt { "Mission" } dd { (shown(m)) } }
+                dt { "Producer" } dd { (shown(&subject.producer)) " (run " (shown(&subject.producer_run)) ")" }
+                dt { "Objective" } dd { "revision " (shown(&subject.objective_revision)) ", " code { (subject.objective_digest.as_str()) } }
+                dt { "Work items" } dd { @for w in &subject.work_items { (shown(w)) " " } }
+                dt { "Risk" } dd { (shown(&subject.risk_class)) " (revision " (shown(&subject.risk_revision)) ")" }
+                dt { "Workflow revision" } dd { (shown(&subject.workflow_revision)) }
                 dt { "Gate policy digest" } dd { @match &r.policy_digest { Some(p) => code id="policy-digest" { (p.as_str()) }, None => "no policy is set for this gate" } }
-                dt { "Criteria revision" } dd { (subject.criteria.revision.as_str()) }
+                dt { "Criteria revision" } dd { (shown(&subject.criteria_revision)) }
             }
             h3 { "Criteria" }
             ul {
-                @for c in &subject.criteria.items {
-                    li data-criterion=(c.id.as_str()) { code { (c.id.as_str()) } @if !c.required { " (optional)" } ": " (c.text) }
+                @for c in &subject.criteria {
+                    li data-criterion=(c.id.written()) { code { (shown(&c.id)) } @if !c.required { " (optional)" } ": " (shown(&c.text)) }
                 }
             }
         }
@@ -456,7 +482,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                     caption { "Resources the subject names" }
                     thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Digest" } th scope="col" { "Size" } th scope="col" { "Where" } } }
                     tbody { @for res in &r.resources {
-                        tr { th scope="row" { (res.name) } td { (res.kind) } td { code { (res.digest.as_str()) } } td { @match res.size { Some(n) => { (n) " bytes" }, None => "not stored" } } td { @if let Some(u) = &res.uri { (u) } } }
+                        tr { th scope="row" { (shown(&res.name)) } td { (shown(&res.kind)) } td { code { (res.digest.as_str()) } } td { @match res.size { Some(n) => { (n) " bytes" }, None => "not stored" } } td { (shown_opt(res.uri.as_ref())) } }
                     } }
                 }
             }
@@ -475,7 +501,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
             @match decision {
                 Some(d) if !d.reasons.is_empty() => {
                     ul { @for reason in &d.reasons {
-                        li { code { (wire(&reason.code)) } " (" (reason.outcome.as_str()) ") " (reason.detail) }
+                        li { code { (reason.code) } " (" (reason.outcome.as_str()) ") " (shown(&reason.detail)) }
                     } }
                 }
                 Some(_) => p { "The applicable decision has no reasons." },
@@ -492,7 +518,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                     caption { "Findings of counted results on this subject" }
                     thead { tr { th scope="col" { "Finding" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Kind" } th scope="col" { "Where" } th scope="col" { "Remediation" } th scope="col" { "Reported by" } } }
                     tbody { @for f in &r.findings {
-                        tr { th scope="row" { code { (f.id) "@" (f.version) } } td { (wire(&f.severity)) } td { (wire(&f.scope)) } td { code { (f.criterion) } } td { (f.kind) } td { @if let Some(l) = &f.location { (l) } } td { @if let Some(m) = &f.remediation { (m) } } td { (f.result) " (" (f.verifier_class) ")" } }
+                        tr { th scope="row" { code { (shown(&f.id)) "@" (f.version) } } td { (wire(&f.severity)) } td { (wire(&f.scope)) } td { code { (shown(&f.criterion)) } } td { (shown(&f.kind)) } td { (shown_opt(f.location.as_ref())) } td { (shown_opt(f.remediation.as_ref())) } td { (shown(&f.result)) " (" (shown(&f.verifier_class)) ")" } }
                     } }
                 } }
             }
@@ -500,16 +526,16 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
 
         section id="rework" aria-labelledby="rework-h" {
             h2 id="rework-h" { "Rework" }
-            @match decision.map(|d| finding_refs(&d.rework)) {
-                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (f) } } } },
+            @match decision.map(|d| &d.rework) {
+                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (shown(f)) } } } },
                 _ => p { "Nothing to rework in the applicable decision." },
             }
         }
 
         section id="follow-ups" aria-labelledby="follow-ups-h" {
             h2 id="follow-ups-h" { "Follow-ups" }
-            @match decision.map(|d| finding_refs(&d.follow_ups)) {
-                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (f) } } } },
+            @match decision.map(|d| &d.follow_ups) {
+                Some(list) if !list.is_empty() => ul { @for f in list { li { code { (shown(f)) } } } },
                 _ => p { "No follow-ups in the applicable decision." },
             }
         }
@@ -524,7 +550,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                     caption { "Check evidence" }
                     thead { tr { th scope="col" { "Check" } th scope="col" { "Outcome" } th scope="col" { "Evidence id" } th scope="col" { "Digest" } th scope="col" { "Observed at" } th scope="col" { "By" } } }
                     tbody { @for e in &r.evidence {
-                        tr { th scope="row" { (e.check) } td { (e.outcome) } td { code { (e.id) } } td { code { (e.digest.as_str()) } } td { time datetime=(e.observed_at.as_str()) { (e.observed_at.as_str()) } } td { (e.produced_by) } }
+                        tr { th scope="row" { (shown(&e.check)) } td { (e.outcome) } td { code { (shown(&e.id)) } } td { code { (e.digest.as_str()) } } td { time datetime=(e.observed_at.as_str()) { (e.observed_at.as_str()) } } td { (shown(&e.produced_by)) } }
                     } }
                 } }
             }
@@ -533,7 +559,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                     caption { "Counted verification results" }
                     thead { tr { th scope="col" { "Result" } th scope="col" { "Class" } th scope="col" { "Verifier" } th scope="col" { "Status" } th scope="col" { "Runtime" } th scope="col" { "Digest" } } }
                     tbody { @for v in &r.results {
-                        tr { th scope="row" { code { (v.id) } } td { (v.class) } td { (v.verifier) " (run " (v.run) ")" } td { (v.status) } td { @if let Some(rt) = &v.runtime { (rt) } @else { "none named" } } td { code { (v.digest.as_str()) } } }
+                        tr { th scope="row" { code { (shown(&v.id)) } } td { (shown(&v.class)) } td { (shown(&v.verifier)) " (run " (shown(&v.run)) ")" } td { (v.status) } td { @if let Some(rt) = &v.runtime { (shown(rt)) } @else { "none named" } } td { code { (v.digest.as_str()) } } }
                     } }
                 } }
             }
@@ -550,16 +576,16 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                     thead { tr { th scope="col" { "Run" } th scope="col" { "Class" } th scope="col" { "Status" } th scope="col" { "Model calls" } } }
                     tbody { @for run in &r.runs {
                         tr {
-                            th scope="row" { code { (run.run_id) } br; span class="muted" { (run.verifier) } }
-                            td { (run.class) }
-                            td { (run.status) }
+                            th scope="row" { code { (shown(&run.run_id)) } br; span class="muted" { (shown(&run.verifier)) } }
+                            td { (shown(&run.class)) }
+                            td { (shown(&run.status)) }
                             td {
                                 @if run.receipts.is_empty() { "none" }
                                 ul class="plain" { @for rc in &run.receipts {
-                                    li { (rc.provider) "/" (rc.model) @if let Some(sn) = &rc.snapshot { "@" (sn) } ": " (rc.outcome) ", " (rc.latency_ms) " ms"
+                                    li { (shown(&rc.provider)) "/" (shown(&rc.model)) @if let Some(sn) = &rc.snapshot { "@" (shown(sn)) } ": " (shown(&rc.outcome)) ", " (rc.latency_ms) " ms"
                                         @if let (Some(i), Some(o)) = (rc.tokens_in, rc.tokens_out) { ", " (i) "+" (o) " tokens" @if rc.tokens_estimated { " (estimated)" } }
                                         @if let Some(c) = rc.cost_estimate { ", cost ≈ " (format!("{c:.4}")) }
-                                        @if let Some(d) = &rc.detail { " — " (d) }
+                                        @if let Some(d) = &rc.detail { " — " (shown(d)) }
                                     }
                                 } }
                             }
@@ -596,25 +622,25 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
             }
         }
     };
-    layout(s, &format!("Execution {}", r.execution), "", body)
+    layout(s, &format!("Execution {}", r.execution.plain()), "", body)
 }
 
 pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
     let body = html! {
-        p { a href=(format!("/ui/executions/{}", path_segment(&l.execution))) { "Back to execution " (l.execution) } }
+        p { a href=(format!("/ui/executions/{}", path_segment(l.execution.written()))) { "Back to execution " (shown(&l.execution)) } }
         section id="lineage" aria-labelledby="lineage-h" {
             h2 id="lineage-h" { "Findings across " (l.subjects.len()) " subject(s)" }
             @if l.findings.is_empty() {
                 p id="lineage-empty" { "No result on any subject of this execution reported a finding." }
             }
             @for f in &l.findings {
-                article class="finding" data-finding=(f.id) aria-labelledby=(format!("f-{}", path_segment(&f.id))) {
-                    h3 id=(format!("f-{}", path_segment(&f.id))) { "Finding " code { (f.id) } }
+                article class="finding" data-finding=(f.id.written()) aria-labelledby=(format!("f-{}", path_segment(f.id.written()))) {
+                    h3 id=(format!("f-{}", path_segment(f.id.written()))) { "Finding " code { (shown(&f.id)) } }
                     div class="scroll" tabindex="0" { table {
                         caption { "Versions reported" }
                         thead { tr { th scope="col" { "Version" } th scope="col" { "Generation" } th scope="col" { "Subject" } th scope="col" { "Severity" } th scope="col" { "Scope" } th scope="col" { "Criterion" } th scope="col" { "Result" } } }
                         tbody { @for v in &f.versions {
-                            tr { th scope="row" { (v.version) } td { (v.generation) } td { code title=(v.subject_digest.as_str()) { (short(v.subject_digest.as_str())) "…" } } td { (wire(&v.severity)) } td { (wire(&v.scope)) } td { code { (v.criterion) } } td { (v.result) @if !v.counted { " (not counted)" } } }
+                            tr { th scope="row" { (v.version) } td { (v.generation) } td { code title=(v.subject_digest.as_str()) { (short(v.subject_digest.as_str())) "…" } } td { (wire(&v.severity)) } td { (wire(&v.scope)) } td { code { (shown(&v.criterion)) } } td { (shown(&v.result)) @if !v.counted { " (not counted)" } } }
                         } }
                     } }
                     @if f.dispositions.is_empty() {
@@ -624,7 +650,7 @@ pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
                             caption { "Dispositions, and the evidence that fixed it" }
                             thead { tr { th scope="col" { "Version" } th scope="col" { "Disposition" } th scope="col" { "Generation" } th scope="col" { "By result" } th scope="col" { "Evidence" } th scope="col" { "Reason" } } }
                             tbody { @for d in &f.dispositions {
-                                tr { th scope="row" { (d.version) } td { (wire(&d.disposition)) } td { (d.generation) } td { (d.result) @if !d.counted { " (not counted)" } } td { (d.evidence_refs.join(", ")) } td { @if let Some(why) = &d.reason { (why) } } }
+                                tr { th scope="row" { (d.version) } td { (wire(&d.disposition)) } td { (d.generation) } td { (shown(&d.result)) @if !d.counted { " (not counted)" } } td { (shown_list(&d.evidence_refs)) } td { (shown_opt(d.reason.as_ref())) } }
                             } }
                         } }
                     }
@@ -632,7 +658,12 @@ pub fn lineage(s: &Session, l: &FindingLineage) -> Markup {
             }
         }
     };
-    layout(s, &format!("Finding lineage of {}", l.execution), "", body)
+    layout(
+        s,
+        &format!("Finding lineage of {}", l.execution.plain()),
+        "",
+        body,
+    )
 }
 
 /// The chart of one series: the pass rate as a line and the band down to its 95 % lower bound.
@@ -712,14 +743,14 @@ pub fn reliability(s: &Session, r: &Reliability) -> Markup {
             p id="reliability-empty" { "No attempt has a decision in the window yet, so there is nothing to chart." }
         }
         @for (i, c) in r.series.iter().enumerate() {
-            section class="series" data-capability=(c.capability) aria-labelledby=(format!("series-{i}")) {
-                h2 id=(format!("series-{i}")) { (c.capability) }
-                p class="muted" { (c.cohort) }
+            section class="series" data-capability=(c.capability.written()) aria-labelledby=(format!("series-{i}")) {
+                h2 id=(format!("series-{i}")) { (shown(&c.capability)) }
+                p class="muted" { (shown(&c.cohort)) }
                 p { (c.attempts) " attempts; pass rate " (pct(c.pass_rate)) ", lower bound " (pct(c.pass_rate_lower_95))
                     @if !c.rated { " (not rated: insufficient evidence)" } }
-                (chart(i, &format!("Pass rate of {} after each attempt, with its 95 % lower bound", c.capability), &c.points.iter().map(|p| (p.rate, p.lower_95)).collect::<Vec<_>>()))
+                (chart(i, &format!("Pass rate of {} after each attempt, with its 95 % lower bound", c.capability.plain()), &c.points.iter().map(|p| (p.rate, p.lower_95)).collect::<Vec<_>>()))
                 div class="scroll" tabindex="0" { table {
-                    caption { "Pass rate of " (c.capability) " after each attempt" }
+                    caption { "Pass rate of " (shown(&c.capability)) " after each attempt" }
                     thead { tr { th scope="col" { "Attempt" } th scope="col" { "At" } th scope="col" { "Pass rate" } th scope="col" { "Lower bound (95 %)" } } }
                     tbody { @for (n, p) in c.points.iter().enumerate() {
                         tr { th scope="row" { (n + 1) } td { time datetime=(p.at.as_str()) { (p.at.as_str()) } } td { (pct(p.rate)) } td { (pct(p.lower_95)) } }
@@ -729,4 +760,62 @@ pub fn reliability(s: &Session, r: &Reliability) -> Markup {
         }
     };
     layout(s, "Reliability", "Reliability", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_text_is_drawn_escaped_and_flagged() {
+        let html = shown(&Shown::text("ok \u{202e}\u{43e}k")).into_string();
+        assert_eq!(
+            html,
+            "ok <span class=\"esc\" role=\"img\" aria-label=\"U+202E right-to-left override\" \
+             title=\"right-to-left override\">&lt;U+202E&gt;</span>\u{43e}k \
+             <span class=\"flag\">[mixes scripts Cyrillic, Latin: U+043E Cyrillic]</span>"
+        );
+        let html = shown(&Shown::name("\u{43e}perator")).into_string();
+        assert_eq!(
+            html,
+            "\u{43e}perator <span class=\"flag\">[not ASCII: U+043E Cyrillic]</span>"
+        );
+        let html = shown(&Shown::text("<b>&")).into_string();
+        assert_eq!(html, "&lt;b&gt;&amp;");
+    }
+
+    /// Text as written goes only where a browser does not draw it: a `data-` attribute or a
+    /// link's path segment. Anything else must go through [`shown`].
+    #[test]
+    fn text_as_written_reaches_only_links_and_data_attributes() {
+        let source = include_str!("pages.rs");
+        let markup = source
+            .split(concat!("#[cfg(", "test)]"))
+            .next()
+            .unwrap_or_default();
+        let needle = concat!(".written", "()");
+        let mut uses = 0;
+        for (at, _) in markup.match_indices(needle) {
+            let before = &markup[..at];
+            let open = before.rfind('(').unwrap_or(0);
+            let expression = &before[open + 1..];
+            let head = &before[..open];
+            let line_start = head.rfind('\n').map_or(0, |n| n + 1);
+            let call = &head[line_start..];
+            let word = call
+                .rsplit(|c: char| c.is_whitespace() || c == '(')
+                .next()
+                .unwrap_or_default();
+            assert!(
+                expression
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '.' || c == '_')
+                    && (word == "path_segment"
+                        || (word.starts_with("data-") && word.ends_with('='))),
+                "text as written is drawn: `{word}({expression}{needle}` in pages.rs"
+            );
+            uses += 1;
+        }
+        assert!(uses > 0);
+    }
 }

@@ -284,3 +284,34 @@ async fn another_role_s_operator_write_is_403_and_writes_only_its_denial() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_name_that_could_pass_for_another_is_refused_over_the_api() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let ops = w.token("ops");
+        let before = head_seq(&w).await;
+        // `оperator` with a Cyrillic `о`, and `rοot` with a Greek omicron.
+        for (name, named) in [
+            ("\u{43e}perator", "U+043E, Cyrillic at character 1"),
+            ("r\u{3bf}ot", "U+03BF, Greek at character 2"),
+        ] {
+            let r = s
+                .send(
+                    "POST",
+                    "/v1/principals",
+                    Some(ops),
+                    Some(&json!({"name": name, "role": "operator"})),
+                )
+                .await;
+            assert_problem(&r, 422, "invalid_input");
+            let detail = r.body["detail"].as_str().unwrap();
+            assert!(detail.contains("principal name"), "{detail}");
+            assert!(detail.contains(named), "{detail}");
+            assert!(w.engine.store().principal(name).await.unwrap().is_none());
+        }
+        assert_eq!(head_seq(&w).await, before);
+    })
+    .await;
+}

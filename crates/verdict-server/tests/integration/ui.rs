@@ -841,9 +841,9 @@ async fn approving_passes_and_rejecting_sends_to_rework() {
         for c in &series {
             assert!(
                 r.body
-                    .contains(&format!("data-capability=\"{}\"", c.capability)),
+                    .contains(&format!("data-capability=\"{}\"", c.capability.written())),
                 "{} is not charted: {r:?}",
-                c.capability
+                c.capability.written()
             );
             assert!(
                 r.body.matches("<tr><th scope=\"row\">").count() >= c.points.len(),
@@ -973,6 +973,109 @@ async fn stored_resource_bytes_are_shown_as_a_diff_text_or_size() {
         assert!(section.contains("Binary content, 5 bytes"), "{section}");
         assert!(section.contains("not stored"), "{section}");
         assert!(!section.contains("truncated"), "{section}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_alikes_flagged() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        // The producer's criterion hides a right-to-left override and an `оperator` with a
+        // Cyrillic `о`; its run is named with one too.
+        let mut doc = subject_of(EXEC, 1, "diff-1", "coder");
+        doc["criteria"]["items"][0]["text"] = json!("tests pass \u{202E}for the \u{43e}perator");
+        doc["producer"]["run"] = json!("run-c\u{43e}der");
+        let ci = w.engine.authenticate(w.token("ci")).await.unwrap();
+        let sd = w.engine.put_subject(&w.ops, &doc).await.unwrap();
+        let ev = evidence(sd.as_str(), "pass");
+        w.engine.add_evidence(&ci, std::slice::from_ref(&ev)).await.unwrap();
+        let req = w.engine.create_request(&w.ops, EXEC, &json!({"max_runs": 1})).await.unwrap();
+        w.engine.admit(&w.ops, &req, "rev", "reviewer", "run-1").await.unwrap();
+        // The verifier's finding does the same in its remediation, kind and location.
+        let mut res = result("run-1", &sd, 1, ev["id"].as_str().unwrap());
+        res["findings"] = json!([{
+            "id": "f-1", "version": 1, "criterion": "tests-pass", "type": "st\u{443}le",
+            "severity": "info", "scope": "pre_existing", "subject_digest": sd.as_str(),
+            "location": {"resource": "diff", "path": "src/\u{430}uth.rs"},
+            "evidence_refs": [ev["id"]], "method": "review",
+            "remediation": "ask the \u{43e}perator \u{202E}first"
+        }]);
+        w.engine.submit_result(&w.rev, &res).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        // A person whose name was stored before names were held to ASCII (written around the
+        // engine, as the operator) still signs in, and the page flags the name.
+        let old = "\u{43e}ld-reviewer";
+        w.engine
+            .store()
+            .add_principal(
+                &verdict_store::Actor::new("ops", verdict_store::ActorRole::Operator),
+                &verdict_store::PrincipalRecord {
+                    name: old.parse().unwrap(),
+                    role: verdict_core::contracts::Role::Human,
+                    token_sha256: verdict_store::token_sha256("vdt_old"),
+                },
+            )
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-old",
+                old,
+                ScopeKind::Execution,
+                EXEC,
+                Access::Write,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let cookie = sign_in(&s, "vdt_old").await;
+        let esc = |code: &str, name: &str| {
+            format!(
+                "<span class=\"esc\" role=\"img\" aria-label=\"{code} {name}\" title=\"{name}\">&lt;{code}&gt;</span>"
+            )
+        };
+        let flag = |why: &str| format!("<span class=\"flag\">[{why}]</span>");
+        let rlo = esc("U+202E", "right-to-left override");
+        let cyrillic_o = flag("not ASCII: U+043E Cyrillic");
+        let p = get(&s, "/ui/executions/ex-1", Some(&cookie)).await;
+        assert_eq!(p.status, 200, "{p:?}");
+        let l = get(&s, "/ui/executions/ex-1/lineage", Some(&cookie)).await;
+        assert_eq!(l.status, 200, "{l:?}");
+        // Nothing anyone wrote reorders or hides what either page draws.
+        for page in [&p, &l] {
+            for c in page.body.chars() {
+                assert!(
+                    !BIDI.contains(&c) && (c == '\n' || !c.is_control()),
+                    "U+{:04X} is drawn as itself",
+                    u32::from(c)
+                );
+            }
+        }
+        // The criterion, in the subject's list and in the matrix.
+        let criterion = format!(
+            "tests pass {rlo}for the \u{43e}perator {}",
+            flag("mixes scripts Cyrillic, Latin: U+043E Cyrillic")
+        );
+        assert_eq!(p.body.matches(&criterion).count(), 2, "{criterion} in {}", p.body);
+        // The finding's remediation, kind and location.
+        for drawn in [
+            format!(
+                "ask the \u{43e}perator {} {rlo}first",
+                flag("mixes scripts Cyrillic, Latin: U+043E Cyrillic")
+            ),
+            format!("st\u{443}le {}", flag("not ASCII: U+0443 Cyrillic")),
+            format!("diff:src/\u{430}uth.rs {}", flag("not ASCII: U+0430 Cyrillic")),
+            // The producer's run, and the name of the person signed in.
+            format!("run-c\u{43e}der {cyrillic_o}"),
+            format!("<strong id=\"principal\">{old} {cyrillic_o}</strong>"),
+        ] {
+            assert!(p.body.contains(&drawn), "{drawn} not in {}", p.body);
+        }
+        assert!(l.body.contains(&format!("<strong id=\"principal\">{old} {cyrillic_o}</strong>")));
+        // Text as written stays only where a browser does not draw it.
+        assert!(p.body.contains("<tr data-criterion=\"tests-pass\">"), "{}", p.body);
     })
     .await;
 }
