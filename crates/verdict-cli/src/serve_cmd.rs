@@ -27,25 +27,27 @@ pub struct Args {
     /// The gate whose policy decides.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_GATE)]
     gate: String,
-    /// The largest request body accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BODY_LIMIT)]
+    /// The largest request body accepted, in bytes (at least 1: a limit of 0 would refuse
+    /// every write).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BODY_LIMIT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     body_limit: usize,
     /// How each request is logged to standard error: one JSON object per line, or text.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
     /// Failed authentications one address (an IPv6 /64) may make back to back before it gets
     /// 429.
-    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().burst)]
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().burst, value_parser = at_least_one())]
     auth_burst: u32,
     /// Failed authentications an address earns back per minute.
-    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().per_minute)]
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().per_minute, value_parser = at_least_one())]
     auth_per_minute: u32,
     /// Failed authentications every address together may make back to back before each gets
     /// 429 (a request with a valid token is never limited).
-    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_burst)]
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_burst, value_parser = at_least_one())]
     auth_server_burst: u32,
     /// Failed authentications the whole server earns back per minute.
-    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_per_minute)]
+    #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_per_minute, value_parser = at_least_one())]
     auth_server_per_minute: u32,
     /// The key webhook secrets are derived from (at least 32 bytes; created with fresh
     /// randomness, readable by its owner only, when the file does not exist). Without it, no
@@ -64,6 +66,13 @@ pub struct Args {
     ui_secure_cookies: bool,
     #[command(flatten)]
     local: crate::remote::StoreHere,
+}
+
+/// The parser of each failed-authentication limit's flag: at least 1. A bucket of 0, or one that
+/// never refills, turns away every failed authentication before the engine sees it, so none
+/// is ever recorded as a denial; the flags refuse such a value rather than serve that way.
+fn at_least_one() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::builder::RangedI64ValueParser::new().range(1..)
 }
 
 /// The log line format.

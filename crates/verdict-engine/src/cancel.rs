@@ -27,6 +27,10 @@ impl Engine {
             "cancel executions",
         )
         .await?;
+        // Scope first: a producer no grant lets see the execution is refused alike whether it
+        // exists or not, and learns neither its producer nor whether it was cancelled.
+        self.require_in_scope(caller, execution, format!("cancel execution {execution:?}"))
+            .await?;
         let head = self.existing_execution_head(execution).await?;
         let subject = self.subject(&head.subject_digest).await?;
         if caller.role == Role::Producer && subject.producer.principal != caller.name {

@@ -575,7 +575,25 @@ impl Engine {
     /// the refusal does not tell anyone which ids are in use (an operator, who reads
     /// everything, is told `not_found` instead).
     pub(crate) async fn deny_unseen(&self, caller: &Principal, what: String) -> EngineError {
-        self.deny_read(caller, what, NO_GRANT_COVERS).await
+        self.deny_out_of_scope(caller, format!("read {what}")).await
+    }
+
+    /// Refuses (and records) `action`, which names by id a record the caller may not see, in
+    /// the words [`Self::deny_unseen`] uses for a read: the same whether the record exists or
+    /// not, so a write tells no more than a read which ids are in use. `action` holds only
+    /// what the caller named.
+    pub(crate) async fn deny_out_of_scope(
+        &self,
+        caller: &Principal,
+        action: String,
+    ) -> EngineError {
+        let err = EngineError::PermissionDenied {
+            principal: caller.name.to_string(),
+            role: caller.role.as_str(),
+            action,
+            why: NO_GRANT_COVERS.to_owned(),
+        };
+        self.deny(caller, err).await
     }
 
     /// The stored run `run_id`. One that is not stored is `not_found` to an operator and, to
@@ -607,13 +625,35 @@ impl Engine {
         execution: &str,
         what: &str,
     ) -> Result<()> {
+        self.require_in_scope(
+            caller,
+            execution,
+            format!("read {what} of execution {execution:?}"),
+        )
+        .await
+    }
+
+    /// Refuses (and records) `action`, which names `execution` by id, unless the caller may
+    /// see the execution as [`Self::require_read`] says: checked before anything else about
+    /// the execution, so that a write out of the caller's scope is refused in the same words
+    /// ([`Self::deny_out_of_scope`]) for an execution that exists and one that does not, and
+    /// only a caller who may see an execution is told it is missing or what state it is in.
+    /// Whether the caller may also do the write is the use case's next check.
+    pub(crate) async fn require_in_scope(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        action: String,
+    ) -> Result<()> {
         if caller.role == Role::Operator {
             return Ok(());
         }
-        let named = format!("{what} of execution {execution:?}");
         if let Some(head) = self.execution_head_unscoped(execution).await? {
             let subject = self.subject(&head.subject_digest).await?;
-            return self.require_read_subject(caller, &subject, named).await;
+            if self.may_read(caller, &subject).await? {
+                return Ok(());
+            }
+            return Err(self.deny_out_of_scope(caller, action).await);
         }
         let now = &self.now().await?;
         let granted = self
@@ -629,7 +669,7 @@ impl Engine {
         if granted {
             return Ok(());
         }
-        Err(self.deny_unseen(caller, named).await)
+        Err(self.deny_out_of_scope(caller, action).await)
     }
 
     /// Stores a policy and makes it the gate's current one by compare-and-set (operator only).

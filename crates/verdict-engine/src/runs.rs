@@ -198,6 +198,14 @@ impl Engine {
             "create verification requests",
         )
         .await?;
+        // Scope first, so that whether the execution exists, and whether it was cancelled, is
+        // told only to a caller who may see it.
+        self.require_in_scope(
+            caller,
+            execution,
+            format!("create a verification request for execution {execution:?}"),
+        )
+        .await?;
         let head = self.existing_execution_head(execution).await?;
         let subject = self.subject(&head.subject_digest).await?;
         self.require_grant(caller, &subject, true, "create a verification request", now)
@@ -301,7 +309,14 @@ impl Engine {
             };
             return Err(self.deny(caller, err).await);
         }
-        let pinned = self.pinned_request(request).await?;
+        let req = self
+            .request_in_scope(
+                caller,
+                request,
+                format!("admit {verifier:?} to run {run_id:?} for request {request}"),
+            )
+            .await?;
+        let pinned = self.pinned_request(request, req).await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
         // two racing for the last run cannot both win. The caller holds the lease itself: an
         // operator, or the verifier admitting itself, which the store (and on PostgreSQL the
@@ -329,8 +344,11 @@ impl Engine {
 
     /// A stored request that may still admit runs: its subject is the execution's current one
     /// and its policy the gate's current revision.
-    async fn pinned_request(&self, request: &Digest) -> Result<PinnedRequest> {
-        let req = self.request(request).await?;
+    async fn pinned_request(
+        &self,
+        request: &Digest,
+        req: VerificationRequest,
+    ) -> Result<PinnedRequest> {
         let subject_digest = req.subject_digest.clone();
         let subject = self.subject(&subject_digest).await?;
         let execution = subject.execution.id.to_string();
@@ -636,8 +654,37 @@ impl Engine {
         })
     }
 
-    /// The run `run_id`, for an operator or for the verifier it was admitted for; anyone else
-    /// is refused (and the refusal audited).
+    /// The stored request `request`, named by a write `action` of `caller`, once the caller
+    /// may see it: an operator always (a request not stored is `not_found`); anyone else only
+    /// while a grant in force covers the request's subject, and is otherwise refused in the
+    /// same words ([`Engine::deny_out_of_scope`]) for a request stored and one that is not,
+    /// before anything about the request's state (its subject or policy moved on, its
+    /// execution cancelled, its runs used up) is told.
+    pub(crate) async fn request_in_scope(
+        &self,
+        caller: &Principal,
+        request: &Digest,
+        action: String,
+    ) -> Result<VerificationRequest> {
+        let req = match self.request(request).await {
+            Ok(req) => req,
+            Err(EngineError::NotFound { .. }) if caller.role != Role::Operator => {
+                return Err(self.deny_out_of_scope(caller, action).await);
+            }
+            Err(e) => return Err(e),
+        };
+        if caller.role != Role::Operator {
+            let subject = self.subject(&req.subject_digest).await?;
+            if !self.may_read(caller, &subject).await? {
+                return Err(self.deny_out_of_scope(caller, action).await);
+            }
+        }
+        Ok(req)
+    }
+
+    /// The run `run_id`, for an operator or for the verifier it was admitted for; any other
+    /// verifier is refused (and the refusal audited) in the same words whether the run is
+    /// stored or not, so the refusal does not tell which run ids are in use.
     async fn own_run(
         &self,
         caller: &Principal,
@@ -647,24 +694,25 @@ impl Engine {
     ) -> Result<Run> {
         self.require_role(caller, &[Role::Operator, Role::Verifier], what)
             .await?;
-        let run = self
-            .store
-            .run(run_id)
-            .await?
-            .ok_or_else(|| EngineError::NotFound {
+        let run = self.store.run(run_id).await?;
+        match run {
+            Some(run) if caller.role == Role::Operator || run.admission.verifier == caller.name => {
+                Ok(run)
+            }
+            None if caller.role == Role::Operator => Err(EngineError::NotFound {
                 what: "run",
                 key: run_id.to_owned(),
-            })?;
-        if caller.role == Role::Verifier && run.admission.verifier != caller.name {
-            let err = EngineError::PermissionDenied {
-                principal: caller.name.to_string(),
-                role: caller.role.as_str(),
-                action,
-                why: "it was admitted for another verifier".into(),
-            };
-            return Err(self.deny(caller, err).await);
+            }),
+            _ => {
+                let err = EngineError::PermissionDenied {
+                    principal: caller.name.to_string(),
+                    role: caller.role.as_str(),
+                    action,
+                    why: "it was not admitted to that run".into(),
+                };
+                Err(self.deny(caller, err).await)
+            }
         }
-        Ok(run)
     }
 
     /// Calls the model verifier for an admitted run (an operator, or the run's own verifier) and

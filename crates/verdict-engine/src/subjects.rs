@@ -219,12 +219,21 @@ impl Engine {
                     .store
                     .subject_and_grants(&ev.subject_digest, caller.name.as_str())
                     .await?;
-                let subject: Subject = subject
-                    .ok_or_else(|| EngineError::NotFound {
-                        what: "subject",
-                        key: ev.subject_digest.to_string(),
-                    })?
-                    .decode()?;
+                // A subject not stored, and one no grant in force lets the caller see, are
+                // refused in the same words (runners and producers are never operators), so
+                // the refusal tells neither which subjects exist nor whose they are.
+                let unseen =
+                    || format!("append check evidence about subject {}", ev.subject_digest);
+                let Some(subject) = subject else {
+                    return Err(self.deny_out_of_scope(caller, unseen()).await);
+                };
+                let subject: Subject = subject.decode()?;
+                if !grants
+                    .iter()
+                    .any(|g| g.covers(&subject) && g.is_active(now))
+                {
+                    return Err(self.deny_out_of_scope(caller, unseen()).await);
+                }
                 if caller.role == Role::Producer && subject.producer.principal != caller.name {
                     let err = EngineError::PermissionDenied {
                         principal: caller.name.to_string(),
@@ -267,6 +276,14 @@ impl Engine {
         reviewed: &Reviewed,
     ) -> Result<Digest> {
         let now = &self.now().await?;
+        // Scope first: whether the execution exists, who produced it and what state it is in
+        // are told only to a caller who may see it.
+        self.require_in_scope(
+            caller,
+            execution,
+            format!("decide on execution {execution:?}"),
+        )
+        .await?;
         let head = self.existing_execution_head(execution).await?;
         let subject = self.subject(&head.subject_digest).await?;
         if subject.producer.principal == caller.name {

@@ -356,3 +356,236 @@ fn the_cancel_commands_show_an_example() {
         assert!(text.contains("Example"), "{args:?} --help:\n{text}");
     }
 }
+
+/// Each write that names a stored record, run by a principal no grant lets see it, with the
+/// stored id and with one of the same length that names nothing: the same exit status, output
+/// and error, but for the id it repeats.
+#[test]
+fn a_write_out_of_scope_says_the_same_for_a_record_that_exists_and_one_that_does_not() {
+    for env in [Env::sqlite(), Env::postgres()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &env.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let add =
+            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
+        let coder = add("coder", "producer");
+        add("rev", "verifier");
+        for (p, a) in [("coder", "write"), ("rev", "read")] {
+            env.ok(
+                &ops,
+                &[
+                    "grant",
+                    "add",
+                    &format!("g-{p}"),
+                    "--principal",
+                    p,
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    a,
+                    "--expires",
+                    "2027-01-01T00:00:00Z",
+                ],
+            );
+        }
+        // None of these holds a grant.
+        let coder2 = add("coder-2", "producer");
+        let ci2 = add("ci-2", "runner");
+        let rev2 = add("rev-2", "verifier");
+        let bob = add("bob", "human");
+        let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                            "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
+        let pd = env.ok(&ops, &["policy", "set", &env.file("policy.json", &policy)]);
+        let subject = json!({
+            "schema": "verdict.subject/v1",
+            "execution": {"id": "ex-1", "generation": 1},
+            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "objective": {"revision": "1", "digest": DEF},
+            "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+            "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+            "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+        });
+        let sd = env.ok(
+            &coder,
+            &["subject", "put", &env.file("subject.json", &subject)],
+        );
+        let req = env.ok(&coder, &["request", "create", "ex-1"]);
+        env.ok(
+            &ops,
+            &[
+                "run",
+                "admit",
+                &req,
+                "--verifier",
+                "rev",
+                "--class",
+                "reviewer",
+                "--run",
+                "run-1",
+            ],
+        );
+        // A digest of the same form that names nothing.
+        let unknown = format!("sha256:{}", "0".repeat(64));
+        let ev = |subject: &str| {
+            json!({"id": "ev-9", "kind": "check", "check": "unit-tests", "subject_digest": subject,
+                   "definition_digest": DEF, "produced_by": {"principal": "ci-2", "role": "runner"},
+                   "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                   "freshness": {"kind": "content"}})
+        };
+        let res = |run: &str| {
+            let mut r = result(run, &sd, &["tests-pass"]);
+            r["verifier"]["principal"] = json!("rev-2");
+            r
+        };
+        // Who writes, the arguments naming the stored record and those naming nothing, and the
+        // two ids.
+        type Case<'a> = (&'a str, Vec<String>, Vec<String>, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
+            (
+                coder2.as_str(),
+                vec!["request".into(), "create".into(), "ex-1".into()],
+                vec!["request".into(), "create".into(), "ex-9".into()],
+                "ex-1",
+                "ex-9",
+            ),
+            (
+                coder2.as_str(),
+                ["execution", "cancel", "ex-1", "--reason", "x"]
+                    .map(String::from)
+                    .to_vec(),
+                ["execution", "cancel", "ex-9", "--reason", "x"]
+                    .map(String::from)
+                    .to_vec(),
+                "ex-1",
+                "ex-9",
+            ),
+            (
+                bob.as_str(),
+                [
+                    "decide",
+                    "ex-1",
+                    "--subject",
+                    sd.as_str(),
+                    "--policy",
+                    pd.as_str(),
+                    "--approve",
+                    "--reason",
+                    "ok",
+                ]
+                .map(String::from)
+                .to_vec(),
+                [
+                    "decide",
+                    "ex-9",
+                    "--subject",
+                    sd.as_str(),
+                    "--policy",
+                    pd.as_str(),
+                    "--approve",
+                    "--reason",
+                    "ok",
+                ]
+                .map(String::from)
+                .to_vec(),
+                "ex-1",
+                "ex-9",
+            ),
+            (
+                rev2.as_str(),
+                [
+                    "run",
+                    "admit",
+                    req.as_str(),
+                    "--verifier",
+                    "rev-2",
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    "run-2",
+                ]
+                .map(String::from)
+                .to_vec(),
+                [
+                    "run",
+                    "admit",
+                    unknown.as_str(),
+                    "--verifier",
+                    "rev-2",
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    "run-2",
+                ]
+                .map(String::from)
+                .to_vec(),
+                req.as_str(),
+                unknown.as_str(),
+            ),
+            (
+                rev2.as_str(),
+                vec![
+                    "result".into(),
+                    "submit".into(),
+                    env.file("r1.json", &res("run-1")),
+                ],
+                vec![
+                    "result".into(),
+                    "submit".into(),
+                    env.file("r9.json", &res("run-9")),
+                ],
+                "run-1",
+                "run-9",
+            ),
+            (
+                ci2.as_str(),
+                vec![
+                    "evidence".into(),
+                    "add".into(),
+                    env.file("e1.json", &ev(&sd)),
+                ],
+                vec![
+                    "evidence".into(),
+                    "add".into(),
+                    env.file("e9.json", &ev(&unknown)),
+                ],
+                sd.as_str(),
+                unknown.as_str(),
+            ),
+        ];
+        for (token, stored_args, missing_args, stored, missing) in &cases {
+            let stored_args: Vec<&str> = stored_args.iter().map(String::as_str).collect();
+            let missing_args: Vec<&str> = missing_args.iter().map(String::as_str).collect();
+            let a = env.run(token, &stored_args);
+            let b = env.run(token, &missing_args);
+            let err = String::from_utf8_lossy(&a.stderr).into_owned();
+            assert_eq!(a.status.code(), Some(2), "{stored_args:?}: {a:?}");
+            assert!(err.contains("permission_denied"), "{stored_args:?}: {err}");
+            assert_eq!(
+                (
+                    b.status.code(),
+                    String::from_utf8_lossy(&b.stdout).into_owned(),
+                    String::from_utf8_lossy(&b.stderr).replace(missing, stored),
+                ),
+                (
+                    a.status.code(),
+                    String::from_utf8_lossy(&a.stdout).into_owned(),
+                    err
+                ),
+                "{missing_args:?} is answered differently from {stored_args:?}"
+            );
+        }
+        // An operator, who may see everything, is told what is not stored.
+        env.fails(&ops, &["request", "create", "ex-9"], 2, "not found");
+        env.fails(
+            &ops,
+            &["execution", "cancel", "ex-9", "--reason", "x"],
+            2,
+            "not found",
+        );
+    }
+}

@@ -244,3 +244,35 @@ fn serve_sets_the_limit_every_address_shares_from_its_flags() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn serve_refuses_a_limit_of_zero_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
+    for flag in [
+        "--auth-burst",
+        "--auth-per-minute",
+        "--auth-server-burst",
+        "--auth-server-per-minute",
+        "--body-limit",
+    ] {
+        // Refused while the arguments are read: nothing listens, nothing is created.
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["serve", "--listen", "127.0.0.1:0", flag, "0"])
+            .current_dir(dir.path())
+            .env("VERDICT_STORE", &store)
+            .env_remove("VERDICT_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
+        assert!(out.stdout.is_empty(), "{flag}: {out:?}");
+        assert!(err.contains(&format!("'0' for '{flag} ")), "{flag}: {err}");
+        assert!(err.contains("0 is not in 1.."), "{flag}: {err}");
+        assert!(!err.contains("serving"), "{flag}: {err}");
+    }
+    assert!(!dir.path().join("verdict.db").exists());
+    // 1, the least each takes, is a limit that serves:
+    // `serve_sets_the_limit_every_address_shares_from_its_flags`.
+}

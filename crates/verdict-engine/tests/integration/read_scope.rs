@@ -322,3 +322,42 @@ const WINDOW: verdict_engine::ledger::Window = verdict_engine::ledger::Window {
     days: 30,
     min_sample: 1,
 };
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_naming_a_run_not_its_own_is_refused_alike_whether_it_is_stored_or_not() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        prepared(&w, 1, "change A", "run-a").await;
+        let report = verdict_engine::RunReport {
+            manifest: json!({"shown": []}),
+            receipts: Vec::new(),
+            detail: None,
+            cache_key: None,
+        };
+        // `rev2` holds a grant on the execution but was not admitted to `run-a`, which is
+        // `rev`'s; `run-z` is stored for no one.
+        let mut said = Vec::new();
+        for run in ["run-a", "run-z"] {
+            let before = chain_length(&w).await;
+            let denials = denials_of(&w, "rev2").await;
+            let e = w
+                .engine
+                .record_run_context(&w.rev2, run, &report)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "permission_denied", "{e}");
+            assert_eq!(chain_length(&w).await, before + 1, "{e}");
+            assert_eq!(denials_of(&w, "rev2").await, denials + 1, "{e}");
+            said.push(e.to_string().replace(run, "RUN"));
+        }
+        assert_eq!(said[0], said[1]);
+        // An operator, who may see every run, is told which is not stored.
+        let e = w
+            .engine
+            .record_run_context(&w.ops, "run-z", &report)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "not_found", "{e}");
+    })
+    .await;
+}

@@ -181,19 +181,21 @@ async fn a_runners_evidence_without_a_grant_in_force_is_refused_as_before_and_wr
             }
         };
         // No grant on the subject's execution: the runner of EXEC writing about ex-other.
+        let out_of_scope = "no grant in force on its execution or mission covers it";
         refused(
             s.ci.clone(),
             numbered(&other, "ci", 2),
             "permission_denied",
-            "no write grant in force",
+            out_of_scope,
         )
         .await;
-        // A subject that is not stored: not found, and nothing recorded.
+        // A subject that is not stored: refused in the same words, and recorded, so the
+        // refusal does not tell which subjects exist.
         refused(
             s.ci.clone(),
             numbered(&unknown, "ci", 3),
-            "not_found",
-            "subject",
+            "permission_denied",
+            out_of_scope,
         )
         .await;
         // Evidence already stored is no way around a grant: after the revocation, appending
@@ -206,14 +208,14 @@ async fn a_runners_evidence_without_a_grant_in_force_is_refused_as_before_and_wr
             s.ci.clone(),
             stored.clone(),
             "permission_denied",
-            "no write grant in force",
+            out_of_scope,
         )
         .await;
         refused(
             s.ci.clone(),
             numbered(&s.subject, "ci", 4),
             "permission_denied",
-            "no write grant in force",
+            out_of_scope,
         )
         .await;
     })

@@ -413,8 +413,10 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
         // A path segment that is not UTF-8 is the client's mistake too.
         let r = s.send("GET", "/v1/executions/%FF/status", Some(coder), None).await;
         assert_problem(&r, 400, "malformed_body");
-        // The engine's own "not stored" for an execution that does not exist.
-        let r = s.send("POST", "/v1/requests", Some(coder), Some(&json!({"execution": "ex-none"}))).await;
+        // The engine's own "not stored" for an execution that does not exist, told to an
+        // operator (anyone else is refused as for an execution out of its scope, and that
+        // refusal is recorded: `reads.rs`).
+        let r = s.send("POST", "/v1/requests", Some(w.token("ops")), Some(&json!({"execution": "ex-none"}))).await;
         assert_problem(&r, 404, "not_found");
         assert_eq!(head_seq(&w).await, before, "a bad body wrote something");
     })

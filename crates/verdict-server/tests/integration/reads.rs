@@ -522,3 +522,222 @@ async fn a_refusal_out_of_scope_is_the_same_for_a_record_that_exists_and_one_tha
     })
     .await;
 }
+
+/// [`seen`] for a write with a JSON body.
+async fn seen_posting(
+    s: &Server,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let resp = s
+        .client
+        .post(format!("{}{path}", s.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let mut headers: Vec<(String, String)> = resp
+        .headers()
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "x-request-id" | "date"))
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+        .collect();
+    headers.sort();
+    (status, headers, resp.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_out_of_scope_is_refused_the_same_for_a_record_that_exists_and_one_that_does_not() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let sd = decided(&w, &s).await;
+        let pd = w
+            .engine
+            .gate_policy_head(&w.ops)
+            .await
+            .unwrap()
+            .unwrap()
+            .policy_digest
+            .to_string();
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(w.token("coder")),
+                Some(&json!({"execution": EXEC})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let request = r.body["digest"].as_str().unwrap().to_owned();
+        let unknown = digest(DigestKind::Subject, &json!({"never": "stored"})).to_string();
+        // One principal of each role that writes, none granted anything.
+        let mut outsider = std::collections::BTreeMap::new();
+        for (name, role) in [
+            ("coder-2", Role::Producer),
+            ("ci-2", Role::Runner),
+            ("rev-2", Role::Verifier),
+            ("bob", Role::Human),
+        ] {
+            let token = w.engine.add_principal(&w.ops, name, role).await.unwrap();
+            outsider.insert(name, token);
+        }
+        let mut ev = evidence(&sd, "pass");
+        ev["id"] = json!("ev-outsider");
+        ev["produced_by"] = json!({"principal": "ci-2", "role": "runner"});
+        let mut res = result("run-a", &sd.parse().unwrap(), 1, "ev-1");
+        res["verifier"]["principal"] = json!("rev-2");
+
+        // Each write that names a stored record by id, with a stored id and one of the same
+        // length that names nothing; the id is put where `@ID@` is in the path and the body.
+        let writes: Vec<(String, String, &str, &str, &str)> = vec![
+            (
+                "/v1/requests".into(),
+                r#"{"execution": "@ID@"}"#.into(),
+                EXEC,
+                "ex-9",
+                "coder-2",
+            ),
+            (
+                "/v1/executions/@ID@/cancel".into(),
+                r#"{"reason": "not wanted"}"#.into(),
+                EXEC,
+                "ex-9",
+                "coder-2",
+            ),
+            (
+                "/v1/executions/@ID@/gate-runs".into(),
+                String::new(),
+                EXEC,
+                "ex-9",
+                "ci-2",
+            ),
+            (
+                "/v1/human-decisions".into(),
+                json!({"execution": "@ID@", "decision": "approve", "reason": "fine",
+                       "subject_digest": sd, "policy_digest": pd})
+                .to_string(),
+                EXEC,
+                "ex-9",
+                "bob",
+            ),
+            (
+                "/v1/runs".into(),
+                json!({"request": "@ID@", "verifier": "rev-2", "class": "reviewer",
+                       "run_id": "run-b"})
+                .to_string(),
+                request.as_str(),
+                unknown.as_str(),
+                "rev-2",
+            ),
+            (
+                "/v1/results".into(),
+                res.to_string().replace("run-a", "@ID@"),
+                "run-a",
+                "run-z",
+                "rev-2",
+            ),
+            (
+                "/v1/evidence".into(),
+                json!({"evidence": [ev]}).to_string().replace(&sd, "@ID@"),
+                sd.as_str(),
+                unknown.as_str(),
+                "ci-2",
+            ),
+            (
+                "/v1/requests/@ID@/jobs".into(),
+                "{}".into(),
+                request.as_str(),
+                unknown.as_str(),
+                "coder-2",
+            ),
+        ];
+        let check = |phase: &'static str| {
+            let (s, w, outsider, writes) = (&s, &w, &outsider, &writes);
+            async move {
+                for (route, body, stored, missing, who) in writes {
+                    let token = outsider[who].as_str();
+                    let at = |id: &str| (route.replace("@ID@", id), body.replace("@ID@", id));
+                    let before = head_seq(w).await;
+                    let (path, text) = at(stored);
+                    let (status, headers, answer) = seen_posting(s, &path, token, &text).await;
+                    // Refused, and recorded as a denial, as every refusal of authority is.
+                    let shown = String::from_utf8_lossy(&answer).into_owned();
+                    assert_eq!(status, 403, "{phase} {route}: {shown}");
+                    let problem: Value = serde_json::from_slice(&answer).unwrap();
+                    assert_eq!(problem["code"], "permission_denied", "{phase} {route}");
+                    let after = events_after(w, before).await;
+                    assert_eq!(after.len(), 1, "{phase} {route}: {after:?}");
+                    assert_eq!(after[0].table, "denials", "{phase} {route}");
+                    // The same write naming what is not stored: the same answer, but for the id
+                    // it repeats, and the same one denial.
+                    let before = head_seq(w).await;
+                    let (path, text) = at(missing);
+                    let (status2, headers2, answer2) = seen_posting(s, &path, token, &text).await;
+                    let answer2 = String::from_utf8(answer2).unwrap().replace(missing, stored);
+                    assert_eq!(
+                        (status2, &headers2, answer2.as_str()),
+                        (status, &headers, shown.as_str()),
+                        "{phase} {route}: a missing id is answered differently"
+                    );
+                    let after = events_after(w, before).await;
+                    assert_eq!(after.len(), 1, "{phase} {route}: {after:?}");
+                    assert_eq!(after[0].table, "denials", "{phase} {route}");
+                }
+            }
+        };
+        check("live").await;
+
+        // Cancelled, the execution's state is still told to no one out of its scope.
+        let r = s
+            .send(
+                "POST",
+                &format!("/v1/executions/{EXEC}/cancel"),
+                Some(w.token("ops")),
+                Some(&json!({"reason": "withdrawn"})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        check("cancelled").await;
+
+        // A caller in scope is told the state: the execution was cancelled.
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(w.token("coder")),
+                Some(&json!({"execution": EXEC})),
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+        let admit =
+            json!({"request": request, "verifier": "rev", "class": "reviewer", "run_id": "run-b"});
+        let r = s
+            .send("POST", "/v1/runs", Some(w.token("rev")), Some(&admit))
+            .await;
+        assert_problem(&r, 409, "conflict");
+        // An operator, who may see everything, is told what is not stored.
+        for (path, body) in [
+            ("/v1/requests".to_owned(), json!({"execution": "ex-9"})),
+            (
+                "/v1/executions/ex-9/cancel".to_owned(),
+                json!({"reason": "x"}),
+            ),
+            (
+                "/v1/runs".to_owned(),
+                json!({"request": unknown, "verifier": "rev", "class": "reviewer",
+                       "run_id": "run-c"}),
+            ),
+        ] {
+            let r = s
+                .send("POST", &path, Some(w.token("ops")), Some(&body))
+                .await;
+            assert_problem(&r, 404, "not_found");
+        }
+    })
+    .await;
+}
