@@ -464,6 +464,13 @@ pub trait Store: Send + Sync {
     /// Up to `limit` audit events after `after_seq`, in order.
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
 
+    /// Returns once everything committed before the call is durable. A write is reported only
+    /// once it is, but on PostgreSQL another reader may see it for the few milliseconds
+    /// before ([`crate::durable`]): what is handed out of the store without a write of its own
+    /// (events pushed to subscribers) is read, then made durable by this, then handed out.
+    /// SQLite commits each transaction durably, so there it returns at once.
+    async fn make_durable(&self) -> Result<()>;
+
     /// Walks the chain and re-hashes every stored row. With `anchor` (the head of a verified
     /// checkpoint), also checks the chain still holds that head.
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport>;
@@ -2075,6 +2082,10 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
         self.backend.audit_events(after_seq, limit).await
+    }
+
+    async fn make_durable(&self) -> Result<()> {
+        self.backend.make_durable().await
     }
 
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {
