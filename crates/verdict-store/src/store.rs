@@ -245,7 +245,9 @@ pub trait Store: Send + Sync {
     /// The exchanges with the database this handle has waited for since it was opened:
     /// PostgreSQL statements (and the pool's check of each connection it hands out), SQLite
     /// calls on the database's thread. A counter, not a clock: what a use case costs in round
-    /// trips is the same on every run, so tests can hold it.
+    /// trips is the same on every run, so tests can hold it (alone: under concurrent writes a
+    /// write transaction's flush is left out when another caller's covers it, see
+    /// `durable.rs`).
     fn round_trips(&self) -> u64;
 
     /// Whether the write of `actor`'s check evidence is itself refused, in the same
