@@ -5,7 +5,8 @@
 //! killed with SIGKILL mid-job loses its job to another worker once its lease lapses; a
 //! verifier stopped mid-job and woken after the takeover writes nothing; workers whose
 //! database connections are all cut reconnect and lose nothing; workers on a PostgreSQL
-//! cluster of the test's own that is restarted mid-run lose nothing and do nothing twice; a
+//! cluster of the test's own that crashes mid-run and starts again lose nothing and do nothing
+//! twice; a
 //! worker whose database never answers gives up after `--give-up-after`; a runner runs the
 //! check definition each subject pins and refuses a subject pinning one it was not given.
 //!
@@ -1043,11 +1044,13 @@ impl Cluster {
             .to_owned()
     }
 
-    /// Stops the server the fast way: every session is ended (what it was running is rolled
-    /// back), a checkpoint is written, and the server exits.
-    fn stop(&self) {
+    /// Stops the server as a crash would (`immediate`): every process exits at once, with no
+    /// checkpoint, so the next start recovers from the WAL alone, and what was committed
+    /// without its flush yet is lost. Appends commit without waiting for their flush and are
+    /// reported only after one, so whatever a worker was told is stored must survive this.
+    fn crash(&self) {
         let data = self.data();
-        self.ok("pg_ctl", &["-D", &data, "-w", "-m", "fast", "stop"]);
+        self.ok("pg_ctl", &["-D", &data, "-w", "-m", "immediate", "stop"]);
     }
 
     /// Starts the server again, waiting until it takes connections.
@@ -1077,7 +1080,7 @@ fn read_log(log: &Path) -> String {
 }
 
 #[test]
-fn workers_on_a_restarted_postgres_lose_nothing_and_do_nothing_twice() {
+fn workers_on_a_crashed_and_restarted_postgres_lose_nothing_and_do_nothing_twice() {
     const REQUESTS: usize = 40;
     let Some(cluster) = Cluster::start() else {
         return;
@@ -1107,11 +1110,11 @@ fn workers_on_a_restarted_postgres_lose_nothing_and_do_nothing_twice() {
         assert!(start.elapsed() < Duration::from_secs(300), "{jobs:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The server goes down, and stays down until a worker has found it away: the driver
+    // The server crashes, and stays down until a worker has found it away: the driver
     // waits for a connection for up to 30 seconds before it reports the database away, so
     // the restart also outlasts every lease (4 seconds) taken before it.
     let before = cluster.server_pid();
-    cluster.stop();
+    cluster.crash();
     let down = Instant::now();
     while !logs.iter().any(|l| read_log(l).contains(AWAY)) {
         for w in &mut workers {

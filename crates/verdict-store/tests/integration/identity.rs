@@ -3209,3 +3209,72 @@ async fn a_principal_login_cannot_hold_the_chains_lock() {
     conn.close().await.unwrap();
     t.cleanup().await;
 }
+
+/// A write the login may not make as the identity it asks for (a service login that is not a
+/// member of `<prefix>system`, holding the webhook duty) is refused, and the connection it was
+/// refused on goes back to the pool outside any transaction: the next write on it, as a
+/// principal the login does act for, succeeds. Before `begin_as` set the identity ahead of its BEGIN,
+/// the refused `SET LOCAL ROLE` left that connection in an aborted transaction and every later
+/// statement on it failed (SQLSTATE 25P02).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_its_identity_leaves_the_connection_usable() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let login = format!("{}svc_only", t.prefix);
+    t.raw(&format!(
+        "CREATE ROLE \"{login}\" LOGIN IN ROLE \"{}service\"",
+        t.prefix
+    ))
+    .await
+    .unwrap();
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let url = url.replacen("postgres@", &format!("{login}@"), 1);
+    // One connection: whatever the refusal leaves on it, the next write meets.
+    let store = verdict_store::open_with(
+        &Location::Postgres(url),
+        &OpenOptions {
+            migrate: false,
+            role_prefix: Some(t.prefix.clone()),
+            max_connections: 1,
+        },
+    )
+    .await
+    .unwrap();
+    let s = subject_digest(&subject("ex-1", 1));
+    let runner = Actor::new(RUNNER, Role::Runner);
+    for n in 0..3 {
+        let err = store
+            .queue()
+            .hold_duty(
+                &Actor::system(verdict_store::actor::ENGINE_PRINCIPAL),
+                verdict_store::Duty::WebhookDelivery,
+                "holder",
+                std::time::Duration::from_secs(60),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("permission denied to set role"),
+            "{err}"
+        );
+        let before = head_seq(&t).await;
+        store
+            .put_batch(
+                &runner,
+                &[(
+                    DocKind::Evidence,
+                    evidence(&s, &format!("ev-after-refusal-{n}")),
+                )],
+            )
+            .await
+            .unwrap();
+        assert_eq!(head_seq(&t).await, before + 1);
+    }
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
