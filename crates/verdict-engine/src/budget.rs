@@ -56,8 +56,26 @@ impl RequestBudget {
         if b.max_total_tokens == Some(0) {
             return Err(bad("max_total_tokens must be at least 1".into()));
         }
+        // A budget is stored with its request: past ±(2^53 - 1) no reader of the store could
+        // read the request back, and no run could come near such a cap anyway.
+        if b.max_total_tokens
+            .is_some_and(|t| t > verdict_judge::tokens::MAX_STORED)
+        {
+            return Err(bad(format!(
+                "max_total_tokens must be at most {}",
+                verdict_judge::tokens::MAX_STORED
+            )));
+        }
         if b.max_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
             return Err(bad("max_cost must be finite and at least 0".into()));
+        }
+        if b.max_cost
+            .is_some_and(|c| verdict_judge::tokens::storable_f64(c) < c)
+        {
+            return Err(bad(format!(
+                "max_cost must be at most {}",
+                verdict_judge::tokens::MAX_STORED
+            )));
         }
         if b.timeout_s
             .is_some_and(|t| !t.is_finite() || t <= 0.0 || t > 86_400.0)
@@ -86,6 +104,11 @@ mod tests {
             (json!({"max_runs": -1}), "invalid value"),
             (json!({"max_total_tokens": 0}), "max_total_tokens"),
             (json!({"max_cost": -0.5}), "max_cost"),
+            (json!({"max_cost": 1e25}), "max_cost must be at most"),
+            (
+                json!({"max_total_tokens": 18_014_398_509_481_982_u64}),
+                "max_total_tokens must be at most",
+            ),
             (json!({"timeout_s": 0}), "timeout_s"),
             (json!({"timeout_s": 90000}), "timeout_s"),
             (json!("lots"), "an object"),

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verdict_core::contracts::{Name, Role, Timestamp, UnavailableReason};
 use verdict_core::digest::Digest;
+use verdict_core::json::MAX_SAFE_INTEGER;
 use verdict_store::{About, Actor, ActorRole, DocKind, JobClaim, Stored, Table};
 
 /// Schema of a cancellation record.
@@ -126,6 +127,49 @@ pub struct ResultRefusal {
     pub at: Timestamp,
 }
 
+/// `note` as the document to store, refused if it holds a number the store's reader would
+/// refuse on reading it back (beyond ±(2^53 - 1)): stored, such a note would make every read of
+/// its execution fail, and one backend would take it while the other refuses it.
+fn note_doc<T: Serialize>(note: &T) -> Result<Value> {
+    let bad = |message: String| EngineError::Invalid {
+        what: "lifecycle record",
+        message,
+    };
+    let doc = serde_json::to_value(note).map_err(|e| bad(e.to_string()))?;
+    if let Some((at, n)) = unreadable_number(&doc, String::new()) {
+        return Err(bad(format!(
+            "number {n} at {at:?} is outside ±(2^53-1), which no reader of the store accepts"
+        )));
+    }
+    Ok(doc)
+}
+
+/// The JSON pointer and value of the first number in `v` beyond ±(2^53 - 1).
+fn unreadable_number(v: &Value, at: String) -> Option<(String, serde_json::Number)> {
+    #[expect(clippy::cast_precision_loss, reason = "2^53 - 1 is exact as a double")]
+    let max = MAX_SAFE_INTEGER as f64;
+    match v {
+        Value::Number(n) => {
+            let within = match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), ..) => (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&i),
+                (None, Some(_), _) => false,
+                (None, None, Some(f)) => f.is_finite() && f.abs() <= max,
+                (None, None, None) => false,
+            };
+            (!within).then(|| (at, n.clone()))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| unreadable_number(x, format!("{at}/{i}"))),
+        Value::Object(map) => map.iter().find_map(|(k, x)| {
+            let key = k.replace('~', "~0").replace('/', "~1");
+            unreadable_number(x, format!("{at}/{key}"))
+        }),
+        Value::Null | Value::Bool(_) | Value::String(_) => None,
+    }
+}
+
 impl Engine {
     /// Stores a lifecycle record as `actor`: a cancellation, a webhook registration or an
     /// operator's run context is its writer's own act; a webhook delivery record is the
@@ -135,10 +179,7 @@ impl Engine {
         actor: &Actor,
         note: &T,
     ) -> Result<Stored> {
-        let doc = serde_json::to_value(note).map_err(|e| EngineError::Invalid {
-            what: "lifecycle record",
-            message: e.to_string(),
-        })?;
+        let doc = note_doc(note)?;
         Ok(self.store.put(actor, DocKind::Request, &doc).await?)
     }
 
@@ -154,10 +195,7 @@ impl Engine {
         let Some(c) = claim else {
             return self.put_note_as(actor, note).await;
         };
-        let doc = serde_json::to_value(note).map_err(|e| EngineError::Invalid {
-            what: "lifecycle record",
-            message: e.to_string(),
-        })?;
+        let doc = note_doc(note)?;
         Ok(self
             .store
             .put_claimed(actor, c, DocKind::Request, &doc)

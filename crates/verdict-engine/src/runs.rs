@@ -152,6 +152,20 @@ pub struct Submitted {
     pub why_not: Option<String>,
 }
 
+/// What a run's verifier produced, before it is submitted.
+#[derive(Debug)]
+pub(crate) enum Produced {
+    /// Preflight had already decided; the verifier was never called.
+    Skipped(Preflight),
+    /// The verifier's result document, to be submitted as `verifier`.
+    Result {
+        /// The run's verifier, whom the engine acts as.
+        verifier: Principal,
+        /// The result document.
+        doc: Value,
+    },
+}
+
 /// What `run_model` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -735,6 +749,25 @@ impl Engine {
         model: &dyn ModelVerifier,
         claim: Option<&JobClaim>,
     ) -> Result<RunOutcome> {
+        Ok(
+            match self.produce_claimed(caller, run_id, model, claim).await? {
+                Produced::Skipped(pre) => RunOutcome::Skipped(pre),
+                Produced::Result { verifier, doc } => {
+                    RunOutcome::Submitted(self.submit_result_claimed(&verifier, &doc, claim).await?)
+                }
+            },
+        )
+    }
+
+    /// The first half of [`Engine::run_model_claimed`]: the run started and its verifier
+    /// called, the result not yet submitted, so a caller can record what the run did first.
+    pub(crate) async fn produce_claimed(
+        &self,
+        caller: &Principal,
+        run_id: &str,
+        model: &dyn ModelVerifier,
+        claim: Option<&JobClaim>,
+    ) -> Result<Produced> {
         let run = self
             .own_run(
                 caller,
@@ -760,7 +793,7 @@ impl Engine {
                         .record_run_status(&caller.actor(), run_id, RunStatus::Cancelled, None)
                         .await?;
                 }
-                return Ok(RunOutcome::Skipped(pre));
+                return Ok(Produced::Skipped(pre));
             }
             return Err(EngineError::Conflict(format!(
                 "run {run_id:?} already ended"
@@ -792,9 +825,7 @@ impl Engine {
             .verify(&task)
             .await
             .map_err(|e| invalid("verifier output")(e))?;
-        Ok(RunOutcome::Submitted(
-            self.submit_result_claimed(&verifier, &doc, claim).await?,
-        ))
+        Ok(Produced::Result { verifier, doc })
     }
 
     /// The prior blocking findings a request pinned, read by id and version; a pin whose
@@ -897,8 +928,11 @@ impl Engine {
             subject_digest: run.admission.subject_digest.clone(),
             context_digest: digest.clone(),
             manifest: report.manifest.clone(),
-            receipts: report.receipts.clone(),
-            detail: report.detail.clone(),
+            receipts: report.receipts.iter().map(storable_receipt).collect(),
+            detail: report
+                .detail
+                .as_deref()
+                .map(|d| verdict_judge::sanitize::storable(d).into_owned()),
             cache_key: report.cache_key.clone(),
         };
         // The run's own verifier writes it as itself (and, a store's check, only about its own
@@ -1369,4 +1403,28 @@ pub(crate) fn answers_each_criterion_once(
         }
     }
     Ok(())
+}
+
+/// `r` as a stored note may hold it: every count within ±(2^53 - 1) and no U+0000 in its text.
+/// The judge already keeps its receipts so; a report is taken from any run's verifier, so the
+/// engine holds it to that itself rather than store a note its own reader would refuse.
+fn storable_receipt(r: &Receipt) -> Receipt {
+    use verdict_judge::sanitize::storable as text;
+    use verdict_judge::tokens::{storable, storable_f64};
+    Receipt {
+        sample: r.sample,
+        attempt: r.attempt,
+        provider: text(&r.provider).into_owned(),
+        model: text(&r.model).into_owned(),
+        snapshot: r.snapshot.as_deref().map(|s| text(s).into_owned()),
+        nonce: text(&r.nonce).into_owned(),
+        tokens_in: r.tokens_in.map(storable),
+        tokens_out: r.tokens_out.map(storable),
+        tokens_estimated: r.tokens_estimated,
+        tokens_charged: r.tokens_charged.map(storable),
+        cost_estimate: r.cost_estimate.map(storable_f64),
+        latency_ms: storable(r.latency_ms),
+        outcome: text(&r.outcome).into_owned(),
+        detail: r.detail.as_deref().map(|d| text(d).into_owned()),
+    }
 }

@@ -12,7 +12,7 @@ use crate::budget::RequestBudget;
 use crate::documents::VerificationRequest;
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, invalid};
-use crate::runs::{ModelVerifier, Preflight, RunOutcome, RunReport, Submitted, VerifyTask};
+use crate::runs::{ModelVerifier, Preflight, Produced, RunReport, Submitted, VerifyTask};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -480,60 +480,88 @@ impl Engine {
             material,
             last: Mutex::new(None),
         };
-        let called = match self
-            .run_model_claimed(caller, run_id.as_str(), &model, claim)
+        let produced = match self
+            .produce_claimed(caller, run_id.as_str(), &model, claim)
             .await
         {
             // The job was taken over: this worker writes nothing more about its run. Nor is
             // a failure of the store a refusal of the result: the run is left as it stands
             // for another attempt (a worker's next claim ends it) rather than ended on a
             // connection that was cut.
-            Err(
-                e @ EngineError::Store(
-                    StoreError::StaleClaim { .. }
-                    | StoreError::Backend { .. }
-                    | StoreError::Unavailable { .. },
-                ),
-            ) => {
-                return Err(e.into());
-            }
+            Err(e) if transient(&e) => return Err(e.into()),
             other => other,
         };
         let record = model.last.lock().ok().and_then(|mut s| s.take());
-        let (outcome, mut record) = match (called, record) {
-            (Ok(RunOutcome::Skipped(pre)), _) => return Ok(done(ClassOutcome::Skipped(pre))),
-            (Ok(RunOutcome::Submitted(s)), None) => return Ok(done(ClassOutcome::Submitted(s))),
-            (Ok(RunOutcome::Submitted(s)), Some(run)) => (Some(s), run),
-            (Err(refused), Some(mut run)) => {
-                // The engine refused what the judge produced: the run must still end, so it
-                // ends `unavailable` with `invalid_output` and the refusal as its reason.
-                run.result.status = VerificationStatus::Unavailable;
-                run.result.unavailable_reason = Some(UnavailableReason::InvalidOutput);
-                run.result.criteria.clear();
-                run.result.findings.clear();
-                run.result.dispositions.clear();
-                run.detail = Some(format!("the engine refused the result: {refused}"));
-                (None, run)
+        let (verifier, doc, mut record) = match (produced, record) {
+            (Ok(Produced::Skipped(pre)), _) => return Ok(done(ClassOutcome::Skipped(pre))),
+            (Ok(Produced::Result { verifier, doc }), Some(run)) => (verifier, doc, run),
+            (Ok(Produced::Result { verifier, doc }), None) => {
+                let s = self.submit_result_claimed(&verifier, &doc, claim).await?;
+                return Ok(done(ClassOutcome::Submitted(s)));
             }
-            (Err(refused), None) => return Err(refused.into()),
+            (Err(e), _) => return Err(e.into()),
         };
-        let report = RunReport {
+        let mut report = RunReport {
             manifest: record.manifest.to_value(),
             receipts: std::mem::take(&mut record.receipts),
             detail: record.detail.clone(),
             cache_key: record.cache_key.as_ref().map(|k| k.0.to_string()),
         };
-        self.record_run_context_claimed(caller, run_id.as_str(), &report, claim)
-            .await?;
-        let submitted = match outcome {
-            Some(s) => Some(s),
-            // A refusal at validation already ended the run and recorded why; anything else
-            // left it open, and the `unavailable` result in its place ends it.
-            None if self.run_ended(run_id.as_str()).await? => None,
-            None => {
-                let doc = serde_json::to_value(&record.result)
-                    .map_err(|e| invalid("verification result")(e.to_string()))?;
-                Some(self.submit_result_claimed(caller, &doc, claim).await?)
+        // The run's record is written before its result: a result is never stored, let alone
+        // counted, without the record of the calls that made it. Should the record be refused,
+        // the result is not submitted as it is: the run ends `unavailable` with why, kept in a
+        // record without the receipts when that one can be stored.
+        let doc = match self
+            .record_run_context_claimed(caller, run_id.as_str(), &report, claim)
+            .await
+        {
+            Ok(_) => doc,
+            Err(e) if transient(&e) => return Err(e.into()),
+            Err(refused) => {
+                unavailable(
+                    &mut record,
+                    format!(
+                        "the engine could not store the run's record, so its result is not kept: {refused}"
+                    ),
+                );
+                report.receipts.clear();
+                report.detail.clone_from(&record.detail);
+                match self
+                    .record_run_context_claimed(caller, run_id.as_str(), &report, claim)
+                    .await
+                {
+                    Err(e) if transient(&e) => return Err(e.into()),
+                    // The result's own status says the run is unavailable; the detail is
+                    // returned to the caller below.
+                    Ok(_) | Err(_) => {}
+                }
+                serde_json::to_value(&record.result)
+                    .map_err(|e| invalid("verification result")(e.to_string()))?
+            }
+        };
+        let submitted = match self.submit_result_claimed(&verifier, &doc, claim).await {
+            Ok(s) => Some(s),
+            Err(e) if transient(&e) => return Err(e.into()),
+            Err(refused) => {
+                // The engine refused what the judge produced: the run must still end, so it
+                // ends `unavailable` with `invalid_output` and the refusal as its reason,
+                // recorded again with the receipts (the latest record is the one shown).
+                unavailable(
+                    &mut record,
+                    format!("the engine refused the result: {refused}"),
+                );
+                report.detail.clone_from(&record.detail);
+                self.record_run_context_claimed(caller, run_id.as_str(), &report, claim)
+                    .await?;
+                if self.run_ended(run_id.as_str()).await? {
+                    // A refusal at validation already ended the run and recorded why.
+                    None
+                } else {
+                    // Anything else left it open, and the `unavailable` result ends it.
+                    let doc = serde_json::to_value(&record.result)
+                        .map_err(|e| invalid("verification result")(e.to_string()))?;
+                    Some(self.submit_result_claimed(caller, &doc, claim).await?)
+                }
             }
         };
         Ok(done(ClassOutcome::Judged(Judged {
@@ -554,6 +582,29 @@ impl Engine {
             .and_then(|r| r.status())
             .is_some_and(RunStatus::is_terminal))
     }
+}
+
+/// Whether `e` is the store failing or the job taken over, not a refusal of what was written:
+/// the run is then left as it stands for another attempt.
+fn transient(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::Store(
+            StoreError::StaleClaim { .. }
+                | StoreError::Backend { .. }
+                | StoreError::Unavailable { .. }
+        )
+    )
+}
+
+/// Turns the judge's record of a run into an `unavailable` one (`invalid_output`) saying why.
+fn unavailable(run: &mut JudgeRun, detail: String) {
+    run.result.status = VerificationStatus::Unavailable;
+    run.result.unavailable_reason = Some(UnavailableReason::InvalidOutput);
+    run.result.criteria.clear();
+    run.result.findings.clear();
+    run.result.dispositions.clear();
+    run.detail = Some(detail);
 }
 
 /// The classes to run: those named (each one the request asks for), else all it asks for.

@@ -387,8 +387,9 @@ impl VerifiersFile {
                 file.version
             )));
         }
+        // A value out of range is named with the file it is in, as a parse error is.
         for (name, class) in &file.classes {
-            class.check(name)?;
+            class.check(name).map_err(|e| perr(e.to_string()))?;
         }
         Ok(file)
     }
@@ -465,6 +466,15 @@ impl ClassConfig {
             return Err(bad(
                 "budget.context_tokens and budget.max_output_tokens must be positive".into(),
             ));
+        }
+        // The context budget is recorded in every run's manifest; past what a provider may
+        // report for one call it means nothing, and far past it no record could hold it.
+        if b.context_tokens > crate::tokens::MAX_BUDGET_TOKENS {
+            return Err(bad(format!(
+                "budget.context_tokens is {}, above the most a call can use, {}",
+                b.context_tokens,
+                crate::tokens::MAX_BUDGET_TOKENS
+            )));
         }
         if !(b.timeout_s.is_finite() && b.timeout_s > 0.0 && b.timeout_s <= 86_400.0) {
             return Err(bad("budget.timeout_s must be > 0 and at most 86400".into()));
@@ -665,17 +675,31 @@ fn check_temperature(t: Option<f64>) -> Result<(), String> {
     }
 }
 
+/// The highest price per million tokens a verifiers file may set. The dearest models cost a
+/// few hundred currency units per million tokens; a thousand million leaves room for any
+/// currency, and keeps a run's estimated cost (at most about 3.2e10 tokens, see
+/// [`crate::tokens::MAX_REPORTED_TOKENS`], so about 3.2e13 at this price) far inside the
+/// ±(2^53 - 1) a stored receipt may hold.
+pub const MAX_PRICE_PER_MTOK: f64 = 1e9;
+
 fn check_price(p: Option<Price>) -> Result<(), String> {
-    match p {
-        Some(p)
-            if ![p.input_per_mtok, p.output_per_mtok]
-                .iter()
-                .all(|x| x.is_finite() && *x >= 0.0) =>
-        {
-            Err("provider.price values must be finite and >= 0".into())
+    let Some(p) = p else { return Ok(()) };
+    for (field, x) in [
+        ("input_per_mtok", p.input_per_mtok),
+        ("output_per_mtok", p.output_per_mtok),
+    ] {
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(format!(
+                "provider.price.{field} must be finite and >= 0, not {x}"
+            ));
         }
-        _ => Ok(()),
+        if x > MAX_PRICE_PER_MTOK {
+            return Err(format!(
+                "provider.price.{field} is {x:e}, above the highest price a file may set, {MAX_PRICE_PER_MTOK:e} per million tokens"
+            ));
+        }
     }
+    Ok(())
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -744,9 +768,25 @@ mod tests {
                 "unknown built-in template",
             ),
             (", api_key_env: 'sk-abc=def'}\n", "variable name"),
+            (
+                ", price: {input_per_mtok: 1e25, output_per_mtok: 1}}\n",
+                "provider.price.input_per_mtok is 1e25, above",
+            ),
+            (
+                ", price: {input_per_mtok: 1, output_per_mtok: -1}}\n",
+                "provider.price.output_per_mtok must be finite",
+            ),
+            (
+                "}\n    budget: {context_tokens: 9007199254740991}\n",
+                "budget.context_tokens is 9007199254740991, above",
+            ),
         ] {
-            let err = parse(&format!("{base}{tail}")).unwrap_err().to_string();
+            let err = VerifiersFile::parse(format!("{base}{tail}").as_bytes(), "team/v.yaml")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(want), "{tail}: {err}");
+            // Every refusal names the file it read.
+            assert!(err.starts_with("team/v.yaml: "), "{tail}: {err}");
         }
         assert!(
             parse("version: 2\nclasses: {}\n")
@@ -827,5 +867,17 @@ mod tests {
             output_per_mtok: 15.0,
         };
         assert!((p.cost(1_000_000, 100_000) - 4.5).abs() < 1e-12);
+        // The dearest price a file may set, over the most a run can charge, stays well inside
+        // what a stored receipt may hold.
+        let dear = Price {
+            input_per_mtok: MAX_PRICE_PER_MTOK,
+            output_per_mtok: MAX_PRICE_PER_MTOK,
+        };
+        let most = 16 * crate::tokens::MAX_REPORTED_TOKENS;
+        assert!(dear.cost(most, most) < 9_007_199_254_740_991.0 / 100.0);
+        let f = parse(&format!(
+            "version: 1\nclasses:\n  reviewer:\n    provider: {{kind: openai, model: m, price: {{input_per_mtok: {MAX_PRICE_PER_MTOK}, output_per_mtok: 0}}}}\n"
+        ));
+        assert!(f.is_ok(), "{f:?}");
     }
 }

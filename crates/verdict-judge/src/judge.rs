@@ -10,12 +10,13 @@
 use crate::cache::{CacheKey, CachedResult, KeyParts, ResultCache};
 use crate::config::{ConfigError, ResolvedClass, VerifiersFile};
 use crate::manifest::{self, ContextManifest, ContextPlan, PlanInput};
-use crate::provider::{CallFailure, CallInput, Output, Provider};
+use crate::provider::{CallFailure, CallInput, CallReply, Output, Provider};
 use crate::receipt::Receipt;
 use crate::render::Nonce;
 use crate::reply::{self, ReplyRules, ReplyValidator, SchemaError, ValidReply, clip};
 use crate::request::{JudgeRequest, RequestError};
 use crate::sampling;
+use crate::sanitize::make_storable;
 use serde::Serialize;
 use serde_json::Value;
 use std::future::Future;
@@ -381,6 +382,9 @@ impl Judge {
                 Ok(r) => r,
                 Err(_) => Err(CallFailure::Timeout(millis(started.elapsed()))),
             };
+            // A usage count no call can reach is not believed, nor charged: the reply is
+            // refused like any other response that breaks the protocol.
+            let result = result.and_then(plausible_usage);
             let latency_ms = millis(started.elapsed());
             let mut receipt = Receipt {
                 sample,
@@ -417,8 +421,10 @@ impl Judge {
                         reply.tokens_in.unwrap_or(0).max(prompt_tokens),
                         reply.tokens_out.unwrap_or(0).max(written),
                     );
-                    receipt.tokens_charged = Some(tin.saturating_add(tout));
-                    receipt.cost_estimate = price.map(|pr| pr.cost(tin, tout));
+                    receipt.tokens_charged =
+                        Some(crate::tokens::storable(tin.saturating_add(tout)));
+                    receipt.cost_estimate =
+                        price.map(|pr| crate::tokens::storable_f64(pr.cost(tin, tout)));
                     let rules = ReplyRules {
                         nonce: nonce.as_str(),
                         manifest: &plan.manifest,
@@ -558,7 +564,19 @@ impl Judge {
         state: &Mutex<RunState>,
         outcome: Result<Combined, Failure>,
     ) -> JudgeRun {
-        let st = std::mem::take(&mut *lock(state));
+        let mut st = std::mem::take(&mut *lock(state));
+        // Whatever a provider wrote into a failure (an error body, a transport message) is
+        // kept, with the one code point a stored document may not hold escaped, so the run's
+        // detail and receipts are stored as they are.
+        for r in &mut st.receipts {
+            if let Some(d) = &mut r.detail {
+                make_storable(d);
+            }
+        }
+        let outcome = outcome.map_err(|mut f| {
+            make_storable(&mut f.detail);
+            f
+        });
         let context = Some(ContextRef {
             digest: plan.digest.clone(),
             complete: plan.manifest.complete,
@@ -774,6 +792,21 @@ fn retry_delay(failure: &CallFailure, backoff_ms: u64, attempt: u32) -> Duration
 }
 
 /// A snapshot as recorded: printable, at most 256 characters, else [`UNREPORTED`].
+/// `reply`, unless it reports more input or output tokens than any one call can use
+/// ([`crate::tokens::MAX_REPORTED_TOKENS`]): such a count is no measurement, and summed or
+/// priced it could pass what a stored record may hold.
+fn plausible_usage(reply: CallReply) -> Result<CallReply, CallFailure> {
+    let max = crate::tokens::MAX_REPORTED_TOKENS;
+    for (side, count) in [("input", reply.tokens_in), ("output", reply.tokens_out)] {
+        if let Some(n) = count.filter(|n| *n > max) {
+            return Err(CallFailure::Protocol(format!(
+                "the response reports {n} {side} tokens for one call, more than the {max} any call can use"
+            )));
+        }
+    }
+    Ok(reply)
+}
+
 fn clean_snapshot(s: &str) -> String {
     if verdict_core::contracts::primitives::is_printable_name(s) {
         s.to_owned()

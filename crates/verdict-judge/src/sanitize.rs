@@ -119,6 +119,28 @@ pub fn sanitize_str(input: &str) -> String {
     sanitize(input.as_bytes())
 }
 
+/// `text` with every code point a stored document may not hold written as its visible escape,
+/// `[U+XXXX]`, as [`sanitize`] writes it. Rust text holds no lone surrogate, so that is U+0000
+/// alone, which the store refuses anywhere in a document. Whatever a provider sent and a run
+/// keeps (failure details, error-body excerpts, receipts, rationales) goes through this, so a
+/// run's record is stored whatever bytes it quotes; everything else in the text is kept as it
+/// was.
+#[must_use]
+pub fn storable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "[U+0000]"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// [`storable`] in place.
+pub fn make_storable(text: &mut String) {
+    if text.contains('\0') {
+        *text = text.replace('\0', "[U+0000]");
+    }
+}
+
 /// The length in bytes of `sanitize(input)`, without building it.
 #[must_use]
 pub fn sanitized_len(input: &[u8]) -> usize {
@@ -179,6 +201,21 @@ mod tests {
         assert!(!s.contains(MARKER_OPEN) && !s.contains(MARKER_CLOSE));
         assert!(!s.contains('\u{301A}'));
         assert!(s.starts_with("[U+27E6]VERDICT-END"));
+    }
+
+    #[test]
+    fn text_to_store_has_u0000_escaped_and_nothing_else_changed() {
+        assert_eq!(
+            storable("boom\0x\u{1b}[2J\\u0000"),
+            "boom[U+0000]x\u{1b}[2J\\u0000"
+        );
+        assert!(matches!(
+            storable("plain"),
+            std::borrow::Cow::Borrowed("plain")
+        ));
+        let mut s = String::from("\0\0");
+        make_storable(&mut s);
+        assert_eq!(s, "[U+0000][U+0000]");
     }
 
     #[test]

@@ -446,3 +446,295 @@ async fn inputs_that_do_not_fit_are_refused_before_any_run_or_call() {
     })
     .await;
 }
+
+/// What a hostile (or merely broken) provider answers instead of an honest reply.
+#[derive(Clone, Copy)]
+enum Hostile {
+    /// A passing reply whose usage claims 2^53 - 1 tokens in and out: each count alone is a
+    /// number a document may hold, their sum is not.
+    UsageNoCallReaches,
+    /// A passing reply whose usage is the most one call may report, in and out.
+    UsageAtTheBound,
+    /// HTTP 500 whose body holds U+0000, as a raw byte and as an escape.
+    NulErrorBody,
+}
+
+async fn hostile_answer(
+    State((mode, calls)): State<(Hostile, Arc<AtomicUsize>)>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let usage = |n: u64| json!({"prompt_tokens": n, "completion_tokens": n});
+    match mode {
+        Hostile::UsageNoCallReaches | Hostile::UsageAtTheBound => {
+            let axum::Json(mut reply) = answer(State((Reply::Pass, calls)), body).await;
+            reply["usage"] = match mode {
+                Hostile::UsageNoCallReaches => usage(9_007_199_254_740_991),
+                _ => usage(verdict_judge::tokens::MAX_REPORTED_TOKENS),
+            };
+            axum::Json(reply).into_response()
+        }
+        Hostile::NulErrorBody => {
+            calls.fetch_add(1, Ordering::SeqCst);
+            (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                b"{\"error\":\"boom\x00\\u0000\"}".to_vec(),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn hostile(mode: Hostile) -> Fake {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = Router::new()
+        .fallback(hostile_answer)
+        .with_state((mode, calls.clone()));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Fake { url, calls }
+}
+
+/// Every read of the execution works after run `run_id`, which shows `status` with its
+/// receipts and detail; the chain is checked by `on_both`. Returns the run as history shows it.
+async fn every_read_works(w: &World, run_id: &str, status: &str) -> verdict_engine::RunView {
+    w.engine.status(&w.ops, EXEC).await.unwrap();
+    w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+    let window = verdict_engine::ledger::Window {
+        attempts: 100,
+        days: 30,
+        min_sample: 1,
+    };
+    w.engine.ledger(&w.ops, window).await.unwrap();
+    let contexts = w.engine.run_contexts(&w.rev, run_id).await.unwrap();
+    assert!(!contexts.is_empty(), "the run's record is stored");
+    let history = w.engine.history(&w.ops, EXEC).await.unwrap();
+    let shown = history
+        .runs
+        .into_iter()
+        .find(|r| r.run_id == run_id)
+        .unwrap();
+    assert_eq!(shown.status, status, "{shown:?}");
+    shown
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_no_call_can_reach_is_refused_and_the_run_keeps_its_receipt() {
+    on_both(|store| async move {
+        let srv = hostile(Hostile::UsageNoCallReaches).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({"max_total_tokens": 100_000})).await;
+        let runs = verify(
+            &w,
+            &req,
+            &verifiers(&srv.url, true),
+            &inputs(),
+            &VerifyOptions::default(),
+        )
+        .await
+        .unwrap();
+        let j = judged(&runs[0]);
+        assert_eq!(j.status, VerificationStatus::Unavailable, "{j:?}");
+        assert_eq!(j.reason, Some(UnavailableReason::ProviderError));
+        let detail = j.detail.as_deref().unwrap();
+        assert!(
+            detail.contains("9007199254740991 input tokens") && detail.contains("1000000000"),
+            "{detail}"
+        );
+        assert!(!runs[0].completed());
+        let shown = every_read_works(&w, runs[0].run_id.as_str(), "unavailable").await;
+        assert_eq!(shown.detail.as_deref(), Some(detail));
+        assert_eq!(shown.receipts.len(), 1, "{shown:?}");
+        let r = &shown.receipts[0];
+        assert_eq!(r.outcome, "protocol_error");
+        assert!(
+            r.detail.as_deref().unwrap().contains("9007199254740991"),
+            "{r:?}"
+        );
+        // The counts no call can reach are neither kept nor charged.
+        assert_eq!(
+            (r.tokens_in, r.tokens_charged, r.cost_estimate),
+            (None, None, None)
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_usage_at_the_dearest_price_leaves_a_readable_record() {
+    on_both(|store| async move {
+        let srv = hostile(Hostile::UsageAtTheBound).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        // A price past what a file may set is refused with the file and the field named, in
+        // YAML as in JSON (whose strict reader refuses 1e25 as a number already).
+        let yaml = format!(
+            "version: 1\nclasses:\n  reviewer:\n    provider: {{kind: openai, base_url: '{}', model: judge-model, price: {{input_per_mtok: 1e25, output_per_mtok: 1}}}}\n",
+            srv.url
+        );
+        let mut doc = json!({"version": 1, "classes": {"reviewer": {"provider": {
+            "kind": "openai", "base_url": srv.url, "model": "judge-model",
+            "price": {"input_per_mtok": 1e25, "output_per_mtok": 1.0}}}}});
+        for (text, origin) in [
+            (yaml, "team/verifiers.yaml"),
+            (doc.to_string(), "team/verifiers.json"),
+        ] {
+            let err = VerifiersFile::parse(text.as_bytes(), origin)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("{origin}: "))
+                    && (err.contains("price.input_per_mtok")
+                        || err.contains("price/input_per_mtok")),
+                "{err}"
+            );
+        }
+        // The dearest price a file may set, over the most a call may report.
+        let dear = verdict_judge::config::MAX_PRICE_PER_MTOK;
+        doc["classes"]["reviewer"]["provider"]["price"] =
+            json!({"input_per_mtok": dear, "output_per_mtok": dear});
+        let file = VerifiersFile::parse(doc.to_string().as_bytes(), "verifiers").unwrap();
+        let runs = verify(&w, &req, &file, &inputs(), &VerifyOptions::default())
+            .await
+            .unwrap();
+        assert!(runs[0].completed(), "{runs:?}");
+        let shown = every_read_works(&w, runs[0].run_id.as_str(), "completed").await;
+        let r = &shown.receipts[0];
+        let most = verdict_judge::tokens::MAX_REPORTED_TOKENS;
+        assert_eq!(r.tokens_charged, Some(2 * most), "{r:?}");
+        let cost = r.cost_estimate.unwrap();
+        assert!(cost > 1e12 && cost < 9_007_199_254_740_991.0, "{cost}");
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "pass", "{:?}", g.decision);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_no_file_may_set_is_held_inside_what_a_record_may_hold() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        // A class built without the file's checks, as an embedding program may: the cost is
+        // still never stored past ±(2^53 - 1).
+        let file = verifiers(&srv.url, true);
+        let classes = |name: &str| {
+            let mut c = file
+                .class(name, Path::new("."))
+                .map_err(|e| e.to_string())?;
+            if let verdict_judge::config::ProviderConfig::Openai { price, .. } =
+                &mut c.config.provider
+            {
+                *price = Some(verdict_judge::config::Price {
+                    input_per_mtok: 1e25,
+                    output_per_mtok: 1e25,
+                });
+            }
+            Ok(c)
+        };
+        let runs = w
+            .engine
+            .verify_request(&w.rev, &req, &inputs(), &classes, &VerifyOptions::default())
+            .await
+            .unwrap();
+        assert!(runs[0].completed(), "{runs:?}");
+        let shown = every_read_works(&w, runs[0].run_id.as_str(), "completed").await;
+        let cost = shown.receipts[0].cost_estimate.unwrap();
+        assert!(cost <= 9_007_199_254_740_991.0, "{cost}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_a_provider_error_body_is_escaped_and_the_run_keeps_its_detail() {
+    on_both(|store| async move {
+        let srv = hostile(Hostile::NulErrorBody).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        let runs = verify(
+            &w,
+            &req,
+            &verifiers(&srv.url, false),
+            &inputs(),
+            &VerifyOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 2, "retried once");
+        let j = judged(&runs[0]);
+        assert_eq!(j.status, VerificationStatus::Unavailable, "{j:?}");
+        assert_eq!(j.reason, Some(UnavailableReason::ProviderError));
+        let detail = j.detail.as_deref().unwrap();
+        assert!(
+            detail.contains("http status 500") && detail.contains("boom[U+0000]\\u0000"),
+            "{detail}"
+        );
+        assert!(!detail.contains('\0'));
+        let shown = every_read_works(&w, runs[0].run_id.as_str(), "unavailable").await;
+        assert_eq!(shown.detail.as_deref(), Some(detail));
+        assert_eq!(shown.receipts.len(), 2, "{shown:?}");
+        for r in &shown.receipts {
+            assert_eq!(r.outcome, "http_500");
+            assert!(
+                r.detail.as_deref().unwrap().contains("boom[U+0000]"),
+                "{r:?}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_record_is_refused_never_stores_its_result_as_counted() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        // A class built without the file's checks whose context budget no record may hold:
+        // the manifest carries it, so the engine refuses the run's record, on both backends.
+        let file = verifiers(&srv.url, false);
+        let classes = |name: &str| {
+            let mut c = file
+                .class(name, Path::new("."))
+                .map_err(|e| e.to_string())?;
+            c.config.budget.context_tokens = 1 << 60;
+            Ok(c)
+        };
+        let runs = w
+            .engine
+            .verify_request(&w.rev, &req, &inputs(), &classes, &VerifyOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(srv.calls.load(Ordering::SeqCst), 1, "the model was called");
+        let run = &runs[0];
+        let j = judged(run);
+        // The reply was a valid pass, but without its record it is not kept.
+        assert_eq!(j.status, VerificationStatus::Unavailable, "{j:?}");
+        assert_eq!(j.reason, Some(UnavailableReason::InvalidOutput));
+        let detail = j.detail.as_deref().unwrap();
+        assert!(
+            detail.starts_with("the engine could not store the run's record")
+                && detail.contains("budget_tokens"),
+            "{detail}"
+        );
+        assert!(
+            j.submitted.is_some(),
+            "the unavailable result ended the run"
+        );
+        assert!(!run.completed());
+        w.engine.status(&w.ops, EXEC).await.unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(g.decision.outcome.as_str(), "pass", "{:?}", g.decision);
+        let history = w.engine.history(&w.ops, EXEC).await.unwrap();
+        let shown = history
+            .runs
+            .iter()
+            .find(|r| r.run_id == run.run_id.as_str())
+            .unwrap();
+        assert_eq!(shown.status, "unavailable", "{shown:?}");
+    })
+    .await;
+}

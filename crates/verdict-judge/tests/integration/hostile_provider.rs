@@ -272,6 +272,109 @@ async fn usage_past_the_token_cap_is_budget_exhausted_never_a_result() {
 }
 
 #[tokio::test]
+async fn usage_no_call_can_reach_is_refused_and_never_charged() {
+    let price = Price {
+        input_per_mtok: 1.0,
+        output_per_mtok: 1.0,
+    };
+    for p in BOTH {
+        // Each count is a number a document may hold; their sum is not.
+        let server = FakeServer::start(move |r| {
+            let mut env = reporting(p, &r.nonce(), 9_007_199_254_740_991);
+            match p {
+                Proto::OpenAi => env["usage"]["prompt_tokens"] = json!(9_007_199_254_740_991_u64),
+                Proto::Anthropic => env["usage"]["input_tokens"] = json!(9_007_199_254_740_991_u64),
+            }
+            Answer::json(&env)
+        })
+        .await;
+        let j = judge_with(
+            p,
+            &server.url,
+            &long_key(),
+            budget(),
+            Sampling::default(),
+            Some(price),
+        );
+        let run = j.run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::ProviderError,
+            "reports 9007199254740991 input tokens for one call, more than the 1000000000",
+            &format!("{p:?} usage"),
+        );
+        assert_eq!(server.received().len(), 1, "{p:?}: not retried");
+        let r = &run.receipts[0];
+        assert_eq!(r.outcome, "protocol_error", "{p:?}");
+        assert_eq!(
+            (r.tokens_in, r.tokens_out, r.tokens_charged, r.cost_estimate),
+            (None, None, None, None),
+            "{p:?}"
+        );
+        // At the bound a count is believed and charged.
+        let server = FakeServer::start(move |r| {
+            Answer::json(&reporting(
+                p,
+                &r.nonce(),
+                verdict_judge::tokens::MAX_REPORTED_TOKENS,
+            ))
+        })
+        .await;
+        let j = judge_with(
+            p,
+            &server.url,
+            &long_key(),
+            budget(),
+            Sampling::default(),
+            Some(price),
+        );
+        let run = j.run(&request()).await.unwrap();
+        assert_eq!(
+            run.result.status,
+            VerificationStatus::Completed,
+            "{p:?}: {:?}",
+            run.detail
+        );
+        assert_eq!(
+            run.receipts[0].tokens_out,
+            Some(verdict_judge::tokens::MAX_REPORTED_TOKENS)
+        );
+    }
+}
+
+#[tokio::test]
+async fn u0000_in_an_error_body_is_escaped_in_the_detail_and_the_receipts() {
+    for p in BOTH {
+        let server =
+            FakeServer::start(|_| Answer::raw(500, "{\"error\":\"boom\u{0}\\u0000\"}")).await;
+        let j = judge_with(
+            p,
+            &server.url,
+            &long_key(),
+            budget(),
+            Sampling::default(),
+            None,
+        );
+        let run = j.run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::ProviderError,
+            "boom[U+0000]\\u0000",
+            &format!("{p:?} nul"),
+        );
+        assert!(!run.receipts.is_empty());
+        for r in &run.receipts {
+            let d = r.detail.as_deref().unwrap();
+            assert!(
+                d.contains("boom[U+0000]") && !d.contains('\0'),
+                "{p:?}: {d}"
+            );
+        }
+        assert!(!run.detail.as_deref().unwrap().contains('\0'));
+    }
+}
+
+#[tokio::test]
 async fn cost_past_the_cap_is_budget_exhausted_never_a_result() {
     // 900,000 output tokens at 30 per million: 27 against a cap of 0.50.
     let price = Price {
