@@ -763,6 +763,18 @@ pub async fn populate(store: &dyn Store) {
         .cas_lease(&verifier, "run vrun-1", None, Some(&holder))
         .await
         .unwrap();
+    // A principal whose token was replaced (schema version 30).
+    register(store, "rotated", Role::Runner).await;
+    store
+        .change_token(
+            &op,
+            "rotated",
+            Some(&token_sha256("rotated's second token")),
+            &"2026-11-30T13:00:00Z".parse().unwrap(),
+            "rotated",
+        )
+        .await
+        .unwrap();
 }
 
 /// The record of a gate evaluation that read only the subject and the policy.
