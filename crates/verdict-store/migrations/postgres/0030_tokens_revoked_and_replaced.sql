@@ -10,7 +10,8 @@
 --   principal's own record's until its first change, then the latest change's. A hash is held
 --   at most once, in a principal's record or here.
 -- - put_one_credential_changes, SECURITY DEFINER with a fixed search_path, the one way to
---   append: the identity check of version 7 first, then the bounds, digest, canonical form,
+--   append: the refusals of the engine's identity and the system role (schema 19) and the
+--   identity check of version 7 first, then the bounds, digest, canonical form,
 --   members and key of the body (22023), and the authority: an operator changes any stored
 --   principal's token; any other principal's identity only replaces its own token (a change
 --   naming itself with a new hash), so it can neither revoke nor touch another's (42501). Under

@@ -754,15 +754,6 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
-    // The verifier's lease of its own run (schema version 10: a lease names its purpose).
-    let holder = LeaseHolder {
-        holder: VERIFIER.parse().unwrap(),
-        expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
-    };
-    store
-        .cas_lease(&verifier, "run vrun-1", None, Some(&holder))
-        .await
-        .unwrap();
     // A principal whose token was replaced (schema version 30).
     register(store, "rotated", Role::Runner).await;
     store
@@ -773,6 +764,15 @@ pub async fn populate(store: &dyn Store) {
             &"2026-11-30T13:00:00Z".parse().unwrap(),
             "rotated",
         )
+        .await
+        .unwrap();
+    // The verifier's lease of its own run (schema version 10: a lease names its purpose).
+    let holder = LeaseHolder {
+        holder: VERIFIER.parse().unwrap(),
+        expires_at: "2026-11-30T12:05:00Z".parse().unwrap(),
+    };
+    store
+        .cas_lease(&verifier, "run vrun-1", None, Some(&holder))
         .await
         .unwrap();
 }
