@@ -11,8 +11,8 @@ use verdict_core::contracts::{HumanVerdict, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_engine::{DecisionView, Engine, Principal, Reviewed};
 use verdict_server::admin::{
-    AccessName, GatePolicy, GrantOut, NewGrant, NewPrincipal, PrincipalCreated, Reason, RoleName,
-    ScopeName,
+    AccessName, GatePolicy, GrantOut, NewGrant, NewPrincipal, PrincipalCreated, PrincipalOut,
+    Reason, RoleName, ScopeName, TokenChange,
 };
 use verdict_server::routes::{
     EvidenceBatch, EvidenceStored, GateRunOutcome, NewHumanDecision, NewRequest, Stored, Verdict,
@@ -254,8 +254,42 @@ pub enum PrincipalCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Revoke or replace a principal's token.
+    #[command(subcommand)]
+    Token(TokenCommand),
     #[command(flatten)]
     Browse(crate::browse_cmd::PrincipalBrowse),
+}
+
+/// `principal token ...`.
+#[derive(clap::Subcommand)]
+pub enum TokenCommand {
+    /// Revoke a principal's token (operator only): from now on it authenticates nobody. Its
+    /// grants stay; `rotate` by an operator gives it a token again.
+    #[command(
+        after_help = "Example:\n  verdict principal token revoke ci --reason \"laptop lost\""
+    )]
+    Revoke {
+        /// The principal.
+        name: String,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Replace a principal's token with a new one, printed once; the old one stops working at
+    /// once. An operator for anyone, any other principal for itself only.
+    #[command(after_help = "Example:\n  verdict principal token rotate ci")]
+    Rotate {
+        /// The principal.
+        name: String,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 /// `grant ...`.
@@ -709,6 +743,48 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 );
                 outln!("{}", login.url)?;
             }
+        }
+        C::Principal(PrincipalCommand::Token(TokenCommand::Revoke {
+            name,
+            reason,
+            common,
+        })) => {
+            if let Some(remote) = crate::remote::client(&common)? {
+                let _: PrincipalOut = remote
+                    .post(
+                        &format!("v1/principals/{}/token/revoke", segment(&name)),
+                        &TokenChange { reason },
+                    )
+                    .await?;
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .revoke_token(&ctx.caller().await?, &name, &reason)
+                    .await?;
+            }
+            outln!("revoked the token of {name}")?;
+        }
+        C::Principal(PrincipalCommand::Token(TokenCommand::Rotate {
+            name,
+            reason,
+            common,
+        })) => {
+            let token = if let Some(remote) = crate::remote::client(&common)? {
+                let rotated: PrincipalCreated = remote
+                    .post(
+                        &format!("v1/principals/{}/token/rotate", segment(&name)),
+                        &TokenChange { reason },
+                    )
+                    .await?;
+                rotated.token
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                ctx.engine
+                    .rotate_token(&ctx.caller().await?, &name, &reason)
+                    .await?
+            };
+            eprintln!("the token of {name:?} is replaced; the new one is shown only now:");
+            outln!("{token}")?;
         }
         C::Grant(GrantCommand::Add {
             id,

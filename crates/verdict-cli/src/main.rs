@@ -194,6 +194,8 @@ mod tests {
         "principal add",
         "principal list",
         "principal show",
+        "principal token revoke",
+        "principal token rotate",
         "grant add",
         "grant revoke",
         "grant list",

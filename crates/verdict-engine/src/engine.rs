@@ -217,28 +217,32 @@ impl Engine {
         Ok(token)
     }
 
-    /// The principal holding `token`. A token no principal holds (or none at all) is refused,
-    /// and the attempt is recorded as a denial of [`UNAUTHENTICATED`] carrying at most a short
-    /// fingerprint of the token, never the token or its hash. A token the store named before is
-    /// answered without asking it again: a principal's record never changes (see
-    /// `principal_cache.rs`); what it may do is read by each use case, every time.
+    /// The principal holding `token`. A token no principal holds (or none at all), or one
+    /// retired by a change of token, is refused, and the attempt is recorded as a denial of
+    /// [`UNAUTHENTICATED`] carrying at most a short fingerprint of the token, never the token
+    /// or its hash. A token the store named before is answered without asking it again while
+    /// no change of token can have been made since (see `principal_cache.rs`); what it may do
+    /// is read by each use case, every time.
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let found = if token.is_empty() {
             None
         } else {
             let hash = token_sha256(token);
-            if let Some(known) = self.principals.get(&hash) {
+            // Read before the store is asked: a change of token after this moves it, so what
+            // the store answers now is never kept past that change.
+            let epoch = self.store.credential_epoch();
+            if let Some(known) = self.principals.get(&hash, epoch) {
                 return Ok(known);
             }
             self.store
                 .principal_by_token_hash(&hash)
                 .await?
-                .map(|p| (hash, p))
+                .map(|p| (hash, epoch, p))
         };
         match found {
-            Some((hash, p)) => {
+            Some((hash, epoch, p)) => {
                 let principal = Principal::new(p.name, p.role);
-                self.principals.put(hash, &principal);
+                self.principals.put(hash, &principal, epoch);
                 Ok(principal)
             }
             None => {
@@ -258,7 +262,11 @@ impl Engine {
             return Ok(false);
         }
         let hash = token_sha256(token);
-        if self.principals.get(&hash).is_some() {
+        if self
+            .principals
+            .get(&hash, self.store.credential_epoch())
+            .is_some()
+        {
             return Ok(true);
         }
         Ok(self.store.principal_by_token_hash(&hash).await?.is_some())
@@ -447,6 +455,77 @@ impl Engine {
             .revoke_grant(&caller.actor(), &revocation)
             .await?;
         Ok(())
+    }
+
+    /// Revokes principal `name`'s token (operator only): from this append on, the token it
+    /// holds authenticates nobody, on this engine at once and on every other within the bound
+    /// `principal_cache.rs` states. Its grants stay as they are; an operator's
+    /// [`Engine::rotate_token`] gives it a token again.
+    pub async fn revoke_token(&self, caller: &Principal, name: &str, reason: &str) -> Result<()> {
+        self.change_token(caller, name, false, reason).await?;
+        Ok(())
+    }
+
+    /// Replaces principal `name`'s token with a fresh one, returned once (stored only as its
+    /// SHA-256); the token it held is retired in the same append. An operator replaces anyone's
+    /// token (a revoked principal's included); any other principal only its own.
+    pub async fn rotate_token(
+        &self,
+        caller: &Principal,
+        name: &str,
+        reason: &str,
+    ) -> Result<String> {
+        self.change_token(caller, name, true, reason)
+            .await?
+            .ok_or_else(|| EngineError::Conflict("no token was made for the rotation".into()))
+    }
+
+    /// A change of `name`'s token: a fresh one when `replace`, else none. Refused, with its
+    /// denial and nothing else written, unless the caller is an operator or replaces its own.
+    async fn change_token(
+        &self,
+        caller: &Principal,
+        name: &str,
+        replace: bool,
+        reason: &str,
+    ) -> Result<Option<String>> {
+        let now = self.now().await?;
+        let own = caller.name.as_str() == name;
+        if caller.role != Role::Operator && !(replace && own) {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: if replace {
+                    format!("rotate the token of {name:?}")
+                } else {
+                    format!("revoke the token of {name:?}")
+                },
+                why: if replace {
+                    "only an operator, or the principal itself, may".to_owned()
+                } else {
+                    "only operator principals may".to_owned()
+                },
+            };
+            return Err(self.deny(caller, err).await);
+        }
+        name.parse::<Name>()
+            .map_err(|e| invalid("principal name")(format!("{e}")))?;
+        if self.store.principal(name).await?.is_none() {
+            return Err(EngineError::NotFound {
+                what: "principal",
+                key: name.to_owned(),
+            });
+        }
+        let token = replace.then(token::generate).transpose()?;
+        let hash = token.as_deref().map(token_sha256);
+        let changed = self
+            .store
+            .change_token(&caller.actor(), name, hash.as_ref(), &now, reason)
+            .await;
+        // Forgotten whatever the answer: a change that committed before an error still counts.
+        self.principals.clear();
+        changed?;
+        Ok(token)
     }
 
     /// Whether `who` holds a grant in force at `now` covering the subject's execution or mission

@@ -11,7 +11,7 @@
 //!
 //! Use cases:
 //! - principals and tokens: [`Engine::init`], [`Engine::authenticate`],
-//!   [`Engine::add_principal`]; grants: [`Engine::grant`], [`Engine::revoke`]; the gate's
+//!   [`Engine::add_principal`], [`Engine::revoke_token`], [`Engine::rotate_token`]; grants: [`Engine::grant`], [`Engine::revoke`]; the gate's
 //!   policy: [`Engine::set_policy`]; the store's manual clock: [`Engine::set_manual_time`].
 //! - work and evidence: [`Engine::put_subject`], [`Engine::add_evidence`] (check evidence as a
 //!   runner files it), [`scaffold`] (a subject built from specs and bytes, a result template);
@@ -105,6 +105,7 @@ pub use notes::{
     Requester, ResultRefusal, RunTakeover,
 };
 pub use precondition::Precondition;
+pub use principal_cache::PRINCIPAL_CACHE_BOUND;
 pub use runner_kit::{CheckDefinitions, ProbeChecks};
 pub use runs::{
     ModelVerifier, Preflight, RUN_CONTEXT_SCHEMA, RunContext, RunContextSchema, RunOutcome,

@@ -336,6 +336,69 @@ pub async fn show_principal(
     }))
 }
 
+/// `POST /v1/principals/{name}/token/revoke` and `/rotate`: why the token changes.
+#[derive(Debug, Default, Deserialize, ToSchema, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenChange {
+    /// Why (may be empty; at most 1024 characters).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Revokes a principal's token (operators only): from now on it authenticates nobody. The
+/// principal and its grants stay; a rotation by an operator gives it a token again.
+#[utoipa::path(post, path = "/v1/principals/{name}/token/revoke", tag = "authority",
+    params(("name" = String, Path, description = "Principal name")),
+    request_body = TokenChange,
+    responses(
+        (status = 200, description = "Revoked", body = PrincipalOut),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(name): Segment,
+    StrictJson(body): StrictJson<TokenChange>,
+) -> Result<Json<PrincipalOut>, ApiError> {
+    state
+        .engine
+        .revoke_token(&caller, &name, &body.reason)
+        .await?;
+    let (p, _) = state.engine.show_principal(&caller, &name).await?;
+    Ok(Json(p.into()))
+}
+
+/// Replaces a principal's token with a fresh one, in the answer once; the old one is retired
+/// in the same append. Operators for anyone; any other principal for itself only.
+#[utoipa::path(post, path = "/v1/principals/{name}/token/rotate", tag = "authority",
+    params(("name" = String, Path, description = "Principal name")),
+    request_body = TokenChange,
+    responses(
+        (status = 200, description = "Rotated; the new token is shown only now", body = PrincipalCreated),
+        (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
+        (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn rotate_token(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Segment(name): Segment,
+    StrictJson(body): StrictJson<TokenChange>,
+) -> Result<Json<PrincipalCreated>, ApiError> {
+    let token = state
+        .engine
+        .rotate_token(&caller, &name, &body.reason)
+        .await?;
+    let (p, _) = state.engine.show_principal(&caller, &name).await?;
+    Ok(Json(PrincipalCreated {
+        name: p.name.to_string(),
+        role: p.role.as_str().to_owned(),
+        token,
+    }))
+}
+
 /// Grants a principal access to an execution or mission (operators only).
 #[utoipa::path(post, path = "/v1/grants", tag = "authority",
     request_body = NewGrant,

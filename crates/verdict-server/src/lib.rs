@@ -146,6 +146,14 @@ pub fn app(state: AppState) -> Router {
             get(admin::list_principals).post(admin::add_principal),
         )
         .route("/v1/principals/{name}", get(admin::show_principal))
+        .route(
+            "/v1/principals/{name}/token/revoke",
+            post(admin::revoke_token),
+        )
+        .route(
+            "/v1/principals/{name}/token/rotate",
+            post(admin::rotate_token),
+        )
         .route("/v1/grants", get(admin::list_grants).post(admin::add_grant))
         .route("/v1/grants/{id}", get(admin::show_grant))
         .route("/v1/grants/{id}/revoke", post(admin::revoke_grant))

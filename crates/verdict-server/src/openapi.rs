@@ -44,6 +44,8 @@ use utoipa::{Modify, OpenApi};
         admin::add_principal,
         admin::list_principals,
         admin::show_principal,
+        admin::revoke_token,
+        admin::rotate_token,
         admin::add_grant,
         admin::list_grants,
         admin::show_grant,

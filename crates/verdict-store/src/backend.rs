@@ -248,15 +248,36 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
             "a SQLite store has no database logins; whoever can write its file controls it".into(),
         ))
     }
-    /// The principal row holding `token_sha256`, if any.
-    async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
-        Ok(self
+    /// The row of the principal whose one token hashes to `token_sha256` now, if any (one
+    /// read): the principal whose own record holds it, while it never changed its token, else
+    /// the one whose latest token change names it (schema version 30). A retired token finds
+    /// nobody.
+    async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>>;
+    /// How many times `principal`'s token was changed.
+    async fn token_changes(&self, principal: &str) -> Result<u64> {
+        let n = self
             .find(
-                Table::Principals,
-                Filter::Column("token_sha256", token_sha256.to_owned()),
+                Table::CredentialChanges,
+                Filter::Column("principal", principal.to_owned()),
             )
             .await?
-            .pop())
+            .len();
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+    /// Whether some principal held the token hashed to `token_sha256`, now or before.
+    async fn token_hash_held(&self, token_sha256: &str) -> Result<bool> {
+        for table in [Table::Principals, Table::CredentialChanges] {
+            let column = Filter::Column("token_sha256", token_sha256.to_owned());
+            if !self.find(table, column).await?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+    /// How many token changes made through other handles this handle has heard of (or may
+    /// have missed, counted when its listening connection came back): 0 where nothing is heard.
+    fn token_changes_heard(&self) -> u64 {
+        0
     }
     /// Principals' names and roles in seq order: the one named `name`, or up to `limit` stored
     /// after seq `after_seq`. Never their bodies, which hold token hashes.

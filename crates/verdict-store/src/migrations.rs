@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 29;
+pub const SCHEMA_VERSION: i64 = 30;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -166,6 +166,11 @@ pub const SQLITE: &[Migration] = &[
         version: 29,
         name: "patterns_matched_without_counted_repeats",
         sql: include_str!("../migrations/sqlite/0029_patterns_matched_without_counted_repeats.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "tokens_revoked_and_replaced",
+        sql: include_str!("../migrations/sqlite/0030_tokens_revoked_and_replaced.sql"),
     },
 ];
 
@@ -323,6 +328,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0029_patterns_matched_without_counted_repeats.sql"
         ),
+    },
+    Migration {
+        version: 30,
+        name: "tokens_revoked_and_replaced",
+        sql: include_str!("../migrations/postgres/0030_tokens_revoked_and_replaced.sql"),
     },
 ];
 

@@ -1366,6 +1366,37 @@ impl Backend for PgBackend {
             .pop())
     }
 
+    async fn token_changes(&self, principal: &str) -> Result<u64> {
+        // Through the routine (schema version 30): no principal's identity reads the table.
+        let rows = self
+            .read(|| sqlx::query("SELECT verdict.token_changes_of($1)").bind(principal))
+            .await
+            .map_err(pg_err)?;
+        let n: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(pg_err)?,
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn token_hash_held(&self, token_sha256: &str) -> Result<bool> {
+        // No principal's identity reads a token hash; the write routine refuses a hash held
+        // before, under the chain lock, in the transaction of the change.
+        let _ = token_sha256;
+        Ok(false)
+    }
+
+    fn token_changes_heard(&self) -> u64 {
+        // Listening starts with the first question. What is kept before it listens, or while
+        // it cannot, is bounded by its keeper's own limit on how long it keeps an answer.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let _ = self
+                .wakeups()
+                .start(self.location_url(), &self.jobs_channel());
+        }
+        self.wakeups().token_changes_heard()
+    }
+
     async fn principal_entries(
         &self,
         name: Option<&str>,

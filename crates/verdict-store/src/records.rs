@@ -163,6 +163,11 @@ impl Table {
                 text!("scope_id", &["scope", "id"]),
             ],
             Self::GrantRevocations => &[text!("grant_id", &["grant_id"])],
+            Self::CredentialChanges => &[
+                text!("principal", &["principal"]),
+                integer!("n", &["n"]),
+                text!("token_sha256", &["token_sha256"]),
+            ],
             Self::Subjects => &[
                 text!("execution_id", &["execution", "id"]),
                 integer!("generation", &["execution", "generation"]),
@@ -261,11 +266,15 @@ pub enum Table {
     /// naming it as the writer, keyed by its own digest, at most one per blob and principal.
     /// The bytes are kept once, in [`Table::Blobs`].
     BlobHolders,
+    /// Changes of a principal's token (schema version 30): the `n`th change of a principal
+    /// names the one token it holds from then on, or none. A token is retired by the change
+    /// after the one that gave it; nothing is updated.
+    CredentialChanges,
 }
 
 impl Table {
     /// Every table, in the order `audit verify` walks them.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::Principals,
         Self::Grants,
         Self::GrantRevocations,
@@ -284,6 +293,7 @@ impl Table {
         Self::GateEvaluations,
         Self::Blobs,
         Self::BlobHolders,
+        Self::CredentialChanges,
     ];
 
     /// The table's name in both databases.
@@ -308,6 +318,7 @@ impl Table {
             Self::GateEvaluations => "gate_evaluations",
             Self::Blobs => "blobs",
             Self::BlobHolders => "blob_holders",
+            Self::CredentialChanges => "credential_changes",
         }
     }
 
@@ -339,6 +350,7 @@ impl Table {
             Self::GateEvaluations => "store.gate-evaluation",
             Self::Blobs => "store.blob",
             Self::BlobHolders => "store.blob-holder",
+            Self::CredentialChanges => "store.credential-change",
         }
     }
 
@@ -369,6 +381,9 @@ impl Table {
             Self::Blobs => &[Producer, Operator, Runner],
             // Appended only by a put of bytes stored already, through the blobs' own write.
             Self::BlobHolders => &[Producer, Operator, Runner],
+            // An operator changes anyone's token; anyone else only replaces its own (the store
+            // checks which).
+            Self::CredentialChanges => &[Operator, Producer, Runner, Verifier, Human],
             Self::PointerChanges => &[],
         }
     }
@@ -661,6 +676,33 @@ pub struct PrincipalRecord {
     pub role: Role,
     /// `sha256:` of the token's bytes (see [`token_sha256`]).
     pub token_sha256: Digest,
+}
+
+/// A change of a principal's token (schema version 30): from this change on, the principal's
+/// one token is the one hashed to `token_sha256`, or none at all (a revocation). The change
+/// before it (or, for the first, the principal's own record) named the token it retires.
+/// Numbered from 1 per principal; the key is `<principal>#<n>`, so two changes racing from
+/// the same state cannot both be stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialChange {
+    /// Whose token changes.
+    pub principal: Name,
+    /// Which change of the principal's token this is, from 1.
+    pub n: u64,
+    /// `sha256:` of the token it holds from now on; none after a revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<Digest>,
+    /// When, at the store's time.
+    pub changed_at: Timestamp,
+    /// Why (at most 1024 characters).
+    pub reason: String,
+}
+
+/// The key of a principal's `n`th change of token.
+#[must_use]
+pub fn credential_change_key(principal: &str, n: u64) -> String {
+    format!("{principal}#{n}")
 }
 
 /// The digest under which a token is stored: plain SHA-256 of its bytes.
@@ -991,6 +1033,14 @@ pub fn key_of_value(table: Table, value: &Value, digest: &Digest) -> Result<Stri
             let r = decode::<Revocation>(value)?;
             check_reason(&r.reason)?;
             r.grant_id.to_string()
+        }
+        Table::CredentialChanges => {
+            let c = decode::<CredentialChange>(value)?;
+            check_reason(&c.reason)?;
+            if c.n == 0 {
+                return Err("credential changes are numbered from 1".into());
+            }
+            credential_change_key(c.principal.as_str(), c.n)
         }
         Table::VerifierRuns => decode::<RunAdmission>(value)?.run_id.to_string(),
         Table::RunEvents => {

@@ -816,6 +816,36 @@ impl Backend for SqliteBackend {
         .await
     }
 
+    async fn principal_by_token(&self, token_sha256: &str) -> Result<Option<Stored>> {
+        // One read: the principal whose own record holds the hash while it never changed its
+        // token, or the one whose latest change of token names it (schema version 30).
+        let token_sha256 = token_sha256.to_owned();
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT p.seq, p.key, p.digest, p.body, NULL FROM principals p \
+                     WHERE (p.token_sha256 = ?1 AND NOT EXISTS \
+                         (SELECT 1 FROM credential_changes c WHERE c.principal = p.key)) \
+                        OR p.key = (SELECT c.principal FROM credential_changes c \
+                         WHERE c.token_sha256 = ?1 AND NOT EXISTS (SELECT 1 FROM credential_changes d \
+                             WHERE d.principal = c.principal AND d.n > c.n)) \
+                     ORDER BY p.seq",
+                )
+                .map_err(err)?;
+            let rows = stmt
+                .query_map([token_sha256], raw)
+                .map_err(err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err)?;
+            Ok(rows
+                .into_iter()
+                .map(|r| to_stored(Table::Principals, r))
+                .collect::<Result<Vec<_>>>()?
+                .pop())
+        })
+        .await
+    }
+
     async fn pointer(&self, kind: PointerKind, name: &str) -> Result<Option<Pointer>> {
         let name = name.to_owned();
         self.with(move |conn| pointer_row(conn, kind, &name)).await

@@ -6,8 +6,9 @@ use crate::backend::{Backend, CasOutcome, Filter, Prepared, PreparedCas};
 use crate::error::{Result, StoreError};
 use crate::records::{
     self, ADMISSION_NOTE_SCHEMA, Access, CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting,
-    DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord, Revocation, RunAdmission,
-    RunEvent, RunStatus, StoreClock, Table, canonical_text, finding_key, key_of,
+    CredentialChange, DocKind, GrantRecord, PointerChange, PointerKind, PrincipalRecord,
+    Revocation, RunAdmission, RunEvent, RunStatus, StoreClock, Table, canonical_text, finding_key,
+    key_of,
 };
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -343,6 +344,28 @@ pub trait Store: Send + Sync {
         token_sha256: &Digest,
     ) -> Result<Option<PrincipalRecord>>;
 
+    /// Changes principal `principal`'s token (schema version 30): from this append on it holds
+    /// only the token hashed to `token_sha256` (a rotation), or none (a revocation), and every
+    /// token it held before is retired for good. An operator changes any principal's token;
+    /// any other principal only replaces its own. The change is numbered after the principal's
+    /// last one, so of two changes made from the same state one is refused (`Conflict`). A
+    /// hash some principal held before is refused. `at` is the store's time.
+    async fn change_token(
+        &self,
+        actor: &Actor,
+        principal: &str,
+        token_sha256: Option<&Digest>,
+        at: &Timestamp,
+        reason: &str,
+    ) -> Result<Stored>;
+
+    /// A number that moves whenever this handle learns that a principal's token changed: at
+    /// once for a change it made itself and, on PostgreSQL, when the store's notification of
+    /// a change made through another handle arrives (or its listening connection was lost and
+    /// is back). Read without a round trip; whoever keeps who holds a token keeps it only while
+    /// this number stays where it was when the store answered.
+    fn credential_epoch(&self) -> u64;
+
     /// Grants access (operator only).
     async fn add_grant(&self, actor: &Actor, grant: &GrantRecord) -> Result<Stored>;
 
@@ -527,6 +550,8 @@ pub(crate) struct StoreImpl<B> {
     clock: std::sync::OnceLock<StoreClock>,
     /// The time a manual clock reads, as set on this handle.
     manual_now: std::sync::Mutex<Option<Timestamp>>,
+    /// How many token changes this handle made ([`Store::credential_epoch`]).
+    token_changes: std::sync::atomic::AtomicU64,
 }
 
 impl<B> StoreImpl<B> {
@@ -535,6 +560,7 @@ impl<B> StoreImpl<B> {
             backend,
             clock: std::sync::OnceLock::new(),
             manual_now: std::sync::Mutex::new(None),
+            token_changes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -1752,6 +1778,62 @@ impl<B: Backend> Store for StoreImpl<B> {
             .await?
             .map(|s| s.decode())
             .transpose()
+    }
+
+    async fn change_token(
+        &self,
+        actor: &Actor,
+        principal: &str,
+        token_sha256: Option<&Digest>,
+        at: &Timestamp,
+        reason: &str,
+    ) -> Result<Stored> {
+        actor.may_append(Table::CredentialChanges)?;
+        // Anyone but an operator only replaces its own token: it may neither retire its token
+        // without a new one nor touch another's. The PostgreSQL routine holds the same.
+        if actor.role != ActorRole::Operator
+            && (actor.principal != principal || token_sha256.is_none())
+        {
+            return Err(actor.forbidden(Table::CredentialChanges.name()));
+        }
+        let name: Name = principal.parse().map_err(|e| StoreError::Invalid {
+            what: "principal name",
+            message: format!("{e}"),
+        })?;
+        if self.principal(principal).await?.is_none() {
+            return Err(StoreError::NotFound {
+                what: "principal",
+                key: principal.to_owned(),
+            });
+        }
+        if let Some(hash) = token_sha256
+            && self.backend.token_hash_held(hash.as_str()).await?
+        {
+            return Err(StoreError::Refused(
+                "that token's hash was held by a principal before; a new token is never an old one"
+                    .into(),
+            ));
+        }
+        let change = CredentialChange {
+            principal: name,
+            n: self.backend.token_changes(principal).await? + 1,
+            token_sha256: token_sha256.cloned(),
+            changed_at: at.clone(),
+            reason: reason.to_owned(),
+        };
+        let body = text_of(Table::CredentialChanges, &change)?;
+        let item = record(Table::CredentialChanges, body, Some(principal.to_owned()))?;
+        let stored = self.append_one(actor, item).await;
+        // Moved whatever the answer: an error after the commit must not leave a holder kept.
+        self.token_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        stored
+    }
+
+    fn credential_epoch(&self) -> u64 {
+        self.token_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .wrapping_add(self.backend.token_changes_heard())
     }
 
     async fn add_grant(&self, actor: &Actor, grant: &GrantRecord) -> Result<Stored> {

@@ -1451,3 +1451,51 @@ fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
         assert!(list.contains("coder") && !list.contains("c2"), "{list}");
     });
 }
+
+#[test]
+fn a_revoked_token_is_refused_by_the_next_command_and_a_rotated_one_replaces_it() {
+    both(|env| {
+        let w = walk(env, &[], &[]);
+        let status = ["principal", "show", "rev"];
+        env.ok(Some(&w.rev), &status);
+        // Only an operator revokes, and the refusal writes only its denial.
+        let before = chain_length(&env.store);
+        let out = env.run(Some(&w.alice), &["principal", "token", "revoke", "rev"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("permission_denied"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(chain_length(&env.store), before + 1);
+        env.ok(Some(&w.rev), &status);
+
+        let said = env.ok(
+            Some(&w.ops),
+            &[
+                "principal",
+                "token",
+                "revoke",
+                "rev",
+                "--reason",
+                "laptop lost",
+            ],
+        );
+        assert_eq!(said, "revoked the token of rev");
+        let out = env.run(Some(&w.rev), &status);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("unauthenticated"), "{}", stderr(&out));
+
+        // An operator gives it a new one, shown once; the principal then replaces its own.
+        let fresh = env.ok(Some(&w.ops), &["principal", "token", "rotate", "rev"]);
+        assert!(fresh.starts_with("vdt_"), "{fresh}");
+        env.ok(Some(&fresh), &status);
+        let own = env.ok(Some(&fresh), &["principal", "token", "rotate", "rev"]);
+        env.ok(Some(&own), &status);
+        for old in [&w.rev, &fresh] {
+            let out = env.run(Some(old), &status);
+            assert!(stderr(&out).contains("unauthenticated"), "{}", stderr(&out));
+        }
+        env.ok(None, &["audit", "verify"]);
+    });
+}

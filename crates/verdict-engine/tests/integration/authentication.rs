@@ -93,3 +93,129 @@ async fn a_token_nobody_holds_is_looked_up_and_recorded_every_time() {
     })
     .await;
 }
+
+/// The audit seq of the store's head.
+async fn head(store: &std::sync::Arc<dyn verdict_store::Store>) -> u64 {
+    store.audit_head().await.unwrap().map_or(0, |h| h.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_is_refused_at_once_and_a_rotated_one_replaces_it() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        let token = w
+            .engine
+            .add_principal(&w.ops, "laptop", Role::Runner)
+            .await
+            .unwrap();
+        // Known, and kept: the next authentication is answered from memory.
+        let before = w.engine.authenticate(&token).await.unwrap();
+        let hits = w.engine.principal_cache_hits();
+        assert_eq!(w.engine.authenticate(&token).await.unwrap(), before);
+        assert_eq!(w.engine.principal_cache_hits(), hits + 1);
+        // Another engine over the same handle has kept it too.
+        let other = verdict_engine::Engine::new(store.clone(), "merge");
+        other.authenticate(&token).await.unwrap();
+
+        w.engine
+            .revoke_token(&w.ops, "laptop", "lost")
+            .await
+            .unwrap();
+        for engine in [&w.engine, &other] {
+            let err = engine.authenticate(&token).await.unwrap_err();
+            assert_eq!(err.code(), "unauthenticated", "{err}");
+            assert!(!engine.token_is_held(&token).await.unwrap());
+        }
+        // The principal is still listed; revoking again changes nothing that matters.
+        assert!(store.principal("laptop").await.unwrap().is_some());
+
+        // An operator gives it a new token; the revoked one stays refused.
+        let fresh = w
+            .engine
+            .rotate_token(&w.ops, "laptop", "found")
+            .await
+            .unwrap();
+        let again = other.authenticate(&fresh).await.unwrap();
+        assert_eq!(again.name().as_str(), "laptop");
+        assert_eq!(again.role(), Role::Runner);
+        let err = w.engine.authenticate(&token).await.unwrap_err();
+        assert_eq!(err.code(), "unauthenticated", "{err}");
+
+        // The principal replaces its own: the new one works, the one it replaced does not,
+        // on either engine, at once.
+        let own = other.rotate_token(&again, "laptop", "").await.unwrap();
+        for engine in [&w.engine, &other] {
+            let err = engine.authenticate(&fresh).await.unwrap_err();
+            assert_eq!(err.code(), "unauthenticated", "{err}");
+            assert_eq!(
+                engine.authenticate(&own).await.unwrap().name().as_str(),
+                "laptop"
+            );
+        }
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_operator_or_the_principal_itself_changes_a_token_and_a_refusal_is_its_denial() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        let token = w
+            .engine
+            .add_principal(&w.ops, "target", Role::Runner)
+            .await
+            .unwrap();
+        let target = w.engine.authenticate(&token).await.unwrap();
+        // Someone else's token, revoked or replaced, or one's own revoked, by anyone but an
+        // operator: refused, and the refusal's denial is the only append.
+        for (who, whose, replace) in [
+            (&w.coder, "target", false),
+            (&w.coder, "target", true),
+            (&w.rev, "ops", true),
+            (&w.alice, "alice", false),
+            (&target, "target", false),
+        ] {
+            let seq = head(&store).await;
+            let err = if replace {
+                w.engine.rotate_token(who, whose, "").await.unwrap_err()
+            } else {
+                w.engine
+                    .revoke_token(who, whose, "")
+                    .await
+                    .map(|()| String::new())
+                    .unwrap_err()
+            };
+            assert_eq!(err.code(), "permission_denied", "{err}");
+            let after = store.audit_events(seq, 100).await.unwrap();
+            assert_eq!(after.len(), 1, "{after:?}");
+            assert_eq!(after[0].table, "denials");
+            let denial = store.denials(seq, 1).await.unwrap().pop().unwrap();
+            let denial: serde_json::Value = serde_json::from_str(&denial.body).unwrap();
+            assert_eq!(denial["principal"], who.name().as_str());
+            assert_eq!(denial["code"], "permission_denied");
+        }
+        assert_eq!(
+            w.engine.authenticate(&token).await.unwrap().name().as_str(),
+            "target"
+        );
+        // Bad input is refused before anything is written: an unknown principal, a reason too
+        // long.
+        let seq = head(&store).await;
+        let err = w
+            .engine
+            .revoke_token(&w.ops, "nobody", "")
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "not_found", "{err}");
+        let err = w
+            .engine
+            .rotate_token(&w.ops, "target", &"x".repeat(1025))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "invalid_input", "{err}");
+        assert_eq!(head(&store).await, seq);
+        assert!(w.engine.authenticate(&token).await.is_ok());
+    })
+    .await;
+}

@@ -466,6 +466,8 @@ async fn openapi_names_every_route_and_probes_answer() {
             ("/v1/principals", "post"),
             ("/v1/principals", "get"),
             ("/v1/principals/{name}", "get"),
+            ("/v1/principals/{name}/token/revoke", "post"),
+            ("/v1/principals/{name}/token/rotate", "post"),
             ("/v1/grants", "post"),
             ("/v1/grants", "get"),
             ("/v1/grants/{id}", "get"),

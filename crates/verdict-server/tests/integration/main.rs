@@ -23,6 +23,7 @@ mod hostile;
 mod jobs;
 mod ops;
 mod reads;
+mod tokens;
 mod ui;
 mod webhooks;
 mod work;

@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Row as _};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The `application_name` of a handle's listening connection, so that an operator can tell it
@@ -36,19 +37,32 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// notified meanwhile is lost. The task ends with the handle.
 pub(crate) struct PgWakeups {
     signals: Arc<Signals>,
+    /// Token changes heard on the channel (payload [`TOKEN_CHANGE_PAYLOAD`]), plus one each
+    /// time listening starts again after its connection was lost, since a change meanwhile
+    /// went unheard.
+    token_changes: Arc<AtomicU64>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
+
+/// The payload the token-change routine notifies the store's channel with (schema version 30).
+pub(crate) const TOKEN_CHANGE_PAYLOAD: &str = "credentials";
 
 impl PgWakeups {
     pub(crate) fn new() -> Self {
         Self {
             signals: Arc::new(Signals::new()),
+            token_changes: Arc::new(AtomicU64::new(0)),
             task: std::sync::Mutex::new(None),
         }
     }
 
+    /// How many token changes were heard (or may have gone unheard) so far.
+    pub(crate) fn token_changes_heard(&self) -> u64 {
+        self.token_changes.load(Ordering::SeqCst)
+    }
+
     /// Starts the listening task unless it runs.
-    fn start(&self, url: &str, channel: &str) -> Result<()> {
+    pub(crate) fn start(&self, url: &str, channel: &str) -> Result<()> {
         let mut task = self
             .task
             .lock()
@@ -67,6 +81,7 @@ impl PgWakeups {
             options,
             channel.to_owned(),
             Arc::clone(&self.signals),
+            Arc::clone(&self.token_changes),
         )));
         Ok(())
     }
@@ -86,7 +101,12 @@ impl Drop for PgWakeups {
 }
 
 /// Listens on `channel` until aborted, connecting again whenever the connection is lost.
-async fn listen(options: PgConnectOptions, channel: String, signals: Arc<Signals>) {
+async fn listen(
+    options: PgConnectOptions,
+    channel: String,
+    signals: Arc<Signals>,
+    token_changes: Arc<AtomicU64>,
+) {
     // A pool of one connection, used only to make and remake the listening connection.
     let pool = PgPoolOptions::new()
         .max_connections(1)
@@ -96,22 +116,37 @@ async fn listen(options: PgConnectOptions, channel: String, signals: Arc<Signals
         .acquire_timeout(Duration::from_secs(30))
         .connect_lazy_with(options);
     let mut pause = RECONNECT_FIRST;
+    let mut first = true;
     loop {
         if let Ok(mut listener) = subscribe(&pool, &channel).await {
             pause = RECONNECT_FIRST;
-            // Listening from here on; whatever changed before was not heard.
+            // Listening from here on; whatever changed before was not heard. Holders kept
+            // before the first subscription are bounded by their keeper's own limit, as is
+            // everything kept while nothing listens; a change made while the connection was
+            // lost moves the count on.
+            if !std::mem::take(&mut first) {
+                token_changes.fetch_add(1, Ordering::SeqCst);
+            }
             signals.signal_all(Wakeup::Resumed);
             loop {
                 match listener.try_recv().await {
+                    Ok(Some(note)) if note.payload() == TOKEN_CHANGE_PAYLOAD => {
+                        token_changes.fetch_add(1, Ordering::SeqCst);
+                    }
                     Ok(Some(note)) => match note.payload().parse::<JobKind>() {
                         Ok(kind) => signals.signal(kind, Wakeup::Signalled),
                         Err(_) => signals.signal_all(Wakeup::Signalled),
                     },
                     // The connection was lost and sqlx made a new one, listening again.
-                    Ok(None) => signals.signal_all(Wakeup::Resumed),
+                    Ok(None) => {
+                        token_changes.fetch_add(1, Ordering::SeqCst);
+                        signals.signal_all(Wakeup::Resumed);
+                    }
                     Err(_) => break,
                 }
             }
+            // Not listening until the next subscription: what is kept meanwhile is bounded by
+            // its keeper's limit, and the next subscription moves the count on.
         }
         tokio::time::sleep(pause).await;
         pause = pause.saturating_mul(2).min(RECONNECT_MAX);

@@ -803,6 +803,36 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
             }
             continue;
         }
+        if table == Table::CredentialChanges {
+            // One routine for one change at a time (schema version 30), and no privilege to
+            // read or write the table directly: the token hashes stay private.
+            for r in ActorRole::ALL {
+                let may = check(format!(
+                    "has_function_privilege('{}', 'verdict.put_one_credential_changes(text, text, text, text, text, text)', 'EXECUTE')",
+                    role(r)
+                ))
+                .await;
+                assert_eq!(
+                    may,
+                    table.writers().contains(&r),
+                    "{} credential_changes",
+                    r.as_str()
+                );
+                for privilege in ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE"] {
+                    let has = check(format!(
+                        "has_table_privilege('{}', 'verdict.credential_changes', '{privilege}')",
+                        role(r)
+                    ))
+                    .await;
+                    assert!(!has, "{} has {privilege} on credential_changes", r.as_str());
+                }
+            }
+            let batched = t
+                .count("SELECT count(*) FROM pg_proc WHERE proname = 'put_credential_changes'")
+                .await;
+            assert_eq!(batched, 0);
+            continue;
+        }
         if table == Table::Blobs {
             // One routine, taking the bytes beside the record (schema version 12).
             for r in ActorRole::ALL {
@@ -916,7 +946,7 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 57,
+        definers, 59,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
          included), the trigger that gives a new principal its identity, the routine that \
          gives it a login, 5 job queue routines, the two that authenticate a token and name \
@@ -924,7 +954,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
          commit that a verifier's run preflight stopped was ended (schema 14); the one by which \
          a principal's identity records its own denial (schema 22); the ten checks the read \
          policies call (schema 23); the one that takes or \
-         renews a duty lease (schema 26)"
+         renews a duty lease (schema 26); the one that changes a token and the one that counts \
+         a principal's changes without showing them (schema 30)"
     );
     // A duty lease (schema version 26) is held by the system identity alone.
     for r in ActorRole::ALL {
@@ -1146,7 +1177,7 @@ async fn derived_columns_hold_what_their_bodies_say() {
         .map(|t| t.name())
         .collect();
     assert_eq!(tables, written);
-    assert_eq!(derived.len(), 49);
+    assert_eq!(derived.len(), 52);
     let generated = t
         .count(
             "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \

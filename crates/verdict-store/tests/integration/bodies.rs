@@ -648,7 +648,7 @@ async fn the_derived_columns_in_code_are_the_schemas() {
         .collect();
     in_code.sort();
     assert_eq!(in_code, in_schema);
-    assert_eq!(in_code.len(), 49);
+    assert_eq!(in_code.len(), 52);
     conn.close().await.unwrap();
     t.cleanup().await;
 }

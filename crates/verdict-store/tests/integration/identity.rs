@@ -2441,7 +2441,8 @@ async fn write_routines(t: &TestStore) -> Vec<(String, String, String)> {
          pg_get_function_identity_arguments(p.oid) FROM pg_catalog.pg_proc p \
          WHERE p.pronamespace = 'verdict'::regnamespace AND p.prosecdef \
            AND p.prorettype <> 'trigger'::regtype AND NOT starts_with(p.proname, '_') \
-           AND p.proname NOT IN ('principal_by_token', 'principal_entries') ORDER BY 1",
+           AND p.proname NOT IN ('principal_by_token', 'principal_entries', 'token_changes_of') \
+         ORDER BY 1",
     )
     .fetch_all(&mut admin)
     .await
@@ -3274,6 +3275,120 @@ async fn a_write_refused_its_identity_leaves_the_connection_usable() {
             .unwrap();
         assert_eq!(head_seq(&t).await, before + 1);
     }
+
+/// A change of `principal`'s token (schema version 30): its `n`th, to `token` (none revokes).
+fn token_change(principal: &str, n: u64, token: Option<&str>) -> serde_json::Value {
+    let mut change = json!({
+        "principal": principal, "n": n, "changed_at": "2026-12-01T00:00:00Z", "reason": "test",
+    });
+    if let Some(token) = token {
+        change["token_sha256"] = json!(token_sha256(token).to_string());
+    }
+    change
+}
+
+/// Schema 30: the database itself holds who may change a token. A producer's own login calling
+/// the routine directly may replace its own token and nothing else: revoking it, or revoking or
+/// replacing a runner's (naming itself or the runner as the writer), is refused with 42501 and
+/// appends nothing. An operator's login replaces the runner's token; after each change only the
+/// token it names authenticates, and a hash held before is never taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_database() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    let (mut conn, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let seq = head_seq(&t).await;
+    let one = |principal: &str, role: &str, doc: &serde_json::Value| {
+        let [one, _] = put_calls(Table::CredentialChanges, principal, role, doc);
+        one
+    };
+    for (writer, role, doc) in [
+        (PRODUCER, "producer", token_change(RUNNER, 1, Some("new"))),
+        (PRODUCER, "producer", token_change(RUNNER, 1, None)),
+        (PRODUCER, "producer", token_change(PRODUCER, 1, None)),
+        (RUNNER, "runner", token_change(RUNNER, 1, Some("new"))),
+        (OPERATOR, "operator", token_change(RUNNER, 1, None)),
+    ] {
+        let sql = one(writer, role, &doc);
+        let (code, err) = try_sql_state(&mut conn, &sql).await.unwrap_err();
+        assert_eq!(code, "42501", "{sql}: {err}");
+    }
+    // There is no routine for batches of changes, and no role writes the table directly.
+    let [_, batch] = put_calls(
+        Table::CredentialChanges,
+        PRODUCER,
+        "producer",
+        &token_change(PRODUCER, 1, Some("new")),
+    );
+    assert!(try_sql(&mut conn, &batch).await.is_err());
+    let err = try_sql(&mut conn, "SELECT count(*) FROM verdict.credential_changes")
+        .await
+        .unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    nothing_appended(&t, seq).await;
+
+    // Its own replacement goes through; its old token finds nobody, the new one finds it.
+    let own = format!("token-of-{PRODUCER}");
+    let found = |token: String| {
+        let store = t.store.clone();
+        async move {
+            store
+                .principal_by_token_hash(&token_sha256(&token))
+                .await
+                .unwrap()
+                .map(|p| p.name.to_string())
+        }
+    };
+    assert_eq!(found(own.clone()).await.as_deref(), Some(PRODUCER));
+    try_sql(
+        &mut conn,
+        &one(
+            PRODUCER,
+            "producer",
+            &token_change(PRODUCER, 1, Some("fresh")),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found(own).await, None);
+    assert_eq!(found("fresh".into()).await.as_deref(), Some(PRODUCER));
+    // A hash held before (its own first token) is refused, as is a number out of turn.
+    for doc in [
+        token_change(PRODUCER, 2, Some(&format!("token-of-{PRODUCER}"))),
+        token_change(PRODUCER, 3, Some("later")),
+    ] {
+        let (code, err) = try_sql_state(&mut conn, &one(PRODUCER, "producer", &doc))
+            .await
+            .unwrap_err();
+        assert_eq!(code, "22023", "{err}");
+    }
+    conn.close().await.unwrap();
+
+    // An operator's login revokes the runner's token, then gives it a new one.
+    let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let runner = format!("token-of-{RUNNER}");
+    assert_eq!(found(runner.clone()).await.as_deref(), Some(RUNNER));
+    try_sql(
+        &mut ops,
+        &one(OPERATOR, "operator", &token_change(RUNNER, 1, None)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found(runner.clone()).await, None);
+    try_sql(
+        &mut ops,
+        &one(
+            OPERATOR,
+            "operator",
+            &token_change(RUNNER, 2, Some("runner's next")),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found(runner).await, None);
+    assert_eq!(found("runner's next".into()).await.as_deref(), Some(RUNNER));
+    ops.close().await.unwrap();
     let report = t.store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;

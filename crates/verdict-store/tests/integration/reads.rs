@@ -137,10 +137,10 @@ async fn reads_every_row(t: &TestStore, conn: &mut sqlx::PgConnection, who: &str
     let mut admin = sqlx::PgConnection::connect(&pg_url(t)).await.unwrap();
     for table in tables(&mut admin).await {
         let sql = format!("SELECT count(*) FROM verdict.{table}");
-        if table == "principals" || table == "chain_lock" {
+        if table == "principals" || table == "chain_lock" || table == "credential_changes" {
             // The principals are closed to every group role since schema 10, operators'
-            // included; the chain's lock table holds no row and no role but the owner may
-            // touch it (schema 28).
+            // included, and so are the changes of their tokens (schema 30); the chain's lock
+            // table holds no row and no role but the owner may touch it (schema 28).
             continue;
         }
         let all = one(&mut admin, &sql).await;
@@ -269,13 +269,18 @@ async fn a_principals_login_reads_only_what_its_grants_cover() {
         .await,
         1
     );
-    // The principals' rows stay closed to every principal's login.
+    // The principals' rows, and the changes of their tokens, stay closed to every principal's
+    // login.
     for conn in [&mut verifier, &mut outsider, &mut operator] {
-        let err = conn
-            .execute("SELECT count(*) FROM verdict.principals")
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("permission denied"), "{err}");
+        for table in ["principals", "credential_changes"] {
+            let err = conn
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "SELECT count(*) FROM verdict.{table}"
+                )))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("permission denied"), "{err}");
+        }
     }
     // The outsider's identity set by a service login reads as its own login does.
     let mut service = sqlx::PgConnection::connect(&service_login(&t, "svc_reads").await)

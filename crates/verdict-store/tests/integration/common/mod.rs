@@ -754,6 +754,18 @@ pub async fn populate(store: &dyn Store) {
         )
         .await
         .unwrap();
+    // A principal whose token was replaced (schema version 30).
+    register(store, "rotated", Role::Runner).await;
+    store
+        .change_token(
+            &op,
+            "rotated",
+            Some(&token_sha256("rotated's second token")),
+            &"2026-11-30T13:00:00Z".parse().unwrap(),
+            "rotated",
+        )
+        .await
+        .unwrap();
     // The verifier's lease of its own run (schema version 10: a lease names its purpose).
     let holder = LeaseHolder {
         holder: VERIFIER.parse().unwrap(),
