@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 29;
+pub const SCHEMA_VERSION: i64 = 31;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -166,6 +166,16 @@ pub const SQLITE: &[Migration] = &[
         version: 29,
         name: "patterns_matched_without_counted_repeats",
         sql: include_str!("../migrations/sqlite/0029_patterns_matched_without_counted_repeats.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "held_for_a_concurrent_change",
+        sql: include_str!("../migrations/sqlite/0030_held_for_a_concurrent_change.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "a_mission_is_named_only_under_its_grant",
+        sql: include_str!("../migrations/sqlite/0031_a_mission_is_named_only_under_its_grant.sql"),
     },
 ];
 
@@ -322,6 +332,18 @@ pub const POSTGRES: &[Migration] = &[
         name: "patterns_matched_without_counted_repeats",
         sql: include_str!(
             "../migrations/postgres/0029_patterns_matched_without_counted_repeats.sql"
+        ),
+    },
+    Migration {
+        version: 30,
+        name: "held_for_a_concurrent_change",
+        sql: include_str!("../migrations/postgres/0030_held_for_a_concurrent_change.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "a_mission_is_named_only_under_its_grant",
+        sql: include_str!(
+            "../migrations/postgres/0031_a_mission_is_named_only_under_its_grant.sql"
         ),
     },
 ];

@@ -1,0 +1,4 @@
+-- verdict store, SQLite schema version 30: nothing changes here.
+--
+-- Version 30 is held for a change made alongside version 31, so that versions stay numbered
+-- one after another; that change replaces this file.
