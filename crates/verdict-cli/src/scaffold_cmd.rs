@@ -35,7 +35,8 @@ pub struct NewArgs {
     /// Its generation: 1 for a first attempt, the next number for a retry.
     #[arg(long, default_value_t = 1)]
     generation: u64,
-    /// The mission, if any.
+    /// The mission, if any. A producer puts a subject naming a mission only while it holds a
+    /// write grant on that mission; a grant on the execution alone is refused.
     #[arg(long)]
     mission: Option<String>,
     /// The producer principal (with --put, the caller unless it is an operator).

@@ -75,6 +75,7 @@ impl Engine {
             self.require_execution_as_stored(caller, &subject, &digest, h, now)
                 .await?;
         }
+        self.require_mission_grant(caller, &subject, now).await?;
         self.require_named_blobs_readable(caller, &subject).await?;
         let what = || format!("execution {execution:?}");
         if let Some(p) = expected {
@@ -158,6 +159,51 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+
+    /// Refuses a producer's subject that names a mission unless the producer holds a write
+    /// grant in force at `now` on that mission itself. Every grant on a mission covers the
+    /// executions whose subjects name it, so a producer granted only its execution would
+    /// otherwise choose, by naming a mission, whose verifiers and people check and approve its
+    /// work. A grant on the execution alone does not put it in a mission: that is refused too,
+    /// naming the mission and the grant missing. Every subject is held to it, the first of an
+    /// execution included; an operator may name any mission.
+    async fn require_mission_grant(
+        &self,
+        caller: &Principal,
+        subject: &Subject,
+        now: &verdict_core::contracts::Timestamp,
+    ) -> Result<()> {
+        let Some(mission) = subject.mission.as_ref().map(|m| m.as_str()) else {
+            return Ok(());
+        };
+        if caller.role != Role::Producer {
+            return Ok(());
+        }
+        let granted = self
+            .store
+            .grants_for(caller.name.as_str())
+            .await?
+            .iter()
+            .any(|g| {
+                g.record.scope.kind == verdict_store::ScopeKind::Mission
+                    && g.record.scope.id.as_str() == mission
+                    && g.record.access == verdict_store::Access::Write
+                    && g.is_active(now)
+            });
+        if granted {
+            return Ok(());
+        }
+        let err = EngineError::PermissionDenied {
+            principal: caller.name.to_string(),
+            role: caller.role.as_str(),
+            action: "put a subject".into(),
+            why: format!(
+                "the subject names mission {mission:?}, and producer {:?} holds no write grant in force on mission {mission:?}; a grant on the execution alone does not put it in a mission",
+                caller.name.as_str()
+            ),
+        };
+        Err(self.deny(caller, err).await)
     }
 
     /// Appends check evidence documents (each may carry its digest). Runners need a write grant

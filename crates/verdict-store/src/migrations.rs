@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 30;
+pub const SCHEMA_VERSION: i64 = 31;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -171,6 +171,11 @@ pub const SQLITE: &[Migration] = &[
         version: 30,
         name: "tokens_revoked_and_replaced",
         sql: include_str!("../migrations/sqlite/0030_tokens_revoked_and_replaced.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "a_mission_is_named_only_under_its_grant",
+        sql: include_str!("../migrations/sqlite/0031_a_mission_is_named_only_under_its_grant.sql"),
     },
 ];
 
@@ -333,6 +338,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 30,
         name: "tokens_revoked_and_replaced",
         sql: include_str!("../migrations/postgres/0030_tokens_revoked_and_replaced.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "a_mission_is_named_only_under_its_grant",
+        sql: include_str!(
+            "../migrations/postgres/0031_a_mission_is_named_only_under_its_grant.sql"
+        ),
     },
 ];
 

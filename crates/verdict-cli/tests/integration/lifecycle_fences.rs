@@ -589,3 +589,191 @@ fn a_write_out_of_scope_says_the_same_for_a_record_that_exists_and_one_that_does
         );
     }
 }
+
+/// The audit chain as exported: one event per line.
+fn chain(env: &Env) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+        .args(["audit", "export"])
+        .env("VERDICT_STORE", &env.store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A producer granted one execution names, in that execution's first subject, a mission it
+/// holds no grant on, so that the mission's verifier and person would check and approve its
+/// work: refused at `subject put` with only its denial written, and the Gate never passes. A
+/// producer holding a write grant on the mission names it, and the mission's verifier and
+/// person then work the execution through to a pass.
+#[test]
+fn a_producer_names_a_mission_only_under_a_grant_on_it() {
+    for env in [Env::sqlite(), Env::postgres()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &env.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let add =
+            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
+        let (coder2, coder_m, ci, rev_m, hum_m) = (
+            add("coder2", "producer"),
+            add("coder-m", "producer"),
+            add("ci", "runner"),
+            add("rev-m", "verifier"),
+            add("hum-m", "human"),
+        );
+        // coder2 may work ex-2 only; the mission's verifier and person are trusted on mis-x only.
+        for (id, p, kind, scope, access) in [
+            ("g-coder2", "coder2", "--execution", "ex-2", "write"),
+            ("g-ci", "ci", "--execution", "ex-2", "write"),
+            ("g-ci-m", "ci", "--mission", "mis-x", "write"),
+            ("g-rev-m", "rev-m", "--mission", "mis-x", "read"),
+            ("g-hum-m", "hum-m", "--mission", "mis-x", "write"),
+            ("g-coder-m", "coder-m", "--mission", "mis-x", "write"),
+        ] {
+            env.ok(
+                &ops,
+                &[
+                    "grant",
+                    "add",
+                    id,
+                    "--principal",
+                    p,
+                    kind,
+                    scope,
+                    "--access",
+                    access,
+                    "--expires",
+                    "2027-01-01T00:00:00Z",
+                ],
+            );
+        }
+        // A person approves every risk class.
+        let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                            "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"],
+                            "risk": {"low": {"human": true}}});
+        let pd = env.ok(&ops, &["policy", "set", &env.file("policy.json", &policy)]);
+        let subject = |execution: &str, producer: &str, mission: Option<&str>| {
+            let mut s = json!({
+                "schema": "verdict.subject/v1",
+                "execution": {"id": execution, "generation": 1},
+                "work_items": [], "producer": {"principal": producer, "run": "run-1"},
+                "objective": {"revision": "1", "digest": DEF},
+                "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+                "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+                "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+            });
+            if let Some(m) = mission {
+                s["mission"] = json!(m);
+            }
+            env.file(&format!("subject-{execution}-{producer}.json"), &s)
+        };
+        let evidence = |execution: &str, sd: &str| {
+            let ev = json!({"id": format!("ev-{execution}"), "kind": "check", "check": "unit-tests",
+                   "subject_digest": sd, "definition_digest": DEF,
+                   "produced_by": {"principal": "ci", "role": "runner"}, "outcome": "pass",
+                   "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                   "freshness": {"kind": "content"}});
+            env.file(&format!("ev-{execution}.json"), &ev)
+        };
+        let admit = |request: &str, run: &str| {
+            env.run(
+                &ops,
+                &[
+                    "run",
+                    "admit",
+                    request,
+                    "--verifier",
+                    "rev-m",
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    run,
+                ],
+            )
+        };
+        let decide = |execution: &str, sd: &str| {
+            env.run(
+                &hum_m,
+                &[
+                    "decide",
+                    execution,
+                    "--subject",
+                    sd,
+                    "--policy",
+                    &pd,
+                    "--approve",
+                    "--reason",
+                    "looks fine",
+                ],
+            )
+        };
+
+        // The first subject of ex-2 names mis-x: refused, naming the mission and the grant it
+        // needs, and only the denial is written.
+        let before = chain(&env);
+        let out = env.fails(
+            &coder2,
+            &["subject", "put", &subject("ex-2", "coder2", Some("mis-x"))],
+            2,
+            "permission_denied",
+        );
+        assert!(
+            out.contains("mission \"mis-x\"") && out.contains("no write grant in force on mission"),
+            "{out}"
+        );
+        let after = chain(&env);
+        assert_eq!(after.len(), before.len() + 1, "{after:?}");
+        assert_eq!(after.last().unwrap()["table"], "denials");
+        let out = env.run(&ops, &["gate", "run", "ex-2"]);
+        assert!(!out.status.success(), "{out:?}");
+
+        // Its own work, in no mission, is put; the mission's verifier and person do not cover
+        // it, and the Gate does not pass it.
+        let sd2 = env.ok(
+            &coder2,
+            &["subject", "put", &subject("ex-2", "coder2", None)],
+        );
+        env.ok(&ci, &["evidence", "add", &evidence("ex-2", &sd2)]);
+        let req2 = env.ok(&coder2, &["request", "create", "ex-2"]);
+        let out = admit(&req2, "run-2");
+        assert!(!out.status.success(), "{out:?}");
+        let out = decide("ex-2", &sd2);
+        assert!(!out.status.success(), "{out:?}");
+        let out = env.run(&ops, &["gate", "run", "ex-2", "--format", "text"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success() && !text.starts_with("pass"), "{text}");
+
+        // A producer granted write on the mission names it; the mission's verifier and person
+        // work the execution, and it passes.
+        let sd3 = env.ok(
+            &coder_m,
+            &["subject", "put", &subject("ex-3", "coder-m", Some("mis-x"))],
+        );
+        env.ok(&ci, &["evidence", "add", &evidence("ex-3", &sd3)]);
+        let req3 = env.ok(&coder_m, &["request", "create", "ex-3"]);
+        let out = admit(&req3, "run-3");
+        assert!(out.status.success(), "{out:?}");
+        let result = json!({"id": "vr-run-3",
+            "verifier": {"principal": "rev-m", "class": "reviewer", "run": "run-3"},
+            "subject_digest": sd3, "generation": 1, "status": "completed",
+            "criteria": [{"id": "tests-pass", "status": "passed", "method": "review", "evidence_refs": ["ev-ex-3"]}],
+            "findings": [], "dispositions": []});
+        env.ok(
+            &rev_m,
+            &["result", "submit", &env.file("result-3.json", &result)],
+        );
+        let out = decide("ex-3", &sd3);
+        assert!(out.status.success(), "{out:?}");
+        let d: Value = serde_json::from_str(&env.ok(&ops, &["gate", "run", "ex-3"])).unwrap();
+        assert_eq!(d["decision"]["outcome"], "pass", "{d}");
+    }
+}

@@ -203,13 +203,14 @@ async fn a_blob_round_trips_and_every_refusal_stores_nothing() {
                 token
             }
         };
+        // Naming the mission needs the producer's write grant on it (schema 31).
         w.engine
             .grant(
                 &w.ops,
                 "g-coder-m",
                 "coder",
-                verdict_store::ScopeKind::Execution,
-                "ex-m",
+                verdict_store::ScopeKind::Mission,
+                "m-1",
                 verdict_store::Access::Write,
                 &"2099-01-01T00:00:00Z".parse().unwrap(),
             )

@@ -529,7 +529,10 @@ async fn a_connection_cannot_write_claims_of_another_writer_even_by_hand() {
     // The producer files its own evidence under a write grant (schema version 21).
     grant_write(t.store.as_ref(), "g-own-evidence", PRODUCER, "ex-1").await;
     let s = subject_digest(&subject("ex-1", 1));
-    let other_subject = subject("ex-9", 1);
+    // In no mission: the producer is granted ex-9 alone (a subject naming a mission would need a
+    // write grant on that mission, schema 31).
+    let mut other_subject = subject("ex-9", 1);
+    other_subject.as_object_mut().unwrap().remove("mission");
     let other = subject_digest(&other_subject);
     let with_verifier = |field: &str, value: &str| {
         let mut r = result(&s, 1, "vrun-1", vec![]);

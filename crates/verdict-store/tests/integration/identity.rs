@@ -342,6 +342,13 @@ async fn a_service_login_writes_only_as_the_principal_it_set_role_to() {
 /// move it once its grant is revoked. Through the store and by hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_login_moves_only_its_own_execution_forward() {
+    // In no mission: the producer is granted its execution alone (a subject naming a mission
+    // would need a write grant on that mission, schema 31).
+    let subject = |execution: &str, generation: u64| {
+        let mut s = subject(execution, generation);
+        s.as_object_mut().unwrap().remove("mission");
+        s
+    };
     let t = postgres().await;
     let op = Actor::new(OPERATOR, Role::Operator);
     register(t.store.as_ref(), OPERATOR, Role::Operator).await;
@@ -616,6 +623,8 @@ async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
     grant_write(t.store.as_ref(), "g-runner-2", RUNNER, "ex-1").await;
     grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
     grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
+    // The subject names mission m-17, which needs a write grant on it (schema 31).
+    grant_mission_write(t.store.as_ref(), "g-coder-m17", PRODUCER, "m-17").await;
     let seq = head_seq(&t).await;
     for (which, calls) in &cases {
         try_sql(&mut conns[*which], &calls[0]).await.unwrap();
@@ -2388,6 +2397,8 @@ async fn a_batch_is_checked_for_every_subject_its_records_name() {
     .await
     .unwrap();
     assert_eq!(seqs, [first + 1, first + 3, first]);
+    // The subjects name mission m-17, which needs a write grant on it (schema 31).
+    grant_mission_write(t.store.as_ref(), "g-coder-m17", PRODUCER, "m-17").await;
     try_sql(
         &mut coder,
         &batch_call(
@@ -2399,7 +2410,7 @@ async fn a_batch_is_checked_for_every_subject_its_records_name() {
     )
     .await
     .unwrap();
-    assert_eq!(head_seq(&t).await, seq + 6);
+    assert_eq!(head_seq(&t).await, seq + 7);
     let named: Vec<(u64, String)> = t
         .store
         .audit_events(seq, 10)
@@ -2424,7 +2435,7 @@ async fn a_batch_is_checked_for_every_subject_its_records_name() {
     );
     runner.close().await.unwrap();
     coder.close().await.unwrap();
-    nothing_appended(&t, seq + 6).await;
+    nothing_appended(&t, seq + 7).await;
     t.cleanup().await;
 }
 
@@ -2722,6 +2733,73 @@ fn mission_grant(id: &str, principal: &str, mission: &str) -> GrantRecord {
         id: mission.parse().unwrap(),
     };
     g
+}
+
+/// Schema version 31, through a producer's own login: holding a write grant on one execution
+/// only, it calls both subject routines with that execution's first subject naming a mission,
+/// so that every grant on the mission would cover its work. Refused with SQLSTATE 42501, the
+/// mission and the grant missing named, and nothing appended; a read grant on the mission does
+/// not do either. The same subject without a mission is taken under the execution grant, and
+/// with a write grant on the mission the subject naming it is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producers_login_names_a_mission_only_under_a_write_grant_on_it() {
+    let t = postgres().await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let (mut coder, _) = principal_login(&t, "coder5", Role::Producer).await;
+    grant_write(t.store.as_ref(), "g-c5", "coder5", "ex-5").await;
+    let mut read_only = mission_grant("g-m5-read", "coder5", "m-5");
+    read_only.access = Access::Read;
+    t.store.add_grant(&op, &read_only).await.unwrap();
+    let by_coder5 = |mission: Option<&str>, run: &str| {
+        let mut s = subject("ex-5", 1);
+        s["producer"] = json!({"principal": "coder5", "run": run});
+        match mission {
+            Some(m) => s["mission"] = json!(m),
+            None => {
+                s.as_object_mut().unwrap().remove("mission");
+            }
+        }
+        s
+    };
+    let named = by_coder5(Some("m-5"), "run-5");
+    let seq = head_seq(&t).await;
+    for sql in put_calls(Table::Subjects, "coder5", "producer", &named) {
+        let (code, err) = try_sql_state(&mut coder, &sql).await.expect_err(&sql);
+        assert!(
+            code == "42501"
+                && err.contains(
+                    "names mission m-5, but holds no write grant in force on mission m-5"
+                ),
+            "{sql}: {code} {err}"
+        );
+    }
+    nothing_appended(&t, seq).await;
+
+    // Without a mission the execution grant is enough.
+    try_sql(
+        &mut coder,
+        &put_calls(
+            Table::Subjects,
+            "coder5",
+            "producer",
+            &by_coder5(None, "run-plain"),
+        )[0],
+    )
+    .await
+    .unwrap();
+    // Under a write grant on the mission, the subject naming it is taken, by either routine.
+    t.store
+        .add_grant(&op, &mission_grant("g-m5", "coder5", "m-5"))
+        .await
+        .unwrap();
+    let [one, _] = put_calls(Table::Subjects, "coder5", "producer", &named);
+    try_sql(&mut coder, &one).await.unwrap();
+    let other = by_coder5(Some("m-5"), "run-batch");
+    let [_, other_batch] = put_calls(Table::Subjects, "coder5", "producer", &other);
+    try_sql(&mut coder, &other_batch).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 4);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
 }
 
 /// Schema version 21, through each principal's own login: a producer holding a write grant on
@@ -3068,6 +3146,7 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
     let (mut reader, _) = principal_login(&t, "coder2", Role::Producer).await;
     register(t.store.as_ref(), PRODUCER, Role::Producer).await;
     grant_write(t.store.as_ref(), "g-coder-ex1", PRODUCER, "ex-1").await;
+    grant_mission_write(t.store.as_ref(), "g-coder-m17", PRODUCER, "m-17").await;
     grant_write(t.store.as_ref(), "g-mallory", "mallory", "ex-evil").await;
     grant_write(t.store.as_ref(), "g-coder2", "coder2", "ex-2").await;
     let secret = b"the bytes of ex-1";
@@ -3076,10 +3155,15 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
         .put_blob(&Actor::new(PRODUCER, Role::Producer), secret, None)
         .await
         .unwrap();
+    // Only ex-1 is in a mission (m-17, kept from populate's subject), which its producer
+    // names under a write grant on it (schema 31).
     let naming = |execution: &str, producer: &str, run: &str| {
         let mut s = subject(execution, 1);
         s["producer"] = json!({"principal": producer, "run": run});
         s["resources"][0]["digest"] = json!(digest.as_str());
+        if execution != "ex-1" {
+            s.as_object_mut().unwrap().remove("mission");
+        }
         s
     };
     t.store

@@ -229,6 +229,8 @@ async fn a_database_owner_with_createrole_migrates_without_superuser() {
         register(store.as_ref(), name, role).await;
         grant_write(store.as_ref(), &format!("g-{name}"), name, "ex-1").await;
     }
+    // populate's subject names mission m-17 (schema 31).
+    grant_mission_write(store.as_ref(), "g-producer-m17", PRODUCER, "m-17").await;
     populate(store.as_ref()).await;
     assert!(store.verify_audit(None).await.unwrap().is_intact());
     drop(store);

@@ -115,6 +115,9 @@ async fn two_executions(t: &TestStore) -> (String, String) {
     grant_write(t.store.as_ref(), "g-out", OUTSIDER, "ex-2").await;
     let mut s2 = subject("ex-2", 1);
     s2["producer"]["principal"] = serde_json::json!(OUTSIDER);
+    // In no mission: the outsider is granted ex-2 alone, and a grant on m-17 would read ex-1
+    // (a subject naming a mission needs one, schema 31).
+    s2.as_object_mut().unwrap().remove("mission");
     // Naming ex-1's objective would open its bytes to the outsider (a subject it reads names it).
     s2["objective"]["digest"] = serde_json::json!(d("another objective"));
     t.store

@@ -890,6 +890,24 @@ pub async fn grant_write(store: &dyn Store, id: &str, principal: &str, execution
     store.add_grant(&op, &grant).await.unwrap();
 }
 
+/// Gives `principal` a write grant on mission `mission` until 2099 (added by [`OPERATOR`]): a
+/// producer's subject naming a mission needs one (schema version 31).
+pub async fn grant_mission_write(store: &dyn Store, id: &str, principal: &str, mission: &str) {
+    use verdict_store::{Access, Actor, GrantRecord, GrantScope, ScopeKind};
+    let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    let grant = GrantRecord {
+        grant_id: id.parse().unwrap(),
+        principal: principal.parse().unwrap(),
+        scope: GrantScope {
+            kind: ScopeKind::Mission,
+            id: mission.parse().unwrap(),
+        },
+        access: Access::Write,
+        expires_at: "2099-12-31T00:00:00Z".parse().unwrap(),
+    };
+    store.add_grant(&op, &grant).await.unwrap();
+}
+
 /// A request about subject 1 of `execution`, told apart by `seed`.
 pub fn request_doc(execution: &str, seed: &str) -> Value {
     json!({

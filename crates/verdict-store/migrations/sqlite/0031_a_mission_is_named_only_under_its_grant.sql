@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 31: nothing changes here.
+--
+-- Version 31 makes PostgreSQL's subject routines store a subject written in the producer role
+-- that names a mission only while its writer holds a write grant in force on that mission.
+-- SQLite has no write routines: the engine makes the same check in code before it writes.
