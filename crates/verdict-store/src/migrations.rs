@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 29;
+pub const SCHEMA_VERSION: i64 = 32;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -166,6 +166,21 @@ pub const SQLITE: &[Migration] = &[
         version: 29,
         name: "patterns_matched_without_counted_repeats",
         sql: include_str!("../migrations/sqlite/0029_patterns_matched_without_counted_repeats.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "placeholder",
+        sql: include_str!("../migrations/sqlite/0030_placeholder.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "placeholder",
+        sql: include_str!("../migrations/sqlite/0031_placeholder.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "reads_only_by_this_stores_identities",
+        sql: include_str!("../migrations/sqlite/0032_reads_only_by_this_stores_identities.sql"),
     },
 ];
 
@@ -323,6 +338,21 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0029_patterns_matched_without_counted_repeats.sql"
         ),
+    },
+    Migration {
+        version: 30,
+        name: "placeholder",
+        sql: include_str!("../migrations/postgres/0030_placeholder.sql"),
+    },
+    Migration {
+        version: 31,
+        name: "placeholder",
+        sql: include_str!("../migrations/postgres/0031_placeholder.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "reads_only_by_this_stores_identities",
+        sql: include_str!("../migrations/postgres/0032_reads_only_by_this_stores_identities.sql"),
     },
 ];
 

@@ -1,0 +1,1 @@
+-- verdict store, SQLite schema version 30: a placeholder that changes nothing.

@@ -1,0 +1,1 @@
+-- verdict store, SQLite schema version 31: a placeholder that changes nothing.
