@@ -23,7 +23,9 @@ pub enum StoreCommand {
         the connecting \
         role a member of each, gives <prefix>owner CREATEROLE (it makes a NOLOGIN role for \
         every principal added, which <prefix>service may act as), and builds the schema as \
-        <prefix>owner.")]
+        <prefix>owner. Roles belong to the whole cluster, so each store needs a prefix of its \
+        own: the first migration marks the prefix as this database's (a comment on \
+        <prefix>owner), and migrating another database of the cluster with it is refused.")]
     Migrate(MigrateArgs),
 }
 
@@ -32,8 +34,8 @@ pub enum StoreCommand {
 pub struct MigrateArgs {
     #[arg(long, value_name = "URL", help = STORE_HELP)]
     store: Option<String>,
-    /// PostgreSQL: prefix of the database role names (default verdict_; a migrated database
-    /// keeps the prefix it was created with).
+    /// PostgreSQL: prefix of the database role names (default verdict_; one per store of a
+    /// cluster; a migrated database keeps the prefix it was created with).
     #[arg(long, value_name = "PREFIX")]
     role_prefix: Option<String>,
     #[command(flatten)]

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 31;
+pub const SCHEMA_VERSION: i64 = 32;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -176,6 +176,11 @@ pub const SQLITE: &[Migration] = &[
         version: 31,
         name: "a_mission_is_named_only_under_its_grant",
         sql: include_str!("../migrations/sqlite/0031_a_mission_is_named_only_under_its_grant.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "reads_only_by_this_stores_identities",
+        sql: include_str!("../migrations/sqlite/0032_reads_only_by_this_stores_identities.sql"),
     },
 ];
 
@@ -345,6 +350,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0031_a_mission_is_named_only_under_its_grant.sql"
         ),
+    },
+    Migration {
+        version: 32,
+        name: "reads_only_by_this_stores_identities",
+        sql: include_str!("../migrations/postgres/0032_reads_only_by_this_stores_identities.sql"),
     },
 ];
 

@@ -378,9 +378,113 @@ fn prefix_kept(stored: &str, asked: &str) -> StoreError {
     ))
 }
 
-/// Applies pending migrations: creates the roles, then the schema, under an advisory lock.
+/// The start of the comment on `<prefix>owner` that marks a role prefix as the store of one
+/// database, whose name follows. Roles belong to the whole cluster, so two stores under one
+/// prefix would share their group roles, and each store's read policies give every row to its
+/// operators' group. The comment lives in a shared catalogue: every database of the cluster
+/// reads the same one.
+const OWNER_MARK: &str = "verdict store of database ";
+
+/// The text the comment on the engine's identity is set to while a prefix is claimed.
+const ENGINE_COMMENT: &str =
+    "verdict: the identity older audit chains name for the engine; it writes nothing";
+
+/// The mark of `database` on `<prefix>owner`.
+fn owner_mark(database: &str) -> String {
+    format!("{OWNER_MARK}{database}")
+}
+
+/// The refusal of a role prefix the store of another database of the cluster was migrated
+/// with. `migrated` says whether this database's store was migrated with it too (before
+/// prefixes were marked): it keeps its prefix, so only moving one of the two stores helps.
+fn prefix_taken(prefix: &str, other: &str, database: &str, migrated: bool) -> StoreError {
+    let what_to_do = if migrated {
+        format!(
+            "the store of database {database:?} was migrated with it too, before prefixes were \
+             marked, and a store keeps its prefix: move one of the two stores to a cluster of its \
+             own (see \"One role prefix per store\" in docs/deployment.md)"
+        )
+    } else {
+        format!("migrate database {database:?} with a --role-prefix of its own")
+    };
+    StoreError::Refused(format!(
+        "role prefix {prefix:?} is taken by the store of database {other:?} on this cluster (the \
+         comment on role {prefix}owner says so); roles belong to the whole cluster, so two stores \
+         under one prefix would share their group roles and each store's operators would read \
+         the other's rows; {what_to_do}"
+    ))
+}
+
+/// Marks `prefix` as the store of the connected database on `<prefix>owner`, or refuses it when
+/// the mark names another database that still exists (a mark naming a database since dropped
+/// or renamed is taken over). A store migrated before prefixes were marked gets its mark here.
+async fn claim_prefix(pool: &PgPool, prefix: &str, migrated: bool) -> Result<()> {
+    let owner = format!("{prefix}owner");
+    let mut tx = pool.begin().await.map_err(pg_err)?;
+    // Claims of one prefix from several databases are serialised by a lock on a role of the
+    // prefix: an advisory lock holds within one database only, while COMMENT ON ROLE locks the
+    // role, a shared object, until the transaction ends. The engine identity's comment is set
+    // for that (always to the same text), so the owner's mark is read only once no other claim
+    // of the prefix is under way.
+    let lock: String = sqlx::query_scalar("SELECT format('COMMENT ON ROLE %I IS %L', $1, $2)")
+        .bind(format!("{prefix}{ENGINE_ROLE}"))
+        .bind(ENGINE_COMMENT)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(pg_err)?;
+    tx.execute(sqlx::raw_sql(AssertSqlSafe(lock)))
+        .await
+        .map_err(migrate_err)?;
+    let (database, mark): (String, Option<String>) = sqlx::query_as(
+        "SELECT current_database()::text, shobj_description(r.oid, 'pg_authid') \
+         FROM pg_roles r WHERE r.rolname = $1",
+    )
+    .bind(&owner)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(pg_err)?;
+    let ours = owner_mark(&database);
+    match mark.as_deref() {
+        None | Some("") => {}
+        Some(m) if m == ours => return tx.commit().await.map_err(pg_err),
+        Some(m) => {
+            let Some(other) = m.strip_prefix(OWNER_MARK) else {
+                return Err(StoreError::Refused(format!(
+                    "role {owner} carries the comment {m:?}, which is no mark of a verdict store: \
+                     role prefix {prefix:?} may be another application's; migrate database \
+                     {database:?} with a --role-prefix of its own, or remove the comment if the \
+                     role is this store's"
+                )));
+            };
+            let exists: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                    .bind(other)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(pg_err)?;
+            if exists {
+                return Err(prefix_taken(prefix, other, &database, migrated));
+            }
+        }
+    }
+    let mark: String = sqlx::query_scalar("SELECT format('COMMENT ON ROLE %I IS %L', $1, $2)")
+        .bind(&owner)
+        .bind(&ours)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(pg_err)?;
+    tx.execute(sqlx::raw_sql(AssertSqlSafe(mark)))
+        .await
+        .map_err(migrate_err)?;
+    tx.commit().await.map_err(pg_err)
+}
+
+/// Applies pending migrations: creates the roles, marks the prefix as this database's, then
+/// builds the schema, under an advisory lock.
 async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationReport, String)> {
-    let prefix = match (stored_prefix(pool).await?, prefix) {
+    let stored = stored_prefix(pool).await?;
+    let migrated = stored.is_some();
+    let prefix = match (stored, prefix) {
         (Some(stored), Some(asked)) if stored != asked => {
             return Err(prefix_kept(&stored, asked));
         }
@@ -396,6 +500,7 @@ async fn migrate_pool(pool: &PgPool, prefix: Option<&str>) -> Result<(MigrationR
         });
     }
     ensure_roles(pool, &prefix).await?;
+    claim_prefix(pool, &prefix, migrated).await?;
     grant_roles_to_session_user(pool, &prefix).await?;
     let mut tx = pool.begin().await.map_err(pg_err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -907,6 +1012,14 @@ impl PgBackend {
         }
         let engine_identity = format!("{}{ENGINE_ROLE}", self.prefix);
         let mut drift = Vec::new();
+        if let Some(detail) = self.prefix_mark_drift(&db).await? {
+            drift.push(Drift {
+                table: "store_meta".into(),
+                key: Some("role_prefix".into()),
+                seq: None,
+                detail,
+            });
+        }
         let mut flag = |key: &str, seq: Option<i64>, detail: String| {
             drift.push(Drift {
                 table: "principal_roles".into(),
@@ -976,6 +1089,47 @@ impl PgBackend {
             );
         }
         Ok(drift)
+    }
+}
+
+impl PgBackend {
+    /// What is wrong with the mark on `<prefix>owner` (set by every migration since schema
+    /// 32): `None` when it names database `db`.
+    async fn prefix_mark_drift(&self, db: &str) -> Result<Option<String>> {
+        let owner = format!("{}owner", self.prefix);
+        let rows = self
+            .rows(
+                sqlx::query(
+                    "SELECT shobj_description(r.oid, 'pg_authid') FROM pg_roles r \
+                     WHERE r.rolname = $1",
+                )
+                .bind(&owner),
+            )
+            .await
+            .map_err(pg_err)?;
+        let mark: Option<String> = match rows.first() {
+            Some(r) => r.try_get(0).map_err(pg_err)?,
+            None => return Ok(Some(format!("role {owner} does not exist"))),
+        };
+        let prefix = &self.prefix;
+        Ok(match mark.as_deref() {
+            Some(m) if m == owner_mark(db) => None,
+            None | Some("") => Some(format!(
+                "role {owner} carries no mark of database {db:?}: run `verdict store migrate` \
+                 to mark role prefix {prefix:?} as this store's"
+            )),
+            Some(m) => match m.strip_prefix(OWNER_MARK) {
+                Some(other) => Some(format!(
+                    "role prefix {prefix:?} is marked as the store of database {other:?} (the \
+                     comment on role {owner}), not of {db:?}: two stores share its roles, and \
+                     each one's operators may read the other's rows (see \"One role prefix per \
+                     store\" in docs/deployment.md)"
+                )),
+                None => Some(format!(
+                    "role {owner} carries the comment {m:?}, not the mark of database {db:?}"
+                )),
+            },
+        })
     }
 }
 

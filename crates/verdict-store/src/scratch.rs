@@ -93,6 +93,17 @@ impl ScratchPostgres {
         })
     }
 
+    /// As [`ScratchPostgres::create`], with a store migrated there under the database's own
+    /// role prefix ([`ScratchPostgres::role_prefix`]). A role prefix serves the store of one
+    /// database of a cluster (schema 32), so scratch stores in use at once cannot all take the
+    /// default one; a store opened without a prefix keeps the one it was migrated with.
+    pub fn create_migrated(label: &str) -> Result<Self> {
+        let scratch = Self::create(label)?;
+        let (location, prefix) = (scratch.location(), scratch.role_prefix());
+        blocking(async move { crate::migrate(&location, Some(&prefix)).await.map(|_| ()) })?;
+        Ok(scratch)
+    }
+
     /// The database's name.
     #[must_use]
     pub fn name(&self) -> &str {

@@ -55,7 +55,7 @@ fn both(body: impl Fn(&Env)) {
         dir,
         _pg: None,
     });
-    let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+    let pg = verdict_store::scratch::ScratchPostgres::create_migrated("cli").unwrap();
     body(&Env {
         store: pg.url().to_owned(),
         dir: tempfile::tempdir().unwrap(),

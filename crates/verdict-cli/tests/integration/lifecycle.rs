@@ -48,7 +48,7 @@ impl Env {
     }
 
     fn postgres() -> Self {
-        let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+        let pg = verdict_store::scratch::ScratchPostgres::create_migrated("cli").unwrap();
         Self {
             store: pg.url().to_owned(),
             dir: tempfile::tempdir().unwrap(),

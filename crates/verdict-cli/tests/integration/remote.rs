@@ -36,7 +36,7 @@ impl Store {
     }
 
     fn postgres() -> Self {
-        let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+        let pg = verdict_store::scratch::ScratchPostgres::create_migrated("cli").unwrap();
         Self {
             url: pg.url().to_owned(),
             dir: tempfile::tempdir().unwrap(),

@@ -116,7 +116,7 @@ fn serve_answers_over_http_and_stops_on_sigterm() {
         "sqlite:{}",
         dir.path().join("store/verdict.db").display()
     ));
-    let pg = verdict_store::scratch::ScratchPostgres::create("cli").unwrap();
+    let pg = verdict_store::scratch::ScratchPostgres::create_migrated("cli").unwrap();
     serve_on(pg.url());
 }
 

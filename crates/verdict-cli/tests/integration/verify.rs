@@ -216,7 +216,7 @@ fn setup_on(backend: Backend, outcome: &str, url: &str, key_var: Option<&str>) -
             _pg: None,
         },
         Backend::Postgres => {
-            let pg = verdict_store::scratch::ScratchPostgres::create("verify").unwrap();
+            let pg = verdict_store::scratch::ScratchPostgres::create_migrated("verify").unwrap();
             Env {
                 store: pg.url().to_owned(),
                 dir,

@@ -404,7 +404,7 @@ fn setup(srv: &Servers, requests: usize) -> Env {
 /// [`setup`] on a scratch database of the shared server, the subject of execution `ex-I`
 /// pinning the check of spec `spec_of(I)`.
 fn setup_pinning(srv: &Servers, requests: usize, spec_of: impl Fn(usize) -> &'static str) -> Env {
-    let pg = verdict_store::scratch::ScratchPostgres::create("workers").unwrap();
+    let pg = verdict_store::scratch::ScratchPostgres::create_migrated("workers").unwrap();
     setup_in(srv, requests, spec_of, pg.url().to_owned(), Some(pg))
 }
 

@@ -1,5 +1,6 @@
-//! Migrations: applied on first use and by `migrate`, idempotent, safe to run concurrently on
-//! databases that share role names, and a schema newer than the binary is refused.
+//! Migrations: applied on first use and by `migrate`, idempotent, a role prefix taken by the
+//! store of one database only (even when several migrate at once), and a schema newer than the
+//! binary is refused.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -96,10 +97,49 @@ async fn sqlite_is_created_on_first_use_in_wal_mode() {
     );
 }
 
+/// The comment on a role, read as the superuser.
+async fn role_comment(role: &str) -> Option<String> {
+    use sqlx::Connection as _;
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    let comment = sqlx::query_scalar(
+        "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1",
+    )
+    .bind(role)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    admin.close().await.unwrap();
+    comment
+}
+
+/// Sets the comment on a role as the superuser (`None` removes it).
+async fn set_role_comment(role: &str, comment: Option<&str>) {
+    use sqlx::{Connection as _, Executor as _};
+    let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
+    let sql = match comment {
+        Some(c) => format!("COMMENT ON ROLE \"{role}\" IS '{}'", c.replace('\'', "''")),
+        None => format!("COMMENT ON ROLE \"{role}\" IS NULL"),
+    };
+    admin
+        .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)))
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+}
+
+/// Roles belong to the whole cluster, so a role prefix serves the store of one database
+/// (schema 32). Of four databases migrated at once with one prefix, one takes it (the comment
+/// on its owner role names that database) and the other three are refused, each naming the
+/// prefix, the database holding it, its own database and --role-prefix, with no schema built;
+/// each migrates with a prefix of its own. The holder migrates again as before. A holder whose
+/// owner role carries no mark (migrated before marks) gets it back on its next migration, and
+/// `audit verify` reports it missing until then; a mark naming another database of the
+/// cluster is reported and refuses the holder's migration, saying that store keeps its prefix;
+/// a comment that is no mark is refused; a mark naming a database since dropped is taken over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn databases_sharing_role_names_migrate_concurrently() {
-    // Role names are global to the server: four databases with one prefix, migrated at once.
+async fn a_role_prefix_serves_the_store_of_one_database_only() {
     let prefix = unique("vshared");
+    let owner = format!("{prefix}owner");
     let mut dbs = Vec::new();
     for _ in 0..4 {
         dbs.push(create_pg_db().await);
@@ -112,26 +152,118 @@ async fn databases_sharing_role_names_migrate_concurrently() {
             verdict_store::migrate(&location, Some(&prefix)).await
         }));
     }
-    for task in tasks {
-        let report = task.await.unwrap().unwrap();
-        assert_eq!((report.from, report.to), (0, SCHEMA_VERSION));
+    let (mut holder, mut refused) = (None, Vec::new());
+    for ((db, url), task) in dbs.iter().zip(tasks) {
+        match task.await.unwrap() {
+            Ok(report) => {
+                assert!(holder.is_none(), "a second database took {prefix}");
+                assert_eq!((report.from, report.to), (0, SCHEMA_VERSION));
+                holder = Some((db.clone(), Location::Postgres(url.clone())));
+            }
+            Err(err) => refused.push((db.clone(), Location::Postgres(url.clone()), err)),
+        }
     }
-    // Each works, and each refuses to be reopened under other role names.
-    for (_, url) in &dbs {
-        let location = Location::Postgres(url.clone());
-        let store = verdict_store::open(&location).await.unwrap();
-        populate(store.as_ref()).await;
-        assert!(store.verify_audit(None).await.unwrap().is_intact());
-        let other = OpenOptions {
-            role_prefix: Some("verdict_other_".into()),
-            ..OpenOptions::default()
-        };
-        let err = verdict_store::open_with(&location, &other)
+    let (holder, location) = holder.expect("one database takes the prefix");
+    assert_eq!(refused.len(), 3);
+    let mark = format!("verdict store of database {holder}");
+    assert_eq!(role_comment(&owner).await.as_deref(), Some(mark.as_str()));
+    let no_migrate = OpenOptions {
+        migrate: false,
+        ..OpenOptions::default()
+    };
+    for (db, at, err) in &refused {
+        assert!(matches!(err, StoreError::Refused(_)), "{err}");
+        let message = err.to_string();
+        for part in [&prefix, &holder, db, "--role-prefix"] {
+            assert!(message.contains(part), "{message} names {part}");
+        }
+        let err = verdict_store::open_with(at, &no_migrate)
             .await
             .err()
-            .expect("refused");
-        assert!(err.to_string().contains(&prefix), "{err}");
+            .expect("no store there");
+        assert!(
+            matches!(err, StoreError::SchemaTooOld { found: 0, .. }),
+            "{err}"
+        );
+        let own = unique("vown");
+        let report = verdict_store::migrate(at, Some(&own)).await.unwrap();
+        assert_eq!((report.from, report.to), (0, SCHEMA_VERSION));
+        assert_eq!(
+            role_comment(&format!("{own}owner")).await,
+            Some(format!("verdict store of database {db}"))
+        );
+        drop_pg(db, &own).await;
     }
+    assert_eq!(role_comment(&owner).await.as_deref(), Some(mark.as_str()));
+
+    // The holder migrates and works as before.
+    let report = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap();
+    assert_eq!((report.from, report.to), (SCHEMA_VERSION, SCHEMA_VERSION));
+    let store = verdict_store::open(&location).await.unwrap();
+    populate(store.as_ref()).await;
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    let reported = |report: verdict_store::AuditReport, says: &str| {
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| format!("{p:?}").contains(says)),
+            "{says}: {:#?}",
+            report.problems
+        );
+    };
+
+    // Migrated before marks: no mark, reported, and given on the next migration.
+    set_role_comment(&owner, None).await;
+    reported(store.verify_audit(None).await.unwrap(), "carries no mark");
+    verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap();
+    assert_eq!(role_comment(&owner).await.as_deref(), Some(mark.as_str()));
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+
+    // Marked as another existing database's store: two stores share the prefix.
+    let (other, _) = create_pg_db().await;
+    set_role_comment(&owner, Some(&format!("verdict store of database {other}"))).await;
+    reported(
+        store.verify_audit(None).await.unwrap(),
+        &format!("is marked as the store of database \\\"{other}\\\""),
+    );
+    let err = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    for part in [&prefix, &other, &holder, "migrated with it too"] {
+        assert!(message.contains(part), "{message} names {part}");
+    }
+
+    // A comment that is no mark.
+    set_role_comment(&owner, Some("kept by another team")).await;
+    let err = verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Refused(m) if m.contains("kept by another team")),
+        "{err}"
+    );
+    assert_eq!(
+        role_comment(&owner).await.as_deref(),
+        Some("kept by another team")
+    );
+
+    // A mark naming a database since dropped is taken over.
+    set_role_comment(&owner, Some(&format!("verdict store of database {other}"))).await;
+    drop_pg(&other, "").await;
+    verdict_store::migrate(&location, Some(&prefix))
+        .await
+        .unwrap();
+    assert_eq!(role_comment(&owner).await.as_deref(), Some(mark.as_str()));
+    assert!(store.verify_audit(None).await.unwrap().is_intact());
+    drop(store);
+
     let bad = OpenOptions {
         role_prefix: Some("Bad-Prefix".into()),
         ..OpenOptions::default()
@@ -152,9 +284,7 @@ async fn databases_sharing_role_names_migrate_concurrently() {
         "{err}"
     );
     drop_pg(&db, "").await;
-    for (i, (db, _)) in dbs.iter().enumerate() {
-        drop_pg(db, if i + 1 == dbs.len() { &prefix } else { "" }).await;
-    }
+    drop_pg(&holder, &prefix).await;
 }
 
 /// The admin URL, connecting as another user to another database.

@@ -487,3 +487,111 @@ async fn service_login(t: &TestStore, name: &str) -> String {
     .unwrap();
     pg_url(t).replacen("postgres@", &format!("{login}@"), 1)
 }
+
+/// Schema 32: two stores on one cluster under one role prefix (both migrated before prefixes
+/// were marked) share their group roles. An operator's login of store A, connected to store
+/// B's database, is a member of B's operators' group, yet reads no row of B, as itself or
+/// having set the group role; nor does a login made by hand a member of that group, in either
+/// store. Each store's own operator still reads every row of its own store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_login_of_another_store_reads_nothing_of_this_one() {
+    let a = postgres().await;
+    populate(a.store.as_ref()).await;
+    let b = postgres_sharing_roles_with(&a).await;
+    two_executions(&b).await;
+    let (mut op_a, op_a_role) = principal_login(&a, "op-a", Role::Operator).await;
+    let (mut op_b, _) = principal_login(&b, "op-b", Role::Operator).await;
+    reads_every_row(&a, &mut op_a, "store A's operator, in store A").await;
+    reads_every_row(&b, &mut op_b, "store B's operator, in store B").await;
+    let intruder = format!("{}intruder", a.prefix);
+    a.raw(&format!(
+        "CREATE ROLE \"{intruder}\" LOGIN IN ROLE \"{}operator\"",
+        a.prefix
+    ))
+    .await
+    .unwrap();
+
+    let in_b = |user: &str| pg_url(&b).replacen("postgres@", &format!("{user}@"), 1);
+    let mut a_in_b = sqlx::PgConnection::connect(&in_b(&op_a_role))
+        .await
+        .unwrap();
+    let mut intruder_in_b = sqlx::PgConnection::connect(&in_b(&intruder)).await.unwrap();
+    let mut intruder_in_a =
+        sqlx::PgConnection::connect(&pg_url(&a).replacen("postgres@", &format!("{intruder}@"), 1))
+            .await
+            .unwrap();
+    // The groups are shared: store A's operator is a member of the group B's policies name.
+    let member = format!(
+        "SELECT pg_has_role(current_user, '{}operator', 'MEMBER')::int::bigint",
+        a.prefix
+    );
+    assert_eq!(one(&mut a_in_b, &member).await, 1);
+
+    let mut admin_b = sqlx::PgConnection::connect(&pg_url(&b)).await.unwrap();
+    let mut admin_a = sqlx::PgConnection::connect(&pg_url(&a)).await.unwrap();
+    for set_group in [false, true] {
+        if set_group {
+            for conn in [&mut a_in_b, &mut intruder_in_b, &mut intruder_in_a] {
+                conn.execute(sqlx::AssertSqlSafe(format!(
+                    "SET ROLE \"{}operator\"",
+                    a.prefix
+                )))
+                .await
+                .unwrap();
+            }
+        }
+        for table in tables(&mut admin_b).await {
+            if table == "principals" || table == "chain_lock" {
+                // Closed to every group role (schemas 10 and 28).
+                continue;
+            }
+            let sql = format!("SELECT count(*) FROM verdict.{table}");
+            // The rows are there to read.
+            if ["grants", "audit_events", "subjects", "denials"].contains(&table.as_str()) {
+                assert!(one(&mut admin_b, &sql).await > 0, "store B has {table}");
+            }
+            if ["grants", "audit_events", "subjects"].contains(&table.as_str()) {
+                assert!(one(&mut admin_a, &sql).await > 0, "store A has {table}");
+            }
+            if [
+                "policies",
+                "store_meta",
+                "schema_migrations",
+                "principal_roles",
+            ]
+            .contains(&table.as_str())
+            {
+                // Readable by every role since schema 23: names and roles are not secret.
+                continue;
+            }
+            assert_eq!(
+                one(&mut a_in_b, &sql).await,
+                0,
+                "store A's operator reads no {table} of store B (group set: {set_group})"
+            );
+            assert_eq!(
+                one(&mut intruder_in_b, &sql).await,
+                0,
+                "a member of the group reads no {table} of store B (group set: {set_group})"
+            );
+            assert_eq!(
+                one(&mut intruder_in_a, &sql).await,
+                0,
+                "a member of the group reads no {table} of store A (group set: {set_group})"
+            );
+        }
+    }
+    for conn in [
+        a_in_b,
+        intruder_in_b,
+        intruder_in_a,
+        op_a,
+        op_b,
+        admin_a,
+        admin_b,
+    ] {
+        conn.close().await.unwrap();
+    }
+    a.cleanup().await;
+    b.cleanup().await;
+}

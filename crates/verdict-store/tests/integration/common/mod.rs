@@ -252,6 +252,30 @@ pub async fn postgres_with(max_connections: u32) -> TestStore {
     }
 }
 
+/// A second store under `t`'s role prefix, in a database of its own, as two stores migrated
+/// before prefixes were marked share one (schema 32): the mark on the owner role is removed by
+/// hand, so that migrating takes the prefix again. Drop it after `t`: both drop the roles.
+pub async fn postgres_sharing_roles_with(t: &TestStore) -> TestStore {
+    let (db, url) = create_pg_db().await;
+    t.raw(&format!("COMMENT ON ROLE \"{}owner\" IS NULL", t.prefix))
+        .await
+        .unwrap();
+    let location = Location::Postgres(url);
+    let options = OpenOptions {
+        role_prefix: Some(t.prefix.clone()),
+        ..OpenOptions::default()
+    };
+    let store = verdict_store::open_with(&location, &options).await.unwrap();
+    TestStore {
+        kind: Kind::Postgres,
+        store,
+        location,
+        prefix: t.prefix.clone(),
+        db,
+        dir: None,
+    }
+}
+
 pub async fn drop_pg(db: &str, prefix: &str) {
     let mut admin = sqlx::PgConnection::connect(&pg_admin_url()).await.unwrap();
     admin

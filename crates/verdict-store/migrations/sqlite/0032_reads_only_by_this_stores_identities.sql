@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 32: nothing changes here.
+--
+-- Version 32 rests PostgreSQL's reads of every row by the operators' group role on an identity
+-- recorded in the store's own principal_roles, since roles are shared by every database of a
+-- cluster. SQLite has no roles: whoever opens the file reads all of it.
