@@ -331,6 +331,13 @@ impl Engine {
             )
             .await?;
         let pinned = self.pinned_request(request, req).await?;
+        // Every refusal that does not depend on another admission's turn is made before the
+        // request's lease is taken, so a refused admission writes nothing but its denial (when
+        // it is one): the cap as it stands, the verifier's independence, role, grant and
+        // class, and a run id already stored for another admission.
+        let admission = self
+            .admission_for(&pinned, request, verifier, class, run_id, now)
+            .await?;
         // With a run cap, admissions of one request take turns (a lease on the request), so
         // two racing for the last run cannot both win. The caller holds the lease itself: an
         // operator, or the verifier admitting itself, which the store (and on PostgreSQL the
@@ -341,9 +348,7 @@ impl Engine {
             None => None,
         };
         let admitted = self
-            .admit_pinned(
-                caller, &pinned, request, verifier, class, run_id, claim, now,
-            )
+            .admit_pinned(caller, &pinned, request, admission, claim)
             .await;
         if let Some((job, holder)) = slot {
             // A release that fails never changes what the admission did: the lease lapses on
@@ -393,53 +398,56 @@ impl Engine {
         })
     }
 
-    /// The admission proper, once the request is known to be current (and, with a run cap,
-    /// under the request's lease): the cap, the verifier's independence, role, grant and class,
-    /// then preflight, its note, the run and, when preflight decided, its cancellation.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the caller joins the admission's own parts; a struct would only rename them"
-    )]
-    async fn admit_pinned(
+    /// Refuses a request whose run cap is used up. Checked before the request's lease is
+    /// taken, so a refusal moves nothing, and again under it, where two admissions racing for
+    /// the last run meet.
+    async fn require_run_left(&self, pinned: &PinnedRequest, request: &Digest) -> Result<()> {
+        let Some(max) = pinned.budget.max_runs else {
+            return Ok(());
+        };
+        let execution = &pinned.execution;
+        // A run ended because its worker lost the job to another gives its place back: the
+        // new claimant's attempt replaces it.
+        let taken_over: BTreeSet<String> = self
+            .notes::<RunTakeover>(&About::Execution(execution.clone()), RUN_TAKEOVER_SCHEMA)
+            .await?
+            .into_iter()
+            .map(|t| t.run_id.to_string())
+            .collect();
+        let used = self
+            .admission_notes_unscoped(execution)
+            .await?
+            .iter()
+            .filter(|n| &n.request_digest == request)
+            .filter(|n| !taken_over.contains(n.run_id.as_str()))
+            .count();
+        if used >= usize::try_from(max).unwrap_or(usize::MAX) {
+            return Err(EngineError::Conflict(format!(
+                "request {request} allows {max} run(s) and {used} were admitted; create a new request"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The admission a request that is still current would take, or the refusal of it: the
+    /// cap, the verifier's independence, role, grant and class, and a run id stored for
+    /// another admission. Reads only, but for the denial a refusal of authority records.
+    async fn admission_for(
         &self,
-        caller: &Principal,
         pinned: &PinnedRequest,
         request: &Digest,
         verifier: &str,
         class: &str,
         run_id: &str,
-        claim: Option<&JobClaim>,
         now: &Timestamp,
-    ) -> Result<Preflight> {
+    ) -> Result<RunAdmission> {
         let PinnedRequest {
             req,
             subject_digest,
             subject,
-            execution,
-            budget,
+            ..
         } = pinned;
-        if let Some(max) = budget.max_runs {
-            // A run ended because its worker lost the job to another gives its place back:
-            // the new claimant's attempt replaces it.
-            let taken_over: BTreeSet<String> = self
-                .notes::<RunTakeover>(&About::Execution(execution.clone()), RUN_TAKEOVER_SCHEMA)
-                .await?
-                .into_iter()
-                .map(|t| t.run_id.to_string())
-                .collect();
-            let used = self
-                .admission_notes_unscoped(execution)
-                .await?
-                .iter()
-                .filter(|n| &n.request_digest == request)
-                .filter(|n| !taken_over.contains(n.run_id.as_str()))
-                .count();
-            if used >= usize::try_from(max).unwrap_or(usize::MAX) {
-                return Err(EngineError::Conflict(format!(
-                    "request {request} allows {max} run(s) and {used} were admitted; create a new request"
-                )));
-            }
-        }
+        self.require_run_left(pinned, request).await?;
         let Some(record) = self.store.principal(verifier).await? else {
             return Err(EngineError::NotFound {
                 what: "principal",
@@ -483,6 +491,37 @@ impl Engine {
                 .map_err(|e| invalid("verifier class")(format!("{e}")))?,
             admitted_generation: subject.execution.generation,
         };
+        // The same admission again is the store's to return as it stands; another under a
+        // stored run's id is refused here, before any lease moves.
+        if let Some(stored) = self.store.run(run_id).await?
+            && stored.admission != admission
+        {
+            return Err(EngineError::Conflict(format!(
+                "run {run_id:?} is already stored for another admission; choose another run id"
+            )));
+        }
+        Ok(admission)
+    }
+
+    /// The admission proper, once it is known to be allowed (and, with a run cap, under the
+    /// request's lease): the cap again, then preflight, its note, the run and, when preflight
+    /// decided, its cancellation.
+    async fn admit_pinned(
+        &self,
+        caller: &Principal,
+        pinned: &PinnedRequest,
+        request: &Digest,
+        admission: RunAdmission,
+        claim: Option<&JobClaim>,
+    ) -> Result<Preflight> {
+        let PinnedRequest {
+            subject_digest,
+            subject,
+            execution,
+            ..
+        } = pinned;
+        // Another admission may have taken the last run since the check above.
+        self.require_run_left(pinned, request).await?;
         // The run and its note are appended together: a run is never without the note that
         // says whether a model may be called for it, whatever crashes when.
         let preflight = self.preflight_unscoped(execution).await?;
@@ -492,7 +531,7 @@ impl Engine {
             request_digest: request.clone(),
             subject_digest: subject_digest.clone(),
             generation: subject.execution.generation,
-            verifier: who.name.clone(),
+            verifier: admission.verifier.clone(),
             class: admission.class.clone(),
             preflight: preflight.clone(),
         }

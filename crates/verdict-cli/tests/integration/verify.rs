@@ -167,6 +167,7 @@ impl Env {
 /// A store with one subject, its check evidence (`outcome`) and a request asking `reviewer`.
 struct Setup {
     env: Env,
+    ops: String,
     ci: String,
     coder: String,
     rev: String,
@@ -288,6 +289,7 @@ fn setup_on(backend: Backend, outcome: &str, url: &str, key_var: Option<&str>) -
     let diff = env.file("change.diff", DIFF.as_bytes());
     Setup {
         env,
+        ops,
         ci,
         coder,
         rev,
@@ -752,4 +754,67 @@ fn a_cost_cap_on_a_class_without_prices_is_refused_before_any_run() {
     );
     assert_eq!(srv.calls.load(Ordering::SeqCst), 0);
     assert_eq!(history(&s)["runs"], json!([]));
+}
+
+/// The number of events in the store's audit chain, which must be intact.
+fn chain_events(s: &Setup) -> u64 {
+    let out = s.env.ok(Some(&s.ops), &["audit", "verify"]);
+    let tail = out
+        .split("audit chain intact: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    tail.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn an_admission_refused_for_the_run_cap_appends_nothing() {
+    for backend in BACKENDS {
+        let srv = server(Reply::Valid);
+        let s = setup_on(backend, "pass", &srv.url, None);
+        let capped = s.env.ok(
+            Some(&s.coder),
+            &[
+                "request",
+                "create",
+                "ex-1",
+                "--budget",
+                r#"{"max_runs": 1}"#,
+            ],
+        );
+        exits(&s.verify_request(&capped, &s.rev, &[]), 0);
+        let (events, calls) = (chain_events(&s), srv.calls.load(Ordering::SeqCst));
+        let admit = |token: &str, run: &str| {
+            s.env.run(
+                Some(token),
+                &[
+                    "run",
+                    "admit",
+                    &capped,
+                    "--verifier",
+                    "rev",
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    run,
+                ],
+            )
+        };
+        // `verify` again, and `run admit` by the verifier and by an operator: each is refused
+        // for the cap, and the audit chain is as it was.
+        for (what, out) in [
+            ("verify", s.verify_request(&capped, &s.rev, &[])),
+            ("verify", s.verify_request(&capped, &s.rev, &[])),
+            ("run admit as rev", admit(&s.rev, "run-2")),
+            ("run admit as ops", admit(&s.ops, "run-3")),
+        ] {
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{backend:?} {what}: {err}");
+            assert!(
+                err.contains("allows 1 run(s) and 1 were admitted"),
+                "{backend:?} {what}: {err}"
+            );
+            assert_eq!(chain_events(&s), events, "{backend:?} {what}");
+        }
+        assert_eq!(srv.calls.load(Ordering::SeqCst), calls, "{backend:?}");
+    }
 }

@@ -109,6 +109,102 @@ async fn max_runs_is_enforced_at_admission() {
     .await;
 }
 
+/// The seq of the audit chain's last event.
+async fn chain_length(w: &World) -> u64 {
+    w.engine
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+async fn denials(w: &World) -> usize {
+    w.engine.store().denials(0, 10_000).await.unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_admission_writes_nothing_but_its_denial() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        subject_with_evidence(&w, 1, "change A", "pass").await;
+        let req = request(&w, json!({"max_runs": 1})).await;
+        w.engine
+            .admit(&w.rev, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        let (before, refused) = (chain_length(&w).await, denials(&w).await);
+        // The cap is reached: neither a verifier admitting itself nor an operator, however
+        // often it asks, moves the request's lease or writes anything else.
+        for (caller, verifier, run) in [
+            (&w.rev2, "rev2", "run-2"),
+            (&w.rev2, "rev2", "run-3"),
+            (&w.rev, "rev", "run-4"),
+            (&w.ops, "rev2", "run-5"),
+        ] {
+            let e = w
+                .engine
+                .admit(caller, &req, verifier, "reviewer", run)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "conflict", "{run}: {e}");
+            assert!(
+                e.to_string()
+                    .contains("allows 1 run(s) and 1 were admitted"),
+                "{run}: {e}"
+            );
+            assert_eq!(chain_length(&w).await, before, "{run}");
+            assert!(w.engine.store().run(run).await.unwrap().is_none(), "{run}");
+        }
+        assert_eq!(denials(&w).await, refused);
+
+        // A capped request with runs left: each refusal known before the request's turn is
+        // made before it. A class it does not ask for and a run id stored for another
+        // admission write nothing; a refusal of authority writes its denial and nothing else.
+        let open = request(&w, json!({"max_runs": 2})).await;
+        let before = chain_length(&w).await;
+        let e = w
+            .engine
+            .admit(&w.ops, &open, "rev2", "auditor", "run-6")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "invalid_input", "{e}");
+        let e = w
+            .engine
+            .admit(&w.ops, &open, "rev2", "reviewer", "run-1")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "conflict", "{e}");
+        assert!(e.to_string().contains("already stored"), "{e}");
+        assert_eq!(chain_length(&w).await, before);
+        assert_eq!(denials(&w).await, refused);
+        for (who, run, code) in [
+            ("coder", "run-7", "self_verification_denied"),
+            ("alice", "run-8", "permission_denied"),
+        ] {
+            let at = chain_length(&w).await;
+            let e = w
+                .engine
+                .admit(&w.ops, &open, who, "reviewer", run)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), code, "{who}: {e}");
+            let after = w.engine.store().audit_events(at, 10).await.unwrap();
+            assert_eq!(after.len(), 1, "{who}: {after:?}");
+            assert_eq!(after[0].table, "denials", "{who}: {after:?}");
+        }
+        assert_eq!(denials(&w).await, refused + 2);
+        // Nothing was taken from the request: both of its runs are still there.
+        for (caller, verifier, run) in [(&w.rev, "rev", "run-9"), (&w.rev2, "rev2", "run-10")] {
+            w.engine
+                .admit(caller, &open, verifier, "reviewer", run)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_admissions_for_the_last_run_admit_exactly_one() {
     on_both(|store| async move {
@@ -128,7 +224,17 @@ async fn racing_admissions_for_the_last_run_admit_exactly_one() {
             );
             let loser = r1.err().or(r2.err()).unwrap();
             assert_eq!(loser.code(), "conflict", "{loser}");
-            // The lease is released: the cap, not a stuck lease, refuses a third try.
+            // The lease is released, and the cap refuses a third try.
+            let lease = w
+                .engine
+                .store()
+                .pointer(verdict_store::PointerKind::Lease, &format!("admit {req}"))
+                .await
+                .unwrap()
+                .unwrap()
+                .lease()
+                .unwrap();
+            assert!(lease.is_none(), "round {round}: {lease:?}");
             let again = w
                 .engine
                 .admit(&w.ops, &req, "rev2", "reviewer", &format!("run-{round}-c"))

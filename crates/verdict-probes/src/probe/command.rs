@@ -2,6 +2,7 @@
 
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout,
+    snapshot_of, strict_json,
 };
 use crate::cel_expect::Expect;
 use crate::process::{self, ProcSpec};
@@ -101,15 +102,17 @@ impl CommandCheck {
         ]);
         let mut sample = Sample::observed(f, Some(OutputInfo::of(&out.stdout)));
         if !judge {
-            let stdout = serde_json::from_slice::<Value>(&out.stdout.bytes)
-                .unwrap_or_else(|_| Value::String(out.stdout.text()));
-            sample.snapshot = Some(json!({"exit_code": out.code, "stdout": stdout}));
             if out.stdout.overflow {
                 return sample.judged(Err(Judged::Error(format!(
                     "output exceeds {} bytes",
                     self.cap
                 ))));
             }
+            let stdout = match snapshot_of(&out.stdout.bytes, || out.stdout.text(), "stdout") {
+                Ok(v) => v,
+                Err(j) => return sample.judged(Err(j)),
+            };
+            sample.snapshot = Some(json!({"exit_code": out.code, "stdout": stdout}));
             return sample.judged(Ok("observed".into()));
         }
         let verdict = self.judge(&out);
@@ -136,8 +139,8 @@ impl CommandCheck {
                 .map_err(Judged::Fail)?;
         }
         if let Some(e) = &self.expect {
-            let doc: Value = serde_json::from_slice(&out.stdout.bytes)
-                .map_err(|err| Judged::Error(format!("stdout is not json: {err}")))?;
+            let doc =
+                strict_json(&out.stdout.bytes, "stdout").map_err(|r| Judged::Error(r.message))?;
             match e.eval(&doc) {
                 Ok(true) => {}
                 Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),

@@ -7,7 +7,7 @@
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap,
-    positive_timeout,
+    positive_timeout, snapshot_of, strict_json,
 };
 use crate::cel_expect::Expect;
 use crate::output::Captured;
@@ -367,15 +367,17 @@ impl HttpCheck {
         }
         let mut sample = Sample::observed(f, Some(OutputInfo::of(&fetched.body)));
         if !judge {
-            let body = serde_json::from_slice::<Value>(&fetched.body.bytes)
-                .unwrap_or_else(|_| Value::String(fetched.body.text()));
-            sample.snapshot = Some(json!({"status": fetched.status, "body": body}));
             if fetched.body.overflow {
                 return sample.judged(Err(Judged::Error(format!(
                     "body exceeds {} bytes",
                     self.cap
                 ))));
             }
+            let body = match snapshot_of(&fetched.body.bytes, || fetched.body.text(), "body") {
+                Ok(v) => v,
+                Err(j) => return sample.judged(Err(j)),
+            };
+            sample.snapshot = Some(json!({"status": fetched.status, "body": body}));
             return sample.judged(Ok("observed".into()));
         }
         let verdict = self.judge(&fetched);
@@ -408,8 +410,7 @@ impl HttpCheck {
             m.check("body", &r.body.text()).map_err(Judged::Fail)?;
         }
         if let Some(e) = &self.expect {
-            let doc: Value = serde_json::from_slice(&r.body.bytes)
-                .map_err(|err| Judged::Error(format!("body is not json: {err}")))?;
+            let doc = strict_json(&r.body.bytes, "body").map_err(|r| Judged::Error(r.message))?;
             match e.eval(&doc) {
                 Ok(true) => {}
                 Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),

@@ -10,7 +10,7 @@ use super::http::{FetchError, Fetched, Request, fetch, header_map, parse_url, se
 use super::net::TlsSettings;
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap,
-    positive_timeout,
+    positive_timeout, strict_json,
 };
 use crate::cel_expect::Expect;
 use crate::output::Captured;
@@ -308,9 +308,9 @@ impl JsonCheck {
                 self.cap
             ))));
         }
-        let doc: Value = match serde_json::from_slice(&captured.bytes) {
+        let doc = match strict_json(&captured.bytes, "source") {
             Ok(d) => d,
-            Err(e) => return sample.judged(Err(Judged::Error(format!("source is not json: {e}")))),
+            Err(r) => return sample.judged(Err(Judged::Error(r.message))),
         };
         let located: Vec<(String, &Value)> = match &self.select {
             Some(path) => path

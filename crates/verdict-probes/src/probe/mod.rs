@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 use std::time::Duration;
 use verdict_core::contracts::CheckOutcome;
 use verdict_core::digest::Digest;
+use verdict_core::json::JsonErrorKind;
 
 /// Default timeout of one observation.
 pub const DEFAULT_PROBE_TIMEOUT: Dur = Dur::from_secs(10);
@@ -154,6 +155,60 @@ pub enum Judged {
     Error(String),
     /// The system could not be reached: an error unless the probe says `unreachable: fail`.
     Unreachable(String),
+}
+
+/// Reads an observed system's JSON (`what` names it in the error: `stdout`, `body`, `source`)
+/// with the core's strict reader, as verdict reads every other input. A document the reader
+/// refuses could be read two ways (a key named twice: first or last?), or differently by
+/// another reader (an integer beyond ±(2^53−1), a number that is not finite), so no
+/// expectation is judged on it: the caller makes it an `error`.
+pub(crate) fn strict_json(bytes: &[u8], what: &str) -> Result<Value, StrictRefusal> {
+    verdict_core::json::parse(bytes).map_err(|e| {
+        let message = match &e.kind {
+            JsonErrorKind::DuplicateKey(key) => format!(
+                "{what} is not strict JSON: key {} named twice at {} (line {} column {})",
+                verdict_core::quote::quoted(key),
+                verdict_core::quote::quoted(&e.path),
+                e.line,
+                e.column
+            ),
+            JsonErrorKind::IntegerOutOfRange(_) | JsonErrorKind::NonFinite(_) => {
+                format!("{what} is not strict JSON: {e}")
+            }
+            JsonErrorKind::InvalidUtf8
+            | JsonErrorKind::ByteOrderMark
+            | JsonErrorKind::TooDeep
+            | JsonErrorKind::Syntax(_) => format!("{what} is not json: {e}"),
+        };
+        StrictRefusal {
+            ambiguous: matches!(e.kind, JsonErrorKind::DuplicateKey(_)),
+            message,
+        }
+    })
+}
+
+/// Why [`strict_json`] refused a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StrictRefusal {
+    /// The document names a key twice: an error in every mode, so that a snapshot does not
+    /// keep as text what an expectation refuses to read.
+    pub(crate) ambiguous: bool,
+    /// What is wrong and where, for the sample's reason.
+    pub(crate) message: String,
+}
+
+/// What a snapshot keeps of output that may be JSON: the document when the strict reader
+/// takes it, the text when it is not JSON, and an error when it names a key twice.
+pub(crate) fn snapshot_of(
+    bytes: &[u8],
+    text: impl FnOnce() -> String,
+    what: &str,
+) -> Result<Value, Judged> {
+    match strict_json(bytes, what) {
+        Ok(v) => Ok(v),
+        Err(r) if r.ambiguous => Err(Judged::Error(r.message)),
+        Err(_) => Ok(Value::String(text())),
+    }
 }
 
 /// A field of a probe definition that is wrong: pointer relative to the probe, and why.

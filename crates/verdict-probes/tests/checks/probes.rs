@@ -744,3 +744,142 @@ async fn a_command_gets_the_allowlisted_environment_and_what_the_spec_sets_only(
         assert!(why.contains(name) && why.contains("never given"), "{why}");
     }
 }
+
+/// Documents that name a key twice, each with a reading by its last key that would pass.
+const TWICE: &str = r#"{"ok": false, "ok": true}"#;
+const TWICE_DEEP: &str =
+    r#"{"items": [{"bad": true, "meta": {"n": 1, "n": 2}}], "items": [{"bad": false}]}"#;
+
+#[tokio::test]
+async fn observed_json_naming_a_key_twice_is_an_error_for_every_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, doc: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, doc).unwrap();
+        p.display().to_string()
+    };
+    let (twice, deep, once) = (
+        file("twice.json", TWICE),
+        file("deep.json", TWICE_DEEP),
+        file("once.json", r#"{"ok": true, "items": [{"bad": false}]}"#),
+    );
+    let h = Http::start().await;
+    h.script("twice", vec![step(200, TWICE)]);
+    h.script("deep", vec![step(200, TWICE_DEEP)]);
+    h.script(
+        "once",
+        vec![step(200, r#"{"ok": true, "items": [{"bad": false}]}"#)],
+    );
+    let items = "select: '$.items[*]', expect: 'self.bad == false', quantifier: all";
+    // Each probe kind that reads JSON, by what it names in its reason, over a source: `{f}`
+    // is the file and `{u}` the URL serving the same document.
+    let kinds = [
+        (
+            "stdout",
+            "{kind: command, argv: [cat, '{f}'], expect: 'self.ok == true'}".to_owned(),
+        ),
+        (
+            "body",
+            "{kind: http, url: '{u}', expect: 'self.ok == true'}".to_owned(),
+        ),
+        (
+            "source",
+            format!("{{kind: json, source: {{file: '{{f}}'}}, {items}}}"),
+        ),
+        (
+            "source",
+            format!("{{kind: json, source: {{command: [cat, '{{f}}']}}, {items}}}"),
+        ),
+        (
+            "source",
+            format!("{{kind: json, source: {{url: '{{u}}'}}, {items}}}"),
+        ),
+    ];
+    for (what, def) in &kinds {
+        let at = |f: &str, name: &str| def.replace("{f}", f).replace("{u}", &h.url(name));
+        // Read once, the document passes: the probe can pass.
+        let (o, why, _) = probe(&at(&once, "/s/once")).await;
+        assert_eq!(o, Pass, "{what}: {why}");
+        let (o, why, _) = probe(&at(&twice, "/s/twice")).await;
+        assert_eq!(o, Error, "{what}: {why}");
+        assert!(
+            why.starts_with(&format!(
+                "{what} is not strict JSON: key \"ok\" named twice at \"/ok\" (line 1 column "
+            )),
+            "{what}: {why}"
+        );
+        let (o, why, _) = probe(&at(&deep, "/s/deep")).await;
+        assert_eq!(o, Error, "{what}: {why}");
+        assert!(
+            why.starts_with(&format!(
+                "{what} is not strict JSON: key \"n\" named twice at \"/items/0/meta/n\""
+            )),
+            "{what}: {why}"
+        );
+    }
+    // Integers beyond ±(2^53-1) are refused as in every other input verdict reads.
+    let big = file("big.json", r#"{"n": 9007199254740993}"#);
+    let (o, why, _) = probe(&format!(
+        "{{kind: command, argv: [cat, '{big}'], expect: 'self.n > 0'}}"
+    ))
+    .await;
+    assert_eq!(o, Error, "{why}");
+    assert!(
+        why.contains("not strict JSON: integer 9007199254740993"),
+        "{why}"
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_of_json_naming_a_key_twice_is_an_error_and_text_stays_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, doc: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, doc).unwrap();
+        p.display().to_string()
+    };
+    let (twice, text) = (file("twice.json", TWICE_DEEP), file("text", "not json\n"));
+    let h = Http::start().await;
+    h.script("twice", vec![step(200, TWICE_DEEP)]);
+    h.script("text", vec![step(200, "not json")]);
+    let unchanged = |probe: String| {
+        spec(&format!(
+            "version: 1\ncriteria:\n  - id: u\n    mode: unchanged\n    probe: {probe}\n"
+        ))
+    };
+    let stopper = verdict_probes::runner::Stopper::new();
+    for (what, twice, text) in [
+        (
+            "stdout",
+            format!("{{kind: command, argv: [cat, '{twice}']}}"),
+            format!("{{kind: command, argv: [cat, '{text}']}}"),
+        ),
+        (
+            "body",
+            format!("{{kind: http, url: '{}'}}", h.url("/s/twice")),
+            format!("{{kind: http, url: '{}'}}", h.url("/s/text")),
+        ),
+        (
+            "source",
+            format!("{{kind: json, source: {{file: '{twice}'}}}}"),
+            String::new(),
+        ),
+    ] {
+        let failures = verdict_probes::runner::take_baseline(&unchanged(twice), 1, &stopper)
+            .await
+            .unwrap_err();
+        assert_eq!(failures[0].0, "u");
+        assert!(
+            failures[0]
+                .1
+                .contains(&format!("{what} is not strict JSON: key \"n\" named twice")),
+            "{what}: {failures:?}"
+        );
+        if !text.is_empty() {
+            let b = verdict_probes::runner::take_baseline(&unchanged(text), 1, &stopper)
+                .await
+                .unwrap();
+            assert_eq!(b.criteria.len(), 1, "{what}");
+        }
+    }
+}

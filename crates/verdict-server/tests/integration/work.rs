@@ -98,6 +98,53 @@ async fn a_verifier_is_admitted_and_its_result_counts_through_the_api() {
     .await;
 }
 
+/// A request of [`EXEC`] allowing `max` runs, made by the producer; its digest.
+async fn capped(s: &Server, coder: &str, max: u64) -> String {
+    let body = json!({"execution": EXEC, "budget": {"max_runs": max}});
+    let r = s
+        .send("POST", "/v1/requests", Some(coder), Some(&body))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    r.body["digest"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_refused_for_the_run_cap_writes_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let (ops, rev, coder) = (w.token("ops"), w.token("rev"), w.token("coder"));
+        let doc = subject(1, "diff-1");
+        let r = s.send("POST", "/v1/subjects", Some(coder), Some(&doc)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let request = capped(&s, coder, 1).await;
+        let admit = |request: &str, verifier: &str, run: &str| {
+            json!({"request": request, "verifier": verifier, "class": "reviewer", "run_id": run})
+        };
+        let r = s.send("POST", "/v1/runs", Some(rev), Some(&admit(&request, "rev", "run-1"))).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let (before, denials) = (head_seq(&w).await, w.denials().await.len());
+        // Asked again and again, by the verifier for itself and by an operator: a 409 each
+        // time, and the audit chain as it was (no lease taken and released, no denial).
+        for (token, run) in [(rev, "run-2"), (rev, "run-3"), (ops, "run-4")] {
+            let r = s.send("POST", "/v1/runs", Some(token), Some(&admit(&request, "rev", run))).await;
+            assert_problem(&r, 409, "conflict");
+            assert!(
+                r.body["detail"].as_str().unwrap().contains("allows 1 run(s) and 1 were admitted"),
+                "{r:?}"
+            );
+            assert_eq!(events_after(&w, before).await.len(), 0, "{run}");
+        }
+        assert_eq!(w.denials().await.len(), denials);
+        // A refusal of authority on a capped request with runs left writes its denial alone.
+        let open = capped(&s, coder, 2).await;
+        let before = head_seq(&w).await;
+        let r = s.send("POST", "/v1/runs", Some(ops), Some(&admit(&open, "alice", "run-5"))).await;
+        assert_denied_once(&w, before, &r, "alice", "permission_denied").await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subject_put_with_a_stale_if_match_is_412_and_moves_nothing() {
     on_both(|store| async move {
