@@ -183,11 +183,6 @@ impl Engine {
     ) -> Result<EventPage> {
         let limit = limit.clamp(1, MAX_EVENTS_PAGE);
         let audit = self.store.audit_events(after, limit).await?;
-        // What is pushed out (server-sent events, webhooks) is durable first: a write is
-        // visible a moment before its flush, and a crash in that moment would take it back.
-        if !audit.is_empty() {
-            self.store.make_durable().await?;
-        }
         let read_to = audit.last().map_or(after, |e| e.seq);
         let operator = caller.role == Role::Operator;
         let mut scope = Scope {

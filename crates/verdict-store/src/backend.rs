@@ -223,10 +223,6 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>>;
     /// Up to `limit` audit events with seq above `after_seq`, in seq order.
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
-    /// [`crate::Store::make_durable`]; at once where every commit waits for its flush.
-    async fn make_durable(&self) -> Result<()> {
-        Ok(())
-    }
     /// The last audit event.
     async fn audit_head(&self) -> Result<Option<ChainHead>>;
     /// [`Backend::clock_now`] and [`Backend::audit_head`], both read after the call began:

@@ -38,7 +38,6 @@ pub mod actor;
 pub mod audit;
 mod backend;
 pub mod checkpoint;
-pub(crate) mod durable;
 pub mod error;
 pub mod jobs;
 pub mod location;

@@ -10,7 +10,6 @@ use crate::backend::{
     Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
     SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
-use crate::durable::GroupFlush;
 use crate::error::{Result, StoreError};
 use crate::location::redact_url;
 use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
@@ -70,18 +69,7 @@ pub(crate) struct PgBackend {
     /// The time the handle's manual clock reads, named to the database at the start of each
     /// transaction the handle opens (`verdict.manual_now`), shared with its snapshots.
     manual: Arc<crate::backend::ManualTime>,
-    /// The flushes that make this handle's write transactions durable ([`crate::durable`]),
-    /// run on a pool connection kept for them when the pool has four or more (else one taken
-    /// from the pool for each).
-    flush: Arc<GroupFlush<Option<PoolConnection<Postgres>>>>,
-    keep_flush_connection: bool,
 }
-
-/// The statement that makes every transaction committed before it durable: a transactional
-/// message in the WAL gives it a transaction id and a record, so its commit waits for the
-/// flush `synchronous_commit` asks for (the server's setting), which covers every earlier
-/// record. Any login may call it; nothing reads the message.
-const FLUSH: &str = "SELECT pg_catalog.pg_logical_emit_message(true, 'verdict.flush', '')";
 
 /// The text of an error from sqlx. For an error the server sent, its message and SQLSTATE:
 /// sqlx's own text of it ends with the line of the server's C source that raised it, which
@@ -678,8 +666,6 @@ impl PgBackend {
             snapshot: None,
             wakeups: Arc::new(crate::jobs::PgWakeups::new()),
             manual: Arc::default(),
-            flush: Arc::default(),
-            keep_flush_connection: max_connections >= 4,
         })
     }
 
@@ -801,44 +787,10 @@ impl PgBackend {
         self.pool.acquire().await.map_err(pg_err)
     }
 
-    /// Commits `tx` (opened by [`PgBackend::begin_as`], so without waiting for its flush) and
-    /// returns once it is durable: one round trip, and one more for the flush unless a flush
-    /// begun after the commit is run by another caller ([`crate::durable`]).
+    /// Commits `tx`: one round trip.
     pub(crate) async fn commit(&self, tx: sqlx::Transaction<'static, Postgres>) -> Result<()> {
         self.trips.add(1);
-        tx.commit().await.map_err(pg_err)?;
-        self.flush_committed().await
-    }
-
-    /// Returns once every transaction committed before the call is durable.
-    pub(crate) async fn flush_committed(&self) -> Result<()> {
-        let Some(mut turn) = self.flush.turn().await else {
-            return Ok(());
-        };
-        if !self.keep_flush_connection {
-            sqlx::query(FLUSH)
-                .execute(self.pooled())
-                .await
-                .map_err(pg_err)?;
-            turn.finished();
-            return Ok(());
-        }
-        let kept = turn.with();
-        let conn = match kept {
-            Some(conn) => conn,
-            None => kept.insert(self.checkout().await?),
-        };
-        self.trips.add(1);
-        let done = sqlx::query(FLUSH).execute(&mut **conn).await;
-        if let Err(e) = done {
-            // After any error the connection is closed rather than kept or given back.
-            if let Some(conn) = kept.take() {
-                drop(conn.detach());
-            }
-            return Err(pg_err(e));
-        }
-        turn.finished();
-        Ok(())
+        tx.commit().await.map_err(pg_err)
     }
 
     /// The rows of a plain read, on the kept reader connection when it is free (one round
@@ -918,15 +870,13 @@ impl PgBackend {
         let time = self.manual.get().map_or_else(String::new, |micros| {
             format!("; SET LOCAL verdict.manual_now = '{micros}'")
         });
-        // The commit does not wait for its WAL flush, so that the chain's lock is not held
-        // through it; [`PgBackend::commit`] waits for a flush begun after it instead.
         // The settings come before the BEGIN, in the implicit transaction that a message of
         // several statements runs in and that BEGIN then makes explicit: a setting refused (a
         // role the login may not act as) ends the message before any BEGIN, leaving the
         // connection outside a transaction. Were it after, the connection would go back to the
         // pool inside an aborted transaction, and every later statement on it would fail.
         let begin = format!(
-            "SET LOCAL ROLE {}; SET LOCAL synchronous_commit = off{time}; BEGIN",
+            "SET LOCAL ROLE {}{time}; BEGIN",
             role.map_or_else(|| "NONE".to_owned(), quote)
         );
         // The pool's check of the connection it hands out, then the BEGIN.
@@ -1710,10 +1660,6 @@ impl Backend for PgBackend {
             .collect()
     }
 
-    async fn make_durable(&self) -> Result<()> {
-        self.flush_committed().await
-    }
-
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
         let rows = self
             .rows(
@@ -1853,8 +1799,6 @@ impl Backend for PgBackend {
             snapshot: Some(Mutex::new(conn)),
             wakeups: Arc::clone(&self.wakeups),
             manual: Arc::clone(&self.manual),
-            flush: Arc::clone(&self.flush),
-            keep_flush_connection: self.keep_flush_connection,
         })
     }
 }

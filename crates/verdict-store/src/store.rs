@@ -246,9 +246,7 @@ pub trait Store: Send + Sync {
     /// The exchanges with the database this handle has waited for since it was opened:
     /// PostgreSQL statements (and the pool's check of each connection it hands out), SQLite
     /// calls on the database's thread. A counter, not a clock: what a use case costs in round
-    /// trips is the same on every run, so tests can hold it (alone: under concurrent writes a
-    /// write transaction's flush is left out when another caller's covers it, see
-    /// `durable.rs`).
+    /// trips is the same on every run, so tests can hold it.
     fn round_trips(&self) -> u64;
 
     /// Whether the write of `actor`'s check evidence is itself refused, in the same
@@ -488,13 +486,6 @@ pub trait Store: Send + Sync {
 
     /// Up to `limit` audit events after `after_seq`, in order.
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>>;
-
-    /// Returns once everything committed before the call is durable. A write is reported only
-    /// once it is, but on PostgreSQL another reader may see it for the few milliseconds
-    /// before ([`crate::durable`]): what is handed out of the store without a write of its own
-    /// (events pushed to subscribers) is read, then made durable by this, then handed out.
-    /// SQLite commits each transaction durably, so there it returns at once.
-    async fn make_durable(&self) -> Result<()>;
 
     /// Walks the chain and re-hashes every stored row. With `anchor` (the head of a verified
     /// checkpoint), also checks the chain still holds that head.
@@ -2166,10 +2157,6 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn audit_events(&self, after_seq: u64, limit: u32) -> Result<Vec<AuditEvent>> {
         self.backend.audit_events(after_seq, limit).await
-    }
-
-    async fn make_durable(&self) -> Result<()> {
-        self.backend.make_durable().await
     }
 
     async fn verify_audit(&self, anchor: Option<&ChainHead>) -> Result<AuditReport> {

@@ -1045,9 +1045,8 @@ impl Cluster {
     }
 
     /// Stops the server as a crash would (`immediate`): every process exits at once, with no
-    /// checkpoint, so the next start recovers from the WAL alone, and what was committed
-    /// without its flush yet is lost. Appends commit without waiting for their flush and are
-    /// reported only after one, so whatever a worker was told is stored must survive this.
+    /// checkpoint, so the next start recovers from the WAL alone; whatever a worker was told is
+    /// stored must survive this.
     fn crash(&self) {
         let data = self.data();
         self.ok("pg_ctl", &["-D", &data, "-w", "-m", "immediate", "stop"]);

@@ -3359,6 +3359,10 @@ async fn a_write_refused_its_identity_leaves_the_connection_usable() {
             .unwrap();
         assert_eq!(head_seq(&t).await, before + 1);
     }
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
 
 /// A change of `principal`'s token (schema version 30): its `n`th, to `token` (none revokes).
 fn token_change(principal: &str, n: u64, token: Option<&str>) -> serde_json::Value {
