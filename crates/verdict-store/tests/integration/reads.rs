@@ -541,11 +541,21 @@ async fn a_principals_login_of_another_store_reads_nothing_of_this_one() {
             }
         }
         for table in tables(&mut admin_b).await {
-            if table == "principals" || table == "chain_lock" {
-                // Closed to every group role (schemas 10 and 28).
+            let sql = format!("SELECT count(*) FROM verdict.{table}");
+            if ["principals", "chain_lock", "credential_changes"].contains(&table.as_str()) {
+                // Closed to every group role (schemas 10, 28 and 30): not even a count.
+                for conn in [&mut a_in_b, &mut intruder_in_b, &mut intruder_in_a] {
+                    let refused = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.clone()))
+                        .fetch_one(&mut *conn)
+                        .await
+                        .unwrap_err();
+                    assert!(
+                        refused.to_string().contains("permission denied"),
+                        "{table}: {refused}"
+                    );
+                }
                 continue;
             }
-            let sql = format!("SELECT count(*) FROM verdict.{table}");
             // The rows are there to read.
             if ["grants", "audit_events", "subjects", "denials"].contains(&table.as_str()) {
                 assert!(one(&mut admin_b, &sql).await > 0, "store B has {table}");
