@@ -471,6 +471,30 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
         false,
     );
     step(ops, &["status", "ex-1"], false);
+    // Tokens: only an operator revokes; a principal replaces its own token, after which the
+    // old one is refused; a revoked token is refused by the next command. The new tokens are
+    // the stores' own, so their text is masked, never their exit status.
+    let show_hum = ["principal", "show", "hum"];
+    step(coder, &["principal", "token", "revoke", "hum"], false);
+    step(hum, &show_hum, false);
+    let hum_new = step(hum, &["principal", "token", "rotate", "hum"], true);
+    step(hum, &show_hum, false);
+    step(&hum_new, &show_hum, false);
+    step(
+        ops,
+        &[
+            "principal",
+            "token",
+            "revoke",
+            "hum",
+            "--reason",
+            "laptop lost",
+        ],
+        false,
+    );
+    step(&hum_new, &show_hum, false);
+    let hum_again = step(ops, &["principal", "token", "rotate", "hum"], true);
+    step(&hum_again, &show_hum, false);
     steps
 }
 
@@ -515,6 +539,26 @@ fn differential(local: Store, served: Store) {
     };
     assert_eq!(refused("ledger"), 1, "{here:#?}");
     assert_eq!(refused("export junit ex-2"), 1, "{here:#?}");
+    // The token steps went where they should, on both targets alike: the producer's revocation
+    // and every use of a replaced or revoked token refused, each new token accepted.
+    let show: Vec<Option<i32>> = here
+        .iter()
+        .filter(|s| s.args == "principal show hum")
+        .map(|s| s.code)
+        .collect();
+    assert_eq!(
+        show,
+        [Some(0), Some(2), Some(0), Some(2), Some(0)],
+        "{here:#?}"
+    );
+    assert_eq!(refused("principal token revoke hum"), 1, "{here:#?}");
+    assert!(
+        answered(
+            "principal token revoke hum --reason laptop lost",
+            "revoked the token of hum"
+        ),
+        "{here:#?}"
+    );
 }
 
 #[test]

@@ -93,14 +93,17 @@ impl Shown {
     }
 }
 
-/// `line` as [`pieces`] draws it, each word that mixes scripts followed by its flag: how free
-/// text and a resource's lines are drawn.
+/// `line` as [`pieces`] draws it, each word that mixes scripts followed by its flag, and, in a
+/// line that holds Latin letters, each word wholly of Cyrillic or Greek letters that all pass
+/// for Latin ones (`аррӏе`) followed by a flag spelling the Latin it passes for: how free text
+/// and a resource's lines are drawn.
 #[must_use]
 pub fn flagged(line: &str) -> Vec<Piece> {
+    let latin_beside = line.chars().any(|c| script(c) == Some("Latin"));
     let mut out = Vec::new();
     for piece in pieces(line) {
         match piece {
-            Piece::Text(t) => flag_words(&t, &mut out),
+            Piece::Text(t) => flag_words(&t, latin_beside, &mut out),
             other => out.push(other),
         }
     }
@@ -128,12 +131,19 @@ fn is_combining(c: char) -> bool {
     )
 }
 
-/// `text` into `out`, each word that mixes scripts followed by its flag.
-fn flag_words(text: &str, out: &mut Vec<Piece>) {
+/// `text` into `out`, each word that mixes scripts, or (with `latin_beside`) passes for Latin
+/// while written wholly in another script, followed by its flag.
+fn flag_words(text: &str, latin_beside: bool, out: &mut Vec<Piece>) {
     let mut plain = String::new();
     let mut word = String::new();
     let end_word = |word: &mut String, plain: &mut String, out: &mut Vec<Piece>| {
-        let flag = mixed(word);
+        let flag = mixed(word).or_else(|| {
+            if latin_beside {
+                posing_as_latin(word)
+            } else {
+                None
+            }
+        });
         plain.push_str(word);
         word.clear();
         if let Some(why) = flag {
@@ -193,6 +203,94 @@ fn mixed(word: &str) -> Option<String> {
         names.join(", "),
         listed(&others)
     ))
+}
+
+/// When `word` has two letters or more, all of one script other than Latin, and each drawn
+/// like a Latin letter, what the flag says: the Latin it reads as and the letters' code points.
+/// Only asked of words in a line that also holds Latin letters: there a whole word of
+/// look-alikes (`аррӏе` for `apple`) is how a look-alike hides from the mixed-script flag,
+/// while in a line wholly in Cyrillic or Greek such words are ordinary ones.
+fn posing_as_latin(word: &str) -> Option<String> {
+    let letters: Vec<char> = word.chars().filter(|&c| script(c).is_some()).collect();
+    if letters.len() < 2 || letters.len() != word.chars().count() {
+        return None;
+    }
+    let first = script(*letters.first()?)?;
+    if first == "Latin" || letters.iter().any(|&c| script(c) != Some(first)) {
+        return None;
+    }
+    let reads: String = letters
+        .iter()
+        .map(|&c| latin_look_alike(c))
+        .collect::<Option<String>>()?;
+    Some(format!(
+        "looks like Latin \"{reads}\": {}",
+        listed(&letters)
+    ))
+}
+
+/// The Latin letter that `c`, a Cyrillic or Greek letter, is drawn like in common fonts; `None`
+/// for every other letter. Only close look-alikes are listed, so that an ordinary word of those
+/// scripts (`пароль`, `λόγος`) is never taken for Latin.
+fn latin_look_alike(c: char) -> Option<char> {
+    Some(match c {
+        // Cyrillic.
+        'а' => 'a',
+        'А' => 'A',
+        'В' => 'B',
+        'е' => 'e',
+        'Е' => 'E',
+        'К' => 'K',
+        'М' => 'M',
+        'Н' => 'H',
+        'о' => 'o',
+        'О' => 'O',
+        'р' => 'p',
+        'Р' => 'P',
+        'с' => 'c',
+        'С' => 'C',
+        'Т' => 'T',
+        'у' | 'ү' => 'y',
+        'Ү' => 'Y',
+        'х' => 'x',
+        'Х' => 'X',
+        'ѕ' => 's',
+        'Ѕ' => 'S',
+        'і' => 'i',
+        'І' | 'Ӏ' => 'I',
+        'ј' => 'j',
+        'Ј' => 'J',
+        'ԁ' => 'd',
+        'ӏ' => 'l',
+        'һ' => 'h',
+        'ԛ' => 'q',
+        'Ԛ' => 'Q',
+        'ԝ' => 'w',
+        'Ԝ' => 'W',
+        // Greek.
+        'Α' => 'A',
+        'Β' => 'B',
+        'Ε' => 'E',
+        'Ζ' => 'Z',
+        'Η' => 'H',
+        'Ι' => 'I',
+        'ι' => 'i',
+        'Κ' => 'K',
+        'κ' => 'k',
+        'Μ' => 'M',
+        'Ν' => 'N',
+        'ν' => 'v',
+        'Ο' => 'O',
+        'ο' => 'o',
+        'Ρ' => 'P',
+        'ρ' => 'p',
+        'Τ' => 'T',
+        'Υ' => 'Y',
+        'υ' => 'u',
+        'Χ' => 'X',
+        'χ' => 'x',
+        _ => return None,
+    })
 }
 
 /// `U+043E Cyrillic, U+0430 Cyrillic`, at most [`LISTED`] of them.
@@ -335,6 +433,43 @@ mod tests {
                 ["U+043E Cyrillic"; 8].join(", ")
             )]
         );
+    }
+
+    #[test]
+    fn a_word_wholly_of_look_alikes_among_latin_text_is_flagged_with_the_latin_it_reads_as() {
+        // `аррӏе`: Cyrillic а, р, р, ӏ, е; no Latin letter in it, so it mixes no scripts.
+        let apple = "\u{430}\u{440}\u{440}\u{4cf}\u{435}";
+        let s = Shown::text(&format!("pay {apple} now"));
+        assert_eq!(
+            s.pieces(),
+            [
+                Piece::Text(format!("pay {apple}")),
+                Piece::Flag(
+                    "looks like Latin \"apple\": U+0430 Cyrillic, U+0440 Cyrillic, \
+                     U+0440 Cyrillic, U+04CF Cyrillic, U+0435 Cyrillic"
+                        .to_owned()
+                ),
+                Piece::Text(" now".to_owned()),
+            ]
+        );
+        // Greek capitals passing for `TOKEN`, in a resource's line as in free text.
+        assert_eq!(
+            flags(&Shown::text("set \u{3a4}\u{39f}\u{39a}\u{395}\u{39d} here")),
+            [
+                "looks like Latin \"TOKEN\": U+03A4 Greek, U+039F Greek, U+039A Greek, U+0395 Greek, U+039D Greek"
+            ]
+        );
+        // In text with no Latin letter the same word is an ordinary one, and a word with a
+        // letter that has no Latin look-alike (`пароль`), or a single letter, is never flagged.
+        for honest in [
+            apple.to_owned(),
+            "\u{441}\u{435}\u{440}\u{43e} \u{43f}\u{430}\u{440}\u{43e}\u{43b}\u{44c}".to_owned(),
+            "use the \u{43f}\u{430}\u{440}\u{43e}\u{43b}\u{44c} field".to_owned(),
+            "option \u{430} or b".to_owned(),
+            "\u{3bb}\u{3cc}\u{3b3}\u{3bf}\u{3c2} means word".to_owned(),
+        ] {
+            assert!(flags(&Shown::text(&honest)).is_empty(), "{honest}");
+        }
     }
 
     #[test]

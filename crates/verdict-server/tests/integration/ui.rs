@@ -984,7 +984,8 @@ async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_
         // The producer's criterion hides a right-to-left override and an `оperator` with a
         // Cyrillic `о`; its run is named with one too.
         let mut doc = subject_of(EXEC, 1, "diff-1", "coder");
-        doc["criteria"]["items"][0]["text"] = json!("tests pass \u{202E}for the \u{43e}perator");
+        doc["criteria"]["items"][0]["text"] =
+            json!("tests pass \u{202E}for the \u{43e}perator of \u{430}\u{440}\u{440}\u{4cf}\u{435}");
         doc["producer"]["run"] = json!("run-c\u{43e}der");
         let ci = w.engine.authenticate(w.token("ci")).await.unwrap();
         let sd = w.engine.put_subject(&w.ops, &doc).await.unwrap();
@@ -1054,9 +1055,15 @@ async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_
             }
         }
         // The criterion, in the subject's list and in the matrix.
+        // A word wholly of Cyrillic look-alikes beside Latin words is flagged with the Latin it
+        // passes for.
         let criterion = format!(
-            "tests pass {rlo}for the \u{43e}perator {}",
-            flag("mixes scripts Cyrillic, Latin: U+043E Cyrillic")
+            "tests pass {rlo}for the \u{43e}perator {} of \u{430}\u{440}\u{440}\u{4cf}\u{435} {}",
+            flag("mixes scripts Cyrillic, Latin: U+043E Cyrillic"),
+            flag(
+                "looks like Latin &quot;apple&quot;: U+0430 Cyrillic, U+0440 Cyrillic, \
+                 U+0440 Cyrillic, U+04CF Cyrillic, U+0435 Cyrillic"
+            )
         );
         assert_eq!(p.body.matches(&criterion).count(), 2, "{criterion} in {}", p.body);
         // The finding's remediation, kind and location.
