@@ -48,14 +48,25 @@ const CARRIERS: [&str; 6] = [
 
 /// What the contract asks beyond the Rust types, so a document the schema accepts is one the
 /// Gate reads: a carried `digest` is allowed on every document that may carry one (the Gate
-/// checks it and hashes the document without it), a criterion's weight is above 0, and the
-/// policy's fallback outcomes and rule outcomes are never `pass`.
+/// checks it and hashes the document without it), a criterion's weight is above 0, the
+/// policy's fallback outcomes and rule outcomes are never `pass`, the policy's required
+/// criteria are each listed once and the checks it pins definitions of are named by ids.
 fn contract_rules(s: &mut Value) {
     let not_pass = json!({"const": "pass"});
     on_def(s, "Policy", |d| {
         for field in ["on_inconclusive", "on_contradiction"] {
             set(d, &["properties", field, "not"], not_pass.clone());
         }
+        set(
+            d,
+            &["properties", "required_criteria", "uniqueItems"],
+            json!(true),
+        );
+        set(
+            d,
+            &["properties", "check_definitions", "propertyNames"],
+            json!({"$ref": "#/$defs/Id"}),
+        );
     });
     on_def(s, "Rule", |d| {
         set(d, &["properties", "outcome", "not"], not_pass.clone());
