@@ -62,11 +62,20 @@ fn contract_rules(s: &mut Value) {
             &["properties", "required_criteria", "uniqueItems"],
             json!(true),
         );
-        set(
-            d,
-            &["properties", "check_definitions", "propertyNames"],
-            json!({"$ref": "#/$defs/Id"}),
-        );
+        // The same map said with the keywords the store's checks know: each key an id, each
+        // value a digest (the derived form names the id's pattern as `patternProperties`).
+        if let Some(map) = d
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("check_definitions"))
+            .and_then(Value::as_object_mut)
+        {
+            map.remove("patternProperties");
+            map.insert(
+                "additionalProperties".to_owned(),
+                json!({"$ref": "#/$defs/Digest"}),
+            );
+            map.insert("propertyNames".to_owned(), json!({"$ref": "#/$defs/Id"}));
+        }
     });
     on_def(s, "Rule", |d| {
         set(d, &["properties", "outcome", "not"], not_pass.clone());
