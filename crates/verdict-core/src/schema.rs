@@ -48,13 +48,33 @@ const CARRIERS: [&str; 6] = [
 
 /// What the contract asks beyond the Rust types, so a document the schema accepts is one the
 /// Gate reads: a carried `digest` is allowed on every document that may carry one (the Gate
-/// checks it and hashes the document without it), a criterion's weight is above 0, and the
-/// policy's fallback outcomes and rule outcomes are never `pass`.
+/// checks it and hashes the document without it), a criterion's weight is above 0, the
+/// policy's fallback outcomes and rule outcomes are never `pass`, the policy's required
+/// criteria are each listed once and the checks it pins definitions of are named by ids.
 fn contract_rules(s: &mut Value) {
     let not_pass = json!({"const": "pass"});
     on_def(s, "Policy", |d| {
         for field in ["on_inconclusive", "on_contradiction"] {
             set(d, &["properties", field, "not"], not_pass.clone());
+        }
+        set(
+            d,
+            &["properties", "required_criteria", "uniqueItems"],
+            json!(true),
+        );
+        // The same map said with the keywords the store's checks know: each key an id, each
+        // value a digest (the derived form names the id's pattern as `patternProperties`).
+        if let Some(map) = d
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("check_definitions"))
+            .and_then(Value::as_object_mut)
+        {
+            map.remove("patternProperties");
+            map.insert(
+                "additionalProperties".to_owned(),
+                json!({"$ref": "#/$defs/Digest"}),
+            );
+            map.insert("propertyNames".to_owned(), json!({"$ref": "#/$defs/Id"}));
         }
     });
     on_def(s, "Rule", |d| {

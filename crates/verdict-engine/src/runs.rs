@@ -77,14 +77,16 @@ pub struct RunContext {
 
 /// Reasons that deterministic evidence alone can raise; if preflight finds one that already
 /// means rework or blocked, no model verifier can change the outcome and none is called.
-const DETERMINISTIC: [ReasonCode; 10] = [
+const DETERMINISTIC: [ReasonCode; 12] = [
     ReasonCode::InvalidInput,
     ReasonCode::NothingToVerify,
+    ReasonCode::CriterionAbsent,
     ReasonCode::EvidenceMissing,
     ReasonCode::EvidenceStale,
     ReasonCode::EvidenceFromFuture,
     ReasonCode::EvidenceTampered,
     ReasonCode::EvidenceDefinitionMismatch,
+    ReasonCode::CheckDefinitionUnpinned,
     ReasonCode::CheckError,
     ReasonCode::CheckFailed,
     ReasonCode::PriorBlockerStillPresent,

@@ -597,7 +597,7 @@ fn the_specification_gives_the_defaults_the_code_applies() {
             &policy,
             &fields
         ),
-        10
+        13
     );
 
     let criterion: Criterion =

@@ -185,4 +185,26 @@ fn schemas_refuse_what_the_gate_refuses_beyond_the_types() {
         s["criteria"]["items"][0]["weight"] = Value::from(weight);
         assert_eq!(subject.is_valid(&s), ok, "weight {weight}");
     }
+    // The policy's pins: required criteria each once, checks named by ids, digests as values.
+    let digest = format!("sha256:{}", "1".repeat(64));
+    let members = |m: Value| {
+        let mut p = bundle["policy"].clone();
+        for (k, v) in m.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let pinned = members(serde_json::json!({
+        "risk_floor": "high", "required_criteria": ["a", "b"], "check_definitions": {"unit": digest}
+    }));
+    assert!(policy.is_valid(&pinned));
+    for bad in [
+        serde_json::json!({"required_criteria": ["a", "a"]}),
+        serde_json::json!({"required_criteria": ["A"]}),
+        serde_json::json!({"risk_floor": "extreme"}),
+        serde_json::json!({"check_definitions": {"Unit": digest}}),
+        serde_json::json!({"check_definitions": {"unit": "sha1:00"}}),
+    ] {
+        assert!(!policy.is_valid(&members(bad.clone())), "{bad}");
+    }
 }

@@ -777,3 +777,122 @@ fn a_producer_names_a_mission_only_under_a_grant_on_it() {
         assert_eq!(d["decision"]["outcome"], "pass", "{d}");
     }
 }
+
+/// A producer states its work `low`. Under a policy whose risk table asks a person of `high`
+/// work, the stated class alone escapes the review; a `risk_floor` of `high` makes the same
+/// subject need the approval (docs/hostile-cases.md, "Lifecycle").
+#[test]
+fn a_subject_stated_low_under_a_high_risk_floor_needs_a_person() {
+    for env in [Env::sqlite(), Env::postgres()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &env.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let add =
+            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
+        let (coder, ci, alice) = (
+            add("coder", "producer"),
+            add("ci", "runner"),
+            add("alice", "human"),
+        );
+        for p in ["coder", "ci", "alice"] {
+            let id = format!("g-{p}");
+            env.ok(
+                &ops,
+                &[
+                    "grant",
+                    "add",
+                    &id,
+                    "--principal",
+                    p,
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    "write",
+                    "--expires",
+                    "2027-01-01T00:00:00Z",
+                ],
+            );
+        }
+        let policy = |revision: u64, floor: Option<&str>| {
+            let mut p = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": revision,
+                               "required_checks": ["unit-tests"], "risk": {"high": {"human": true}}});
+            if let Some(f) = floor {
+                p["risk_floor"] = json!(f);
+            }
+            p
+        };
+        env.ok(
+            &ops,
+            &["policy", "set", &env.file("p1.json", &policy(1, None))],
+        );
+        let subject = json!({
+            "schema": "verdict.subject/v1",
+            "execution": {"id": "ex-1", "generation": 1},
+            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "objective": {"revision": "1", "digest": DEF},
+            "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+            "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+            "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+        });
+        let sd = env.ok(
+            &coder,
+            &["subject", "put", &env.file("subject.json", &subject)],
+        );
+        let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                        "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                        "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                        "freshness": {"kind": "content"}});
+        env.ok(&ci, &["evidence", "add", &env.file("ev1.json", &ev)]);
+
+        // Taken at its word, the low subject passes without anyone looking.
+        let d: Value = serde_json::from_str(&env.ok(&ci, &["gate", "run", "ex-1"])).unwrap();
+        assert_eq!(d["decision"]["outcome"], "pass", "{d}");
+
+        // Under a floor of high the same subject needs a person.
+        let pd = env.ok(
+            &ops,
+            &[
+                "policy",
+                "set",
+                &env.file("p2.json", &policy(2, Some("high"))),
+            ],
+        );
+        let out = env.run(&ci, &["gate", "run", "ex-1"]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(d["decision"]["outcome"], "human_required", "{d}");
+        let reasons = d["decision"]["reasons"].as_array().unwrap();
+        assert_eq!(reasons.len(), 1, "{d}");
+        assert_eq!(reasons[0]["code"], "human_review_required");
+        assert!(
+            reasons[0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("raised to high by the policy's risk_floor"),
+            "{d}"
+        );
+
+        // A person's approval bound to this subject and policy lets it pass.
+        env.ok(
+            &alice,
+            &[
+                "decide",
+                "ex-1",
+                "--subject",
+                &sd,
+                "--policy",
+                &pd,
+                "--approve",
+                "--reason",
+                "looked at it",
+            ],
+        );
+        let d: Value = serde_json::from_str(&env.ok(&ci, &["gate", "run", "ex-1"])).unwrap();
+        assert_eq!(d["decision"]["outcome"], "pass", "{d}");
+    }
+}

@@ -51,6 +51,8 @@ pub enum ReasonCode {
     GateError,
     /// No required criterion and no required check.
     NothingToVerify,
+    /// A criterion the policy requires is not in the subject.
+    CriterionAbsent,
     /// A required check has no counted evidence for this subject.
     EvidenceMissing,
     /// Time-sensitive evidence older than its `max_age_s`.
@@ -61,6 +63,8 @@ pub enum ReasonCode {
     EvidenceTampered,
     /// Evidence ran another definition than the subject pins.
     EvidenceDefinitionMismatch,
+    /// The subject pins another definition of a check than the policy does.
+    CheckDefinitionUnpinned,
     /// A verifier or evidence principal/run is the producer's.
     SelfVerificationDenied,
     /// A required verifier class has no completed, counted result.
@@ -103,15 +107,17 @@ pub enum ReasonCode {
 
 impl ReasonCode {
     /// Every code, in the order of the specification's table.
-    pub const ALL: [Self; 27] = [
+    pub const ALL: [Self; 29] = [
         Self::InvalidInput,
         Self::GateError,
         Self::NothingToVerify,
+        Self::CriterionAbsent,
         Self::EvidenceMissing,
         Self::EvidenceStale,
         Self::EvidenceFromFuture,
         Self::EvidenceTampered,
         Self::EvidenceDefinitionMismatch,
+        Self::CheckDefinitionUnpinned,
         Self::SelfVerificationDenied,
         Self::VerifierMissing,
         Self::VerifierUnavailable,
@@ -140,11 +146,13 @@ impl ReasonCode {
             Self::InvalidInput
             | Self::GateError
             | Self::NothingToVerify
+            | Self::CriterionAbsent
             | Self::EvidenceMissing
             | Self::EvidenceStale
             | Self::EvidenceFromFuture
             | Self::EvidenceTampered
             | Self::EvidenceDefinitionMismatch
+            | Self::CheckDefinitionUnpinned
             | Self::SelfVerificationDenied
             | Self::VerifierMissing
             | Self::VerifierUnavailable
@@ -174,11 +182,13 @@ impl ReasonCode {
             Self::InvalidInput => "invalid_input",
             Self::GateError => "gate_error",
             Self::NothingToVerify => "nothing_to_verify",
+            Self::CriterionAbsent => "criterion_absent",
             Self::EvidenceMissing => "evidence_missing",
             Self::EvidenceStale => "evidence_stale",
             Self::EvidenceFromFuture => "evidence_from_future",
             Self::EvidenceTampered => "evidence_tampered",
             Self::EvidenceDefinitionMismatch => "evidence_definition_mismatch",
+            Self::CheckDefinitionUnpinned => "check_definition_unpinned",
             Self::SelfVerificationDenied => "self_verification_denied",
             Self::VerifierMissing => "verifier_missing",
             Self::VerifierUnavailable => "verifier_unavailable",

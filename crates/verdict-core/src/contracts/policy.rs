@@ -4,6 +4,7 @@ use super::Outcome;
 use super::evidence::Role;
 use super::primitives::Id;
 use super::subject::RiskClass;
+use crate::digest::Digest;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,6 +25,13 @@ fn default_human_required() -> Outcome {
 }
 fn default_true() -> bool {
     true
+}
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes the field by reference"
+)]
+fn is_low(class: &RiskClass) -> bool {
+    *class == RiskClass::Low
 }
 
 /// A versioned gate policy. Unknown fields are refused: a typo must not weaken it.
@@ -48,9 +56,22 @@ pub struct Policy {
     /// Extra requirements per risk class.
     #[serde(default)]
     pub risk: BTreeMap<RiskClass, RiskRequirement>,
+    /// The lowest risk class the Gate treats a subject as, whatever class the subject states:
+    /// the producer writes its own class, so a policy can refuse to take `low` on its word.
+    /// Left out when `low`, so a policy without it keeps its digest.
+    #[serde(default, skip_serializing_if = "is_low")]
+    pub risk_floor: RiskClass,
     /// Criteria declared non-required for this policy.
     #[serde(default)]
     pub optional_criteria: Vec<Id>,
+    /// Criteria required whatever the subject says of them; a subject without one of them
+    /// cannot pass. None may also be in `optional_criteria`, and none may be listed twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_criteria: Vec<Id>,
+    /// The definition each named check must run, by digest: a subject that pins another
+    /// definition for one of them is blocked and that check's evidence never counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub check_definitions: BTreeMap<Id, Digest>,
     /// Outcome for an inconclusive required criterion (never `pass`).
     #[serde(default = "default_human_required")]
     pub on_inconclusive: Outcome,
@@ -72,18 +93,26 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The risk table's entries that apply to work of risk class `class`: its own and every
-    /// lower class's. What a policy asks of `high` work it asks of `critical` work too, so a table
-    /// that names only `high` cannot leave critical work with fewer checks than high work.
+    /// The class the policy treats work stated as of risk class `class` as: that class, or
+    /// `risk_floor` when the floor is higher.
+    #[must_use]
+    pub fn effective_risk_class(&self, class: RiskClass) -> RiskClass {
+        class.max(self.risk_floor)
+    }
+
+    /// The risk table's entries that apply to work stated as of risk class `class`: those of its
+    /// effective class ([`Self::effective_risk_class`]) and of every lower class. What a policy
+    /// asks of `high` work it asks of `critical` work too, so a table that names only `high`
+    /// cannot leave critical work with fewer checks than high work.
     pub fn risk_requirements(
         &self,
         class: RiskClass,
     ) -> impl Iterator<Item = (&RiskClass, &RiskRequirement)> + '_ {
-        self.risk.range(..=class)
+        self.risk.range(..=self.effective_risk_class(class))
     }
 
-    /// The verifier classes work of risk class `class` needs: `required_verifiers` plus those
-    /// the risk table adds; sorted, each once.
+    /// The verifier classes work stated as of risk class `class` needs: `required_verifiers`
+    /// plus those the risk table adds for its effective class; sorted, each once.
     #[must_use]
     pub fn verifier_classes_for(&self, class: RiskClass) -> Vec<Id> {
         let mut classes = self.required_verifiers.clone();

@@ -180,11 +180,23 @@ pub struct CheckPin {
 
 /// Risk class, lowest to highest.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum RiskClass {
     /// Low.
+    #[default]
     Low,
     /// Medium.
     Medium,

@@ -401,10 +401,15 @@ pub(crate) fn required_verifiers(t: &Tables, v: &Verifications<'_>, reasons: &mu
             explained = true;
         }
         if !explained {
+            let floor = if t.floor_classes.binary_search(class).is_ok() {
+                " (required because the policy's risk_floor raised the subject's risk class)"
+            } else {
+                ""
+            };
             reasons.add(
                 fixed(ReasonCode::VerifierMissing),
                 format!(
-                    "required verifier {:?} has no completed, counted result",
+                    "required verifier {:?} has no completed, counted result{floor}",
                     class.as_str()
                 ),
             );

@@ -41,21 +41,29 @@ pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
             ),
         }
     }
-    if let Some((class, _)) = l
-        .policy
-        .risk_requirements(l.subject.risk.class)
-        .find(|(_, r)| r.human)
-    {
-        let of = if *class == l.subject.risk.class {
+    let stated = l.subject.risk.class;
+    let effective = l.policy.effective_risk_class(stated);
+    if let Some((class, _)) = l.policy.risk_requirements(stated).find(|(_, r)| r.human) {
+        let of = if *class == effective {
             String::new()
         } else {
             format!(" (as class {} does)", class.as_str())
         };
+        // Without a floor above the stated class the detail is what it has always been, so
+        // stored decisions replay byte for byte.
+        let raised = if effective == stated {
+            String::new()
+        } else {
+            format!(
+                " raised to {} by the policy's risk_floor",
+                effective.as_str()
+            )
+        };
         reasons.add(
             fixed(ReasonCode::HumanReviewRequired),
             format!(
-                "risk class {}{of} requires a human approval bound to this subject and policy",
-                l.subject.risk.class.as_str()
+                "risk class {}{raised}{of} requires a human approval bound to this subject and policy",
+                stated.as_str()
             ),
         );
     }

@@ -284,6 +284,34 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
             *r = false;
         }
     }
+    // The subject says which criteria it requires; the policy's own list overrides it, and a
+    // criterion the subject left out cannot be passed by omission.
+    for id in &l.policy.required_criteria {
+        match t.index.get(id).and_then(|k| required.get_mut(k)) {
+            Some(r) => *r = true,
+            None => reasons.add(
+                fixed(ReasonCode::CriterionAbsent).criterion(id),
+                format!(
+                    "the policy requires criterion {:?} and the subject does not have it",
+                    id.as_str()
+                ),
+            ),
+        }
+    }
+    for (check, want) in &l.policy.check_definitions {
+        if let Some(pin) = t.pin(check).and_then(|k| l.subject.checks.get(k))
+            && pin.definition_digest != *want
+        {
+            reasons.add(
+                fixed(ReasonCode::CheckDefinitionUnpinned).check(check),
+                format!(
+                    "the subject pins definition {} of check {:?}; the policy pins {want}",
+                    pin.definition_digest,
+                    check.as_str()
+                ),
+            );
+        }
+    }
     if !required.contains(&true) && l.policy.required_checks.is_empty() {
         reasons.add(
             fixed(ReasonCode::NothingToVerify),
@@ -408,6 +436,7 @@ fn rule_context(
         "scores": {"c": scores.c, "rec_v": scores.rec_v, "cat_v": scores.cat_v},
         "risk": {
             "class": l.subject.risk.class.as_str(),
+            "effective_class": l.policy.effective_risk_class(l.subject.risk.class).as_str(),
             "revision": l.subject.risk.revision.as_str(),
             "capabilities": l.subject.risk.capabilities,
         },

@@ -159,6 +159,16 @@ mod tests {
             bundle_of(include_str!(
                 "../../tests/fixtures/gate/missing-criterion-row.json"
             )),
+            // The policy's optional members, each set.
+            bundle_of(include_str!(
+                "../../tests/fixtures/gate/risk-floor-raises-stated-low.json"
+            )),
+            bundle_of(include_str!(
+                "../../tests/fixtures/gate/required-criterion-left-out.json"
+            )),
+            bundle_of(include_str!(
+                "../../tests/fixtures/gate/check-pinned-to-another-definition.json"
+            )),
             include_str!("../../../../examples/merge-gate/bundle.json")
                 .as_bytes()
                 .to_vec(),

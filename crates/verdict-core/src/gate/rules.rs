@@ -6,7 +6,8 @@
 //! - `criteria`: map of criterion id to status (`passed`, `failed`, `inconclusive`, `not_tested`)
 //! - `required`: list of required criterion ids
 //! - `scores`: map with `c`, `rec_v`, `cat_v` (double or null)
-//! - `risk`: map with `class`, `revision`, `capabilities`
+//! - `risk`: map with `class` (as the subject states it), `effective_class` (after the
+//!   policy's `risk_floor`), `revision`, `capabilities`
 //! - `reasons`: list of the reason codes found before any rule ran
 //! - `outcome`: the outcome before any rule ran
 //! - `policy`: map with `name` and `revision`

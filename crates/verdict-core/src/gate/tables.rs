@@ -24,7 +24,8 @@ pub(crate) struct RowRef {
 /// What an evidence item's counting compares with the subject, compared once.
 #[derive(Clone, Copy)]
 pub(crate) struct EvidenceFacts {
-    /// The position of its check's pin, if the subject pins it.
+    /// The position of its check's pin, if the subject pins it with a definition the policy
+    /// accepts (`check_definitions`); evidence of a pin the policy refuses never counts.
     pub pin: Option<usize>,
     /// It is about this subject.
     pub same_subject: bool,
@@ -42,6 +43,9 @@ pub(crate) struct Tables {
     pub required_checks: Vec<(Id, Option<usize>)>,
     /// The required verifier classes, sorted, each once.
     pub required_classes: Vec<Id>,
+    /// Of those, the ones required only because the policy's `risk_floor` raised the subject's
+    /// class, sorted (a reason about one says so).
+    pub floor_classes: Vec<Id>,
     /// Per criterion position: positions of the pins that bear on it.
     pub pins_of: Vec<Vec<usize>>,
     /// Per evidence item: what counting it compares.
@@ -87,6 +91,28 @@ fn ranks<'a>(ids: impl Iterator<Item = &'a Id>) -> Vec<usize> {
         }
     }
     rank
+}
+
+/// The verifier classes the effective risk class asks for that the stated one does not.
+fn floor_classes(l: &Loaded) -> Vec<Id> {
+    let p = &l.policy;
+    let stated = l.subject.risk.class;
+    if p.effective_risk_class(stated) == stated {
+        return Vec::new();
+    }
+    let by_stated: Vec<&Id> = p
+        .required_verifiers
+        .iter()
+        .chain(
+            p.risk
+                .range(..=stated)
+                .flat_map(|(_, r)| &r.required_verifiers),
+        )
+        .collect();
+    p.verifier_classes_for(stated)
+        .into_iter()
+        .filter(|c| !by_stated.contains(&c))
+        .collect()
 }
 
 /// Names a bundle item can be cited by, restricted to items about this subject, plus prior
@@ -160,7 +186,9 @@ impl Tables {
             index,
             pins,
             required_checks: Vec::new(),
+            // The policy's floor applies inside: a subject cannot state itself out of them.
             required_classes: l.policy.verifier_classes_for(l.subject.risk.class),
+            floor_classes: floor_classes(l),
             pins_of,
             evidence_facts: Vec::new(),
             pin_evidence: Vec::new(),
@@ -199,7 +227,14 @@ impl Tables {
             .evidence
             .iter()
             .map(|e| {
-                let pin = tables.pin(&e.doc.check);
+                let pin = tables.pin(&e.doc.check).filter(|k| {
+                    l.subject.checks.get(*k).is_some_and(|p| {
+                        l.policy
+                            .check_definitions
+                            .get(&p.id)
+                            .is_none_or(|want| *want == p.definition_digest)
+                    })
+                });
                 EvidenceFacts {
                     pin,
                     same_subject: e.doc.subject_digest == l.subject_digest,

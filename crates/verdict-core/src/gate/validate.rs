@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The policy's rules compiled, and every way the policy breaks the contract (a `pass` where
 /// only a doubt or a stricter outcome may stand, a repeated rule id, a rule that does not
-/// compile), each located by its JSON pointer in a bundle.
+/// compile, a required criterion repeated or also optional), each located by its JSON pointer
+/// in a bundle.
 fn policy_rules(p: &Policy) -> (Vec<CompiledRule>, Vec<String>) {
     let mut problems = Vec::new();
     for (field, o) in [
@@ -19,6 +20,25 @@ fn policy_rules(p: &Policy) -> (Vec<CompiledRule>, Vec<String>) {
         if o == Outcome::Pass {
             problems.push(format!(
                 "/policy/{field}: pass is refused; a doubt can never pass"
+            ));
+        }
+    }
+    // A criterion cannot be both required and optional: whichever won, the policy would say
+    // something it does not mean. A repeated id is refused as a repeated rule id is.
+    let mut required = BTreeSet::new();
+    for id in &p.required_criteria {
+        if !required.insert(id.as_str()) {
+            problems.push(format!(
+                "/policy/required_criteria: criterion id {:?} is repeated",
+                id.as_str()
+            ));
+        }
+    }
+    for id in &p.optional_criteria {
+        if required.contains(id.as_str()) {
+            problems.push(format!(
+                "/policy/required_criteria: criterion {:?} is also in optional_criteria",
+                id.as_str()
             ));
         }
     }

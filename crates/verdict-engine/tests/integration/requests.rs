@@ -469,3 +469,47 @@ async fn a_run_whose_admission_stopped_before_cancelling_is_still_never_called()
     })
     .await;
 }
+
+/// A request asks the verifier classes of the subject's effective risk class: the producer
+/// states its subject `low`, and a policy whose `risk_floor` is `high` still has the request
+/// ask for the class the risk table adds for `high` work (docs/spec/request.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_asks_the_classes_of_the_risk_floor() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let classes = |req: Value| req["verifier_classes"].clone();
+        let mut p = policy(2);
+        p["risk"] = json!({"high": {"required_verifiers": ["security"]}});
+        w.engine.set_policy(&w.ops, &p).await.unwrap();
+        subject_with_evidence(&w, 1, "change A", "pass").await;
+        let read = |req: Digest| {
+            let w = &w;
+            async move {
+                w.engine
+                    .store()
+                    .get(verdict_store::DocKind::Request, &req)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .value()
+                    .unwrap()
+            }
+        };
+        // Taken at its word, the low subject needs the reviewer alone.
+        let req = read(request(&w, json!({})).await).await;
+        assert_eq!(classes(req.clone()), json!(["reviewer"]), "{req}");
+        assert_eq!(req["risk_class"], "low");
+        p["revision"] = json!(3);
+        p["risk_floor"] = json!("high");
+        w.engine.set_policy(&w.ops, &p).await.unwrap();
+        let req = read(request(&w, json!({})).await).await;
+        assert_eq!(
+            classes(req.clone()),
+            json!(["reviewer", "security"]),
+            "{req}"
+        );
+        // The request still says the class the subject states.
+        assert_eq!(req["risk_class"], "low");
+    })
+    .await;
+}

@@ -1608,10 +1608,22 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
     unavailable["unavailable_reason"] = json!("timeout");
     let mut weighted = subject("ex-1", 1);
     weighted["criteria"]["items"][0]["weight"] = json!(2.5);
+    // Schema 33: the policy's pins, and a decision naming the reasons they raise.
+    let mut pinned = policy(5);
+    pinned["risk_floor"] = json!("high");
+    pinned["required_criteria"] = json!(["tests-pass", "docs-updated"]);
+    pinned["check_definitions"] = json!({"unit-tests": d("def"), "lint": d("lint")});
+    let mut unpinned = decision(&s, &p_digest, &d("key2"), "blocked");
+    unpinned["reasons"] = json!([
+        {"code": "check_definition_unpinned", "outcome": "blocked", "check": "unit-tests", "detail": "pinned"},
+        {"code": "criterion_absent", "outcome": "blocked", "criterion": "docs-updated", "detail": "absent"}
+    ]);
     let docs: Vec<(&str, Value)> = vec![
         ("subjects", subject("ex-1", 1)),
         ("subjects", weighted),
         ("policies", policy(4)),
+        ("policies", pinned),
+        ("gate_decisions", unpinned),
         ("check_evidence", evidence(&s, "ev-1")),
         ("check_evidence", timed),
         ("verification_results", full_result),

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 33: nothing changes here.
+--
+-- Version 33 gives the policy three optional members (`risk_floor`, `required_criteria`,
+-- `check_definitions`) and the decision two reason codes (`criterion_absent`,
+-- `check_definition_unpinned`), and PostgreSQL holds every stored body to the new schemas. SQLite
+-- holds no schema: the store's readers, which decode every body with the contract types, take
+-- the new members and codes as they are.
