@@ -1,5 +1,6 @@
 //! `verdict schema NAME`: the JSON Schema of a contract document, of one of the engine's own
-//! documents (request, admission note, run context), of the verifiers file, or of a check spec.
+//! documents (request, admission note, run context), of one of the store's own records
+//! (`store.principal`, `store.audit-event`, ...), of the verifiers file, or of a check spec.
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
@@ -10,7 +11,10 @@ use verdict_core::schema;
 #[command(after_help = "Example:\n  verdict schema bundle > gate-bundle.schema.json")]
 pub struct Args {
     /// One of: bundle, subject, policy, decision, evidence, verification, request,
-    /// admission-note, run-context, verifiers, check-spec.
+    /// admission-note, run-context, verifiers, check-spec, or a store record: store.principal,
+    /// store.credential-change, store.grant, store.grant-revocation, store.verifier-run,
+    /// store.run-event, store.pointer-change, store.gate-evaluation, store.denial, store.blob,
+    /// store.blob-holder, store.audit-event.
     name: String,
     #[command(flatten)]
     local: crate::remote::NoServer,
@@ -25,14 +29,17 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let found = match args.name.as_str() {
         VERIFIERS => Some(verdict_judge::config::verifiers_schema()),
         CHECK_SPEC => Some(verdict_probes::schema::check_spec_schema()),
-        name => schema::schema(name).or_else(|| verdict_engine::document_schema(name)),
+        name => schema::schema(name)
+            .or_else(|| verdict_engine::document_schema(name))
+            .or_else(|| verdict_store::schema::record_schema(name)),
     };
     let Some(s) = found else {
         bail!(
-            "unknown schema {:?}; expected one of {}, {}, {VERIFIERS}, {CHECK_SPEC}",
+            "unknown schema {:?}; expected one of {}, {}, {VERIFIERS}, {CHECK_SPEC}, {}",
             args.name,
             schema::NAMES.join(", "),
-            verdict_engine::DOCUMENT_NAMES.join(", ")
+            verdict_engine::DOCUMENT_NAMES.join(", "),
+            verdict_store::schema::record_names().join(", ")
         );
     };
     outln!("{}", serde_json::to_string_pretty(&s)?)?;

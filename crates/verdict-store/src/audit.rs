@@ -21,7 +21,7 @@ pub const GENESIS_HASH: &str =
 pub const EVENT_DOMAIN: &str = "audit-event";
 
 /// One audit event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditEvent {
     /// Position in the chain, from 1, without gaps.

@@ -18,6 +18,7 @@
 //!   state beside the evidence: leases and fencing tokens, no evidence of its own.
 //! - [`audit`]: the hash chain, [`AuditReport`] of `audit verify`, and [`checkpoint`]: ed25519
 //!   signatures over the chain head.
+//! - [`schema`]: the JSON Schemas of the store's own records and audit events.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), verdict_store::StoreError> {
@@ -44,6 +45,7 @@ pub mod location;
 pub mod migrations;
 mod postgres;
 pub mod records;
+pub mod schema;
 pub mod scratch;
 mod sqlite;
 pub mod store;

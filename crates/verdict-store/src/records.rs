@@ -8,6 +8,7 @@
 //! alone, so a writer and `audit verify` always agree on it.
 
 use crate::actor::ActorRole;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -605,7 +606,7 @@ pub fn job_run(run_id: &str) -> Option<(i64, i64)> {
 pub const LOGIN_NOTE_SCHEMA: &str = "verdict.db-login/v1";
 
 /// Who gave a login: the operator whose act it was.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginGiver {
     /// The operator principal.
@@ -617,7 +618,7 @@ pub struct LoginGiver {
 /// The audited note of a login given to a principal (`verdict.db-login/v1`). On PostgreSQL
 /// `principal_login` appends it itself, as the giving operator and in the same transaction as
 /// the login, so no login is given without one; the password is never in it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginNote {
     /// Always [`LOGIN_NOTE_SCHEMA`].
@@ -637,7 +638,7 @@ pub const CLOCK_POINTER: &str = "store";
 
 /// Which clock a store keeps. It is chosen when the store is initialised (before its first
 /// principal), recorded as an audited pointer change, and never changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StoreClock {
     /// The system clock (on PostgreSQL, the database server's clock). No caller supplies a time.
@@ -659,7 +660,7 @@ impl StoreClock {
 }
 
 /// The value of the clock pointer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClockSetting {
     /// The clock the store keeps.
@@ -667,7 +668,7 @@ pub struct ClockSetting {
 }
 
 /// A principal: its name, role and the SHA-256 of its token. The token itself is never stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalRecord {
     /// Principal name.
@@ -683,7 +684,7 @@ pub struct PrincipalRecord {
 /// before it (or, for the first, the principal's own record) named the token it retires.
 /// Numbered from 1 per principal; the key is `<principal>#<n>`, so two changes racing from
 /// the same state cannot both be stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialChange {
     /// Whose token changes.
@@ -712,7 +713,7 @@ pub fn token_sha256(token: &str) -> Digest {
 }
 
 /// What a grant covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScopeKind {
     /// One execution.
@@ -722,7 +723,7 @@ pub enum ScopeKind {
 }
 
 /// The scope of a grant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantScope {
     /// Execution or mission.
@@ -732,7 +733,7 @@ pub struct GrantScope {
 }
 
 /// Read or write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     /// May read the scope.
@@ -742,7 +743,7 @@ pub enum Access {
 }
 
 /// A grant of access to a principal. Immutable; revoked by appending a [`Revocation`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRecord {
     /// Grant id.
@@ -758,7 +759,7 @@ pub struct GrantRecord {
 }
 
 /// The revocation of a grant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Revocation {
     /// The grant revoked.
@@ -771,7 +772,7 @@ pub struct Revocation {
 
 /// A verifier run as admitted: which verifier, which class, for which request, subject and
 /// generation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunAdmission {
     /// Run id (the `verifier.run` of its results).
@@ -789,7 +790,7 @@ pub struct RunAdmission {
 }
 
 /// A status a run moves to after admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// The verifier started.
@@ -822,7 +823,7 @@ impl RunStatus {
 }
 
 /// One status transition of a run, numbered from 1.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunEvent {
     /// The run.
@@ -838,7 +839,7 @@ pub struct RunEvent {
 
 /// One change of a pointer: its name, new revision, and the values before and after (canonical
 /// JSON, `null` for none).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PointerChange {
     /// `execution`, `gate` or `lease`.
@@ -860,7 +861,7 @@ pub const EVALUATION_SCHEMA: &str = "verdict.evaluation-record/v1";
 pub const UNAUTHENTICATED: &str = "unauthenticated";
 
 /// A finding an evaluation read, by id and version.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindingRef {
     /// Finding id.
@@ -872,7 +873,7 @@ pub struct FindingRef {
 /// Exactly which stored items one gate evaluation read, and at which `now`: enough to rebuild
 /// its bundle from the store and replay the decision byte for byte. Every list is sorted and
 /// free of duplicates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvaluationRecord {
     /// Always [`EVALUATION_SCHEMA`].
@@ -898,7 +899,7 @@ pub struct EvaluationRecord {
 /// One refused action. A denial with no `role` is an attempt no principal could be
 /// authenticated for; it names [`UNAUTHENTICATED`] and at most a short fingerprint of the token
 /// offered, never the token or its hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DenialRecord {
     /// Random hex, so a refusal repeated word for word is still a row of its own.
@@ -939,7 +940,7 @@ const FINGERPRINT_LEN: usize = 8;
 /// The record of a stored blob: which bytes (their raw digest, which is also the row's key),
 /// how many, of which media type, who put them first and when, on the store's clock. The
 /// bytes themselves are kept beside the record, and `audit verify` hashes them again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BlobRecord {
     /// `sha256:` and the lowercase hex SHA-256 of the bytes (a raw digest).

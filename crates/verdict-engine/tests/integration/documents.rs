@@ -141,3 +141,79 @@ async fn what_the_engine_stores_validates_and_what_the_reader_refuses_the_schema
     })
     .await;
 }
+
+#[test]
+fn every_store_record_has_a_schema_and_no_contract_document_does() {
+    use verdict_store::schema::{RECORD_TABLES, record_names, record_schema};
+    assert_eq!(record_names().len(), RECORD_TABLES.len() + 1);
+    for name in record_names() {
+        let s = record_schema(name).unwrap_or_else(|| panic!("{name}"));
+        jsonschema::draft202012::new(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for name in ["subject", "store.subject", "request", ""] {
+        assert!(record_schema(name).is_none(), "{name}");
+    }
+}
+
+/// Every row of every table of the store's own records, and every audit event, written by a
+/// whole lifecycle (a pass, a blob and its second holder, a token rotated, a grant given and
+/// revoked, a refusal), validates against its schema (`verdict schema store.…`), on both
+/// backends; and each table had a row to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_record_the_store_keeps_validates_against_its_schema() {
+    use verdict_store::schema::{AUDIT_EVENT, RECORD_TABLES, record_schema};
+    on_both(|store| async move {
+        let w = world(store).await;
+        crate::common::passed(&w, 1, "change A", "run-1").await;
+        let bytes = b"+fn added() {}\n";
+        let digest = verdict_core::digest::raw(bytes);
+        for who in [&w.coder, &w.ci] {
+            w.engine
+                .put_blob(who, digest.as_str(), bytes, Some("text/x-diff"))
+                .await
+                .unwrap();
+        }
+        w.engine
+            .rotate_token(&w.ops, "rev", "rotated")
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-extra",
+                "rev2",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Read,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        w.engine.revoke(&w.ops, "g-extra", "done").await.unwrap();
+        w.engine
+            .add_principal(&w.coder, "minted", verdict_core::contracts::Role::Operator)
+            .await
+            .unwrap_err();
+        let store = w.engine.store();
+        for table in RECORD_TABLES {
+            let name = table.domain();
+            let v = jsonschema::draft202012::new(&record_schema(name).unwrap()).unwrap();
+            let rows = store.rows(table, 0, 10_000).await.unwrap();
+            assert!(!rows.is_empty(), "no {name} row to check");
+            for row in rows {
+                let doc = row.value().unwrap();
+                let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+                assert!(errors.is_empty(), "{name} {doc}: {errors:?}");
+            }
+        }
+        let v = jsonschema::draft202012::new(&record_schema(AUDIT_EVENT).unwrap()).unwrap();
+        let events = store.audit_events(0, 10_000).await.unwrap();
+        assert!(!events.is_empty());
+        for e in events {
+            let doc = serde_json::to_value(&e).unwrap();
+            let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{doc}: {errors:?}");
+        }
+    })
+    .await;
+}
