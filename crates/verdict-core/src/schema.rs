@@ -48,8 +48,9 @@ const CARRIERS: [&str; 6] = [
 
 /// What the contract asks beyond the Rust types, so a document the schema accepts is one the
 /// Gate reads: a carried `digest` is allowed on every document that may carry one (the Gate
-/// checks it and hashes the document without it), a criterion's weight is above 0, and the
-/// policy's fallback outcomes and rule outcomes are never `pass`.
+/// checks it and hashes the document without it), a criterion's weight is above 0, the
+/// policy's fallback outcomes and rule outcomes are never `pass`, and a human decision's
+/// `clears` names each reason once and only on an approval.
 fn contract_rules(s: &mut Value) {
     let not_pass = json!({"const": "pass"});
     on_def(s, "Policy", |d| {
@@ -62,6 +63,19 @@ fn contract_rules(s: &mut Value) {
     });
     on_def(s, "Criterion", |d| {
         set(d, &["properties", "weight", "exclusiveMinimum"], json!(0));
+    });
+    // An approval names each reason it clears once; a rejection clears nothing.
+    on_def(s, "HumanDecision", |d| {
+        set(d, &["properties", "clears", "uniqueItems"], json!(true));
+        set(
+            d,
+            &["not"],
+            json!({
+                "description": "clears is allowed only on an approval",
+                "required": ["clears", "decision"],
+                "properties": {"clears": {"type": "array"}, "decision": {"const": "reject"}}
+            }),
+        );
     });
     for name in CARRIERS {
         on_def(s, name, |d| {
