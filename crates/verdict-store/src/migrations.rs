@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 32;
+pub const SCHEMA_VERSION: i64 = 34;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -181,6 +181,11 @@ pub const SQLITE: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/sqlite/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "an_approval_names_what_it_clears",
+        sql: include_str!("../migrations/sqlite/0034_an_approval_names_what_it_clears.sql"),
     },
 ];
 
@@ -355,6 +360,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/postgres/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "an_approval_names_what_it_clears",
+        sql: include_str!("../migrations/postgres/0034_an_approval_names_what_it_clears.sql"),
     },
 ];
 

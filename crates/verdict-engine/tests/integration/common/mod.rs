@@ -252,6 +252,7 @@ pub async fn reviewed(w: &World) -> verdict_engine::Reviewed {
     verdict_engine::Reviewed {
         subject_digest: status.head.unwrap().subject_digest,
         policy_digest: status.gate.unwrap().policy_digest,
+        decision_key: None,
     }
 }
 
