@@ -630,6 +630,7 @@ async fn decision(
     let reviewed = Reviewed {
         subject_digest,
         policy_digest,
+        decision_key: None,
     };
     match state
         .engine
