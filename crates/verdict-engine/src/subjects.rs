@@ -19,8 +19,8 @@ pub struct Reviewed {
     /// The policy reviewed under (the gate's current policy, as `status` shows it).
     pub policy_digest: Digest,
     /// The evaluation key of the gate decision the person looked at (as `status` and
-    /// `gate run` show it), when given: an approval is then refused unless the current
-    /// evaluation is that one, so it never clears reasons the person did not see.
+    /// `gate run` show it), when given: the decision is then refused unless the current
+    /// evaluation is that one, so an approval never clears reasons the person did not see.
     pub decision_key: Option<Digest>,
 }
 
