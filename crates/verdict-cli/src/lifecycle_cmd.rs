@@ -165,7 +165,7 @@ pub enum LifecycleCommand {
     /// Approve or reject the subject and policy reviewed (human, never the producer).
     #[command(
         group = clap::ArgGroup::new("verdict").required(true).multiple(false),
-        after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded."
+        after_help = "Example:\n  verdict status ex-1      # shows the current subject and policy digests\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reject --reason \"the migration drops a column still read\"\n  verdict decide ex-1 --subject sha256:... --policy sha256:... --reviewed-decision sha256:... --approve --reason \"risk reviewed\"\n\nIf either digest is no longer current, the decision is refused and nothing is recorded.\nAn approval clears exactly the human_required reasons of the current evaluation, and is refused when there are none; with --reviewed-decision, it is refused unless that evaluation is still the current one."
     )]
     Decide {
         /// Execution id.
@@ -185,6 +185,10 @@ pub enum LifecycleCommand {
         /// Why (required).
         #[arg(long)]
         reason: String,
+        /// The evaluation key of the gate decision reviewed (as `status` and `gate run` show
+        /// it): refused unless it is still the current evaluation.
+        #[arg(long, value_name = "KEY")]
+        reviewed_decision: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -1032,6 +1036,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             approve,
             reject: _,
             reason,
+            reviewed_decision,
             common,
         } => {
             let remote = crate::remote::client(&common)?;
@@ -1047,6 +1052,10 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             let reviewed = Reviewed {
                 subject_digest: digest("subject", &subject)?,
                 policy_digest: digest("policy", &policy)?,
+                decision_key: reviewed_decision
+                    .as_deref()
+                    .map(|k| digest("reviewed-decision", k))
+                    .transpose()?,
             };
             let d = if let Some(remote) = remote {
                 let stored: Stored = remote
@@ -1062,6 +1071,7 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                             reason,
                             subject_digest: reviewed.subject_digest,
                             policy_digest: reviewed.policy_digest,
+                            reviewed_decision: reviewed.decision_key,
                         },
                     )
                     .await?;

@@ -50,7 +50,8 @@ const CARRIERS: [&str; 6] = [
 /// Gate reads: a carried `digest` is allowed on every document that may carry one (the Gate
 /// checks it and hashes the document without it), a criterion's weight is above 0, the
 /// policy's fallback outcomes and rule outcomes are never `pass`, the policy's required
-/// criteria are each listed once and the checks it pins definitions of are named by ids.
+/// criteria are each listed once and the checks it pins definitions of are named by ids, and a
+/// human decision's `clears` names each reason once and only on an approval.
 fn contract_rules(s: &mut Value) {
     let not_pass = json!({"const": "pass"});
     on_def(s, "Policy", |d| {
@@ -82,6 +83,19 @@ fn contract_rules(s: &mut Value) {
     });
     on_def(s, "Criterion", |d| {
         set(d, &["properties", "weight", "exclusiveMinimum"], json!(0));
+    });
+    // An approval names each reason it clears once; a rejection clears nothing.
+    on_def(s, "HumanDecision", |d| {
+        set(d, &["properties", "clears", "uniqueItems"], json!(true));
+        set(
+            d,
+            &["not"],
+            json!({
+                "description": "clears is allowed only on an approval",
+                "required": ["clears", "decision"],
+                "properties": {"clears": {"type": "array"}, "decision": {"const": "reject"}}
+            }),
+        );
     });
     for name in CARRIERS {
         on_def(s, name, |d| {

@@ -512,6 +512,10 @@ pub struct SubjectReview {
     pub history: Vec<DecisionEntry>,
     /// Whether the caller may record a human decision here (a human who did not produce it).
     pub may_decide: bool,
+    /// The evaluation key of the items this review shows (the bundle `gate run` would build
+    /// now), when a policy is set: the decision form carries it, so an approval is refused
+    /// once anything it would clear differs from what the page showed.
+    pub evaluation_key: Option<Digest>,
 }
 
 /// One version of a finding, as reported.
@@ -746,15 +750,18 @@ impl Engine {
         let subject = self.subject(&head.subject_digest).await?;
         let now = self.now().await?;
         let gate = self.gate_head().await?;
-        let (applicable, history, evidence_rows, result_rows) = if gate.is_some() {
+        let (applicable, history, evidence_rows, result_rows, evaluation_key) = if gate.is_some() {
             let status = self.status_unscoped(execution).await?;
             let history = self.history_unscoped(execution).await?;
             let collected = self.collect_unscoped(execution).await?;
+            let evaluation_key =
+                verdict_core::gate::evaluate_value(&collected.bundle(&now)?).evaluation_key;
             (
                 status.applicable,
                 history,
                 collected.evidence,
                 collected.verifications,
+                evaluation_key,
             )
         } else {
             (
@@ -768,6 +775,7 @@ impl Engine {
                 },
                 Vec::new(),
                 Vec::new(),
+                None,
             )
         };
         let mut evidence = Vec::new();
@@ -943,6 +951,7 @@ impl Engine {
                 .map(DecisionEntry::from)
                 .collect(),
             may_decide,
+            evaluation_key,
         })
     }
 

@@ -6,7 +6,7 @@ use crate::error::{EngineError, Result, invalid};
 use crate::precondition::{Precondition, execution_version};
 use serde_json::{Value, json};
 use verdict_core::contracts::{
-    CheckEvidence, HumanDecision, HumanRole, HumanVerdict, Role, Subject,
+    CheckEvidence, ClearedReason, HumanDecision, HumanRole, HumanVerdict, Outcome, Role, Subject,
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::DocKind;
@@ -18,6 +18,10 @@ pub struct Reviewed {
     pub subject_digest: Digest,
     /// The policy reviewed under (the gate's current policy, as `status` shows it).
     pub policy_digest: Digest,
+    /// The evaluation key of the gate decision the person looked at (as `status` and
+    /// `gate run` show it), when given: the decision is then refused unless the current
+    /// evaluation is that one, so an approval never clears reasons the person did not see.
+    pub decision_key: Option<Digest>,
 }
 
 impl Engine {
@@ -370,11 +374,30 @@ impl Engine {
         if reason.trim().is_empty() {
             return Err(invalid("human decision")("a reason is required".into()));
         }
+        // An approval names what it clears, from the evaluation current now; a rejection
+        // clears nothing, and is checked against the decision it names only when it names one.
+        let clears = if verdict == HumanVerdict::Approve || reviewed.decision_key.is_some() {
+            let current = self
+                .current_human_required(execution, head, gate.policy_digest, reviewed, now)
+                .await?;
+            match verdict {
+                HumanVerdict::Approve => Some(current?),
+                HumanVerdict::Reject => None,
+            }
+        } else {
+            None
+        };
+        // Everything the decision says is in its id's seed: two decisions of one person at one
+        // instant (a manual clock) that say different things must not share an id, which the
+        // Gate would refuse as naming two documents.
         let seed = json!([
             caller.name.as_str(),
             reviewed.subject_digest.as_str(),
             reviewed.policy_digest.as_str(),
-            now.as_str()
+            now.as_str(),
+            verdict,
+            reason,
+            clears
         ]);
         let doc = HumanDecision {
             id: short_id("hd", &seed)
@@ -387,6 +410,7 @@ impl Engine {
             decision: verdict,
             reason: reason.to_owned(),
             decided_at: now.clone(),
+            clears,
         };
         let doc =
             serde_json::to_value(&doc).map_err(|e| invalid("human decision")(e.to_string()))?;
@@ -395,6 +419,56 @@ impl Engine {
             .put(&caller.actor(), DocKind::HumanDecision, &doc)
             .await?
             .digest)
+    }
+
+    /// The `human_required` reasons of the current evaluation, which an approval recorded now
+    /// names as what it clears: the bundle `gate run` would build now, evaluated (nothing is
+    /// stored). Refused (`conflict`) when the person reviewed another evaluation than the
+    /// current one; the inner result is the `conflict` of an evaluation in which nothing needs
+    /// a person's approval, which refuses an approval only.
+    async fn current_human_required(
+        &self,
+        execution: &str,
+        head: verdict_store::ExecutionHead,
+        policy_digest: Digest,
+        reviewed: &Reviewed,
+        now: &verdict_core::contracts::Timestamp,
+    ) -> Result<Result<Vec<ClearedReason>>> {
+        let collected = self.collect_for(execution, head, policy_digest).await?;
+        let decision = verdict_core::gate::evaluate_value(&collected.bundle(now)?);
+        let Some(key) = decision.evaluation_key else {
+            return Err(EngineError::Invalid {
+                what: "gate bundle",
+                message: format!(
+                    "the gate could not read the bundle it was given: {:?}",
+                    decision.reasons
+                ),
+            });
+        };
+        if let Some(seen) = &reviewed.decision_key
+            && *seen != key
+        {
+            return Err(EngineError::Conflict(format!(
+                "the approval names decision {seen}, but execution {execution:?}'s current \
+                 evaluation is {key}; run the gate, review its decision and decide again"
+            )));
+        }
+        let mut clears: Vec<ClearedReason> = decision
+            .reasons
+            .iter()
+            .filter(|r| r.outcome == Outcome::HumanRequired)
+            .map(ClearedReason::of)
+            .collect();
+        clears.sort();
+        clears.dedup();
+        if clears.is_empty() {
+            return Ok(Err(EngineError::Conflict(format!(
+                "nothing needs a person's approval now: evaluation {key} of execution \
+                 {execution:?} has no human_required reason (its outcome is {})",
+                decision.outcome.as_str()
+            ))));
+        }
+        Ok(Ok(clears))
     }
 
     /// Refuses a document kind that clients never write directly: findings travel inside

@@ -185,6 +185,12 @@ pub struct NewHumanDecision {
     /// The policy reviewed under.
     #[schema(value_type = String)]
     pub policy_digest: Digest,
+    /// The evaluation key of the gate decision reviewed (as `status` and `gate run` show it):
+    /// when given, the decision is refused (409) unless that evaluation is still the current
+    /// one. An approval clears exactly the `human_required` reasons of the current evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub reviewed_decision: Option<Digest>,
 }
 
 /// The outcome of a gate run.
@@ -412,6 +418,7 @@ pub async fn decide(
     let reviewed = Reviewed {
         subject_digest: body.subject_digest,
         policy_digest: body.policy_digest,
+        decision_key: body.reviewed_decision,
     };
     let digest = state
         .engine

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 33;
+pub const SCHEMA_VERSION: i64 = 34;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -186,6 +186,11 @@ pub const SQLITE: &[Migration] = &[
         version: 33,
         name: "policies_pin_risk_criteria_and_checks",
         sql: include_str!("../migrations/sqlite/0033_policies_pin_risk_criteria_and_checks.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "an_approval_names_what_it_clears",
+        sql: include_str!("../migrations/sqlite/0034_an_approval_names_what_it_clears.sql"),
     },
 ];
 
@@ -365,6 +370,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 33,
         name: "policies_pin_risk_criteria_and_checks",
         sql: include_str!("../migrations/postgres/0033_policies_pin_risk_criteria_and_checks.sql"),
+    },
+    Migration {
+        version: 34,
+        name: "an_approval_names_what_it_clears",
+        sql: include_str!("../migrations/postgres/0034_an_approval_names_what_it_clears.sql"),
     },
 ];
 

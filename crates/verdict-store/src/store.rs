@@ -779,6 +779,13 @@ impl<B: Backend> StoreImpl<B> {
             }
             DocKind::HumanDecision => {
                 let d: HumanDecision = decoded(kind, value)?;
+                // What the Gate would refuse as `invalid_input` is never stored.
+                if let Some(problem) = verdict_core::gate::clears_problems(&d).into_iter().next() {
+                    return Err(StoreError::Invalid {
+                        what: doc_what(kind),
+                        message: problem,
+                    });
+                }
                 if d.principal.as_str() != actor.principal {
                     return Err(StoreError::Refused(format!(
                         "human decision {} is signed by {:?}, not by {:?}",

@@ -896,3 +896,178 @@ fn a_subject_stated_low_under_a_high_risk_floor_needs_a_person() {
         assert_eq!(d["decision"]["outcome"], "pass", "{d}");
     }
 }
+
+/// Runs the Gate and returns its decision; the exit status says whether it passed.
+fn gate_run(env: &Env, token: &str, passes: bool) -> Value {
+    let out = env.run(token, &["gate", "run", "ex-1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(if passes { 0 } else { 1 }),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["decision"].clone()
+}
+
+/// A person approves a change under a policy that asks a person to review it; a second
+/// reviewer then answers `inconclusive` on the required criterion. The approval cleared only
+/// the review the person saw, so `gate run` says `human_required`, not `pass`; an approval
+/// naming the decision seen before is refused with nothing written, and one naming the
+/// current decision clears it.
+#[test]
+fn an_approval_clears_only_what_the_person_saw_through_the_commands() {
+    for env in [Env::sqlite(), Env::postgres()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &env.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let add =
+            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
+        let (coder, ci, rev, rev2, alice) = (
+            add("coder", "producer"),
+            add("ci", "runner"),
+            add("rev", "verifier"),
+            add("rev2", "verifier"),
+            add("alice", "human"),
+        );
+        for (p, a) in [
+            ("coder", "write"),
+            ("ci", "write"),
+            ("rev", "read"),
+            ("rev2", "read"),
+            ("alice", "write"),
+        ] {
+            let id = format!("g-{p}");
+            env.ok(
+                &ops,
+                &[
+                    "grant",
+                    "add",
+                    &id,
+                    "--principal",
+                    p,
+                    "--execution",
+                    "ex-1",
+                    "--access",
+                    a,
+                    "--expires",
+                    "2027-01-01T00:00:00Z",
+                ],
+            );
+        }
+        let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
+                            "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"],
+                            "risk": {"low": {"human": true}}});
+        let pd = env.ok(&ops, &["policy", "set", &env.file("policy.json", &policy)]);
+        let subject = json!({
+            "schema": "verdict.subject/v1",
+            "execution": {"id": "ex-1", "generation": 1},
+            "work_items": [], "producer": {"principal": "coder", "run": "run-coder"},
+            "objective": {"revision": "1", "digest": DEF},
+            "criteria": {"revision": "1", "items": [{"id": "tests-pass", "text": "unit tests pass"}]},
+            "resources": [], "checks": [{"id": "unit-tests", "definition_digest": DEF, "criteria": ["tests-pass"]}],
+            "workflow_revision": "1", "risk": {"class": "low", "revision": "1", "capabilities": []}
+        });
+        let sd = env.ok(
+            &coder,
+            &["subject", "put", &env.file("subject.json", &subject)],
+        );
+        let ev = json!({"id": "ev-1", "kind": "check", "check": "unit-tests", "subject_digest": sd,
+                        "definition_digest": DEF, "produced_by": {"principal": "ci", "role": "runner"},
+                        "outcome": "pass", "content_digest": DEF, "observed_at": "2026-11-30T11:59:00Z",
+                        "freshness": {"kind": "content"}});
+        env.ok(&ci, &["evidence", "add", &env.file("ev1.json", &ev)]);
+        let req = env.ok(&coder, &["request", "create", "ex-1"]);
+        let answer = |verifier: &str, token: &str, run: &str, status: &str| {
+            env.ok(
+                &ops,
+                &[
+                    "run",
+                    "admit",
+                    &req,
+                    "--verifier",
+                    verifier,
+                    "--class",
+                    "reviewer",
+                    "--run",
+                    run,
+                ],
+            );
+            let mut r = result(run, &sd, &["tests-pass"]);
+            r["verifier"]["principal"] = json!(verifier);
+            r["criteria"][0]["status"] = json!(status);
+            let file = env.file(&format!("{run}.json"), &r);
+            env.ok(token, &["result", "submit", &file]);
+        };
+        answer("rev", &rev, "run-1", "passed");
+        let first = gate_run(&env, &ci, false);
+        assert_eq!(first["outcome"], "human_required", "{first}");
+        let first_key = first["evaluation_key"].as_str().unwrap().to_owned();
+        let decide = |key: &str, reason: &str| {
+            env.run(
+                &alice,
+                &[
+                    "decide",
+                    "ex-1",
+                    "--subject",
+                    &sd,
+                    "--policy",
+                    &pd,
+                    "--reviewed-decision",
+                    key,
+                    "--approve",
+                    "--reason",
+                    reason,
+                ],
+            )
+        };
+        assert!(decide(&first_key, "risk reviewed").status.success());
+        assert_eq!(gate_run(&env, &ci, true)["outcome"], "pass");
+
+        // The attack: a second reviewer answers `inconclusive` after the approval.
+        answer("rev2", &rev2, "run-2", "inconclusive");
+        let later = gate_run(&env, &ci, false);
+        assert_eq!(later["outcome"], "human_required", "{later}");
+        let standing: Vec<&Value> = later["reasons"].as_array().unwrap().iter().collect();
+        assert_eq!(standing.len(), 1, "{later}");
+        assert_eq!(standing[0]["code"], "criterion_inconclusive");
+        assert_eq!(standing[0]["criterion"], "tests-pass");
+        let later_key = later["evaluation_key"].as_str().unwrap().to_owned();
+
+        // Approving what was seen before is refused and writes nothing.
+        let before = chain(&env).len();
+        let out = decide(&first_key, "looked again");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        assert!(
+            all.contains("conflict") && all.contains(&first_key) && all.contains(&later_key),
+            "{all}"
+        );
+        assert_eq!(chain(&env).len(), before, "nothing recorded");
+        assert_eq!(gate_run(&env, &ci, false)["outcome"], "human_required");
+
+        // Approving the decision now shown clears it.
+        assert!(
+            decide(&later_key, "inconclusive is acceptable here")
+                .status
+                .success()
+        );
+        assert_eq!(gate_run(&env, &ci, true)["outcome"], "pass");
+        let audit = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["audit", "verify"])
+            .env("VERDICT_STORE", &env.store)
+            .output()
+            .unwrap();
+        assert!(audit.status.success());
+    }
+}

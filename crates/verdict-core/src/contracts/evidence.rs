@@ -1,5 +1,6 @@
 //! Evidence, verification results, findings, dispositions and human decisions (docs/spec/evidence.md).
 
+use super::decision::{Reason, ReasonCode};
 use super::primitives::{Id, Name, Timestamp};
 use crate::digest::Digest;
 use schemars::JsonSchema;
@@ -501,4 +502,52 @@ pub struct HumanDecision {
     pub reason: String,
     /// When.
     pub decided_at: Timestamp,
+    /// On an approval only: the `human_required` reasons the person reviewed, each once. An
+    /// approval that names them clears exactly those; one without this member clears every
+    /// `human_required` reason (what every approval did before the member existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clears: Option<Vec<ClearedReason>>,
+}
+
+/// One `human_required` reason an approval clears, by the identifying part of a decision's
+/// reason: its code and the criterion, check and finding it names. Members left out match
+/// only a reason that names none.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ClearedReason {
+    /// The reason's code.
+    pub code: ReasonCode,
+    /// The criterion it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criterion: Option<Id>,
+    /// The check it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Id>,
+    /// The finding it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<Id>,
+}
+
+impl ClearedReason {
+    /// The entry that names `r`.
+    #[must_use]
+    pub fn of(r: &Reason) -> Self {
+        Self {
+            code: r.code,
+            criterion: r.criterion.clone(),
+            check: r.check.clone(),
+            finding: r.finding.clone(),
+        }
+    }
+
+    /// Whether this entry names `r`: the same code, criterion, check and finding.
+    #[must_use]
+    pub fn names(&self, r: &Reason) -> bool {
+        self.code == r.code
+            && self.criterion == r.criterion
+            && self.check == r.check
+            && self.finding == r.finding
+    }
 }

@@ -19,10 +19,10 @@ pub use decision::{
     Scores, Source, SourceKind, Sources,
 };
 pub use evidence::{
-    CheckEvidence, CheckOutcome, ContextRef, CriterionRow, CriterionStatus, Disposition,
-    DispositionKind, EvidenceKind, Finding, Freshness, HumanDecision, HumanRole, HumanVerdict,
-    Location, ProducedBy, Role, Runtime, Scope, Severity, UnavailableReason, VerificationResult,
-    VerificationStatus, Verifier,
+    CheckEvidence, CheckOutcome, ClearedReason, ContextRef, CriterionRow, CriterionStatus,
+    Disposition, DispositionKind, EvidenceKind, Finding, Freshness, HumanDecision, HumanRole,
+    HumanVerdict, Location, ProducedBy, Role, Runtime, Scope, Severity, UnavailableReason,
+    VerificationResult, VerificationStatus, Verifier,
 };
 pub use policy::{Policy, PolicySchema, RiskRequirement, Rule};
 pub use primitives::{Id, Name, ScalarError, Timestamp};

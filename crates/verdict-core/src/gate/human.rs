@@ -1,15 +1,45 @@
 //! Human decisions (docs/spec/gate.md, "Human decisions"): a decision counts only when it binds this exact
 //! subject and policy and was not made by the producer. A rejection is rework; an approval can
-//! only clear `human_required` reasons.
+//! only clear `human_required` reasons, and, when it names the ones the person reviewed, only
+//! those.
 
 use super::count::{FUTURE_TOLERANCE_S, is_from_future};
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
-use crate::contracts::{HumanVerdict, ReasonCode};
+use crate::contracts::{ClearedReason, HumanVerdict, ReasonCode};
+use std::collections::BTreeSet;
 
-/// Adds the human reasons; returns whether a counted approval binds this subject and policy.
-pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
-    let mut approved = false;
+/// What the counted approvals clear.
+#[derive(Debug, Default)]
+pub(crate) enum Approval {
+    /// No counted approval.
+    #[default]
+    None,
+    /// Exactly the `human_required` reasons these entries name (every counted approval names
+    /// what it clears; their entries together).
+    Named(BTreeSet<ClearedReason>),
+    /// Every `human_required` reason: a counted approval names nothing, as approvals written
+    /// before `clears` existed do.
+    All,
+}
+
+impl Approval {
+    fn add(&mut self, clears: Option<&[ClearedReason]>) {
+        match (std::mem::take(self), clears) {
+            (Self::All, _) | (_, None) => *self = Self::All,
+            (Self::None, Some(c)) => *self = Self::Named(c.iter().cloned().collect()),
+            (Self::Named(mut named), Some(c)) => {
+                named.extend(c.iter().cloned());
+                *self = Self::Named(named);
+            }
+        }
+    }
+}
+
+/// Adds the human reasons; returns what the counted approvals binding this subject and policy
+/// clear.
+pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> Approval {
+    let mut approved = Approval::None;
     for item in &l.human_decisions {
         let h = &item.doc;
         if h.subject_digest != l.subject_digest || h.policy_digest != l.policy_digest {
@@ -31,7 +61,7 @@ pub(crate) fn human(l: &Loaded, reasons: &mut Reasons) -> bool {
             continue;
         }
         match h.decision {
-            HumanVerdict::Approve => approved = true,
+            HumanVerdict::Approve => approved.add(h.clears.as_deref()),
             HumanVerdict::Reject => reasons.add(
                 fixed(ReasonCode::HumanRejected),
                 format!(

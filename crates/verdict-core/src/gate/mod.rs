@@ -15,8 +15,8 @@
 //! 7. `scores`: the advisory rollup;
 //! 8. `rules`: the policy's CEL rules, which can only add stricter reasons.
 //!
-//! Then a counted human approval clears the `human_required` reasons, and the strongest
-//! remaining outcome is the decision's.
+//! Then a counted human approval clears the `human_required` reasons it names (every one, for
+//! an approval that names none), and the strongest remaining outcome is the decision's.
 //!
 //! Between reading and deciding, `tables` files the bundle once under criterion positions and
 //! id ranks, so the decision compares positions rather than id strings; `output` writes the
@@ -37,7 +37,7 @@ mod tables;
 mod validate;
 
 pub use count::FUTURE_TOLERANCE_S;
-pub use validate::policy_problems;
+pub use validate::{clears_problems, policy_problems};
 
 use crate::canonical;
 use crate::contracts::{DecisionSchema, GateDecision, Outcome, ReasonCode, Scores};
@@ -372,8 +372,10 @@ fn decide(l: &Loaded, t: &Tables, rules: &[CompiledRule]) -> GateDecision {
             }
         }
     }
-    if approved {
-        reasons.clear_human_required();
+    match &approved {
+        human::Approval::None => {}
+        human::Approval::All => reasons.clear_human_required(),
+        human::Approval::Named(clears) => reasons.clear_named(clears),
     }
 
     let outcome = reasons.outcome();

@@ -1,7 +1,7 @@
 //! Collecting reasons: each condition found adds one; the set is sorted and deduplicated, so the
 //! order in which conditions were found never shows in the decision.
 
-use crate::contracts::{Id, Outcome, Reason, ReasonCode};
+use crate::contracts::{ClearedReason, Id, Outcome, Reason, ReasonCode};
 use std::collections::BTreeSet;
 
 /// A reason about to be added; built with the setters below.
@@ -82,6 +82,24 @@ impl Reasons {
     /// Drops every reason whose outcome is `human_required` (what a human approval clears).
     pub(crate) fn clear_human_required(&mut self) {
         self.set.retain(|r| r.outcome != Outcome::HumanRequired);
+    }
+
+    /// Drops the `human_required` reasons an entry of `clears` names; every other
+    /// `human_required` reason stands, its detail saying that no approval covers it, so a
+    /// reader sees why an approval given did not clear it.
+    pub(crate) fn clear_named(&mut self, clears: &BTreeSet<ClearedReason>) {
+        let set = std::mem::take(&mut self.set);
+        self.set = set
+            .into_iter()
+            .filter(|r| r.outcome != Outcome::HumanRequired || !clears.iter().any(|c| c.names(r)))
+            .map(|mut r| {
+                if r.outcome == Outcome::HumanRequired {
+                    r.detail
+                        .push_str("; no counted human approval names this reason");
+                }
+                r
+            })
+            .collect();
     }
 
     /// The reasons, strongest outcome first, then by code, subject and detail.

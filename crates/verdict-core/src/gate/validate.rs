@@ -4,7 +4,7 @@
 use super::load::Loaded;
 use super::reasons::{Reasons, fixed};
 use super::rules::CompiledRule;
-use crate::contracts::{Outcome, Policy, ReasonCode};
+use crate::contracts::{HumanDecision, HumanVerdict, Outcome, Policy, ReasonCode};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The policy's rules compiled, and every way the policy breaks the contract (a `pass` where
@@ -164,6 +164,11 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
             &mut add,
         );
     }
+    for h in &l.human_decisions {
+        for problem in clears_problems(&h.doc) {
+            add(problem);
+        }
+    }
     let mut versions: BTreeMap<(&str, u64), &crate::contracts::Finding> = BTreeMap::new();
     let nested = l.verifications.iter().flat_map(|v| v.doc.findings.iter());
     for f in l.prior_findings.iter().map(|i| &i.doc).chain(nested) {
@@ -189,6 +194,41 @@ pub(crate) fn validate(l: &Loaded) -> Result<Vec<CompiledRule>, Reasons> {
     }
 
     if bad.is_empty() { Ok(rules) } else { Err(bad) }
+}
+
+/// How a human decision's `clears` breaks the contract: present on a rejection (a rejection
+/// clears nothing), or naming one reason twice. Empty when it does not.
+#[must_use]
+pub fn clears_problems(h: &HumanDecision) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(clears) = &h.clears else {
+        return problems;
+    };
+    if h.decision == HumanVerdict::Reject {
+        problems.push(format!(
+            "human decision {:?}: clears is allowed only on an approval",
+            h.id.as_str()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for c in clears {
+        if !seen.insert(c) {
+            problems.push(format!(
+                "human decision {:?}: clears names reason {:?}{} twice",
+                h.id.as_str(),
+                c.code.as_str(),
+                [
+                    ("criterion", &c.criterion),
+                    ("check", &c.check),
+                    ("finding", &c.finding)
+                ]
+                .iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| format!(" {k} {:?}", v.as_str())))
+                .collect::<String>()
+            ));
+        }
+    }
+    problems
 }
 
 /// Who each name in the ref namespace belongs to.

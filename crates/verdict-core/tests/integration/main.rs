@@ -18,6 +18,7 @@ mod conformance_rules;
 mod conformance_scores;
 mod conformance_time;
 mod fixtures;
+mod human_clears;
 mod policy_pins;
 mod properties;
 mod purity;

@@ -98,17 +98,9 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_eq!(g.decision.outcome, Outcome::Pass);
         assert_eq!(applying(&w).await, vec![Outcome::Pass]);
-        // A human decision about the subject moves it too, even an approval.
-        w.engine
-            .decide(
-                &w.alice,
-                EXEC,
-                HumanVerdict::Approve,
-                "read the diff",
-                &reviewed(&w).await,
-            )
-            .await
-            .unwrap();
+        // A human decision about the subject moves it too, even an approval (stored as the
+        // person's own row: with nothing needing a person, `decide` refuses to approve).
+        approval_as_stored(&w, "read the diff").await;
         assert!(applying(&w).await.is_empty());
         // Check evidence that passes moves it as well: the Gate never read it.
         let mut more = evidence(&d, "pass", "ci", "runner");
@@ -405,12 +397,17 @@ async fn an_approval_names_what_was_reviewed_and_is_never_rebound() {
             .unwrap_err();
         assert_eq!(e.code(), "conflict", "{e}");
         assert_eq!(audit_seq(&w).await, seq, "nothing recorded");
-        // Reviewing B, but under a policy that has since moved, is refused too.
+        // Reviewing B, but under a policy that has since moved, is refused too. (The new
+        // policy asks for a person, so an approval under it has something to clear.)
         let on_b = Reviewed {
             subject_digest: b.clone(),
             policy_digest: seen.policy_digest.clone(),
+            decision_key: None,
         };
-        w.engine.set_policy(&w.ops, &policy(2)).await.unwrap();
+        w.engine
+            .set_policy(&w.ops, &policy_needing_a_person(2))
+            .await
+            .unwrap();
         let e = w
             .engine
             .decide(&w.alice, EXEC, HumanVerdict::Approve, "B is fine", &on_b)
@@ -864,6 +861,193 @@ async fn a_result_racing_its_runs_cancellation_says_what_was_stored() {
                 assert_eq!(ended, Some(RunStatus::Cancelled));
             }
         }
+    })
+    .await;
+}
+
+/// A policy whose risk table asks a person to review low-risk work.
+fn policy_needing_a_person(revision: u64) -> Value {
+    let mut p = policy(revision);
+    p["risk"] = json!({"low": {"human": true}});
+    p
+}
+
+/// A reviewer's completed result answering `tests-pass` with `status` on the given evidence.
+fn answering(run: &str, d: &verdict_core::digest::Digest, ev: &str, status: &str) -> Value {
+    let mut r = result(if run == "run-1" { "rev" } else { "rev2" }, run, d, 1, ev);
+    r["criteria"][0]["status"] = json!(status);
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_clears_only_what_the_person_saw() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        w.engine
+            .set_policy(&w.ops, &policy_needing_a_person(2))
+            .await
+            .unwrap();
+        let (d, ev) = subject_with_evidence(&w, 1, "change A", "pass").await;
+        let req = request(&w, json!({"max_runs": 2})).await;
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        let sub = w
+            .engine
+            .submit_result(&w.rev, &answering("run-1", &d, &ev, "passed"))
+            .await
+            .unwrap();
+        assert!(sub.counted, "{sub:?}");
+        let first = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(first.outcome, Outcome::HumanRequired, "{first:?}");
+        let first_key = first.evaluation_key.clone().unwrap();
+
+        // The person approves the decision it looked at; the approval names the risk review.
+        let mut seen = reviewed(&w).await;
+        seen.decision_key = Some(first_key.clone());
+        let hd = w
+            .engine
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Approve,
+                "risk reviewed",
+                &seen,
+            )
+            .await
+            .unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(DocKind::HumanDecision, &hd)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        assert_eq!(stored["clears"], json!([{"code": "human_review_required"}]));
+        let approved = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(approved.outcome, Outcome::Pass, "{approved:?}");
+
+        // A second reviewer answers `inconclusive` afterwards: no person saw that.
+        w.engine
+            .admit(&w.ops, &req, "rev2", "reviewer", "run-2")
+            .await
+            .unwrap();
+        let sub = w
+            .engine
+            .submit_result(&w.rev2, &answering("run-2", &d, &ev, "inconclusive"))
+            .await
+            .unwrap();
+        assert!(sub.counted, "{sub:?}");
+        let later = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(later.outcome, Outcome::HumanRequired, "{later:?}");
+        assert!(
+            later.reasons.iter().any(|r| r.code
+                == verdict_core::contracts::ReasonCode::CriterionInconclusive
+                && r.criterion.as_ref().map(|c| c.as_str()) == Some("tests-pass")),
+            "{later:?}"
+        );
+        let later_key = later.evaluation_key.clone().unwrap();
+
+        // An approval naming the decision seen before is refused, never bound to what is now,
+        // and writes nothing (no denial either: the person may see the execution).
+        let seq = audit_seq(&w).await;
+        let denied = denials(&w).await;
+        for verdict in [HumanVerdict::Approve, HumanVerdict::Reject] {
+            let e = w
+                .engine
+                .decide(&w.alice, EXEC, verdict, "looked again", &seen)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "conflict", "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains(first_key.as_str()) && text.contains(later_key.as_str()),
+                "{text}"
+            );
+        }
+        assert_eq!(audit_seq(&w).await, seq, "nothing recorded");
+        assert_eq!(denials(&w).await, denied);
+        let decisions = w
+            .engine
+            .store()
+            .list(DocKind::HumanDecision, &About::Subject(d.clone()))
+            .await
+            .unwrap();
+        assert_eq!(decisions.len(), 1);
+
+        // Naming the current decision, the second approval clears what it shows.
+        seen.decision_key = Some(later_key);
+        let hd2 = w
+            .engine
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Approve,
+                "inconclusive is fine",
+                &seen,
+            )
+            .await
+            .unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(DocKind::HumanDecision, &hd2)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        assert_eq!(
+            stored["clears"],
+            json!([{"code": "criterion_inconclusive", "criterion": "tests-pass"}])
+        );
+        let last = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(last.outcome, Outcome::Pass, "{last:?}");
+
+        // Nothing needs a person now: another approval is refused and writes nothing; without
+        // a decision key, an approval still clears what is current (refused here for the same
+        // reason) and a rejection is recorded.
+        let seq = audit_seq(&w).await;
+        let mut now_seen = reviewed(&w).await;
+        let e = w
+            .engine
+            .decide(&w.alice, EXEC, HumanVerdict::Approve, "again", &now_seen)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "conflict", "{e}");
+        assert!(e.to_string().contains("nothing needs a person"), "{e}");
+        now_seen.decision_key = last.evaluation_key.clone();
+        let e = w
+            .engine
+            .decide(&w.alice, EXEC, HumanVerdict::Approve, "again", &now_seen)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "conflict", "{e}");
+        assert_eq!(audit_seq(&w).await, seq, "nothing recorded");
+        let rejected = w
+            .engine
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Reject,
+                "on second thought",
+                &now_seen,
+            )
+            .await
+            .unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(DocKind::HumanDecision, &rejected)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        assert!(stored.get("clears").is_none(), "{stored}");
     })
     .await;
 }

@@ -572,6 +572,9 @@ pub struct DecisionForm {
     subject_digest: String,
     #[serde(default)]
     policy_digest: String,
+    /// The evaluation key of what the page showed; absent from a form that did not carry one.
+    #[serde(default)]
+    reviewed_decision: Option<String>,
     #[serde(default)]
     verdict: Option<String>,
     #[serde(default)]
@@ -627,9 +630,24 @@ async fn decision(
         )
         .await);
     };
+    let decision_key = match form.reviewed_decision.as_deref().map(str::parse) {
+        None => None,
+        Some(Ok(key)) => Some(key),
+        Some(Err(_)) => {
+            return Ok(refuse(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                pages::Alert::engine(
+                    "invalid_input",
+                    "The form does not name the evaluation it was shown; nothing was recorded. Reload the page and decide again.".into(),
+                ),
+            )
+            .await);
+        }
+    };
     let reviewed = Reviewed {
         subject_digest,
         policy_digest,
+        decision_key,
     };
     match state
         .engine
@@ -653,7 +671,7 @@ async fn decision(
             let (status, mut alert) = classify(e);
             if conflict {
                 alert.lead = Some(
-                    "The subject moved while this page was open, so nothing was recorded. Review what is current below and decide again."
+                    "The subject moved while this page was open, or what the Gate would decide on it changed, so nothing was recorded. Review what is current below and decide again."
                         .into(),
                 );
             }

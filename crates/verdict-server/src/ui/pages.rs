@@ -609,6 +609,9 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                         input type="hidden" name="csrf" value=(s.csrf);
                         input type="hidden" name="subject_digest" value=(r.subject_digest.as_str());
                         input type="hidden" name="policy_digest" value=(policy.as_str());
+                        @if let Some(key) = &r.evaluation_key {
+                            input type="hidden" name="reviewed_decision" value=(key.as_str());
+                        }
                         fieldset {
                             legend { "Verdict" }
                             div { input type="radio" name="verdict" value="approve" id="verdict-approve" required; " " label for="verdict-approve" { "Approve" } }

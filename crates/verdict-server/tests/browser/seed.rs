@@ -179,6 +179,7 @@ impl World {
         Reviewed {
             subject_digest: status.head.unwrap().subject_digest,
             policy_digest: status.gate.unwrap().policy_digest,
+            decision_key: None,
         }
     }
 }

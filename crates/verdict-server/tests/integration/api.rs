@@ -154,12 +154,44 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
             before,
             "a refused decision wrote something"
         );
+        // The decision passed: nothing needs a person's approval, so an approval is refused
+        // and writes nothing; so is one naming a decision that is not the current evaluation.
         let r = s
             .send(
                 "POST",
                 "/v1/human-decisions",
                 Some(w.token("alice")),
                 Some(&decision),
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+        let mut named = decision.clone();
+        named["reviewed_decision"] = json!(DEF);
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("alice")),
+                Some(&named),
+            )
+            .await;
+        assert_problem(&r, 409, "conflict");
+        assert!(r.body.to_string().contains(&key), "{r:?}");
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a refused decision wrote something"
+        );
+        // A rejection naming the current decision is recorded.
+        let mut rejection = decision.clone();
+        rejection["decision"] = json!("reject");
+        rejection["reviewed_decision"] = json!(key);
+        let r = s
+            .send(
+                "POST",
+                "/v1/human-decisions",
+                Some(w.token("alice")),
+                Some(&rejection),
             )
             .await;
         assert_eq!(r.status, 201, "{r:?}");

@@ -369,7 +369,7 @@ async fn a_principal_out_of_scope_never_sees_another_executions_events() {
 /// Rewrites a stored human decision to say `"maybe"`, as whoever can switch the append-only
 /// triggers off (the file's holder, a superuser) can: what no write path of verdict stores.
 async fn plant_maybe(backing: &Backing) {
-    let set = "UPDATE human_decisions SET body = replace(body, '\"decision\":\"approve\"', \
+    let set = "UPDATE human_decisions SET body = replace(body, '\"decision\":\"reject\"', \
                '\"decision\":\"maybe\"')";
     match backing {
         Backing::Sqlite(path) => {
@@ -455,7 +455,7 @@ async fn one_record_that_does_not_decode_is_named_and_the_stream_goes_on() {
                 Some(alice),
                 Some(&json!({
                     "execution": EXEC,
-                    "decision": "approve",
+                    "decision": "reject",
                     "reason": "read it",
                     "subject_digest": sd.as_str(),
                     "policy_digest": policy,

@@ -764,6 +764,7 @@ async fn decide(s: &Server, cookie: &str, page: &Page, verdict: &str, reason: &s
             ("csrf", &page.hidden("csrf")),
             ("subject_digest", &page.hidden("subject_digest")),
             ("policy_digest", &page.hidden("policy_digest")),
+            ("reviewed_decision", &page.hidden("reviewed_decision")),
             ("verdict", verdict),
             ("reason", reason),
         ],
@@ -1270,6 +1271,78 @@ async fn the_reliability_page_and_the_ledger_are_an_operators() {
             .send("GET", "/v1/ledger", Some(w.token("ops")), None)
             .await;
         assert_eq!(r.status, 200, "{r:?}");
+    })
+    .await;
+}
+
+/// A person opens the review of a change that waits for them; before they submit, a runner
+/// stores more evidence about the subject, so what the Gate would decide is no longer what the
+/// page showed. The form carries the evaluation it showed: the approval is refused (409, the
+/// alert), nothing is written, and the page shown again carries the current evaluation, from
+/// which the approval is recorded and names exactly the reason it clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_from_a_page_clears_only_what_the_page_showed() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let sd = to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        let shown = p.hidden("reviewed_decision");
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(
+            status
+                .applicable
+                .unwrap()
+                .decision
+                .evaluation_key
+                .unwrap()
+                .as_str(),
+            shown,
+            "the page carries the evaluation it shows"
+        );
+
+        let ci = w.engine.authenticate(w.token("ci")).await.unwrap();
+        let mut more = evidence(sd.as_str(), "pass");
+        more["id"] = json!("ev-later");
+        w.engine.add_evidence(&ci, &[more]).await.unwrap();
+        let before = head_seq(&w).await;
+        let r = decide(&s, &alice, &p, "approve", "approved what I saw").await;
+        assert_eq!(r.status, 409, "{r:?}");
+        assert_alert(&r, "moved while this page was open");
+        assert!(
+            r.body.contains(&shown),
+            "the alert names the evaluation shown"
+        );
+        assert_eq!(
+            head_seq(&w).await,
+            before,
+            "a stale approval wrote something"
+        );
+        let current = r.hidden("reviewed_decision");
+        assert_ne!(current, shown);
+
+        let r = decide(&s, &alice, &r, "approve", "approved what I saw now").await;
+        assert_eq!(r.status, 303, "{r:?}");
+        let hd: Digest = r
+            .location()
+            .rsplit('=')
+            .next()
+            .unwrap()
+            .replace("%3A", ":")
+            .parse()
+            .unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(verdict_store::DocKind::HumanDecision, &hd)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        assert_eq!(stored["clears"], json!([{"code": "human_review_required"}]));
+        let p = get(&s, r.location(), Some(&alice)).await;
+        assert_eq!(p.outcome(), "pass");
     })
     .await;
 }

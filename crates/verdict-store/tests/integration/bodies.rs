@@ -1573,7 +1573,10 @@ fn the_reader_accepts(table: &str, v: &Value) -> bool {
         "check_evidence" => decode_plain::<CheckEvidence>(v).is_ok(),
         "verification_results" => decode_plain::<VerificationResult>(v).is_ok(),
         "findings" => decode_plain::<Finding>(v).is_ok(),
-        "human_decisions" => decode_plain::<HumanDecision>(v).is_ok(),
+        // The reader also holds an approval's `clears` to its rules (once each, never on a
+        // rejection), as the Gate does.
+        "human_decisions" => decode_plain::<HumanDecision>(v)
+            .is_ok_and(|h| verdict_core::gate::clears_problems(&h).is_empty()),
         "gate_decisions" => decode_plain::<GateDecision>(v).is_ok(),
         other => panic!("no reader for {other}"),
     }

@@ -3481,3 +3481,73 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_databas
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }
+
+/// Schema version 34, through a human's own login with the grant it needs, on the current
+/// subject and policy: an approval that does not name the human_required reasons it clears
+/// (no `clears`, or `clears` null) would clear every one of them, those that appear after it
+/// too, so it is refused (42501) by either routine and nothing is appended; `clears` on a
+/// rejection, or naming a reason twice, breaks the schema (22023). An approval that names what
+/// it clears, and a rejection, are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_humans_login_cannot_append_an_approval_that_names_nothing_it_clears() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let s1 = subject_digest(&subject("ex-1", 1));
+    let current_policy =
+        verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let (mut alice, _) = principal_login(&t, HUMAN, Role::Human).await;
+    grant_write(t.store.as_ref(), "g-alice", HUMAN, "ex-1").await;
+    let mut named = human(&s1, &current_policy);
+    assert!(named["clears"].is_array());
+    named["id"] = json!("hd-named");
+    let mut bare = named.clone();
+    bare.as_object_mut().unwrap().remove("clears");
+    bare["id"] = json!("hd-bare");
+    let mut null = named.clone();
+    null["clears"] = json!(null);
+    null["id"] = json!("hd-null");
+    let mut reject_naming = named.clone();
+    reject_naming["decision"] = json!("reject");
+    reject_naming["id"] = json!("hd-reject-naming");
+    let mut twice = named.clone();
+    twice["clears"] = json!([{"code": "human_review_required"}, {"code": "human_review_required"}]);
+    twice["id"] = json!("hd-twice");
+
+    let seq = head_seq(&t).await;
+    for doc in [&bare, &null] {
+        for sql in put_calls(Table::HumanDecisions, HUMAN, "human", doc) {
+            let (code, err) = try_sql_state(&mut alice, &sql).await.expect_err(&sql);
+            assert!(
+                err.contains("an approval names the human_required reasons it clears")
+                    && code == "42501",
+                "{sql}: {code} {err}"
+            );
+        }
+    }
+    for (doc, says) in [(&reject_naming, "/"), (&twice, "/clears")] {
+        for sql in put_calls(Table::HumanDecisions, HUMAN, "human", doc) {
+            let (code, err) = try_sql_state(&mut alice, &sql).await.expect_err(&sql);
+            assert!(
+                err.contains(&format!("does not conform to its schema: {says}")) && code == "22023",
+                "{sql}: {code} {err}"
+            );
+        }
+    }
+    nothing_appended(&t, seq).await;
+
+    // Named, the approval is stored; a rejection names nothing and is stored too.
+    let mut reject = bare.clone();
+    reject["decision"] = json!("reject");
+    reject["id"] = json!("hd-reject");
+    for doc in [&named, &reject] {
+        try_sql(
+            &mut alice,
+            &put_calls(Table::HumanDecisions, HUMAN, "human", doc)[1],
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 2);
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}

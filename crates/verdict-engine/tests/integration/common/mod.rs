@@ -252,7 +252,36 @@ pub async fn reviewed(w: &World) -> verdict_engine::Reviewed {
     verdict_engine::Reviewed {
         subject_digest: status.head.unwrap().subject_digest,
         policy_digest: status.gate.unwrap().policy_digest,
+        decision_key: None,
     }
+}
+
+/// Stores, as alice, an approval of what `status` shows now that names the risk table's review
+/// as what it clears: a human decision row on a subject whose evaluation needs no person (which
+/// `decide` refuses to approve), for the tests about what any later row does.
+pub async fn approval_as_stored(w: &World, reason: &str) -> Digest {
+    let seen = reviewed(w).await;
+    let doc = json!({
+        "id": format!("hd-stored-{}", &seen.subject_digest.as_str()[7..19]),
+        "principal": "alice",
+        "role": "human",
+        "subject_digest": seen.subject_digest.as_str(),
+        "policy_digest": seen.policy_digest.as_str(),
+        "decision": "approve",
+        "reason": reason,
+        "decided_at": now().to_string(),
+        "clears": [{"code": "human_review_required"}]
+    });
+    w.engine
+        .store()
+        .put(
+            &w.alice.actor(),
+            verdict_store::DocKind::HumanDecision,
+            &doc,
+        )
+        .await
+        .unwrap()
+        .digest
 }
 
 /// A verifier that counts every call that reaches it.

@@ -566,7 +566,8 @@ pub fn human(subject: &Digest, policy: &Digest) -> Value {
         "policy_digest": policy.as_str(),
         "decision": "approve",
         "reason": "looked at it",
-        "decided_at": "2026-11-30T12:00:00Z"
+        "decided_at": "2026-11-30T12:00:00Z",
+        "clears": [{"code": "human_review_required"}]
     })
 }
 

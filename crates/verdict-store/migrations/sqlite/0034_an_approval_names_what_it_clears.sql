@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 34: nothing changes here.
+--
+-- Version 34 makes PostgreSQL refuse an approval that a human's own login writes without naming
+-- the human_required reasons it clears, and hold the bundle schema with the member `clears` of a
+-- human decision. SQLite has no logins, no write routines and no schemas: every human decision
+-- is written by the engine, which names what an approval clears, and the store's reader refuses
+-- `clears` on a rejection or naming a reason twice before anything is written.
