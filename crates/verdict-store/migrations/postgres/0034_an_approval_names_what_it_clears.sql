@@ -833,6 +833,16 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
       "additionalProperties": false,
       "description": "A versioned gate policy. Unknown fields are refused: a typo must not weaken it.",
       "properties": {
+        "check_definitions": {
+          "additionalProperties": {
+            "$ref": "#/$defs/Digest"
+          },
+          "description": "The definition each named check must run, by digest: a subject that pins another\ndefinition for one of them is blocked and that check's evidence never counts.",
+          "propertyNames": {
+            "$ref": "#/$defs/Id"
+          },
+          "type": "object"
+        },
         "check_evidence_from": {
           "default": [
             "runner"
@@ -897,6 +907,14 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
           },
           "type": "array"
         },
+        "required_criteria": {
+          "description": "Criteria required whatever the subject says of them; a subject without one of them\ncannot pass. None may also be in `optional_criteria`, and none may be listed twice.",
+          "items": {
+            "$ref": "#/$defs/Id"
+          },
+          "type": "array",
+          "uniqueItems": true
+        },
         "required_verifiers": {
           "default": [],
           "description": "Verifier classes that must each return a completed result.",
@@ -918,6 +936,10 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
           "default": {},
           "description": "Extra requirements per risk class.",
           "type": "object"
+        },
+        "risk_floor": {
+          "$ref": "#/$defs/RiskClass",
+          "description": "The lowest risk class the Gate treats a subject as, whatever class the subject states:\nthe producer writes its own class, so a policy can refuse to take `low` on its word.\nLeft out when `low`, so a policy without it keeps its digest."
         },
         "rules": {
           "default": [],
@@ -1006,6 +1028,11 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
           "type": "string"
         },
         {
+          "const": "criterion_absent",
+          "description": "A criterion the policy requires is not in the subject.",
+          "type": "string"
+        },
+        {
           "const": "evidence_missing",
           "description": "A required check has no counted evidence for this subject.",
           "type": "string"
@@ -1028,6 +1055,11 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
         {
           "const": "evidence_definition_mismatch",
           "description": "Evidence ran another definition than the subject pins.",
+          "type": "string"
+        },
+        {
+          "const": "check_definition_unpinned",
+          "description": "The subject pins another definition of a check than the policy does.",
           "type": "string"
         },
         {
