@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 32;
+pub const SCHEMA_VERSION: i64 = 35;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -181,6 +181,13 @@ pub const SQLITE: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/sqlite/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 35,
+        name: "names_operators_and_clocks_held_by_the_store",
+        sql: include_str!(
+            "../migrations/sqlite/0035_names_operators_and_clocks_held_by_the_store.sql"
+        ),
     },
 ];
 
@@ -355,6 +362,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/postgres/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 35,
+        name: "names_operators_and_clocks_held_by_the_store",
+        sql: include_str!(
+            "../migrations/postgres/0035_names_operators_and_clocks_held_by_the_store.sql"
+        ),
     },
 ];
 

@@ -100,11 +100,16 @@ fn pg_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The SQLSTATE the token routine raises for a revocation that would leave no operator
+/// holding a token (schema version 35).
+const LAST_OPERATOR: &str = "VRA01";
+
 pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),
             Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
+            Some(LAST_OPERATOR) => return StoreError::LastOperator(db.message().to_owned()),
             // U+0000 in text (22P05, untranslatable character) or a byte sequence the
             // database encoding refuses (22021): the input's fault, so sending it again
             // cannot help. The store's own checks refuse these first; this is the last line.

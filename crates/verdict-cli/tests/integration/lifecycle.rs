@@ -1452,6 +1452,40 @@ fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
     });
 }
 
+/// The only operator revokes its own token: refused as a conflict naming it, nothing written,
+/// and it still acts as an operator. With a second operator, the first may go, and then the
+/// second is the last.
+#[test]
+fn the_last_operator_cannot_revoke_its_own_token() {
+    both(|env| {
+        let ops = env.ok(None, &["init", "--operator", "ops"]);
+        let before = chain_length(&env.store);
+        let out = env.run(Some(&ops), &["principal", "token", "revoke", "ops"]);
+        assert!(!out.status.success(), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("\"ops\" would leave no operator holding a token"),
+            "{err}"
+        );
+        assert_eq!(chain_length(&env.store), before);
+        env.ok(Some(&ops), &["principal", "list"]);
+        let second = env.ok(
+            Some(&ops),
+            &["principal", "add", "ops2", "--role", "operator"],
+        );
+        env.ok(Some(&second), &["principal", "token", "revoke", "ops"]);
+        let out = env.run(Some(&second), &["principal", "token", "revoke", "ops2"]);
+        assert!(!out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("\"ops2\" would leave no operator holding a token"),
+            "{}",
+            stderr(&out)
+        );
+        env.ok(Some(&second), &["principal", "list"]);
+        env.ok(None, &["audit", "verify"]);
+    });
+}
+
 #[test]
 fn a_revoked_token_is_refused_by_the_next_command_and_a_rotated_one_replaces_it() {
     both(|env| {

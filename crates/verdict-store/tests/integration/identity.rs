@@ -3481,3 +3481,77 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_databas
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }
+
+/// Schema 35: the database itself keeps an operator holding a token. The operator's own login,
+/// calling the routine directly, cannot revoke its token while it is the only operator holding
+/// one (SQLSTATE VRA01, nothing appended), nor once another operator's token is revoked and it
+/// is the last again; it may rotate its own, and revoke another operator's while it holds one.
+/// The store reads the refusal as [`StoreError::LastOperator`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_own_login_cannot_revoke_the_last_operators_token() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let one = |whose: &str, n: u64, token: Option<&str>| {
+        let [one, _] = put_calls(
+            Table::CredentialChanges,
+            OPERATOR,
+            "operator",
+            &token_change(whose, n, token),
+        );
+        one
+    };
+    let refused = |(code, err): (String, String)| {
+        assert_eq!(code, "VRA01", "{err}");
+        assert!(
+            err.contains(&format!(
+                "operator \"{OPERATOR}\" would leave no operator holding a token"
+            )),
+            "{err}"
+        );
+    };
+    // The other operator populate stored loses its token: this one is now the last.
+    try_sql(&mut ops, &one(GATEKEEPER, 1, None)).await.unwrap();
+    let seq = head_seq(&t).await;
+    refused(
+        try_sql_state(&mut ops, &one(OPERATOR, 1, None))
+            .await
+            .unwrap_err(),
+    );
+    nothing_appended(&t, seq).await;
+    // A rotation leaves a token.
+    try_sql(&mut ops, &one(OPERATOR, 1, Some("operator's next")))
+        .await
+        .unwrap();
+    // With a second operator holding a token, that one's may be revoked; then this is the last.
+    register(t.store.as_ref(), "second-operator", Role::Operator).await;
+    try_sql(&mut ops, &one("second-operator", 1, None))
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    refused(
+        try_sql_state(&mut ops, &one(OPERATOR, 2, None))
+            .await
+            .unwrap_err(),
+    );
+    nothing_appended(&t, seq).await;
+    ops.close().await.unwrap();
+    // Through the store, the same refusal, typed.
+    let err = t
+        .store
+        .change_token(
+            &Actor::new(OPERATOR, Role::Operator),
+            OPERATOR,
+            None,
+            &"2026-12-01T00:00:00Z".parse().unwrap(),
+            "leaving",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, verdict_store::StoreError::LastOperator(_)),
+        "{err}"
+    );
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
