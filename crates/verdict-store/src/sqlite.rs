@@ -414,6 +414,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
             out.push(item.settle(existing)?);
             continue;
         }
+        if item.table == Table::Principals {
+            no_principal_reads_like(tx, &item.key)?;
+        }
         let counted = match &item.counts_for {
             Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
             None => None,
@@ -479,6 +482,34 @@ fn an_operator_keeps_a_token(tx: &Connection, key: &str) -> Result<()> {
     } else {
         Err(StoreError::LastOperator(last_operator_message(&operator)))
     }
+}
+
+/// A new principal `name` whose look-alike skeleton
+/// ([`verdict_core::contracts::primitives::name_skeleton`]) is another stored principal's is
+/// refused in the transaction that would append it, so two look-alikes added at once cannot
+/// both be stored. The PostgreSQL trigger holds the same (schema version 35).
+fn no_principal_reads_like(tx: &Connection, name: &str) -> Result<()> {
+    use verdict_core::contracts::primitives::name_skeleton;
+    let skeleton = name_skeleton(name);
+    let mut stmt = tx
+        .prepare_cached("SELECT key FROM principals WHERE key <> ?1")
+        .map_err(err)?;
+    let keys = stmt
+        .query_map([name], |r| r.get::<_, String>(0))
+        .map_err(err)?;
+    for key in keys {
+        let key = key.map_err(err)?;
+        if name_skeleton(&key) == skeleton {
+            return Err(StoreError::Invalid {
+                what: "principal name",
+                message: format!(
+                    "{name:?} reads like principal {key:?}, already stored (both read as \
+                     {skeleton:?})"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether some operator holds a token: its own record's while it never changed it, else the

@@ -666,6 +666,23 @@ fn principal_add_refuses_a_name_that_could_pass_for_another() {
             Some(&ops),
             &["principal", "add", "operator", "--role", "operator"],
         );
+        // `0perator` beside `operator` reads as it too (the same look-alike skeleton).
+        let before = chain_length(&env.store);
+        for bad in ["0perator", "OPERATOR", "0p5"] {
+            let out = env.run(Some(&ops), &["principal", "add", bad, "--role", "operator"]);
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            assert!(out.stdout.is_empty(), "no token is shown");
+            assert!(
+                stderr(&out).contains("reads like principal"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        assert_eq!(chain_length(&env.store), before);
+        env.ok(
+            Some(&ops),
+            &["principal", "add", "operator-2", "--role", "operator"],
+        );
         env.ok(None, &["audit", "verify"]);
     });
 }

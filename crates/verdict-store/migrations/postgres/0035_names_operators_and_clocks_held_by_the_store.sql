@@ -10,6 +10,15 @@
 --   refused for this. Nothing else removes an operator: principals are append-only (no role
 --   changes, no removal), an operator's authority rests on its role, not on a grant, and a
 --   login given to a principal is only added.
+-- - A new principal's name is held by the database as by the engine (principals_name_held, a
+--   trigger before each row of verdict.principals, so put_principals and put_one_principals
+--   both meet it): only ASCII letters, digits and `. _ - @ +`, and no look-alike of a principal
+--   already stored under another name, two names looking alike when their skeletons
+--   (verdict._name_skeleton, the same function as verdict-core's `name_skeleton`) are equal:
+--   `0perator` beside `operator`, `admln` beside `admin`, `ci_runner` beside `ci-runner`. A
+--   refusal names why, and the stored principal it reads like (SQLSTATE 22023); the caller's
+--   transaction is aborted and nothing is appended. Names already stored are read as they are;
+--   a superuser connection with no role set is not bound, as by the triggers of schema 21.
 --
 -- How: each routine's text is patched where a marker occurs exactly as often as expected.
 
@@ -53,5 +62,49 @@ BEGIN
         EXECUTE replace(v_def, p.marker, p.replacement);
     END LOOP;
 END $make$;
+
+-- A new principal's name: ASCII letters, digits and `. _ - @ +` only, and no look-alike of a
+-- principal already stored. The skeleton is verdict-core's `name_skeleton`, written in SQL:
+-- ASCII letters lowercased (`I` read as `l`), `0` as `o`, `1`, `i` and `|` as `l`, `5` as `s`,
+-- `_` and `-` as `.`, every other character as it is; then `rn` as `m`, then `vv` as `w`, left
+-- to right without overlap (what `replace` does on both sides).
+CREATE FUNCTION verdict._name_skeleton(p_name text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = verdict, pg_temp AS $$
+    SELECT replace(replace(translate(p_name,
+        'ABCDEFGHIJKLMNOPQRSTUVWXYZ01i|5_-',
+        'abcdefghljklmnopqrstuvwxyzollls..'), 'rn', 'm'), 'vv', 'w')
+$$;
+REVOKE ALL ON FUNCTION verdict._name_skeleton(text) FROM PUBLIC;
+
+CREATE FUNCTION verdict._principal_name_held() RETURNS trigger
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_skeleton text;
+    v_other text;
+BEGIN
+    IF verdict._unbound_superuser() THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.key !~ '^[ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@+-]+$' THEN
+        RAISE EXCEPTION 'principal name %: a principal''s name may hold only ASCII letters, digits, ''.'', ''_'', ''-'', ''@'' and ''+'', so that it cannot pass for another',
+            to_json(NEW.key)::text USING ERRCODE = '22023';
+    END IF;
+    v_skeleton := verdict._name_skeleton(NEW.key);
+    SELECT p.key INTO v_other FROM verdict.principals p
+        WHERE p.key <> NEW.key AND verdict._name_skeleton(p.key) = v_skeleton
+        ORDER BY p.seq LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'principal name %: it reads like principal %, already stored (both read as %)',
+            to_json(NEW.key)::text, to_json(v_other)::text, to_json(v_skeleton)::text
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION verdict._principal_name_held() FROM PUBLIC;
+
+-- Before the row, so a refused name stops the routine's statement and with it the audit event
+-- written just before (the caller's transaction is aborted; nothing is appended).
+CREATE TRIGGER principals_name_held BEFORE INSERT ON verdict.principals
+    FOR EACH ROW EXECUTE FUNCTION verdict._principal_name_held();
 
 RESET ROLE;

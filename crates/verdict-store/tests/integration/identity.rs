@@ -3555,3 +3555,90 @@ async fn an_operators_own_login_cannot_revoke_the_last_operators_token() {
     nothing_appended(&t, seq).await;
     t.cleanup().await;
 }
+
+/// The body and calls of a principal `name` in `role`, added by `OPERATOR`.
+fn principal_calls(name: &str, role: &str) -> [String; 2] {
+    let doc = json!({
+        "name": name, "role": role,
+        "token_sha256": token_sha256(&format!("token-of-{name}")).to_string(),
+    });
+    put_calls_keyed(Table::Principals, OPERATOR, "operator", &doc, name)
+}
+
+/// Schema 35: the database holds a new principal's name to the engine's rules. An operator's
+/// own login calling put_one_principals and put_principals by hand with `оperator` (a Cyrillic
+/// `о`), or with a look-alike of a stored principal (`0perator` beside `operator`, `ci_runner`
+/// beside `ci-runner`), is refused (22023) naming why, and nothing is appended; an honest name
+/// is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_own_login_cannot_add_a_name_that_passes_for_another() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "operator", Role::Operator).await;
+    register(t.store.as_ref(), "ci-runner", Role::Runner).await;
+    let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let seq = head_seq(&t).await;
+    for (name, why) in [
+        ("\u{43e}perator", "may hold only ASCII letters"),
+        ("agent coder", "may hold only ASCII letters"),
+        ("0perator", "reads like principal \"operator\""),
+        ("OPERATOR", "reads like principal \"operator\""),
+        ("ci_runner", "reads like principal \"ci-runner\""),
+        ("c1-runner", "reads like principal \"ci-runner\""),
+    ] {
+        for sql in principal_calls(name, "operator") {
+            let (code, err) = try_sql_state(&mut ops, &sql).await.unwrap_err();
+            assert_eq!(code, "22023", "{name}: {err}");
+            assert!(err.contains(why), "{name}: {err}");
+        }
+        assert!(t.store.principal(name).await.unwrap().is_none());
+    }
+    nothing_appended(&t, seq).await;
+    let [one, _] = principal_calls("operator-3", "human");
+    try_sql(&mut ops, &one).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    ops.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// Schema 35: `verdict._name_skeleton` is verdict-core's `name_skeleton` written in SQL. Over
+/// generated names (every mapped character and mark, `rn` and `vv` runs, case, other ASCII and
+/// letters of other scripts) the database and the code give the same skeleton.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_computes_the_name_skeleton_as_the_code_does() {
+    use proptest::strategy::{Strategy as _, ValueTree as _};
+    use proptest::test_runner::{Config, TestRunner};
+    use verdict_core::contracts::primitives::name_skeleton;
+    let t = postgres().await;
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let strategy = proptest::string::string_regex(
+        "(rn|vv|rrnn|vvv|[A-Za-z0-9]|[01il|5IOLS_.@+-]|\u{43e}|\u{3bf}|\u{e9}| ){0,24}",
+    )
+    .unwrap();
+    let mut runner = TestRunner::new(Config::default());
+    let mut names: Vec<String> = [
+        "", "operator", "0perator", "OPERATOR", "admln", "rnrn", "vvvv", "rvvn", "r n", "I1il|",
+        "_-.", "5S5s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for _ in 0..4000 {
+        names.push(strategy.new_tree(&mut runner).unwrap().current());
+    }
+    let from_db: Vec<String> = sqlx::query_scalar(
+        "SELECT verdict._name_skeleton(n) FROM unnest($1::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
+    )
+    .bind(&names)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(from_db.len(), names.len());
+    for (name, db) in names.iter().zip(&from_db) {
+        assert_eq!(db, &name_skeleton(name), "{name:?}");
+    }
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}
