@@ -29,6 +29,10 @@ use tokio::sync::Mutex;
 struct Kept {
     conn: PoolConnection<Postgres>,
     role: Option<String>,
+    /// The manual time named on the connection for its session (`verdict.manual_now`), as
+    /// [`PgBackend::begin_as`] names it for each transaction: its single appends are
+    /// transactions of their own, and the routines check grants at the store's time.
+    manual: Option<i64>,
 }
 
 /// The role prefix used when none is configured.
@@ -693,6 +697,7 @@ impl PgBackend {
             None => slot.insert(Kept {
                 conn: self.checkout().await?,
                 role: None,
+                manual: None,
             }),
         };
         // The connection acts as the actor's identity; it changes only when the actor does.
@@ -710,6 +715,23 @@ impl PgBackend {
                 .map(|_| Vec::new());
             if rows.is_ok() {
                 kept.role.clone_from(&role);
+            }
+        }
+        let manual = self.manual.get();
+        if rows.is_ok() && kept.manual != manual {
+            // A number, so nothing else can be spliced in.
+            let set = manual.map_or_else(
+                || "RESET verdict.manual_now".to_owned(),
+                |micros| format!("SET verdict.manual_now = '{micros}'"),
+            );
+            self.trips.add(1);
+            rows = kept
+                .conn
+                .execute(sqlx::raw_sql(AssertSqlSafe(set)))
+                .await
+                .map(|_| Vec::new());
+            if rows.is_ok() {
+                kept.manual = manual;
             }
         }
         if rows.is_ok() {

@@ -19,6 +19,17 @@
 --   refusal names why, and the stored principal it reads like (SQLSTATE 22023); the caller's
 --   transaction is aborted and nothing is appended. Names already stored are read as they are;
 --   a superuser connection with no role set is not bound, as by the triggers of schema 21.
+-- - A grant expires at the store's time (verdict._store_now(), schema 17) on both kinds of
+--   store. Every test of a grant in force in the routines and triggers (the checks written into
+--   them by schemas 6, 7, 11, 14 and 21, and verdict._grant_in_force of schema 23, which the
+--   write routines and the read policies share) compared the expiry
+--   with the database's clock and, on a store that keeps a manual clock, took every grant as
+--   unexpired, while the engine applied the expiry at the store's manual time: a login could
+--   write under a grant the engine held expired. Each now compares it with the store's time; a
+--   write on a manual store whose transaction names no time is refused (42501). A read on such
+--   a store whose transaction names no time (reads outside the store's write transactions)
+--   applies no expiry, as before: a login there may name any time anyway. A revocation on
+--   record revokes whatever time either carries, as the engine reads it; a grant has no start.
 --
 -- How: each routine's text is patched where a marker occurs exactly as often as expected.
 
@@ -106,5 +117,74 @@ REVOKE ALL ON FUNCTION verdict._principal_name_held() FROM PUBLIC;
 -- written just before (the caller's transaction is aborted; nothing is appended).
 CREATE TRIGGER principals_name_held BEFORE INSERT ON verdict.principals
     FOR EACH ROW EXECUTE FUNCTION verdict._principal_name_held();
+
+-- Grants expire at the store's time. Every test of a grant in force written into a routine or a
+-- trigger compared its expiry with clock_timestamp() and, on a store that keeps a manual clock,
+-- took any grant as unexpired; each now compares it with verdict._store_now(), on both kinds of
+-- store (on a manual store, a write whose transaction names no time is refused, 42501).
+DO $make$
+DECLARE
+    r record;
+    v_def text;
+    v_new text;
+    v_pattern constant text := 'clock_timestamp\(\)\s+OR EXISTS \(SELECT 1 FROM verdict\.pointers (\w+) WHERE \1\.pointer = ''clock''\s+AND \1\.name = ''store'' AND \1\.value = ''\{"clock":"manual"\}''\)';
+    v_done integer := 0;
+BEGIN
+    FOR r IN SELECT f.oid FROM pg_catalog.pg_proc f
+            WHERE f.pronamespace = 'verdict'::regnamespace
+              AND f.prosrc ~ v_pattern
+              AND f.proname <> '_grant_in_force' LOOP
+        v_def := pg_get_functiondef(r.oid);
+        v_new := regexp_replace(v_def, v_pattern, 'verdict._store_now()', 'g');
+        IF v_new = v_def THEN
+            RAISE EXCEPTION '%: nothing replaced', r.oid::regprocedure;
+        END IF;
+        EXECUTE v_new;
+        v_done := v_done + 1;
+    END LOOP;
+    IF v_done = 0 THEN
+        RAISE EXCEPTION 'no routine tested a grant''s expiry on the database''s clock';
+    END IF;
+END $make$;
+
+-- The test of schema 23 that the read policies and the write routines share: the write case
+-- at the store's time, always; a read at the store's time too, except on a manual store whose
+-- transaction names no time (a read outside the store's write transactions), where, as before,
+-- no expiry is applied: a login there may name any time it likes anyway.
+CREATE OR REPLACE FUNCTION verdict._grant_in_force(p_principal text, p_execution text,
+    p_mission text, p_access text) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+DECLARE
+    v_now timestamptz;
+    v_named text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM verdict.pointers c WHERE c.pointer = 'clock'
+            AND c.name = 'store' AND c.value = '{"clock":"manual"}') THEN
+        v_now := clock_timestamp();
+    ELSE
+        v_named := current_setting('verdict.manual_now', true);
+        IF v_named ~ '^-?[0-9]{1,18}$' THEN
+            v_now := timestamptz 'epoch' + v_named::bigint * interval '1 microsecond';
+        ELSIF coalesce(v_named, '') <> '' OR p_access = 'write' THEN
+            RAISE EXCEPTION 'this store keeps a manual clock and the transaction names no time on it'
+                USING ERRCODE = '42501';
+        END IF;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM verdict.grants g
+            WHERE g.principal = p_principal
+              AND (p_access IS NULL OR (g.body::jsonb ->> 'access') = p_access)
+              AND ((g.scope_kind = 'execution' AND g.scope_id = p_execution)
+                OR (p_mission IS NOT NULL AND g.scope_kind = 'mission' AND g.scope_id = p_mission))
+              AND NOT EXISTS (SELECT 1 FROM verdict.grant_revocations v WHERE v.grant_id = g.key)
+              AND (v_now IS NULL OR (g.body::jsonb ->> 'expires_at')::timestamptz > v_now));
+END $$;
+
+DO $check$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.pronamespace = 'verdict'::regnamespace
+            AND f.prosrc ~ '''expires_at''\)::timestamptz\s*>\s*clock_timestamp\(\)') THEN
+        RAISE EXCEPTION 'a routine still tests a grant''s expiry on the database''s clock';
+    END IF;
+END $check$;
 
 RESET ROLE;

@@ -3642,3 +3642,93 @@ async fn the_database_computes_the_name_skeleton_as_the_code_does() {
     conn.close().await.unwrap();
     t.cleanup().await;
 }
+
+/// Schema 35: on a store that keeps a manual clock, the database applies a grant's expiry at
+/// the store's time, as the engine does. A runner's and a human's own logins, naming a store's
+/// time past their write grants' expiry, file evidence and record a decision by hand: refused
+/// (no write grant in force), nothing appended. Naming a time before the expiry, the same
+/// calls are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_expired_at_a_manual_stores_time_lets_no_login_write() {
+    use verdict_store::StoreClock;
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, StoreClock::Manual)
+        .await
+        .unwrap();
+    store
+        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let expiry: verdict_core::contracts::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+    for (id, who, role) in [
+        ("g-runner-exp", RUNNER, Role::Runner),
+        ("g-alice-exp", HUMAN, Role::Human),
+    ] {
+        register(store, who, role).await;
+        store
+            .add_grant(
+                &op,
+                &GrantRecord {
+                    expires_at: expiry.clone(),
+                    ..write_grant(id, who, "ex-1")
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let mut conns = vec![
+        principal_login(&t, RUNNER, Role::Runner).await.0,
+        principal_login(&t, HUMAN, Role::Human).await.0,
+    ];
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-in-time");
+    let cases = [
+        (
+            0,
+            put_calls(
+                Table::CheckEvidence,
+                RUNNER,
+                "runner",
+                &evidence(&s, "ev-in-time"),
+            ),
+        ),
+        (
+            1,
+            put_calls(Table::HumanDecisions, HUMAN, "human", &decision),
+        ),
+    ];
+    // A second past the expiry at the store's time: refused, nothing appended.
+    for conn in &mut conns {
+        name_time(conn, &shifted(&expiry, 1)).await;
+    }
+    let seq = head_seq(&t).await;
+    for (which, calls) in &cases {
+        for sql in calls {
+            let err = try_sql(&mut conns[*which], sql).await.expect_err(sql);
+            assert!(
+                err.contains("holds no write grant in force"),
+                "{sql}: {err}"
+            );
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // A second before it: taken.
+    for conn in &mut conns {
+        name_time(conn, &shifted(&expiry, -1)).await;
+    }
+    for (which, calls) in &cases {
+        try_sql(&mut conns[*which], &calls[0]).await.unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 2);
+    for conn in conns {
+        conn.close().await.unwrap();
+    }
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
