@@ -79,12 +79,15 @@ END $make$;
 -- ASCII letters lowercased (`I` read as `l`), `0` as `o`, `1`, `i` and `|` as `l`, `5` as `s`,
 -- `_` and `-` as `.`, every other character as it is; then `rn` as `m`, then `vv` as `w`, left
 -- to right without overlap (what `replace` does on both sides).
+-- PL/pgSQL, as schema 25 has every function the append path calls with a fixed search_path,
+-- so that the trigger does not plan it again in every transaction.
 CREATE FUNCTION verdict._name_skeleton(p_name text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = verdict, pg_temp AS $$
-    SELECT replace(replace(translate(p_name,
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    RETURN replace(replace(translate(p_name,
         'ABCDEFGHIJKLMNOPQRSTUVWXYZ01i|5_-',
-        'abcdefghljklmnopqrstuvwxyzollls..'), 'rn', 'm'), 'vv', 'w')
-$$;
+        'abcdefghljklmnopqrstuvwxyzollls..'), 'rn', 'm'), 'vv', 'w');
+END $$;
 REVOKE ALL ON FUNCTION verdict._name_skeleton(text) FROM PUBLIC;
 
 CREATE FUNCTION verdict._principal_name_held() RETURNS trigger
