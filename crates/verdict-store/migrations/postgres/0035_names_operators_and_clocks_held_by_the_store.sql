@@ -30,8 +30,31 @@
 --   a store whose transaction names no time (reads outside the store's write transactions)
 --   applies no expiry, as before: a login there may name any time anyway. A revocation on
 --   record revokes whatever time either carries, as the engine reads it; a grant has no start.
+-- - A session idle in a transaction that holds the chain's lock (schema 28) no longer stalls
+--   every write until an operator ends it. take_chain_lock waits at most a second at a time and
+--   between waits calls _end_idle_chain_holder, which ends (pg_terminate_backend) any other
+--   session of this database holding the lock while idle in a transaction, aborted or not, for
+--   more than 5 seconds; its transaction is rolled back and the writer takes the lock. A session
+--   running a statement is never ended, nor a superuser's. Both run with the caller's rights,
+--   the owner's inside the routines, and no login may call them. Ending another login's session
+--   needs the owner to be a member of pg_signal_backend, and seeing that it is idle, of
+--   pg_read_all_stats: the migrating login grants both to the owner when it may (a superuser,
+--   or CREATEROLE on PostgreSQL 15), else a notice says so and writers wait as before.
 --
 -- How: each routine's text is patched where a marker occurs exactly as often as expected.
+
+-- Run as the migrating login, before acting as the owner: the routines' owner may end a
+-- session that holds the chain idle (below) only as a member of pg_signal_backend, and see
+-- whether it is idle only as a member of pg_read_all_stats. A superuser may grant both, and so
+-- may a login with CREATEROLE on PostgreSQL 15; from 16 on only a login holding them with the
+-- admin option. Without them the store still works as before: a writer waits for the holder.
+DO $signal$
+BEGIN
+    EXECUTE format('GRANT pg_signal_backend, pg_read_all_stats TO %I', __PREFIX_LITERAL__ || 'owner');
+EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
+    RAISE NOTICE 'the routines'' owner % is not granted pg_signal_backend and pg_read_all_stats (%): a session idle in a transaction that holds the chain''s lock is not ended by the store; grant both to it as a superuser',
+        __PREFIX_LITERAL__ || 'owner', SQLERRM;
+END $signal$;
 
 SET LOCAL ROLE __OWNER__;
 SET LOCAL search_path = verdict, pg_temp;
@@ -189,5 +212,60 @@ BEGIN
         RAISE EXCEPTION 'a routine still tests a grant''s expiry on the database''s clock';
     END IF;
 END $check$;
+
+-- A session idle in a transaction that holds the chain's lock is ended by the next writer that
+-- waits for it. The routines take the lock through take_chain_lock, which now waits at most a
+-- second at a time; between waits it calls _end_idle_chain_holder, which ends (with
+-- pg_terminate_backend, its transaction rolled back) any other session of this database holding
+-- the lock while idle in a transaction, aborted or not, for more than 5 seconds. A session
+-- running a statement is never ended: the writer waits for it as before. Both run with their
+-- caller's rights, which inside the write routines are the owner's; no login may call either.
+CREATE FUNCTION verdict._end_idle_chain_holder() RETURNS integer
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $fn$
+DECLARE
+    r record;
+    v_ended integer := 0;
+BEGIN
+    -- What pg_stat_activity shows is taken once per transaction unless cleared: a writer that
+    -- waits in one transaction must see the holder's state as it is now.
+    PERFORM pg_catalog.pg_stat_clear_snapshot();
+    FOR r IN SELECT a.pid FROM pg_catalog.pg_locks l
+            JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'relation' AND l.granted
+              AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                  WHERE d.datname = current_database())
+              AND l.relation = 'verdict.chain_lock'::regclass
+              AND l.pid <> pg_catalog.pg_backend_pid()
+              AND a.state IN ('idle in transaction', 'idle in transaction (aborted)')
+              AND a.state_change < clock_timestamp() - interval '5 seconds' LOOP
+        BEGIN
+            IF pg_catalog.pg_terminate_backend(r.pid, 5000) THEN
+                v_ended := v_ended + 1;
+            END IF;
+        EXCEPTION WHEN insufficient_privilege THEN
+            -- Not this owner's to end (a superuser's session): wait for it as before.
+            NULL;
+        END;
+    END LOOP;
+    RETURN v_ended;
+END $fn$;
+REVOKE ALL ON FUNCTION verdict._end_idle_chain_holder() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION verdict.take_chain_lock() RETURNS void
+LANGUAGE plpgsql
+SET search_path = verdict, pg_temp
+SET lock_timeout = '1s'
+AS $fn$
+BEGIN
+    LOOP
+        BEGIN
+            LOCK TABLE verdict.chain_lock IN EXCLUSIVE MODE;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM verdict._end_idle_chain_holder();
+        END;
+    END LOOP;
+END
+$fn$;
 
 RESET ROLE;

@@ -3732,3 +3732,49 @@ async fn a_grant_expired_at_a_manual_stores_time_lets_no_login_write() {
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }
+
+/// Schema 35: a principal's own login that writes in an open transaction and then stays idle
+/// holds the chain's lock only until another write waits for it more than the bound: that
+/// writer ends the idle session (its transaction rolled back, so nothing of its write is
+/// stored) and completes; the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_idle_in_a_transaction_holding_the_chain_is_ended_by_the_next_writer() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let (mut idle, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let [one, _] = put_calls(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &evidence(&s, "ev-held-idle"),
+    );
+    let stored = format!(
+        "SELECT count(*) FROM {} WHERE body LIKE '%ev-held-idle%'",
+        t.table("check_evidence")
+    );
+    idle.execute("BEGIN").await.unwrap();
+    try_sql(&mut idle, &one).await.unwrap();
+    let seq = head_seq(&t).await;
+    // Another principal's write, made while the runner's session sits idle holding the lock.
+    let write = register(t.store.as_ref(), "written-meanwhile", Role::Human);
+    tokio::time::timeout(std::time::Duration::from_secs(90), write)
+        .await
+        .expect("a write waited for a session idle in its transaction");
+    assert_eq!(head_seq(&t).await, seq + 1);
+    assert!(
+        t.store
+            .principal("written-meanwhile")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The idle session was ended, and its write with it.
+    assert!(idle.execute("COMMIT").await.is_err());
+    assert_eq!(t.count(&stored).await, 0);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
