@@ -22,14 +22,14 @@
 -- - A grant expires at the store's time (verdict._store_now(), schema 17) on both kinds of
 --   store. Every test of a grant in force in the routines and triggers (the checks written into
 --   them by schemas 6, 7, 11, 14 and 21, and verdict._grant_in_force of schema 23, which the
---   write routines and the read policies share) compared the expiry
---   with the database's clock and, on a store that keeps a manual clock, took every grant as
---   unexpired, while the engine applied the expiry at the store's manual time: a login could
---   write under a grant the engine held expired. Each now compares it with the store's time; a
---   write on a manual store whose transaction names no time is refused (42501). A read on such
---   a store whose transaction names no time (reads outside the store's write transactions)
---   applies no expiry, as before: a login there may name any time anyway. A revocation on
---   record revokes whatever time either carries, as the engine reads it; a grant has no start.
+--   write routines and the read policies share) compared the expiry with the database's clock
+--   and, on a store that keeps a manual clock, took every grant as unexpired, while the engine
+--   applied the expiry at the store's manual time: a login could write under a grant the
+--   engine held expired. Each now compares it with the store's time; a write on a manual store
+--   whose transaction names no time is refused (42501). A read on such a store whose
+--   transaction names no time (reads outside the store's write transactions) applies no
+--   expiry, as before: a login there may name any time anyway. A revocation on record revokes
+--   whatever time either carries, as the engine reads it; a grant has no start.
 -- - A session idle in a transaction that holds the chain's lock (schema 28) no longer stalls
 --   every write until an operator ends it. take_chain_lock waits at most a second at a time and
 --   between waits calls _end_idle_chain_holder, which ends (pg_terminate_backend) any other
@@ -41,7 +41,10 @@
 --   pg_read_all_stats: the migrating login grants both to the owner when it may (a superuser,
 --   or CREATEROLE on PostgreSQL 15), else a notice says so and writers wait as before.
 --
--- How: each routine's text is patched where a marker occurs exactly as often as expected.
+-- How: a routine's text is patched where a marker occurs exactly as often as expected (the
+-- token routine), or where the expiry test of the manual clock occurs (every routine holding
+-- it, found by its pattern); the functions changed whole are replaced with CREATE OR REPLACE,
+-- which keeps their owner, privileges and triggers.
 
 -- Run as the migrating login, before acting as the owner: the routines' owner may end a
 -- session that holds the chain idle (below) only as a member of pg_signal_backend, and see
