@@ -7,7 +7,7 @@ use crate::principal_cache::{PRINCIPAL_CACHE_ENTRIES, PrincipalCache};
 use crate::token;
 use serde_json::Value;
 use std::sync::Arc;
-use verdict_core::contracts::primitives::principal_name_refusal;
+use verdict_core::contracts::primitives::{name_skeleton, principal_name_refusal};
 use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
@@ -373,6 +373,7 @@ impl Engine {
         self.require_role(caller, &[Role::Operator], "add principals")
             .await?;
         let name = new_principal_name(name)?;
+        self.no_principal_reads_like(&name).await?;
         let token = token::generate()?;
         let record = PrincipalRecord {
             name,
@@ -381,6 +382,30 @@ impl Engine {
         };
         self.store.add_principal(&caller.actor(), &record).await?;
         Ok(token)
+    }
+
+    /// Refuses a new principal's `name` whose look-alike skeleton ([`name_skeleton`]) is that
+    /// of a principal already stored under another name (`0perator` beside `operator`), naming
+    /// that principal. The same name is left to the store, which refuses different content
+    /// under a stored key. The store holds the same rule in the transaction that appends the
+    /// principal (on PostgreSQL, the database's trigger), so two look-alikes added at once
+    /// cannot both be stored.
+    async fn no_principal_reads_like(&self, name: &Name) -> Result<()> {
+        let skeleton = name_skeleton(name.as_str());
+        let stored = self.all_principals().await?;
+        match stored
+            .iter()
+            .find(|p| p.name != *name && name_skeleton(p.name.as_str()) == skeleton)
+        {
+            Some(other) => Err(invalid("principal name")(format!(
+                "{} reads like principal {}, already stored (both read as {}); choose a name \
+                 that cannot pass for another",
+                verdict_core::quote::quoted(name.as_str()),
+                verdict_core::quote::quoted(other.name.as_str()),
+                verdict_core::quote::quoted(&skeleton)
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Gives principal `name` a PostgreSQL login of its own (operator only): its database

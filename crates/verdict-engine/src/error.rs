@@ -103,7 +103,8 @@ impl EngineError {
                 StoreError::CasFailed { .. }
                 | StoreError::Conflict { .. }
                 | StoreError::Duplicate(_)
-                | StoreError::StaleClaim { .. },
+                | StoreError::StaleClaim { .. }
+                | StoreError::LastOperator(_),
             ) => "conflict",
             Self::ReplayMismatch { .. } => "replay_mismatch",
             Self::PreconditionFailed(_) => "precondition_failed",

@@ -151,7 +151,7 @@ impl Engine {
     }
 
     /// Every principal's name and role, a page at a time (never its token's hash).
-    async fn all_principals(&self) -> Result<Vec<verdict_store::PrincipalInfo>> {
+    pub(crate) async fn all_principals(&self) -> Result<Vec<verdict_store::PrincipalInfo>> {
         let mut out = Vec::new();
         loop {
             let after = out

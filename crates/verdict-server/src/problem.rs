@@ -144,9 +144,10 @@ fn store_status(e: &StoreError) -> (StatusCode, bool) {
             (StatusCode::UNPROCESSABLE_ENTITY, false)
         }
         StoreError::NotFound { .. } => (StatusCode::NOT_FOUND, false),
-        StoreError::Conflict { .. } | StoreError::Duplicate(_) | StoreError::StaleClaim { .. } => {
-            (StatusCode::CONFLICT, false)
-        }
+        StoreError::Conflict { .. }
+        | StoreError::Duplicate(_)
+        | StoreError::StaleClaim { .. }
+        | StoreError::LastOperator(_) => (StatusCode::CONFLICT, false),
         // The engine re-reads the head on every call, so a lost race can win when sent again.
         StoreError::CasFailed { .. } => (StatusCode::CONFLICT, true),
         StoreError::Backend { .. } | StoreError::Unavailable { .. } | StoreError::Io { .. } => {

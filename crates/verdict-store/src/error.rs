@@ -30,6 +30,10 @@ pub enum StoreError {
     /// a verifier writing for a run it was not admitted to, ...).
     #[error("refused: {0}")]
     Refused(String),
+    /// A write that would leave the store with no operator able to act: revoking the token
+    /// of the last operator that holds one (schema version 35). Nothing was written.
+    #[error("refused: {0}")]
+    LastOperator(String),
     /// The key is already stored with different content. Records are immutable: a change is a
     /// new record (a new finding version, a new grant id, ...).
     #[error(
@@ -159,3 +163,13 @@ impl StoreError {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Why revoking `operator`'s token is refused ([`StoreError::LastOperator`]); the PostgreSQL
+/// routine says the same.
+pub(crate) fn last_operator_message(operator: &str) -> String {
+    format!(
+        "revoking the token of operator {operator:?} would leave no operator holding a token, \
+         and nobody could act as an operator again; rotate it instead, or give another operator \
+         a token first"
+    )
+}

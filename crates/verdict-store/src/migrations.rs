@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 34;
+pub const SCHEMA_VERSION: i64 = 35;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -191,6 +191,13 @@ pub const SQLITE: &[Migration] = &[
         version: 34,
         name: "an_approval_names_what_it_clears",
         sql: include_str!("../migrations/sqlite/0034_an_approval_names_what_it_clears.sql"),
+    },
+    Migration {
+        version: 35,
+        name: "names_operators_and_clocks_held_by_the_store",
+        sql: include_str!(
+            "../migrations/sqlite/0035_names_operators_and_clocks_held_by_the_store.sql"
+        ),
     },
 ];
 
@@ -375,6 +382,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 34,
         name: "an_approval_names_what_it_clears",
         sql: include_str!("../migrations/postgres/0034_an_approval_names_what_it_clears.sql"),
+    },
+    Migration {
+        version: 35,
+        name: "names_operators_and_clocks_held_by_the_store",
+        sql: include_str!(
+            "../migrations/postgres/0035_names_operators_and_clocks_held_by_the_store.sql"
+        ),
     },
 ];
 

@@ -29,6 +29,10 @@ use tokio::sync::Mutex;
 struct Kept {
     conn: PoolConnection<Postgres>,
     role: Option<String>,
+    /// The manual time named on the connection for its session (`verdict.manual_now`), as
+    /// [`PgBackend::begin_as`] names it for each transaction: its single appends are
+    /// transactions of their own, and the routines check grants at the store's time.
+    manual: Option<i64>,
 }
 
 /// The role prefix used when none is configured.
@@ -100,11 +104,16 @@ fn pg_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The SQLSTATE the token routine raises for a revocation that would leave no operator
+/// holding a token (schema version 35).
+const LAST_OPERATOR: &str = "VRA01";
+
 pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         match db.code().as_deref() {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),
             Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
+            Some(LAST_OPERATOR) => return StoreError::LastOperator(db.message().to_owned()),
             // U+0000 in text (22P05, untranslatable character) or a byte sequence the
             // database encoding refuses (22021): the input's fault, so sending it again
             // cannot help. The store's own checks refuse these first; this is the last line.
@@ -688,6 +697,7 @@ impl PgBackend {
             None => slot.insert(Kept {
                 conn: self.checkout().await?,
                 role: None,
+                manual: None,
             }),
         };
         // The connection acts as the actor's identity; it changes only when the actor does.
@@ -705,6 +715,23 @@ impl PgBackend {
                 .map(|_| Vec::new());
             if rows.is_ok() {
                 kept.role.clone_from(&role);
+            }
+        }
+        let manual = self.manual.get();
+        if rows.is_ok() && kept.manual != manual {
+            // A number, so nothing else can be spliced in.
+            let set = manual.map_or_else(
+                || "RESET verdict.manual_now".to_owned(),
+                |micros| format!("SET verdict.manual_now = '{micros}'"),
+            );
+            self.trips.add(1);
+            rows = kept
+                .conn
+                .execute(sqlx::raw_sql(AssertSqlSafe(set)))
+                .await
+                .map(|_| Vec::new());
+            if rows.is_ok() {
+                kept.manual = manual;
             }
         }
         if rows.is_ok() {

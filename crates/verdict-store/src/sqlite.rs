@@ -9,7 +9,7 @@ use crate::backend::{
     Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
     SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
-use crate::error::{Result, StoreError};
+use crate::error::{Result, StoreError, last_operator_message};
 use crate::migrations::{self, MigrationReport, SCHEMA_VERSION};
 use crate::records::{PointerKind, Table};
 use crate::store::{ExecutionHead, Pointer, Stored};
@@ -414,6 +414,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
             out.push(item.settle(existing)?);
             continue;
         }
+        if item.table == Table::Principals {
+            no_principal_reads_like(tx, &item.key)?;
+        }
         let counted = match &item.counts_for {
             Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
             None => None,
@@ -433,6 +436,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
         let hash = event.hash();
         insert_event_fields(&mut insert_event, &event, &hash)?;
         insert_row(&mut table.insert, &item, event.seq, counted)?;
+        if item.table == Table::CredentialChanges {
+            an_operator_keeps_a_token(tx, &item.key)?;
+        }
         seq = event.seq;
         prev_hash = hash;
         out.push(Stored {
@@ -447,6 +453,73 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
     }
     Ok(out)
 }
+
+/// After the change of token keyed `key` is inserted, in its transaction: a revocation of an
+/// operator's token is refused (and rolls back with the transaction) when it leaves no
+/// operator holding a token, since nobody could then act as an operator again and `init`
+/// refuses a store that has principals. A rotation always leaves a token. The PostgreSQL
+/// routine holds the same (schema version 35).
+fn an_operator_keeps_a_token(tx: &Connection, key: &str) -> Result<()> {
+    let revoked: Option<String> = tx
+        .prepare_cached(
+            "SELECT c.principal FROM credential_changes c JOIN principals p ON p.key = c.principal \
+             WHERE c.key = ?1 AND c.token_sha256 IS NULL AND p.role = 'operator'",
+        )
+        .map_err(err)?
+        .query_row([key], |r| r.get(0))
+        .optional()
+        .map_err(err)?;
+    let Some(operator) = revoked else {
+        return Ok(());
+    };
+    let kept: bool = tx
+        .prepare_cached(OPERATOR_HOLDS_A_TOKEN)
+        .map_err(err)?
+        .query_row([], |r| r.get(0))
+        .map_err(err)?;
+    if kept {
+        Ok(())
+    } else {
+        Err(StoreError::LastOperator(last_operator_message(&operator)))
+    }
+}
+
+/// A new principal `name` whose look-alike skeleton
+/// ([`verdict_core::contracts::primitives::name_skeleton`]) is another stored principal's is
+/// refused in the transaction that would append it, so two look-alikes added at once cannot
+/// both be stored. The PostgreSQL trigger holds the same (schema version 35).
+fn no_principal_reads_like(tx: &Connection, name: &str) -> Result<()> {
+    use verdict_core::contracts::primitives::name_skeleton;
+    let skeleton = name_skeleton(name);
+    let mut stmt = tx
+        .prepare_cached("SELECT key FROM principals WHERE key <> ?1")
+        .map_err(err)?;
+    let keys = stmt
+        .query_map([name], |r| r.get::<_, String>(0))
+        .map_err(err)?;
+    for key in keys {
+        let key = key.map_err(err)?;
+        if name_skeleton(&key) == skeleton {
+            return Err(StoreError::Invalid {
+                what: "principal name",
+                message: format!(
+                    "{name:?} reads like principal {key:?}, already stored (both read as \
+                     {skeleton:?})"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether some operator holds a token: its own record's while it never changed it, else the
+/// one its latest change names.
+const OPERATOR_HOLDS_A_TOKEN: &str = "SELECT EXISTS (SELECT 1 FROM principals p \
+     WHERE p.role = 'operator' AND (\
+       NOT EXISTS (SELECT 1 FROM credential_changes c WHERE c.principal = p.key) \
+       OR EXISTS (SELECT 1 FROM credential_changes c WHERE c.principal = p.key \
+         AND c.token_sha256 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM credential_changes d \
+           WHERE d.principal = c.principal AND d.n > c.n))))";
 
 /// Appends a blob's record and its bytes with the audit event, or returns the stored record
 /// when its key (the digest of the same bytes) is stored already; then a writer other than the

@@ -666,6 +666,23 @@ fn principal_add_refuses_a_name_that_could_pass_for_another() {
             Some(&ops),
             &["principal", "add", "operator", "--role", "operator"],
         );
+        // `0perator` beside `operator` reads as it too (the same look-alike skeleton).
+        let before = chain_length(&env.store);
+        for bad in ["0perator", "OPERATOR", "0p5"] {
+            let out = env.run(Some(&ops), &["principal", "add", bad, "--role", "operator"]);
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            assert!(out.stdout.is_empty(), "no token is shown");
+            assert!(
+                stderr(&out).contains("reads like principal"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        assert_eq!(chain_length(&env.store), before);
+        env.ok(
+            Some(&ops),
+            &["principal", "add", "operator-2", "--role", "operator"],
+        );
         env.ok(None, &["audit", "verify"]);
     });
 }
@@ -1449,6 +1466,40 @@ fn a_token_file_stands_for_the_token_and_an_empty_one_is_refused() {
         // Refused before anything is recorded: only `coder` was added.
         let list = env.ok(Some(&ops), &["principal", "list"]);
         assert!(list.contains("coder") && !list.contains("c2"), "{list}");
+    });
+}
+
+/// The only operator revokes its own token: refused as a conflict naming it, nothing written,
+/// and it still acts as an operator. With a second operator, the first may go, and then the
+/// second is the last.
+#[test]
+fn the_last_operator_cannot_revoke_its_own_token() {
+    both(|env| {
+        let ops = env.ok(None, &["init", "--operator", "ops"]);
+        let before = chain_length(&env.store);
+        let out = env.run(Some(&ops), &["principal", "token", "revoke", "ops"]);
+        assert!(!out.status.success(), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("\"ops\" would leave no operator holding a token"),
+            "{err}"
+        );
+        assert_eq!(chain_length(&env.store), before);
+        env.ok(Some(&ops), &["principal", "list"]);
+        let second = env.ok(
+            Some(&ops),
+            &["principal", "add", "ops2", "--role", "operator"],
+        );
+        env.ok(Some(&second), &["principal", "token", "revoke", "ops"]);
+        let out = env.run(Some(&second), &["principal", "token", "revoke", "ops2"]);
+        assert!(!out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("\"ops2\" would leave no operator holding a token"),
+            "{}",
+            stderr(&out)
+        );
+        env.ok(Some(&second), &["principal", "list"]);
+        env.ok(None, &["audit", "verify"]);
     });
 }
 

@@ -76,6 +76,32 @@ pub fn principal_name_refusal(s: &str) -> Option<(usize, char)> {
         .find(|&(_, c)| !is_principal_name_char(c))
 }
 
+/// The look-alike skeleton of a principal's name: what the name reads as when the ASCII
+/// characters that pass for one another are taken as one. Two names with the same skeleton
+/// could be taken for each other (`operator` and `0perator`, `admin` and `admln`, `rn` and `m`),
+/// so a new principal whose name's skeleton is another principal's is refused where names are
+/// made (the engine, and on PostgreSQL the database, which computes the same function in SQL:
+/// `verdict._name_skeleton`, schema version 35).
+///
+/// Each character, in order: ASCII letters are lowercased; then `0` reads as `o`, `1`, `i` and
+/// `|` as `l`, `5` as `s`, and `_`, `-` and `.` as `.`; every other character stays as it is.
+/// Then, left to right and without overlap, `rn` reads as `m`, and after that `vv` as `w`.
+/// Pure and total: any text has one skeleton, names stored before the rule included.
+#[must_use]
+pub fn name_skeleton(name: &str) -> String {
+    let mapped: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            '0' => 'o',
+            '1' | 'i' | '|' => 'l',
+            '5' => 's',
+            '_' | '-' => '.',
+            other => other,
+        })
+        .collect();
+    mapped.replace("rn", "m").replace("vv", "w")
+}
+
 macro_rules! string_newtype {
     ($(#[$doc:meta])* $name:ident, $check:path, $err:ident, $pattern:expr) => {
         $(#[$doc])*
@@ -488,6 +514,37 @@ mod tests {
         ] {
             assert!(!is_printable_name(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn names_that_pass_for_one_another_share_a_skeleton() {
+        for (a, b) in [
+            ("operator", "0perator"),
+            ("operator", "OPERATOR"),
+            ("admin", "admln"),
+            ("admin", "adm1n"),
+            ("admin", "admIn"),
+            ("admin", "adm|n"),
+            ("l", "I"),
+            ("l", "1"),
+            ("modern", "rnodern"),
+            ("www", "vvvvvv"),
+            ("ci-runner", "ci_runner"),
+            ("ci-runner", "ci.runner"),
+            ("s5", "5s"),
+        ] {
+            assert_eq!(name_skeleton(a), name_skeleton(b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("operator", "operators"),
+            ("rev", "rev2"),
+            ("alice", "bob"),
+            ("a@b", "a+b"),
+            ("\u{43e}perator", "operator"),
+        ] {
+            assert_ne!(name_skeleton(a), name_skeleton(b), "{a} {b}");
+        }
+        assert_eq!(name_skeleton("Ops-0_1.IrnVV5|"), "ops.o.l.lmwsl");
     }
 
     #[test]

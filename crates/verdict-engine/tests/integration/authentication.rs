@@ -219,3 +219,77 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_and_a_refusal_
     })
     .await;
 }
+
+/// The last operator holding a token cannot revoke it, nor can another operator revoke it
+/// once it is the last: nobody could act as an operator again (`init` refuses a store that has
+/// principals). The refusal is a conflict naming the operator and appends nothing; a rotation
+/// of the same token goes through, and with a second operator holding a token the first may be
+/// revoked, after which the second is the last. On both backends, the check in the write's
+/// transaction (SQLite) or in the database's routine (PostgreSQL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_operator_holding_a_token_is_never_revoked() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        let refused = |err: verdict_engine::EngineError, operator: &str| {
+            assert_eq!(err.code(), "conflict", "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("{operator:?}")) && text.contains("no operator"),
+                "{text}"
+            );
+        };
+        let seq = head(&store).await;
+        let err = w
+            .engine
+            .revoke_token(&w.ops, "ops", "leaving")
+            .await
+            .unwrap_err();
+        refused(err, "ops");
+        assert_eq!(head(&store).await, seq, "a refused revocation appended");
+        // A rotation leaves a token: it goes through, and the new token acts as the operator.
+        let fresh = w
+            .engine
+            .rotate_token(&w.ops, "ops", "rotated")
+            .await
+            .unwrap();
+        let ops = w.engine.authenticate(&fresh).await.unwrap();
+        assert_eq!(ops.role(), Role::Operator);
+
+        // A second operator: now either may be revoked, and then the other is the last.
+        let second = w
+            .engine
+            .add_principal(&ops, "ops2", Role::Operator)
+            .await
+            .unwrap();
+        let ops2 = w.engine.authenticate(&second).await.unwrap();
+        w.engine
+            .revoke_token(&ops2, "ops", "moved on")
+            .await
+            .unwrap();
+        assert_eq!(
+            w.engine.authenticate(&fresh).await.unwrap_err().code(),
+            "unauthenticated"
+        );
+        let seq = head(&store).await;
+        let err = w.engine.revoke_token(&ops2, "ops2", "").await.unwrap_err();
+        refused(err, "ops2");
+        assert_eq!(head(&store).await, seq, "a refused revocation appended");
+        // Revoking an operator that holds no token already changes nothing that matters and
+        // is not refused for this; the last one holding a token still is.
+        w.engine.revoke_token(&ops2, "ops", "again").await.unwrap();
+        refused(
+            w.engine.revoke_token(&ops2, "ops2", "").await.unwrap_err(),
+            "ops2",
+        );
+        // Other principals' tokens are revoked as before.
+        w.engine.revoke_token(&ops2, "ci", "lost").await.unwrap();
+        // The operator that was revoked gets a token back from the last one; then the last
+        // may go.
+        let back = w.engine.rotate_token(&ops2, "ops", "back").await.unwrap();
+        w.engine.revoke_token(&ops2, "ops2", "done").await.unwrap();
+        let ops = w.engine.authenticate(&back).await.unwrap();
+        assert_eq!(ops.role(), Role::Operator);
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+    })
+    .await;
+}

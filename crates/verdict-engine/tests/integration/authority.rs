@@ -73,22 +73,116 @@ async fn a_principal_name_that_could_pass_for_another_is_refused_where_it_is_mad
         // A name stored before the rule (written as the operator, around the engine) is still
         // read: its token authenticates and the operator lists it.
         let old = "\u{43e}ld-reviewer";
-        w.engine
-            .store()
-            .add_principal(
-                &Actor::new("ops", ActorRole::Operator),
-                &verdict_store::PrincipalRecord {
-                    name: old.parse().unwrap(),
-                    role: Role::Human,
-                    token_sha256: verdict_store::token_sha256("vdt_old"),
-                },
-            )
-            .await
-            .unwrap();
+        store_old_principal(
+            w.engine.store().as_ref(),
+            &verdict_store::PrincipalRecord {
+                name: old.parse().unwrap(),
+                role: Role::Human,
+                token_sha256: verdict_store::token_sha256("vdt_old"),
+            },
+        )
+        .await;
         let p = w.engine.authenticate("vdt_old").await.unwrap();
         assert_eq!(p.name().as_str(), old);
         let listed = w.engine.list_principals(&w.ops).await.unwrap();
         assert!(listed.iter().any(|v| v.name.as_str() == old), "{listed:?}");
+    })
+    .await;
+}
+
+/// Stores `record`, a principal whose name was stored before names were held to a rule: on
+/// SQLite through the store as the operator, around the engine; on PostgreSQL, whose database
+/// refuses such a name from every identity since schema 35, the way only its superuser (with no
+/// role set, not bound by the checks) still can: the routine called on its own connection.
+async fn store_old_principal(
+    store: &dyn verdict_store::Store,
+    record: &verdict_store::PrincipalRecord,
+) {
+    use sqlx::Connection as _;
+    let described = store.describe();
+    if !described.starts_with("postgres") {
+        store
+            .add_principal(&Actor::new("ops", ActorRole::Operator), record)
+            .await
+            .unwrap();
+        return;
+    }
+    let body = String::from_utf8(verdict_core::canonical::to_vec(
+        &serde_json::to_value(record).unwrap(),
+    ))
+    .unwrap();
+    let digest = verdict_store::records::row_digest(
+        verdict_store::Table::Principals.domain(),
+        body.as_bytes(),
+    );
+    // The store describes itself as its URL, followed by its role prefix.
+    let url = described.split(" (").next().unwrap();
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let inserted: Option<bool> = sqlx::query_scalar(
+        "SELECT r_inserted FROM verdict.put_one_principals('ops', 'operator', $1, $2, $3, NULL)",
+    )
+    .bind(record.name.as_str())
+    .bind(digest.as_str())
+    .bind(&body)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(inserted, Some(true));
+}
+
+/// A new principal whose name reads like a stored one's (`0perator` beside `operator`: the
+/// same look-alike skeleton) is refused as `invalid_input` naming the stored principal, and
+/// nothing is written; a name that reads differently is taken. A name stored before the rule
+/// that reads like another is still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_name_that_reads_like_a_stored_one_is_refused() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        for name in ["operator", "wendy", "modem", "ci-runner"] {
+            w.engine
+                .add_principal(&w.ops, name, Role::Human)
+                .await
+                .unwrap();
+        }
+        let before = chain_length(&w).await;
+        for (bad, like) in [
+            ("0perator", "operator"),
+            ("OPERATOR", "operator"),
+            ("0PERAT0R", "operator"),
+            ("c1", "ci"),
+            ("cI", "ci"),
+            ("a1ice", "alice"),
+            ("aIice", "alice"),
+            ("c0der", "coder"),
+            ("vvendy", "wendy"),
+            ("rnodem", "modem"),
+            ("m0dern", "modem"),
+            ("ci_runner", "ci-runner"),
+            ("ci.runner", "ci-runner"),
+            ("0p5", "ops"),
+        ] {
+            let e = w
+                .engine
+                .add_principal(&w.ops, bad, Role::Operator)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "invalid_input", "{bad}: {e}");
+            let message = e.to_string();
+            assert!(
+                message.contains(&format!("reads like principal \"{like}\"")),
+                "{bad}: {message}"
+            );
+            assert!(w.engine.store().principal(bad).await.unwrap().is_none());
+        }
+        assert_eq!(chain_length(&w).await, before);
+        // Honest names that read differently are taken.
+        for ok in ["operator-2", "operators", "rev3", "alice.b"] {
+            w.engine
+                .add_principal(&w.ops, ok, Role::Human)
+                .await
+                .unwrap();
+        }
     })
     .await;
 }

@@ -978,6 +978,50 @@ async fn stored_resource_bytes_are_shown_as_a_diff_text_or_size() {
     .await;
 }
 
+/// Stores `record`, a principal whose name was stored before names were held to a rule: on
+/// SQLite through the store as the operator, around the engine; on PostgreSQL, whose database
+/// refuses such a name from every identity since schema 35, the way only its superuser (with no
+/// role set, not bound by the checks) still can: the routine called on its own connection.
+async fn store_old_principal(
+    store: &dyn verdict_store::Store,
+    record: &verdict_store::PrincipalRecord,
+) {
+    use sqlx::Connection as _;
+    let described = store.describe();
+    if !described.starts_with("postgres") {
+        store
+            .add_principal(
+                &verdict_store::Actor::new("ops", verdict_store::ActorRole::Operator),
+                record,
+            )
+            .await
+            .unwrap();
+        return;
+    }
+    let body = String::from_utf8(verdict_core::canonical::to_vec(
+        &serde_json::to_value(record).unwrap(),
+    ))
+    .unwrap();
+    let digest = verdict_store::records::row_digest(
+        verdict_store::Table::Principals.domain(),
+        body.as_bytes(),
+    );
+    // The store describes itself as its URL, followed by its role prefix.
+    let url = described.split(" (").next().unwrap();
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let inserted: Option<bool> = sqlx::query_scalar(
+        "SELECT r_inserted FROM verdict.put_one_principals('ops', 'operator', $1, $2, $3, NULL)",
+    )
+    .bind(record.name.as_str())
+    .bind(digest.as_str())
+    .bind(&body)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(inserted, Some(true));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_alikes_flagged() {
     on_both(|store| async move {
@@ -1008,18 +1052,15 @@ async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_
         // A person whose name was stored before names were held to ASCII (written around the
         // engine, as the operator) still signs in, and the page flags the name.
         let old = "\u{43e}ld-reviewer";
-        w.engine
-            .store()
-            .add_principal(
-                &verdict_store::Actor::new("ops", verdict_store::ActorRole::Operator),
-                &verdict_store::PrincipalRecord {
-                    name: old.parse().unwrap(),
-                    role: verdict_core::contracts::Role::Human,
-                    token_sha256: verdict_store::token_sha256("vdt_old"),
-                },
-            )
-            .await
-            .unwrap();
+        store_old_principal(
+            w.engine.store().as_ref(),
+            &verdict_store::PrincipalRecord {
+                name: old.parse().unwrap(),
+                role: verdict_core::contracts::Role::Human,
+                token_sha256: verdict_store::token_sha256("vdt_old"),
+            },
+        )
+        .await;
         w.engine
             .grant(
                 &w.ops,

@@ -3551,3 +3551,300 @@ async fn a_humans_login_cannot_append_an_approval_that_names_nothing_it_clears()
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
     t.cleanup().await;
 }
+
+/// Schema 35: the database itself keeps an operator holding a token. The operator's own login,
+/// calling the routine directly, cannot revoke its token while it is the only operator holding
+/// one (SQLSTATE VRA01, nothing appended), nor once another operator's token is revoked and it
+/// is the last again; it may rotate its own, and revoke another operator's while it holds one.
+/// The store reads the refusal as [`StoreError::LastOperator`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_own_login_cannot_revoke_the_last_operators_token() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let one = |whose: &str, n: u64, token: Option<&str>| {
+        let [one, _] = put_calls(
+            Table::CredentialChanges,
+            OPERATOR,
+            "operator",
+            &token_change(whose, n, token),
+        );
+        one
+    };
+    let refused = |(code, err): (String, String)| {
+        assert_eq!(code, "VRA01", "{err}");
+        assert!(
+            err.contains(&format!(
+                "operator \"{OPERATOR}\" would leave no operator holding a token"
+            )),
+            "{err}"
+        );
+    };
+    // The other operator populate stored loses its token: this one is now the last.
+    try_sql(&mut ops, &one(GATEKEEPER, 1, None)).await.unwrap();
+    let seq = head_seq(&t).await;
+    refused(
+        try_sql_state(&mut ops, &one(OPERATOR, 1, None))
+            .await
+            .unwrap_err(),
+    );
+    nothing_appended(&t, seq).await;
+    // A rotation leaves a token.
+    try_sql(&mut ops, &one(OPERATOR, 1, Some("operator's next")))
+        .await
+        .unwrap();
+    // With a second operator holding a token, that one's may be revoked; then this is the last.
+    register(t.store.as_ref(), "second-operator", Role::Operator).await;
+    try_sql(&mut ops, &one("second-operator", 1, None))
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    refused(
+        try_sql_state(&mut ops, &one(OPERATOR, 2, None))
+            .await
+            .unwrap_err(),
+    );
+    nothing_appended(&t, seq).await;
+    ops.close().await.unwrap();
+    // Through the store, the same refusal, typed.
+    let err = t
+        .store
+        .change_token(
+            &Actor::new(OPERATOR, Role::Operator),
+            OPERATOR,
+            None,
+            &"2026-12-01T00:00:00Z".parse().unwrap(),
+            "leaving",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, verdict_store::StoreError::LastOperator(_)),
+        "{err}"
+    );
+    nothing_appended(&t, seq).await;
+    t.cleanup().await;
+}
+
+/// The body and calls of a principal `name` in `role`, added by `OPERATOR`.
+fn principal_calls(name: &str, role: &str) -> [String; 2] {
+    let doc = json!({
+        "name": name, "role": role,
+        "token_sha256": token_sha256(&format!("token-of-{name}")).to_string(),
+    });
+    put_calls_keyed(Table::Principals, OPERATOR, "operator", &doc, name)
+}
+
+/// Schema 35: the database holds a new principal's name to the engine's rules. An operator's
+/// own login calling put_one_principals and put_principals by hand with `оperator` (a Cyrillic
+/// `о`), or with a look-alike of a stored principal (`0perator` beside `operator`, `ci_runner`
+/// beside `ci-runner`), is refused (22023) naming why, and nothing is appended; an honest name
+/// is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_own_login_cannot_add_a_name_that_passes_for_another() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "operator", Role::Operator).await;
+    register(t.store.as_ref(), "ci-runner", Role::Runner).await;
+    let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
+    let seq = head_seq(&t).await;
+    for (name, why) in [
+        ("\u{43e}perator", "may hold only ASCII letters"),
+        ("agent coder", "may hold only ASCII letters"),
+        ("0perator", "reads like principal \"operator\""),
+        ("OPERATOR", "reads like principal \"operator\""),
+        ("ci_runner", "reads like principal \"ci-runner\""),
+        ("c1-runner", "reads like principal \"ci-runner\""),
+    ] {
+        for sql in principal_calls(name, "operator") {
+            let (code, err) = try_sql_state(&mut ops, &sql).await.unwrap_err();
+            assert_eq!(code, "22023", "{name}: {err}");
+            assert!(err.contains(why), "{name}: {err}");
+        }
+        assert!(t.store.principal(name).await.unwrap().is_none());
+    }
+    nothing_appended(&t, seq).await;
+    let [one, _] = principal_calls("operator-3", "human");
+    try_sql(&mut ops, &one).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    ops.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// Schema 35: `verdict._name_skeleton` is verdict-core's `name_skeleton` written in SQL. Over
+/// generated names (every mapped character and mark, `rn` and `vv` runs, case, other ASCII and
+/// letters of other scripts) the database and the code give the same skeleton.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_computes_the_name_skeleton_as_the_code_does() {
+    use proptest::strategy::{Strategy as _, ValueTree as _};
+    use proptest::test_runner::{Config, TestRunner};
+    use verdict_core::contracts::primitives::name_skeleton;
+    let t = postgres().await;
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let strategy = proptest::string::string_regex(
+        "(rn|vv|rrnn|vvv|[A-Za-z0-9]|[01il|5IOLS_.@+-]|\u{43e}|\u{3bf}|\u{e9}| ){0,24}",
+    )
+    .unwrap();
+    let mut runner = TestRunner::new(Config::default());
+    let mut names: Vec<String> = [
+        "", "operator", "0perator", "OPERATOR", "admln", "rnrn", "vvvv", "rvvn", "r n", "I1il|",
+        "_-.", "5S5s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for _ in 0..4000 {
+        names.push(strategy.new_tree(&mut runner).unwrap().current());
+    }
+    let from_db: Vec<String> = sqlx::query_scalar(
+        "SELECT verdict._name_skeleton(n) FROM unnest($1::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
+    )
+    .bind(&names)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(from_db.len(), names.len());
+    for (name, db) in names.iter().zip(&from_db) {
+        assert_eq!(db, &name_skeleton(name), "{name:?}");
+    }
+    conn.close().await.unwrap();
+    t.cleanup().await;
+}
+
+/// Schema 35: on a store that keeps a manual clock, the database applies a grant's expiry at
+/// the store's time, as the engine does. A runner's and a human's own logins, naming a store's
+/// time past their write grants' expiry, file evidence and record a decision by hand: refused
+/// (no write grant in force), nothing appended. Naming a time before the expiry, the same
+/// calls are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_expired_at_a_manual_stores_time_lets_no_login_write() {
+    use verdict_store::StoreClock;
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, StoreClock::Manual)
+        .await
+        .unwrap();
+    store
+        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let expiry: verdict_core::contracts::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+    for (id, who, role) in [
+        ("g-runner-exp", RUNNER, Role::Runner),
+        ("g-alice-exp", HUMAN, Role::Human),
+    ] {
+        register(store, who, role).await;
+        store
+            .add_grant(
+                &op,
+                &GrantRecord {
+                    expires_at: expiry.clone(),
+                    ..write_grant(id, who, "ex-1")
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let mut conns = vec![
+        principal_login(&t, RUNNER, Role::Runner).await.0,
+        principal_login(&t, HUMAN, Role::Human).await.0,
+    ];
+    let mut decision = human(&s, &p);
+    decision["id"] = json!("hd-in-time");
+    let cases = [
+        (
+            0,
+            put_calls(
+                Table::CheckEvidence,
+                RUNNER,
+                "runner",
+                &evidence(&s, "ev-in-time"),
+            ),
+        ),
+        (
+            1,
+            put_calls(Table::HumanDecisions, HUMAN, "human", &decision),
+        ),
+    ];
+    // A second past the expiry at the store's time: refused, nothing appended.
+    for conn in &mut conns {
+        name_time(conn, &shifted(&expiry, 1)).await;
+    }
+    let seq = head_seq(&t).await;
+    for (which, calls) in &cases {
+        for sql in calls {
+            let err = try_sql(&mut conns[*which], sql).await.expect_err(sql);
+            assert!(
+                err.contains("holds no write grant in force"),
+                "{sql}: {err}"
+            );
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // A second before it: taken.
+    for conn in &mut conns {
+        name_time(conn, &shifted(&expiry, -1)).await;
+    }
+    for (which, calls) in &cases {
+        try_sql(&mut conns[*which], &calls[0]).await.unwrap();
+    }
+    assert_eq!(head_seq(&t).await, seq + 2);
+    for conn in conns {
+        conn.close().await.unwrap();
+    }
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
+/// Schema 35: a principal's own login that writes in an open transaction and then stays idle
+/// holds the chain's lock only until another write waits for it more than the bound: that
+/// writer ends the idle session (its transaction rolled back, so nothing of its write is
+/// stored) and completes; the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_idle_in_a_transaction_holding_the_chain_is_ended_by_the_next_writer() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let (mut idle, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let [one, _] = put_calls(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &evidence(&s, "ev-held-idle"),
+    );
+    let stored = format!(
+        "SELECT count(*) FROM {} WHERE body LIKE '%ev-held-idle%'",
+        t.table("check_evidence")
+    );
+    idle.execute("BEGIN").await.unwrap();
+    try_sql(&mut idle, &one).await.unwrap();
+    let seq = head_seq(&t).await;
+    // Another principal's write, made while the runner's session sits idle holding the lock.
+    let write = register(t.store.as_ref(), "written-meanwhile", Role::Human);
+    tokio::time::timeout(std::time::Duration::from_secs(90), write)
+        .await
+        .expect("a write waited for a session idle in its transaction");
+    assert_eq!(head_seq(&t).await, seq + 1);
+    assert!(
+        t.store
+            .principal("written-meanwhile")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The idle session was ended, and its write with it.
+    assert!(idle.execute("COMMIT").await.is_err());
+    assert_eq!(t.count(&stored).await, 0);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 35: nothing changes in the schema here.
+--
+-- Version 35 has PostgreSQL's routines hold rules the engine held alone. On SQLite the store's
+-- code holds them in the transaction of each write, where whoever can write the file controls
+-- the store anyway: a revocation that would leave no operator holding a token is refused in
+-- the transaction that appends it, and so is a new principal whose name reads like a stored
+-- principal's (the same look-alike skeleton).
