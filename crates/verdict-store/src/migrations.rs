@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 32;
+pub const SCHEMA_VERSION: i64 = 33;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -181,6 +181,11 @@ pub const SQLITE: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/sqlite/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 33,
+        name: "denials_bounded_per_principal",
+        sql: include_str!("../migrations/sqlite/0036_denials_bounded_per_principal.sql"),
     },
 ];
 
@@ -355,6 +360,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 32,
         name: "reads_only_by_this_stores_identities",
         sql: include_str!("../migrations/postgres/0032_reads_only_by_this_stores_identities.sql"),
+    },
+    Migration {
+        version: 33,
+        name: "denials_bounded_per_principal",
+        sql: include_str!("../migrations/postgres/0036_denials_bounded_per_principal.sql"),
     },
 ];
 
