@@ -325,12 +325,20 @@ impl Engine {
             token_fingerprint,
         };
         let written = match serde_json::to_value(&record) {
-            Ok(doc) => self
+            Ok(doc) => match self
                 .store
                 .put(&Self::recorder(), DocKind::Denial, &doc)
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+            {
+                Ok(_) => Ok(()),
+                // Past its principal's bound in time the refusal is answered as ever, with no
+                // row: a principal refused without end cannot grow the chain without end.
+                Err(StoreError::DenialBound(why)) => {
+                    tracing::warn!(principal = %record.principal, code = %record.code, "{why}");
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            },
             Err(e) => Err(e.to_string()),
         };
         match written {

@@ -150,9 +150,12 @@ fn store_status(e: &StoreError) -> (StatusCode, bool) {
         | StoreError::LastOperator(_) => (StatusCode::CONFLICT, false),
         // The engine re-reads the head on every call, so a lost race can win when sent again.
         StoreError::CasFailed { .. } => (StatusCode::CONFLICT, true),
-        StoreError::Backend { .. } | StoreError::Unavailable { .. } | StoreError::Io { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, true)
-        }
+        // The engine answers a refusal whose denial is past its bound with the refusal itself;
+        // met anywhere else, it is the store's and passes with time.
+        StoreError::Backend { .. }
+        | StoreError::Unavailable { .. }
+        | StoreError::Io { .. }
+        | StoreError::DenialBound(_) => (StatusCode::SERVICE_UNAVAILABLE, true),
         StoreError::SchemaTooNew { .. }
         | StoreError::SchemaTooOld { .. }
         | StoreError::Location { .. }

@@ -194,9 +194,16 @@ fn json_string(out: &mut Vec<u8>, s: &str) {
 
 /// The current UTC time as RFC 3339 with microseconds, as both backends record it.
 pub(crate) fn now_utc() -> String {
+    audit_time(0)
+}
+
+/// The audit time `seconds_ago` seconds before now, as [`now_utc`] writes it, so that the two
+/// compare as text.
+pub(crate) fn audit_time(seconds_ago: u64) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+        .map_or(0, |d| d.as_nanos())
+        .saturating_sub(u128::from(seconds_ago) * 1_000_000_000);
     let micros = i128::try_from(nanos / 1000).unwrap_or(0);
     let t = verdict_core::contracts::Timestamp::from_unix_nanos(micros * 1000);
     // Always six fraction digits, like PostgreSQL's to_char(..., 'US').

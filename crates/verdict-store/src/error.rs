@@ -131,6 +131,10 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A principal's denials already reach [`crate::DENIALS_PER_MINUTE`] within the last 60
+    /// seconds, so this one is not appended. The refusal it would have recorded still stands.
+    #[error("{0}")]
+    DenialBound(String),
     /// Any other database failure.
     #[error("{backend}: {message}")]
     Backend {

@@ -64,10 +64,10 @@ pub use migrations::{MigrationReport, SCHEMA_VERSION};
 pub use postgres::{DEFAULT_ROLE_PREFIX, principal_db_role, role_names};
 pub use records::{
     ADMISSION_LEASE_PREFIX, ADMISSION_LEASE_SECONDS, ADMISSION_NOTE_SCHEMA, Access, BlobRecord,
-    CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting, CredentialChange, DenialRecord, DocKind,
-    EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord, GrantScope, LOGIN_NOTE_SCHEMA,
-    LoginGiver, LoginNote, MAX_BLOB_BYTES, PointerKind, PrincipalRecord,
-    RESULT_REFUSAL_NOTE_SCHEMA, RUN_CONTEXT_NOTE_SCHEMA, RUN_LEASE_PREFIX,
+    CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting, CredentialChange, DENIALS_PER_MINUTE,
+    DenialRecord, DocKind, EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord,
+    GrantScope, LOGIN_NOTE_SCHEMA, LoginGiver, LoginNote, MAX_BLOB_BYTES, PointerKind,
+    PrincipalRecord, RESULT_REFUSAL_NOTE_SCHEMA, RUN_CONTEXT_NOTE_SCHEMA, RUN_LEASE_PREFIX,
     RUN_TAKEOVER_NOTE_SCHEMA, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock,
     Table, UNAUTHENTICATED, credential_change_key, job_run, token_fingerprint, token_sha256,
 };

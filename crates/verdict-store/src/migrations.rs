@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 35;
+pub const SCHEMA_VERSION: i64 = 36;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -198,6 +198,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!(
             "../migrations/sqlite/0035_names_operators_and_clocks_held_by_the_store.sql"
         ),
+    },
+    Migration {
+        version: 36,
+        name: "denials_bounded_per_principal",
+        sql: include_str!("../migrations/sqlite/0036_denials_bounded_per_principal.sql"),
     },
 ];
 
@@ -389,6 +394,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0035_names_operators_and_clocks_held_by_the_store.sql"
         ),
+    },
+    Migration {
+        version: 36,
+        name: "denials_bounded_per_principal",
+        sql: include_str!("../migrations/postgres/0036_denials_bounded_per_principal.sql"),
     },
 ];
 

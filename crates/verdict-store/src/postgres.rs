@@ -114,6 +114,8 @@ pub(crate) fn pg_err(e: sqlx::Error) -> StoreError {
             Some("42501") => return StoreError::Denied(db.message().to_owned()),
             Some("23505") => return StoreError::Duplicate(db.message().to_owned()),
             Some(LAST_OPERATOR) => return StoreError::LastOperator(db.message().to_owned()),
+            // Schema 36: a principal's denials over their bound in time.
+            Some("VRD01") => return StoreError::DenialBound(db.message().to_owned()),
             // U+0000 in text (22P05, untranslatable character) or a byte sequence the
             // database encoding refuses (22021): the input's fault, so sending it again
             // cannot help. The store's own checks refuse these first; this is the last line.

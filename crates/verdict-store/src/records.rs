@@ -26,6 +26,12 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// objective's text, a diff, an artifact) are stored whole, in one row, so they are bounded.
 pub const MAX_BLOB_BYTES: usize = 8 << 20;
 
+/// The most denials naming one principal (or [`UNAUTHENTICATED`]) that the store appends within
+/// any 60 seconds of the clock stamping its audit events. Each refusal is recorded while its
+/// principal is under the bound; past it the refusal still stands, but no row is appended for
+/// it, so no principal can grow the chain without end by being refused (schema 36).
+pub const DENIALS_PER_MINUTE: u32 = 60;
+
 /// Longest media type a blob may carry, in characters.
 pub const MAX_MEDIA_TYPE_CHARS: usize = 255;
 

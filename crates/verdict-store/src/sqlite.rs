@@ -421,6 +421,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
             Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
             None => None,
         };
+        if item.table == Table::Denials {
+            denial_within_bound(tx, &item.body)?;
+        }
         let event = EventFields {
             seq: seq + 1,
             prev_hash: &prev_hash,
@@ -508,6 +511,35 @@ fn no_principal_reads_like(tx: &Connection, name: &str) -> Result<()> {
                 ),
             });
         }
+    }
+    Ok(())
+}
+
+/// Refuses the denial `body` when [`crate::DENIALS_PER_MINUTE`] denials naming its principal
+/// were appended within the last 60 seconds (audit time, as `recorded_at` is written): among
+/// that principal's latest denials only, so the check reads a bounded number of rows.
+fn denial_within_bound(tx: &Transaction<'_>, body: &str) -> Result<()> {
+    let since = crate::audit::audit_time(60);
+    let (principal, recent): (Option<String>, u32) = tx
+        .prepare_cached(
+            "SELECT json_extract(?1, '$.principal'), \
+                    (SELECT count(*) FROM (SELECT d.seq FROM denials d \
+                         WHERE d.principal = json_extract(?1, '$.principal') \
+                         ORDER BY d.seq DESC LIMIT ?3) AS recent \
+                     JOIN audit_events e ON e.seq = recent.seq WHERE e.recorded_at >= ?2)",
+        )
+        .map_err(err)?
+        .query_row(
+            rusqlite::params![body, since, crate::DENIALS_PER_MINUTE],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(err)?;
+    if recent >= crate::DENIALS_PER_MINUTE {
+        return Err(StoreError::DenialBound(format!(
+            "denials of {}: {} were recorded within the last minute, so this one is not appended (the refusal stands)",
+            principal.as_deref().unwrap_or("?"),
+            crate::DENIALS_PER_MINUTE
+        )));
     }
     Ok(())
 }

@@ -1051,3 +1051,49 @@ async fn an_approval_clears_only_what_the_person_saw() {
     })
     .await;
 }
+
+/// A principal refused without end records at most `DENIALS_PER_MINUTE` denials a minute: each
+/// refusal past the bound is answered exactly as before (same code, same message), but appends
+/// nothing, so nobody can grow the chain without end by being refused. Another principal's
+/// refusals are recorded as ever, and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_past_a_principals_bound_in_a_minute_are_answered_and_append_nothing() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let bound = usize::try_from(verdict_store::DENIALS_PER_MINUTE).unwrap();
+        let first = denials(&w).await;
+        let mut messages = Vec::new();
+        for n in 0..bound + 5 {
+            let e = w
+                .engine
+                .add_principal(&w.coder, &format!("minted-{n}"), Role::Operator)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "permission_denied", "{n}: {e}");
+            messages.push(e.to_string());
+        }
+        // Every answer is the same refusal, recorded or not.
+        assert!(messages.iter().all(|m| m == &messages[0]), "{messages:#?}");
+        assert_eq!(denials(&w).await, first + bound);
+        let head = audit_seq(&w).await;
+        let e = w
+            .engine
+            .add_principal(&w.coder, "minted-again", Role::Operator)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        assert_eq!(audit_seq(&w).await, head);
+        // Another principal is not held by the coder's bound.
+        let e = w
+            .engine
+            .add_principal(&w.rev, "minted-by-rev", Role::Operator)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "permission_denied", "{e}");
+        assert_eq!(audit_seq(&w).await, head + 1);
+        assert_eq!(denials(&w).await, first + bound + 1);
+        let report = w.engine.store().verify_audit(None).await.unwrap();
+        assert!(report.is_intact(), "{:#?}", report.problems);
+    })
+    .await;
+}

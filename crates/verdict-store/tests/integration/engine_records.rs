@@ -442,3 +442,56 @@ async fn a_schema_1_store_migrates_to_2_on_postgres() {
     assert_eq!(granted, 2, "the owner and the system role");
     t.cleanup().await;
 }
+
+/// Schema 36: past `DENIALS_PER_MINUTE` denials naming one principal within a minute, a denial
+/// is refused (`DenialBound`) and appends nothing; another principal's, and the unauthenticated
+/// ones, are appended as before, and the chain verifies. On PostgreSQL a trigger on the table
+/// holds the bound, whichever routine writes.
+async fn a_principals_denials_are_bounded_in_a_minute(t: &TestStore) {
+    let bound = verdict_store::DENIALS_PER_MINUTE;
+    for n in 0..bound {
+        let stored = t
+            .store
+            .put(
+                &system(),
+                DocKind::Denial,
+                &denial(PRODUCER, Some("producer"), &format!("p-{n}")),
+            )
+            .await
+            .unwrap();
+        assert!(stored.inserted, "{n}");
+    }
+    let head = t.store.audit_head().await.unwrap().unwrap().seq;
+    let err = t
+        .store
+        .put(
+            &system(),
+            DocKind::Denial,
+            &denial(PRODUCER, Some("producer"), "past"),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::DenialBound(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("were recorded within the last minute"),
+        "{err}"
+    );
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap().seq, head);
+    for doc in [
+        denial(VERIFIER, Some("verifier"), "v"),
+        denial(UNAUTHENTICATED, None, "u"),
+    ] {
+        assert!(
+            t.store
+                .put(&system(), DocKind::Denial, &doc)
+                .await
+                .unwrap()
+                .inserted
+        );
+    }
+    assert_eq!(t.store.audit_head().await.unwrap().unwrap().seq, head + 2);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(a_principals_denials_are_bounded_in_a_minute);

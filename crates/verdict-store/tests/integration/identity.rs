@@ -3848,3 +3848,41 @@ async fn a_login_idle_in_a_transaction_holding_the_chain_is_ended_by_the_next_wr
     assert!(report.is_intact(), "{:#?}", report.problems);
     t.cleanup().await;
 }
+
+/// Schema 36: a principal's own login calling put_own_denial by hand, as fast as it can,
+/// appends at most `DENIALS_PER_MINUTE` denials a minute: the next call is refused (VRD01,
+/// naming the bound) and appends nothing, and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_appending_its_own_denials_by_hand_is_held_to_the_bound() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, _login) = principal_login(&t, RUNNER, Role::Runner).await;
+    let now = t.store.now().await.unwrap();
+    let call = |seed: &str| {
+        let mut doc = denial(RUNNER, Some("runner"), seed);
+        doc["at"] = json!(now.as_str());
+        let body = canonical(&doc);
+        let digest = verdict_store::records::row_digest(Table::Denials.domain(), body.as_bytes());
+        format!(
+            "SELECT r_seq FROM verdict.put_own_denial('{digest}', '{digest}', '{}')",
+            body.replace('\'', "''")
+        )
+    };
+    for n in 0..verdict_store::DENIALS_PER_MINUTE {
+        try_sql(&mut conn, &call(&format!("own-{n}")))
+            .await
+            .unwrap();
+    }
+    let seq = head_seq(&t).await;
+    let (state, message) = try_sql_state(&mut conn, &call("past")).await.unwrap_err();
+    assert_eq!(state, "VRD01", "{message}");
+    assert!(
+        message.contains("were recorded within the last minute"),
+        "{message}"
+    );
+    assert_eq!(head_seq(&t).await, seq);
+    conn.close().await.unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
