@@ -30,7 +30,8 @@
 --   are the same; made again so that every function reads the schema the database holds).
 --   _body_nonconformity, which names what is wrong in a refused body and holds every table's
 --   schema, is made again for all seven tables. The write routines call them by name, so they
---   change nothing else.
+--   change nothing else. _remake_schema_checks does this for the schemas it is given, so that a
+--   later migration changing a contract schema calls it instead of writing the steps again.
 -- - As in schema 24, a schema using a keyword the checks do not know is refused here.
 --
 -- Every function below is owned by the owner and executable by nobody else; none is SECURITY
@@ -104,7 +105,13 @@ $schemas$;
 REVOKE ALL ON FUNCTION verdict._contract_schema(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION verdict._contract_schema_32(text) FROM PUBLIC;
 
-DO $make$
+-- Makes the schema checks again from the schemas the database holds now, for a migration that
+-- changed some of them: refuses a schema using a keyword the checks do not know, writes out
+-- again (as schemas 24 and 29 made them) the check of every table whose schema is named in
+-- p_changed, and makes _body_nonconformity, which holds every table's schema, again. Schema 33
+-- and every later migration that changes a contract schema call it.
+CREATE FUNCTION verdict._remake_schema_checks(p_changed text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $make$
 DECLARE
     v_name text;
     v_unknown text[];
@@ -123,14 +130,14 @@ BEGIN
     END LOOP;
 
     FOR t IN SELECT * FROM (VALUES
-        ('subjects', 'subject', NULL, false),
-        ('policies', 'policy', NULL, true),
-        ('check_evidence', 'evidence', NULL, false),
-        ('verification_results', 'verification', NULL, false),
-        ('findings', 'bundle', 'Finding', true),
-        ('human_decisions', 'bundle', 'HumanDecision', true),
-        ('gate_decisions', 'decision', NULL, true)
-    ) AS v(tbl, schema_name, def, changed) LOOP
+        ('subjects', 'subject', NULL),
+        ('policies', 'policy', NULL),
+        ('check_evidence', 'evidence', NULL),
+        ('verification_results', 'verification', NULL),
+        ('findings', 'bundle', 'Finding'),
+        ('human_decisions', 'bundle', 'HumanDecision'),
+        ('gate_decisions', 'decision', NULL)
+    ) AS v(tbl, schema_name, def) LOOP
         IF t.def IS NOT NULL AND NOT (verdict._contract_schema(t.schema_name) -> '$defs') ? t.def THEN
             RAISE EXCEPTION 'the schema of % defines no %', t.schema_name, t.def;
         END IF;
@@ -140,7 +147,7 @@ BEGIN
             CASE WHEN t.def IS NULL THEN verdict._stored_form(verdict._contract_schema(t.schema_name))
                 ELSE jsonb_build_object('$ref', '#/$defs/' || t.def) END,
             verdict._stored_form(verdict._contract_schema(t.schema_name)), '');
-        CONTINUE WHEN NOT t.changed;
+        CONTINUE WHEN NOT t.schema_name = ANY (p_changed);
         -- As schemas 24 and 29 made them.
         v_code := verdict._conforms_plsql(CASE WHEN t.def IS NULL
                 THEN verdict._stored_form(verdict._contract_schema(t.schema_name))
@@ -163,5 +170,10 @@ BEGIN
         ELSE 'no schema is known for table ' || p_table END;
 END $body$$f$, v_cases);
 END $make$;
+REVOKE ALL ON FUNCTION verdict._remake_schema_checks(text[]) FROM PUBLIC;
+
+-- The policy's schema is checked by policies, the bundle's definitions by findings and human
+-- decisions, the decision's by gate decisions.
+SELECT verdict._remake_schema_checks(ARRAY['policy', 'bundle', 'decision']);
 
 RESET ROLE;

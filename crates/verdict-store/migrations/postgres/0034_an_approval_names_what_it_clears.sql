@@ -25,7 +25,7 @@
 -- change is copied again. The store's tests compare what it answers with what the code
 -- generates, so a change the patch missed fails them.
 -- The checks made from the bundle schema are made again from it as versions 24 and 29 made
--- them: _body_conforms_findings and _body_conforms_human_decisions (the tables checked against
+-- them (by _remake_schema_checks of version 33): _body_conforms_findings and _body_conforms_human_decisions (the tables checked against
 -- a definition of the bundle schema), and _body_nonconformity, which holds every table's schema
 -- to say what is wrong with a refused body. The routines call them by name, so nothing else
 -- changes. The trigger function is made again with its checks of version 21 and the new one.
@@ -168,62 +168,7 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $schemas$
 $schemas$;
 REVOKE ALL ON FUNCTION verdict._contract_schema(text) FROM PUBLIC;
 
-DO $make$
-DECLARE
-    v_name text;
-    v_unknown text[];
-    v_cases text := '';
-    v_code text;
-    t record;
-BEGIN
-    FOREACH v_name IN ARRAY ARRAY['subject', 'policy', 'evidence', 'verification', 'decision', 'bundle'] LOOP
-        IF verdict._contract_schema(v_name) IS NULL THEN
-            RAISE EXCEPTION 'no schema of %', v_name;
-        END IF;
-        v_unknown := verdict._schema_keywords_unknown(verdict._contract_schema(v_name));
-        IF cardinality(v_unknown) > 0 THEN
-            RAISE EXCEPTION 'the schema of % uses keywords the database does not check: %', v_name, v_unknown;
-        END IF;
-    END LOOP;
-
-    FOR t IN SELECT * FROM (VALUES
-        ('subjects', 'subject', NULL),
-        ('policies', 'policy', NULL),
-        ('check_evidence', 'evidence', NULL),
-        ('verification_results', 'verification', NULL),
-        ('findings', 'bundle', 'Finding'),
-        ('human_decisions', 'bundle', 'HumanDecision'),
-        ('gate_decisions', 'decision', NULL)
-    ) AS v(tbl, schema_name, def) LOOP
-        IF t.def IS NOT NULL AND NOT (verdict._contract_schema(t.schema_name) -> '$defs') ? t.def THEN
-            RAISE EXCEPTION 'the schema of % defines no %', t.schema_name, t.def;
-        END IF;
-        v_cases := v_cases || format(E'\n        WHEN %L THEN verdict._conforms(p_doc, %L::jsonb, %L::jsonb, %L)',
-            t.tbl,
-            CASE WHEN t.def IS NULL THEN verdict._stored_form(verdict._contract_schema(t.schema_name))
-                ELSE jsonb_build_object('$ref', '#/$defs/' || t.def) END,
-            verdict._stored_form(verdict._contract_schema(t.schema_name)), '');
-        -- Only the tables checked against the bundle schema have a new check; the others' are
-        -- the same code as before.
-        CONTINUE WHEN t.schema_name <> 'bundle';
-        v_code := verdict._conforms_plsql(jsonb_build_object('$ref', '#/$defs/' || t.def),
-            verdict._stored_form(verdict._contract_schema(t.schema_name)), 'p_doc', 1);
-        EXECUTE format($f$CREATE OR REPLACE FUNCTION verdict.%I(p_doc jsonb) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
-DECLARE%s
-BEGIN
-%sRETURN true;
-END $body$$f$, '_body_conforms_' || t.tbl,
-            (SELECT coalesce(string_agg(format(E'\n    %s text;', k), '' ORDER BY k), '')
-                FROM (SELECT DISTINCT m[1] AS k FROM regexp_matches(v_code, 'FOR (k[0-9]+) IN SELECT', 'g') AS m) AS ks),
-            v_code);
-    END LOOP;
-    EXECUTE format($f$CREATE OR REPLACE FUNCTION verdict._body_nonconformity(p_table text, p_doc jsonb) RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = verdict, pg_temp AS $body$
-BEGIN
-    RETURN CASE p_table%s
-        ELSE 'no schema is known for table ' || p_table END;
-END $body$$f$, v_cases);
-END $make$;
+-- The bundle's definitions are checked by findings and human decisions; as schema 33 made it.
+SELECT verdict._remake_schema_checks(ARRAY['bundle']);
 
 RESET ROLE;
