@@ -49,6 +49,46 @@ impl Env {
         cmd.output().unwrap()
     }
 
+    /// `verdict init` on a manual clock (every command then acts at `--now`); the operator's
+    /// token.
+    fn init(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
+            .args(["init", "--operator", "ops", "--clock", "manual"])
+            .env("VERDICT_STORE", &self.store)
+            .env_remove("VERDICT_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Adds each `(name, role, access)` principal, granted `access` on `ex-1` as `g-<name>`;
+    /// their tokens, in order.
+    fn staff(&self, ops: &str, who: &[(&str, &str, &str)]) -> Vec<String> {
+        who.iter()
+            .map(|&(name, role, access)| {
+                let token = self.ok(ops, &["principal", "add", name, "--role", role]);
+                self.ok(
+                    ops,
+                    &[
+                        "grant",
+                        "add",
+                        &format!("g-{name}"),
+                        "--principal",
+                        name,
+                        "--execution",
+                        "ex-1",
+                        "--access",
+                        access,
+                        "--expires",
+                        "2027-01-01T00:00:00Z",
+                    ],
+                );
+                token
+            })
+            .collect()
+    }
+
     fn ok(&self, token: &str, args: &[&str]) -> String {
         let out = self.run(token, args);
         assert!(
@@ -107,47 +147,18 @@ fn applying(env: &Env, token: &str) -> Vec<String> {
 #[test]
 fn the_lifecycle_fences_through_the_commands() {
     for env in [Env::sqlite(), Env::postgres()] {
-        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            // A manual clock: every command below acts at --now.
-            .args(["init", "--operator", "ops", "--clock", "manual"])
-            .env("VERDICT_STORE", &env.store)
-            .env_remove("VERDICT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        let add =
-            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
-        let (coder, ci, rev, alice) = (
-            add("coder", "producer"),
-            add("ci", "runner"),
-            add("rev", "verifier"),
-            add("alice", "human"),
-        );
-        for (p, a) in [
-            ("coder", "write"),
-            ("ci", "write"),
-            ("rev", "read"),
-            ("alice", "write"),
-        ] {
-            let id = format!("g-{p}");
-            env.ok(
-                &ops,
-                &[
-                    "grant",
-                    "add",
-                    &id,
-                    "--principal",
-                    p,
-                    "--execution",
-                    "ex-1",
-                    "--access",
-                    a,
-                    "--expires",
-                    "2027-01-01T00:00:00Z",
-                ],
-            );
-        }
+        // A manual clock: every command below acts at --now.
+        let ops = env.init();
+        let [coder, ci, rev, alice] = <[String; 4]>::try_from(env.staff(
+            &ops,
+            &[
+                ("coder", "producer", "write"),
+                ("ci", "runner", "write"),
+                ("rev", "verifier", "read"),
+                ("alice", "human", "write"),
+            ],
+        ))
+        .unwrap();
         let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
                             "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"]});
         let pd = env.ok(&ops, &["policy", "set", &env.file("policy.json", &policy)]);
@@ -363,14 +374,8 @@ fn the_cancel_commands_show_an_example() {
 #[test]
 fn a_write_out_of_scope_says_the_same_for_a_record_that_exists_and_one_that_does_not() {
     for env in [Env::sqlite(), Env::postgres()] {
-        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            .args(["init", "--operator", "ops", "--clock", "manual"])
-            .env("VERDICT_STORE", &env.store)
-            .env_remove("VERDICT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        // A manual clock: every command below acts at --now.
+        let ops = env.init();
         let add =
             |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
         let coder = add("coder", "producer");
@@ -613,14 +618,8 @@ fn chain(env: &Env) -> Vec<Value> {
 #[test]
 fn a_producer_names_a_mission_only_under_a_grant_on_it() {
     for env in [Env::sqlite(), Env::postgres()] {
-        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            .args(["init", "--operator", "ops", "--clock", "manual"])
-            .env("VERDICT_STORE", &env.store)
-            .env_remove("VERDICT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        // A manual clock: every command below acts at --now.
+        let ops = env.init();
         let add =
             |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
         let (coder2, coder_m, ci, rev_m, hum_m) = (
@@ -784,40 +783,17 @@ fn a_producer_names_a_mission_only_under_a_grant_on_it() {
 #[test]
 fn a_subject_stated_low_under_a_high_risk_floor_needs_a_person() {
     for env in [Env::sqlite(), Env::postgres()] {
-        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            .args(["init", "--operator", "ops", "--clock", "manual"])
-            .env("VERDICT_STORE", &env.store)
-            .env_remove("VERDICT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        let add =
-            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
-        let (coder, ci, alice) = (
-            add("coder", "producer"),
-            add("ci", "runner"),
-            add("alice", "human"),
-        );
-        for p in ["coder", "ci", "alice"] {
-            let id = format!("g-{p}");
-            env.ok(
-                &ops,
-                &[
-                    "grant",
-                    "add",
-                    &id,
-                    "--principal",
-                    p,
-                    "--execution",
-                    "ex-1",
-                    "--access",
-                    "write",
-                    "--expires",
-                    "2027-01-01T00:00:00Z",
-                ],
-            );
-        }
+        // A manual clock: every command below acts at --now.
+        let ops = env.init();
+        let [coder, ci, alice] = <[String; 3]>::try_from(env.staff(
+            &ops,
+            &[
+                ("coder", "producer", "write"),
+                ("ci", "runner", "write"),
+                ("alice", "human", "write"),
+            ],
+        ))
+        .unwrap();
         let policy = |revision: u64, floor: Option<&str>| {
             let mut p = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": revision,
                                "required_checks": ["unit-tests"], "risk": {"high": {"human": true}}});
@@ -919,48 +895,19 @@ fn gate_run(env: &Env, token: &str, passes: bool) -> Value {
 #[test]
 fn an_approval_clears_only_what_the_person_saw_through_the_commands() {
     for env in [Env::sqlite(), Env::postgres()] {
-        let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
-            .args(["init", "--operator", "ops", "--clock", "manual"])
-            .env("VERDICT_STORE", &env.store)
-            .env_remove("VERDICT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let ops = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        let add =
-            |name: &str, role: &str| env.ok(&ops, &["principal", "add", name, "--role", role]);
-        let (coder, ci, rev, rev2, alice) = (
-            add("coder", "producer"),
-            add("ci", "runner"),
-            add("rev", "verifier"),
-            add("rev2", "verifier"),
-            add("alice", "human"),
-        );
-        for (p, a) in [
-            ("coder", "write"),
-            ("ci", "write"),
-            ("rev", "read"),
-            ("rev2", "read"),
-            ("alice", "write"),
-        ] {
-            let id = format!("g-{p}");
-            env.ok(
-                &ops,
-                &[
-                    "grant",
-                    "add",
-                    &id,
-                    "--principal",
-                    p,
-                    "--execution",
-                    "ex-1",
-                    "--access",
-                    a,
-                    "--expires",
-                    "2027-01-01T00:00:00Z",
-                ],
-            );
-        }
+        // A manual clock: every command below acts at --now.
+        let ops = env.init();
+        let [coder, ci, rev, rev2, alice] = <[String; 5]>::try_from(env.staff(
+            &ops,
+            &[
+                ("coder", "producer", "write"),
+                ("ci", "runner", "write"),
+                ("rev", "verifier", "read"),
+                ("rev2", "verifier", "read"),
+                ("alice", "human", "write"),
+            ],
+        ))
+        .unwrap();
         let policy = json!({"schema": "verdict.policy/v1", "name": "merge", "revision": 1,
                             "required_checks": ["unit-tests"], "required_verifiers": ["reviewer"],
                             "risk": {"low": {"human": true}}});
