@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 36;
+pub const SCHEMA_VERSION: i64 = 37;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -203,6 +203,11 @@ pub const SQLITE: &[Migration] = &[
         version: 36,
         name: "denials_bounded_per_principal",
         sql: include_str!("../migrations/sqlite/0036_denials_bounded_per_principal.sql"),
+    },
+    Migration {
+        version: 37,
+        name: "an_approval_names_the_rule_it_clears",
+        sql: include_str!("../migrations/sqlite/0037_an_approval_names_the_rule_it_clears.sql"),
     },
 ];
 
@@ -399,6 +404,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 36,
         name: "denials_bounded_per_principal",
         sql: include_str!("../migrations/postgres/0036_denials_bounded_per_principal.sql"),
+    },
+    Migration {
+        version: 37,
+        name: "an_approval_names_the_rule_it_clears",
+        sql: include_str!("../migrations/postgres/0037_an_approval_names_the_rule_it_clears.sql"),
     },
 ];
 

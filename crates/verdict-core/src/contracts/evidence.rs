@@ -510,8 +510,9 @@ pub struct HumanDecision {
 }
 
 /// One `human_required` reason an approval clears, by the identifying part of a decision's
-/// reason: its code and the criterion, check and finding it names. Members left out match
-/// only a reason that names none.
+/// reason: its code and the criterion, check and finding it names, and for a `policy_rule`
+/// reason the rule. Criterion, check and finding left out match only a reason that names none;
+/// `rule` left out matches every rule, as entries written before it existed do.
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -528,10 +529,14 @@ pub struct ClearedReason {
     /// The finding it is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finding: Option<Id>,
+    /// For a `policy_rule` reason, the rule whose reason it is (the id its detail names, as
+    /// `rule "ID": ...`); only on that code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Id>,
 }
 
 impl ClearedReason {
-    /// The entry that names `r`.
+    /// The entry that names `r`, with its rule when `r` is a rule's.
     #[must_use]
     pub fn of(r: &Reason) -> Self {
         Self {
@@ -539,15 +544,31 @@ impl ClearedReason {
             criterion: r.criterion.clone(),
             check: r.check.clone(),
             finding: r.finding.clone(),
+            rule: rule_of(r),
         }
     }
 
-    /// Whether this entry names `r`: the same code, criterion, check and finding.
+    /// Whether this entry names `r`: the same code, criterion, check and finding, and, when the
+    /// entry names a rule, a `policy_rule` reason of that rule.
     #[must_use]
     pub fn names(&self, r: &Reason) -> bool {
         self.code == r.code
             && self.criterion == r.criterion
             && self.check == r.check
             && self.finding == r.finding
+            && self
+                .rule
+                .as_ref()
+                .is_none_or(|id| rule_of(r).as_ref() == Some(id))
     }
+}
+
+/// The rule a `policy_rule` reason is of: the Gate writes its detail as `rule "ID": REASON`,
+/// and an id holds no quote.
+fn rule_of(r: &Reason) -> Option<Id> {
+    if r.code != ReasonCode::PolicyRule {
+        return None;
+    }
+    let rest = r.detail.strip_prefix("rule \"")?;
+    rest.split_once('"')?.0.parse().ok()
 }

@@ -212,6 +212,13 @@ pub fn clears_problems(h: &HumanDecision) -> Vec<String> {
     }
     let mut seen = BTreeSet::new();
     for c in clears {
+        if c.rule.is_some() && c.code != ReasonCode::PolicyRule {
+            problems.push(format!(
+                "human decision {:?}: clears names a rule on reason {:?}; only a policy_rule reason has one",
+                h.id.as_str(),
+                c.code.as_str()
+            ));
+        }
         if !seen.insert(c) {
             problems.push(format!(
                 "human decision {:?}: clears names reason {:?}{} twice",
@@ -220,7 +227,8 @@ pub fn clears_problems(h: &HumanDecision) -> Vec<String> {
                 [
                     ("criterion", &c.criterion),
                     ("check", &c.check),
-                    ("finding", &c.finding)
+                    ("finding", &c.finding),
+                    ("rule", &c.rule)
                 ]
                 .iter()
                 .filter_map(|(k, v)| v.as_ref().map(|v| format!(" {k} {:?}", v.as_str())))

@@ -179,3 +179,53 @@ fn both_readers_give_the_same_decision_for_an_approval_that_names_reasons() {
     bare.push("human_decisions", human("hd-1", "alice", "approve"));
     assert_ne!(bare.eval().evaluation_key, fast.evaluation_key);
 }
+
+/// Two policy rules each ask for a person. An entry naming one rule clears that rule's reason
+/// only; the other stands, so an approval given while one rule fired does not clear another
+/// that fires later. An entry with no rule (as written before entries named rules) clears
+/// every rule's reason, and a rule named on any other code is `invalid_input`.
+#[test]
+fn an_entry_naming_a_rule_clears_that_rules_reason_only() {
+    let mut b = Bundle::base();
+    b.v["policy"]["rules"] = json!([
+        {"id": "r1", "when": "true", "outcome": "human_required", "reason": "first look"},
+        {"id": "r2", "when": "true", "outcome": "human_required", "reason": "second look"}
+    ]);
+    let d = b.eval();
+    assert_eq!(d.outcome, Outcome::HumanRequired, "{d:?}");
+    // What the engine writes for the reason of r1 names r1.
+    let r1 = d
+        .reasons
+        .iter()
+        .find(|r| r.detail.starts_with("rule \"r1\""))
+        .unwrap();
+    let entry = verdict_core::contracts::ClearedReason::of(r1);
+    assert_eq!(entry.rule.as_ref().map(|r| r.as_str()), Some("r1"));
+
+    let mut one = b.clone();
+    one.push(
+        "human_decisions",
+        approval("hd-1", json!([serde_json::to_value(&entry).unwrap()])),
+    );
+    let d = one.eval();
+    assert_eq!(d.outcome, Outcome::HumanRequired, "{d:?}");
+    assert_eq!(codes(&d), vec![R::PolicyRule], "{d:?}");
+    assert!(d.reasons[0].detail.starts_with("rule \"r2\""), "{d:?}");
+
+    let mut both = b.clone();
+    both.push(
+        "human_decisions",
+        approval("hd-1", json!([{"code": "policy_rule"}])),
+    );
+    assert_eq!(both.eval().outcome, Outcome::Pass);
+
+    let mut wrong = b.clone();
+    wrong.push(
+        "human_decisions",
+        approval(
+            "hd-1",
+            json!([{"code": "human_review_required", "rule": "r1"}]),
+        ),
+    );
+    assert_reason(&wrong.eval(), Outcome::Blocked, R::InvalidInput);
+}

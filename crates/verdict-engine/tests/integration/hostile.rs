@@ -1097,3 +1097,55 @@ async fn refusals_past_a_principals_bound_in_a_minute_are_answered_and_append_no
     })
     .await;
 }
+
+/// A policy rule asks a person to look: the approval `decide` writes names that rule in its
+/// `clears`, so it clears that rule's reason and would leave another rule's standing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_of_a_rules_reason_names_the_rule() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let mut p = policy(2);
+        p["rules"] = json!([{"id": "second-look", "when": "true",
+                             "outcome": "human_required", "reason": "a person looks"}]);
+        w.engine.set_policy(&w.ops, &p).await.unwrap();
+        let (d, ev) = subject_with_evidence(&w, 1, "change A", "pass").await;
+        let req = request(&w, json!({"max_runs": 1})).await;
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        w.engine
+            .submit_result(&w.rev, &answering("run-1", &d, &ev, "passed"))
+            .await
+            .unwrap();
+        let first = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(first.outcome, Outcome::HumanRequired, "{first:?}");
+        let hd = w
+            .engine
+            .decide(
+                &w.alice,
+                EXEC,
+                HumanVerdict::Approve,
+                "looked",
+                &reviewed(&w).await,
+            )
+            .await
+            .unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(DocKind::HumanDecision, &hd)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        assert_eq!(
+            stored["clears"],
+            json!([{"code": "policy_rule", "rule": "second-look"}])
+        );
+        let approved = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
+        assert_eq!(approved.outcome, Outcome::Pass, "{approved:?}");
+    })
+    .await;
+}

@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 37: nothing changes here.
+--
+-- Version 37 makes PostgreSQL hold the bundle schema in which an approval's `clears` entry may
+-- name the rule of a `policy_rule` reason. SQLite holds no schemas: the store's reader and the
+-- Gate check human decisions in code.
