@@ -865,6 +865,18 @@ async fn a_result_racing_its_runs_cancellation_says_what_was_stored() {
     .await;
 }
 
+/// The human decision stored under `digest`, as its body reads.
+async fn human_decision(w: &World, digest: &verdict_core::digest::Digest) -> Value {
+    w.engine
+        .store()
+        .get(DocKind::HumanDecision, digest)
+        .await
+        .unwrap()
+        .unwrap()
+        .value()
+        .unwrap()
+}
+
 /// A policy whose risk table asks a person to review low-risk work.
 fn policy_needing_a_person(revision: u64) -> Value {
     let mut p = policy(revision);
@@ -917,15 +929,7 @@ async fn an_approval_clears_only_what_the_person_saw() {
             )
             .await
             .unwrap();
-        let stored = w
-            .engine
-            .store()
-            .get(DocKind::HumanDecision, &hd)
-            .await
-            .unwrap()
-            .unwrap()
-            .value()
-            .unwrap();
+        let stored = human_decision(&w, &hd).await;
         assert_eq!(stored["clears"], json!([{"code": "human_review_required"}]));
         let approved = w.engine.gate_run(&w.ops, EXEC).await.unwrap().decision;
         assert_eq!(approved.outcome, Outcome::Pass, "{approved:?}");
@@ -991,15 +995,7 @@ async fn an_approval_clears_only_what_the_person_saw() {
             )
             .await
             .unwrap();
-        let stored = w
-            .engine
-            .store()
-            .get(DocKind::HumanDecision, &hd2)
-            .await
-            .unwrap()
-            .unwrap()
-            .value()
-            .unwrap();
+        let stored = human_decision(&w, &hd2).await;
         assert_eq!(
             stored["clears"],
             json!([{"code": "criterion_inconclusive", "criterion": "tests-pass"}])
@@ -1038,15 +1034,7 @@ async fn an_approval_clears_only_what_the_person_saw() {
             )
             .await
             .unwrap();
-        let stored = w
-            .engine
-            .store()
-            .get(DocKind::HumanDecision, &rejected)
-            .await
-            .unwrap()
-            .unwrap()
-            .value()
-            .unwrap();
+        let stored = human_decision(&w, &rejected).await;
         assert!(stored.get("clears").is_none(), "{stored}");
     })
     .await;
@@ -1131,15 +1119,7 @@ async fn an_approval_of_a_rules_reason_names_the_rule() {
             )
             .await
             .unwrap();
-        let stored = w
-            .engine
-            .store()
-            .get(DocKind::HumanDecision, &hd)
-            .await
-            .unwrap()
-            .unwrap()
-            .value()
-            .unwrap();
+        let stored = human_decision(&w, &hd).await;
         assert_eq!(
             stored["clears"],
             json!([{"code": "policy_rule", "rule": "second-look"}])
