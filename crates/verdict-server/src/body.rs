@@ -64,21 +64,24 @@ where
                 format!("the body holds U+0000 at {at:?}, which no field may hold"),
             ));
         }
-        let typed = serde_path_to_error::deserialize(value).map_err(|e| {
-            // The path is made of the body's own keys, unquoted: one a megabyte long is shown
-            // quoted, and so cut, like any other value the caller sent.
-            let path = e.path().to_string();
-            let path = if path.chars().count() > verdict_core::quote::MAX_QUOTED_CHARS {
-                verdict_core::quote::quoted(&path)
-            } else {
-                path
-            };
-            ApiError::request(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_input",
-                format!("the body does not fit this route at {path}: {}", e.inner()),
-            )
-        })?;
+        // A struct reads only from an object, as every document does (an array of its fields in
+        // order is not an object).
+        let typed = serde_path_to_error::deserialize(verdict_core::contracts::StrictValue(&value))
+            .map_err(|e| {
+                // The path is made of the body's own keys, unquoted: one a megabyte long is shown
+                // quoted, and so cut, like any other value the caller sent.
+                let path = e.path().to_string();
+                let path = if path.chars().count() > verdict_core::quote::MAX_QUOTED_CHARS {
+                    verdict_core::quote::quoted(&path)
+                } else {
+                    path
+                };
+                ApiError::request(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_input",
+                    format!("the body does not fit this route at {path}: {}", e.inner()),
+                )
+            })?;
         Ok(Self(typed))
     }
 }

@@ -11,6 +11,7 @@ mod decision;
 mod evidence;
 mod policy;
 pub mod primitives;
+mod strict;
 mod subject;
 
 pub use bundle::{BundleSchema, GateBundle};
@@ -26,6 +27,7 @@ pub use evidence::{
 };
 pub use policy::{Policy, PolicySchema, RiskRequirement, Rule};
 pub use primitives::{Id, Name, ScalarError, Timestamp};
+pub use strict::StrictValue;
 pub use subject::{
     CheckPin, Criteria, Criterion, CriterionRole, Execution, Objective, Producer, Resource, Risk,
     RiskClass, Subject, SubjectSchema, WorkItem,
@@ -70,13 +72,14 @@ pub fn decode<T: DeserializeOwned>(
     Ok((t, d))
 }
 
-/// Decodes `value` as `T` with no digest handling, reporting the JSON pointer of a failure.
+/// Decodes `value` as `T` with no digest handling, reporting the JSON pointer of a failure. A
+/// struct is read only from an object ([`StrictValue`]).
 pub fn decode_plain<T: DeserializeOwned>(value: &Value) -> Result<T, DecodeError> {
     // The fast path; only a failure pays for tracking the path.
-    if let Ok(t) = T::deserialize(value) {
+    if let Ok(t) = T::deserialize(StrictValue(value)) {
         return Ok(t);
     }
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(StrictValue(value)).map_err(|e| {
         let mut path = String::new();
         for seg in e.path().iter() {
             path.push('/');

@@ -139,8 +139,24 @@ pub struct Criterion {
     #[serde(default)]
     pub role: CriterionRole,
     /// Score weight, finite and > 0 (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "positive_weight"
+    )]
     pub weight: Option<f64>,
+}
+
+/// Reads a weight and refuses one that is not above 0, so the reader holds a document to what
+/// its schema says (`exclusiveMinimum: 0`) and the store refuses such a subject on either
+/// backend, not only where the database checks the schema.
+fn positive_weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(w) if !(w.is_finite() && w > 0.0) => Err(serde::de::Error::custom(format!(
+            "weight {w} is not a finite number above 0"
+        ))),
+        w => Ok(w),
+    }
 }
 
 impl Criterion {

@@ -1,10 +1,10 @@
 //! Typed documents decoded straight from a tape.
 //!
-//! [`Decoder`] is a `serde` deserializer that behaves as `serde_json`'s deserializer for a
-//! borrowed `Value` does on the `Value` the strict reader builds from the same text: the same
-//! visitor calls for every node (integers as `u64` when not negative, else `i64`; objects in the
-//! byte order of their keys, as a `BTreeMap` holds them; a struct also from an array; the same
-//! length checks after a sequence or map). So a document decodes here to the same value it does
+//! [`Decoder`] is a `serde` deserializer that behaves as the contracts' deserializer for a
+//! borrowed `Value` ([`crate::contracts::StrictValue`]) does on the `Value` the strict reader
+//! builds from the same text: the same visitor calls for every node (integers as `u64` when not
+//! negative, else `i64`; objects in the byte order of their keys, as a `BTreeMap` holds them; a
+//! struct only from an object; the same length checks after a sequence or map). So a document decodes here to the same value it does
 //! there, or fails. Failures carry no message: a caller that has to report one decodes the
 //! document the strict way, which names the path.
 
@@ -261,7 +261,6 @@ impl<'de> Deserializer<'de> for Decoder<'_, 'de> {
         visitor: V,
     ) -> Result<V::Value, Failed> {
         match self.kind()? {
-            Kind::Array => self.visit_seq(visitor),
             Kind::Object => self.visit_map(visitor),
             _ => Err(Failed),
         }

@@ -45,6 +45,41 @@ fn invalid_input_duplicate_key_in_the_raw_bytes() {
     assert!(d.evaluation_key.is_none());
 }
 
+/// A struct is read only from an object: `serde_json`'s own reader would take an array of the
+/// fields in declaration order, giving one document two encodings and two digests, and a body
+/// that PostgreSQL's schema check refuses.
+#[test]
+fn invalid_input_a_struct_written_as_an_array() {
+    use serde::Deserialize;
+    use verdict_core::contracts::{Criterion, Execution, Producer};
+    let criterion = json!(["works", "it works"]);
+    let execution = json!(["ex-1", 3]);
+    let producer = json!(["agent-1", "run-1"]);
+    // The loose reader takes each: the case is one a reader could get wrong.
+    assert!(Criterion::deserialize(&criterion).is_ok());
+    assert!(Execution::deserialize(&execution).is_ok());
+    assert!(Producer::deserialize(&producer).is_ok());
+    for (pointer, replacement) in [
+        ("/subject/criteria/items/0", criterion),
+        ("/subject/execution", execution),
+        ("/subject/producer", producer),
+        ("/evidence/0/produced_by", json!(["ci-runner", "runner"])),
+    ] {
+        let mut b = Bundle::base();
+        *b.v.pointer_mut(pointer).unwrap() = replacement;
+        let d = b.eval();
+        assert_reason(&d, Outcome::Blocked, R::InvalidInput);
+        assert!(d.evaluation_key.is_none(), "{pointer}");
+        // The strict way of reading says the same, byte for byte.
+        let strict = verdict_core::gate::evaluate_value(&b.value());
+        assert_eq!(
+            d.canonical_bytes().unwrap(),
+            strict.canonical_bytes().unwrap(),
+            "{pointer}"
+        );
+    }
+}
+
 #[test]
 fn invalid_input_misspelled_policy_field() {
     let mut b = Bundle::base();

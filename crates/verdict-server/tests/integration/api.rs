@@ -406,7 +406,10 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
         assert_eq!(r.status, 201, "{r:?}");
         let json = "application/json";
         let big = format!("{{\"reason\": \"{}\"}}", "x".repeat(8192));
+        let mut arrayed = subject(2, "diff-2");
+        arrayed["execution"] = json!(["ex-1", 2]);
         let cases: Vec<BadBody> = vec![
+            ("POST", "/v1/subjects", serde_json::to_vec(&arrayed).unwrap(), json, 422, "invalid_input"),
             ("POST", "/v1/subjects", b"{\"schema\": ".to_vec(), json, 400, "malformed_body"),
             ("POST", "/v1/subjects", b"not json".to_vec(), json, 400, "malformed_body"),
             ("POST", "/v1/requests", br#"{"execution": "ex-1", "execution": "ex-2"}"#.to_vec(), json, 400, "malformed_body"),
@@ -414,6 +417,8 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
             ("POST", "/v1/requests", br#"{"execution": 5}"#.to_vec(), json, 422, "invalid_input"),
             ("POST", "/v1/requests", br#"{"execution": "ex-1", "priority": 1}"#.to_vec(), json, 422, "invalid_input"),
             ("POST", "/v1/requests", br#"[]"#.to_vec(), json, 422, "invalid_input"),
+            // An array of the fields in order is not the object (serde_json's reader takes it).
+            ("POST", "/v1/requests", br#"["ex-1"]"#.to_vec(), json, 422, "invalid_input"),
             ("POST", "/v1/requests", br#"{"execution": "ex-1", "budget": [1]}"#.to_vec(), json, 422, "invalid_input"),
             ("POST", "/v1/evidence", br#"{"evidence": {}}"#.to_vec(), json, 422, "invalid_input"),
             ("POST", "/v1/evidence", br#"{"evidence": [{"id": "ev-1"}]}"#.to_vec(), json, 422, "invalid_input"),

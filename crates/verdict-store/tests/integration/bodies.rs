@@ -1462,6 +1462,28 @@ async fn the_store_refuses_a_body_its_schema_refuses(t: &TestStore) {
             "{e}: {outcome:?}"
         );
     }
+    // The reader refuses a criterion's weight not above 0 and a struct written as an array of
+    // its fields, so SQLite refuses what the database's schema check refuses on PostgreSQL.
+    let producer_actor = Actor::new(PRODUCER, Role::Producer);
+    for (pointer, value, named) in [
+        ("/criteria/items/0/weight", json!(0), "weight"),
+        ("/criteria/items/0/weight", json!(-1.5), "weight"),
+        ("/execution", json!(["ex-array", 1]), "/execution"),
+        (
+            "/criteria/items/0",
+            json!(["tests-pass", "All unit tests pass"]),
+            "/criteria/items/0",
+        ),
+    ] {
+        let mut bad = subject("ex-weight", 1);
+        bad["criteria"]["items"][0]["weight"] = json!(1);
+        *bad.pointer_mut(pointer).unwrap() = value;
+        let outcome = store.put(&producer_actor, DocKind::Subject, &bad).await;
+        assert!(
+            matches!(&outcome, Err(verdict_store::StoreError::Invalid { message, .. }) if message.contains(named)),
+            "{bad}: {outcome:?}"
+        );
+    }
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
 }
 crate::both!(the_store_refuses_a_body_its_schema_refuses);
@@ -1645,7 +1667,7 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
     // comparison proves nothing.
     let seen = std::sync::Mutex::new([0_usize; 2]);
     let mut runner = TestRunner::new(Config {
-        cases: 512,
+        cases: 2048,
         failure_persistence: None,
         ..Config::default()
     });
