@@ -18,7 +18,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use verdict_core::contracts::{
     CheckEvidence, CriterionStatus, DispositionKind, FindingRef, GateDecision, HumanVerdict,
-    Outcome, Reason, Role, Scope, Severity, SourceKind, Subject, Timestamp, VerificationResult,
+    Outcome, Policy, Reason, Role, Scope, Severity, SourceKind, Subject, Timestamp,
+    VerificationResult,
 };
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
@@ -45,6 +46,14 @@ fn wire<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// The class `policy` treats `subject` as: its stated class, raised to the policy's
+/// `risk_floor` when that is higher. A reviewer is shown this beside the stated class, so work
+/// a producer called `low` is not read as low when the policy asks more of it.
+#[must_use]
+pub fn effective_risk_class(subject: &Subject, policy: &Policy) -> Shown {
+    Shown::name(policy.effective_risk_class(subject.risk.class).as_str())
+}
+
 /// One execution waiting for a person.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct QueueEntry {
@@ -54,8 +63,11 @@ pub struct QueueEntry {
     pub subject_digest: Digest,
     /// Its generation.
     pub generation: u64,
-    /// The subject's risk class.
+    /// The subject's risk class, as its producer stated it.
     pub risk_class: Shown,
+    /// The class the gate's policy treats the subject as: the stated class raised to the
+    /// policy's `risk_floor` ([`effective_risk_class`]).
+    pub effective_risk_class: Option<Shown>,
     /// The applicable decision's reasons, codes and text.
     pub reasons: Vec<ReasonView>,
     /// When the Gate made the decision (its evaluation's `now`).
@@ -169,8 +181,11 @@ pub struct BoardEntry {
     pub generation: u64,
     /// The subject's producer.
     pub producer: Shown,
-    /// The subject's risk class.
+    /// The subject's risk class, as its producer stated it.
     pub risk_class: Shown,
+    /// The class the gate's policy treats the subject as ([`effective_risk_class`]); `None`
+    /// when no policy is set.
+    pub effective_risk_class: Option<Shown>,
     /// The current applicable outcome; `None` when no decision applies.
     pub outcome: Option<Outcome>,
     /// When no decision applies: why the latest one does not (empty when there is none).
@@ -433,8 +448,11 @@ pub struct SubjectView {
     pub objective_digest: Digest,
     /// Work items, each as `kind id@version`.
     pub work_items: Vec<Shown>,
-    /// Risk class.
+    /// Risk class, as the producer stated it.
     pub risk_class: Shown,
+    /// The class the gate's current policy treats the subject as ([`effective_risk_class`]);
+    /// `None` when no policy is set. Filled in by the review, which knows the policy.
+    pub effective_risk_class: Option<Shown>,
     /// Risk revision.
     pub risk_revision: Shown,
     /// Workflow revision.
@@ -461,6 +479,7 @@ impl From<&Subject> for SubjectView {
                 .map(|w| Shown::name(&format!("{} {}@{}", w.kind, w.id, w.version)))
                 .collect(),
             risk_class: Shown::name(s.risk.class.as_str()),
+            effective_risk_class: None,
             risk_revision: Shown::name(s.risk.revision.as_str()),
             workflow_revision: Shown::name(s.workflow_revision.as_str()),
             criteria_revision: Shown::name(s.criteria.revision.as_str()),
@@ -645,7 +664,9 @@ impl Engine {
         let after = page.after.as_deref().map(parse_queue_cursor).transpose()?;
         let now = self.now().await?;
         let mut entries = Vec::new();
-        if self.gate_head().await?.is_some() {
+        if let Some(gate) = self.gate_head().await? {
+            // A decision applies only under the gate's current policy.
+            let policy = self.policy(&gate.policy_digest).await?;
             for (execution, subject_digest, subject) in self.readable(caller, None, None).await? {
                 let status = self.status_unscoped(&execution).await?;
                 let Some(applicable) = status.applicable else {
@@ -661,6 +682,7 @@ impl Engine {
                     subject_digest,
                     generation: subject.execution.generation,
                     risk_class: Shown::name(subject.risk.class.as_str()),
+                    effective_risk_class: Some(effective_risk_class(&subject, &policy)),
                     reasons: applicable
                         .decision
                         .reasons
@@ -695,7 +717,11 @@ impl Engine {
     pub async fn board(&self, caller: &Principal, page: &ReviewPage) -> Result<Board> {
         let limit = page.checked_limit()?;
         let now = self.now().await?;
-        let gated = self.gate_head().await?.is_some();
+        let policy = match self.gate_head().await? {
+            Some(gate) => Some(self.policy(&gate.policy_digest).await?),
+            None => None,
+        };
+        let gated = policy.is_some();
         let mut entries = Vec::new();
         let mut readable = self
             .readable(caller, page.after.as_deref(), Some(limit + 1))
@@ -731,6 +757,7 @@ impl Engine {
                 generation: subject.execution.generation,
                 producer: Shown::name(subject.producer.principal.as_str()),
                 risk_class: Shown::name(subject.risk.class.as_str()),
+                effective_risk_class: policy.as_ref().map(|p| effective_risk_class(&subject, p)),
                 outcome,
                 not_applicable,
             });
@@ -750,6 +777,13 @@ impl Engine {
         let subject = self.subject(&head.subject_digest).await?;
         let now = self.now().await?;
         let gate = self.gate_head().await?;
+        let mut subject_view = SubjectView::from(&subject);
+        if let Some(g) = &gate {
+            subject_view.effective_risk_class = Some(effective_risk_class(
+                &subject,
+                &self.policy(&g.policy_digest).await?,
+            ));
+        }
         let (applicable, history, evidence_rows, result_rows, evaluation_key) = if gate.is_some() {
             let status = self.status_unscoped(execution).await?;
             let history = self.history_unscoped(execution).await?;
@@ -935,7 +969,7 @@ impl Engine {
             execution: Shown::name(execution),
             now,
             subject_digest: head.subject_digest,
-            subject: SubjectView::from(&subject),
+            subject: subject_view,
             policy_digest: gate.map(|g| g.policy_digest),
             resources,
             applicable: applicable.map(DecisionEntry::from),

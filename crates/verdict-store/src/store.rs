@@ -755,7 +755,19 @@ impl<B: Backend> StoreImpl<B> {
                 }
                 Some(s.execution.id.to_string())
             }
-            DocKind::Policy => Some(decoded::<Policy>(kind, value)?.name.to_string()),
+            DocKind::Policy => {
+                let p: Policy = decoded(kind, value)?;
+                // The Gate's own reading of a policy: one it would refuse (a `pass` fallback or
+                // rule, a repeated or contradictory criterion, a rule that does not compile) is
+                // never stored, on either backend.
+                if let Some(problem) = verdict_core::gate::policy_problems(&p).into_iter().next() {
+                    return Err(StoreError::Invalid {
+                        what: doc_what(kind),
+                        message: problem,
+                    });
+                }
+                Some(p.name.to_string())
+            }
             DocKind::Evidence => {
                 // Already decoded by key_of_value; only who produced it matters here. Plain
                 // lookups, not JSON pointers: a pointer allocates for every step of its path.

@@ -72,6 +72,19 @@ fn shown_opt(text: Option<&Shown>) -> Markup {
     html! { @if let Some(t) = text { (shown(t)) } }
 }
 
+/// A risk class as the policy treats it, and the class the producer stated when the policy's
+/// floor raised it: a reviewer must not read `high` work as `low`.
+fn risk(stated: &Shown, effective: Option<&Shown>) -> Markup {
+    html! {
+        @match effective {
+            Some(e) if e.written() != stated.written() => {
+                strong { (shown(e)) } " (stated " (shown(stated)) ", raised by the policy's risk floor)"
+            }
+            _ => (shown(stated)),
+        }
+    }
+}
+
 /// Several texts joined by `, `.
 fn shown_list(texts: &[Shown]) -> Markup {
     html! {
@@ -228,7 +241,7 @@ pub fn queue(s: &Session, q: &ReviewQueue, limit: usize) -> Markup {
                             tr data-execution=(e.execution.written()) {
                                 th scope="row" { a href=(format!("/ui/executions/{}", path_segment(e.execution.written()))) { (shown(&e.execution)) } }
                                 td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
-                                td { (shown(&e.risk_class)) }
+                                td { (risk(&e.risk_class, e.effective_risk_class.as_ref())) }
                                 td { ul class="plain" { @for r in &e.reasons {
                                     li { code { (r.code) } " " (shown(&r.detail)) }
                                 } } }
@@ -289,7 +302,7 @@ pub fn board(s: &Session, b: &Board, limit: usize) -> Markup {
                             td { (outcome_badge(word)) }
                             td { code title=(e.subject_digest.as_str()) { (short(e.subject_digest.as_str())) "…" } " gen " (e.generation) }
                             td { (shown(&e.producer)) }
-                            td { (shown(&e.risk_class)) }
+                            td { (risk(&e.risk_class, e.effective_risk_class.as_ref())) }
                             td { (e.not_applicable.join(", ")) }
                         }
                     }
@@ -462,7 +475,7 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                 dt { "Producer" } dd { (shown(&subject.producer)) " (run " (shown(&subject.producer_run)) ")" }
                 dt { "Objective" } dd { "revision " (shown(&subject.objective_revision)) ", " code { (subject.objective_digest.as_str()) } }
                 dt { "Work items" } dd { @for w in &subject.work_items { (shown(w)) " " } }
-                dt { "Risk" } dd { (shown(&subject.risk_class)) " (revision " (shown(&subject.risk_revision)) ")" }
+                dt { "Risk" } dd { (risk(&subject.risk_class, subject.effective_risk_class.as_ref())) " (revision " (shown(&subject.risk_revision)) ")" }
                 dt { "Workflow revision" } dd { (shown(&subject.workflow_revision)) }
                 dt { "Gate policy digest" } dd { @match &r.policy_digest { Some(p) => code id="policy-digest" { (p.as_str()) }, None => "no policy is set for this gate" } }
                 dt { "Criteria revision" } dd { (shown(&subject.criteria_revision)) }

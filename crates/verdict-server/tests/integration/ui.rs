@@ -474,6 +474,48 @@ async fn the_queue_lists_what_waits_for_a_person_oldest_first() {
     .await;
 }
 
+/// A producer states its work `low`; the policy's `risk_floor` treats it as `high`. The queue,
+/// the board and the execution page show the class the policy treats it as, and the stated one
+/// beside it, so a reviewer does not read high-risk work as low; with no floor, only the stated
+/// class is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_sees_the_class_the_policys_floor_raised_work_to() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let ops = sign_in(&s, w.token("ops")).await;
+        let raised = "<strong>high</strong> (stated low, raised by the policy&#39;s risk floor)";
+        let raised_plain = "<strong>high</strong> (stated low, raised by the policy's risk floor)";
+        let shows_raised = |body: &str| body.contains(raised) || body.contains(raised_plain);
+        for (path, cookie) in [
+            ("/ui/queue", &alice),
+            ("/ui/board", &ops),
+            ("/ui/executions/ex-1", &alice),
+        ] {
+            let p = get(&s, path, Some(cookie)).await;
+            assert_eq!(p.status, 200, "{path}: {p:?}");
+            assert!(!shows_raised(&p.body), "{path}: {}", p.body);
+            assert!(p.body.contains("low"), "{path}");
+        }
+        let mut floored = human_policy();
+        floored["revision"] = json!(3);
+        floored["risk_floor"] = json!("high");
+        w.engine.set_policy(&w.ops, &floored).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        for (path, cookie) in [
+            ("/ui/queue", &alice),
+            ("/ui/board", &ops),
+            ("/ui/executions/ex-1", &alice),
+        ] {
+            let p = get(&s, path, Some(cookie)).await;
+            assert_eq!(p.status, 200, "{path}: {p:?}");
+            assert!(shows_raised(&p.body), "{path}: {}", p.body);
+        }
+    })
+    .await;
+}
+
 /// The executions listed on `page` (its rows' `data-execution`), in order.
 fn listed(page: &Page) -> Vec<String> {
     page.body

@@ -1484,6 +1484,30 @@ async fn the_store_refuses_a_body_its_schema_refuses(t: &TestStore) {
             "{bad}: {outcome:?}"
         );
     }
+    // A policy the Gate would refuse is never stored: PostgreSQL's schema check refuses a
+    // `pass` fallback or rule and a repeated criterion, the store's reader refuses them (and
+    // what no schema says: a repeated rule id, a rule that does not compile) on both.
+    let operator = Actor::new(OPERATOR, Role::Operator);
+    let rule = |id: &str, when: &str, outcome: &str| json!({"id": id, "when": when, "outcome": outcome, "reason": "r"});
+    for (member, value) in [
+        ("on_inconclusive", json!("pass")),
+        ("on_contradiction", json!("pass")),
+        ("required_criteria", json!(["tests-pass", "tests-pass"])),
+        ("rules", json!([rule("r", "true", "pass")])),
+        (
+            "rules",
+            json!([rule("r", "true", "rework"), rule("r", "false", "rework")]),
+        ),
+        ("rules", json!([rule("r", "((", "rework")])),
+    ] {
+        let mut p = policy(9);
+        p[member] = value;
+        let outcome = store.put(&operator, DocKind::Policy, &p).await;
+        assert!(
+            matches!(&outcome, Err(verdict_store::StoreError::Invalid { .. })),
+            "{p}: {outcome:?}"
+        );
+    }
     assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
 }
 crate::both!(the_store_refuses_a_body_its_schema_refuses);
@@ -1713,6 +1737,164 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
     );
     conn.into_inner().close().await.unwrap();
     t.cleanup().await;
+}
+
+/// Both backends, differentially: the same generated documents (each kind of document whole,
+/// and with one member removed, added or given another value at any depth), put by the same
+/// principal on two stores that hold the same records, are stored with the same digest on both
+/// or refused on both, for the same kind of reason. A body PostgreSQL's checks refuse and the
+/// SQLite store takes (or the other way round) would make a pass depend on the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_backends_store_and_refuse_the_same_bodies() {
+    use proptest::test_runner::{Config, TestRunner};
+    use verdict_store::StoreError;
+    let stores = [sqlite().await, postgres().await];
+    for t in &stores {
+        populate(t.store.as_ref()).await;
+    }
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    for t in &stores {
+        admit(t, &s, 1, "vrun-2").await;
+        t.store
+            .record_run_status(
+                &Actor::new(VERIFIER, Role::Verifier),
+                "vrun-2",
+                verdict_store::RunStatus::Started,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let mut second = human(&s, &p);
+    second["id"] = json!("hd-2");
+    second["decision"] = json!("reject");
+    second.as_object_mut().unwrap().remove("clears");
+    let mut weighted = subject("ex-1", 2);
+    weighted["criteria"]["items"][0]["weight"] = json!(2.5);
+    let mut timed = evidence(&s, "ev-timed");
+    timed["freshness"] = json!({"kind": "time", "max_age_s": 300});
+    // A policy with every member a mutation can break: fallbacks, a rule, pins.
+    let mut full_policy = policy(6);
+    full_policy["on_inconclusive"] = json!("rework");
+    full_policy["on_contradiction"] = json!("blocked");
+    full_policy["required_criteria"] = json!(["tests-pass", "docs-updated"]);
+    full_policy["optional_criteria"] = json!(["style"]);
+    full_policy["risk_floor"] = json!("medium");
+    full_policy["risk"] = json!({"high": {"required_verifiers": ["security"], "human": true}});
+    full_policy["check_definitions"] = json!({"unit-tests": d("def")});
+    full_policy["rules"] = json!([
+        {"id": "big", "when": "risk.class == 'high'", "outcome": "human_required", "reason": "high"}
+    ]);
+    let cases: Vec<(DocKind, Actor, Value)> = vec![
+        (
+            DocKind::Policy,
+            Actor::new(OPERATOR, Role::Operator),
+            full_policy,
+        ),
+        (
+            DocKind::Subject,
+            Actor::new(PRODUCER, Role::Producer),
+            subject("ex-1", 2),
+        ),
+        (
+            DocKind::Subject,
+            Actor::new(PRODUCER, Role::Producer),
+            weighted,
+        ),
+        (
+            DocKind::Policy,
+            Actor::new(OPERATOR, Role::Operator),
+            policy(5),
+        ),
+        (
+            DocKind::Evidence,
+            Actor::new(RUNNER, Role::Runner),
+            evidence(&s, "ev-9"),
+        ),
+        (DocKind::Evidence, Actor::new(RUNNER, Role::Runner), timed),
+        (
+            DocKind::Verification,
+            Actor::new(VERIFIER, Role::Verifier),
+            result(&s, 1, "vrun-2", vec![finding(&s, "f-2", 1)]),
+        ),
+        (
+            DocKind::HumanDecision,
+            Actor::new(HUMAN, Role::Human),
+            second,
+        ),
+    ];
+    // Which kind of answer a put got, for comparing across backends (messages differ).
+    fn answer(r: &Result<verdict_store::Stored, StoreError>) -> String {
+        match r {
+            Ok(row) => format!("stored {}", row.digest),
+            Err(StoreError::Invalid { .. }) => "invalid".into(),
+            Err(StoreError::Forbidden { .. } | StoreError::Denied(_) | StoreError::Refused(_)) => {
+                "refused".into()
+            }
+            Err(StoreError::NotFound { .. }) => "not found".into(),
+            Err(StoreError::Conflict { .. } | StoreError::Duplicate(_)) => "conflict".into(),
+            Err(other) => format!("{other}"),
+        }
+    }
+    let handle = tokio::runtime::Handle::current();
+    // How many generated bodies were stored and refused: both must occur.
+    let seen = std::sync::Mutex::new([0_usize; 2]);
+    let mut runner = TestRunner::new(Config {
+        cases: 1024,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        any::<usize>(),
+        any::<usize>(),
+        any::<u8>(),
+        any::<usize>(),
+        any::<bool>(),
+    );
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |(which, pick, op, value, whole)| {
+            let (kind, actor, doc) = &cases[which % cases.len()];
+            let body = if whole {
+                doc.clone()
+            } else {
+                mutated(doc, pick, op, value)
+            };
+            let [a, b] = [0, 1].map(|i| handle.block_on(stores[i].store.put(actor, *kind, &body)));
+            seen.lock().unwrap()[usize::from(a.is_ok())] += 1;
+            prop_assert_eq!(
+                answer(&a),
+                answer(&b),
+                "{:?} {}: SQLite {:?}, PostgreSQL {:?}",
+                kind,
+                body,
+                a,
+                b
+            );
+            Ok(())
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    let [refused, stored] = *seen.lock().unwrap();
+    assert!(
+        refused > 50 && stored > 20,
+        "{refused} refused, {stored} stored"
+    );
+    // What each stored is the same, record for record.
+    assert_eq!(
+        audit_length(&stores[0]).await,
+        audit_length(&stores[1]).await
+    );
+    for t in stores {
+        t.cleanup().await;
+    }
+}
+
+/// The audit chain's length: the sequence number of its head.
+async fn audit_length(t: &TestStore) -> u64 {
+    t.store.audit_head().await.unwrap().unwrap().seq
 }
 
 /// Schema 29: a pattern with one repeat is matched as a length test and the pattern with a star

@@ -495,3 +495,73 @@ async fn a_principals_denials_are_bounded_in_a_minute(t: &TestStore) {
     assert!(report.is_intact(), "{:#?}", report.problems);
 }
 both!(a_principals_denials_are_bounded_in_a_minute);
+
+/// The bound slides with the audit clock: once the oldest of a principal's 60 recent denials
+/// was recorded more than a minute ago, exactly one more is appended, and the next is refused
+/// again. (The oldest event's time is moved back by hand, as waiting a minute would; the chain
+/// no longer verifies after that, which is not what this test is about.)
+async fn a_denial_leaves_the_bound_a_minute_after_it_was_recorded(t: &TestStore) {
+    let bound = verdict_store::DENIALS_PER_MINUTE;
+    let mut first = None;
+    for n in 0..bound {
+        let stored = t
+            .store
+            .put(
+                &system(),
+                DocKind::Denial,
+                &denial(PRODUCER, Some("producer"), &format!("p-{n}")),
+            )
+            .await
+            .unwrap();
+        first.get_or_insert(stored.seq);
+    }
+    let put = |seed: &'static str| async move {
+        t.store
+            .put(
+                &system(),
+                DocKind::Denial,
+                &denial(PRODUCER, Some("producer"), seed),
+            )
+            .await
+    };
+    assert!(matches!(put("over").await, Err(StoreError::DenialBound(_))));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let moved = |secs: i128| {
+        verdict_core::contracts::Timestamp::from_unix_nanos(
+            i128::try_from(now).unwrap() - secs * 1_000_000_000,
+        )
+    };
+    let events = t.table("audit_events");
+    let oldest = first.unwrap();
+    // Fifty seconds ago is still within the minute: refused.
+    t.tamper(
+        "audit_events",
+        &format!(
+            "UPDATE {events} SET recorded_at = '{}' WHERE seq = {oldest}",
+            moved(50).as_str()
+        ),
+    )
+    .await;
+    assert!(matches!(
+        put("still-over").await,
+        Err(StoreError::DenialBound(_))
+    ));
+    // Seventy seconds ago is not: one more is appended, and the one after it is refused.
+    t.tamper(
+        "audit_events",
+        &format!(
+            "UPDATE {events} SET recorded_at = '{}' WHERE seq = {oldest}",
+            moved(70).as_str()
+        ),
+    )
+    .await;
+    assert!(put("slid").await.unwrap().inserted);
+    assert!(matches!(
+        put("over-again").await,
+        Err(StoreError::DenialBound(_))
+    ));
+}
+both!(a_denial_leaves_the_bound_a_minute_after_it_was_recorded);
