@@ -62,6 +62,17 @@ impl Shown {
         &self.pieces
     }
 
+    /// Whether the text holds a right-to-left character (Hebrew, Arabic and the other scripts
+    /// written right to left, their digits included). A browser lays such text out by the
+    /// bidirectional algorithm, which moves neighbouring digits and punctuation with the
+    /// right-to-left run; a page draws it left to right in the order written instead (HTML's
+    /// `bdo dir="ltr"`), as it draws a resource's lines, so what a reviewer reads is what the
+    /// bytes say.
+    #[must_use]
+    pub fn holds_right_to_left(&self) -> bool {
+        self.written.chars().any(right_to_left)
+    }
+
     /// The text as written, for a link's path, an attribute a browser does not draw (`data-`,
     /// an element id) or a comparison; never for drawn text.
     #[must_use]
@@ -107,7 +118,27 @@ pub fn flagged(line: &str) -> Vec<Piece> {
             other => out.push(other),
         }
     }
+    // Said once, after the text: its right-to-left characters are drawn in the order written,
+    // which is not the order a reader of those scripts expects.
+    let backwards: Vec<char> = line.chars().filter(|&c| right_to_left(c)).collect();
+    if !backwards.is_empty() {
+        out.push(Piece::Flag(format!(
+            "right-to-left, drawn left to right in the order written: {}",
+            listed(&backwards)
+        )));
+    }
     out
+}
+
+/// Whether `c` is written right to left, or is a digit of such a script: the blocks of Hebrew,
+/// Arabic, Syriac, Thaana, N'Ko, Samaritan, Mandaic and their presentation forms, and the
+/// supplementary planes' right-to-left blocks.
+#[must_use]
+pub fn right_to_left(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x0590..=0x08FF | 0xFB1D..=0xFDFF | 0xFE70..=0xFEFE | 0x10800..=0x10FFF | 0x1E800..=0x1EFFF
+    )
 }
 
 /// Whether [`pieces`] draws `c` as an escape.
@@ -410,7 +441,6 @@ mod tests {
             "naïve café, Ærøskøbing",
             "пароль верный",
             "ελληνικά",
-            "שלום עולם",
             "iPhone用 の テスト",
             "v2 x86_64 e\u{301}",
             "",
@@ -419,6 +449,15 @@ mod tests {
             assert!(flags(&s).is_empty(), "{honest}: {s:?}");
             assert_eq!(s.plain(), honest);
         }
+        // Hebrew mixes no scripts either; it is only said to be drawn in the order written.
+        assert_eq!(
+            flags(&Shown::text("שלום עולם")),
+            [format!(
+                "right-to-left, drawn left to right in the order written: {}",
+                "U+05E9 Hebrew, U+05DC Hebrew, U+05D5 Hebrew, U+05DD Hebrew, U+05E2 Hebrew, \
+                 U+05D5 Hebrew, U+05DC Hebrew, U+05DD Hebrew"
+            )]
+        );
         // The main script is the most frequent one: here the Latin letter is the odd one out.
         assert_eq!(
             flags(&Shown::text("a\u{430}\u{430}\u{430}")),
@@ -506,6 +545,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Free text holding Hebrew or Arabic is said to be drawn in the order written (the page
+    /// draws it so), once, after the text, listing the right-to-left characters; text without
+    /// any is not, and only such text asks to be drawn that way.
+    #[test]
+    fn right_to_left_text_is_flagged_as_drawn_in_the_order_written() {
+        // A browser would draw the 10 on the Hebrew side of the line.
+        let s = Shown::text("approve 10 \u{5d0}\u{5d1} now");
+        assert!(s.holds_right_to_left());
+        assert_eq!(
+            flags(&s),
+            [
+                "right-to-left, drawn left to right in the order written: U+05D0 Hebrew, U+05D1 Hebrew"
+            ]
+        );
+        // Arabic-Indic digits are laid out right to left too, though they are no letters.
+        let digits = Shown::text("total \u{661}\u{662}");
+        assert!(digits.holds_right_to_left());
+        assert_eq!(
+            flags(&digits),
+            ["right-to-left, drawn left to right in the order written: U+0661, U+0662"]
+        );
+        for plain in [
+            "approve 10 now",
+            "\u{43f}\u{430}\u{440}\u{43e}\u{43b}\u{44c}",
+            "\u{65e5}\u{672c}",
+        ] {
+            let t = Shown::text(plain);
+            assert!(!t.holds_right_to_left(), "{plain}");
+            assert!(flags(&t).is_empty(), "{plain}");
+        }
+        // A name holding one is drawn the same way; its flag already lists every such code point.
+        let n = Shown::name("rev-\u{5d0}");
+        assert!(n.holds_right_to_left());
+        assert_eq!(flags(&n), ["not ASCII: U+05D0 Hebrew"]);
     }
 
     #[test]

@@ -65,7 +65,15 @@ fn alert(a: &Alert) -> Markup {
 /// a marked `<U+XXXX>` whose accessible name says what the character is, and each look-alike
 /// flag as visible text in square brackets.
 pub fn shown(text: &Shown) -> Markup {
-    shown_line(text.pieces())
+    // Right-to-left characters are drawn in the order written, as a resource's lines are: the
+    // bidirectional algorithm would move digits and punctuation next to them.
+    html! {
+        @if text.holds_right_to_left() {
+            bdo dir="ltr" { (shown_line(text.pieces())) }
+        } @else {
+            (shown_line(text.pieces()))
+        }
+    }
 }
 
 fn shown_opt(text: Option<&Shown>) -> Markup {
@@ -77,7 +85,7 @@ fn shown_opt(text: Option<&Shown>) -> Markup {
 fn risk(stated: &Shown, effective: Option<&Shown>) -> Markup {
     html! {
         @match effective {
-            Some(e) if e.written() != stated.written() => {
+            Some(e) if e != stated => {
                 strong { (shown(e)) } " (stated " (shown(stated)) ", raised by the policy's risk floor)"
             }
             _ => (shown(stated)),
@@ -798,6 +806,13 @@ mod tests {
         );
         let html = shown(&Shown::text("<b>&")).into_string();
         assert_eq!(html, "&lt;b&gt;&amp;");
+        // Right-to-left text is drawn in the order written, and said to be.
+        let html = shown(&Shown::text("10 \u{5d0}")).into_string();
+        assert_eq!(
+            html,
+            "<bdo dir=\"ltr\">10 \u{5d0} <span class=\"flag\">[right-to-left, drawn left to \
+             right in the order written: U+05D0 Hebrew]</span></bdo>"
+        );
     }
 
     /// Text as written goes only where a browser does not draw it: a `data-` attribute or a

@@ -1088,6 +1088,12 @@ async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_
             "location": {"resource": "diff", "path": "src/\u{430}uth.rs"},
             "evidence_refs": [ev["id"]], "method": "review",
             "remediation": "ask the \u{43e}perator \u{202E}first"
+        }, {
+            // Hebrew beside digits: a browser would move the digits to the Hebrew side.
+            "id": "f-2", "version": 1, "criterion": "tests-pass", "type": "style",
+            "severity": "info", "scope": "pre_existing", "subject_digest": sd.as_str(),
+            "evidence_refs": [ev["id"]], "method": "review",
+            "remediation": "keep 10 \u{5d0}\u{5d1} of 20"
         }]);
         w.engine.submit_result(&w.rev, &res).await.unwrap();
         w.engine.gate_run(&w.ops, EXEC).await.unwrap();
@@ -1158,6 +1164,11 @@ async fn what_principals_wrote_is_drawn_with_hidden_characters_escaped_and_look_
             ),
             format!("st\u{443}le {}", flag("not ASCII: U+0443 Cyrillic")),
             format!("diff:src/\u{430}uth.rs {}", flag("not ASCII: U+0430 Cyrillic")),
+            // Right-to-left text, drawn in the order written and said to be.
+            format!(
+                "<bdo dir=\"ltr\">keep 10 \u{5d0}\u{5d1} of 20 {}</bdo>",
+                flag("right-to-left, drawn left to right in the order written: U+05D0 Hebrew, U+05D1 Hebrew")
+            ),
             // The producer's run, and the name of the person signed in.
             format!("run-c\u{43e}der {cyrillic_o}"),
             format!("<strong id=\"principal\">{old} {cyrillic_o}</strong>"),
