@@ -8,8 +8,8 @@ use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
-    CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Role, Subject, Timestamp,
-    UnavailableReason, VerificationResult, VerificationStatus,
+    CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Role, Scope, Severity, Subject,
+    Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{
@@ -38,7 +38,8 @@ pub struct Collected {
     pub verifications: Vec<Stored>,
     /// Human decisions bound to the subject.
     pub human_decisions: Vec<Stored>,
-    /// Open blocking findings of the execution's earlier subjects.
+    /// Open blocking findings of the execution's earlier subjects, and blocking findings about
+    /// this subject stored on their own (outside any result).
     pub prior_findings: Vec<Stored>,
 }
 
@@ -155,12 +156,13 @@ impl Engine {
             let about = &about;
             async move { Ok::<_, EngineError>(self.store.list(kind, about).await?) }
         };
-        let (subject, policy, evidence, results, human_decisions, blockers) = tokio::try_join!(
+        let (subject, policy, evidence, results, human_decisions, findings, blockers) = tokio::try_join!(
             get(DocKind::Subject, head.subject_digest.clone(), "subject"),
             get(DocKind::Policy, policy_digest.clone(), "policy"),
             list(DocKind::Evidence),
             list(DocKind::Verification),
             list(DocKind::HumanDecision),
+            list(DocKind::Finding),
             self.prior_blockers_unscoped(execution, &head.subject_digest),
         )?;
         let subject_doc: Subject = subject.decode()?;
@@ -174,6 +176,16 @@ impl Engine {
         for row in &human_decisions {
             row.decode::<HumanDecision>()?;
         }
+        // Every finding some stored result about the subject carries, counted or not.
+        let mut in_results: BTreeSet<(String, u64)> = BTreeSet::new();
+        for row in &results {
+            let r: VerificationResult = row.decode()?;
+            in_results.extend(
+                r.findings
+                    .into_iter()
+                    .map(|f| (f.id.to_string(), f.version)),
+            );
+        }
         let verifications = self
             .counted_among(results, &head.subject_digest, &subject_doc)
             .await?;
@@ -181,6 +193,27 @@ impl Engine {
         for (id, version) in blockers {
             if let Some(f) = self.store.finding(&id, version).await? {
                 prior_findings.push(f);
+            }
+        }
+        // A blocking finding about this subject stored on its own, by a verifier admitted on
+        // it, is read as a prior blocker: it moves the evidence set (a pass stops applying the
+        // moment it is stored) and only a later counted result's disposition addresses it, so
+        // a stored blocker never sits beside a current pass.
+        let required: BTreeSet<&str> = subject_doc
+            .criteria
+            .items
+            .iter()
+            .filter(|c| c.required)
+            .map(|c| c.id.as_str())
+            .collect();
+        for row in findings {
+            let f: Finding = row.decode()?;
+            if f.severity == Severity::Blocker
+                && f.scope == Scope::Change
+                && required.contains(f.criterion.as_str())
+                && !in_results.contains(&(f.id.to_string(), f.version))
+            {
+                prior_findings.push(row);
             }
         }
         Ok(Collected {

@@ -3,7 +3,7 @@
 //! Writers take `BEGIN IMMEDIATE`, which serialises them across threads and processes (the
 //! audit chain has one head); the busy timeout makes a second writer wait instead of failing.
 
-use crate::actor::Actor;
+use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead, EventFields, GENESIS_HASH, now_utc};
 use crate::backend::{
     Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
@@ -424,6 +424,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
         if item.table == Table::Denials {
             denial_within_bound(tx, &item.body)?;
         }
+        if item.table == Table::HumanDecisions && actor.role == ActorRole::Human {
+            human_decision_on_what_is_current(tx, &actor.principal, &item.key, &item.body)?;
+        }
         let event = EventFields {
             seq: seq + 1,
             prev_hash: &prev_hash,
@@ -513,6 +516,47 @@ fn no_principal_reads_like(tx: &Connection, name: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A stored person's decision, in the transaction that appends it: an approval names the
+/// reasons it clears, the policy it names is a gate's current policy and the subject its
+/// execution's current subject; otherwise it is refused. The engine checks the same before it
+/// writes; here the store holds it against any other writer, as the PostgreSQL trigger does for
+/// every principal acting as its own identity (schemas 21 and 34): an actor that is not a
+/// stored person is held to none of it there either.
+fn human_decision_on_what_is_current(
+    tx: &Connection,
+    principal: &str,
+    key: &str,
+    body: &str,
+) -> Result<()> {
+    let (stored, approval_without_clears, policy_current, subject_current): (
+        bool,
+        bool,
+        bool,
+        bool,
+    ) = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM principals p WHERE p.key = ?2 AND p.role = 'human'),                     json_extract(?1, '$.decision') = 'approve'                         AND json_type(?1, '$.clears') IS NOT 'array',                     EXISTS (SELECT 1 FROM pointers g WHERE g.pointer = 'gate'                         AND json_extract(g.value, '$.policy_digest') = json_extract(?1, '$.policy_digest')),                     EXISTS (SELECT 1 FROM subjects s JOIN pointers x                         ON x.pointer = 'execution' AND x.name = s.execution_id                         WHERE s.key = json_extract(?1, '$.subject_digest')                         AND json_extract(x.value, '$.subject_digest') = s.key)",
+        )
+        .map_err(err)?
+        .query_row(rusqlite::params![body, principal], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .map_err(err)?;
+    if !stored {
+        return Ok(());
+    }
+    let why = if approval_without_clears {
+        "an approval names the human_required reasons it clears"
+    } else if !policy_current {
+        "the policy it names is no gate's current policy"
+    } else if !subject_current {
+        "the subject it names is not its execution's current subject"
+    } else {
+        return Ok(());
+    };
+    Err(StoreError::Refused(format!("human decision {key}: {why}")))
 }
 
 /// Refuses the denial `body` when [`crate::DENIALS_PER_MINUTE`] denials naming its principal

@@ -606,6 +606,18 @@ fn text_of<T: Serialize>(table: Table, value: &T) -> Result<String> {
     canonical_text(value).map_err(invalid(table.name()))
 }
 
+/// Refuses a document of `kind` with the first of `problems`, what the Gate's own reading of it
+/// found: a document the Gate would refuse as `invalid_input` is never stored.
+fn the_gate_reads(kind: DocKind, problems: Vec<String>) -> Result<()> {
+    match problems.into_iter().next() {
+        Some(message) => Err(StoreError::Invalid {
+            what: doc_what(kind),
+            message,
+        }),
+        None => Ok(()),
+    }
+}
+
 fn decoded<T: DeserializeOwned>(kind: DocKind, value: &Value) -> Result<T> {
     verdict_core::contracts::decode_plain(value).map_err(|e| StoreError::Invalid {
         what: doc_what(kind),
@@ -760,12 +772,7 @@ impl<B: Backend> StoreImpl<B> {
                 // The Gate's own reading of a policy: one it would refuse (a `pass` fallback or
                 // rule, a repeated or contradictory criterion, a rule that does not compile) is
                 // never stored, on either backend.
-                if let Some(problem) = verdict_core::gate::policy_problems(&p).into_iter().next() {
-                    return Err(StoreError::Invalid {
-                        what: doc_what(kind),
-                        message: problem,
-                    });
-                }
+                the_gate_reads(kind, verdict_core::gate::policy_problems(&p))?;
                 Some(p.name.to_string())
             }
             DocKind::Evidence => {
@@ -792,12 +799,7 @@ impl<B: Backend> StoreImpl<B> {
             DocKind::HumanDecision => {
                 let d: HumanDecision = decoded(kind, value)?;
                 // What the Gate would refuse as `invalid_input` is never stored.
-                if let Some(problem) = verdict_core::gate::clears_problems(&d).into_iter().next() {
-                    return Err(StoreError::Invalid {
-                        what: doc_what(kind),
-                        message: problem,
-                    });
-                }
+                the_gate_reads(kind, verdict_core::gate::clears_problems(&d))?;
                 if d.principal.as_str() != actor.principal {
                     return Err(StoreError::Refused(format!(
                         "human decision {} is signed by {:?}, not by {:?}",

@@ -219,6 +219,120 @@ async fn init_on_an_initialised_store_is_refused_and_writes_nothing() {
     .await;
 }
 
+/// A verifier reads its subject: a write grant on the execution, which an operator may give it,
+/// lets it write nothing a verifier may not. Its subject, its check evidence, a request, a
+/// cancellation and a queue's jobs are each refused as outside its role, and each refusal
+/// appends only its denial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifier_with_a_write_grant_still_writes_only_its_results() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, _, req) = prepared(&w, 1, "change A", "run-a").await;
+        w.engine
+            .grant(
+                &w.ops,
+                "g-rev-write",
+                "rev",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Write,
+                &ts("2027-01-01T00:00:00Z"),
+            )
+            .await
+            .unwrap();
+        let mut own = subject(2, "the verifier's own change");
+        own["producer"]["principal"] = json!("rev");
+        let ev = evidence(&d, "pass", "rev", "verifier");
+        let denied = |e: verdict_engine::EngineError| {
+            assert_eq!(e.code(), "permission_denied", "{e}");
+        };
+        let mut before = chain_length(&w).await;
+        let mut tried = 0;
+        for outcome in [
+            w.engine.put_subject(&w.rev, &own).await.map(|_| ()),
+            w.engine.add_evidence(&w.rev, &[ev]).await.map(|_| ()),
+            w.engine
+                .create_request(&w.rev, EXEC, &json!({}))
+                .await
+                .map(|_| ()),
+            w.engine
+                .cancel_execution(&w.rev, EXEC, "mine now")
+                .await
+                .map(|_| ()),
+            w.engine
+                .enqueue_request_jobs(&w.rev, &req, None)
+                .await
+                .map(|_| ()),
+        ] {
+            denied(outcome.unwrap_err());
+            tried += 1;
+        }
+        // Each refusal appended one row: its denial.
+        let after = chain_length(&w).await;
+        assert_eq!(after - before, tried);
+        before = after;
+        assert_eq!(
+            w.engine
+                .execution_head(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .unwrap()
+                .subject_digest,
+            d
+        );
+        assert!(
+            w.engine
+                .status(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .cancelled
+                .is_none()
+        );
+        assert_eq!(chain_length(&w).await, before);
+    })
+    .await;
+}
+
+/// Creating the first operator is the only act nobody authenticates, and only on an empty
+/// store: eight `init`s started together on one empty store (each its own engine, interleaving
+/// their writes) leave exactly one operator, the one whose `init` answered with a token; every
+/// other is refused as a conflict and wrote nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_inits_racing_on_an_empty_store_exactly_one_creates_an_operator() {
+    on_both(|store| async move {
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let engine = verdict_engine::Engine::new(store.clone(), "merge");
+                tokio::spawn(async move {
+                    let name = format!("ops-{i}");
+                    (name.clone(), engine.init(&name, StoreClock::System).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (name, outcome) = t.await.unwrap();
+            match outcome {
+                Ok(token) => winners.push((name, token)),
+                Err(e) => assert_eq!(e.code(), "conflict", "{name}: {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        let (name, token) = &winners[0];
+        let listed = store.principals(0, 100).await.unwrap();
+        assert_eq!(
+            listed.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            [name.as_str()]
+        );
+        let engine = verdict_engine::Engine::new(store.clone(), "merge");
+        let ops = engine.authenticate(token).await.unwrap();
+        assert_eq!(ops.role(), Role::Operator);
+        // Two writes: the clock, then the operator.
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, 2);
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_on_the_system_clock_refuses_a_time_and_uses_its_own() {
     on_both(|store| async move {

@@ -109,6 +109,105 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
         assert_eq!(applying(&w).await, vec![Outcome::Pass]);
         w.engine.add_evidence(&w.ci, &[more]).await.unwrap();
         assert!(applying(&w).await.is_empty());
+        // And a finding stored on its own, a new version of one about the subject, by the
+        // verifier whose run was admitted on it.
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(applying(&w).await, vec![Outcome::Pass]);
+        let finding = json!({
+            "id": "f-late", "version": 1, "criterion": "tests-pass", "type": "bug",
+            "severity": "blocker", "scope": "change", "subject_digest": d.as_str(),
+            "evidence_refs": [ev], "method": "review"
+        });
+        w.engine
+            .store()
+            .put(&w.rev.actor(), DocKind::Finding, &finding)
+            .await
+            .unwrap();
+        assert!(applying(&w).await.is_empty());
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(
+            status.latest.unwrap().not_applicable,
+            vec![NotApplicable::EvidenceSetMoved]
+        );
+        // Run again, the Gate reads the stored blocker as one no counted result addressed.
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(
+            g.decision.outcome,
+            Outcome::Blocked,
+            "{:?}",
+            g.decision.reasons
+        );
+        assert!(
+            g.decision
+                .reasons
+                .iter()
+                .any(|r| r.code.as_str() == "prior_blocker_unaddressed"),
+            "{:?}",
+            g.decision.reasons
+        );
+        assert!(
+            g.decision
+                .unresolved_prior_blockers
+                .iter()
+                .any(|f| f.id.as_str() == "f-late")
+        );
+    })
+    .await;
+}
+
+/// A verifier that finishes after its subject was replaced within the same generation is kept
+/// as history and publishes no pass: its result is about the old subject, which is no longer
+/// the execution's current one, so it never counts and the Gate never reads it for the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_finishing_after_its_subject_was_replaced_in_the_same_generation_never_counts() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (a, ev, _) = prepared(&w, 1, "change A", "run-a").await;
+        let b = w
+            .engine
+            .put_subject(&w.coder, &subject(1, "change B"))
+            .await
+            .unwrap();
+        assert_ne!(a, b);
+        // Kept as history: stored, never counted, and said why.
+        let sub = w
+            .engine
+            .submit_result(&w.rev, &result("rev", "run-a", &a, 1, &ev))
+            .await
+            .unwrap();
+        assert!(!sub.counted, "{sub:?}");
+        assert!(
+            sub.why_not
+                .as_deref()
+                .is_some_and(|why| why.contains("no longer the execution's current one")),
+            "{sub:?}"
+        );
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(
+            g.decision.outcome,
+            Outcome::Pass,
+            "{:?}",
+            g.decision.reasons
+        );
+        assert_eq!(g.decision.subject_digest.as_ref(), Some(&b));
+        assert!(applying(&w).await.iter().all(|o| *o != Outcome::Pass));
+        // Whatever the store kept of it is about A, never about B.
+        assert!(
+            w.engine
+                .store()
+                .list(DocKind::Verification, &About::Subject(b.clone()))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let kept = w
+            .engine
+            .store()
+            .list(DocKind::Verification, &About::Subject(a.clone()))
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_ne!(kept[0].counted, Some(true), "{kept:?}");
     })
     .await;
 }
@@ -492,11 +591,23 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
         let ev_id = ev["id"].as_str().unwrap().to_owned();
         w.engine.add_evidence(&w.ci, &[ev]).await.unwrap();
         let req = request(&w, json!({})).await;
-        let tries: [(&str, Vec<&str>, &str); 3] = [
+        let tries: [(&str, Vec<&str>, &str); 5] = [
             (
                 "run-1",
                 vec!["tests-pass"],
                 "no row for docs-updated, no-new-deps",
+            ),
+            // Every criterion answered, and one the subject does not have besides: a look-alike
+            // of one of its ids, and another id outright.
+            (
+                "run-x1",
+                vec!["tests-pass", "docs-updated", "no-new-deps", "tests-passes"],
+                "criterion tests-passes is not in the subject at /criteria/3/id",
+            ),
+            (
+                "run-x2",
+                vec!["tests-pass", "docs-updated", "no-new-deps", "security"],
+                "criterion security is not in the subject at /criteria/3/id",
             ),
             (
                 "run-2",

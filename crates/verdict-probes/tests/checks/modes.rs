@@ -30,6 +30,30 @@ async fn converge_succeeds_late() {
     assert_eq!(h.hits("late"), 3, "no observation after the pass");
 }
 
+/// `assert` is exactly one observation: a transient 503 that a converge would wait out fails
+/// an assert, with no second observation, whether the mode is written or is the default of a
+/// safety or catastrophic criterion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assert_observes_once_and_a_transient_failure_fails_it() {
+    let h = Http::start().await;
+    for (name, how) in [
+        ("written", "    mode: assert\n"),
+        ("safety", "    role: safety\n"),
+        ("catastrophic", "    role: catastrophic\n"),
+    ] {
+        h.script(name, vec![step(503, "starting"), step(200, "ok")]);
+        let s = spec(&format!(
+            "version: 1\ncriteria:\n  - id: web\n{how}    probe: {{kind: http, url: '{}', status: 200}}\n",
+            h.url(&format!("/s/{name}"))
+        ));
+        let r = run(&s).await;
+        let w = result(&r, "web");
+        assert_eq!(w.outcome, Fail, "{name}: {}", w.reason);
+        assert_eq!(w.samples, 1, "{name}");
+        assert_eq!(h.hits(name), 1, "{name}: observed again after the failure");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_503_and_timeouts_do_not_end_a_converge() {
     let h = Http::start().await;

@@ -204,6 +204,22 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
                 .unwrap()
                 .is_some()
         );
+        // The rejection moved the evidence set: the pass no longer applies, and the status
+        // over HTTP says why with the stable code.
+        let r = s
+            .send(
+                "GET",
+                "/v1/executions/ex-1/status",
+                Some(w.token("ops")),
+                None,
+            )
+            .await;
+        assert!(r.body["applicable"].is_null(), "{r:?}");
+        assert_eq!(
+            r.body["latest"]["not_applicable"],
+            json!(["evidence_set_moved"]),
+            "{r:?}"
+        );
 
         let r = s
             .send(
@@ -239,6 +255,13 @@ async fn a_change_walks_from_subject_to_decision_through_the_api() {
             .await;
         assert!(r.body["applicable"].is_null(), "{r:?}");
         assert!(!r.body["cancelled"].is_null(), "{r:?}");
+        assert!(
+            r.body["latest"]["not_applicable"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("execution_cancelled")),
+            "{r:?}"
+        );
         // A cancelled execution is never gated again.
         let r = s
             .send(

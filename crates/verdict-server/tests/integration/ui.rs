@@ -488,11 +488,12 @@ async fn a_reviewer_sees_the_class_the_policys_floor_raised_work_to() {
         let raised = "<strong>high</strong> (stated low, raised by the policy&#39;s risk floor)";
         let raised_plain = "<strong>high</strong> (stated low, raised by the policy's risk floor)";
         let shows_raised = |body: &str| body.contains(raised) || body.contains(raised_plain);
-        for (path, cookie) in [
+        let pages = [
             ("/ui/queue", &alice),
             ("/ui/board", &ops),
             ("/ui/executions/ex-1", &alice),
-        ] {
+        ];
+        for (path, cookie) in pages {
             let p = get(&s, path, Some(cookie)).await;
             assert_eq!(p.status, 200, "{path}: {p:?}");
             assert!(!shows_raised(&p.body), "{path}: {}", p.body);
@@ -503,11 +504,7 @@ async fn a_reviewer_sees_the_class_the_policys_floor_raised_work_to() {
         floored["risk_floor"] = json!("high");
         w.engine.set_policy(&w.ops, &floored).await.unwrap();
         w.engine.gate_run(&w.ops, EXEC).await.unwrap();
-        for (path, cookie) in [
-            ("/ui/queue", &alice),
-            ("/ui/board", &ops),
-            ("/ui/executions/ex-1", &alice),
-        ] {
+        for (path, cookie) in pages {
             let p = get(&s, path, Some(cookie)).await;
             assert_eq!(p.status, 200, "{path}: {p:?}");
             assert!(shows_raised(&p.body), "{path}: {}", p.body);

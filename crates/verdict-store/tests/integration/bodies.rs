@@ -1512,6 +1512,42 @@ async fn the_store_refuses_a_body_its_schema_refuses(t: &TestStore) {
 }
 crate::both!(the_store_refuses_a_body_its_schema_refuses);
 
+/// Runs `check` on `cases` generated bodies, each one of `docs` (its index given), whole or as a
+/// [`mutated`] variant, from a runtime's worker thread; panics with the smallest failing case.
+fn on_generated_bodies(
+    docs: &[&Value],
+    cases: u32,
+    check: impl Fn(usize, &Value) -> Result<(), proptest::test_runner::TestCaseError>,
+) {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        any::<usize>(),
+        any::<usize>(),
+        any::<u8>(),
+        any::<usize>(),
+        any::<bool>(),
+    );
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |(which, pick, op, value, whole)| {
+            let i = which % docs.len();
+            let body = if whole {
+                docs[i].clone()
+            } else {
+                mutated(docs[i], pick, op, value)
+            };
+            check(i, &body)
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+}
+
 /// A generated variant of a document: one member removed, one added, or one value replaced by a
 /// value of another type or out of range, at any depth.
 fn mutated(doc: &Value, pick: usize, op: u8, value: usize) -> Value {
@@ -1634,7 +1670,6 @@ fn the_reader_accepts(table: &str, v: &Value) -> bool {
 /// wrong) accepts exactly what the store's strict reader decodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
-    use proptest::test_runner::{Config, TestRunner};
     let t = postgres().await;
     let verdict_store::Location::Postgres(url) = &t.location else {
         unreachable!()
@@ -1690,46 +1725,25 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
     // How many generated bodies the reader accepted and refused: both must occur, or the
     // comparison proves nothing.
     let seen = std::sync::Mutex::new([0_usize; 2]);
-    let mut runner = TestRunner::new(Config {
-        cases: 2048,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        any::<usize>(),
-        any::<usize>(),
-        any::<u8>(),
-        any::<usize>(),
-        any::<bool>(),
-    );
-    let outcome = tokio::task::block_in_place(|| {
-        runner.run(&strategy, |(which, pick, op, value, whole)| {
-            let (table, doc) = &docs[which % docs.len()];
-            let body = if whole {
-                doc.clone()
-            } else {
-                mutated(doc, pick, op, value)
-            };
-            let reader = the_reader_accepts(table, &body);
-            seen.lock().unwrap()[usize::from(reader)] += 1;
-            let (conforms, why): (Option<bool>, Option<String>) = handle.block_on(async {
+    let originals: Vec<&Value> = docs.iter().map(|(_, doc)| doc).collect();
+    on_generated_bodies(&originals, 2048, |i, body| {
+        let table = &docs[i].0;
+        let reader = the_reader_accepts(table, body);
+        seen.lock().unwrap()[usize::from(reader)] += 1;
+        let (conforms, why): (Option<bool>, Option<String>) = handle.block_on(async {
                 sqlx::query_as(
                     "SELECT verdict._body_conforms($1, $2::jsonb), verdict._body_nonconformity($1, $2::jsonb)",
                 )
                 .bind(*table)
-                .bind(canonical(&body))
+                .bind(canonical(body))
                 .fetch_one(&mut *conn.lock().await)
                 .await
                 .unwrap()
             });
-            prop_assert_eq!(conforms, Some(reader), "{} {}: {:?}", table, body, why);
-            prop_assert_eq!(why.is_none(), reader, "{} {}: {:?}", table, body, why);
-            Ok(())
-        })
+        prop_assert_eq!(conforms, Some(reader), "{} {}: {:?}", table, body, why);
+        prop_assert_eq!(why.is_none(), reader, "{} {}: {:?}", table, body, why);
+        Ok(())
     });
-    if let Err(e) = outcome {
-        panic!("{e}");
-    }
     let [refused, accepted] = *seen.lock().unwrap();
     assert!(
         refused > 50 && accepted > 50,
@@ -1746,7 +1760,6 @@ async fn the_database_holds_bodies_to_what_the_strict_reader_decodes() {
 /// SQLite store takes (or the other way round) would make a pass depend on the backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_backends_store_and_refuse_the_same_bodies() {
-    use proptest::test_runner::{Config, TestRunner};
     use verdict_store::StoreError;
     let stores = [sqlite().await, postgres().await];
     for t in &stores {
@@ -1840,43 +1853,22 @@ async fn both_backends_store_and_refuse_the_same_bodies() {
     let handle = tokio::runtime::Handle::current();
     // How many generated bodies were stored and refused: both must occur.
     let seen = std::sync::Mutex::new([0_usize; 2]);
-    let mut runner = TestRunner::new(Config {
-        cases: 1024,
-        failure_persistence: None,
-        ..Config::default()
+    let originals: Vec<&Value> = cases.iter().map(|(_, _, doc)| doc).collect();
+    on_generated_bodies(&originals, 1024, |i, body| {
+        let (kind, actor, _) = &cases[i];
+        let [a, b] = [0, 1].map(|i| handle.block_on(stores[i].store.put(actor, *kind, body)));
+        seen.lock().unwrap()[usize::from(a.is_ok())] += 1;
+        prop_assert_eq!(
+            answer(&a),
+            answer(&b),
+            "{:?} {}: SQLite {:?}, PostgreSQL {:?}",
+            kind,
+            body,
+            a,
+            b
+        );
+        Ok(())
     });
-    let strategy = (
-        any::<usize>(),
-        any::<usize>(),
-        any::<u8>(),
-        any::<usize>(),
-        any::<bool>(),
-    );
-    let outcome = tokio::task::block_in_place(|| {
-        runner.run(&strategy, |(which, pick, op, value, whole)| {
-            let (kind, actor, doc) = &cases[which % cases.len()];
-            let body = if whole {
-                doc.clone()
-            } else {
-                mutated(doc, pick, op, value)
-            };
-            let [a, b] = [0, 1].map(|i| handle.block_on(stores[i].store.put(actor, *kind, &body)));
-            seen.lock().unwrap()[usize::from(a.is_ok())] += 1;
-            prop_assert_eq!(
-                answer(&a),
-                answer(&b),
-                "{:?} {}: SQLite {:?}, PostgreSQL {:?}",
-                kind,
-                body,
-                a,
-                b
-            );
-            Ok(())
-        })
-    });
-    if let Err(e) = outcome {
-        panic!("{e}");
-    }
     let [refused, stored] = *seen.lock().unwrap();
     assert!(
         refused > 50 && stored > 20,

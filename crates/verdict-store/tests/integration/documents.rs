@@ -840,3 +840,80 @@ async fn principals_keep_token_hashes_and_grants_are_revoked_by_appending(t: &Te
     assert_intact(t).await;
 }
 both!(principals_keep_token_hashes_and_grants_are_revoked_by_appending);
+
+/// A stored person's decision is held, in the transaction that appends it, to what the engine
+/// checks first: an approval names the reasons it clears, and the policy and subject it names
+/// are a gate's current policy and its execution's current subject. Each breach is refused on
+/// both backends and appends nothing; the decision on what is current is stored.
+async fn a_persons_decision_is_stored_only_on_what_is_current(t: &TestStore) {
+    let store = t.store.as_ref();
+    populate(store).await;
+    register(store, "bob", Role::Human).await;
+    grant_write(store, "g-bob", "bob", "ex-1").await;
+    let bob = Actor::new("bob", Role::Human);
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
+    let stored_other = store
+        .put(
+            &Actor::new(OPERATOR, Role::Operator),
+            DocKind::Policy,
+            &policy(7),
+        )
+        .await
+        .unwrap();
+    let mine = |id: &str, policy: &verdict_core::digest::Digest| {
+        let mut doc = human(&s, policy);
+        doc["id"] = json!(id);
+        doc["principal"] = json!("bob");
+        doc
+    };
+    let mut without_clears = mine("hd-b1", &p);
+    without_clears.as_object_mut().unwrap().remove("clears");
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    for (what, doc) in [
+        ("an approval naming nothing it clears", without_clears),
+        (
+            "a stored policy no gate has",
+            mine("hd-b2", &stored_other.digest),
+        ),
+    ] {
+        let outcome = store.put(&bob, DocKind::HumanDecision, &doc).await;
+        assert!(outcome.is_err(), "{what}: {outcome:?}");
+    }
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+    store
+        .put(&bob, DocKind::HumanDecision, &mine("hd-b3", &p))
+        .await
+        .unwrap();
+    // The execution moves on: the old subject is no longer current.
+    let next = subject("ex-1", 2);
+    let next_digest = store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &next,
+        )
+        .await
+        .unwrap()
+        .digest;
+    let head = verdict_store::ExecutionHead {
+        subject_digest: s.clone(),
+        generation: 1,
+    };
+    store
+        .set_current_subject(
+            &Actor::new(OPERATOR, Role::Operator),
+            "ex-1",
+            Some(&head),
+            &next_digest,
+        )
+        .await
+        .unwrap();
+    let length = store.audit_head().await.unwrap().unwrap().seq;
+    let outcome = store
+        .put(&bob, DocKind::HumanDecision, &mine("hd-b4", &p))
+        .await;
+    assert!(outcome.is_err(), "a subject no longer current: {outcome:?}");
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+}
+both!(a_persons_decision_is_stored_only_on_what_is_current);

@@ -443,13 +443,10 @@ async fn a_schema_1_store_migrates_to_2_on_postgres() {
     t.cleanup().await;
 }
 
-/// Schema 36: past `DENIALS_PER_MINUTE` denials naming one principal within a minute, a denial
-/// is refused (`DenialBound`) and appends nothing; another principal's, and the unauthenticated
-/// ones, are appended as before, and the chain verifies. On PostgreSQL a trigger on the table
-/// holds the bound, whichever routine writes.
-async fn a_principals_denials_are_bounded_in_a_minute(t: &TestStore) {
-    let bound = verdict_store::DENIALS_PER_MINUTE;
-    for n in 0..bound {
+/// Appends as many denials of the producer as the bound allows; returns the first one's seq.
+async fn denials_up_to_the_bound(t: &TestStore) -> u64 {
+    let mut first = None;
+    for n in 0..verdict_store::DENIALS_PER_MINUTE {
         let stored = t
             .store
             .put(
@@ -460,7 +457,17 @@ async fn a_principals_denials_are_bounded_in_a_minute(t: &TestStore) {
             .await
             .unwrap();
         assert!(stored.inserted, "{n}");
+        first.get_or_insert(stored.seq);
     }
+    first.unwrap()
+}
+
+/// Schema 36: past `DENIALS_PER_MINUTE` denials naming one principal within a minute, a denial
+/// is refused (`DenialBound`) and appends nothing; another principal's, and the unauthenticated
+/// ones, are appended as before, and the chain verifies. On PostgreSQL a trigger on the table
+/// holds the bound, whichever routine writes.
+async fn a_principals_denials_are_bounded_in_a_minute(t: &TestStore) {
+    denials_up_to_the_bound(t).await;
     let head = t.store.audit_head().await.unwrap().unwrap().seq;
     let err = t
         .store
@@ -501,20 +508,7 @@ both!(a_principals_denials_are_bounded_in_a_minute);
 /// again. (The oldest event's time is moved back by hand, as waiting a minute would; the chain
 /// no longer verifies after that, which is not what this test is about.)
 async fn a_denial_leaves_the_bound_a_minute_after_it_was_recorded(t: &TestStore) {
-    let bound = verdict_store::DENIALS_PER_MINUTE;
-    let mut first = None;
-    for n in 0..bound {
-        let stored = t
-            .store
-            .put(
-                &system(),
-                DocKind::Denial,
-                &denial(PRODUCER, Some("producer"), &format!("p-{n}")),
-            )
-            .await
-            .unwrap();
-        first.get_or_insert(stored.seq);
-    }
+    let oldest = denials_up_to_the_bound(t).await;
     let put = |seed: &'static str| async move {
         t.store
             .put(
@@ -535,7 +529,6 @@ async fn a_denial_leaves_the_bound_a_minute_after_it_was_recorded(t: &TestStore)
         )
     };
     let events = t.table("audit_events");
-    let oldest = first.unwrap();
     // Fifty seconds ago is still within the minute: refused.
     t.tamper(
         "audit_events",
