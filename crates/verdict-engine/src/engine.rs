@@ -202,9 +202,14 @@ impl Engine {
             .establish_clock(&first, clock)
             .await
             .map_err(|e| match e {
-                StoreError::Refused(_) | StoreError::CasFailed { .. } => EngineError::Conflict(
-                    format!("this store is initialised; only an operator adds principals ({e})"),
-                ),
+                // On PostgreSQL the clock's routine refuses with a permission error once a
+                // principal exists (an `init` that lost a race to another finds one there):
+                // the same answer as a store initialised long ago.
+                StoreError::Refused(_) | StoreError::CasFailed { .. } | StoreError::Denied(_) => {
+                    EngineError::Conflict(format!(
+                        "this store is initialised; only an operator adds principals ({e})"
+                    ))
+                }
                 other => other.into(),
             })?;
         let token = token::generate()?;

@@ -8,8 +8,8 @@ use crate::runs::answers_each_criterion_once;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
-    CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Role, Scope, Severity, Subject,
-    Timestamp, UnavailableReason, VerificationResult, VerificationStatus,
+    CheckEvidence, Finding, GateDecision, HumanDecision, Policy, Role, Subject, Timestamp,
+    UnavailableReason, VerificationResult, VerificationStatus,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{
@@ -199,18 +199,10 @@ impl Engine {
         // it, is read as a prior blocker: it moves the evidence set (a pass stops applying the
         // moment it is stored) and only a later counted result's disposition addresses it, so
         // a stored blocker never sits beside a current pass.
-        let required: BTreeSet<&str> = subject_doc
-            .criteria
-            .items
-            .iter()
-            .filter(|c| c.required)
-            .map(|c| c.id.as_str())
-            .collect();
+        let required = crate::lineage::required_criteria(&subject_doc);
         for row in findings {
             let f: Finding = row.decode()?;
-            if f.severity == Severity::Blocker
-                && f.scope == Scope::Change
-                && required.contains(f.criterion.as_str())
+            if crate::lineage::carried_blocker(&f, &required)
                 && !in_results.contains(&(f.id.to_string(), f.version))
             {
                 prior_findings.push(row);

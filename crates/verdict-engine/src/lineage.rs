@@ -7,7 +7,8 @@ use crate::engine::{Engine, Principal};
 use crate::error::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use verdict_core::contracts::{
-    Disposition, DispositionKind, GateDecision, Id, Scope, Severity, Subject, VerificationResult,
+    Disposition, DispositionKind, Finding, GateDecision, Id, Scope, Severity, Subject,
+    VerificationResult,
 };
 use verdict_core::digest::Digest;
 use verdict_store::{About, DocKind};
@@ -69,13 +70,7 @@ impl Engine {
             let at = position.len();
             position.insert(row.digest.clone(), at);
             let subject: Subject = row.decode()?;
-            let required: BTreeSet<&str> = subject
-                .criteria
-                .items
-                .iter()
-                .filter(|c| c.required)
-                .map(|c| c.id.as_str())
-                .collect();
+            let required = required_criteria(&subject);
             let about = About::Subject(row.digest.clone());
             let results = self.store.list(DocKind::Verification, &about).await?;
             for result in self.counted_among(results, &row.digest, &subject).await? {
@@ -83,11 +78,7 @@ impl Engine {
                 candidates.extend(
                     r.findings
                         .iter()
-                        .filter(|f| {
-                            f.severity == Severity::Blocker
-                                && f.scope == Scope::Change
-                                && required.contains(f.criterion.as_str())
-                        })
+                        .filter(|f| carried_blocker(f, &required))
                         .map(|f| (f.id.clone(), f.version)),
                 );
                 disposed.extend(r.dispositions.into_iter().map(|d| (at, d)));
@@ -109,10 +100,7 @@ impl Engine {
         for (id, version) in candidates {
             let origin = match self.store.finding(&id, version).await? {
                 Some(f) => position
-                    .get(
-                        &f.decode::<verdict_core::contracts::Finding>()?
-                            .subject_digest,
-                    )
+                    .get(&f.decode::<Finding>()?.subject_digest)
                     .copied(),
                 None => None,
             };
@@ -136,4 +124,23 @@ impl Engine {
         }
         Ok(open)
     }
+}
+
+/// The ids of `subject`'s required criteria.
+pub(crate) fn required_criteria(subject: &Subject) -> BTreeSet<&str> {
+    subject
+        .criteria
+        .items
+        .iter()
+        .filter(|c| c.required)
+        .map(|c| c.id.as_str())
+        .collect()
+}
+
+/// Whether `f` is a blocker the Gate is handed again until a counted result disposes of it: a
+/// change-scoped blocker on one of the `required` criteria.
+pub(crate) fn carried_blocker(f: &Finding, required: &BTreeSet<&str>) -> bool {
+    f.severity == Severity::Blocker
+        && f.scope == Scope::Change
+        && required.contains(f.criterion.as_str())
 }

@@ -228,18 +228,7 @@ async fn a_verifier_with_a_write_grant_still_writes_only_its_results() {
     on_both(|store| async move {
         let w = world(store).await;
         let (d, _, req) = prepared(&w, 1, "change A", "run-a").await;
-        w.engine
-            .grant(
-                &w.ops,
-                "g-rev-write",
-                "rev",
-                verdict_store::ScopeKind::Execution,
-                EXEC,
-                verdict_store::Access::Write,
-                &ts("2027-01-01T00:00:00Z"),
-            )
-            .await
-            .unwrap();
+        grant_on_exec(&w, "g-rev-write", "rev", verdict_store::Access::Write).await;
         let mut own = subject(2, "the verifier's own change");
         own["producer"]["principal"] = json!("rev");
         let ev = evidence(&d, "pass", "rev", "verifier");
@@ -271,15 +260,7 @@ async fn a_verifier_with_a_write_grant_still_writes_only_its_results() {
         let after = chain_length(&w).await;
         assert_eq!(after - before, tried);
         before = after;
-        assert_eq!(
-            w.engine
-                .execution_head(&w.ops, EXEC)
-                .await
-                .unwrap()
-                .unwrap()
-                .subject_digest,
-            d
-        );
+        assert_eq!(current_subject(&w).await, d);
         assert!(
             w.engine
                 .status(&w.ops, EXEC)

@@ -124,9 +124,8 @@ async fn every_later_item_about_the_subject_moves_the_evidence_set() {
             .await
             .unwrap();
         assert!(applying(&w).await.is_empty());
-        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert_eq!(
-            status.latest.unwrap().not_applicable,
+            latest_not_applicable(&w).await,
             vec![NotApplicable::EvidenceSetMoved]
         );
         // Run again, the Gate reads the stored blocker as one no counted result addressed.

@@ -284,6 +284,38 @@ pub async fn approval_as_stored(w: &World, reason: &str) -> Digest {
         .digest
 }
 
+/// The execution's current subject, as the operator reads it.
+pub async fn current_subject(w: &World) -> Digest {
+    w.engine
+        .execution_head(&w.ops, EXEC)
+        .await
+        .unwrap()
+        .unwrap()
+        .subject_digest
+}
+
+/// Why the execution's latest decision does not apply, as the operator reads it.
+pub async fn latest_not_applicable(w: &World) -> Vec<verdict_engine::NotApplicable> {
+    let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+    status.latest.unwrap().not_applicable
+}
+
+/// Gives `who` a grant `id` of `access` on [`EXEC`] until 2027, as the operator.
+pub async fn grant_on_exec(w: &World, id: &str, who: &str, access: Access) {
+    w.engine
+        .grant(
+            &w.ops,
+            id,
+            who,
+            ScopeKind::Execution,
+            EXEC,
+            access,
+            &ts("2027-01-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+}
+
 /// A verifier that counts every call that reaches it.
 pub struct Counting(pub std::sync::atomic::AtomicUsize);
 
