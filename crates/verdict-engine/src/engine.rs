@@ -196,10 +196,17 @@ impl Engine {
         // on PostgreSQL its routines take this one record of an operator naming itself from
         // whoever may call them (schema version 14), and nothing is written as the engine.
         let first = Actor::new(operator, ActorRole::Operator);
-        // The clock is recorded only while the store has no principal (checked where it is
-        // written), so this is what makes `init` work once, on an empty store.
+        let token = token::generate()?;
+        let record = PrincipalRecord {
+            name,
+            role: Role::Operator,
+            token_sha256: token_sha256(&token),
+        };
+        // The clock is recorded only while the store has no principal, and with the first
+        // operator in one transaction (checked where it is written): this is what makes
+        // `init` work once, on an empty store, and never leave a store half-made.
         self.store
-            .establish_clock(&first, clock)
+            .initialise(&first, clock, &record)
             .await
             .map_err(|e| match e {
                 // On PostgreSQL the clock's routine refuses with a permission error once a
@@ -212,13 +219,6 @@ impl Engine {
                 }
                 other => other.into(),
             })?;
-        let token = token::generate()?;
-        let record = PrincipalRecord {
-            name,
-            role: Role::Operator,
-            token_sha256: token_sha256(&token),
-        };
-        self.store.add_principal(&first, &record).await?;
         Ok(token)
     }
 

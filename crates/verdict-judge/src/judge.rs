@@ -211,7 +211,8 @@ impl Judge {
                 () = cancel => Err(fail(UnavailableReason::Cancelled, "the run was cancelled by its caller")),
                 r = work => r,
             }
-        };
+        }
+        .and_then(with_secret_finding_ids);
         let run = self.finish(req, &plan, &state, outcome);
         if let (Some(cache), Some(key), Some(runtime)) =
             (&self.cache, key, &run.result.verifier.runtime)
@@ -705,6 +706,41 @@ fn fits(hit: &CachedResult, m: &ContextManifest, waived: &[Id]) -> bool {
             .zip(&m.prior_findings)
             .all(|(d, k)| d.finding == k.id && d.version == k.version && cites(&d.evidence_refs));
     rows_fit && findings_fit && dispositions_fit
+}
+
+/// Gives a run's findings ids that nobody can name before its result is stored. The id a
+/// finding is first given is derived from the problem (so that the run's samples agree on it),
+/// and anyone who reads the subject could derive it too; a finding is stored under its id and
+/// version for every writer, so another verifier that stored a finding under that id first
+/// would have this run's whole result refused, and a second run describing the same problem
+/// in other words would be refused the same way. Each id is therefore hashed with a secret
+/// drawn for this run and never kept.
+fn with_secret_finding_ids(mut c: Combined) -> Result<Combined, Failure> {
+    let mut secret = [0u8; 16];
+    getrandom::fill(&mut secret).map_err(|e| {
+        fail(
+            UnavailableReason::ProviderError,
+            format!("no randomness for the run's finding ids: {e}"),
+        )
+    })?;
+    let secret = verdict_core::digest::hex(&secret);
+    for f in &mut c.findings {
+        let d = verdict_core::digest::digest(
+            verdict_core::digest::DigestKind::Finding,
+            &serde_json::json!({ "run_secret": secret, "finding": f.id }),
+        );
+        f.id = d
+            .as_str()
+            .get(7..31)
+            .and_then(|hex| format!("f-{hex}").parse().ok())
+            .ok_or_else(|| {
+                fail(
+                    UnavailableReason::InvalidOutput,
+                    format!("finding {}: no id could be derived", f.id),
+                )
+            })?;
+    }
+    Ok(c)
 }
 
 /// The combined valid samples of a run.

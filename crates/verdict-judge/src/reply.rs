@@ -260,8 +260,9 @@ fn check_text(what: &str, s: &str, max: usize) -> Result<String, InvalidReply> {
     Ok(sanitize_str(s))
 }
 
-/// A finding's id: stable for the same problem on the same subject, so samples and reruns that
-/// report it agree on its identity.
+/// A finding's id within one run: the same for the same problem on the same subject, so the
+/// run's samples that report it agree on its identity. A run's result carries these ids hashed
+/// with a secret of the run (`judge.rs`), so no other writer can take them first.
 fn finding_id(subject: &Digest, f: &ReplyFinding, location: Option<&Location>) -> Option<Id> {
     let key = serde_json::json!({
         "subject_digest": subject,

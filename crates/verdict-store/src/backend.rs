@@ -213,6 +213,15 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     ) -> Result<Vec<Stored>>;
     /// Applies one compare-and-set with its change record and audit event.
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
+    /// [`Backend::cas`], then [`Backend::append`] of `items`, in one transaction: both or
+    /// neither. A compare-and-set that finds another value appends nothing; a refused item
+    /// undoes the move.
+    async fn cas_then_append(
+        &self,
+        actor: &Actor,
+        cas: PreparedCas,
+        items: Vec<Prepared>,
+    ) -> Result<(CasOutcome, Vec<Stored>)>;
     /// Rows of `table` matching `filter`, in seq order.
     async fn find(&self, table: Table, filter: Filter) -> Result<Vec<Stored>>;
     /// A pointer's current state.

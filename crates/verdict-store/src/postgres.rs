@@ -1428,6 +1428,17 @@ impl Backend for PgBackend {
     }
 
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
+        self.cas_then_append(actor, cas, Vec::new())
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    async fn cas_then_append(
+        &self,
+        actor: &Actor,
+        cas: PreparedCas,
+        items: Vec<Prepared>,
+    ) -> Result<(CasOutcome, Vec<Stored>)> {
         let role = self.identity(actor).await?;
         let mut tx = self.begin_as(role.as_deref()).await?;
         let sql = format!(
@@ -1456,15 +1467,19 @@ impl Backend for PgBackend {
             revision: seq_from("pointers", &cas.name, revision)?,
             value,
         };
-        if ok {
-            self.commit(tx).await?;
-            Ok(CasOutcome::Done(pointer))
-        } else {
+        if !ok {
             self.trips.add(1);
             tx.rollback().await.map_err(pg_err)?;
             let absent = pointer.revision == 0 && pointer.value.is_none();
-            Ok(CasOutcome::Stale((!absent).then_some(pointer)))
+            return Ok((CasOutcome::Stale((!absent).then_some(pointer)), Vec::new()));
         }
+        let mut out = Vec::with_capacity(items.len());
+        for run in items.chunk_by(|a, b| a.table == b.table) {
+            // A refused item drops the transaction, undoing the move with it.
+            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
+        }
+        self.commit(tx).await?;
+        Ok((CasOutcome::Done(pointer), out))
     }
 
     async fn find(&self, table: Table, filter: Filter) -> Result<Vec<Stored>> {

@@ -932,16 +932,29 @@ impl Backend for SqliteBackend {
     }
 
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
+        self.cas_then_append(actor, cas, Vec::new())
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    async fn cas_then_append(
+        &self,
+        actor: &Actor,
+        cas: PreparedCas,
+        items: Vec<Prepared>,
+    ) -> Result<(CasOutcome, Vec<Stored>)> {
         let actor = actor.clone();
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
             let outcome = cas_tx(&tx, &actor, &cas)?;
-            if matches!(outcome, CasOutcome::Done(_)) {
-                tx.commit().map_err(err)?;
+            if !matches!(outcome, CasOutcome::Done(_)) {
+                return Ok((outcome, Vec::new()));
             }
-            Ok(outcome)
+            let out = append_tx(&tx, &actor, items)?;
+            tx.commit().map_err(err)?;
+            Ok((outcome, out))
         })
         .await
     }

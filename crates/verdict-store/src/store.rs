@@ -267,6 +267,18 @@ pub trait Store: Send + Sync {
     /// both in the transaction that records it). Operator only.
     async fn establish_clock(&self, actor: &Actor, clock: StoreClock) -> Result<Pointer>;
 
+    /// Initialises an empty store: [`Store::establish_clock`] and [`Store::add_principal`] of
+    /// its first principal, an operator named as `actor` is, in one transaction. Either both
+    /// are stored or neither, so an `init` stopped half-way leaves an empty store that a
+    /// second `init` can make, never a store with a clock and nobody to act in it. Refused,
+    /// writing nothing, once the store holds a clock or a principal.
+    async fn initialise(
+        &self,
+        actor: &Actor,
+        clock: StoreClock,
+        operator: &PrincipalRecord,
+    ) -> Result<Stored>;
+
     /// Sets the time this handle's manual clock reads. Refused unless the store keeps a manual
     /// clock: a store on the system clock takes no time from anyone.
     async fn set_manual_time(&self, now: &Timestamp) -> Result<()>;
@@ -1441,27 +1453,53 @@ impl<B: Backend> StoreImpl<B> {
         expected: Option<String>,
         new: Option<String>,
     ) -> Result<Pointer> {
+        let cas = match self.prepare_cas(actor, kind, name, expected, new).await? {
+            Ok(cas) => cas,
+            Err(unchanged) => return Ok(unchanged),
+        };
+        let (kind, expected) = (cas.kind, cas.expected.clone());
+        match self.backend.cas(actor, cas).await? {
+            CasOutcome::Done(p) => Ok(p),
+            CasOutcome::Stale(found) => Err(cas_failed(
+                kind,
+                name,
+                expected.as_deref(),
+                found.as_ref().and_then(|p| p.value.as_deref()),
+            )),
+        }
+    }
+
+    /// The compare-and-set of pointer `name` from `expected` to `new`, checked and ready for
+    /// the backend; or, when `new` is what the pointer holds already, the pointer as it is
+    /// (nothing to change: no record, no event). A pointer found holding another value is
+    /// refused as [`StoreError::CasFailed`].
+    async fn prepare_cas(
+        &self,
+        actor: &Actor,
+        kind: PointerKind,
+        name: &str,
+        expected: Option<String>,
+        new: Option<String>,
+    ) -> Result<std::result::Result<PreparedCas, Pointer>> {
         let current = self.backend.pointer(kind, name).await?;
         let (revision, value) = current
             .as_ref()
             .map_or((0, None), |p| (p.revision, p.value.clone()));
-        let stale = |found: Option<&str>| StoreError::CasFailed {
-            pointer: kind.as_str(),
-            name: name.to_owned(),
-            expected: show(expected.as_deref()),
-            found: show(found),
-        };
         if value != expected {
-            return Err(stale(value.as_deref()));
+            return Err(cas_failed(
+                kind,
+                name,
+                expected.as_deref(),
+                value.as_deref(),
+            ));
         }
         if new == expected {
-            // Nothing to change: no record, no event.
-            return Ok(current.unwrap_or(Pointer {
+            return Ok(Err(current.unwrap_or(Pointer {
                 kind,
                 name: name.to_owned(),
                 revision: 0,
                 value: None,
-            }));
+            })));
         }
         let json = |v: &Option<String>| -> Result<Value> {
             v.as_deref().map_or(Ok(Value::Null), |t| {
@@ -1500,10 +1538,22 @@ impl<B: Backend> StoreImpl<B> {
                 });
             }
         }
-        match self.backend.cas(actor, cas).await? {
-            CasOutcome::Done(p) => Ok(p),
-            CasOutcome::Stale(found) => Err(stale(found.as_ref().and_then(|p| p.value.as_deref()))),
-        }
+        Ok(Ok(cas))
+    }
+}
+
+/// The refusal of a compare-and-set that found pointer `name` holding `found`, not `expected`.
+fn cas_failed(
+    kind: PointerKind,
+    name: &str,
+    expected: Option<&str>,
+    found: Option<&str>,
+) -> StoreError {
+    StoreError::CasFailed {
+        pointer: kind.as_str(),
+        name: name.to_owned(),
+        expected: show(expected),
+        found: show(found),
     }
 }
 
@@ -1581,6 +1631,47 @@ impl<B: Backend> Store for StoreImpl<B> {
         let new = Some(text_of(Table::PointerChanges, &ClockSetting { clock })?);
         self.cas(actor, PointerKind::Clock, CLOCK_POINTER, None, new)
             .await
+    }
+
+    async fn initialise(
+        &self,
+        actor: &Actor,
+        clock: StoreClock,
+        operator: &PrincipalRecord,
+    ) -> Result<Stored> {
+        actor.may_move(PointerKind::Clock)?;
+        actor.may_append(Table::Principals)?;
+        let new = Some(text_of(Table::PointerChanges, &ClockSetting { clock })?);
+        let cas = match self
+            .prepare_cas(actor, PointerKind::Clock, CLOCK_POINTER, None, new.clone())
+            .await?
+        {
+            Ok(cas) => cas,
+            Err(unchanged) => {
+                return Err(cas_failed(
+                    PointerKind::Clock,
+                    CLOCK_POINTER,
+                    None,
+                    unchanged.value.as_deref(),
+                ));
+            }
+        };
+        let body = text_of(Table::Principals, operator)?;
+        let item = record(Table::Principals, body, Some(operator.name.to_string()))?;
+        check_item(actor, &item)?;
+        let key = item.key.clone();
+        match self.backend.cas_then_append(actor, cas, vec![item]).await? {
+            (CasOutcome::Done(_), stored) => one(stored).ok_or(StoreError::NotFound {
+                what: Table::Principals.name(),
+                key,
+            }),
+            (CasOutcome::Stale(found), _) => Err(cas_failed(
+                PointerKind::Clock,
+                CLOCK_POINTER,
+                None,
+                found.as_ref().and_then(|p| p.value.as_deref()),
+            )),
+        }
     }
 
     async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {

@@ -8,7 +8,7 @@
     clippy::panic
 )]
 
-use crate::common::{EXEC, World, evidence, on_both, world};
+use crate::common::{EXEC, World, evidence, on_both, on_both_at, refuse_inserts, world};
 use axum::Router;
 use axum::extract::State;
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ pub(crate) enum Reply {
     /// Every criterion passed, citing the diff.
     Pass,
     /// The criterion failed with one finding whose remediation names the call it came from,
-    /// so two calls report the same finding (same id and version) with different bodies.
+    /// so two calls report the same problem in different words.
     Finding,
 }
 
@@ -300,9 +300,11 @@ async fn the_requests_caps_lower_the_class_budget_and_a_cost_cap_needs_prices() 
     .await;
 }
 
+/// A run whose result the store refuses (here a fault injected where findings are written) ends
+/// `unavailable` with why, instead of staying open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_the_engine_refuses_ends_its_run_unavailable_instead_of_open() {
-    on_both(|store| async move {
+    on_both_at(|store, location| async move {
         let srv = fake(Reply::Finding).await;
         let w = world(store).await;
         let req = requested(&w, json!({})).await;
@@ -313,8 +315,7 @@ async fn a_result_the_engine_refuses_ends_its_run_unavailable_instead_of_open() 
         let j = judged(&first[0]);
         assert_eq!(j.status, VerificationStatus::Completed, "{j:?}");
         assert!(j.submitted.as_ref().unwrap().counted);
-        // The second reply reports the same finding (same id and version) with another body,
-        // which the store refuses: the judge's result cannot be stored as it is.
+        refuse_inserts(&location, "findings").await;
         let second = verify(&w, &req, &file, &inputs(), &VerifyOptions::default())
             .await
             .unwrap();
@@ -345,6 +346,119 @@ async fn a_result_the_engine_refuses_ends_its_run_unavailable_instead_of_open() 
                 .unwrap()
                 .contains("the engine refused the result"),
             "{shown:?}"
+        );
+    })
+    .await;
+}
+
+/// The id anyone can derive for the fake's finding on `subject` from what the problem is: the
+/// hash the judge gives a finding within a run, before the run's secret.
+fn derivable_finding_id(subject: &Digest) -> String {
+    let key = json!({
+        "subject_digest": subject, "criterion": "tests-pass", "type": "unbounded_retry",
+        "severity": "major", "scope": "change", "location": {"resource": "diff"},
+    });
+    let d = verdict_core::digest::digest(verdict_core::digest::DigestKind::Finding, &key);
+    format!("f-{}", &d.as_str()[7..31])
+}
+
+/// Two runs that report the same problem in other words (the fake words its remediation after
+/// the call) are both stored and both counted, each finding under an id of its own run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_reporting_one_problem_in_other_words_are_both_kept() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Finding).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        let file = verifiers(&srv.url, false);
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let runs = verify(&w, &req, &file, &inputs(), &VerifyOptions::default())
+                .await
+                .unwrap();
+            let j = judged(&runs[0]);
+            assert_eq!(j.status, VerificationStatus::Completed, "{j:?}");
+            assert!(j.submitted.as_ref().unwrap().counted, "{j:?}");
+            let history = w.engine.history(&w.ops, EXEC).await.unwrap();
+            assert!(history.runs.iter().all(|r| r.status == "completed"));
+            ids.push(runs[0].run_id.to_string());
+        }
+        let subject = crate::common::current_subject(&w).await;
+        let stored: Vec<verdict_core::contracts::Finding> = w
+            .engine
+            .store()
+            .list(
+                verdict_store::DocKind::Finding,
+                &verdict_store::About::Subject(subject.clone()),
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.decode().unwrap())
+            .collect();
+        assert_eq!(stored.len(), 2, "{stored:?}");
+        assert_ne!(stored[0].id, stored[1].id);
+        assert_ne!(stored[0].remediation, stored[1].remediation);
+        let derivable = derivable_finding_id(&subject);
+        assert!(
+            stored.iter().all(|f| f.id.as_str() != derivable),
+            "{stored:?}"
+        );
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "rework", "{:?}", g.decision);
+    })
+    .await;
+}
+
+/// A second verifier stores, first, a harmless finding under the id anyone can derive for the
+/// problem the honest reviewer is about to report, beside its own passing result. The honest
+/// run's failing result is still stored and counted, so the Gate says `rework`: nobody keeps
+/// another verifier's result out by taking the ids it will use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finding_id_taken_first_by_another_verifier_keeps_no_result_out() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Finding).await;
+        let w = world(store).await;
+        let req = requested(&w, json!({})).await;
+        let subject = crate::common::current_subject(&w).await;
+        let pre = w
+            .engine
+            .admit(&w.rev2, &req, "rev2", "reviewer", "squat-run")
+            .await
+            .unwrap();
+        assert!(!pre.skipped, "{pre:?}");
+        let ev = evidence(&subject, "pass", "ci", "runner");
+        let mut squat =
+            crate::common::result("rev2", "squat-run", &subject, 1, ev["id"].as_str().unwrap());
+        squat["findings"] = json!([{
+            "id": derivable_finding_id(&subject), "version": 1, "criterion": "tests-pass",
+            "type": "nit", "severity": "info", "scope": "pre_existing",
+            "subject_digest": subject.as_str(), "evidence_refs": ["diff"], "method": "squat",
+        }]);
+        assert!(
+            w.engine
+                .submit_result(&w.rev2, &squat)
+                .await
+                .unwrap()
+                .counted
+        );
+
+        let file = verifiers(&srv.url, false);
+        let runs = verify(&w, &req, &file, &inputs(), &VerifyOptions::default())
+            .await
+            .unwrap();
+        let j = judged(&runs[0]);
+        assert_eq!(j.status, VerificationStatus::Completed, "{j:?}");
+        assert!(j.submitted.as_ref().unwrap().counted, "{j:?}");
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "rework", "{:?}", g.decision);
+        assert!(
+            g.decision
+                .reasons
+                .iter()
+                .any(|r| r.code.as_str() == "criterion_failed"),
+            "{:?}",
+            g.decision.reasons
         );
     })
     .await;

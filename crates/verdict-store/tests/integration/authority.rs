@@ -189,6 +189,72 @@ async fn the_clock_is_chosen_once_before_the_first_principal() {
     t.cleanup().await;
 }
 
+/// A store is initialised in one transaction. With a fault injected where the first operator's
+/// row is written, after the clock's, neither is kept: the chain is empty, the store keeps no
+/// clock, and the next initialisation makes the store whole. A store holding a clock is then
+/// refused another, writing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialisation_that_fails_half_way_leaves_an_empty_store() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        let (inject, remove) = match t.kind {
+            Kind::Sqlite => (
+                "CREATE TRIGGER injected_fault BEFORE INSERT ON principals \
+                 BEGIN SELECT RAISE(ABORT, 'injected fault'); END;"
+                    .to_owned(),
+                "DROP TRIGGER injected_fault;".to_owned(),
+            ),
+            Kind::Postgres => (
+                "CREATE FUNCTION public.injected_fault() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$; \
+                 CREATE TRIGGER injected_fault BEFORE INSERT ON verdict.principals \
+                 FOR EACH ROW EXECUTE FUNCTION public.injected_fault();"
+                    .to_owned(),
+                "DROP TRIGGER injected_fault ON verdict.principals; \
+                 DROP FUNCTION public.injected_fault();"
+                    .to_owned(),
+            ),
+        };
+        t.raw(&inject).await.unwrap();
+        let first = Actor::new("first-op", Role::Operator);
+        let record = verdict_store::PrincipalRecord {
+            name: "first-op".parse().unwrap(),
+            role: Role::Operator,
+            token_sha256: verdict_store::token_sha256("token-of-first-op"),
+        };
+        let err = store
+            .initialise(&first, StoreClock::Manual, &record)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("injected fault"), "{err}");
+        assert!(store.audit_head().await.unwrap().is_none(), "{:?}", t.kind);
+        assert!(store.pointers(PointerKind::Clock).await.unwrap().is_empty());
+        assert!(store.principal("first-op").await.unwrap().is_none());
+
+        t.raw(&remove).await.unwrap();
+        let stored = store
+            .initialise(&first, StoreClock::Manual, &record)
+            .await
+            .unwrap();
+        assert!(stored.inserted);
+        assert_eq!(store.clock().await.unwrap(), StoreClock::Manual);
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, 2);
+        // Initialised: another initialisation, with either clock, writes nothing.
+        for clock in [StoreClock::Manual, StoreClock::System] {
+            let other = verdict_store::PrincipalRecord {
+                name: "second-op".parse().unwrap(),
+                ..record.clone()
+            };
+            let second = Actor::new("second-op", Role::Operator);
+            assert!(store.initialise(&second, clock, &other).await.is_err());
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, 2);
+        assert!(store.principal("second-op").await.unwrap().is_none());
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
+
 /// A gate run asks for the store's time and the chain's head in one read: the same time a
 /// clock read gives, the same head `audit_head` gives, and on a manual clock the time set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

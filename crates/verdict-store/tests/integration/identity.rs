@@ -1502,11 +1502,11 @@ async fn the_first_operator_is_written_as_itself_and_only_on_an_empty_store() {
     .unwrap();
     let first = Actor::new("first-op", Role::Operator);
     store
-        .establish_clock(&first, verdict_store::StoreClock::System)
-        .await
-        .unwrap();
-    store
-        .add_principal(&first, &operator_record("first-op"))
+        .initialise(
+            &first,
+            verdict_store::StoreClock::System,
+            &operator_record("first-op"),
+        )
         .await
         .unwrap();
     let events = store.audit_events(0, 10).await.unwrap();

@@ -34,11 +34,20 @@ where
     F: Fn(Arc<dyn Store>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    on_both_at(|store, _| body(store)).await;
+}
+
+/// [`on_both`], handing `body` the store's location too, for a test that reaches the database
+/// beside the store (to inject a fault).
+pub async fn on_both_at<F, Fut>(body: F)
+where
+    F: Fn(Arc<dyn Store>, Location) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let dir = tempfile::tempdir().unwrap();
-    let store = verdict_store::open(&Location::Sqlite(dir.path().join("verdict.db")))
-        .await
-        .unwrap();
-    body(store.clone()).await;
+    let location = Location::Sqlite(dir.path().join("verdict.db"));
+    let store = verdict_store::open(&location).await.unwrap();
+    body(store.clone(), location).await;
     assert!(
         store.verify_audit(None).await.unwrap().is_intact(),
         "sqlite audit chain broken"
@@ -54,7 +63,7 @@ where
     let store = verdict_store::open_with(&scratch.location(), &options)
         .await
         .unwrap();
-    body(store.clone()).await;
+    body(store.clone(), scratch.location()).await;
     assert!(
         store.verify_audit(None).await.unwrap().is_intact(),
         "postgres audit chain broken"
@@ -335,5 +344,36 @@ impl verdict_engine::ModelVerifier for Counting {
             task.generation,
             &ev,
         ))
+    }
+}
+
+/// Makes the database refuse every row inserted into `table` from now on as a duplicate key,
+/// as an administrator's trigger would: a fault the store meets inside its own transaction and
+/// reports as a refusal that sending the same write again cannot cure.
+pub async fn refuse_inserts(location: &Location, table: &str) {
+    match location {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch(&format!(
+                "CREATE TABLE injected_fault_key (k INTEGER PRIMARY KEY); \
+                 INSERT INTO injected_fault_key VALUES (1); \
+                 CREATE TRIGGER injected_fault BEFORE INSERT ON {table} BEGIN \
+                 INSERT INTO injected_fault_key VALUES (1); END;"
+            ))
+            .unwrap();
+        }
+        Location::Postgres(url) => {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE FUNCTION public.injected_fault() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'injected fault' USING ERRCODE = '23505'; END $$; \
+                 CREATE TRIGGER injected_fault BEFORE INSERT ON verdict.{table} \
+                 FOR EACH ROW EXECUTE FUNCTION public.injected_fault();"
+            ))))
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
     }
 }
