@@ -69,12 +69,13 @@ impl OpenAiProvider {
     }
 }
 
-/// The message members that are answers of another form than the text (`tool_calls` is
-/// counted on its own): a reply holding one with a value has answered twice, and is not read.
-/// Any other member a server adds (`reasoning_content` or `reasoning` from reasoning models,
-/// `reasoning_details`, `annotations`, fields of its own) is not an answer: it is never read,
-/// and its bytes are charged like the rest of what the model wrote.
-const OTHER_ANSWERS: [&str; 2] = ["function_call", "audio"];
+/// The message members that are answers of another form than the text (a `tool_calls` array
+/// is counted on its own; any other value of it that says something is an answer too): a reply
+/// holding one with a value has answered twice, and is not read. Any other member a server adds
+/// (`reasoning_content` or `reasoning` from reasoning models, `reasoning_details`,
+/// `annotations`, fields of its own) is not an answer: it is never read, and its bytes are
+/// charged like the rest of what the model wrote.
+const OTHER_ANSWERS: [&str; 3] = ["tool_calls", "function_call", "audio"];
 
 /// Whether a field's value says nothing: providers send `null`, `[]` or `{}` for what they
 /// leave out (vLLM sends `"tool_calls": []` with every reply).

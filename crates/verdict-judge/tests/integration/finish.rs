@@ -137,6 +137,24 @@ async fn an_openai_reply_that_did_not_stop_or_holds_more_than_text_is_not_read()
             },
             "audio",
         ),
+        (
+            "tool_calls as an object beside the content",
+            |e| {
+                e["choices"][0]["message"]["tool_calls"] =
+                    json!({"0": {"function": {"name": "approve", "arguments": "{}"}}});
+            },
+            "tool_calls",
+        ),
+        (
+            "tool_calls as a string beside the content",
+            |e| e["choices"][0]["message"]["tool_calls"] = json!("approve"),
+            "tool_calls",
+        ),
+        (
+            "tool_calls as a number beside the content",
+            |e| e["choices"][0]["message"]["tool_calls"] = json!(1),
+            "tool_calls",
+        ),
     ];
     for (case, edit, detail) in other_forms {
         let server = FakeServer::start(move |r| {
