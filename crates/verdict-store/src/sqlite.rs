@@ -160,6 +160,65 @@ fn migrate_conn(conn: &mut Connection) -> Result<MigrationReport> {
     Ok(MigrationReport { from, to })
 }
 
+/// A schema's objects as `sqlite_master` holds them, by type and name: the table each belongs
+/// to and the SQL that makes it. SQLite's own objects (`sqlite_%`: the sequence and statistics
+/// tables it makes itself) are left out.
+type SchemaObjects = std::collections::BTreeMap<(String, String), (String, Option<String>)>;
+
+fn schema_objects(conn: &Connection) -> Result<SchemaObjects> {
+    let mut stmt = conn
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+        .map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?))))
+        .map_err(err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(err)
+}
+
+/// The objects the migrations up to `version` make, in a database of their own in memory.
+fn migrated_schema(version: i64) -> Result<SchemaObjects> {
+    let mut conn = Connection::open_in_memory().map_err(err)?;
+    let tx = conn.transaction().map_err(err)?;
+    for m in migrations::SQLITE.iter().filter(|m| m.version <= version) {
+        tx.execute_batch(m.sql).map_err(err)?;
+    }
+    let objects = schema_objects(&tx)?;
+    tx.rollback().map_err(err)?;
+    Ok(objects)
+}
+
+/// Every schema object of `conn` that is not what the migrations up to its version make: one
+/// changed, one missing, one no migration makes.
+fn schema_drift(conn: &Connection) -> Result<Vec<Drift>> {
+    let version = version(conn)?;
+    let found = schema_objects(conn)?;
+    let made = migrated_schema(version)?;
+    let drift = |(kind, name): &(String, String), table: &str, what: &str| Drift {
+        table: table.to_owned(),
+        key: Some(name.clone()),
+        seq: None,
+        detail: format!(
+            "the schema's {kind} {name:?} {what} the migrations up to version {version} make"
+        ),
+    };
+    let mut out = Vec::new();
+    for (key, (table, sql)) in &made {
+        match found.get(key) {
+            None => out.push(drift(key, table, "is missing: it is one")),
+            Some((t, s)) if t != table || s != sql => {
+                out.push(drift(key, table, "is defined otherwise than"));
+            }
+            Some(_) => {}
+        }
+    }
+    for (key, (table, _)) in &found {
+        if !made.contains_key(key) {
+            out.push(drift(key, table, "is not one"));
+        }
+    }
+    Ok(out)
+}
+
 /// Applies pending migrations to the database at `path`.
 pub(crate) fn migrate(path: &Path) -> Result<MigrationReport> {
     let mut conn = connect(path)?;
@@ -1053,8 +1112,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn derived_drift(&self) -> Result<Vec<Drift>> {
-        // SQLite's derived columns are generated when read: nothing can set them.
-        Ok(Vec::new())
+        // SQLite's derived columns are generated when read, so no row can hold a stale value;
+        // but whoever writes the file can rewrite a column's definition (or a trigger, or an
+        // index) in `sqlite_master` without touching a row or an event. So the definitions
+        // themselves are compared with what this binary's migrations make.
+        self.with(|conn| schema_drift(conn)).await
     }
 
     async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {

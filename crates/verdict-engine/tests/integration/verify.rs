@@ -8,7 +8,9 @@
     clippy::panic
 )]
 
-use crate::common::{EXEC, World, evidence, on_both, on_both_at, refuse_inserts, world};
+use crate::common::{
+    EXEC, World, allow_inserts, evidence, on_both, on_both_at, refuse_inserts, world,
+};
 use axum::Router;
 use axum::extract::State;
 use serde_json::{Value, json};
@@ -319,6 +321,7 @@ async fn a_result_the_engine_refuses_ends_its_run_unavailable_instead_of_open() 
         let second = verify(&w, &req, &file, &inputs(), &VerifyOptions::default())
             .await
             .unwrap();
+        allow_inserts(&location, "findings").await;
         let run = &second[0];
         let j = judged(run);
         assert_eq!(j.status, VerificationStatus::Unavailable, "{j:?}");

@@ -11,7 +11,7 @@
 use crate::common;
 
 use common::*;
-use verdict_store::{AuditReport, ChainHead, Checkpoint, ProblemKind, checkpoint};
+use verdict_store::{AuditReport, ChainHead, Checkpoint, Location, ProblemKind, checkpoint};
 
 async fn report(t: &TestStore) -> AuditReport {
     t.store.verify_audit(None).await.unwrap()
@@ -292,5 +292,85 @@ async fn a_changed_derived_column_is_caught() {
         "{}",
         r.problems[0]
     );
+    t.cleanup().await;
+}
+
+/// On SQLite whoever writes the file can also rewrite the schema without touching a row or an
+/// event: a generated column's definition in `sqlite_master` changed so that one piece of
+/// evidence is filed under no subject (hiding a hard failure from the Gate), a trigger added,
+/// an index dropped. `audit verify` compares every object of the schema with what the
+/// migrations make and names each one that differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_schema_is_caught_on_sqlite() {
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    assert!(report(&t).await.is_intact());
+    let seq = seq_of(&t, "check_evidence", 0).await;
+    let column = "subject_digest TEXT GENERATED ALWAYS AS (json_extract(body, ''$.subject_digest'')) VIRTUAL";
+    let hidden = format!(
+        "subject_digest TEXT GENERATED ALWAYS AS (CASE WHEN seq = {seq} THEN ''hidden'' \
+         ELSE json_extract(body, ''$.subject_digest'') END) VIRTUAL"
+    );
+    t.raw(&format!(
+        "PRAGMA writable_schema = ON; \
+         UPDATE sqlite_master SET sql = replace(sql, '{column}', '{hidden}') \
+         WHERE type = 'table' AND name = 'check_evidence'; \
+         PRAGMA writable_schema = OFF;"
+    ))
+    .await
+    .unwrap();
+    // A handle opened after the change reads the rewritten schema.
+    let reopened = verdict_store::open(&t.location).await.unwrap();
+    let hid: i64 = {
+        let Location::Sqlite(path) = &t.location else {
+            unreachable!()
+        };
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.query_row(
+            &format!("SELECT count(*) FROM check_evidence WHERE seq = {seq} AND subject_digest = 'hidden'"),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(hid, 1, "the rewritten definition is in force");
+    let r = reopened.verify_audit(None).await.unwrap();
+    assert!(!r.is_intact());
+    assert!(
+        r.problems.iter().any(|p| p.kind == ProblemKind::Modified
+            && p.table == "check_evidence"
+            && p.detail
+                .contains("table \"check_evidence\" is defined otherwise")),
+        "{:#?}",
+        r.problems
+    );
+    drop(reopened);
+
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    t.raw(
+        "CREATE TRIGGER quietly_passing AFTER INSERT ON check_evidence BEGIN SELECT 1; END; \
+         DROP INDEX check_evidence_subject_digest;",
+    )
+    .await
+    .unwrap();
+    let r = verdict_store::open(&t.location)
+        .await
+        .unwrap()
+        .verify_audit(None)
+        .await
+        .unwrap();
+    for (name, what) in [
+        ("quietly_passing", "is not one"),
+        ("check_evidence_subject_digest", "is missing"),
+    ] {
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.key.as_deref() == Some(name) && p.detail.contains(what)),
+            "{name}: {:#?}",
+            r.problems
+        );
+    }
     t.cleanup().await;
 }

@@ -377,3 +377,26 @@ pub async fn refuse_inserts(location: &Location, table: &str) {
         }
     }
 }
+
+/// Takes back [`refuse_inserts`]: the store's schema is again what its migrations made, as
+/// `audit verify` checks.
+pub async fn allow_inserts(location: &Location, table: &str) {
+    match location {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch("DROP TRIGGER injected_fault; DROP TABLE injected_fault_key;")
+                .unwrap();
+        }
+        Location::Postgres(url) => {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP TRIGGER injected_fault ON verdict.{table}; \
+                 DROP FUNCTION public.injected_fault();"
+            ))))
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+}
