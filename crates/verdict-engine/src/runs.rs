@@ -325,6 +325,23 @@ impl Engine {
             };
             return Err(self.deny(caller, err).await);
         }
+        // A worker names its attempt at a verify job `job-<job>-<fencing>`. Anyone else taking
+        // such a name first would have every attempt of the job refused as a run stored for
+        // another admission, so only the claim it names admits it (the store holds the same,
+        // from the job as it stands, in the admitting transaction).
+        if let Some((job, fencing)) = verdict_store::records::job_run(run_id)
+            && claim.is_none_or(|c| c.job != job || c.fencing != fencing)
+        {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!("admit {verifier:?} to run {run_id:?}"),
+                why: format!(
+                    "a run id of that form names attempt {fencing} of verify job {job}; only the worker holding that claim admits it"
+                ),
+            };
+            return Err(self.deny(caller, err).await);
+        }
         let req = self
             .request_in_scope(
                 caller,

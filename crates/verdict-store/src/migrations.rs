@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 37;
+pub const SCHEMA_VERSION: i64 = 38;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -208,6 +208,13 @@ pub const SQLITE: &[Migration] = &[
         version: 37,
         name: "an_approval_names_the_rule_it_clears",
         sql: include_str!("../migrations/sqlite/0037_an_approval_names_the_rule_it_clears.sql"),
+    },
+    Migration {
+        version: 38,
+        name: "a_job_attempt_is_admitted_under_its_claim",
+        sql: include_str!(
+            "../migrations/sqlite/0038_a_job_attempt_is_admitted_under_its_claim.sql"
+        ),
     },
 ];
 
@@ -409,6 +416,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 37,
         name: "an_approval_names_the_rule_it_clears",
         sql: include_str!("../migrations/postgres/0037_an_approval_names_the_rule_it_clears.sql"),
+    },
+    Migration {
+        version: 38,
+        name: "a_job_attempt_is_admitted_under_its_claim",
+        sql: include_str!(
+            "../migrations/postgres/0038_a_job_attempt_is_admitted_under_its_claim.sql"
+        ),
     },
 ];
 

@@ -476,6 +476,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
         if item.table == Table::Principals {
             no_principal_reads_like(tx, &item.key)?;
         }
+        if item.table == Table::VerifierRuns {
+            job_run_under_its_claim(tx, &item.key, &item.body)?;
+        }
         let counted = match &item.counts_for {
             Some((subject, generation)) => Some(counts_now(tx, subject, *generation)?),
             None => None,
@@ -546,6 +549,50 @@ fn an_operator_keeps_a_token(tx: &Connection, key: &str) -> Result<()> {
         Ok(())
     } else {
         Err(StoreError::LastOperator(last_operator_message(&operator)))
+    }
+}
+
+/// A run named as a verify job's attempt (`job-<job>-<fencing>`, [`crate::records::job_run`])
+/// is admitted only while that job is running under that claim's token, held by the run's
+/// verifier, for the run's request and class: nobody takes the name of another's attempt first.
+/// The PostgreSQL trigger holds the same (schema version 38).
+fn job_run_under_its_claim(tx: &Connection, key: &str, body: &str) -> Result<()> {
+    let Some((job, fencing)) = crate::records::job_run(key) else {
+        return Ok(());
+    };
+    let admission: crate::records::RunAdmission = verdict_core::contracts::decode_plain(
+        &verdict_core::json::parse(body.as_bytes()).map_err(|e| StoreError::Invalid {
+            what: "verifier_runs",
+            message: e.to_string(),
+        })?,
+    )
+    .map_err(|e| StoreError::Invalid {
+        what: "verifier_runs",
+        message: e.to_string(),
+    })?;
+    let held: bool = tx
+        .prepare_cached(
+            "SELECT count(*) > 0 FROM jobs WHERE id = ?1 AND fencing = ?2 AND kind = 'verify' \
+             AND state = 'running' AND principal = ?3 AND request = ?4 AND class = ?5",
+        )
+        .map_err(err)?
+        .query_row(
+            params![
+                job,
+                fencing,
+                admission.verifier.as_str(),
+                admission.request_digest.as_str(),
+                admission.class.as_str()
+            ],
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if held {
+        Ok(())
+    } else {
+        Err(StoreError::Refused(format!(
+            "run {key:?} names attempt {fencing} of verify job {job}; only the verifier holding that claim admits it"
+        )))
     }
 }
 

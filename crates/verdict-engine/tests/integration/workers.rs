@@ -967,3 +967,82 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
     })
     .await;
 }
+
+/// Another verifier with a grant on the execution admits itself under the names of the attempts
+/// a worker will make at the request's verify job (`job-<job>-<fencing>`: the job's id and its
+/// claim's token, both guessable). Each is refused as a denial, writing only that; then the
+/// worker's own attempt is admitted and completes, and the Gate passes on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_takes_the_name_of_a_workers_attempt_at_a_job_first() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w).await;
+        let jobs = w
+            .engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let verify_job = jobs[1].id;
+        let before = audit_len(&w).await;
+        for fencing in 1..=3 {
+            let name = format!("job-{verify_job}-{fencing}");
+            for (who, caller) in [("rev2", &w.rev2), ("rev", &w.rev), ("rev2", &w.ops)] {
+                let e = w
+                    .engine
+                    .admit(caller, &req, who, "reviewer", &name)
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.code(), "permission_denied", "{name} as {who}: {e}");
+                assert!(
+                    e.to_string().contains("only the worker holding that claim"),
+                    "{e}"
+                );
+            }
+        }
+        assert_eq!(
+            audit_len(&w).await,
+            before + 9,
+            "nine denials, nothing else"
+        );
+        assert!(
+            w.engine
+                .store()
+                .run(&format!("job-{verify_job}-1"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let (o, _, _) = options(&srv.url);
+        let checks = w
+            .engine
+            .work_one(&w.ci, WorkerRole::Runner, &o)
+            .await
+            .unwrap();
+        done(&checks);
+        let verified = w
+            .engine
+            .work_one(&w.rev, WorkerRole::Verifier, &o)
+            .await
+            .unwrap();
+        let job = done(&verified);
+        assert_eq!(
+            job.outcome.as_deref(),
+            Some(format!("job-{verify_job}-1 completed").as_str())
+        );
+        let gated = w
+            .engine
+            .work_one(&w.ops, WorkerRole::Gate, &o)
+            .await
+            .unwrap();
+        assert!(
+            done(&gated)
+                .outcome
+                .clone()
+                .unwrap()
+                .starts_with("pass sha256:")
+        );
+    })
+    .await;
+}

@@ -909,3 +909,105 @@ async fn the_store_moves_an_execution_only_as_it_is_stored() {
         t.cleanup().await;
     }
 }
+
+/// Schema 38: a run named as a verify job's attempt (`job-<job>-<fencing>`) is stored only while
+/// that job runs under that claim's token, held by the run's verifier, for the run's request and
+/// class, whoever admits it (here an operator, who may admit any verifier): by the store's own
+/// call and, on PostgreSQL, by the operator's login calling the routine by hand. Any other name
+/// is stored as before, and a refusal appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_attempts_run_name_is_admitted_only_under_its_claim() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let op = Actor::new(OPERATOR, Role::Operator);
+        let verifier = Actor::new(VERIFIER, Role::Verifier);
+        let s = subject_digest(&subject("ex-1", 1));
+        let req = store
+            .put(&op, DocKind::Request, &request(&s))
+            .await
+            .unwrap();
+        let jobs = store
+            .queue()
+            .enqueue_jobs(
+                &op,
+                &[verdict_store::NewJob {
+                    kind: verdict_store::JobKind::Verify,
+                    request: req.digest.clone(),
+                    class: "reviewer".into(),
+                    deadline: None,
+                }],
+            )
+            .await
+            .unwrap();
+        let job = jobs[0].id;
+        let admission = |run: &str| RunAdmission {
+            run_id: run.parse().unwrap(),
+            request_digest: req.digest.clone(),
+            subject_digest: s.clone(),
+            verifier: VERIFIER.parse().unwrap(),
+            class: "reviewer".parse().unwrap(),
+            admitted_generation: 1,
+        };
+        // The operator's login is given before counting: giving it appends a note.
+        let login = match t.kind {
+            Kind::Postgres => Some(connect_as(&t, OPERATOR, Role::Operator).await),
+            Kind::Sqlite => None,
+        };
+        let length = store.audit_head().await.unwrap().unwrap().seq;
+        // Before any claim, and for a job that does not exist.
+        for run in [format!("job-{job}-1"), format!("job-{}-1", job + 100)] {
+            let err = store.admit_run(&op, &admission(&run)).await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("only the verifier holding that claim"),
+                "{err}"
+            );
+        }
+        if let Some((mut conn, login)) = login {
+            let doc = serde_json::to_value(admission(&format!("job-{job}-1"))).unwrap();
+            for sql in put_calls(Table::VerifierRuns, OPERATOR, "operator", &doc) {
+                let err = try_sql(&mut conn, &sql).await.unwrap_err();
+                assert!(
+                    err.contains("only the verifier holding that claim"),
+                    "{err}"
+                );
+            }
+            conn.close().await.unwrap();
+            t.raw(&format!("ALTER ROLE \"{login}\" NOLOGIN"))
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length);
+        // Claimed: the claim's own attempt is admitted, an earlier or later token's is not.
+        let claimed = store
+            .queue()
+            .claim_job(
+                &verifier,
+                verdict_store::JobKind::Verify,
+                "worker-1",
+                std::time::Duration::from_secs(60),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((claimed.id, claimed.fencing), (job, 1));
+        let err = store
+            .admit_run(&op, &admission(&format!("job-{job}-2")))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("only the verifier holding that claim"),
+            "{err}"
+        );
+        store
+            .admit_run(&op, &admission(&format!("job-{job}-1")))
+            .await
+            .unwrap();
+        // A name of another form is untouched.
+        store.admit_run(&op, &admission("job-x-1")).await.unwrap();
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}

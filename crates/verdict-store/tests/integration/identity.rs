@@ -2109,7 +2109,22 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
         .unwrap();
     assert_eq!((c1.id, c1.fencing), (job, 1));
     let run1 = format!("job-{job}-1");
-    admit(t, &s, 1, &run1).await;
+    // The claim's own attempt, for the job's request (schema 38 admits a run of this name only
+    // so).
+    store
+        .admit_run(
+            &op,
+            &verdict_store::RunAdmission {
+                run_id: run1.parse().unwrap(),
+                request_digest: job_request("lapse"),
+                subject_digest: s.clone(),
+                verifier: VERIFIER.parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: 1,
+            },
+        )
+        .await
+        .unwrap();
     let claim1 = JobClaim {
         job,
         fencing: 1,

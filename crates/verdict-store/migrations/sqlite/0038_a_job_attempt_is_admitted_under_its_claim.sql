@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 38: nothing changes here.
+--
+-- Version 38 makes PostgreSQL admit a run named as a verify job's attempt (`job-<job>-<fencing>`)
+-- only under that job's claim, held by the run's verifier. On SQLite the store's code checks the
+-- same in the transaction that appends the run.
