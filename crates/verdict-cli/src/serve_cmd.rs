@@ -2,8 +2,12 @@
 
 use anyhow::Context as _;
 use std::process::ExitCode;
+use std::time::Duration;
 use verdict_engine::{DEFAULT_GATE, Engine};
 use verdict_server::limit::AuthLimit;
+use verdict_server::listen::{
+    ConnLimits, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 use verdict_server::webhooks::{Retry, WebhookKey, Webhooks};
 use verdict_server::{AppState, DEFAULT_BODY_LIMIT};
 use verdict_store::Location;
@@ -49,6 +53,22 @@ pub struct Args {
     /// Failed authentications the whole server earns back per minute.
     #[arg(long, value_name = "N", default_value_t = AuthLimit::default().server_per_minute, value_parser = at_least_one())]
     auth_server_per_minute: u32,
+    /// The most connections held open at once; more wait to be accepted until one closes (1
+    /// to 1,000,000).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_connections: usize,
+    /// Seconds a connection has to send a request's headers, from its accept or its last
+    /// answer; a connection that takes longer (idle, or dripping them) is closed (1 to
+    /// 86400).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    header_timeout_secs: u64,
+    /// Seconds a request's body has to arrive whole, from its headers; a slower one is
+    /// answered 408 and its connection closed (1 to 86400).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_BODY_TIMEOUT.as_secs(),
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    body_timeout_secs: u64,
     /// The key webhook secrets are derived from (at least 32 bytes; created with fresh
     /// randomness, readable by its owner only, when the file does not exist). Without it, no
     /// webhook is registered or delivered.
@@ -140,6 +160,11 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     };
     let state = AppState {
         body_limit: args.body_limit,
+        connections: ConnLimits {
+            max_connections: args.max_connections,
+            header_timeout: Duration::from_secs(args.header_timeout_secs),
+            body_timeout: Duration::from_secs(args.body_timeout_secs),
+        },
         webhooks,
         ui: std::sync::Arc::new(match &args.ui_key {
             Some(path) => verdict_server::ui::UiConfig::with_key(

@@ -57,23 +57,13 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::request(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!(
-                        "the blob is over the limit of {} bytes: {}",
-                        verdict_store::MAX_BLOB_BYTES,
-                        e.body_text()
-                    ),
-                )
-            } else {
-                ApiError::request(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_body",
-                    format!("the body could not be read: {}", e.body_text()),
-                )
-            }
+            crate::body::unreadable(
+                &e,
+                &format!(
+                    "the blob is over the limit of {} bytes",
+                    verdict_store::MAX_BLOB_BYTES
+                ),
+            )
         })?;
         Ok(Self(bytes))
     }

@@ -5,6 +5,7 @@
 
 use crate::problem::ApiError;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -33,21 +34,9 @@ where
                 format!("the body must be application/json, not {media:?}"),
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::request(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!("the body is over the limit: {}", e.body_text()),
-                )
-            } else {
-                ApiError::request(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_body",
-                    format!("the body could not be read: {}", e.body_text()),
-                )
-            }
-        })?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| unreadable(&e, "the body is over the limit"))?;
         let value = verdict_core::json::parse(&bytes).map_err(|e| {
             ApiError::request(
                 StatusCode::BAD_REQUEST,
@@ -83,6 +72,30 @@ where
                 )
             })?;
         Ok(Self(typed))
+    }
+}
+
+/// The refusal of a body that could not be read: over the limit (`too_large` says which), not
+/// whole within the body timeout ([`crate::listen`]), or cut short.
+pub(crate) fn unreadable(e: &BytesRejection, too_large: &str) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::request(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("{too_large}: {}", e.body_text()),
+        )
+    } else if let Some(late) = crate::listen::timed_out(e) {
+        ApiError::request(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            late.to_string(),
+        )
+    } else {
+        ApiError::request(
+            StatusCode::BAD_REQUEST,
+            "malformed_body",
+            format!("the body could not be read: {}", e.body_text()),
+        )
     }
 }
 

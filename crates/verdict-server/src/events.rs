@@ -2,10 +2,11 @@
 //! Server-Sent Events. Each event's `id` is its audit seq, so a client that reconnects with
 //! `Last-Event-ID` gets exactly the events after the last one it saw. The server polls the
 //! store (no database-specific notification), sends a keep-alive comment while nothing
-//! happens, and ends every stream when it shuts down.
+//! happens, and ends every stream when it shuts down. The stream's token is checked again
+//! before every read and every event, so revoking or rotating it ends the stream.
 
 use crate::AppState;
-use crate::auth::Caller;
+use crate::auth::{Caller, Peer, bearer_token};
 use crate::page::ListQuery;
 use crate::problem::ApiError;
 use axum::extract::State;
@@ -15,10 +16,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::time::Duration;
 use utoipa::IntoParams;
+use verdict_engine::Principal;
 use verdict_engine::events::{Event, MAX_EVENTS_PAGE};
-use verdict_engine::{Engine, Principal};
 
 /// How often a waiting stream asks the store for new events, and how often it sends a
 /// keep-alive comment while there are none.
@@ -74,6 +76,7 @@ pub struct EventQuery {
 pub async fn stream(
     State(state): State<AppState>,
     Caller(caller): Caller,
+    Peer(peer): Peer,
     headers: HeaderMap,
     ListQuery(q): ListQuery<EventQuery>,
 ) -> Result<Response, ApiError> {
@@ -111,7 +114,8 @@ pub async fn stream(
         .events_after(&caller, after, MAX_EVENTS_PAGE)
         .await?;
     let reader = Reader {
-        engine: state.engine.clone(),
+        token: bearer_token(&headers).to_owned(),
+        peer,
         caller,
         cursor: first.read_to,
         caught_up: first.read_to == after,
@@ -120,6 +124,7 @@ pub async fn stream(
         wait,
         poll: state.events.poll,
         stop: state.stop.subscribe(),
+        state: state.clone(),
     };
     let events = futures_util::stream::unfold(reader, Reader::next);
     Ok(Sse::new(events)
@@ -129,7 +134,11 @@ pub async fn stream(
 
 /// The state of one stream.
 struct Reader {
-    engine: Engine,
+    state: AppState,
+    /// The token the stream was opened with, and by whom: checked again before every read and
+    /// every event sent, so a token revoked or rotated ends the stream.
+    token: String,
+    peer: IpAddr,
     caller: Principal,
     /// The last audit seq read.
     cursor: u64,
@@ -147,6 +156,9 @@ impl Reader {
     async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Self)> {
         loop {
             if *self.stop.borrow() || self.left == Some(0) {
+                return None;
+            }
+            if !self.still_authenticated().await {
                 return None;
             }
             if let Some(event) = self.pending.pop_front() {
@@ -170,8 +182,12 @@ impl Reader {
                     () = tokio::time::sleep(self.poll) => {}
                     _ = self.stop.changed() => return None,
                 }
+                // Read again, once the token has been checked again.
+                self.caught_up = false;
+                continue;
             }
             match self
+                .state
                 .engine
                 .events_after(&self.caller, self.cursor, MAX_EVENTS_PAGE)
                 .await
@@ -187,6 +203,21 @@ impl Reader {
                     tracing::warn!(error = %e, "event stream ended: the store failed");
                     return None;
                 }
+            }
+        }
+    }
+
+    /// Whether the stream's token still names its caller, resolved as any presented token is
+    /// (cached by the engine until a change of token, so usually no read of the store). A
+    /// token revoked or replaced since the stream opened ends it: its refusal is recorded and
+    /// charged to the peer like any failed authentication, once, since the stream then ends.
+    async fn still_authenticated(&self) -> bool {
+        match crate::auth::authenticate(&self.state, self.peer, &self.token).await {
+            Ok(p) if p.name() == self.caller.name() => true,
+            Ok(_) => false,
+            Err(e) => {
+                tracing::info!(error = %e, "event stream ended: its token no longer authenticates");
+                false
             }
         }
     }

@@ -10,7 +10,8 @@
 //! List routes are paginated ([`page`]); the pointer-like resources carry an `ETag` and the
 //! writes that move them honour `If-Match` ([`etag`]). Failed authentication is rate-limited
 //! per peer and across all peers ([`limit`]). Every request gets an id, a log line and metrics
-//! ([`ops`]).
+//! ([`ops`]). Connections are capped in number and must send their requests in time
+//! ([`listen`]).
 //!
 //! The human review pages under `/ui` are server-rendered HTML over the same engine ([`ui`]).
 //!
@@ -25,6 +26,7 @@ pub mod etag;
 pub mod events;
 pub mod jobs;
 pub mod limit;
+pub mod listen;
 pub mod openapi;
 pub mod ops;
 pub mod page;
@@ -44,7 +46,6 @@ use limit::{AuthLimit, Limiter};
 use ops::Metrics;
 use problem::ApiError;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 use verdict_engine::Engine;
@@ -72,6 +73,8 @@ pub struct AppState {
     pub webhooks: Option<Arc<webhooks::Webhooks>>,
     /// The review pages' CSRF key and cookie settings ([`ui`]).
     pub ui: Arc<ui::UiConfig>,
+    /// The cap on open connections and the time a client has to send a request ([`listen`]).
+    pub connections: listen::ConnLimits,
 }
 
 impl AppState {
@@ -87,6 +90,7 @@ impl AppState {
             stop: Arc::new(tokio::sync::watch::Sender::new(false)),
             webhooks: None,
             ui: Arc::new(ui::UiConfig::new(false)),
+            connections: listen::ConnLimits::default(),
         }
     }
 
@@ -101,6 +105,7 @@ impl AppState {
 /// The router of every route (docs/server.md).
 pub fn app(state: AppState) -> Router {
     let limit = state.body_limit;
+    let body_timeout = state.connections.body_timeout;
     let metrics = state.metrics.clone();
     Router::new()
         .route("/v1/subjects", post(routes::put_subject))
@@ -174,12 +179,16 @@ pub fn app(state: AppState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            listen::body_deadline(body_timeout, req, next)
+        }))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(axum::middleware::from_fn_with_state(metrics, ops::observe))
         .with_state(state)
 }
 
 /// Serves [`app`] on `listener` until `shutdown` completes, then lets requests in flight end.
+/// Connections are held to `state.connections` ([`listen`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
@@ -189,25 +198,15 @@ pub async fn serve(
     if let Some(hooks) = state.webhooks.clone() {
         tokio::spawn(webhooks::run(state.clone(), hooks));
     }
-    // Answers are small and a client waits for each one: sent at once, not held back to be
-    // coalesced with a later write that never comes.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
-        }
-    });
-    // The peer's address is what failed authentication is limited by.
-    axum::serve(
-        listener,
-        app(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let limits = state.connections;
+    listen::run(listener, app(state), limits, async move {
         shutdown.await;
         // Event streams never end on their own: told to stop, they end, and the requests
         // in flight can finish.
         stop.send_replace(true);
     })
-    .await
+    .await;
+    Ok(())
 }
 
 async fn no_route() -> ApiError {

@@ -87,7 +87,10 @@ impl ApiError {
         match self {
             // The request itself is wrong, or (readiness) the store is at another schema
             // version: sending it again unchanged cannot help.
-            Self::Request { status, code, .. } => (*status, code, false),
+            // Save a body that did not arrive in time: sent faster, the same request can succeed.
+            Self::Request { status, code, .. } => {
+                (*status, code, *status == StatusCode::REQUEST_TIMEOUT)
+            }
             Self::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", true),
             Self::StoredUnreadable { .. } => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "store_error", false)
@@ -177,6 +180,7 @@ fn title(code: &str) -> &'static str {
         "store_error" => "The store is unavailable or failed",
         "malformed_body" => "The body is not the JSON this route reads",
         "payload_too_large" => "The body is larger than the server accepts",
+        "request_timeout" => "The body did not arrive in time",
         "unsupported_media_type" => "The body is not application/json",
         "route_not_found" => "No route has this path and method",
         "internal" => "The server failed",

@@ -6,7 +6,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::page::{ListQuery, PageQuery, paginate};
 use crate::problem::{ApiError, Problem};
-use crate::routes::{Segment, stored_decision};
+use crate::routes::{ExecutionId, Segment, stored_decision};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -186,7 +186,7 @@ pub async fn subject_blobs(
 pub async fn export_junit(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    Segment(id): Segment,
+    ExecutionId(id): ExecutionId,
 ) -> Result<Response, ApiError> {
     let xml = state.engine.junit(&caller, &id).await?;
     Ok((
@@ -227,7 +227,7 @@ pub struct HeadSha {
 pub async fn export_github(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    Segment(id): Segment,
+    ExecutionId(id): ExecutionId,
     ListQuery(q): ListQuery<HeadSha>,
 ) -> Result<Response, ApiError> {
     let payloads = state
@@ -237,16 +237,41 @@ pub async fn export_github(
     Ok(Json(payloads).into_response())
 }
 
+/// The value of the query parameter `name` (`default` when absent), refused when it is beyond
+/// ±(2^53−1): the ledger echoes its window, and no JSON reader holds such a number exactly.
+fn json_safe<T>(name: &str, given: Option<T>, default: T) -> Result<T, ApiError>
+where
+    T: Copy + TryInto<i64> + std::fmt::Display,
+{
+    let Some(value) = given else {
+        return Ok(default);
+    };
+    match value.try_into() {
+        Ok(n) if n <= verdict_core::json::MAX_SAFE_INTEGER => Ok(value),
+        _ => Err(ApiError::request(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!(
+                "{name} must be at most {} (2^53-1), not {value}",
+                verdict_core::json::MAX_SAFE_INTEGER
+            ),
+        )),
+    }
+}
+
 /// `?attempts=&days=&min_sample=` of the ledger, with the command line's defaults.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct LedgerQuery {
-    /// At most this many of each cohort's most recent attempts (default 100).
+    /// At most this many of each cohort's most recent attempts (default 100; at most 2^53-1).
+    #[param(maximum = 9_007_199_254_740_991_u64)]
     pub attempts: Option<usize>,
-    /// Only attempts of the last this many days (default 30).
+    /// Only attempts of the last this many days (default 30; at most 2^53-1).
+    #[param(maximum = 9_007_199_254_740_991_u64)]
     pub days: Option<u64>,
-    /// Fewer attempts than this is insufficient evidence (default 10).
+    /// Fewer attempts than this is insufficient evidence (default 10; at most 2^53-1).
+    #[param(maximum = 9_007_199_254_740_991_u64)]
     pub min_sample: Option<usize>,
 }
 
@@ -266,9 +291,9 @@ pub async fn ledger(
     ListQuery(q): ListQuery<LedgerQuery>,
 ) -> Result<Json<Ledger>, ApiError> {
     let window = Window {
-        attempts: q.attempts.unwrap_or(DEFAULT_WINDOW.attempts),
-        days: q.days.unwrap_or(DEFAULT_WINDOW.days),
-        min_sample: q.min_sample.unwrap_or(DEFAULT_WINDOW.min_sample),
+        attempts: json_safe("attempts", q.attempts, DEFAULT_WINDOW.attempts)?,
+        days: json_safe("days", q.days, DEFAULT_WINDOW.days)?,
+        min_sample: json_safe("min_sample", q.min_sample, DEFAULT_WINDOW.min_sample)?,
     };
     Ok(Json(state.engine.ledger(&caller, window).await?))
 }

@@ -249,7 +249,7 @@ pub async fn list_runs(
         .into_iter()
         .map(Into::into)
         .collect();
-    let path = format!("/v1/executions/{id}/runs");
+    let path = format!("/v1/executions/{}/runs", crate::client::segment(&id));
     let page = paginate(all, |r| r.run_id.as_str(), &q, &path, &[])?;
     Ok((
         page.headers(),
@@ -335,7 +335,7 @@ pub struct FindingPage {
 pub async fn execution_findings(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    Segment(id): Segment,
+    ExecutionId(id): ExecutionId,
     ListQuery(q): ListQuery<PageQuery>,
 ) -> Result<(HeaderMap, Json<FindingPage>), ApiError> {
     let all = state.engine.execution_findings(&caller, &id).await?;

@@ -255,6 +255,9 @@ fn serve_refuses_a_limit_of_zero_naming_the_flag() {
         "--auth-server-burst",
         "--auth-server-per-minute",
         "--body-limit",
+        "--max-connections",
+        "--header-timeout-secs",
+        "--body-timeout-secs",
     ] {
         // Refused while the arguments are read: nothing listens, nothing is created.
         let out = Command::new(env!("CARGO_BIN_EXE_verdict"))

@@ -14,18 +14,19 @@
 mod pages;
 
 use crate::AppState;
+use crate::auth::Peer;
 use crate::problem::ApiError;
 use crate::webhooks::hmac_hex;
 use axum::Form;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use maud::Markup;
 use serde::Deserialize;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use verdict_core::contracts::{HumanVerdict, Role};
 use verdict_core::digest::Digest;
 use verdict_engine::review::ReviewPage;
@@ -207,12 +208,15 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The session of the request's cookie, authenticated again by the engine.
-async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Refusal> {
+/// The session of the request's cookie, authenticated again by the engine under the same
+/// limit on failed authentication as the API's bearer tokens ([`crate::auth::authenticate`]):
+/// a cookie no principal holds is a denial charged to `peer`, and once `peer` (or the server)
+/// has spent its allowance it is a 429 page that writes nothing.
+async fn session(state: &AppState, peer: IpAddr, headers: &HeaderMap) -> Result<Session, Refusal> {
     let Some(token) = cookie(headers, SESSION_COOKIE) else {
         return Err(Refusal::SignedOut);
     };
-    match state.engine.authenticate(token).await {
+    match crate::auth::authenticate(state, peer, token).await {
         Ok(principal) if may_sign_in(principal.role()) => {
             let csrf = state
                 .ui
@@ -220,9 +224,30 @@ async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Refus
                 .ok_or_else(|| Refusal::Page(no_key()))?;
             Ok(Session { principal, csrf })
         }
-        Ok(_) | Err(EngineError::Unauthenticated) => Err(Refusal::SignedOut),
+        Ok(_) | Err(ApiError::Engine(EngineError::Unauthenticated)) => Err(Refusal::SignedOut),
+        // Limited: the sign-in page that says when to try again, where a held token still
+        // signs in.
+        Err(e @ ApiError::TooManyRequests { .. }) => {
+            Err(Refusal::Page(refused_sign_in(state, headers, e)))
+        }
         Err(e) => Err(Refusal::Page(engine_error_page(None, e))),
     }
+}
+
+/// The sign-in page answering a failed sign-in other than an unknown token: a 429 with
+/// `Retry-After` when the limit turned it away, else the error's status.
+fn refused_sign_in(state: &AppState, headers: &HeaderMap, e: ApiError) -> Response {
+    let retry_after = match &e {
+        ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
+        _ => None,
+    };
+    let (status, alert) = classify(e);
+    let mut resp = sign_in_response(state, headers, status, Some(&alert));
+    if let Some(wait) = retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+    }
+    resp
 }
 
 fn no_key() -> Response {
@@ -246,22 +271,26 @@ fn html(status: StatusCode, markup: Markup) -> Response {
         .into_response()
 }
 
-/// The status and alert of an engine error.
-fn classify(e: EngineError) -> (StatusCode, pages::Alert) {
-    let api = ApiError::Engine(e);
+/// The status and alert of an error, as the API would answer it.
+fn classify(e: impl Into<ApiError>) -> (StatusCode, pages::Alert) {
+    let api = e.into();
     let (status, code, _) = api.classify();
     let detail = verdict_core::quote::bound_message(&api.to_string());
     (status, pages::Alert::engine(code, detail))
 }
 
-fn engine_error_page(session: Option<&Session>, e: EngineError) -> Response {
+fn engine_error_page(session: Option<&Session>, e: impl Into<ApiError>) -> Response {
     let (status, alert) = classify(e);
     html(status, pages::error_page(session, &alert))
 }
 
 /// Any other path under `/ui`: a page saying so, not the API's JSON problem.
-async fn not_found(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let s = session(&state, &headers).await.ok();
+async fn not_found(
+    State(state): State<AppState>,
+    Peer(peer): Peer,
+    headers: HeaderMap,
+) -> Response {
+    let s = session(&state, peer, &headers).await.ok();
     let alert = pages::Alert::engine(
         "not_found",
         "There is no review page at this address.".into(),
@@ -269,12 +298,15 @@ async fn not_found(State(state): State<AppState>, headers: HeaderMap) -> Respons
     html(StatusCode::NOT_FOUND, pages::error_page(s.as_ref(), &alert))
 }
 
-async fn root(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let to = match session(&state, &headers).await {
-        Ok(_) => "/ui/queue",
-        Err(_) => "/ui/sign-in",
-    };
-    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+async fn root(State(state): State<AppState>, Peer(peer): Peer, headers: HeaderMap) -> Response {
+    match session(&state, peer, &headers).await {
+        Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/queue")]).into_response(),
+        // Limited, or the store failed: the page that says so, not a redirect past it.
+        Err(Refusal::Page(page)) => page,
+        Err(Refusal::SignedOut) => {
+            (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/sign-in")]).into_response()
+        }
+    }
 }
 
 async fn stylesheet() -> Response {
@@ -320,7 +352,7 @@ pub struct SignInForm {
 
 async fn sign_in(
     State(state): State<AppState>,
-    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> Response {
@@ -336,32 +368,10 @@ async fn sign_in(
             )),
         );
     }
-    let peer = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.0.ip());
     let token = form.token.trim();
-    if let Some(limited) = state.limiter.exhausted(peer) {
-        // As on the API: only a token no principal holds is limited (looking it up writes
-        // nothing), so a reviewer sharing an address with whoever exhausted it still signs in.
-        if !matches!(state.engine.token_is_held(token).await, Ok(true)) {
-            let wait = limited.wait.as_secs().max(1);
-            let from = match limited.scope {
-                crate::limit::Scope::Peer => "from this address",
-                crate::limit::Scope::Server => "at this server",
-            };
-            let mut resp = sign_in_response(
-                &state,
-                &headers,
-                StatusCode::TOO_MANY_REQUESTS,
-                Some(&pages::Alert::engine(
-                    "rate_limited",
-                    format!("Too many failed sign-ins {from}; try again in {wait} s."),
-                )),
-            );
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
-            return resp;
-        }
-    }
-    match state.engine.authenticate(token).await {
+    // As on the API: only a token no principal holds is limited (looking it up writes
+    // nothing), so a reviewer sharing an address with whoever exhausted it still signs in.
+    match crate::auth::authenticate(&state, peer, token).await {
         Ok(p) if may_sign_in(p.role()) => {
             let mut resp =
                 (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/queue")]).into_response();
@@ -388,22 +398,16 @@ async fn sign_in(
                 ),
             )),
         ),
-        Err(EngineError::Unauthenticated) => {
-            state.limiter.charge(peer);
-            sign_in_response(
-                &state,
-                &headers,
-                StatusCode::UNAUTHORIZED,
-                Some(&pages::Alert::engine(
-                    "unauthenticated",
-                    "No principal holds this token.".into(),
-                )),
-            )
-        }
-        Err(e) => {
-            let (status, alert) = classify(e);
-            sign_in_response(&state, &headers, status, Some(&alert))
-        }
+        Err(ApiError::Engine(EngineError::Unauthenticated)) => sign_in_response(
+            &state,
+            &headers,
+            StatusCode::UNAUTHORIZED,
+            Some(&pages::Alert::engine(
+                "unauthenticated",
+                "No principal holds this token.".into(),
+            )),
+        ),
+        Err(e) => refused_sign_in(&state, &headers, e),
     }
 }
 
@@ -480,10 +484,11 @@ impl PageParams {
 
 async fn queue(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
     let page = match PageParams::read(params) {
         Ok(p) => p,
         Err(e) => return Ok(engine_error_page(Some(&s), e)),
@@ -496,10 +501,11 @@ async fn queue(
 
 async fn board(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
     let page = match PageParams::read(params) {
         Ok(p) => p,
         Err(e) => return Ok(engine_error_page(Some(&s), e)),
@@ -512,9 +518,10 @@ async fn board(
 
 async fn reliability(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
     match state.engine.reliability_series(&s.principal).await {
         Ok(r) => Ok(html(StatusCode::OK, pages::reliability(&s, &r))),
         Err(e) => Ok(engine_error_page(Some(&s), e)),
@@ -530,11 +537,15 @@ pub struct Decided {
 
 async fn execution(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
     Query(q): Query<Decided>,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
+    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
+        return Ok(engine_error_page(Some(&s), e));
+    }
     // Anyone can send a link with `?decided=`: the notice is shown only when the store holds
     // that human decision, made by this principal about this execution's current subject.
     let notice = match q.decided.as_deref().map(str::parse::<Digest>) {
@@ -583,11 +594,15 @@ pub struct DecisionForm {
 
 async fn decision(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
     Form(form): Form<DecisionForm>,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
+    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
+        return Ok(engine_error_page(Some(&s), e));
+    }
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
     let refuse = |status: StatusCode, alert: pages::Alert| {
         let state = state.clone();
@@ -682,10 +697,11 @@ async fn decision(
 
 async fn lineage(
     State(state): State<AppState>,
+    Peer(peer): Peer,
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, Refusal> {
-    let s = session(&state, &headers).await?;
+    let s = session(&state, peer, &headers).await?;
     match state.engine.finding_lineage(&s.principal, &id).await {
         Ok(l) => Ok(html(StatusCode::OK, pages::lineage(&s, &l))),
         Err(e) => Ok(engine_error_page(Some(&s), e)),

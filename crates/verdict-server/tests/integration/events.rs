@@ -529,3 +529,88 @@ async fn one_record_that_does_not_decode_is_named_and_the_stream_goes_on() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_token_is_revoked_or_rotated_ends_and_is_sent_nothing_more() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let operator = serde_json::from_value(json!("operator")).unwrap();
+        let revoked = w
+            .engine
+            .add_principal(&w.ops, "ops-revoked", operator)
+            .await
+            .unwrap();
+        let rotated = w
+            .engine
+            .add_principal(&w.ops, "ops-rotated", operator)
+            .await
+            .unwrap();
+        let s = serve(fast(&w)).await;
+        let (ops, coder) = (w.token("ops"), w.token("coder"));
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+
+        // Three operators' streams, all open and caught up.
+        let start = head_seq(&w).await;
+        let q = format!("?after={start}");
+        let mut valid = Stream::open(&s, ops, &q, None).await;
+        let cut_by_revoke = Stream::open(&s, &revoked, &q, None).await;
+        let cut_by_rotate = Stream::open(&s, &rotated, &q, None).await;
+
+        let r = s
+            .send(
+                "POST",
+                "/v1/principals/ops-revoked/token/revoke",
+                Some(ops),
+                Some(&json!({})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        // Rotated by its holder, whose new token goes on working.
+        let r = s
+            .send(
+                "POST",
+                "/v1/principals/ops-rotated/token/rotate",
+                Some(&rotated),
+                Some(&json!({})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let fresh = r.body["token"].as_str().unwrap().to_owned();
+        let mut renewed = Stream::open(&s, &fresh, &q, None).await;
+
+        // An event every operator may read, caused by another operator.
+        let r = s
+            .send(
+                "POST",
+                &format!("/v1/executions/{EXEC}/cancel"),
+                Some(ops),
+                Some(&json!({"reason": "after the revocation"})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let seen = valid.until("execution_cancelled").await;
+        assert_eq!(seen.last().unwrap().data["execution"], EXEC);
+        renewed.until("execution_cancelled").await;
+
+        // The streams of the old tokens end (`all` fails a stream still open after 20 s)
+        // without it.
+        for (name, stream) in [("revoked", cut_by_revoke), ("rotated", cut_by_rotate)] {
+            let got = stream.all().await;
+            assert!(
+                got.iter().all(|e| e.event != "execution_cancelled"),
+                "{name}: {got:?}"
+            );
+        }
+        // And the old tokens open nothing.
+        for token in [&revoked, &rotated] {
+            let r = s
+                .send("GET", "/v1/events?wait=false", Some(token), None)
+                .await;
+            assert_problem(&r, 401, "unauthenticated");
+        }
+    })
+    .await;
+}

@@ -18,6 +18,7 @@ mod api;
 mod authority;
 mod bench;
 mod blobs;
+mod connections;
 mod events;
 mod hostile;
 mod jobs;

@@ -741,3 +741,129 @@ async fn a_write_out_of_scope_is_refused_the_same_for_a_record_that_exists_and_o
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_window_beyond_what_json_holds_exactly_is_an_invalid_query() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let ops = w.token("ops");
+        let seq = head_seq(&w).await;
+        for name in ["attempts", "days", "min_sample"] {
+            for value in ["18446744073709551615", "9007199254740992"] {
+                let path = format!("/v1/ledger?{name}={value}");
+                let r = s.send("GET", &path, Some(ops), None).await;
+                assert_problem(&r, 400, "invalid_query");
+                assert!(
+                    r.body["detail"].as_str().unwrap().contains(name),
+                    "{path}: {r:?}"
+                );
+            }
+            // The largest integer every JSON reader holds is taken, and echoed exactly.
+            let path = format!("/v1/ledger?{name}=9007199254740991");
+            let r = s.send("GET", &path, Some(ops), None).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+            assert_eq!(
+                r.body["window"][name].as_u64(),
+                Some(9_007_199_254_740_991),
+                "{path}: {r:?}"
+            );
+        }
+        assert_eq!(head_seq(&w).await, seq, "a ledger read wrote something");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_taking_an_execution_id_reads_it_alike() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let ops = w.token("ops");
+        let sha = "b".repeat(40);
+        let routes = |id: &str| {
+            vec![
+                ("GET", format!("/v1/executions/{id}")),
+                ("GET", format!("/v1/executions/{id}/status")),
+                ("GET", format!("/v1/executions/{id}/history")),
+                ("GET", format!("/v1/executions/{id}/runs")),
+                ("GET", format!("/v1/executions/{id}/findings")),
+                ("GET", format!("/v1/executions/{id}/export/junit")),
+                (
+                    "GET",
+                    format!("/v1/executions/{id}/export/github?head_sha={sha}"),
+                ),
+                ("POST", format!("/v1/executions/{id}/gate-runs")),
+                ("POST", format!("/v1/executions/{id}/cancel")),
+            ]
+        };
+        let reason = json!({"reason": "r"});
+
+        // Not names: an invisible character, a look-alike space, 257 characters. Every route
+        // refuses them as one, before the store is asked, writing nothing.
+        let long = "a".repeat(257);
+        for id in ["a%E2%80%8Bb", "a%C2%A0b", long.as_str()] {
+            for (method, path) in routes(id) {
+                let seq = head_seq(&w).await;
+                let body = (path.ends_with("/cancel")).then_some(&reason);
+                let r = s.send(method, &path, Some(ops), body).await;
+                assert_problem(&r, 422, "invalid_input");
+                assert!(
+                    r.body["detail"]
+                        .as_str()
+                        .unwrap()
+                        .contains("is not an execution id"),
+                    "{path}: {r:?}"
+                );
+                assert_eq!(head_seq(&w).await, seq, "{path} wrote something");
+            }
+        }
+
+        // `x/y` is a name (1 to 256 printable characters), spelt `x%2Fy` in a path: an
+        // execution may have it, and every route reads it as any other id.
+        w.engine
+            .grant(
+                &w.ops,
+                "g-coder-xy",
+                "coder",
+                verdict_store::ScopeKind::Execution,
+                "x/y",
+                verdict_store::Access::Write,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut doc = subject(1, "d");
+        doc["execution"]["id"] = json!("x/y");
+        let r = s
+            .send("POST", "/v1/subjects", Some(w.token("coder")), Some(&doc))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let r = s.send("GET", "/v1/executions/x%2Fy", Some(ops), None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["execution"], "x/y");
+        for path in [
+            "/v1/executions/x%2Fy/status",
+            "/v1/executions/x%2Fy/history",
+        ] {
+            let r = s.send("GET", path, Some(ops), None).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+            assert_eq!(r.body["execution"], "x/y", "{path}: {r:?}");
+        }
+        let r = s
+            .send("GET", "/v1/executions/x%2Fy/status", Some(ops), None)
+            .await;
+        assert!(r.body["head"].is_object(), "{r:?}");
+
+        // An id no subject has: the execution itself is not found, and its status says there
+        // is nothing (no head) rather than refusing a well-formed question.
+        let r = s.send("GET", "/v1/executions/y%2Fz", Some(ops), None).await;
+        assert_problem(&r, 404, "not_found");
+        let r = s
+            .send("GET", "/v1/executions/y%2Fz/status", Some(ops), None)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.body["head"].is_null(), "{r:?}");
+    })
+    .await;
+}

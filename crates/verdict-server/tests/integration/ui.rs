@@ -650,6 +650,94 @@ async fn failed_sign_ins_are_limited_but_a_held_token_still_signs_in() {
     .await;
 }
 
+/// `GET path` from the loopback address `from`, with `cookie`.
+async fn get_from(s: &Server, from: std::net::IpAddr, path: &str, cookie: &str) -> Page {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(from)
+        .no_proxy()
+        .build()
+        .unwrap();
+    let req = client
+        .get(format!("{}{path}", s.base))
+        .header("cookie", cookie);
+    page(req.send().await.unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cookies_and_bearer_tokens_spend_one_allowance_of_failures() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let state =
+            AppState::new(w.engine.clone()).with_auth_limit(verdict_server::limit::AuthLimit {
+                burst: 2,
+                per_minute: 1,
+                ..verdict_server::limit::AuthLimit::default()
+            });
+        let s = serve(state).await;
+        let bogus = "verdict_session=vdt_guess";
+        let held = format!("verdict_session={}", w.token("alice"));
+        let pages = ["/ui/queue", "/ui", "/ui/board", "/ui/executions/ex-1"];
+
+        // One address spends its failures on the API...
+        let a: std::net::IpAddr = [127, 0, 0, 31].into();
+        for _ in 0..2 {
+            let r = s
+                .send_from(a, "GET", "/v1/executions", Some("vdt_guess"))
+                .await;
+            assert_problem(&r, 401, "unauthenticated");
+        }
+        let r = s
+            .send_from(a, "GET", "/v1/executions", Some("vdt_guess"))
+            .await;
+        assert_problem(&r, 429, "rate_limited");
+        // ...so its pages with a cookie no principal holds are answered as the API answers,
+        // and write no denial.
+        let seq = head_seq(&w).await;
+        for path in pages {
+            let r = get_from(&s, a, path, bogus).await;
+            assert_eq!(r.status, 429, "{path}: {r:?}");
+            assert_alert(&r, "rate_limited");
+            let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!(retry >= 1, "{path}: {retry}");
+        }
+        let r = get_from(&s, a, "/ui/nowhere", bogus).await;
+        assert_eq!(r.status, 404, "{r:?}");
+        assert_eq!(head_seq(&w).await, seq, "a limited page wrote something");
+        // A reviewer on that address, with a session a principal holds, is not limited.
+        let r = get_from(&s, a, "/ui/queue", &held).await;
+        assert_eq!(r.status, 200, "{r:?}");
+
+        // And the other way: another address spends its failures on pages...
+        let b: std::net::IpAddr = [127, 0, 0, 32].into();
+        let before = w.denials().await.len();
+        for _ in 0..2 {
+            let r = get_from(&s, b, "/ui/queue", bogus).await;
+            assert_eq!(r.status, 303, "{r:?}");
+            assert_eq!(r.location(), "/ui/sign-in");
+        }
+        assert_eq!(w.denials().await.len(), before + 2);
+        let seq = head_seq(&w).await;
+        for path in pages {
+            let r = get_from(&s, b, path, bogus).await;
+            assert_eq!(r.status, 429, "{path}: {r:?}");
+        }
+        // ...and is limited on the API too, writing nothing, while a held token is served.
+        let r = s
+            .send_from(b, "GET", "/v1/executions", Some("vdt_guess"))
+            .await;
+        assert_problem(&r, 429, "rate_limited");
+        assert_eq!(head_seq(&w).await, seq, "a limited request wrote something");
+        let r = s
+            .send_from(b, "GET", "/v1/executions", Some(w.token("ops")))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let r = get_from(&s, b, "/ui/queue", &held).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_sharing_a_key_accept_each_others_forms_and_others_refuse_them() {
     on_both(|store| async move {
