@@ -531,9 +531,12 @@ pub struct SubjectReview {
     pub history: Vec<DecisionEntry>,
     /// Whether the caller may record a human decision here (a human who did not produce it).
     pub may_decide: bool,
-    /// The evaluation key of the items this review shows (the bundle `gate run` would build
-    /// now), when a policy is set: the decision form carries it, so an approval is refused
-    /// once anything it would clear differs from what the page showed.
+    /// The evaluation key of the decision this review shows, when that decision applies and
+    /// is also what the Gate evaluates now (the bundle `gate run` would build now): the
+    /// decision form carries it, so an approval is refused once anything it would clear
+    /// differs from what the page showed. `None` when no decision applies, or the one shown is
+    /// not what the Gate would decide now: then nothing here may be decided on until the Gate
+    /// runs again.
     pub evaluation_key: Option<Digest>,
 }
 
@@ -958,6 +961,14 @@ impl Engine {
             || "none".to_owned(),
             |a| a.decision.outcome.as_str().to_owned(),
         );
+        // A person decides on what the page shows: the applicable decision, and only while it
+        // is also what the Gate evaluates now. Where none applies (something was recorded
+        // after the Gate last ran) the evaluation of now is shown nowhere, so no form is bound
+        // to it; the Gate has to run first.
+        let evaluation_key = applicable
+            .as_ref()
+            .and_then(|a| a.decision.evaluation_key.clone())
+            .filter(|shown| evaluation_key.as_ref() == Some(shown));
         // Offered only where `decide` could succeed: a human, not the producer, holding a write
         // grant in force (the engine refuses anyone else anyway).
         let may_decide = caller.role == Role::Human

@@ -445,13 +445,22 @@ impl Engine {
                 ),
             });
         };
-        if let Some(seen) = &reviewed.decision_key
-            && *seen != key
-        {
-            return Err(EngineError::Conflict(format!(
-                "the approval names decision {seen}, but execution {execution:?}'s current \
-                 evaluation is {key}; run the gate, review its decision and decide again"
-            )));
+        if let Some(seen) = &reviewed.decision_key {
+            if *seen != key {
+                return Err(EngineError::Conflict(format!(
+                    "the approval names decision {seen}, but execution {execution:?}'s current \
+                     evaluation is {key}; run the gate, review its decision and decide again"
+                )));
+            }
+            // What a person reviews is a decision the Gate recorded (status and the review
+            // pages show nothing else), never an evaluation of now that nobody was shown.
+            if self.store.decision_by_key(&key).await?.is_none() {
+                return Err(EngineError::Conflict(format!(
+                    "the approval names evaluation {key} of execution {execution:?}, which the \
+                     gate has not recorded as a decision; run the gate, review its decision and \
+                     decide again"
+                )));
+            }
         }
         let mut clears: Vec<ClearedReason> = decision
             .reasons

@@ -461,7 +461,16 @@ impl Engine {
                     .evaluation_key
                     .as_ref()
                     .map_or_else(String::new, ToString::to_string);
-                Ok(format!("{} {key}", run.decision.outcome.as_str()))
+                // The Gate decides the execution's current subject; a job whose request was
+                // about an earlier one says so, rather than read as its request's outcome.
+                match &run.decision.subject_digest {
+                    Some(decided) if *decided != req.subject_digest => Ok(format!(
+                        "superseded: request's subject {} is no longer current; the Gate decided subject {decided}: {} {key}",
+                        req.subject_digest,
+                        run.decision.outcome.as_str()
+                    )),
+                    _ => Ok(format!("{} {key}", run.decision.outcome.as_str())),
+                }
             }
             JobKind::Verify => {
                 let kit = options

@@ -1046,3 +1046,42 @@ async fn nobody_takes_the_name_of_a_workers_attempt_at_a_job_first() {
     })
     .await;
 }
+
+/// A gate job decides the execution's current subject. When its request was about an earlier
+/// subject, its outcome says so and names the subject decided, rather than reading as its own
+/// request's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_job_of_a_superseded_request_says_which_subject_it_decided() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .store()
+            .queue()
+            .enqueue_jobs(
+                &w.ops.actor(),
+                &[verdict_store::NewJob {
+                    kind: JobKind::Gate,
+                    request: req.clone(),
+                    class: String::new(),
+                    deadline: None,
+                }],
+            )
+            .await
+            .unwrap();
+        let mut next = crate::common::subject(2, "a later change");
+        next["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
+        let later = w.engine.put_subject(&w.coder, &next).await.unwrap();
+        let (o, _, _) = options(&srv.url);
+        let gated = w
+            .engine
+            .work_one(&w.ops, WorkerRole::Gate, &o)
+            .await
+            .unwrap();
+        let outcome = done(&gated).outcome.clone().unwrap();
+        assert!(outcome.starts_with("superseded: "), "{outcome}");
+        assert!(outcome.contains(later.as_str()), "{outcome}");
+    })
+    .await;
+}

@@ -142,6 +142,7 @@ pub fn router() -> Router<AppState> {
         .route("/ui/reliability", get(reliability))
         .route("/ui/executions/{id}", get(execution))
         .route("/ui/executions/{id}/decision", post(decision))
+        .route("/ui/executions/{id}/gate-run", post(gate_run))
         .route("/ui/executions/{id}/lineage", get(lineage))
         .route("/ui/assets/ui.css", get(stylesheet))
         .route("/ui/{*rest}", get(not_found))
@@ -645,10 +646,12 @@ async fn decision(
         )
         .await);
     };
+    // The page offers the form only bound to the decision it shows, so a form naming none
+    // was not made by it: recording it would clear whatever the Gate evaluates now, which the
+    // person was never shown.
     let decision_key = match form.reviewed_decision.as_deref().map(str::parse) {
-        None => None,
         Some(Ok(key)) => Some(key),
-        Some(Err(_)) => {
+        None | Some(Err(_)) => {
             return Ok(refuse(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 pages::Alert::engine(
@@ -691,6 +694,46 @@ async fn decision(
                 );
             }
             Ok(refuse(status, alert).await)
+        }
+    }
+}
+
+/// The form of a page on which no decision applies: runs the Gate on what is stored now, as the
+/// signed-in principal (who may read the execution), and shows the page again with what it
+/// decided.
+async fn gate_run(
+    State(state): State<AppState>,
+    Peer(peer): Peer,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, Refusal> {
+    let s = session(&state, peer, &headers).await?;
+    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
+        return Ok(engine_error_page(Some(&s), e));
+    }
+    let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
+    if !state.ui.csrf_ok("session", token, form.csrf.as_deref()) {
+        let alert = pages::Alert::engine(
+            "csrf_failed",
+            "The form's anti-forgery token is missing or wrong; the Gate did not run. Reload the page and try again.".into(),
+        );
+        return Ok(
+            execution_page(&state, &s, &id, StatusCode::FORBIDDEN, Some(&alert), false).await,
+        );
+    }
+    match state.engine.gate_run(&s.principal, &id).await {
+        Ok(_) => Ok((
+            StatusCode::SEE_OTHER,
+            [(
+                header::LOCATION,
+                format!("/ui/executions/{}", pages::path_segment(&id)),
+            )],
+        )
+            .into_response()),
+        Err(e) => {
+            let (status, alert) = classify(e);
+            Ok(execution_page(&state, &s, &id, status, Some(&alert), false).await)
         }
     }
 }

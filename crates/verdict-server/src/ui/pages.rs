@@ -625,14 +625,13 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
             @if let Some(policy) = &r.policy_digest {
                 section id="decide-section" aria-labelledby="decide-h" {
                     h2 id="decide-h" { "Your decision" }
-                    p { "You decide on subject " code { (r.subject_digest.as_str()) } " under policy " code { (policy.as_str()) } ". If either moves before you submit, nothing is recorded." }
+                    @if let Some(key) = &r.evaluation_key {
+                    p { "You decide on subject " code { (r.subject_digest.as_str()) } " under policy " code { (policy.as_str()) } ", as the decision above shows them. If either moves, or what the Gate would decide changes, before you submit, nothing is recorded." }
                     form id="decide" method="post" action=(format!("/ui/executions/{id_path}/decision")) class="stack" {
                         input type="hidden" name="csrf" value=(s.csrf);
                         input type="hidden" name="subject_digest" value=(r.subject_digest.as_str());
                         input type="hidden" name="policy_digest" value=(policy.as_str());
-                        @if let Some(key) = &r.evaluation_key {
-                            input type="hidden" name="reviewed_decision" value=(key.as_str());
-                        }
+                        input type="hidden" name="reviewed_decision" value=(key.as_str());
                         fieldset {
                             legend { "Verdict" }
                             div { input type="radio" name="verdict" value="approve" id="verdict-approve" required; " " label for="verdict-approve" { "Approve" } }
@@ -641,6 +640,13 @@ pub fn execution(s: &Session, r: &SubjectReview, a: Option<&Alert>, notice: bool
                         label for="reason" { "Reason (recorded with your decision)" }
                         textarea name="reason" id="reason" rows="4" required {}
                         button type="submit" id="decide-submit" { "Record decision" }
+                    }
+                    } @else {
+                    p id="decide-unavailable" { "No decision of the Gate applies to what is stored now, so there is nothing on this page to approve or reject: something was recorded after the Gate last ran, or it has not run. Run the Gate on what is stored now, review what it decides, then decide." }
+                    form id="gate-run" method="post" action=(format!("/ui/executions/{id_path}/gate-run")) {
+                        input type="hidden" name="csrf" value=(s.csrf);
+                        button type="submit" id="gate-run-submit" { "Run the Gate now" }
+                    }
                     }
                 }
             }

@@ -1497,6 +1497,19 @@ async fn an_approval_from_a_page_clears_only_what_the_page_showed() {
             before,
             "a stale approval wrote something"
         );
+        // Nothing applies now (evidence was added after the Gate ran): the page offers no
+        // decision, only to run the Gate again.
+        assert!(r.body.contains("id=\"decide-unavailable\""), "{}", r.body);
+        assert!(!r.body.contains("name=\"reviewed_decision\""), "{}", r.body);
+        let ran = post(
+            &s,
+            "/ui/executions/ex-1/gate-run",
+            Some(&alice),
+            &[("csrf", &r.hidden("csrf"))],
+        )
+        .await;
+        assert_eq!(ran.status, 303, "{ran:?}");
+        let r = get(&s, ran.location(), Some(&alice)).await;
         let current = r.hidden("reviewed_decision");
         assert_ne!(current, shown);
 
@@ -1522,6 +1535,137 @@ async fn an_approval_from_a_page_clears_only_what_the_page_showed() {
         assert_eq!(stored["clears"], json!([{"code": "human_review_required"}]));
         let p = get(&s, r.location(), Some(&alice)).await;
         assert_eq!(p.outcome(), "pass");
+    })
+    .await;
+}
+
+/// A reason that arose after the Gate last ran is never cleared by an approval from a page that
+/// did not show it. The Gate asks a person to review (a high-risk policy); then a second
+/// reviewer's `inconclusive` on the required criterion is stored and nobody runs the Gate. The
+/// page shows that no decision applies and offers no form; an approval posted anyway, naming no
+/// evaluation, the one the page showed before, or the evaluation of now that no decision
+/// records, is refused and writes nothing. Once the Gate has run, the page shows the new reason
+/// and an approval clears exactly what it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_never_clears_a_reason_the_page_did_not_show() {
+    on_both(|store| async move {
+        let (w, s) = setup(store).await;
+        let sd = to_human_required(&w, &subject_of(EXEC, 1, "diff-1", "coder")).await;
+        let alice = sign_in(&s, w.token("alice")).await;
+        let before_page = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert!(before_page.body.contains("name=\"reviewed_decision\""));
+
+        // A second reviewer answers inconclusive on the required criterion.
+        let ops = &w.ops;
+        let token = w
+            .engine
+            .add_principal(ops, "rev-2", verdict_core::contracts::Role::Verifier)
+            .await
+            .unwrap();
+        w.engine
+            .grant(
+                ops,
+                "g-rev-2",
+                "rev-2",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Read,
+                &"2099-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let rev2 = w.engine.authenticate(&token).await.unwrap();
+        let req = w
+            .engine
+            .create_request(ops, EXEC, &json!({}))
+            .await
+            .unwrap();
+        w.engine
+            .admit(&rev2, &req, "rev-2", "reviewer", "run-rev-2")
+            .await
+            .unwrap();
+        let subject: verdict_core::contracts::Subject = w
+            .engine
+            .store()
+            .get(verdict_store::DocKind::Subject, &sd)
+            .await
+            .unwrap()
+            .unwrap()
+            .decode()
+            .unwrap();
+        let rows: Vec<Value> = subject
+            .criteria
+            .items
+            .iter()
+            .map(|c| json!({"id": c.id.as_str(), "status": "inconclusive", "method": "review", "evidence_refs": []}))
+            .collect();
+        let late = json!({
+            "id": "vr-run-rev-2",
+            "verifier": {"principal": "rev-2", "class": "reviewer", "run": "run-rev-2"},
+            "subject_digest": sd.as_str(), "generation": 1, "status": "completed",
+            "criteria": rows, "findings": [], "dispositions": []
+        });
+        assert!(w.engine.submit_result(&rev2, &late).await.unwrap().counted);
+
+        let p = get(&s, "/ui/executions/ex-1", Some(&alice)).await;
+        assert_eq!(p.outcome(), "none");
+        assert!(p.body.contains("id=\"decide-unavailable\""), "{}", p.body);
+        assert!(!p.body.contains("name=\"reviewed_decision\""), "{}", p.body);
+        let collected = w.engine.collect(ops, EXEC).await.unwrap();
+        let now = w.engine.now().await.unwrap();
+        let unrecorded = verdict_core::gate::evaluate_value(&collected.bundle(&now).unwrap())
+            .evaluation_key
+            .unwrap();
+        let before = head_seq(&w).await;
+        for (key, status) in [
+            (None, 422),
+            (Some(before_page.hidden("reviewed_decision")), 409),
+            (Some(unrecorded.to_string()), 409),
+        ] {
+            let mut form = vec![
+                ("csrf", p.hidden("csrf")),
+                ("subject_digest", before_page.hidden("subject_digest")),
+                ("policy_digest", before_page.hidden("policy_digest")),
+                ("verdict", "approve".to_owned()),
+                ("reason", "looks fine".to_owned()),
+            ];
+            if let Some(k) = key.clone() {
+                form.push(("reviewed_decision", k));
+            }
+            let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let r = post(&s, "/ui/executions/ex-1/decision", Some(&alice), &pairs).await;
+            assert_eq!(r.status, status, "{key:?}: {r:?}");
+            assert_eq!(head_seq(&w).await, before, "{key:?} wrote something");
+        }
+        assert_ne!(
+            w.engine.status(ops, EXEC).await.unwrap().applicable.map(|a| a.decision.outcome.as_str().to_owned()),
+            Some("pass".to_owned())
+        );
+
+        // The Gate runs: the page shows the new reason, and an approval clears what it shows.
+        let ran = post(&s, "/ui/executions/ex-1/gate-run", Some(&alice), &[("csrf", &p.hidden("csrf"))]).await;
+        assert_eq!(ran.status, 303, "{ran:?}");
+        let p = get(&s, ran.location(), Some(&alice)).await;
+        assert!(p.body.contains("criterion_inconclusive"), "{}", p.body);
+        let r = decide(&s, &alice, &p, "approve", "reviewed the inconclusive criterion").await;
+        assert_eq!(r.status, 303, "{r:?}");
+        let hd: Digest = r.location().rsplit('=').next().unwrap().replace("%3A", ":").parse().unwrap();
+        let stored = w
+            .engine
+            .store()
+            .get(verdict_store::DocKind::HumanDecision, &hd)
+            .await
+            .unwrap()
+            .unwrap()
+            .value()
+            .unwrap();
+        let cleared: Vec<&str> = stored["clears"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["code"].as_str().unwrap())
+            .collect();
+        assert!(cleared.contains(&"criterion_inconclusive"), "{stored}");
     })
     .await;
 }
