@@ -1120,8 +1120,9 @@ impl Engine {
         })
     }
 
-    /// A person's decision ([`Engine::decide`], with every refusal it makes), then a gate run
-    /// so the new outcome is known at once.
+    /// A person's decision from a review page ([`Engine::decide`], with every refusal it
+    /// makes, and one more: it must name the decision the page showed, `reviewed.decision_key`),
+    /// then a gate run so the new outcome is known at once.
     pub async fn review_decide(
         &self,
         caller: &Principal,
@@ -1131,7 +1132,7 @@ impl Engine {
         reviewed: &Reviewed,
     ) -> Result<ReviewDecided> {
         let human_decision = self
-            .decide(caller, execution, verdict, reason, reviewed)
+            .decide_bound(caller, execution, verdict, reason, reviewed, true)
             .await?;
         let run = self.gate_run(caller, execution).await?;
         Ok(ReviewDecided {

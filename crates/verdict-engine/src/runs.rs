@@ -1154,7 +1154,7 @@ impl Engine {
             // Recorded by the run's verifier, under its job's claim when it has one: a worker
             // that lost its job records nothing about its run.
             return Err(self
-                .refuse_result(&caller.actor(), claim, &run, doc, e, now)
+                .refuse_result(&caller.actor(), claim, &run, (&r.id, doc), e, now)
                 .await);
         }
         let actor = caller.actor();
@@ -1247,17 +1247,18 @@ impl Engine {
         })
     }
 
-    /// Ends a run whose result failed validation: the record of what was wrong, then the run's
-    /// `unavailable` / `invalid_output` event, both written by `actor` (the run's verifier),
-    /// each under `claim` when one is given. Returns the refusal to report; if recording it
-    /// failed, that is reported with it, except a stale claim, which is returned as it is
-    /// (nothing was written).
+    /// Ends a run whose result failed validation: the record of what was wrong, the run's
+    /// outcome as an `unavailable` result (`invalid_output`, under the refused document's id),
+    /// then the run's `unavailable` / `invalid_output` event, all written by `actor` (the run's
+    /// verifier), each under `claim` when one is given. Returns the refusal to report; if
+    /// recording it failed, that is reported with it, except a stale claim, which is returned
+    /// as it is (nothing was written).
     async fn refuse_result(
         &self,
         actor: &Actor,
         claim: Option<&JobClaim>,
         run: &Run,
-        doc: &Value,
+        (id, doc): (&verdict_core::contracts::Id, &Value),
         refusal: EngineError,
         now: &Timestamp,
     ) -> EngineError {
@@ -1275,8 +1276,22 @@ impl Engine {
             at: now.clone(),
         };
         let recorded = match self.put_note_claimed(actor, claim, &record).await {
-            Ok(_) => self
-                .run_status_as(
+            Ok(_) => {
+                // A malformed result is kept only as its run's `unavailable` outcome with its
+                // reason: a result the Gate reads, so a class whose only outcome it is is
+                // `verifier_unavailable` (invalid_output), not `verifier_missing`.
+                match self.unavailable_outcome(actor, claim, run, id).await {
+                    Err(e @ EngineError::Store(verdict_store::StoreError::StaleClaim { .. })) => {
+                        return e;
+                    }
+                    Err(e) => tracing::warn!(
+                        run = run.admission.run_id.as_str(),
+                        error = %e,
+                        "the refused result's unavailable outcome was not stored; the run still ends"
+                    ),
+                    Ok(()) => {}
+                }
+                self.run_status_as(
                     actor,
                     claim,
                     run.admission.run_id.as_str(),
@@ -1284,7 +1299,8 @@ impl Engine {
                     Some(UnavailableReason::InvalidOutput),
                 )
                 .await
-                .map(|_| ()),
+                .map(|_| ())
+            }
             Err(e @ EngineError::Store(verdict_store::StoreError::StaleClaim { .. })) => {
                 return e;
             }
@@ -1302,6 +1318,38 @@ impl Engine {
                 "{refusal} (and recording the run's end failed: {e})"
             )),
         }
+    }
+
+    /// Stores run `run`'s outcome as an `unavailable` result (`invalid_output`) under `id`,
+    /// written by `actor` under `claim` when one is given.
+    async fn unavailable_outcome(
+        &self,
+        actor: &Actor,
+        claim: Option<&JobClaim>,
+        run: &Run,
+        id: &verdict_core::contracts::Id,
+    ) -> Result<()> {
+        let a = &run.admission;
+        let outcome = VerificationResult {
+            id: id.clone(),
+            verifier: verdict_core::contracts::Verifier {
+                principal: a.verifier.clone(),
+                class: a.class.clone(),
+                run: a.run_id.clone(),
+                runtime: None,
+            },
+            subject_digest: a.subject_digest.clone(),
+            generation: a.admitted_generation,
+            context: None,
+            status: VerificationStatus::Unavailable,
+            unavailable_reason: Some(UnavailableReason::InvalidOutput),
+            criteria: Vec::new(),
+            findings: Vec::new(),
+            dispositions: Vec::new(),
+        };
+        let doc = serde_json::to_value(&outcome)
+            .map_err(|e| invalid("verification result")(e.to_string()))?;
+        self.put_as(actor, claim, &doc).await.map(|_| ())
     }
 
     /// Checks a result against its run and the run's subject (see [`Engine::submit_result`]).

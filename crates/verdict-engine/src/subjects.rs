@@ -325,6 +325,22 @@ impl Engine {
         reason: &str,
         reviewed: &Reviewed,
     ) -> Result<Digest> {
+        self.decide_bound(caller, execution, verdict, reason, reviewed, false)
+            .await
+    }
+
+    /// [`Engine::decide`]; with `bound`, a decision that names no reviewed decision
+    /// (`reviewed.decision_key`) is refused as `invalid_input` once the caller is known to be
+    /// one who may decide: what a review page posts always names the decision it showed.
+    pub(crate) async fn decide_bound(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        verdict: HumanVerdict,
+        reason: &str,
+        reviewed: &Reviewed,
+        bound: bool,
+    ) -> Result<Digest> {
         let now = &self.now().await?;
         // Scope first: whether the execution exists, who produced it and what state it is in
         // are told only to a caller who may see it.
@@ -350,6 +366,11 @@ impl Engine {
             .await?;
         self.require_live(execution, "take a human decision")
             .await?;
+        if bound && reviewed.decision_key.is_none() {
+            return Err(invalid("human decision")(
+                "the review names no decision it showed; reload the page, review the decision that applies and decide again".into(),
+            ));
+        }
         let gate = self
             .gate_head()
             .await?

@@ -649,20 +649,40 @@ async fn an_incomplete_result_is_refused_and_does_not_brick_the_subject() {
         foreign["generation"] = json!(2);
         let e = w.engine.submit_result(&w.rev, &foreign).await.unwrap_err();
         assert!(e.to_string().contains("/generation"), "{e}");
+        // What is stored of each refused result is its run's outcome: an `unavailable` result
+        // (invalid_output) with no rows, under the refused document's id.
+        let stored: Vec<verdict_core::contracts::VerificationResult> = w
+            .engine
+            .store()
+            .list(DocKind::Verification, &About::Subject(d.clone()))
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.decode().unwrap())
+            .collect();
+        assert_eq!(stored.len(), tries.len() + 1, "{stored:?}");
         assert!(
-            w.engine
-                .store()
-                .list(DocKind::Verification, &About::Subject(d.clone()))
-                .await
-                .unwrap()
-                .is_empty()
+            stored.iter().all(|r| r.status
+                == verdict_core::contracts::VerificationStatus::Unavailable
+                && r.unavailable_reason
+                    == Some(verdict_core::contracts::UnavailableReason::InvalidOutput)
+                && r.criteria.is_empty()
+                && r.findings.is_empty()),
+            "{stored:?}"
         );
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        let codes: Vec<&str> = g.decision.reasons.iter().map(|r| r.code.as_str()).collect();
+        assert!(!codes.contains(&"criterion_row_missing"), "{codes:?}");
+        // The class's only outcomes are unavailable ones: the Gate names it unavailable, with
+        // the cause, not missing.
+        assert!(codes.contains(&"verifier_unavailable"), "{codes:?}");
+        assert!(!codes.contains(&"verifier_missing"), "{codes:?}");
         assert!(
-            !g.decision
+            g.decision
                 .reasons
                 .iter()
-                .any(|r| r.code.as_str() == "criterion_row_missing"),
+                .any(|r| r.code.as_str() == "verifier_unavailable"
+                    && r.detail.contains("invalid_output")),
             "{:?}",
             g.decision.reasons
         );
@@ -786,7 +806,19 @@ async fn a_result_written_around_the_engine_counts_only_when_whole_and_its_runs_
         .await
         .unwrap();
         let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
-        assert!(collected.verifications.is_empty(), "none of them counts");
+        // None of the results written around the engine counts; what counts of run-2 is its
+        // outcome, the `unavailable` result stored in place of the refused one.
+        let counted: Vec<verdict_core::contracts::VerificationResult> = collected
+            .verifications
+            .iter()
+            .map(|row| row.decode().unwrap())
+            .collect();
+        assert_eq!(counted.len(), 1, "{counted:?}");
+        assert_eq!(counted[0].verifier.run.as_str(), "run-2");
+        assert_eq!(
+            counted[0].status,
+            verdict_core::contracts::VerificationStatus::Unavailable
+        );
         let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
         assert_ne!(g.decision.outcome, Outcome::Pass);
         assert!(

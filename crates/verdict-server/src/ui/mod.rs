@@ -646,12 +646,13 @@ async fn decision(
         )
         .await);
     };
-    // The page offers the form only bound to the decision it shows, so a form naming none
-    // was not made by it: recording it would clear whatever the Gate evaluates now, which the
-    // person was never shown.
+    // The page offers the form only bound to the decision it shows; a form naming none is
+    // refused by the page's use case (after whether the caller may decide at all), since
+    // recording it would clear whatever the Gate evaluates now, which nobody was shown.
     let decision_key = match form.reviewed_decision.as_deref().map(str::parse) {
+        None => None,
         Some(Ok(key)) => Some(key),
-        None | Some(Err(_)) => {
+        Some(Err(_)) => {
             return Ok(refuse(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 pages::Alert::engine(
