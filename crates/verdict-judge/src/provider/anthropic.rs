@@ -104,7 +104,21 @@ fn parse_response(resp: &Value, body_bytes: usize) -> CallReply {
         .filter_map(|b| text(b, "/text"))
         .collect::<Vec<_>>()
         .join(" ");
+    // The answer is the assistant's message: an envelope that says it is something else (an
+    // `error`, a `user` turn) is not read, whatever it holds.
+    let not_the_message = text(resp, "/type")
+        .filter(|t| *t != "message")
+        .map(|t| format!("of type {t:?}"))
+        .or_else(|| {
+            text(resp, "/role")
+                .filter(|r| *r != "assistant")
+                .map(|r| format!("in the role {r:?}"))
+        });
     let output = match (stop, tool_input) {
+        _ if not_the_message.is_some() => Output::OffProtocol(format!(
+            "the response is {}, not the assistant's message",
+            not_the_message.unwrap_or_default()
+        )),
         _ if calls.len() > 1 => Output::OffProtocol(format!(
             "the response has {} tool calls; exactly one {TOOL_NAME} call was asked for",
             calls.len()

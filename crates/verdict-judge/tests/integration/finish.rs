@@ -280,6 +280,16 @@ async fn an_anthropic_reply_that_did_not_end_on_its_call_or_holds_more_is_not_re
             },
             "server_tool_use",
         ),
+        (
+            "an envelope of type error around the call",
+            |e| e["type"] = json!("error"),
+            "of type \"error\"",
+        ),
+        (
+            "an envelope in the user's role around the call",
+            |e| e["role"] = json!("user"),
+            "in the role \"user\"",
+        ),
     ];
     for (case, edit, detail) in other_blocks {
         let server = FakeServer::start(move |r| {
