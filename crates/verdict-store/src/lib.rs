@@ -40,6 +40,7 @@ pub mod audit;
 mod backend;
 pub mod checkpoint;
 pub mod error;
+mod fresh;
 pub mod jobs;
 pub mod location;
 pub mod migrations;

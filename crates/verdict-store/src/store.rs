@@ -555,6 +555,10 @@ pub(crate) struct StoreImpl<B> {
     manual_now: std::sync::Mutex<Option<Timestamp>>,
     /// How many token changes this handle made ([`Store::credential_epoch`]).
     token_changes: std::sync::atomic::AtomicU64,
+    /// The system clock's reads, shared by callers asking at once ([`crate::fresh`]).
+    fresh_now: crate::fresh::FreshRead<Timestamp>,
+    /// The same for the clock read with the audit chain's head.
+    fresh_now_and_head: crate::fresh::FreshRead<(Timestamp, Option<ChainHead>)>,
 }
 
 impl<B> StoreImpl<B> {
@@ -564,6 +568,8 @@ impl<B> StoreImpl<B> {
             clock: std::sync::OnceLock::new(),
             manual_now: std::sync::Mutex::new(None),
             token_changes: std::sync::atomic::AtomicU64::new(0),
+            fresh_now: crate::fresh::FreshRead::default(),
+            fresh_now_and_head: crate::fresh::FreshRead::default(),
         }
     }
 
@@ -1698,7 +1704,7 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn now(&self) -> Result<Timestamp> {
         match self.clock().await? {
-            StoreClock::System => self.backend.clock_now().await,
+            StoreClock::System => self.fresh_now.get(|| self.backend.clock_now()).await,
             StoreClock::Manual => self.manual_now().clone().ok_or_else(|| {
                 StoreError::Refused(
                     "this store keeps a manual clock and no time was set on it (--now)".into(),
@@ -2262,7 +2268,11 @@ impl<B: Backend> Store for StoreImpl<B> {
 
     async fn now_and_head(&self) -> Result<(Timestamp, Option<ChainHead>)> {
         match self.clock().await? {
-            StoreClock::System => self.backend.clock_now_and_head().await,
+            StoreClock::System => {
+                self.fresh_now_and_head
+                    .get(|| self.backend.clock_now_and_head())
+                    .await
+            }
             StoreClock::Manual => Ok((self.now().await?, self.backend.audit_head().await?)),
         }
     }
