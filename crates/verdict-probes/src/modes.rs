@@ -207,10 +207,17 @@ async fn hold(
                 .first_failure()
                 .map(|f| (f.index, f.reason().to_owned()))
                 .unwrap_or_default();
-            return (
-                CheckOutcome::Fail,
-                format!("violated at sample {} of {planned}: {why}", i + 1),
-            );
+            // Under `--during` sampling goes on past the window while the agent runs, so a
+            // violation may come after the planned count.
+            let at = i.saturating_add(1);
+            let place = if at > planned {
+                format!(
+                    "violated at sample {at} (the window plans {planned}; sampling went on while the agent ran)"
+                )
+            } else {
+                format!("violated at sample {at} of {planned}")
+            };
+            return (CheckOutcome::Fail, format!("{place}: {why}"));
         }
     }
     if kept.errored > 0 {

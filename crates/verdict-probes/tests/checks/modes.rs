@@ -415,6 +415,14 @@ async fn during_catches_a_violation_that_recovers_before_the_agent_ends() {
     assert_eq!(up.outcome, Fail, "{}", up.reason);
     assert!(up.during);
     assert!(up.reason.contains("does not exist"), "{}", up.reason);
+    // The violation came after the window's three planned samples, and says so rather than
+    // "sample 8 of 3".
+    assert!(
+        up.reason
+            .contains("(the window plans 3; sampling went on while the agent ran)"),
+        "{}",
+        up.reason
+    );
     // After the agent, everything looks fine: only sampling during the run saw it.
     assert_eq!(result(&r, "up-after").outcome, Pass);
     let agent = r.agent.as_ref().unwrap();
