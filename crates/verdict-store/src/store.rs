@@ -1464,15 +1464,12 @@ impl<B: Backend> StoreImpl<B> {
             Err(unchanged) => return Ok(unchanged),
         };
         let (kind, expected) = (cas.kind, cas.expected.clone());
-        match self.backend.cas(actor, cas).await? {
-            CasOutcome::Done(p) => Ok(p),
-            CasOutcome::Stale(found) => Err(cas_failed(
-                kind,
-                name,
-                expected.as_deref(),
-                found.as_ref().and_then(|p| p.value.as_deref()),
-            )),
-        }
+        cas_outcome(
+            kind,
+            name,
+            expected.as_deref(),
+            self.backend.cas(actor, cas).await?,
+        )
     }
 
     /// The compare-and-set of pointer `name` from `expected` to `new`, checked and ready for
@@ -1560,6 +1557,25 @@ fn cas_failed(
         name: name.to_owned(),
         expected: show(expected),
         found: show(found),
+    }
+}
+
+/// The pointer a backend's compare-and-set of `name` from `expected` moved, or its refusal
+/// naming what the pointer held instead.
+fn cas_outcome(
+    kind: PointerKind,
+    name: &str,
+    expected: Option<&str>,
+    outcome: CasOutcome,
+) -> Result<Pointer> {
+    match outcome {
+        CasOutcome::Done(p) => Ok(p),
+        CasOutcome::Stale(found) => Err(cas_failed(
+            kind,
+            name,
+            expected,
+            found.as_ref().and_then(|p| p.value.as_deref()),
+        )),
     }
 }
 
@@ -1666,18 +1682,12 @@ impl<B: Backend> Store for StoreImpl<B> {
         let item = record(Table::Principals, body, Some(operator.name.to_string()))?;
         check_item(actor, &item)?;
         let key = item.key.clone();
-        match self.backend.cas_then_append(actor, cas, vec![item]).await? {
-            (CasOutcome::Done(_), stored) => one(stored).ok_or(StoreError::NotFound {
-                what: Table::Principals.name(),
-                key,
-            }),
-            (CasOutcome::Stale(found), _) => Err(cas_failed(
-                PointerKind::Clock,
-                CLOCK_POINTER,
-                None,
-                found.as_ref().and_then(|p| p.value.as_deref()),
-            )),
-        }
+        let (outcome, stored) = self.backend.cas_then_append(actor, cas, vec![item]).await?;
+        cas_outcome(PointerKind::Clock, CLOCK_POINTER, None, outcome)?;
+        one(stored).ok_or(StoreError::NotFound {
+            what: Table::Principals.name(),
+            key,
+        })
     }
 
     async fn set_manual_time(&self, now: &Timestamp) -> Result<()> {
