@@ -4,24 +4,35 @@
 use super::CallFailure;
 use crate::secret::{Secret, redact_all, redact_then_cut};
 use serde_json::Value;
+use std::sync::OnceLock;
 
 /// The largest response body read; a provider that sends more is refused.
 const MAX_BODY: usize = 8 * 1024 * 1024;
 /// How much of an error body is kept as detail.
 const ERROR_EXCERPT: usize = 512;
 
-/// Builds the client an HTTP provider at `base_url` uses: rustls, no cookies, no redirects (an
-/// API endpoint that redirects is a misconfiguration, and a redirect could carry the key
+/// The client an HTTP provider at `base_url` uses: rustls, no cookies, no redirects (an API
+/// endpoint that redirects is a misconfiguration, and a redirect could carry the key
 /// elsewhere). A plain-http endpoint (a model server on this machine) is never reached through
 /// a proxy the environment names, which would receive the key in clear; https may tunnel.
+///
+/// One client of each of the two kinds is built per process and shared by every provider:
+/// building one reads and parses the system's whole trust store, milliseconds of work that a
+/// verifier would otherwise repeat for every run. Sharing carries nothing from one provider to
+/// another but open connections to the same endpoint: the client keeps no cookies and holds no
+/// key (each request carries its own headers).
 pub(crate) fn client(base_url: &str) -> Result<reqwest::Client, String> {
+    static TLS: OnceLock<reqwest::Client> = OnceLock::new();
+    static PLAIN: OnceLock<reqwest::Client> = OnceLock::new();
+    let https = base_url.starts_with("https://");
+    let shared = if https { &TLS } else { &PLAIN };
+    if let Some(client) = shared.get() {
+        return Ok(client.clone());
+    }
     let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
-    let builder = if base_url.starts_with("https://") {
-        builder
-    } else {
-        builder.no_proxy()
-    };
-    builder.build().map_err(|e| e.to_string())
+    let builder = if https { builder } else { builder.no_proxy() };
+    let built = builder.build().map_err(|e| e.to_string())?;
+    Ok(shared.get_or_init(|| built).clone())
 }
 
 async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
