@@ -163,6 +163,15 @@ mod tests {
         }
     }
 
+    /// A caller of `shared` whose reads are `gated`'s, asking now.
+    fn ask(
+        shared: &Arc<FreshRead<u64>>,
+        gated: &Arc<Gated>,
+    ) -> tokio::task::JoinHandle<Result<u64, String>> {
+        let (shared, gated) = (shared.clone(), gated.clone());
+        tokio::spawn(async move { shared.get(|| gated.read()).await })
+    }
+
     async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
         match tokio::time::timeout(Duration::from_secs(10), f).await {
             Ok(v) => v,
@@ -174,16 +183,10 @@ mod tests {
     async fn a_caller_is_never_answered_by_a_read_begun_before_it_asked() {
         let shared = Arc::new(FreshRead::<u64>::default());
         let gated = Gated::new();
-        let first = tokio::spawn({
-            let (shared, gated) = (shared.clone(), gated.clone());
-            async move { shared.get(|| gated.read()).await }
-        });
+        let first = ask(&shared, &gated);
         gated.until_begun(1).await;
         // Asks while read 1 is under way: read 1 began before it asked.
-        let second = tokio::spawn({
-            let (shared, gated) = (shared.clone(), gated.clone());
-            async move { shared.get(|| gated.read()).await }
-        });
+        let second = ask(&shared, &gated);
         tokio::time::sleep(Duration::from_millis(20)).await;
         gated.gate.add_permits(1);
         assert_eq!(within(first).await.unwrap(), Ok(1));
@@ -196,17 +199,9 @@ mod tests {
     async fn callers_that_asked_before_a_read_began_share_it() {
         let shared = Arc::new(FreshRead::<u64>::default());
         let gated = Gated::new();
-        let first = tokio::spawn({
-            let (shared, gated) = (shared.clone(), gated.clone());
-            async move { shared.get(|| gated.read()).await }
-        });
+        let first = ask(&shared, &gated);
         gated.until_begun(1).await;
-        let waiting: Vec<_> = (0..8)
-            .map(|_| {
-                let (shared, gated) = (shared.clone(), gated.clone());
-                tokio::spawn(async move { shared.get(|| gated.read()).await })
-            })
-            .collect();
+        let waiting: Vec<_> = (0..8).map(|_| ask(&shared, &gated)).collect();
         tokio::time::sleep(Duration::from_millis(20)).await;
         gated.gate.add_permits(1);
         assert_eq!(within(first).await.unwrap(), Ok(1));
@@ -224,15 +219,9 @@ mod tests {
     async fn a_reader_dropped_mid_read_hands_the_turn_on() {
         let shared = Arc::new(FreshRead::<u64>::default());
         let gated = Gated::new();
-        let abandoned = tokio::spawn({
-            let (shared, gated) = (shared.clone(), gated.clone());
-            async move { shared.get(|| gated.read()).await }
-        });
+        let abandoned = ask(&shared, &gated);
         gated.until_begun(1).await;
-        let waiting = tokio::spawn({
-            let (shared, gated) = (shared.clone(), gated.clone());
-            async move { shared.get(|| gated.read()).await }
-        });
+        let waiting = ask(&shared, &gated);
         tokio::time::sleep(Duration::from_millis(20)).await;
         abandoned.abort();
         gated.until_begun(2).await;
