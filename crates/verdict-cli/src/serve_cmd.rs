@@ -7,6 +7,7 @@ use verdict_engine::{DEFAULT_GATE, Engine};
 use verdict_server::limit::AuthLimit;
 use verdict_server::listen::{
     ConnLimits, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_PER_ADDRESS,
 };
 use verdict_server::webhooks::{Retry, WebhookKey, Webhooks};
 use verdict_server::{AppState, DEFAULT_BODY_LIMIT};
@@ -58,6 +59,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     max_connections: usize,
+    /// The most connections one address (an IPv4 address, an IPv6 /64) holds at once; one more
+    /// from it is closed as soon as it is accepted. Behind a proxy every connection is the
+    /// proxy's: give it the proxy's pool (1 to 1,000,000).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PER_ADDRESS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_connections_per_address: usize,
     /// Seconds a connection has to send a request's headers, from its accept or its last
     /// answer; a connection that takes longer (idle, or dripping them) is closed (1 to
     /// 86400).
@@ -162,6 +169,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         body_limit: args.body_limit,
         connections: ConnLimits {
             max_connections: args.max_connections,
+            max_per_address: args.max_connections_per_address,
             header_timeout: Duration::from_secs(args.header_timeout_secs),
             body_timeout: Duration::from_secs(args.body_timeout_secs),
         },

@@ -7,8 +7,11 @@
 //! headers, holds its place for at most that long, and an idle keep-alive connection too. A
 //! request's body must arrive whole within [`ConnLimits::body_timeout`] of its headers, else
 //! the read fails and the connection is closed after the answer. An answer being sent (an
-//! event stream) is bound by neither.
+//! event stream) is bound by neither. One address (an IPv6 /64) holds at most
+//! [`ConnLimits::max_per_address`] of the connections; one more from it is closed as soon as it
+//! is accepted, so a single client cannot hold every place and keep the others waiting.
 
+use crate::limit::peer_key;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request};
@@ -16,10 +19,11 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
@@ -29,6 +33,9 @@ use tokio::sync::{Semaphore, watch};
 pub struct ConnLimits {
     /// The most connections open at once; more wait to be accepted until one ends.
     pub max_connections: usize,
+    /// The most connections one address (an IPv4 address, an IPv6 /64) holds at once; one
+    /// more from it is closed as soon as it is accepted.
+    pub max_per_address: usize,
     /// How long a connection may take to send a request's headers, counted from its accept or
     /// its last answer.
     pub header_timeout: Duration,
@@ -38,6 +45,9 @@ pub struct ConnLimits {
 
 /// The connection cap when none is configured.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The per-address cap when none is configured: a quarter of the default cap, so one address
+/// alone never holds every place.
+pub const DEFAULT_MAX_PER_ADDRESS: usize = 256;
 /// The header timeout when none is configured.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The body timeout when none is configured: an 8 MiB blob at about 140 KiB/s.
@@ -50,6 +60,7 @@ impl Default for ConnLimits {
     fn default() -> Self {
         Self {
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_per_address: DEFAULT_MAX_PER_ADDRESS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
         }
@@ -70,6 +81,10 @@ pub(crate) async fn run(
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
+    let addresses = Arc::new(Addresses {
+        max: limits.max_per_address.max(1),
+        held: Mutex::new(HashMap::new()),
+    });
     // hyper adds the timeout to an `Instant`, which panics past its range.
     let header_timeout = limits.header_timeout.min(LONGEST_TIMEOUT);
     // Sent once shutdown starts; every connection task holds a receiver, so the sender's
@@ -104,6 +119,16 @@ pub(crate) async fn run(
             },
             () = &mut shutdown => break,
         };
+        // Closed at once, freeing its place and descriptor: waiting for it to send something
+        // would let the address hold one more place for the header timeout.
+        let Some(place) = Addresses::take(&addresses, peer.ip()) else {
+            tracing::debug!(peer = %peer, "connection closed: its address holds as many as one may");
+            metrics::counter!("verdict_http_connections_refused_total", "why" => "per_address")
+                .increment(1);
+            drop(tcp);
+            drop(slot);
+            continue;
+        };
         // Answers are small and a client waits for each one: sent at once, not held back to
         // be coalesced with a later write that never comes.
         if let Err(e) = tcp.set_nodelay(true) {
@@ -112,7 +137,7 @@ pub(crate) async fn run(
         let app = app.clone();
         let mut closing = closing_rx.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _held = (slot, place);
             // The peer's address is what failed authentication is limited by.
             let service = hyper::service::service_fn(move |mut req: Request<_>| {
                 req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
@@ -147,6 +172,54 @@ pub(crate) async fn run(
     closing.send_replace(true);
     drop(closing_rx);
     closing.closed().await;
+}
+
+/// How many connections each address holds.
+struct Addresses {
+    max: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place among its address's; given back when dropped.
+struct Place {
+    addresses: Arc<Addresses>,
+    key: IpAddr,
+}
+
+impl Addresses {
+    /// A place for a connection from `peer`, unless its address holds all it may. Addresses
+    /// are keyed as the failed-authentication limit keys them ([`peer_key`]).
+    fn take(this: &Arc<Self>, peer: IpAddr) -> Option<Place> {
+        let key = peer_key(peer);
+        let mut held = this.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = held.entry(key).or_insert(0);
+        if *n >= this.max {
+            return None;
+        }
+        *n += 1;
+        Some(Place {
+            addresses: Arc::clone(this),
+            key,
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut held = self
+            .addresses
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // An address that holds nothing leaves the table, which so never outgrows the
+        // connections open.
+        if let Some(n) = held.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Errors of one connection that the listener survives (a client that reset before its

@@ -256,6 +256,7 @@ fn serve_refuses_a_limit_of_zero_naming_the_flag() {
         "--auth-server-per-minute",
         "--body-limit",
         "--max-connections",
+        "--max-connections-per-address",
         "--header-timeout-secs",
         "--body-timeout-secs",
     ] {

@@ -1,7 +1,8 @@
 //! What a connection must do to be kept, over real TCP on loopback, each body on SQLite and on
 //! PostgreSQL: one that sends nothing, or drips its headers, is closed after the header
 //! timeout; a body that does not arrive whole in time is refused and its connection closed,
-//! writing nothing; connections over the cap wait until one closes; a client with a token is
+//! writing nothing; connections over the cap wait until one closes; one address holds at most
+//! its share while another is served; a client with a token is
 //! served while idle connections hold every place; an event stream is not cut by the header
 //! timeout; stopping the server closes idle connections. The timeouts are set small and every
 //! bound asserted is several times them, so a slow machine does not fail a test.
@@ -30,6 +31,8 @@ fn limited(state: AppState, max_connections: usize, header: Duration, body: Dura
     AppState {
         connections: ConnLimits {
             max_connections,
+            // No address is capped apart from the whole: every client here is 127.0.0.1.
+            max_per_address: max_connections,
             header_timeout: header,
             body_timeout: body,
         },
@@ -239,6 +242,74 @@ async fn connections_over_the_cap_wait_until_one_closes() {
         second.write_all(HEALTHZ).await.unwrap();
         let sent = read_until_closed(&mut second, CLOSED_WITHIN).await;
         assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+    })
+    .await;
+}
+
+/// A connection to `s` from `local`, an address of the loopback network (127.0.0.0/8).
+async fn connect_from(s: &Server, local: [u8; 4]) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((local, 0))).unwrap();
+    let server: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
+    socket.connect(server).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share_and_another_is_served_beside_it() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let state = AppState {
+            connections: ConnLimits {
+                max_connections: 4,
+                max_per_address: 2,
+                // Far beyond the test: only the per-address cap frees anything.
+                header_timeout: Duration::from_secs(600),
+                body_timeout: Duration::from_secs(60),
+            },
+            ..AppState::new(w.engine.clone())
+        };
+        let s = serve(state).await;
+        let hog = [127, 0, 0, 1];
+        let mut held = vec![connect_from(&s, hog).await, connect_from(&s, hog).await];
+
+        // A third from the same address is closed as soon as it is accepted, unanswered.
+        let mut third = connect_from(&s, hog).await;
+        let _ = third.write_all(HEALTHZ).await;
+        let sent = read_until_closed(&mut third, CLOSED_WITHIN).await;
+        assert!(
+            sent.is_empty(),
+            "a connection over its address's share was served: {sent}"
+        );
+
+        // Another address is served at once beside the two held.
+        let mut other = connect_from(&s, [127, 0, 0, 2]).await;
+        other.write_all(HEALTHZ).await.unwrap();
+        let sent = read_until_closed(&mut other, CLOSED_WITHIN).await;
+        assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+
+        // The held ones keep their places and answer when asked; once one closes, the address
+        // may open another.
+        let mut second = held.pop().unwrap();
+        second.write_all(HEALTHZ).await.unwrap();
+        let sent = read_until_closed(&mut second, CLOSED_WITHIN).await;
+        assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+        // The server closed it after its answer, and frees its place as the connection's task
+        // ends: asked again until then.
+        let deadline = Instant::now() + CLOSED_WITHIN;
+        loop {
+            let mut again = connect_from(&s, hog).await;
+            let _ = again.write_all(HEALTHZ).await;
+            let sent = read_until_closed(&mut again, CLOSED_WITHIN).await;
+            if sent.starts_with("HTTP/1.1 200") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the address's freed place was not given back: {sent:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(held);
     })
     .await;
 }
