@@ -115,9 +115,8 @@ fn parse_response(resp: &Value, body_bytes: usize) -> CallReply {
                 .map(|r| format!("in the role {r:?}"))
         });
     let output = match (stop, tool_input) {
-        _ if not_the_message.is_some() => Output::OffProtocol(format!(
-            "the response is {}, not the assistant's message",
-            not_the_message.unwrap_or_default()
+        _ if let Some(what) = not_the_message => Output::OffProtocol(format!(
+            "the response is {what}, not the assistant's message"
         )),
         _ if calls.len() > 1 => Output::OffProtocol(format!(
             "the response has {} tool calls; exactly one {TOOL_NAME} call was asked for",
