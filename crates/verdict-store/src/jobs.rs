@@ -368,10 +368,14 @@ pub trait JobQueue: Send + Sync {
 /// back-off, or running under a lapsed lease; and a verify job only once its request's checks
 /// job is finished, a gate job only once every other job of its request is (or its deadline
 /// passed). SQLite's claim, its wait and PostgreSQL's notifications use it; PostgreSQL's
-/// `job_claim` routine holds the same condition.
+/// `job_claim` routine holds the same condition. The leading `state IN (...)`, which the rest
+/// implies, lets a search by kind and state on the `jobs_ready` index skip the finished jobs,
+/// which are nearly all of them once a store has worked for a while: without it SQLite read
+/// every job of the kind ever made, on every claim and every look of every idle worker.
 pub(crate) fn claimable(table: &str, now: &str) -> String {
     format!(
-        "((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= {now})) \
+        "j.state IN ('ready', 'running') \
+         AND ((j.state = 'ready' AND (j.not_before IS NULL OR j.not_before <= {now})) \
            OR (j.state = 'running' AND j.lease_until <= {now})) \
          AND ((j.kind = 'gate' AND j.deadline_at <= {now}) OR NOT EXISTS ( \
            SELECT 1 FROM {table} o WHERE o.request = j.request \

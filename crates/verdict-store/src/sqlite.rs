@@ -22,7 +22,55 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long a write waits for another connection's write to end before the store reports
+/// the database busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The first pause of a write that found the database locked, doubled after each retry up to
+/// [`BUSY_PAUSE_MAX`].
+const BUSY_PAUSE_FIRST: Duration = Duration::from_micros(100);
+const BUSY_PAUSE_MAX: Duration = Duration::from_millis(2);
+
+/// Whether a write that found the database locked by another connection for the `n`th time in
+/// a row (from 0) tries again, after pausing. SQLite's own busy timeout pauses 1, 2, 5, 10, 15,
+/// 20, 25 ms and more between tries, many times longer than a write holds the lock (a fraction
+/// of a millisecond), so that with a few processes writing one file the lock sat free while
+/// each waiter slept; these pauses stay short. The pauses add up to [`BUSY_TIMEOUT`] at most.
+fn busy_retry(n: i32) -> bool {
+    match busy_pause(n) {
+        Some(pause) => {
+            std::thread::sleep(pause);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The pause before retry `n` (from 0), or `None` once the pauses before it add up to
+/// [`BUSY_TIMEOUT`].
+fn busy_pause(n: i32) -> Option<Duration> {
+    let n = u32::try_from(n).ok()?;
+    // Doubling from the first pause: 100, 200, 400, 800, 1600 µs, then the most, 2 ms.
+    let doubling = (BUSY_PAUSE_MAX.as_micros() / BUSY_PAUSE_FIRST.as_micros()).ilog2();
+    let (before, pause) = if n <= doubling {
+        // The pauses before retry n are FIRST * (2^n - 1).
+        (
+            BUSY_PAUSE_FIRST.saturating_mul((1u32 << n) - 1),
+            BUSY_PAUSE_FIRST.saturating_mul(1u32 << n),
+        )
+    } else {
+        let ramp = BUSY_PAUSE_FIRST.saturating_mul((1u32 << (doubling + 1)) - 1);
+        (
+            ramp.saturating_add(BUSY_PAUSE_MAX.saturating_mul(n - doubling - 1)),
+            BUSY_PAUSE_MAX,
+        )
+    };
+    (before < BUSY_TIMEOUT).then(|| pause.min(BUSY_PAUSE_MAX))
+}
+
+/// Makes a connection wait for another's write as [`busy_retry`] says.
+fn wait_when_busy(conn: &Connection) -> Result<()> {
+    conn.busy_handler(Some(busy_retry)).map_err(err)
+}
 const WAL_CHECKPOINT_PAGES: i64 = 16_384;
 
 pub(crate) struct SqliteBackend {
@@ -93,7 +141,7 @@ fn connect(path: &Path) -> Result<Connection> {
     }
     create_private(path)?;
     let conn = Connection::open(path).map_err(|e| location(path, e.to_string()))?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+    wait_when_busy(&conn)?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
         .map_err(err)?;
@@ -1246,7 +1294,7 @@ impl Backend for SqliteBackend {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(|e| location(&path, e.to_string()))?;
-            conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+            wait_when_busy(&conn)?;
             conn.execute_batch("BEGIN DEFERRED").map_err(err)?;
             // The first read fixes what the transaction sees.
             conn.query_row("SELECT count(*) FROM audit_events", [], |r| {
@@ -1266,5 +1314,24 @@ impl Backend for SqliteBackend {
             backend: "sqlite",
             message: format!("snapshot task failed: {e}"),
         })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_write_pauses_briefly_and_gives_up_after_the_busy_timeout() {
+        let pauses: Vec<Duration> = (0..).map_while(busy_pause).collect();
+        assert_eq!(pauses.first(), Some(&BUSY_PAUSE_FIRST));
+        assert!(pauses.windows(2).all(|w| w[0] <= w[1]), "pauses shrink");
+        assert!(pauses.iter().all(|p| *p <= BUSY_PAUSE_MAX));
+        // The last retry begins before the timeout and none after it: the waits add up to the
+        // timeout, within one pause.
+        let total: Duration = pauses.iter().sum();
+        assert!(total >= BUSY_TIMEOUT, "gave up after {total:?}");
+        assert!(total < BUSY_TIMEOUT + BUSY_PAUSE_MAX, "waited {total:?}");
+        assert!(busy_pause(-1).is_none());
     }
 }
