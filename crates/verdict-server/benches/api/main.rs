@@ -1,6 +1,6 @@
 //! `cargo bench -p verdict-server --bench api -- [--postgres ADMIN_URL] [--json] [--smoke]
 //! [--scale F] [--clients N] [--workers 1,2,4] [--poll-ms MS] [--worker-wait-ms MS]
-//! [--idle-sleep] [--sqlite-dir DIR]`
+//! [--idle-sleep] [--sqlite-dir DIR] [--executions N]`
 //!
 //! The API benchmarks of docs/benchmarks/verdict-api.md: evidence appends over HTTP against the
 //! store's own, gate runs from concurrent clients, and subjects to decisions through the API
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: api [--postgres ADMIN_URL] [--json] [--smoke] [--scale F] \
 [--clients N] [--workers 1,2,4] [--poll-ms MS] [--worker-wait-ms MS] [--idle-sleep] \
-[--sqlite-dir DIR]";
+[--sqlite-dir DIR] [--executions N]";
 
 fn value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     args.iter()
@@ -59,6 +59,13 @@ fn options(args: &[String]) -> Result<run::Options, String> {
             u64::try_from(defaults.worker_wait.as_millis()).unwrap_or(1000),
         )?),
         idle_sleep: args.iter().any(|a| a == "--idle-sleep"),
+        executions: match value(args, "--executions") {
+            None => None,
+            Some(n) => match n.parse::<u64>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return Err(format!("--executions {n:?}: a count above 0\n{USAGE}")),
+            },
+        },
     })
 }
 

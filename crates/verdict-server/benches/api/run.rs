@@ -60,6 +60,9 @@ pub struct Options {
     /// Idle worker loops sleep `poll` and claim again instead of waiting for a wake-up: the
     /// loop as it was before wake-ups, kept for comparison.
     pub idle_sleep: bool,
+    /// Executions each end-to-end row times (40 by default, scaled by `scale`): more make the
+    /// rows' ratio steadier on a machine busy with other work.
+    pub executions: Option<u64>,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             poll: Duration::from_millis(5),
             worker_wait: Duration::from_secs(1),
             idle_sleep: false,
+            executions: None,
         }
     }
 }
@@ -1416,7 +1420,10 @@ async fn end_to_end(
     workers: usize,
     round: usize,
 ) -> Result<(Vec<Row>, Claims), String> {
-    let n = options.count(40, 2);
+    let n = options
+        .executions
+        .filter(|_| !options.smoke)
+        .unwrap_or_else(|| options.count(40, 2));
     let name = backend.name();
     let direct = in_process(w, fake, n, workers, &format!("d{round}")).await?;
     let pool = Workers::start(backend, w, fake, workers, options).await?;
