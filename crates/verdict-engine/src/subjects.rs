@@ -217,7 +217,7 @@ impl Engine {
     /// order.
     ///
     /// Where the store's own write refuses a runner's evidence without a write grant in force
-    /// on a stored subject ([`verdict_store::Store::binds_evidence_grants`]: PostgreSQL, on
+    /// on a stored subject ([`verdict_store::Store::binds_evidence_grants`]: both backends, on
     /// the system clock), a runner's single document is written without reading the subject
     /// and the grants first, so the write is its one round trip. Anything but a fresh append (a
     /// refusal, any error, or a document already stored, which the write returns without

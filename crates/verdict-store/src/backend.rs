@@ -165,14 +165,10 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// The time this handle's manual clock reads, for the backend's own uses of the store's
     /// time ([`ManualTime`]).
     fn manual_time(&self) -> &ManualTime;
-    /// Whether this backend's write routines themselves refuse `actor`'s check evidence about
-    /// a subject on whose execution (or mission) it holds no write grant in force at the
-    /// database's clock, in the same transaction as the write. False unless the database
-    /// binds the actor's own identity to every write it makes.
-    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
-        let _ = actor;
-        Ok(false)
-    }
+    /// Whether this backend's writes themselves refuse `actor`'s check evidence about a subject
+    /// on whose execution (or mission) it holds no write grant in force at the store's time, in
+    /// the same transaction as the write.
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool>;
     /// `principal`'s grants, each with its revocation if one is stored, in seq order: one read.
     async fn grants_with_revocations(
         &self,

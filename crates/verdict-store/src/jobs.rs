@@ -533,3 +533,4 @@ pub use pg::LISTENER_APPLICATION;
 pub(crate) use pg::PgWakeups;
 pub(crate) use pg::renew_claim as renew_claim_pg;
 pub(crate) use sqlite::renew_claim as renew_claim_sqlite;
+pub(crate) use sqlite::store_now as store_now_sqlite;

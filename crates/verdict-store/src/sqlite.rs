@@ -508,7 +508,99 @@ fn pointer_row(tx: &Connection, kind: PointerKind, name: &str) -> Result<Option<
     .transpose()
 }
 
-fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
+/// Refuses a runner's check evidence unless the runner holds a write grant in force at the
+/// store's time, not revoked, on the execution (or mission) of the stored subject it is about:
+/// what PostgreSQL's evidence routines hold a runner to, checked here under the write lock the
+/// append holds, so that no revocation or expiry comes between the check and the write, and a
+/// caller need not read the grants first ([`Backend::binds_evidence_grants`]). As on
+/// PostgreSQL, where a call acting for no principal's identity is the login's own, an actor
+/// whose name no stored runner has is not held to it: every principal the engine acts for is
+/// stored, and whoever writes the file without the engine controls it anyway.
+fn evidence_under_a_write_grant(
+    tx: &Connection,
+    actor: &Actor,
+    item: &Prepared,
+    manual: Option<i64>,
+) -> Result<()> {
+    let stored_runner: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM principals p WHERE p.key = ?1 AND p.role = 'runner')",
+        )
+        .map_err(err)?
+        .query_row([&actor.principal], |r| r.get(0))
+        .map_err(err)?;
+    if !stored_runner {
+        return Ok(());
+    }
+    let evidence: verdict_core::contracts::CheckEvidence = serde_json::from_str(&item.body)
+        .map_err(|e| StoreError::Invalid {
+            what: "check evidence",
+            message: e.to_string(),
+        })?;
+    let now = crate::jobs::store_now_sqlite(tx, manual)?;
+    if grant_covers_subject(
+        tx,
+        &actor.principal,
+        evidence.subject_digest.as_str(),
+        now,
+        true,
+    )? {
+        return Ok(());
+    }
+    Err(StoreError::Forbidden {
+        principal: actor.principal.clone(),
+        role: actor.role.as_str(),
+        target: "check evidence about a subject on which it holds no write grant in force",
+    })
+}
+
+/// Whether `principal` holds a grant in force at `now` (microseconds), not revoked, on the
+/// execution (or the mission) of stored subject `subject`, with write access when `write`. A
+/// subject not stored is covered by nothing.
+pub(crate) fn grant_covers_subject(
+    conn: &Connection,
+    principal: &str,
+    subject: &str,
+    now: i64,
+    write: bool,
+) -> Result<bool> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT g.body FROM subjects s \
+             JOIN grants g ON g.principal = ?2 AND ((g.scope_kind = 'execution' \
+               AND g.scope_id = s.execution_id) OR (g.scope_kind = 'mission' \
+               AND g.scope_id = json_extract(s.body, '$.mission'))) \
+             WHERE s.key = ?1 \
+               AND NOT EXISTS (SELECT 1 FROM grant_revocations v WHERE v.grant_id = g.key)",
+        )
+        .map_err(err)?;
+    let mut rows = stmt.query(params![subject, principal]).map_err(err)?;
+    while let Some(row) = rows.next().map_err(err)? {
+        let body: String = row.get(0).map_err(err)?;
+        let grant: crate::records::GrantRecord =
+            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                table: "grants",
+                key: principal.to_owned(),
+                message: e.to_string(),
+            })?;
+        if grant.expires_at.unix_nanos() > i128::from(now) * 1000
+            && (!write || grant.access == crate::records::Access::Write)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Appends `items` as `actor` in the caller's write transaction. `manual` is the handle's manual
+/// time, if set: the store's time a runner's grant is checked at
+/// ([`evidence_under_a_write_grant`]).
+fn append_tx(
+    tx: &Transaction<'_>,
+    actor: &Actor,
+    items: Vec<Prepared>,
+    manual: Option<i64>,
+) -> Result<Vec<Stored>> {
     let (mut seq, mut prev_hash) =
         head(tx)?.map_or((0, GENESIS_HASH.to_owned()), |h| (h.seq, h.hash));
     let now = now_utc();
@@ -533,6 +625,9 @@ fn append_tx(tx: &Transaction<'_>, actor: &Actor, items: Vec<Prepared>) -> Resul
         };
         if item.table == Table::Denials {
             denial_within_bound(tx, &item.body)?;
+        }
+        if item.table == Table::CheckEvidence && actor.role == ActorRole::Runner {
+            evidence_under_a_write_grant(tx, actor, &item, manual)?;
         }
         if item.table == Table::HumanDecisions && actor.role == ActorRole::Human {
             human_decision_on_what_is_current(tx, &actor.principal, &item.key, &item.body)?;
@@ -779,7 +874,8 @@ fn put_blob_tx(
                 .query_row(params![existing.key, actor.principal], |r| r.get(0))
                 .map_err(err)?;
             if !held {
-                append_tx(tx, actor, vec![holder])?;
+                // A holder record, which no clock decides.
+                append_tx(tx, actor, vec![holder], None)?;
             }
         }
         return Ok(existing);
@@ -985,6 +1081,12 @@ impl Backend for SqliteBackend {
         self.with(move |conn| grants_of(conn, &principal)).await
     }
 
+    async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
+        // Every append of a runner's evidence checks its grant under the write lock
+        // (`evidence_under_a_write_grant`).
+        Ok(actor.role == ActorRole::Runner)
+    }
+
     async fn subject_and_grants(&self, key: &str, principal: &str) -> Result<SubjectAndGrants> {
         let (key, principal) = (key.to_owned(), principal.to_owned());
         self.with(move |conn| {
@@ -1021,12 +1123,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn append(&self, actor: &Actor, items: Vec<Prepared>) -> Result<Vec<Stored>> {
-        let actor = actor.clone();
+        let (actor, manual) = (actor.clone(), self.manual.get());
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(err)?;
-            let out = append_tx(&tx, &actor, items)?;
+            let out = append_tx(&tx, &actor, items, manual)?;
             tx.commit().map_err(err)?;
             Ok(out)
         })
@@ -1078,7 +1180,7 @@ impl Backend for SqliteBackend {
             // The claim is checked under the write lock the append holds too: no claim of the
             // job can come between the check and the write.
             crate::jobs::renew_claim_sqlite(&tx, &actor, &claim, manual)?;
-            let out = append_tx(&tx, &actor, items)?;
+            let out = append_tx(&tx, &actor, items, manual)?;
             tx.commit().map_err(err)?;
             Ok(out)
         })
@@ -1097,7 +1199,7 @@ impl Backend for SqliteBackend {
         cas: PreparedCas,
         items: Vec<Prepared>,
     ) -> Result<(CasOutcome, Vec<Stored>)> {
-        let actor = actor.clone();
+        let (actor, manual) = (actor.clone(), self.manual.get());
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -1106,7 +1208,7 @@ impl Backend for SqliteBackend {
             if !matches!(outcome, CasOutcome::Done(_)) {
                 return Ok((outcome, Vec::new()));
             }
-            let out = append_tx(&tx, &actor, items)?;
+            let out = append_tx(&tx, &actor, items, manual)?;
             tx.commit().map_err(err)?;
             Ok((outcome, out))
         })

@@ -252,9 +252,10 @@ pub trait Store: Send + Sync {
     /// Whether the write of `actor`'s check evidence is itself refused, in the same
     /// transaction, unless `actor` holds a write grant in force at the store's time on the
     /// execution (or mission) of the subject the evidence is about, and that subject is stored:
-    /// true on PostgreSQL for a runner acting as its own database identity on a store that
-    /// keeps the system clock (the routine reads the database's clock, which is the store's
-    /// time there; a manual clock is kept per handle, and that routine does not read it).
+    /// true for a runner on a store that keeps the system clock: on PostgreSQL when the runner
+    /// acts as its own database identity (the routine reads the database's clock, which is the
+    /// store's time there; a manual clock is kept per handle, and that routine does not read
+    /// it), on SQLite always (the append checks the grant under its write lock).
     /// Where true, a caller need not read the subject and grants before the write to keep out
     /// what the write would refuse anyway; it still reads them to say why, when the write is
     /// refused.

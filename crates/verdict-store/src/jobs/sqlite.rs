@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The store's time in microseconds: the time the handle's manual clock reads (`manual`) if one
 /// was set, which only a store that keeps a manual clock accepts; else the system clock, unless
 /// the file says the store keeps a manual clock, whose time the handle never set.
-fn store_now(conn: &Connection, manual: Option<i64>) -> Result<i64> {
+pub(crate) fn store_now(conn: &Connection, manual: Option<i64>) -> Result<i64> {
     if let Some(us) = manual {
         return Ok(us);
     }
@@ -173,32 +173,22 @@ fn covered(
     request: &str,
     now: i64,
 ) -> Result<bool> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT g.body FROM verification_requests q JOIN subjects s ON s.key = q.subject_digest \
-             JOIN grants g ON g.principal = ?2 AND ((g.scope_kind = 'execution' \
-               AND g.scope_id = s.execution_id) OR (g.scope_kind = 'mission' \
-               AND g.scope_id = json_extract(s.body, '$.mission'))) \
-             WHERE q.key = ?1 \
-               AND NOT EXISTS (SELECT 1 FROM grant_revocations v WHERE v.grant_id = g.key)",
-        )
+    let subject: Option<String> = conn
+        .prepare_cached("SELECT subject_digest FROM verification_requests WHERE key = ?1")
+        .map_err(err)?
+        .query_row([request], |r| r.get(0))
+        .optional()
         .map_err(err)?;
-    let mut rows = stmt.query(params![request, principal]).map_err(err)?;
-    while let Some(row) = rows.next().map_err(err)? {
-        let body: String = row.get(0).map_err(err)?;
-        let grant: crate::records::GrantRecord =
-            serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
-                table: "grants",
-                key: principal.to_owned(),
-                message: e.to_string(),
-            })?;
-        if grant.expires_at.unix_nanos() > i128::from(now) * 1000
-            && (kind != JobKind::Checks || grant.access == crate::records::Access::Write)
-        {
-            return Ok(true);
-        }
+    match subject {
+        Some(subject) => crate::sqlite::grant_covers_subject(
+            conn,
+            principal,
+            &subject,
+            now,
+            kind == JobKind::Checks,
+        ),
+        None => Ok(false),
     }
-    Ok(false)
 }
 
 /// Whether any job of `kind` is claimable at `now`, whoever claims.

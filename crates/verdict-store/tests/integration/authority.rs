@@ -1011,3 +1011,69 @@ async fn a_job_attempts_run_name_is_admitted_only_under_its_claim() {
         t.cleanup().await;
     }
 }
+
+/// A stored runner's check evidence is written only under a write grant in force on the
+/// execution of the subject it is about, checked by the write itself on both backends
+/// (`Store::binds_evidence_grants`), so a caller that does not read the grants first still
+/// cannot file evidence without one: with none, after the grant's revocation, and about a
+/// subject not stored, the write is refused and nothing is appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runners_evidence_is_written_only_under_a_write_grant_in_force() {
+    for t in [sqlite().await, postgres().await] {
+        let store = t.store.as_ref();
+        populate(store).await;
+        let op = Actor::new(OPERATOR, Role::Operator);
+        let (name, runner) = ("ci-bound", Actor::new("ci-bound", Role::Runner));
+        register(store, name, Role::Runner).await;
+        assert!(
+            store.binds_evidence_grants(&runner).await.unwrap(),
+            "{:?}",
+            t.kind
+        );
+        let s = subject_digest(&subject("ex-1", 1));
+        let put = |id: &str, about: &verdict_core::digest::Digest| {
+            let doc = evidence_by(about, id, name, "runner");
+            let runner = &runner;
+            async move { store.put(runner, DocKind::Evidence, &doc).await }
+        };
+        let refused = |e: verdict_store::StoreError| {
+            let text = e.to_string();
+            assert!(text.contains("grant"), "{:?}: {text}", t.kind);
+        };
+
+        let head = store.audit_head().await.unwrap().unwrap().seq;
+        refused(put("ev-no-grant", &s).await.unwrap_err());
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, head);
+
+        grant_write(store, "g-ci-bound", name, "ex-1").await;
+        let head = store.audit_head().await.unwrap().unwrap().seq;
+        assert!(put("ev-granted", &s).await.unwrap().inserted);
+        assert_eq!(store.audit_head().await.unwrap().unwrap().seq, head + 1);
+
+        // About a subject not stored: no grant covers it.
+        let unknown = verdict_core::digest::raw(b"no such subject");
+        let head = store.audit_head().await.unwrap().unwrap().seq;
+        refused(put("ev-unknown", &unknown).await.unwrap_err());
+
+        store
+            .revoke_grant(
+                &op,
+                &verdict_store::Revocation {
+                    grant_id: "g-ci-bound".parse().unwrap(),
+                    revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+                    reason: "rotated out".into(),
+                },
+            )
+            .await
+            .unwrap();
+        let head_after_revocation = store.audit_head().await.unwrap().unwrap().seq;
+        assert_eq!(head_after_revocation, head + 1, "only the revocation");
+        refused(put("ev-revoked", &s).await.unwrap_err());
+        assert_eq!(
+            store.audit_head().await.unwrap().unwrap().seq,
+            head_after_revocation
+        );
+        assert!(store.verify_audit(None).await.unwrap().is_intact());
+        t.cleanup().await;
+    }
+}
