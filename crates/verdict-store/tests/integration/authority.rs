@@ -343,17 +343,7 @@ async fn a_revoked_verifier_cannot_write_its_result_by_hand() {
             .await
             .unwrap();
         // populate revoked one of the verifier's grants after its first run; the other goes now.
-        store
-            .revoke_grant(
-                &op,
-                &verdict_store::Revocation {
-                    grant_id: "g-2".parse().unwrap(),
-                    revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                    reason: "rotated out".into(),
-                },
-            )
-            .await
-            .unwrap();
+        revoke(store, "g-2").await;
         let doc = result(&s, 1, "vrun-2", vec![]);
         let length = store.audit_head().await.unwrap().unwrap().seq;
         let err = store
@@ -1022,7 +1012,6 @@ async fn a_runners_evidence_is_written_only_under_a_write_grant_in_force() {
     for t in [sqlite().await, postgres().await] {
         let store = t.store.as_ref();
         populate(store).await;
-        let op = Actor::new(OPERATOR, Role::Operator);
         let (name, runner) = ("ci-bound", Actor::new("ci-bound", Role::Runner));
         register(store, name, Role::Runner).await;
         assert!(
@@ -1055,17 +1044,7 @@ async fn a_runners_evidence_is_written_only_under_a_write_grant_in_force() {
         let head = store.audit_head().await.unwrap().unwrap().seq;
         refused(put("ev-unknown", &unknown).await.unwrap_err());
 
-        store
-            .revoke_grant(
-                &op,
-                &verdict_store::Revocation {
-                    grant_id: "g-ci-bound".parse().unwrap(),
-                    revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                    reason: "rotated out".into(),
-                },
-            )
-            .await
-            .unwrap();
+        revoke(store, "g-ci-bound").await;
         let head_after_revocation = store.audit_head().await.unwrap().unwrap().seq;
         assert_eq!(head_after_revocation, head + 1, "only the revocation");
         refused(put("ev-revoked", &s).await.unwrap_err());

@@ -478,17 +478,7 @@ async fn a_producer_login_moves_only_its_own_execution_forward() {
         .put(&producer, DocKind::Subject, &s3)
         .await
         .unwrap();
-    t.store
-        .revoke_grant(
-            &op,
-            &verdict_store::Revocation {
-                grant_id: "g-p".parse().unwrap(),
-                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                reason: "rotated out".into(),
-            },
-        )
-        .await
-        .unwrap();
+    revoke(t.store.as_ref(), "g-p").await;
     let seq = head_seq(&t).await;
     let at_3 = ExecutionHead {
         subject_digest: d3.clone(),
@@ -554,21 +544,10 @@ async fn audit_verify_checks_the_identities() {
 async fn writes_that_need_a_grant_are_refused_without_one_in_force() {
     let t = postgres().await;
     populate(t.store.as_ref()).await;
-    let op = Actor::new(OPERATOR, Role::Operator);
     let s = subject_digest(&subject("ex-1", 1));
     let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
     grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
-    t.store
-        .revoke_grant(
-            &op,
-            &verdict_store::Revocation {
-                grant_id: "g-runner".parse().unwrap(),
-                revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
-                reason: "rotated out".into(),
-            },
-        )
-        .await
-        .unwrap();
+    revoke(t.store.as_ref(), "g-runner").await;
     let mut conns = vec![
         principal_login(&t, RUNNER, Role::Runner).await.0,
         principal_login(&t, HUMAN, Role::Human).await.0,

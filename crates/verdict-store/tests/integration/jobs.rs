@@ -604,17 +604,7 @@ async fn a_claim_takes_only_jobs_the_claimants_grants_cover(t: &TestStore) {
         .add_grant(&op, &grant("g-r-write", verdict_store::Access::Write))
         .await
         .unwrap();
-    store
-        .revoke_grant(
-            &op,
-            &verdict_store::Revocation {
-                grant_id: "g-r-write".parse().unwrap(),
-                revoked_at: "2026-11-30T12:00:00Z".parse().unwrap(),
-                reason: "rotated".into(),
-            },
-        )
-        .await
-        .unwrap();
+    revoke(store, "g-r-write").await;
     assert!(
         q.claim_job(&runner, JobKind::Checks, "r", LEASE)
             .await

@@ -317,18 +317,7 @@ async fn a_revoked_grant_reads_nothing_but_what_its_holder_wrote() {
     let t = postgres().await;
     let (s1, req) = two_executions(&t).await;
     let (mut verifier, _) = principal_login(&t, VERIFIER, Role::Verifier).await;
-    let op = Actor::new(OPERATOR, Role::Operator);
-    t.store
-        .revoke_grant(
-            &op,
-            &verdict_store::Revocation {
-                grant_id: "g-2".parse().unwrap(),
-                revoked_at: "2026-11-30T14:00:00Z".parse().unwrap(),
-                reason: "rotated out".into(),
-            },
-        )
-        .await
-        .unwrap();
+    revoke(t.store.as_ref(), "g-2").await;
     let mut admin = sqlx::PgConnection::connect(&pg_url(&t)).await.unwrap();
     for (table, sql) in of_ex1(&s1, &req) {
         // What the verifier wrote itself (its run's events and lease, its result and finding,

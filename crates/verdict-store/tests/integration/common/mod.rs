@@ -915,6 +915,18 @@ pub async fn grant_write(store: &dyn Store, id: &str, principal: &str, execution
     store.add_grant(&op, &grant).await.unwrap();
 }
 
+/// Revokes grant `id` (as [`OPERATOR`]).
+pub async fn revoke(store: &dyn Store, id: &str) {
+    use verdict_store::{Actor, Revocation};
+    let op = Actor::new(OPERATOR, verdict_core::contracts::Role::Operator);
+    let revocation = Revocation {
+        grant_id: id.parse().unwrap(),
+        revoked_at: "2026-11-30T13:00:00Z".parse().unwrap(),
+        reason: "rotated out".into(),
+    };
+    store.revoke_grant(&op, &revocation).await.unwrap();
+}
+
 /// Gives `principal` a write grant on mission `mission` until 2099 (added by [`OPERATOR`]): a
 /// producer's subject naming a mission needs one (schema version 31).
 pub async fn grant_mission_write(store: &dyn Store, id: &str, principal: &str, mission: &str) {
