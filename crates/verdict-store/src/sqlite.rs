@@ -1082,8 +1082,9 @@ impl Backend for SqliteBackend {
     }
 
     async fn binds_evidence_grants(&self, actor: &Actor) -> Result<bool> {
-        // Every append of a runner's evidence checks its grant under the write lock
-        // (`evidence_under_a_write_grant`).
+        // Every append of a stored runner's evidence checks its grant under the write lock
+        // (`evidence_under_a_write_grant`), and the engine acts only for stored principals:
+        // answered without a read, so the engine's write stays one call.
         Ok(actor.role == ActorRole::Runner)
     }
 

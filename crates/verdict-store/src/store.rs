@@ -255,7 +255,10 @@ pub trait Store: Send + Sync {
     /// true for a runner on a store that keeps the system clock: on PostgreSQL when the runner
     /// acts as its own database identity (the routine reads the database's clock, which is the
     /// store's time there; a manual clock is kept per handle, and that routine does not read
-    /// it), on SQLite always (the append checks the grant under its write lock).
+    /// it), on SQLite for a runner stored as a principal, which every principal the engine
+    /// makes is (the append checks that runner's grant under its write lock; a name no stored
+    /// runner has is the file's writer acting without the engine, as a login acting for no
+    /// identity is on PostgreSQL).
     /// Where true, a caller need not read the subject and grants before the write to keep out
     /// what the write would refuse anyway; it still reads them to say why, when the write is
     /// refused.
