@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 38;
+pub const SCHEMA_VERSION: i64 = 39;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -215,6 +215,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!(
             "../migrations/sqlite/0038_a_job_attempt_is_admitted_under_its_claim.sql"
         ),
+    },
+    Migration {
+        version: 39,
+        name: "cancellations_found_by_index",
+        sql: include_str!("../migrations/sqlite/0039_cancellations_found_by_index.sql"),
     },
 ];
 
@@ -423,6 +428,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0038_a_job_attempt_is_admitted_under_its_claim.sql"
         ),
+    },
+    Migration {
+        version: 39,
+        name: "cancellations_found_by_index",
+        sql: include_str!("../migrations/postgres/0039_cancellations_found_by_index.sql"),
     },
 ];
 

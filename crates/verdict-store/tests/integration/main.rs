@@ -24,5 +24,6 @@ mod engine_records;
 mod identity;
 mod jobs;
 mod migrations;
+mod plans;
 mod reads;
 mod wakeups;

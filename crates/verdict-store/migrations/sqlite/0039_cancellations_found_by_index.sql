@@ -1,0 +1,6 @@
+-- verdict store, SQLite schema version 39: nothing changes here.
+--
+-- Version 39 gives PostgreSQL an index on the execution a cancellation note names, which its
+-- run-admission trigger reads under the audit chain's lock. On SQLite the store's code reads an
+-- execution's cancellations among that execution's own requests, through the index on their
+-- subject, so no read there grows with the whole store.
