@@ -121,18 +121,39 @@ pub(crate) enum Filter {
     Execution(String),
 }
 
+/// The SQL a [`Filter`] is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// `?1`, tables unqualified.
+    Sqlite,
+    /// `$1`, tables in the `verdict` schema.
+    Postgres,
+}
+
 impl Filter {
     /// The WHERE clause, with `$1` or `?1` as the one parameter.
-    pub(crate) fn clause(&self, table: Table, param: &str) -> String {
+    pub(crate) fn clause(&self, table: Table, dialect: Dialect) -> String {
+        let param = match dialect {
+            Dialect::Sqlite => "?1",
+            Dialect::Postgres => "$1",
+        };
         match self {
             Self::Key(_) => format!("key = {param}"),
             Self::Column(col, _) => format!("{col} = {param}"),
             Self::Subject(_) if table == Table::Subjects => format!("key = {param}"),
             Self::Subject(_) => format!("subject_digest = {param}"),
             Self::Execution(_) if table == Table::Subjects => format!("execution_id = {param}"),
-            Self::Execution(_) => format!(
-                "subject_digest IN (SELECT key FROM {{schema}}subjects WHERE execution_id = {param})"
-            ),
+            Self::Execution(_) => match dialect {
+                Dialect::Sqlite => format!(
+                    "subject_digest IN (SELECT key FROM subjects WHERE execution_id = {param})"
+                ),
+                // The execution's subjects first, then their rows by the subject index. Written
+                // as a semi-join, PostgreSQL may plan it as a hash join over the whole table,
+                // which reads every row the store keeps on each call.
+                Dialect::Postgres => format!(
+                    "subject_digest = ANY (ARRAY(SELECT key FROM verdict.subjects WHERE execution_id = {param}))"
+                ),
+            },
         }
     }
 

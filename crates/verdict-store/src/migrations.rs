@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 39;
+pub const SCHEMA_VERSION: i64 = 40;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -220,6 +220,13 @@ pub const SQLITE: &[Migration] = &[
         version: 39,
         name: "cancellations_found_by_index",
         sql: include_str!("../migrations/sqlite/0039_cancellations_found_by_index.sql"),
+    },
+    Migration {
+        version: 40,
+        name: "a_claim_checks_the_grant_of_the_job_it_takes",
+        sql: include_str!(
+            "../migrations/sqlite/0040_a_claim_checks_the_grant_of_the_job_it_takes.sql"
+        ),
     },
 ];
 
@@ -433,6 +440,13 @@ pub const POSTGRES: &[Migration] = &[
         version: 39,
         name: "cancellations_found_by_index",
         sql: include_str!("../migrations/postgres/0039_cancellations_found_by_index.sql"),
+    },
+    Migration {
+        version: 40,
+        name: "a_claim_checks_the_grant_of_the_job_it_takes",
+        sql: include_str!(
+            "../migrations/postgres/0040_a_claim_checks_the_grant_of_the_job_it_takes.sql"
+        ),
     },
 ];
 

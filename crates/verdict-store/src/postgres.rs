@@ -7,7 +7,7 @@
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead};
 use crate::backend::{
-    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
+    Backend, CasOutcome, Dialect, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
     SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
 use crate::error::{Result, StoreError};
@@ -1487,7 +1487,7 @@ impl Backend for PgBackend {
             "SELECT seq, key, digest, body, {} FROM verdict.{} WHERE {} ORDER BY seq",
             counted_col(table),
             table.name(),
-            filter.clause(table, "$1").replace("{schema}", "verdict.")
+            filter.clause(table, Dialect::Postgres)
         );
         let rows = self
             .read(|| sqlx::query(AssertSqlSafe(sql.clone())).bind(filter.value()))

@@ -6,7 +6,7 @@
 use crate::actor::{Actor, ActorRole};
 use crate::audit::{AuditEvent, ChainHead, EventFields, GENESIS_HASH, now_utc};
 use crate::backend::{
-    Backend, CasOutcome, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
+    Backend, CasOutcome, Dialect, Drift, Filter, Prepared, PreparedCas, RawRow, RoundTrips,
     SubjectAndGrants, parse_digest, seq_from, to_i64,
 };
 use crate::error::{Result, StoreError, last_operator_message};
@@ -1222,7 +1222,7 @@ impl Backend for SqliteBackend {
                 "SELECT seq, key, digest, body, {} FROM {} WHERE {} ORDER BY seq",
                 counted_col(table),
                 table.name(),
-                filter.clause(table, "?1").replace("{schema}", "")
+                filter.clause(table, Dialect::Sqlite)
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(err)?;
             let rows = stmt

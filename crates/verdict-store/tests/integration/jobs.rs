@@ -667,3 +667,58 @@ async fn a_claim_takes_only_jobs_the_claimants_grants_cover(t: &TestStore) {
     assert_eq!(verify.request, theirs);
 }
 both!(a_claim_takes_only_jobs_the_claimants_grants_cover);
+
+/// A claim checks the claimant's grant for the job it takes, not for every job waiting (schema
+/// 40), so its cost does not grow with the backlog. Counted in the claiming transaction itself:
+/// a superuser's connection with function calls tracked calls the routine as the verifier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_checks_the_grant_of_the_job_it_takes_only() {
+    let t = postgres().await;
+    covered(&t).await;
+    let seeds = &SEEDS[..12];
+    let q = t.store.queue();
+    let jobs: Vec<NewJob> = seeds
+        .iter()
+        .map(|seed| job(JobKind::Verify, seed, "security"))
+        .collect();
+    q.enqueue_jobs(&operator(), &jobs).await.unwrap();
+    let verdict_store::Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
+        .await
+        .unwrap();
+    sql(&mut conn, "SET track_functions = 'all'; BEGIN")
+        .await
+        .unwrap();
+    let claimed: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM verdict.job_claim('va', 'verifier', 'verify', 'by-hand', 60000)",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let checks: i64 = sqlx::query_scalar(
+        "SELECT coalesce(pg_stat_get_xact_function_calls(\
+           'verdict._job_covered(text, text, text, timestamptz)'::regprocedure), 0)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    sql(&mut conn, "COMMIT").await.unwrap();
+    // The first job queued, as before.
+    let first = q
+        .jobs(&JobFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.request == request(seeds[0]))
+        .unwrap();
+    assert_eq!(claimed, vec![first.id]);
+    assert_eq!(
+        checks,
+        1,
+        "a claim with {} jobs waiting checked {checks} grants",
+        seeds.len()
+    );
+    t.cleanup().await;
+}

@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 40: nothing changes here.
+--
+-- Version 40 makes PostgreSQL's job_claim check the claimant's grant only for the job it is
+-- about to take, walking the claimable jobs in order. SQLite's claim (the store's code) has
+-- always walked them that way.
