@@ -191,8 +191,7 @@ async fn verify(args: &Args) -> Result<ExitCode> {
     let options = VerifyOptions {
         classes: args.classes.clone(),
         cache,
-        run_id: None,
-        claim: None,
+        ..VerifyOptions::default()
     };
     // Each class's line is printed as soon as its run ends; the first failed write is kept
     // and reported once the runs have ended.

@@ -14,8 +14,11 @@ use verdict_core::contracts::{
 use verdict_core::digest::Digest;
 use verdict_store::{
     About, Actor, AuditReport, ChainHead, DocKind, EvaluationRecord, ExecutionHead, FindingRef,
-    Problem, ProblemKind, RunStatus, Stored, Table,
+    JobClaim, Problem, ProblemKind, RunStatus, Stored, Table,
 };
+
+/// What a gate job records as its outcome for the decision its run came to.
+pub(crate) type JobOutcome<'a> = dyn Fn(&GateDecision) -> String + Sync + 'a;
 
 /// Schema of the record naming the items of one evaluated bundle (stored in
 /// `gate_evaluations`).
@@ -336,6 +339,19 @@ impl Engine {
     /// audit chain has not moved since, and the store's `now` is still in the window in which
     /// the evaluation key cannot change with time.
     pub async fn gate_run(&self, caller: &Principal, execution: &str) -> Result<GateRun> {
+        Ok(self.gate_run_finishing(caller, execution, None).await?.0)
+    }
+
+    /// [`Engine::gate_run`] for a gate job: a decision this run stores is written under the
+    /// worker's `claim` and completes its job in the same transaction, with the outcome
+    /// `outcome` gives for the decision. Returns whether it did (a run that stores nothing,
+    /// answering with a decision already stored, leaves the job to be completed by the worker).
+    pub(crate) async fn gate_run_finishing(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        finish: Option<(&JobClaim, &JobOutcome<'_>)>,
+    ) -> Result<(GateRun, bool)> {
         // A cancelled execution is never gated again; a decision that raced the cancellation
         // is stored but never applies (applicability reads the cancellation too). The chain's
         // head is read before anything the run counts, so an entry computed under it saw every
@@ -350,7 +366,7 @@ impl Engine {
         // it was computed at; a cancellation is an append, which moves the head, so an answer
         // kept under the head read now was computed after every cancellation there is.
         if let Some(run) = self.gate_cache.get(execution, head.as_ref(), &now) {
-            return Ok(run);
+            return Ok((run, false));
         }
         self.require_live(execution, "be gated").await?;
         let now = &now;
@@ -388,7 +404,7 @@ impl Engine {
             if self.store.audit_head().await? == head {
                 self.gate_cache.put(execution, head, now, &collected, &run);
             }
-            return Ok(run);
+            return Ok((run, false));
         }
         let record = collected.record(&key, now)?;
         let value = serde_json::to_value(&decision).map_err(|e| EngineError::Invalid {
@@ -397,11 +413,15 @@ impl Engine {
         })?;
         // The record and the decision in one transaction, both as the Gate: a stored decision is
         // always replayable, and nothing else may write either. Two first runs racing both
-        // reach here; the store keeps one decision (the first) with its record.
+        // reach here; the store keeps one decision (the first) with its record. (Decisions
+        // with one evaluation key are one decision, so the outcome named for the job is the
+        // stored one's either way.)
+        let claim = finish.map(|(claim, outcome)| claim.completing(outcome(&decision)));
         let stored = self
             .store
-            .put_batch(
+            .put_batch_claimed(
                 &Actor::gate(caller.name.as_str()),
+                claim.as_ref(),
                 &[(DocKind::Evaluation, record), (DocKind::Decision, value)],
             )
             .await?
@@ -411,11 +431,12 @@ impl Engine {
                 key: key.to_string(),
             })?;
         let decision = stored.decode()?;
-        Ok(GateRun {
+        let run = GateRun {
             decision,
             bytes: stored.body,
             inserted: stored.inserted,
-        })
+        };
+        Ok((run, claim.is_some()))
     }
 
     /// The evaluation key of the evaluation recorded last (highest store sequence) for

@@ -152,6 +152,9 @@ pub struct Submitted {
     pub counted: bool,
     /// Why not, when it does not.
     pub why_not: Option<String>,
+    /// Whether the write that ended the run also completed the worker's job it was made under
+    /// (see [`crate::verify::VerifyOptions::complete_job`]).
+    pub job_completed: bool,
 }
 
 /// What a run's verifier produced, before it is submitted.
@@ -1095,6 +1098,22 @@ impl Engine {
         doc: &Value,
         claim: Option<&JobClaim>,
     ) -> Result<Submitted> {
+        self.submit_result_ending(caller, doc, claim, false).await
+    }
+
+    /// [`Engine::submit_result_claimed`]; with `complete_job`, the write that ends the run with
+    /// its result (the submission's last) also completes the claim's job, in its transaction,
+    /// with the outcome `<run> completed` (the run completed and its result counts) or
+    /// `<run> ended`. [`Submitted::job_completed`] says whether it did: a submission that ends
+    /// otherwise (late, without a grant, refused, or its run cancelled meanwhile) completes
+    /// nothing.
+    pub(crate) async fn submit_result_ending(
+        &self,
+        caller: &Principal,
+        doc: &Value,
+        claim: Option<&JobClaim>,
+        complete_job: bool,
+    ) -> Result<Submitted> {
         let now = &self.now().await?;
         if caller.role == Role::Producer {
             let err = EngineError::SelfVerificationDenied {
@@ -1178,6 +1197,7 @@ impl Engine {
                     }
                     .to_owned(),
                 ),
+                job_completed: false,
             });
         }
         let grant_ok = self
@@ -1195,29 +1215,42 @@ impl Engine {
             .await?;
         }
         let stored = self.put_as(&actor, claim, doc).await?;
+        let mut job_completed = false;
         if grant_ok {
             let (status, reason) = match r.status {
                 VerificationStatus::Completed => (RunStatus::Completed, None),
                 VerificationStatus::Unavailable => (RunStatus::Unavailable, r.unavailable_reason),
             };
-            if let Err(e) = self
-                .run_status_as(&actor, claim, run_id, status, reason)
+            let counts = status == RunStatus::Completed && stored.counted != Some(false);
+            let end = match claim {
+                Some(c) if complete_job => Some(c.completing(format!(
+                    "{run_id} {}",
+                    if counts { "completed" } else { "ended" }
+                ))),
+                _ => claim.cloned(),
+            };
+            match self
+                .run_status_as(&actor, end.as_ref(), run_id, status, reason)
                 .await
             {
-                // The result is stored. A run cancelled meanwhile (the cancellation landing
-                // between the two writes) keeps that end, so the result is history: say so,
-                // rather than an error that reads as if nothing was stored.
-                return match self.store.run(run_id).await?.and_then(|run| run.status()) {
-                    Some(RunStatus::Cancelled) => Ok(Submitted {
-                        digest: stored.digest,
-                        counted: false,
-                        why_not: Some(
-                            "its run was cancelled while the result was being stored; the result is kept as history"
-                                .to_owned(),
-                        ),
-                    }),
-                    _ => Err(e),
-                };
+                Ok(_) => job_completed = end.is_some_and(|c| c.completes.is_some()),
+                Err(e) => {
+                    // The result is stored. A run cancelled meanwhile (the cancellation landing
+                    // between the two writes) keeps that end, so the result is history: say
+                    // so, rather than an error that reads as if nothing was stored.
+                    return match self.store.run(run_id).await?.and_then(|run| run.status()) {
+                        Some(RunStatus::Cancelled) => Ok(Submitted {
+                            digest: stored.digest,
+                            counted: false,
+                            why_not: Some(
+                                "its run was cancelled while the result was being stored; the result is kept as history"
+                                    .to_owned(),
+                            ),
+                            job_completed: false,
+                        }),
+                        _ => Err(e),
+                    };
+                }
             }
         }
         let counted = grant_ok && stored.counted != Some(false);
@@ -1232,6 +1265,7 @@ impl Engine {
             digest: stored.digest,
             counted,
             why_not,
+            job_completed,
         })
     }
 

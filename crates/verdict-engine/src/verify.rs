@@ -157,6 +157,10 @@ pub struct VerifyOptions {
     /// the worker, each checked by the store in the write's own transaction (`None` outside a
     /// worker).
     pub claim: Option<JobClaim>,
+    /// With `claim` and one class: the write that ends the run with its result (the last the
+    /// verification makes) also completes the claim's job, in the same transaction, with the
+    /// outcome `<run> completed` or `<run> ended`, as [`ClassRun::job_completed`] then says.
+    pub complete_job: bool,
 }
 
 /// What became of one class's run.
@@ -199,6 +203,16 @@ pub struct Judged {
 }
 
 impl ClassRun {
+    /// Whether the write that ended the run also completed the worker's job
+    /// ([`VerifyOptions::complete_job`]).
+    #[must_use]
+    pub fn job_completed(&self) -> bool {
+        match &self.outcome {
+            ClassOutcome::Judged(j) => j.submitted.as_ref().is_some_and(|s| s.job_completed),
+            ClassOutcome::Skipped(_) | ClassOutcome::Submitted(_) => false,
+        }
+    }
+
     /// Whether the run completed with a result that counts.
     #[must_use]
     pub fn completed(&self) -> bool {
@@ -457,6 +471,8 @@ impl Engine {
             _ => new_run_id(class)?,
         };
         let claim = options.claim.as_ref();
+        // Only a run that is the verification's one class ends its job.
+        let complete_job = options.complete_job && options.classes.len() == 1;
         let pre = self
             .admit_claimed(
                 caller,
@@ -539,7 +555,10 @@ impl Engine {
                     .map_err(|e| invalid("verification result")(e.to_string()))?
             }
         };
-        let submitted = match self.submit_result_claimed(&verifier, &doc, claim).await {
+        let submitted = match self
+            .submit_result_ending(&verifier, &doc, claim, complete_job)
+            .await
+        {
             Ok(s) => Some(s),
             Err(e) if transient(&e) => return Err(e.into()),
             Err(refused) => {
@@ -560,7 +579,10 @@ impl Engine {
                     // Anything else left it open, and the `unavailable` result ends it.
                     let doc = serde_json::to_value(&record.result)
                         .map_err(|e| invalid("verification result")(e.to_string()))?;
-                    Some(self.submit_result_claimed(caller, &doc, claim).await?)
+                    Some(
+                        self.submit_result_ending(caller, &doc, claim, complete_job)
+                            .await?,
+                    )
                 }
             }
         };

@@ -12,11 +12,11 @@
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::notes::{RUN_TAKEOVER_SCHEMA, Requester, RunTakeover};
-use crate::verify::{ClassSource, VerifyInputs, VerifyOptions};
+use crate::verify::{ClassRun, ClassSource, VerifyInputs, VerifyOptions};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
-use verdict_core::contracts::{Name, Role, Subject};
+use verdict_core::contracts::{GateDecision, Name, Role, Subject};
 use verdict_core::digest::Digest;
 use verdict_store::{
     Actor, Job, JobClaim, JobFilter, JobKind, JobState, NewJob, RunStatus, StoreError, Wakeup,
@@ -168,6 +168,43 @@ pub enum Worked {
         /// The job.
         job: Job,
     },
+}
+
+/// What one job's work came to.
+struct Performed {
+    /// What to record as the job's outcome.
+    outcome: String,
+    /// Whether the work's last write already completed the job, with `outcome`, in its own
+    /// transaction ([`JobClaim::completes`]), so nothing is left to finish.
+    completed: bool,
+}
+
+impl From<String> for Performed {
+    /// Work whose job is still to be completed.
+    fn from(outcome: String) -> Self {
+        Self {
+            outcome,
+            completed: false,
+        }
+    }
+}
+
+/// A gate job's outcome: the decision's outcome and evaluation key, or, when the Gate decided
+/// a later subject than the request's (`request_subject`), that it was superseded.
+fn gate_outcome(decision: &GateDecision, request_subject: &Digest) -> String {
+    let key = decision
+        .evaluation_key
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    // The Gate decides the execution's current subject; a job whose request was about an
+    // earlier one says so, rather than read as its request's outcome.
+    match &decision.subject_digest {
+        Some(decided) if decided != request_subject => format!(
+            "superseded: request's subject {request_subject} is no longer current; the Gate decided subject {decided}: {} {key}",
+            decision.outcome.as_str()
+        ),
+        _ => format!("{} {key}", decision.outcome.as_str()),
+    }
 }
 
 /// The run a verify job's claim `fencing` admits.
@@ -346,11 +383,24 @@ impl Engine {
         let work = self.perform(caller, &job, options);
         let renew = self.keep_lease(&actor, &job, options.lease);
         let done = tokio::select! {
+            // The work first: when both are ready, its last write may have completed the job,
+            // which is why a renewal was refused.
+            biased;
             done = work => done,
-            lost = renew => return Ok(Worked::Lost { job: lost }),
+            lost = renew => return self.lost_unless_done(lost).await,
         };
         let finished = match done {
-            Ok(outcome) => queue
+            Ok(Performed {
+                completed: true, ..
+            }) => match queue.job(job.id).await {
+                Ok(Some(done)) => Ok(Worked::Done(done)),
+                Ok(None) => Err(StoreError::NotFound {
+                    what: "job",
+                    key: job.id.to_string(),
+                }),
+                Err(e) => Err(e),
+            },
+            Ok(Performed { outcome, .. }) => queue
                 .complete_job(&actor, job.id, job.fencing, &outcome)
                 .await
                 .map(Worked::Done),
@@ -365,8 +415,19 @@ impl Engine {
         };
         match finished {
             Ok(w) => Ok(w),
-            Err(StoreError::StaleClaim { .. }) => Ok(Worked::Lost { job }),
+            Err(StoreError::StaleClaim { .. }) => self.lost_unless_done(job).await,
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A claim on `job` was refused: the job is lost, unless this very claim completed it in
+    /// the transaction of its last write (a renewal, or a late failure, then finds it done).
+    async fn lost_unless_done(&self, job: Job) -> Result<Worked> {
+        match self.store.queue().job(job.id).await? {
+            Some(now) if now.state == JobState::Done && now.fencing == job.fencing => {
+                Ok(Worked::Done(now))
+            }
+            _ => Ok(Worked::Lost { job }),
         }
     }
 
@@ -445,32 +506,25 @@ impl Engine {
         caller: &Principal,
         job: &Job,
         options: &WorkOptions,
-    ) -> std::result::Result<String, JobFailure> {
+    ) -> std::result::Result<Performed, JobFailure> {
         let req = self
             .request(&job.request)
             .await
             .map_err(|e| e.to_string())?;
+        let claim = JobClaim::new(job.id, job.fencing, options.lease);
         match job.kind {
             JobKind::Gate => {
-                let run = self
-                    .gate_run(caller, req.execution.as_str())
+                // A decision this run stores is the job's effect: written under the claim, it
+                // completes the job in the same transaction.
+                let outcome = |d: &GateDecision| gate_outcome(d, &req.subject_digest);
+                let (run, completed) = self
+                    .gate_run_finishing(caller, req.execution.as_str(), Some((&claim, &outcome)))
                     .await
                     .map_err(|e| e.to_string())?;
-                let key = run
-                    .decision
-                    .evaluation_key
-                    .as_ref()
-                    .map_or_else(String::new, ToString::to_string);
-                // The Gate decides the execution's current subject; a job whose request was
-                // about an earlier one says so, rather than read as its request's outcome.
-                match &run.decision.subject_digest {
-                    Some(decided) if *decided != req.subject_digest => Ok(format!(
-                        "superseded: request's subject {} is no longer current; the Gate decided subject {decided}: {} {key}",
-                        req.subject_digest,
-                        run.decision.outcome.as_str()
-                    )),
-                    _ => Ok(format!("{} {key}", run.decision.outcome.as_str())),
-                }
+                Ok(Performed {
+                    outcome: outcome(&run.decision),
+                    completed,
+                })
             }
             JobKind::Verify => {
                 let kit = options
@@ -482,17 +536,12 @@ impl Engine {
                     .await
                     .map_err(|e| e.to_string())?;
                 let inputs = kit.inputs(&subject).await?;
-                let claim = JobClaim {
-                    job: job.id,
-                    fencing: job.fencing,
-                    lease: options.lease,
-                };
                 if let Some(run) = self
                     .end_earlier_runs(caller, job, &claim)
                     .await
                     .map_err(|e| e.to_string())?
                 {
-                    return Ok(format!("{run} completed (an earlier claim's run)"));
+                    return Ok(format!("{run} completed (an earlier claim's run)").into());
                 }
                 // The run is named by the job and the claim's token: each claim's attempt is a
                 // run of its own, and a retried admission of the same claim is refused.
@@ -504,22 +553,27 @@ impl Engine {
                     cache: None,
                     run_id: Some(run_id),
                     claim: Some(claim),
+                    // The write ending the run is the job's last effect, and completes it.
+                    complete_job: true,
                 };
                 let runs = self
                     .verify_request(caller, &job.request, &inputs, kit.classes(), &verify)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(runs
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{} {}",
-                            r.run_id,
-                            if r.completed() { "completed" } else { "ended" }
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "))
+                Ok(Performed {
+                    outcome: runs
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{} {}",
+                                r.run_id,
+                                if r.completed() { "completed" } else { "ended" }
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    completed: runs.iter().any(ClassRun::job_completed),
+                })
             }
             JobKind::Checks => {
                 let kit = options
@@ -532,6 +586,7 @@ impl Engine {
                     .map_err(|e| e.to_string())?;
                 kit.run_checks(self, caller, &subject, &req.subject_digest)
                     .await
+                    .map(Performed::from)
             }
         }
     }

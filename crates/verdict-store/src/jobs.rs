@@ -182,7 +182,7 @@ pub struct Job {
 /// checked and renewed (for `lease` from now) in the same transaction as the write, and refuses
 /// it otherwise
 /// ([`StoreError::StaleClaim`]) with nothing written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobClaim {
     /// The job.
     pub job: i64,
@@ -190,6 +190,32 @@ pub struct JobClaim {
     pub fencing: i64,
     /// The lease the write renews.
     pub lease: Duration,
+    /// When set, the write is the job's last effect and also completes the job with this
+    /// outcome, as [`JobQueue::complete_job`] would, in the write's own transaction: the effect
+    /// and the job's end land together or not at all, in one commit instead of two.
+    pub completes: Option<String>,
+}
+
+impl JobClaim {
+    /// The claim for a job's writes before its last: it renews the lease and completes nothing.
+    #[must_use]
+    pub fn new(job: i64, fencing: i64, lease: Duration) -> Self {
+        Self {
+            job,
+            fencing,
+            lease,
+            completes: None,
+        }
+    }
+
+    /// The same claim, completing its job with `outcome` when the write it is given to lands.
+    #[must_use]
+    pub fn completing(&self, outcome: impl Into<String>) -> Self {
+        Self {
+            completes: Some(outcome.into()),
+            ..self.clone()
+        }
+    }
 }
 
 /// Which jobs a listing shows (every field optional; all given must match).
@@ -321,6 +347,9 @@ pub trait JobQueue: Send + Sync {
         why: &str,
         retry_after: Option<Duration>,
     ) -> Result<Job>;
+
+    /// One job, by id.
+    async fn job(&self, id: i64) -> Result<Option<Job>>;
 
     /// The jobs `filter` matches, by id.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>>;
@@ -531,6 +560,8 @@ mod wake;
 
 pub use pg::LISTENER_APPLICATION;
 pub(crate) use pg::PgWakeups;
-pub(crate) use pg::renew_claim as renew_claim_pg;
-pub(crate) use sqlite::renew_claim as renew_claim_sqlite;
+pub(crate) use pg::{complete_claimed as complete_claimed_pg, renew_claim as renew_claim_pg};
 pub(crate) use sqlite::store_now as store_now_sqlite;
+pub(crate) use sqlite::{
+    complete_claimed as complete_claimed_sqlite, renew_claim as renew_claim_sqlite,
+};

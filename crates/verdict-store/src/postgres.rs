@@ -1423,6 +1423,12 @@ impl Backend for PgBackend {
         for run in items.chunk_by(|a, b| a.table == b.table) {
             out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
         }
+        // The job ends after its last effect, in the same transaction: a refusal of either
+        // leaves neither.
+        if claim.completes.is_some() {
+            self.trips.add(1);
+            crate::jobs::complete_claimed_pg(&mut tx, &self.jobs_channel(), actor, claim).await?;
+        }
         self.commit(tx).await?;
         Ok(out)
     }

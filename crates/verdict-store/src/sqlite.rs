@@ -1173,19 +1173,26 @@ impl Backend for SqliteBackend {
         claim: &crate::jobs::JobClaim,
         items: Vec<Prepared>,
     ) -> Result<Vec<Stored>> {
-        let (actor, claim, manual) = (actor.clone(), *claim, self.manual.get());
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(err)?;
-            // The claim is checked under the write lock the append holds too: no claim of the
-            // job can come between the check and the write.
-            crate::jobs::renew_claim_sqlite(&tx, &actor, &claim, manual)?;
-            let out = append_tx(&tx, &actor, items, manual)?;
-            tx.commit().map_err(err)?;
-            Ok(out)
-        })
-        .await
+        let (actor, claim, manual) = (actor.clone(), claim.clone(), self.manual.get());
+        let (out, completed) = self
+            .with(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(err)?;
+                // The claim is checked under the write lock the append holds too: no claim of
+                // the job can come between the check and the write.
+                crate::jobs::renew_claim_sqlite(&tx, &actor, &claim, manual)?;
+                let out = append_tx(&tx, &actor, items, manual)?;
+                // The job ends after its last effect, in the same transaction.
+                let completed = crate::jobs::complete_claimed_sqlite(&tx, &actor, &claim, manual)?;
+                tx.commit().map_err(err)?;
+                Ok((out, completed))
+            })
+            .await?;
+        if completed {
+            self.queue_changed();
+        }
+        Ok(out)
     }
 
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {

@@ -310,7 +310,18 @@ pub trait Store: Send + Sync {
 
     /// Appends many documents in one transaction (all or nothing), returning one row per
     /// document, in order.
-    async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>>;
+    async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>> {
+        self.put_batch_claimed(actor, None, docs).await
+    }
+
+    /// [`Store::put_batch`], made under a job's claim when one is given, as
+    /// [`Store::put_claimed`] is (and completing the job with the batch when the claim says so).
+    async fn put_batch_claimed(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        docs: &[(DocKind, Value)],
+    ) -> Result<Vec<Stored>>;
 
     /// A document by kind and digest.
     async fn get(&self, kind: DocKind, digest: &Digest) -> Result<Option<Stored>>;
@@ -1749,18 +1760,22 @@ impl<B: Backend> Store for StoreImpl<B> {
         })
     }
 
-    async fn put_batch(&self, actor: &Actor, docs: &[(DocKind, Value)]) -> Result<Vec<Stored>> {
+    async fn put_batch_claimed(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        docs: &[(DocKind, Value)],
+    ) -> Result<Vec<Stored>> {
         let mut items = Vec::with_capacity(docs.len());
         let mut positions = Vec::with_capacity(docs.len());
         for (kind, doc) in docs {
-            let mut prepared = self.prepare_doc(actor, None, *kind, doc).await?;
+            let mut prepared = self.prepare_doc(actor, claim, *kind, doc).await?;
             items.append(&mut prepared);
             positions.push(items.len() - 1);
         }
         // Positions rise, so one pass moves each document's row out without copying its body.
         let mut stored = self
-            .backend
-            .append(actor, items)
+            .append_claimed(actor, claim, items)
             .await?
             .into_iter()
             .enumerate();

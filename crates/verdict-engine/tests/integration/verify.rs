@@ -518,9 +518,7 @@ async fn inputs_that_do_not_fit_are_refused_before_any_run_or_call() {
         for (given, classes, expected) in cases {
             let options = VerifyOptions {
                 classes,
-                cache: None,
-                run_id: None,
-                claim: None,
+                ..VerifyOptions::default()
             };
             let err = verify(&w, &req, &file, &given, &options).await.unwrap_err();
             match &err {

@@ -120,9 +120,89 @@ async fn requested_with(w: &World, budget: serde_json::Value) -> Digest {
 
 fn done(w: &Worked) -> &verdict_store::Job {
     match w {
-        Worked::Done(job) => job,
+        Worked::Done(job) => {
+            assert_eq!(job.state, JobState::Done, "{job:?}");
+            job
+        }
         other => panic!("not done: {other:?}"),
     }
+}
+
+/// A worker's verification ends its job with the write that ends its run: the verify job is
+/// done, with its outcome, when the verification returns, though nobody completed it after;
+/// the claim then holds nothing, and the gate job that waited for it is worked at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_verification_ends_its_job_with_the_write_that_ends_its_run() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let (o, _, _) = options(&srv.url);
+        done(
+            &w.engine
+                .work_one(&w.ci, WorkerRole::Runner, &o)
+                .await
+                .unwrap(),
+        );
+        let rev = Actor::new(
+            w.rev.name().as_str(),
+            verdict_core::contracts::Role::Verifier,
+        );
+        let lease = Duration::from_secs(60);
+        let queue = w.engine.store().queue();
+        let job = queue
+            .claim_job(&rev, JobKind::Verify, "by-hand", lease)
+            .await
+            .unwrap()
+            .unwrap();
+        let run = format!("job-{}-{}", job.id, job.fencing);
+        let options = VerifyOptions {
+            classes: vec!["reviewer".into()],
+            run_id: Some(run.parse().unwrap()),
+            claim: Some(JobClaim::new(job.id, job.fencing, lease)),
+            complete_job: true,
+            ..VerifyOptions::default()
+        };
+        let classes = Classes(verifiers(&srv.url, false));
+        let runs = w
+            .engine
+            .verify_request(&w.rev, &req, &inputs(), &classes, &options)
+            .await
+            .unwrap();
+        assert_eq!(runs.len(), 1);
+        assert!(runs[0].completed() && runs[0].job_completed(), "{runs:?}");
+        let ended = queue.job(job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (ended.state, ended.fencing, ended.outcome.as_deref()),
+            (
+                JobState::Done,
+                job.fencing,
+                Some(format!("{run} completed").as_str())
+            )
+        );
+        let err = queue
+            .complete_job(&rev, job.id, job.fencing, "again")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::StaleClaim { .. }), "{err}");
+        let gated = w
+            .engine
+            .work_one(&w.ops, WorkerRole::Gate, &o)
+            .await
+            .unwrap();
+        assert!(
+            done(&gated)
+                .outcome
+                .as_deref()
+                .unwrap()
+                .starts_with("pass sha256:")
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,11 +542,9 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
                     classes: vec!["reviewer".into()],
                     cache: None,
                     run_id: Some(old_run.parse().unwrap()),
-                    claim: Some(JobClaim {
-                        job: old.id,
-                        fencing: old.fencing,
-                        lease,
-                    }),
+                    claim: Some(JobClaim::new(old.id, old.fencing, lease)),
+                    // As a worker's verification does: its run's end would complete the job.
+                    complete_job: true,
                 };
                 let classes = Classes(verifiers(&url, false));
                 engine
@@ -839,11 +917,7 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
             .await
             .unwrap()
             .unwrap();
-        let claim = JobClaim {
-            job: old.id,
-            fencing: old.fencing,
-            lease,
-        };
+        let claim = JobClaim::new(old.id, old.fencing, lease);
         let old_run = format!("job-{}-1", old.id);
         let pre = w
             .engine

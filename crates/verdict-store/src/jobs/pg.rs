@@ -270,6 +270,46 @@ pub(crate) async fn renew_claim(
     Ok(())
 }
 
+/// Completes the job `claim` holds with [`super::JobClaim::completes`], when that is set, in
+/// the transaction of the write it ends (checked by the same routine as
+/// [`JobQueue::complete_job`], and signalled on `channel` the same way); returns whether it did.
+pub(crate) async fn complete_claimed(
+    tx: &mut sqlx::PgConnection,
+    channel: &str,
+    actor: &Actor,
+    claim: &super::JobClaim,
+) -> Result<bool> {
+    let Some(outcome) = &claim.completes else {
+        return Ok(false);
+    };
+    complete(tx, channel, actor, claim.job, claim.fencing, outcome).await?;
+    Ok(true)
+}
+
+/// Marks the job `actor` holds under `fencing` done with `outcome` and signals the jobs of its
+/// request that this may have made claimable (its verify jobs, its gate), in `tx`.
+async fn complete(
+    tx: &mut sqlx::PgConnection,
+    channel: &str,
+    actor: &Actor,
+    id: i64,
+    fencing: i64,
+    outcome: &str,
+) -> Result<Job> {
+    let rows = sqlx::query(AssertSqlSafe(call("job_complete", 5)))
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(id)
+        .bind(fencing)
+        .bind(outcome)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| routine_err(e, id, fencing))?;
+    let job = one(&rows, id)?;
+    notify_claimable(tx, channel, &[job.request.to_string()]).await?;
+    Ok(job)
+}
+
 fn one(rows: &[PgRow], id: i64) -> Result<Job> {
     jobs_of(rows)?.pop().ok_or_else(|| StoreError::NotFound {
         what: "job",
@@ -370,18 +410,16 @@ impl JobQueue for PgBackend {
         outcome: &str,
     ) -> Result<Job> {
         let mut tx = self.acting(actor).await?;
-        let rows = sqlx::query(AssertSqlSafe(call("job_complete", 5)))
-            .bind(&actor.principal)
-            .bind(actor.role.as_str())
-            .bind(id)
-            .bind(fencing)
-            .bind(outcome)
-            .fetch_all(self.counted(&mut *tx))
-            .await
-            .map_err(|e| routine_err(e, id, fencing))?;
-        let job = one(&rows, id)?;
-        // Finishing a job may make others of its request claimable (its verify jobs, its gate).
-        notify_claimable(&mut tx, &self.jobs_channel(), &[job.request.to_string()]).await?;
+        let channel = self.jobs_channel();
+        let job = complete(
+            self.counted(&mut *tx),
+            &channel,
+            actor,
+            id,
+            fencing,
+            outcome,
+        )
+        .await?;
         self.commit(tx).await?;
         Ok(job)
     }
@@ -416,6 +454,16 @@ impl JobQueue for PgBackend {
         self.wakeups()
             .start(self.location_url(), &self.jobs_channel())?;
         Ok(self.wakeups().signals.wait(kind, max_wait).await)
+    }
+
+    async fn job(&self, id: i64) -> Result<Option<Job>> {
+        let sql = format!("SELECT {} FROM verdict.jobs WHERE id = $1", columns(micros));
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_all(self.pooled())
+            .await
+            .map_err(pg_err)?;
+        Ok(jobs_of(&rows)?.pop())
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {

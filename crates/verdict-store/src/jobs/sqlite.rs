@@ -130,6 +130,42 @@ pub(crate) fn renew_claim(
     Ok(())
 }
 
+/// Completes the job `claim` holds with [`super::JobClaim::completes`], when that is set, in
+/// the transaction of the write it ends (checked as [`JobQueue::complete_job`] checks); returns
+/// whether it did.
+pub(crate) fn complete_claimed(
+    conn: &Connection,
+    actor: &Actor,
+    claim: &super::JobClaim,
+    manual: Option<i64>,
+) -> Result<bool> {
+    let Some(outcome) = &claim.completes else {
+        return Ok(false);
+    };
+    let now = store_now(conn, manual)?;
+    complete(conn, actor, claim.job, claim.fencing, outcome, now)?;
+    Ok(true)
+}
+
+/// Marks the job `actor` holds under `fencing` done with `outcome`, at `now`.
+fn complete(
+    conn: &Connection,
+    actor: &Actor,
+    id: i64,
+    fencing: i64,
+    outcome: &str,
+    now: i64,
+) -> Result<Job> {
+    held(conn, actor, id, fencing, now)?;
+    conn.execute(
+        "UPDATE jobs SET state = 'done', outcome = ?2, done_at = ?3, lease_until = NULL \
+         WHERE id = ?1",
+        params![id, outcome, now],
+    )
+    .map_err(err)?;
+    found(conn, id)
+}
+
 /// How often a wait reads the file's `data_version` to see whether another connection
 /// committed.
 const WATCH_EVERY: Duration = Duration::from_millis(5);
@@ -344,14 +380,7 @@ impl JobQueue for SqliteBackend {
         let manual = self.manual_time().get();
         let done = immediate(self, move |tx| {
             let now = store_now(tx, manual)?;
-            held(tx, &actor, id, fencing, now)?;
-            tx.execute(
-                "UPDATE jobs SET state = 'done', outcome = ?2, done_at = ?3, lease_until = NULL \
-                 WHERE id = ?1",
-                params![id, outcome, now],
-            )
-            .map_err(err)?;
-            found(tx, id)
+            complete(tx, &actor, id, fencing, &outcome, now)
         })
         .await?;
         self.queue_changed();
@@ -403,6 +432,10 @@ impl JobQueue for SqliteBackend {
     ) -> Result<Wakeup> {
         self.wait_as(Some(actor.principal.clone()), kind, max_wait)
             .await
+    }
+
+    async fn job(&self, id: i64) -> Result<Option<Job>> {
+        self.with(move |conn| job(conn, id)).await
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<Job>> {

@@ -2104,11 +2104,7 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
         )
         .await
         .unwrap();
-    let claim1 = JobClaim {
-        job,
-        fencing: 1,
-        lease,
-    };
+    let claim1 = JobClaim::new(job, 1, lease);
     let stale = |err: StoreError, fencing: i64| {
         assert!(
             matches!(err, StoreError::StaleClaim { job: j, fencing: f } if j == job && f == fencing),
@@ -2216,11 +2212,7 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
         .unwrap()
         .unwrap();
     assert_eq!((c2.id, c2.fencing), (job, 2));
-    let claim2 = JobClaim {
-        job,
-        fencing: 2,
-        lease,
-    };
+    let claim2 = JobClaim::new(job, 2, lease);
     let until = lease_until(t, job).await;
     store.set_manual_time(&shifted(&until, 1)).await.unwrap();
     let record = takeover(OTHER, &run1, s.as_str(), job, 1, 2);
@@ -2277,6 +2269,172 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
     assert!(report.is_intact(), "{:#?}", report.problems);
 }
 both!(a_claim_whose_lease_lapsed_writes_nothing_under_it);
+
+/// A write made under a claim that completes its job (`JobClaim::completes`) lands with the
+/// job's end in one transaction, or neither lands: under a lapsed lease, or refused, it appends
+/// nothing and leaves the job running under the same claim; made, it appends its record and the
+/// job is done with the claim's outcome, after which the claim renews, completes and writes
+/// nothing more, and the request's gate job, which waited for it, may be claimed.
+async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t: &TestStore) {
+    use std::time::Duration;
+    use verdict_store::{
+        ActorRole, JobClaim, JobKind, JobState, NewJob, RunStatus, StoreClock, StoreError,
+    };
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, StoreClock::Manual)
+        .await
+        .unwrap();
+    store
+        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    populate(store).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    store
+        .put(
+            &op,
+            verdict_store::DocKind::Request,
+            &request_doc("ex-1", "ends"),
+        )
+        .await
+        .unwrap();
+    let queue = store.queue();
+    let new_job = |kind| NewJob {
+        kind,
+        request: job_request("ends"),
+        class: if kind == JobKind::Verify {
+            "reviewer"
+        } else {
+            ""
+        }
+        .into(),
+        deadline: None,
+    };
+    let jobs = queue
+        .enqueue_jobs(&op, &[new_job(JobKind::Verify), new_job(JobKind::Gate)])
+        .await
+        .unwrap();
+    let job = jobs[0].id;
+    let lease = Duration::from_secs(60);
+    let first = Actor::new(VERIFIER, Role::Verifier);
+    let claimed = queue
+        .claim_job(&first, JobKind::Verify, "h-1", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((claimed.id, claimed.fencing), (job, 1));
+    let run = format!("job-{job}-1");
+    store
+        .admit_run(
+            &op,
+            &verdict_store::RunAdmission {
+                run_id: run.parse().unwrap(),
+                request_digest: job_request("ends"),
+                subject_digest: s.clone(),
+                verifier: VERIFIER.parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: 1,
+            },
+        )
+        .await
+        .unwrap();
+    let claim = JobClaim::new(job, 1, lease);
+    let ending = claim.completing(format!("{run} ended"));
+    register(store, GATEKEEPER, Role::Operator).await;
+    let gate = Actor {
+        principal: GATEKEEPER.into(),
+        role: ActorRole::Gate,
+    };
+    let still_running = |what: &'static str| async move {
+        let now = queue.job(job).await.unwrap().unwrap();
+        assert_eq!(
+            (now.state, now.fencing, now.outcome.as_deref()),
+            (JobState::Running, 1, None),
+            "{what}"
+        );
+    };
+
+    // Under a lapsed lease: refused, nothing appended, the job not ended.
+    let until = lease_until(t, job).await;
+    store.set_manual_time(&shifted(&until, 1)).await.unwrap();
+    let seq = head_seq(t).await;
+    let err = store
+        .record_run_status_claimed(&first, &ending, &run, RunStatus::Started, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::StaleClaim { .. }), "{err}");
+    nothing_appended(t, seq).await;
+    still_running("a lapsed claim").await;
+
+    // Inside the lease, a write the store refuses (a result's record naming a run of no
+    // verifier, refused by the store and on PostgreSQL by the database) ends nothing either.
+    store.set_manual_time(&shifted(&until, -1)).await.unwrap();
+    let err = store
+        .put_claimed(
+            &first,
+            &ending,
+            DocKind::Request,
+            &refusal("job-0-1", s.as_str()),
+        )
+        .await
+        .unwrap_err();
+    assert!(!matches!(err, StoreError::StaleClaim { .. }), "{err}");
+    nothing_appended(t, seq).await;
+    still_running("a refused write").await;
+    assert!(
+        queue
+            .claim_job(&gate, JobKind::Gate, "g-1", lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "the gate job waits for the running verify job"
+    );
+
+    // Made: the record and the job's end together.
+    store
+        .record_run_status_claimed(&first, &ending, &run, RunStatus::Started, None)
+        .await
+        .unwrap();
+    assert_eq!(head_seq(t).await, seq + 1);
+    let done = queue.job(job).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.fencing, done.outcome.as_deref()),
+        (JobState::Done, 1, Some(format!("{run} ended").as_str()))
+    );
+    assert!(done.done_at.is_some() && done.lease_until.is_none());
+    // The claim ended with its job: it renews, completes and writes nothing more.
+    let stale = |err: StoreError| {
+        assert!(
+            matches!(err, StoreError::StaleClaim { job: j, fencing: 1 } if j == job),
+            "{err}"
+        );
+    };
+    stale(queue.heartbeat(&first, job, 1, lease).await.unwrap_err());
+    stale(
+        queue
+            .complete_job(&first, job, 1, "again")
+            .await
+            .unwrap_err(),
+    );
+    stale(
+        store
+            .record_run_status_claimed(&first, &claim, &run, RunStatus::Completed, None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(head_seq(t).await, seq + 1);
+    let gated = queue
+        .claim_job(&gate, JobKind::Gate, "g-1", lease)
+        .await
+        .unwrap()
+        .expect("the gate job is claimable once the verify job ended");
+    assert_eq!(gated.id, jobs[1].id);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all);
 
 /// The batched call of `table`'s routine appending `docs`, in order, as `principal` in `role`.
 fn batch_call(table: Table, principal: &str, role: &str, docs: &[serde_json::Value]) -> String {
