@@ -14,8 +14,10 @@ use verdict_server::admin::{
     AccessName, GatePolicy, GrantOut, NewGrant, NewPrincipal, PrincipalCreated, PrincipalOut,
     Reason, RoleName, ScopeName, TokenChange,
 };
+use verdict_server::jobs::NewJobs;
 use verdict_server::routes::{
-    EvidenceBatch, EvidenceStored, GateRunOutcome, NewHumanDecision, NewRequest, Stored, Verdict,
+    EvidenceBatch, EvidenceStored, GateRunOutcome, NewHumanDecision, NewRequest, RequestStored,
+    Stored, Verdict,
 };
 use verdict_server::work::{Admitted, NewRun, SubmittedOut};
 use verdict_store::{Access, Location, ScopeKind, StoreClock};
@@ -387,8 +389,11 @@ pub enum EvidenceCommand {
 /// `request ...`.
 #[derive(clap::Subcommand)]
 pub enum RequestCommand {
-    /// Create the request for an execution's current subject; prints its digest.
-    #[command(after_help = "Example:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'")]
+    /// Create the request for an execution's current subject; prints its digest, and with
+    /// `--enqueue` then its jobs, one line each as `verdict jobs enqueue` prints them.
+    #[command(
+        after_help = "Examples:\n  verdict request create ex-1 --budget '{\"max_runs\": 2}'\n  verdict request create ex-1 --enqueue --deadline-seconds 3600"
+    )]
     Create {
         /// Execution id.
         execution: String,
@@ -401,6 +406,15 @@ pub enum RequestCommand {
         /// subject's mission and work item kinds).
         #[arg(long)]
         capability: Option<String>,
+        /// Enqueue the request's jobs (its checks, one per verifier class, the gate) in the
+        /// transaction that stores it, so that workers take it from there: the request and its
+        /// jobs are stored together or not at all (an operator or the subject's producer).
+        #[arg(long)]
+        enqueue: bool,
+        /// With `--enqueue`: past this many seconds the gate job runs whatever the other jobs
+        /// are doing.
+        #[arg(long, requires = "enqueue")]
+        deadline_seconds: Option<u64>,
         #[command(flatten)]
         common: Common,
     },
@@ -927,36 +941,59 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             execution,
             budget,
             capability,
+            enqueue,
+            deadline_seconds,
             common,
         }) => {
             let remote = crate::remote::client(&common)?;
             let budget = verdict_core::json::parse(budget.as_bytes())
                 .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
-            if let Some(remote) = remote {
-                let stored: Stored = remote
+            let jobs = enqueue.then_some(NewJobs { deadline_seconds });
+            let (digest, jobs) = if let Some(remote) = remote {
+                let stored: RequestStored = remote
                     .post(
                         "v1/requests",
                         &NewRequest {
                             execution,
                             budget,
                             capability,
+                            jobs,
                         },
                     )
                     .await?;
-                outln!("{}", stored.digest)?;
-                return Ok(ExitCode::SUCCESS);
+                (stored.digest, stored.jobs.unwrap_or_default())
+            } else {
+                let ctx = Ctx::open(&common).await?;
+                let caller = ctx.caller().await?;
+                match jobs {
+                    None => (
+                        ctx.engine
+                            .create_request_for(&caller, &execution, &budget, capability.as_deref())
+                            .await?,
+                        Vec::new(),
+                    ),
+                    Some(jobs) => {
+                        // The server's bounds, so that both faces refuse the same deadlines.
+                        let deadline = verdict_server::jobs::deadline(&jobs, "--deadline-seconds")
+                            .map_err(anyhow::Error::msg)?;
+                        let (digest, jobs) = ctx
+                            .engine
+                            .create_request_enqueued(
+                                &caller,
+                                &execution,
+                                &budget,
+                                capability.as_deref(),
+                                deadline,
+                            )
+                            .await?;
+                        (digest, jobs.into_iter().map(Into::into).collect())
+                    }
+                }
+            };
+            outln!("{digest}")?;
+            for job in &jobs {
+                outln!("{}", crate::worker_cmd::line(job))?;
             }
-            let ctx = Ctx::open(&common).await?;
-            let d = ctx
-                .engine
-                .create_request_for(
-                    &ctx.caller().await?,
-                    &execution,
-                    &budget,
-                    capability.as_deref(),
-                )
-                .await?;
-            outln!("{d}")?;
         }
         C::Run(RunCommand::Cancel(args)) => return crate::cancel_cmd::run_cancel(args).await,
         C::Run(RunCommand::Admit {

@@ -174,7 +174,7 @@ fn digest(text: &str) -> Result<Digest> {
     text.parse().map_err(|e| anyhow::anyhow!("{text:?}: {e}"))
 }
 
-fn line(job: &JobOut) -> String {
+pub(crate) fn line(job: &JobOut) -> String {
     let class = if job.class.is_empty() {
         "-"
     } else {

@@ -18,7 +18,7 @@ use verdict_core::contracts::{
 };
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, Actor, DocKind, JobClaim, Run, RunAdmission, RunStatus, Stored};
+use verdict_store::{About, Actor, DocKind, Job, JobClaim, Run, RunAdmission, RunStatus, Stored};
 
 /// Schema of the note that records the context manifest a run's model was shown.
 pub const RUN_CONTEXT_SCHEMA: &str = "verdict.run-context/v1";
@@ -204,6 +204,63 @@ impl Engine {
         budget: &Value,
         capability: Option<&str>,
     ) -> Result<Digest> {
+        let (request, _) = self
+            .request_doc(caller, execution, budget, capability)
+            .await?;
+        Ok(self
+            .store
+            .put(&caller.actor(), DocKind::Request, &request.to_value()?)
+            .await?
+            .digest)
+    }
+
+    /// [`Engine::create_request_for`], enqueuing the request's jobs as
+    /// [`Engine::enqueue_request_jobs`] would (the gate job's `deadline` included) in the
+    /// transaction that stores the request: the request and its jobs are stored together or
+    /// neither is, and a worker may take them as soon as they are. The caller must also be one
+    /// who may enqueue them: an operator, or the producer of the execution's current subject;
+    /// any other is refused before anything is written but its denial. Returns the request's
+    /// digest and its jobs (those already there when the request was stored and enqueued
+    /// before, as they stand).
+    pub async fn create_request_enqueued(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        budget: &Value,
+        capability: Option<&str>,
+        deadline: Option<std::time::Duration>,
+    ) -> Result<(Digest, Vec<Job>)> {
+        let (request, subject) = self
+            .request_doc(caller, execution, budget, capability)
+            .await?;
+        if caller.role == Role::Producer && subject.producer.principal != caller.name {
+            let err = EngineError::PermissionDenied {
+                principal: caller.name.to_string(),
+                role: caller.role.as_str(),
+                action: format!(
+                    "enqueue the jobs of a verification request for execution {execution:?}"
+                ),
+                why: "only an operator or the producer of the request's subject may".into(),
+            };
+            return Err(self.deny(caller, err).await);
+        }
+        let jobs = crate::workers::request_jobs(&subject, &request, deadline);
+        let (stored, jobs) = self
+            .store
+            .put_request_enqueuing(&caller.actor(), &request.to_value()?, &jobs)
+            .await?;
+        Ok((stored.digest, jobs))
+    }
+
+    /// The request [`Engine::create_request_for`] stores, with the execution's current subject
+    /// it is about, every check made first.
+    async fn request_doc(
+        &self,
+        caller: &Principal,
+        execution: &str,
+        budget: &Value,
+        capability: Option<&str>,
+    ) -> Result<(VerificationRequest, Subject)> {
         let now = &self.now().await?;
         let capability = capability
             .map(|c| {
@@ -269,13 +326,8 @@ impl Engine {
             budget,
             // Only when named, so requests that name none keep their digests.
             capability,
-        }
-        .to_value()?;
-        Ok(self
-            .store
-            .put(&caller.actor(), DocKind::Request, &doc)
-            .await?
-            .digest)
+        };
+        Ok((doc, subject))
     }
 
     /// Admits `verifier` to run `run_id` of class `class` for a request, then runs preflight.

@@ -9,6 +9,7 @@
 //! stale token. While a job runs, its lease is renewed every third of its length; when a
 //! renewal is refused the job's work is dropped where it stands.
 
+use crate::documents::VerificationRequest;
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
 use crate::notes::{RUN_TAKEOVER_SCHEMA, Requester, RunTakeover};
@@ -19,7 +20,8 @@ use std::time::Duration;
 use verdict_core::contracts::{GateDecision, Name, Role, Subject};
 use verdict_core::digest::Digest;
 use verdict_store::{
-    Actor, Job, JobClaim, JobFilter, JobKind, JobState, NewJob, RunStatus, StoreError, Wakeup,
+    Actor, Job, JobClaim, JobFilter, JobKind, JobState, NewJob, RequestJob, RunStatus, StoreError,
+    Wakeup,
 };
 
 /// Attempts at one job before it is given up (each a claim of its own).
@@ -221,6 +223,29 @@ fn back_off(first: Duration, attempts: i64) -> Duration {
         .min(Duration::from_secs(300))
 }
 
+/// The jobs of request `req` about `subject`: `checks` when the subject pins checks, one
+/// `verify` per class the request asks for, and the `gate` job, with `deadline`.
+pub(crate) fn request_jobs(
+    subject: &Subject,
+    req: &VerificationRequest,
+    deadline: Option<Duration>,
+) -> Vec<RequestJob> {
+    let job = |kind, class: &str, deadline| RequestJob {
+        kind,
+        class: class.to_owned(),
+        deadline,
+    };
+    let mut jobs = Vec::new();
+    if !subject.checks.is_empty() {
+        jobs.push(job(JobKind::Checks, "", None));
+    }
+    for class in &req.verifier_classes {
+        jobs.push(job(JobKind::Verify, class.as_str(), None));
+    }
+    jobs.push(job(JobKind::Gate, "", deadline));
+    jobs
+}
+
 impl Engine {
     /// Enqueues the jobs of the stored request `request`: `checks` when its subject pins
     /// checks, one `verify` per class it asks for, and the `gate` job, which runs once the
@@ -259,20 +284,10 @@ impl Engine {
         if caller.role() == Role::Producer && subject.producer.principal != *caller.name() {
             return Err(self.deny(caller, refusal()).await);
         }
-        let job = |kind, class: &str, deadline| NewJob {
-            kind,
-            request: request.clone(),
-            class: class.to_owned(),
-            deadline,
-        };
-        let mut jobs = Vec::new();
-        if !subject.checks.is_empty() {
-            jobs.push(job(JobKind::Checks, "", None));
-        }
-        for class in &req.verifier_classes {
-            jobs.push(job(JobKind::Verify, class.as_str(), None));
-        }
-        jobs.push(job(JobKind::Gate, "", deadline));
+        let jobs: Vec<NewJob> = request_jobs(&subject, &req, deadline)
+            .iter()
+            .map(|j| j.of(request))
+            .collect();
         Ok(self
             .store
             .queue()

@@ -126,15 +126,7 @@ pub async fn enqueue(
     let request: Digest = digest
         .parse()
         .map_err(|e| unprocessable(format!("request digest {digest:?}: {e}")))?;
-    let deadline = match body.deadline_seconds {
-        None => None,
-        Some(s) if (1..=MAX_DEADLINE_SECONDS).contains(&s) => Some(Duration::from_secs(s)),
-        Some(s) => {
-            return Err(unprocessable(format!(
-                "deadline_seconds must be between 1 and {MAX_DEADLINE_SECONDS}, not {s}"
-            )));
-        }
-    };
+    let deadline = deadline(&body, "/deadline_seconds").map_err(unprocessable)?;
     let jobs = state
         .engine
         .enqueue_request_jobs(&caller, &request, deadline)
@@ -143,6 +135,21 @@ pub async fn enqueue(
         items: jobs.into_iter().map(Into::into).collect(),
         next: None,
     }))
+}
+
+/// The gate job's deadline `body` asks for, checked against the bounds every face keeps; a
+/// refusal names `at`, where the deadline was given.
+///
+/// # Errors
+/// A deadline outside 1 to [`MAX_DEADLINE_SECONDS`].
+pub fn deadline(body: &NewJobs, at: &str) -> Result<Option<Duration>, String> {
+    match body.deadline_seconds {
+        None => Ok(None),
+        Some(s) if (1..=MAX_DEADLINE_SECONDS).contains(&s) => Ok(Some(Duration::from_secs(s))),
+        Some(s) => Err(format!(
+            "{at}: deadline_seconds must be between 1 and {MAX_DEADLINE_SECONDS}, not {s}"
+        )),
+    }
 }
 
 /// `?request=&state=&limit=&after=` of the queue.
@@ -229,7 +236,7 @@ pub async fn list(
     ))
 }
 
-fn unprocessable(detail: String) -> ApiError {
+pub(crate) fn unprocessable(detail: String) -> ApiError {
     ApiError::request(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", detail)
 }
 

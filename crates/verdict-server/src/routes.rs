@@ -139,6 +139,22 @@ pub struct NewRequest {
     /// mission and work item kinds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability: Option<String>,
+    /// When given, the request's jobs are enqueued in the transaction that stores it, as
+    /// `POST /v1/requests/{digest}/jobs` with this body would enqueue them (an operator or the
+    /// producer of the execution's current subject may); the answer lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<crate::jobs::NewJobs>,
+}
+
+/// What `POST /v1/requests` stored.
+#[derive(Debug, Serialize, ToSchema, Deserialize)]
+pub struct RequestStored {
+    /// The request's digest, its identity: `sha256:` and 64 hex digits.
+    #[schema(value_type = String)]
+    pub digest: Digest,
+    /// Its jobs, by id, when they were asked for (`jobs` in the body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<crate::jobs::JobOut>>,
 }
 
 /// `POST /v1/executions/{id}/cancel`.
@@ -265,7 +281,7 @@ pub async fn add_evidence(
 #[utoipa::path(post, path = "/v1/requests", tag = "lifecycle",
     request_body = NewRequest,
     responses(
-        (status = 201, description = "Stored; the digest is the request's identity", body = Stored),
+        (status = 201, description = "Stored; the digest is the request's identity", body = RequestStored),
         (status = "4XX", description = "Refused", body = Problem, content_type = "application/problem+json"),
         (status = "5XX", description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     ),
@@ -274,18 +290,37 @@ pub async fn create_request(
     State(state): State<AppState>,
     Caller(caller): Caller,
     StrictJson(req): StrictJson<NewRequest>,
-) -> Result<(StatusCode, Json<Stored>), ApiError> {
+) -> Result<(StatusCode, Json<RequestStored>), ApiError> {
     execution_id("/execution", &req.execution)?;
-    let digest = state
+    let Some(jobs) = &req.jobs else {
+        let digest = state
+            .engine
+            .create_request_for(
+                &caller,
+                &req.execution,
+                &req.budget,
+                req.capability.as_deref(),
+            )
+            .await?;
+        return Ok((
+            StatusCode::CREATED,
+            Json(RequestStored { digest, jobs: None }),
+        ));
+    };
+    let deadline = crate::jobs::deadline(jobs, "/jobs/deadline_seconds")
+        .map_err(crate::jobs::unprocessable)?;
+    let (digest, jobs) = state
         .engine
-        .create_request_for(
+        .create_request_enqueued(
             &caller,
             &req.execution,
             &req.budget,
             req.capability.as_deref(),
+            deadline,
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(Stored { digest })))
+    let jobs = Some(jobs.into_iter().map(Into::into).collect());
+    Ok((StatusCode::CREATED, Json(RequestStored { digest, jobs })))
 }
 
 /// Runs the Gate over the execution's current subject and stores the decision.

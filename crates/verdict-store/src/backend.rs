@@ -228,6 +228,15 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
         claim: &crate::jobs::JobClaim,
         items: Vec<Prepared>,
     ) -> Result<Vec<Stored>>;
+    /// [`Backend::append`] of `items`, then, in the same transaction, the enqueue of `jobs` as
+    /// [`crate::JobQueue::enqueue_jobs`] would make it (its checks and its wake-up): both or
+    /// neither. Returns the stored rows and one job per item of `jobs`, in order.
+    async fn append_enqueuing(
+        &self,
+        actor: &Actor,
+        items: Vec<Prepared>,
+        jobs: Vec<crate::jobs::NewJob>,
+    ) -> Result<(Vec<Stored>, Vec<crate::jobs::Job>)>;
     /// Applies one compare-and-set with its change record and audit event.
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome>;
     /// [`Backend::cas`], then [`Backend::append`] of `items`, in one transaction: both or

@@ -138,6 +138,31 @@ pub struct NewJob {
     pub deadline: Option<Duration>,
 }
 
+/// A job of a verification request that is being stored with it
+/// ([`crate::Store::put_request_enqueuing`]): a [`NewJob`] whose request is that one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestJob {
+    /// What it does.
+    pub kind: JobKind,
+    /// The verifier class of a verify job; empty for the other kinds.
+    pub class: String,
+    /// A gate job's deadline, from now ([`NewJob::deadline`]).
+    pub deadline: Option<Duration>,
+}
+
+impl RequestJob {
+    /// The job, for the stored request `request`.
+    #[must_use]
+    pub fn of(&self, request: &Digest) -> NewJob {
+        NewJob {
+            kind: self.kind,
+            request: request.clone(),
+            class: self.class.clone(),
+            deadline: self.deadline,
+        }
+    }
+}
+
 /// A job as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -560,8 +585,12 @@ mod wake;
 
 pub use pg::LISTENER_APPLICATION;
 pub(crate) use pg::PgWakeups;
-pub(crate) use pg::{complete_claimed as complete_claimed_pg, renew_claim as renew_claim_pg};
+pub(crate) use pg::{
+    complete_claimed as complete_claimed_pg, enqueue_in as enqueue_pg,
+    renew_claim as renew_claim_pg,
+};
 pub(crate) use sqlite::store_now as store_now_sqlite;
 pub(crate) use sqlite::{
-    complete_claimed as complete_claimed_sqlite, renew_claim as renew_claim_sqlite,
+    complete_claimed as complete_claimed_sqlite, enqueue_tx as enqueue_sqlite,
+    renew_claim as renew_claim_sqlite,
 };

@@ -58,7 +58,7 @@ pub use checkpoint::Checkpoint;
 pub use error::{Result, StoreError};
 pub use jobs::{
     Duty, DutyLease, Job, JobClaim, JobFilter, JobKind, JobQueue, JobState, LISTENER_APPLICATION,
-    MAX_LEASE, NewJob, Wakeup,
+    MAX_LEASE, NewJob, RequestJob, Wakeup,
 };
 pub use location::Location;
 pub use migrations::{MigrationReport, SCHEMA_VERSION};

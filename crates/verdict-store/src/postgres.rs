@@ -1433,6 +1433,26 @@ impl Backend for PgBackend {
         Ok(out)
     }
 
+    async fn append_enqueuing(
+        &self,
+        actor: &Actor,
+        items: Vec<Prepared>,
+        jobs: Vec<crate::jobs::NewJob>,
+    ) -> Result<(Vec<Stored>, Vec<crate::jobs::Job>)> {
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let mut out = Vec::with_capacity(items.len());
+        for run in items.chunk_by(|a, b| a.table == b.table) {
+            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
+        }
+        // The jobs after the rows they are about, in the same transaction: a refusal of either
+        // leaves neither.
+        let channel = self.jobs_channel();
+        let jobs = crate::jobs::enqueue_pg(self.counted(&mut *tx), &channel, actor, &jobs).await?;
+        self.commit(tx).await?;
+        Ok((out, jobs))
+    }
+
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
         self.cas_then_append(actor, cas, Vec::new())
             .await

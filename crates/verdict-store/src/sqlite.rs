@@ -1195,6 +1195,29 @@ impl Backend for SqliteBackend {
         Ok(out)
     }
 
+    async fn append_enqueuing(
+        &self,
+        actor: &Actor,
+        items: Vec<Prepared>,
+        jobs: Vec<crate::jobs::NewJob>,
+    ) -> Result<(Vec<Stored>, Vec<crate::jobs::Job>)> {
+        let (actor, manual) = (actor.clone(), self.manual.get());
+        let out = self
+            .with(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(err)?;
+                let out = append_tx(&tx, &actor, items, manual)?;
+                // The jobs after the rows they are about, in the same transaction.
+                let jobs = crate::jobs::enqueue_sqlite(&tx, &actor, &jobs, manual)?;
+                tx.commit().map_err(err)?;
+                Ok((out, jobs))
+            })
+            .await?;
+        self.queue_changed();
+        Ok(out)
+    }
+
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {
         self.cas_then_append(actor, cas, Vec::new())
             .await

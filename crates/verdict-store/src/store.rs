@@ -314,6 +314,18 @@ pub trait Store: Send + Sync {
         self.put_batch_claimed(actor, None, docs).await
     }
 
+    /// Stores the verification request `doc` as [`Store::put`] would and, in the same
+    /// transaction, enqueues `jobs` for it as [`crate::JobQueue::enqueue_jobs`] would (the
+    /// caller an operator or a producer): the request and its jobs are stored together or
+    /// neither is. Returns the stored request and one job per item of `jobs`, in order (a job
+    /// already there, the request having been stored and enqueued before, as it stands).
+    async fn put_request_enqueuing(
+        &self,
+        actor: &Actor,
+        doc: &Value,
+        jobs: &[crate::jobs::RequestJob],
+    ) -> Result<(Stored, Vec<crate::jobs::Job>)>;
+
     /// [`Store::put_batch`], made under a job's claim when one is given, as
     /// [`Store::put_claimed`] is (and completing the job with the batch when the claim says so).
     async fn put_batch_claimed(
@@ -1758,6 +1770,34 @@ impl<B: Backend> Store for StoreImpl<B> {
             what: kind.table().name(),
             key: String::new(),
         })
+    }
+
+    async fn put_request_enqueuing(
+        &self,
+        actor: &Actor,
+        doc: &Value,
+        jobs: &[crate::jobs::RequestJob],
+    ) -> Result<(Stored, Vec<crate::jobs::Job>)> {
+        crate::jobs::may_enqueue(actor)?;
+        let items = self.prepare_doc(actor, None, DocKind::Request, doc).await?;
+        for item in &items {
+            check_item(actor, item)?;
+        }
+        // The request is the last item prepared; its jobs are about its digest.
+        let request = items
+            .last()
+            .map(|item| item.digest.clone())
+            .ok_or(StoreError::NotFound {
+                what: "verification request",
+                key: String::new(),
+            })?;
+        let jobs = jobs.iter().map(|j| j.of(&request)).collect();
+        let (stored, jobs) = self.backend.append_enqueuing(actor, items, jobs).await?;
+        let stored = stored.into_iter().last().ok_or(StoreError::NotFound {
+            what: "verification request",
+            key: request.to_string(),
+        })?;
+        Ok((stored, jobs))
     }
 
     async fn put_batch_claimed(

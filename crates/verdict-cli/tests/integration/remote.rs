@@ -345,6 +345,33 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
     step(ops, &["jobs", "list", "--state", "done"], false);
     step(coder, &["jobs", "list"], false);
     step(ci, &["jobs", "enqueue", &req], false);
+    // The request created with its jobs: the same request, its jobs as they stand; a runner
+    // may not, nor may a deadline be out of bounds.
+    step(
+        coder,
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--enqueue",
+            "--deadline-seconds",
+            "3600",
+        ],
+        false,
+    );
+    step(ci, &["request", "create", "ex-1", "--enqueue"], false);
+    step(
+        coder,
+        &[
+            "request",
+            "create",
+            "ex-1",
+            "--enqueue",
+            "--deadline-seconds",
+            "0",
+        ],
+        false,
+    );
     step(
         ops,
         &[

@@ -128,6 +128,109 @@ fn done(w: &Worked) -> &verdict_store::Job {
     }
 }
 
+/// A request created with its jobs (`Engine::create_request_enqueued`) is stored with them in
+/// one transaction and the workers alone take it to a decision. Only an operator or the
+/// producer of the execution's subject may: a verifier, or a producer holding a write grant on
+/// the execution that did not produce its subject, is refused with nothing written but the
+/// denial, neither the request nor a job; asked again, the same request answers with the same
+/// jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_created_with_its_jobs_is_worked_to_a_decision_and_only_its_producer_may() {
+    on_both(|store| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let mut subject = crate::common::subject(1, DIFF);
+        subject["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
+        w.engine.put_subject(&w.coder, &subject).await.unwrap();
+        let token = w
+            .engine
+            .add_principal(
+                &w.ops,
+                "coder-2",
+                serde_json::from_value(json!("producer")).unwrap(),
+            )
+            .await
+            .unwrap();
+        let other = w.engine.authenticate(&token).await.unwrap();
+        w.engine
+            .grant(
+                &w.ops,
+                "g-coder-2",
+                "coder-2",
+                verdict_store::ScopeKind::Execution,
+                EXEC,
+                verdict_store::Access::Write,
+                &"2027-01-01T00:00:00Z".parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let budget = json!({});
+        for (caller, why) in [
+            (&w.rev, "may not"),
+            (&other, "only an operator or the producer"),
+        ] {
+            let before = audit_len(&w).await;
+            let err = w
+                .engine
+                .create_request_enqueued(caller, EXEC, &budget, None, None)
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(why), "{err}");
+            assert_eq!(audit_len(&w).await, before + 1, "the denial alone");
+            assert!(
+                w.engine
+                    .jobs(&w.ops, &JobFilter::default())
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+        let (req, jobs) = w
+            .engine
+            .create_request_enqueued(
+                &w.coder,
+                EXEC,
+                &budget,
+                None,
+                Some(Duration::from_secs(600)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            jobs.iter()
+                .map(|j| (j.kind, j.class.as_str(), &j.request))
+                .collect::<Vec<_>>(),
+            [
+                (JobKind::Checks, "", &req),
+                (JobKind::Verify, "reviewer", &req),
+                (JobKind::Gate, "", &req),
+            ]
+        );
+        assert!(jobs[2].deadline_at.is_some());
+        // The same request, asked for again, answers with the same jobs.
+        let (again, same) = w
+            .engine
+            .create_request_enqueued(&w.ops, EXEC, &budget, None, Some(Duration::from_secs(600)))
+            .await
+            .unwrap();
+        assert_eq!((&again, &same), (&req, &jobs));
+        let (o, _, _) = options(&srv.url);
+        for (p, role) in [
+            (&w.ci, WorkerRole::Runner),
+            (&w.rev, WorkerRole::Verifier),
+            (&w.ops, WorkerRole::Gate),
+        ] {
+            done(&w.engine.work_one(p, role, &o).await.unwrap());
+        }
+        let status = w.engine.status(&w.coder, EXEC).await.unwrap();
+        assert_eq!(
+            status.applicable.map(|d| d.decision.outcome.as_str()),
+            Some("pass")
+        );
+    })
+    .await;
+}
+
 /// A worker's verification ends its job with the write that ends its run: the verify job is
 /// done, with its outcome, when the verification returns, though nobody completed it after;
 /// the claim then holds nothing, and the gate job that waited for it is worked at once.

@@ -1302,8 +1302,8 @@ impl Workers {
     }
 }
 
-/// `n` executions over the API: `concurrency` clients post each subject and request and
-/// enqueue its jobs, all over HTTP, then wait for every decision, reading each execution's
+/// `n` executions over the API: `concurrency` clients post each subject, then its request
+/// with its jobs (one call, one transaction), all over HTTP, then wait for every decision, reading each execution's
 /// status over HTTP, while the workers work.
 async fn over_api(
     w: &World,
@@ -1340,7 +1340,8 @@ async fn over_api(
                     &[201],
                 )
                 .await?;
-                let body = to_bytes(&json!({"execution": exec}))?;
+                // The request and its jobs in one call, stored in one transaction.
+                let body = to_bytes(&json!({"execution": exec, "jobs": {}}))?;
                 let url = format!("{base}/v1/requests");
                 let stored = send(
                     &client,
@@ -1351,22 +1352,12 @@ async fn over_api(
                     &[201],
                 )
                 .await?;
-                let req: Digest = stored
-                    .get("digest")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|e| format!("request digest: {e}"))?;
-                let url = format!("{base}/v1/requests/{req}/jobs");
-                send(
-                    &client,
-                    reqwest::Method::POST,
-                    &url,
-                    &token,
-                    Some(to_bytes(&json!({}))?),
-                    &[200],
-                )
-                .await?;
+                let queued = stored.get("jobs").and_then(Value::as_array).map(Vec::len);
+                if queued != Some(3) {
+                    return Err(format!(
+                        "{exec}: the request's jobs were not queued: {stored}"
+                    ));
+                }
                 mine.push(exec);
             }
         }));

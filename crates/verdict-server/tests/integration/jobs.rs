@@ -186,6 +186,101 @@ async fn a_request_enqueued_over_http_is_decided_by_workers_and_read_back_over_h
 }
 
 /// The evaluation key of the execution's current applicable decision.
+/// `POST /v1/requests` with `jobs` stores the request and its jobs in one transaction and
+/// answers with both; without it the answer is the digest alone, as it always was. A caller
+/// who may not enqueue, or a deadline out of bounds, stores neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_posted_with_its_jobs_is_stored_with_them_or_not_at_all() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let mut policy = policy();
+        policy["revision"] = json!(2);
+        policy["required_verifiers"] = json!([]);
+        w.engine.set_policy(&w.ops, &policy).await.unwrap();
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let (ops, coder) = (w.token("ops"), w.token("coder"));
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let with_jobs = json!({"execution": EXEC, "jobs": {"deadline_seconds": 600}});
+
+        // A runner may not: one denial, no request, no job.
+        let before = head_seq(&w).await;
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(w.token("ci")),
+                Some(&with_jobs),
+            )
+            .await;
+        assert_denied_once(&w, before, &r, "ci", "permission_denied").await;
+        // Out of bounds or malformed: refused before anything is written.
+        for (body, status) in [
+            (
+                json!({"execution": EXEC, "jobs": {"deadline_seconds": 0}}),
+                422,
+            ),
+            (json!({"execution": EXEC, "jobs": {"later": true}}), 422),
+            (json!({"execution": EXEC, "jobs": 5}), 422),
+        ] {
+            let before = head_seq(&w).await;
+            let r = s
+                .send("POST", "/v1/requests", Some(coder), Some(&body))
+                .await;
+            assert_eq!(r.status, status, "{body}: {r:?}");
+            assert!(
+                r.content_type.starts_with("application/problem+json"),
+                "{r:?}"
+            );
+            assert_eq!(head_seq(&w).await, before, "{body}: nothing written");
+        }
+        let queue = s.send("GET", "/v1/jobs", Some(ops), None).await;
+        assert_eq!(queue.body["items"], json!([]), "{queue:?}");
+
+        // The subject's producer: the request and its jobs, in one answer.
+        let r = s
+            .send("POST", "/v1/requests", Some(coder), Some(&with_jobs))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let request = r.body["digest"].as_str().unwrap().to_owned();
+        let jobs = r.body["jobs"].as_array().unwrap();
+        assert_eq!(
+            jobs.iter()
+                .map(|j| (j["kind"].as_str().unwrap(), j["request"].as_str().unwrap()))
+                .collect::<Vec<_>>(),
+            [("checks", request.as_str()), ("gate", request.as_str())],
+            "{r:?}"
+        );
+        let listed = s
+            .send(
+                "GET",
+                &format!("/v1/jobs?request={request}"),
+                Some(ops),
+                None,
+            )
+            .await;
+        assert_eq!(
+            ids(&listed.body),
+            ids(&json!({"items": jobs})),
+            "{listed:?}"
+        );
+        // Without `jobs`: the digest alone, and the same request.
+        let r = s
+            .send(
+                "POST",
+                "/v1/requests",
+                Some(coder),
+                Some(&json!({"execution": EXEC})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body, json!({"digest": request}), "{r:?}");
+    })
+    .await;
+}
+
 async fn r_key(w: &World) -> String {
     let status = w.engine.status(&w.ops, EXEC).await.unwrap();
     status

@@ -270,6 +270,48 @@ pub(crate) async fn renew_claim(
     Ok(())
 }
 
+/// Enqueues `jobs` as `actor` in `tx` (one acting as `actor`'s identity) through the
+/// `job_enqueue` routine and signals on `channel` the kinds this made claimable; one row per
+/// item, in order, even when an item is named twice.
+pub(crate) async fn enqueue_in(
+    tx: &mut sqlx::PgConnection,
+    channel: &str,
+    actor: &Actor,
+    jobs: &[NewJob],
+) -> Result<Vec<Job>> {
+    let rows = sqlx::query(AssertSqlSafe(call("job_enqueue", 6)))
+        .bind(&actor.principal)
+        .bind(actor.role.as_str())
+        .bind(jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|j| j.request.as_str()).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|j| j.class.as_str()).collect::<Vec<_>>())
+        .bind(
+            jobs.iter()
+                .map(|j| j.deadline.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(pg_err)?;
+    let stored = jobs_of(&rows)?;
+    let mut requests: Vec<String> = stored.iter().map(|j| j.request.to_string()).collect();
+    requests.sort_unstable();
+    requests.dedup();
+    notify_claimable(tx, channel, &requests).await?;
+    jobs.iter()
+        .map(|j| {
+            stored
+                .iter()
+                .find(|s| s.kind == j.kind && s.request == j.request && s.class == j.class)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "enqueued job",
+                    key: format!("{} {} {}", j.kind, j.request, j.class),
+                })
+        })
+        .collect()
+}
+
 /// Completes the job `claim` holds with [`super::JobClaim::completes`], when that is set, in
 /// the transaction of the write it ends (checked by the same routine as
 /// [`JobQueue::complete_job`], and signalled on `channel` the same way); returns whether it did.
@@ -322,39 +364,10 @@ impl JobQueue for PgBackend {
     async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>> {
         may_enqueue(actor)?;
         let mut tx = self.acting(actor).await?;
-        let rows = sqlx::query(AssertSqlSafe(call("job_enqueue", 6)))
-            .bind(&actor.principal)
-            .bind(actor.role.as_str())
-            .bind(jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>())
-            .bind(jobs.iter().map(|j| j.request.as_str()).collect::<Vec<_>>())
-            .bind(jobs.iter().map(|j| j.class.as_str()).collect::<Vec<_>>())
-            .bind(
-                jobs.iter()
-                    .map(|j| j.deadline.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_all(self.counted(&mut *tx))
-            .await
-            .map_err(pg_err)?;
-        let stored = jobs_of(&rows)?;
-        let mut requests: Vec<String> = stored.iter().map(|j| j.request.to_string()).collect();
-        requests.sort_unstable();
-        requests.dedup();
-        notify_claimable(&mut tx, &self.jobs_channel(), &requests).await?;
+        let channel = self.jobs_channel();
+        let out = enqueue_in(self.counted(&mut *tx), &channel, actor, jobs).await?;
         self.commit(tx).await?;
-        // One row per item, in order, even when an item is named twice.
-        jobs.iter()
-            .map(|j| {
-                stored
-                    .iter()
-                    .find(|s| s.kind == j.kind && s.request == j.request && s.class == j.class)
-                    .cloned()
-                    .ok_or_else(|| StoreError::NotFound {
-                        what: "enqueued job",
-                        key: format!("{} {} {}", j.kind, j.request, j.class),
-                    })
-            })
-            .collect()
+        Ok(out)
     }
 
     async fn claim_job(

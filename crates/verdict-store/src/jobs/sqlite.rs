@@ -130,6 +130,45 @@ pub(crate) fn renew_claim(
     Ok(())
 }
 
+/// Enqueues `jobs` as `actor` in the caller's transaction (each one not already there; a job
+/// already there is returned as it stands), one row per item, in order.
+pub(crate) fn enqueue_tx(
+    conn: &Connection,
+    actor: &Actor,
+    jobs: &[NewJob],
+    manual: Option<i64>,
+) -> Result<Vec<Job>> {
+    let now = store_now(conn, manual)?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        conn.execute(
+            "INSERT INTO jobs (kind, request, class, enqueued_by, created_at, deadline_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (kind, request, class) DO NOTHING",
+            params![
+                j.kind.as_str(),
+                j.request.as_str(),
+                j.class,
+                actor.principal,
+                now,
+                j.deadline.map(|d| add(now, d)),
+            ],
+        )
+        .map_err(err)?;
+        let row = conn
+            .query_row(
+                &format!(
+                    "{} WHERE kind = ?1 AND request = ?2 AND class = ?3",
+                    select()
+                ),
+                params![j.kind.as_str(), j.request.as_str(), j.class],
+                raw,
+            )
+            .map_err(err)?;
+        out.push(row.into_job()?);
+    }
+    Ok(out)
+}
+
 /// Completes the job `claim` holds with [`super::JobClaim::completes`], when that is set, in
 /// the transaction of the write it ends (checked as [`JobQueue::complete_job`] checks); returns
 /// whether it did.
@@ -272,40 +311,9 @@ where
 impl JobQueue for SqliteBackend {
     async fn enqueue_jobs(&self, actor: &Actor, jobs: &[NewJob]) -> Result<Vec<Job>> {
         may_enqueue(actor)?;
-        let jobs = jobs.to_vec();
-        let (principal, manual) = (actor.principal.clone(), self.manual_time().get());
-        let done = immediate(self, move |tx| {
-            let now = store_now(tx, manual)?;
-            let mut out = Vec::with_capacity(jobs.len());
-            for j in &jobs {
-                tx.execute(
-                    "INSERT INTO jobs (kind, request, class, enqueued_by, created_at, deadline_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (kind, request, class) DO NOTHING",
-                    params![
-                        j.kind.as_str(),
-                        j.request.as_str(),
-                        j.class,
-                        principal,
-                        now,
-                        j.deadline.map(|d| add(now, d)),
-                    ],
-                )
-                .map_err(err)?;
-                let row = tx
-                    .query_row(
-                        &format!(
-                            "{} WHERE kind = ?1 AND request = ?2 AND class = ?3",
-                            select()
-                        ),
-                        params![j.kind.as_str(), j.request.as_str(), j.class],
-                        raw,
-                    )
-                    .map_err(err)?;
-                out.push(row.into_job()?);
-            }
-            Ok(out)
-        })
-        .await?;
+        let (jobs, actor) = (jobs.to_vec(), actor.clone());
+        let manual = self.manual_time().get();
+        let done = immediate(self, move |tx| enqueue_tx(tx, &actor, &jobs, manual)).await?;
         self.queue_changed();
         Ok(done)
     }

@@ -2436,6 +2436,110 @@ async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t:
 }
 both!(a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all);
 
+/// A verification request and its jobs are stored in one transaction
+/// (`Store::put_request_enqueuing`): a caller who may not enqueue stores neither; stored, the
+/// jobs are about the stored request's digest and ready at once; storing it again adds
+/// nothing and answers with the same jobs. On PostgreSQL a refusal of the jobs by the database
+/// (a producer's job of a record that is not a request of its own, schema version 20) takes
+/// the request back with them.
+async fn a_request_and_its_jobs_are_stored_together_or_not_at_all(t: &TestStore) {
+    use std::time::Duration;
+    use verdict_store::{JobFilter, JobKind, JobState, RequestJob, StoreError};
+    let store = t.store.as_ref();
+    populate(store).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let queue = store.queue();
+    let jobs = [
+        RequestJob {
+            kind: JobKind::Verify,
+            class: "reviewer".into(),
+            deadline: None,
+        },
+        RequestJob {
+            kind: JobKind::Gate,
+            class: String::new(),
+            deadline: Some(Duration::from_secs(600)),
+        },
+    ];
+    let of = |seed: &str| JobFilter {
+        request: Some(job_request(seed)),
+        ..JobFilter::default()
+    };
+    let seq = head_seq(t).await;
+    for actor in [
+        Actor::new(RUNNER, Role::Runner),
+        Actor::new(VERIFIER, Role::Verifier),
+    ] {
+        let err = store
+            .put_request_enqueuing(&actor, &request_doc("ex-1", "together"), &jobs)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Forbidden { .. } | StoreError::Denied(_)),
+            "{err}"
+        );
+    }
+    nothing_appended(t, seq).await;
+    assert!(queue.jobs(&of("together")).await.unwrap().is_empty());
+    assert!(
+        store
+            .get(DocKind::Request, &job_request("together"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    if t.kind == Kind::Postgres {
+        // The database refuses a producer's jobs of a record that is not a request of its own
+        // making; the request, appended first in the same transaction, goes with them.
+        let producer = Actor::new(PRODUCER, Role::Producer);
+        let err = store
+            .put_request_enqueuing(&producer, &request_doc("ex-1", "theirs"), &jobs)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Denied(_)), "{err}");
+        nothing_appended(t, seq).await;
+        assert!(queue.jobs(&of("theirs")).await.unwrap().is_empty());
+        assert!(
+            store
+                .get(DocKind::Request, &job_request("theirs"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    let (stored, queued) = store
+        .put_request_enqueuing(&op, &request_doc("ex-1", "together"), &jobs)
+        .await
+        .unwrap();
+    assert_eq!(stored.digest, job_request("together"));
+    assert_eq!(head_seq(t).await, seq + 1, "one record: the request");
+    assert_eq!(
+        queued
+            .iter()
+            .map(|j| (j.kind, j.class.as_str(), &j.request, j.state))
+            .collect::<Vec<_>>(),
+        [
+            (JobKind::Verify, "reviewer", &stored.digest, JobState::Ready),
+            (JobKind::Gate, "", &stored.digest, JobState::Ready),
+        ]
+    );
+    assert!(queued[0].deadline_at.is_none() && queued[1].deadline_at.is_some());
+    assert_eq!(queue.jobs(&of("together")).await.unwrap(), queued);
+    // Again: nothing is added, and the same jobs answer.
+    let (again, requeued) = store
+        .put_request_enqueuing(&op, &request_doc("ex-1", "together"), &jobs)
+        .await
+        .unwrap();
+    assert_eq!(again.digest, stored.digest);
+    assert_eq!(requeued, queued);
+    assert_eq!(head_seq(t).await, seq + 1);
+    let report = store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+}
+both!(a_request_and_its_jobs_are_stored_together_or_not_at_all);
+
 /// The batched call of `table`'s routine appending `docs`, in order, as `principal` in `role`.
 fn batch_call(table: Table, principal: &str, role: &str, docs: &[serde_json::Value]) -> String {
     let (mut keys, mut digests, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
