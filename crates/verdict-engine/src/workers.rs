@@ -405,20 +405,24 @@ impl Engine {
             lost = renew => return self.lost_unless_done(lost).await,
         };
         let finished = match done {
-            Ok(Performed {
-                completed: true, ..
-            }) => match queue.job(job.id).await {
-                Ok(Some(done)) => Ok(Worked::Done(done)),
-                Ok(None) => Err(StoreError::NotFound {
-                    what: "job",
-                    key: job.id.to_string(),
-                }),
-                Err(e) => Err(e),
-            },
-            Ok(Performed { outcome, .. }) => queue
-                .complete_job(&actor, job.id, job.fencing, &outcome)
-                .await
-                .map(Worked::Done),
+            Ok(Performed { outcome, completed }) => {
+                // Taken as done only as the store has it: done, under this claim's token.
+                let ended = if completed {
+                    queue
+                        .job(job.id)
+                        .await?
+                        .filter(|now| now.state == JobState::Done && now.fencing == job.fencing)
+                } else {
+                    None
+                };
+                match ended {
+                    Some(now) => Ok(Worked::Done(now)),
+                    None => queue
+                        .complete_job(&actor, job.id, job.fencing, &outcome)
+                        .await
+                        .map(Worked::Done),
+                }
+            }
             Err(JobFailure { why, retry }) => {
                 let retry = (retry && job.attempts < MAX_ATTEMPTS)
                     .then(|| back_off(options.back_off, job.attempts));

@@ -347,31 +347,25 @@ fn walk(t: &Target, ops: &str) -> Vec<Step> {
     step(ci, &["jobs", "enqueue", &req], false);
     // The request created with its jobs: the same request, its jobs as they stand; a runner
     // may not, nor may a deadline be out of bounds.
-    step(
-        coder,
-        &[
-            "request",
-            "create",
-            "ex-1",
-            "--enqueue",
-            "--deadline-seconds",
-            "3600",
-        ],
-        false,
-    );
-    step(ci, &["request", "create", "ex-1", "--enqueue"], false);
-    step(
-        coder,
-        &[
-            "request",
-            "create",
-            "ex-1",
-            "--enqueue",
-            "--deadline-seconds",
-            "0",
-        ],
-        false,
-    );
+    for (who, deadline, taken) in [
+        (coder, "3600", true),
+        (ci, "60", false),
+        (coder, "0", false),
+    ] {
+        let out = step(
+            who,
+            &[
+                "request",
+                "create",
+                "ex-1",
+                "--enqueue",
+                "--deadline-seconds",
+                deadline,
+            ],
+            false,
+        );
+        assert_eq!(out.starts_with("sha256:"), taken, "{deadline}: {out}");
+    }
     step(
         ops,
         &[

@@ -4,7 +4,9 @@
 //! worker's job taken over, its late completion refused and its run never admitted. On both
 //! backends.
 
-use crate::common::{EXEC, World, evidence, on_both, world};
+use crate::common::{
+    EXEC, World, allow_job_ends, evidence, on_both, on_both_at, refuse_job_ends, world,
+};
 use crate::verify::{DIFF, OBJECTIVE, Reply, answer, fake, inputs, verifiers};
 use async_trait::async_trait;
 use axum::Router;
@@ -107,15 +109,68 @@ async fn requested(w: &World) -> Digest {
     requested_with(w, json!({})).await
 }
 
-/// [`requested`] with the request's `budget`.
-async fn requested_with(w: &World, budget: serde_json::Value) -> Digest {
+/// The producer's subject, pinning the objective and the diff.
+async fn subject_put(w: &World) {
     let mut subject = crate::common::subject(1, DIFF);
     subject["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
     w.engine.put_subject(&w.coder, &subject).await.unwrap();
+}
+
+/// [`requested`] with the request's `budget`.
+async fn requested_with(w: &World, budget: serde_json::Value) -> Digest {
+    subject_put(w).await;
     w.engine
         .create_request(&w.coder, EXEC, &budget)
         .await
         .unwrap()
+}
+
+/// Enqueues `req`'s jobs as its subject's producer and has the runner do its checks job;
+/// returns the options the workers go on with (the fake model at `url`).
+async fn checked(w: &World, req: &Digest, url: &str) -> WorkOptions {
+    w.engine
+        .enqueue_request_jobs(&w.coder, req, None)
+        .await
+        .unwrap();
+    let (o, _, _) = options(url);
+    done(
+        &w.engine
+            .work_one(&w.ci, WorkerRole::Runner, &o)
+            .await
+            .unwrap(),
+    );
+    o
+}
+
+/// `rev` as the store names it, to claim a job by hand.
+fn rev_actor(w: &World) -> Actor {
+    Actor::new(
+        w.rev.name().as_str(),
+        verdict_core::contracts::Role::Verifier,
+    )
+}
+
+/// The gate worker takes the request's gate job, and the Gate passes.
+async fn gated_pass(w: &World, o: &WorkOptions) {
+    let gated = w
+        .engine
+        .work_one(&w.ops, WorkerRole::Gate, o)
+        .await
+        .unwrap();
+    let outcome = done(&gated).outcome.clone().unwrap();
+    assert!(outcome.starts_with("pass sha256:"), "{outcome}");
+}
+
+/// `caller` works a job of `role` as soon as one is ready (within ten seconds).
+async fn until_worked(w: &World, caller: &Principal, role: WorkerRole, o: &WorkOptions) -> Worked {
+    for _ in 0..1000 {
+        let worked = w.engine.work_one(caller, role, o).await.unwrap();
+        if worked != Worked::Idle {
+            return worked;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no {} job was ready", role.as_str());
 }
 
 fn done(w: &Worked) -> &verdict_store::Job {
@@ -139,9 +194,7 @@ async fn a_request_created_with_its_jobs_is_worked_to_a_decision_and_only_its_pr
     on_both(|store| async move {
         let srv = fake(Reply::Pass).await;
         let w = world(store).await;
-        let mut subject = crate::common::subject(1, DIFF);
-        subject["objective"]["digest"] = json!(verdict_core::digest::raw(OBJECTIVE.as_bytes()));
-        w.engine.put_subject(&w.coder, &subject).await.unwrap();
+        subject_put(&w).await;
         let token = w
             .engine
             .add_principal(
@@ -231,6 +284,87 @@ async fn a_request_created_with_its_jobs_is_worked_to_a_decision_and_only_its_pr
     .await;
 }
 
+/// A verify job's and a gate job's last effects are written in the transaction that ends the
+/// job: while the database refuses to mark any job done, a verifier's run is admitted and
+/// started but never ended, no decision is stored, and each job's attempt fails with nothing of
+/// its last effect left behind (with the job ended in a transaction of its own, the run's end
+/// and the decision would be stored and only the ends refused). Once the database takes job
+/// ends again, the retries take the request to its decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_last_effect_is_undone_with_its_refused_end() {
+    on_both_at(|store, location| async move {
+        let srv = fake(Reply::Pass).await;
+        let w = world(store).await;
+        let req = requested(&w).await;
+        let mut o = checked(&w, &req, &srv.url).await;
+        o.back_off = Duration::from_millis(1);
+        refuse_job_ends(&location).await;
+        let runs = |w: &World| {
+            let (engine, ops) = (w.engine.clone(), w.ops.clone());
+            async move { engine.history(&ops, EXEC).await.unwrap().runs }
+        };
+        let failed = w
+            .engine
+            .work_one(&w.rev, WorkerRole::Verifier, &o)
+            .await
+            .unwrap();
+        assert!(matches!(failed, Worked::Failed { .. }), "{failed:?}");
+        let first = runs(&w).await;
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(
+            first[0].status.as_str(),
+            "started",
+            "the run's end went with the job's"
+        );
+        let results = w
+            .engine
+            .store()
+            .list(DocKind::Verification, &About::Execution(EXEC.into()))
+            .await
+            .unwrap();
+        assert_eq!(
+            results.len(),
+            1,
+            "the result, written before the run's end, stands"
+        );
+        allow_job_ends(&location).await;
+        // The retry is ready after its back-off, on the store's (manual) clock.
+        let later = |at: &str| {
+            let (engine, at) = (w.engine.clone(), at.to_owned());
+            async move {
+                engine
+                    .store()
+                    .set_manual_time(&at.parse().unwrap())
+                    .await
+                    .unwrap();
+            }
+        };
+        later("2026-11-30T12:00:01Z").await;
+        // The retry's claim ends the first attempt's run (a takeover) and runs its own; then
+        // the gate job, failed once the same way, stores no decision.
+        let verified = until_worked(&w, &w.rev, WorkerRole::Verifier, &o).await;
+        done(&verified);
+        refuse_job_ends(&location).await;
+        let failed = w
+            .engine
+            .work_one(&w.ops, WorkerRole::Gate, &o)
+            .await
+            .unwrap();
+        assert!(matches!(failed, Worked::Failed { .. }), "{failed:?}");
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert!(
+            status.applicable.is_none() && status.latest.is_none(),
+            "no decision was stored: {status:?}"
+        );
+        allow_job_ends(&location).await;
+        later("2026-11-30T12:00:02Z").await;
+        let gated = until_worked(&w, &w.ops, WorkerRole::Gate, &o).await;
+        let outcome = done(&gated).outcome.clone().unwrap();
+        assert!(outcome.starts_with("pass sha256:"), "{outcome}");
+    })
+    .await;
+}
+
 /// A worker's verification ends its job with the write that ends its run: the verify job is
 /// done, with its outcome, when the verification returns, though nobody completed it after;
 /// the claim then holds nothing, and the gate job that waited for it is worked at once.
@@ -240,21 +374,8 @@ async fn a_workers_verification_ends_its_job_with_the_write_that_ends_its_run() 
         let srv = fake(Reply::Pass).await;
         let w = world(store).await;
         let req = requested(&w).await;
-        w.engine
-            .enqueue_request_jobs(&w.coder, &req, None)
-            .await
-            .unwrap();
-        let (o, _, _) = options(&srv.url);
-        done(
-            &w.engine
-                .work_one(&w.ci, WorkerRole::Runner, &o)
-                .await
-                .unwrap(),
-        );
-        let rev = Actor::new(
-            w.rev.name().as_str(),
-            verdict_core::contracts::Role::Verifier,
-        );
+        let o = checked(&w, &req, &srv.url).await;
+        let rev = rev_actor(&w);
         let lease = Duration::from_secs(60);
         let queue = w.engine.store().queue();
         let job = queue
@@ -292,18 +413,7 @@ async fn a_workers_verification_ends_its_job_with_the_write_that_ends_its_run() 
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::StaleClaim { .. }), "{err}");
-        let gated = w
-            .engine
-            .work_one(&w.ops, WorkerRole::Gate, &o)
-            .await
-            .unwrap();
-        assert!(
-            done(&gated)
-                .outcome
-                .as_deref()
-                .unwrap()
-                .starts_with("pass sha256:")
-        );
+        gated_pass(&w, &o).await;
     })
     .await;
 }
@@ -475,23 +585,10 @@ async fn a_stalled_workers_job_is_taken_over_and_its_late_completion_refused() {
         let srv = fake(Reply::Pass).await;
         let w = world(store).await;
         let req = requested(&w).await;
-        w.engine
-            .enqueue_request_jobs(&w.coder, &req, None)
-            .await
-            .unwrap();
-        let (o, _, _) = options(&srv.url);
-        done(
-            &w.engine
-                .work_one(&w.ci, WorkerRole::Runner, &o)
-                .await
-                .unwrap(),
-        );
+        let o = checked(&w, &req, &srv.url).await;
         // A worker claims the verify job with a millisecond's lease, then stalls (a
         // paused process, say): it never renews and never gets to its work.
-        let stalled = Actor::new(
-            w.rev.name().as_str(),
-            verdict_core::contracts::Role::Verifier,
-        );
+        let stalled = rev_actor(&w);
         let old = w
             .engine
             .store()
@@ -532,18 +629,7 @@ async fn a_stalled_workers_job_is_taken_over_and_its_late_completion_refused() {
             "one run, the holder's"
         );
         assert_eq!(srv.calls.load(Ordering::SeqCst), 1);
-        let gated = w
-            .engine
-            .work_one(&w.ops, WorkerRole::Gate, &o)
-            .await
-            .unwrap();
-        assert!(
-            done(&gated)
-                .outcome
-                .as_deref()
-                .unwrap()
-                .starts_with("pass ")
-        );
+        gated_pass(&w, &o).await;
     })
     .await;
 }
@@ -605,23 +691,10 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
         let w = world(store).await;
         // One run allowed: the stalled worker's run must not use it up for good.
         let req = requested_with(&w, json!({"max_runs": 1})).await;
-        w.engine
-            .enqueue_request_jobs(&w.coder, &req, None)
-            .await
-            .unwrap();
-        let (o, _, _) = options(&srv.url);
-        done(
-            &w.engine
-                .work_one(&w.ci, WorkerRole::Runner, &o)
-                .await
-                .unwrap(),
-        );
+        let o = checked(&w, &req, &srv.url).await;
         // The first worker claims the verify job with a millisecond's lease and never
         // renews it (a paused process): it admits its run and is stuck in the model call.
-        let stalled = Actor::new(
-            w.rev.name().as_str(),
-            verdict_core::contracts::Role::Verifier,
-        );
+        let stalled = rev_actor(&w);
         let lease = Duration::from_millis(1);
         let old = w
             .engine
@@ -722,18 +795,7 @@ async fn a_worker_that_lost_its_job_mid_call_cannot_submit_and_its_run_gives_its
         let why = history.runs[0].detail.clone().unwrap();
         assert!(why.contains("taken over by rev2"), "{why}");
         assert_eq!(history.runs[1].counted, Some(true));
-        let gated = w
-            .engine
-            .work_one(&w.ops, WorkerRole::Gate, &o)
-            .await
-            .unwrap();
-        assert!(
-            done(&gated)
-                .outcome
-                .as_deref()
-                .unwrap()
-                .starts_with("pass ")
-        );
+        gated_pass(&w, &o).await;
     })
     .await;
 }
@@ -996,23 +1058,10 @@ async fn a_worker_that_lost_its_job_can_neither_admit_nor_note_a_context_nor_rec
         let srv = fake(Reply::Pass).await;
         let w = world(store).await;
         let req = requested(&w).await;
-        w.engine
-            .enqueue_request_jobs(&w.coder, &req, None)
-            .await
-            .unwrap();
-        let (o, _, _) = options(&srv.url);
-        done(
-            &w.engine
-                .work_one(&w.ci, WorkerRole::Runner, &o)
-                .await
-                .unwrap(),
-        );
+        let o = checked(&w, &req, &srv.url).await;
         // rev claims the verify job with a millisecond's lease and, while its claim is
         // still the job's current one, admits its run.
-        let stalled = Actor::new(
-            w.rev.name().as_str(),
-            verdict_core::contracts::Role::Verifier,
-        );
+        let stalled = rev_actor(&w);
         let queue = w.engine.store().queue();
         let lease = Duration::from_millis(1);
         let old = queue
@@ -1208,18 +1257,7 @@ async fn nobody_takes_the_name_of_a_workers_attempt_at_a_job_first() {
             job.outcome.as_deref(),
             Some(format!("job-{verify_job}-1 completed").as_str())
         );
-        let gated = w
-            .engine
-            .work_one(&w.ops, WorkerRole::Gate, &o)
-            .await
-            .unwrap();
-        assert!(
-            done(&gated)
-                .outcome
-                .clone()
-                .unwrap()
-                .starts_with("pass sha256:")
-        );
+        gated_pass(&w, &o).await;
     })
     .await;
 }

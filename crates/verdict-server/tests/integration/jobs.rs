@@ -38,6 +38,27 @@ impl ChecksKit for Runner {
     }
 }
 
+/// A world whose policy requires no model verifier (the checks and the gate are a request's
+/// jobs), served, with the producer's subject posted over HTTP.
+async fn subject_served(store: Arc<dyn verdict_store::Store>) -> (World, Server) {
+    let w = world(store).await;
+    let mut policy = policy();
+    policy["revision"] = json!(2);
+    policy["required_verifiers"] = json!([]);
+    w.engine.set_policy(&w.ops, &policy).await.unwrap();
+    let s = serve(AppState::new(w.engine.clone())).await;
+    let r = s
+        .send(
+            "POST",
+            "/v1/subjects",
+            Some(w.token("coder")),
+            Some(&subject(1, "d")),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    (w, s)
+}
+
 fn ids(body: &serde_json::Value) -> Vec<i64> {
     body["items"]
         .as_array()
@@ -50,18 +71,8 @@ fn ids(body: &serde_json::Value) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_enqueued_over_http_is_decided_by_workers_and_read_back_over_http() {
     on_both(|store| async move {
-        let w = world(store).await;
-        // No model verifier in this flow: the checks and the gate are the request's jobs.
-        let mut policy = policy();
-        policy["revision"] = json!(2);
-        policy["required_verifiers"] = json!([]);
-        w.engine.set_policy(&w.ops, &policy).await.unwrap();
-        let s = serve(AppState::new(w.engine.clone())).await;
+        let (w, s) = subject_served(store).await;
         let (ops, coder) = (w.token("ops"), w.token("coder"));
-        let r = s
-            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d")))
-            .await;
-        assert_eq!(r.status, 201, "{r:?}");
         let r = s
             .send(
                 "POST",
@@ -185,24 +196,14 @@ async fn a_request_enqueued_over_http_is_decided_by_workers_and_read_back_over_h
     .await;
 }
 
-/// The evaluation key of the execution's current applicable decision.
 /// `POST /v1/requests` with `jobs` stores the request and its jobs in one transaction and
 /// answers with both; without it the answer is the digest alone, as it always was. A caller
 /// who may not enqueue, or a deadline out of bounds, stores neither.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_posted_with_its_jobs_is_stored_with_them_or_not_at_all() {
     on_both(|store| async move {
-        let w = world(store).await;
-        let mut policy = policy();
-        policy["revision"] = json!(2);
-        policy["required_verifiers"] = json!([]);
-        w.engine.set_policy(&w.ops, &policy).await.unwrap();
-        let s = serve(AppState::new(w.engine.clone())).await;
+        let (w, s) = subject_served(store).await;
         let (ops, coder) = (w.token("ops"), w.token("coder"));
-        let r = s
-            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d")))
-            .await;
-        assert_eq!(r.status, 201, "{r:?}");
         let with_jobs = json!({"execution": EXEC, "jobs": {"deadline_seconds": 600}});
 
         // A runner may not: one denial, no request, no job.
@@ -281,6 +282,7 @@ async fn a_request_posted_with_its_jobs_is_stored_with_them_or_not_at_all() {
     .await;
 }
 
+/// The evaluation key of the execution's current applicable decision.
 async fn r_key(w: &World) -> String {
     let status = w.engine.status(&w.ops, EXEC).await.unwrap();
     status

@@ -2026,6 +2026,46 @@ async fn lease_until(t: &TestStore, id: i64) -> verdict_core::contracts::Timesta
     job.lease_until.unwrap()
 }
 
+/// The store on a manual clock set to 2026-11-30T12:00Z, then [`populate`]d.
+async fn populate_on_a_manual_clock(store: &dyn verdict_store::Store) {
+    let op = Actor::new(OPERATOR, Role::Operator);
+    store
+        .establish_clock(&op, verdict_store::StoreClock::Manual)
+        .await
+        .unwrap();
+    store
+        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
+        .await
+        .unwrap();
+    populate(store).await;
+}
+
+/// Admits, as the operator, `VERIFIER`'s run of claim `fencing` of verify job `job` (the
+/// request [`job_request`] `seed`, class `reviewer`), as the claim's worker would; its run id.
+async fn admit_attempt(
+    store: &dyn verdict_store::Store,
+    job: i64,
+    fencing: i64,
+    seed: &str,
+) -> String {
+    let run = format!("job-{job}-{fencing}");
+    store
+        .admit_run(
+            &Actor::new(OPERATOR, Role::Operator),
+            &verdict_store::RunAdmission {
+                run_id: run.parse().unwrap(),
+                request_digest: job_request(seed),
+                subject_digest: subject_digest(&subject("ex-1", 1)),
+                verifier: VERIFIER.parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: 1,
+            },
+        )
+        .await
+        .unwrap();
+    run
+}
+
 /// Schema 17: a claim whose lease lapsed at the store's time writes nothing under it, though no
 /// other claim took the job. On a store that keeps a manual clock, moved past the lease: every
 /// write made under a verify job's claim (a renewal, a refused result's record, a run's event,
@@ -2036,19 +2076,11 @@ async fn lease_until(t: &TestStore, id: i64) -> verdict_core::contracts::Timesta
 /// time back inside the lease the same writes are made.
 async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
     use std::time::Duration;
-    use verdict_store::{JobClaim, JobKind, NewJob, RunStatus, StoreClock, StoreError};
+    use verdict_store::{JobClaim, JobKind, NewJob, RunStatus, StoreError};
     const OTHER: &str = "reviewer-2";
     let store = t.store.as_ref();
     let op = Actor::new(OPERATOR, Role::Operator);
-    store
-        .establish_clock(&op, StoreClock::Manual)
-        .await
-        .unwrap();
-    store
-        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
-        .await
-        .unwrap();
-    populate(store).await;
+    populate_on_a_manual_clock(store).await;
     register(store, OTHER, Role::Verifier).await;
     grant_write(store, "g-rev-2", OTHER, "ex-1").await;
     let s = subject_digest(&subject("ex-1", 1));
@@ -2087,23 +2119,9 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
         .unwrap()
         .unwrap();
     assert_eq!((c1.id, c1.fencing), (job, 1));
-    let run1 = format!("job-{job}-1");
     // The claim's own attempt, for the job's request (schema 38 admits a run of this name only
     // so).
-    store
-        .admit_run(
-            &op,
-            &verdict_store::RunAdmission {
-                run_id: run1.parse().unwrap(),
-                request_digest: job_request("lapse"),
-                subject_digest: s.clone(),
-                verifier: VERIFIER.parse().unwrap(),
-                class: "reviewer".parse().unwrap(),
-                admitted_generation: 1,
-            },
-        )
-        .await
-        .unwrap();
+    let run1 = admit_attempt(store, job, 1, "lapse").await;
     let claim1 = JobClaim::new(job, 1, lease);
     let stale = |err: StoreError, fencing: i64| {
         assert!(
@@ -2277,20 +2295,10 @@ both!(a_claim_whose_lease_lapsed_writes_nothing_under_it);
 /// nothing more, and the request's gate job, which waited for it, may be claimed.
 async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t: &TestStore) {
     use std::time::Duration;
-    use verdict_store::{
-        ActorRole, JobClaim, JobKind, JobState, NewJob, RunStatus, StoreClock, StoreError,
-    };
+    use verdict_store::{ActorRole, JobClaim, JobKind, JobState, NewJob, RunStatus, StoreError};
     let store = t.store.as_ref();
     let op = Actor::new(OPERATOR, Role::Operator);
-    store
-        .establish_clock(&op, StoreClock::Manual)
-        .await
-        .unwrap();
-    store
-        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
-        .await
-        .unwrap();
-    populate(store).await;
+    populate_on_a_manual_clock(store).await;
     let s = subject_digest(&subject("ex-1", 1));
     store
         .put(
@@ -2325,21 +2333,7 @@ async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t:
         .unwrap()
         .unwrap();
     assert_eq!((claimed.id, claimed.fencing), (job, 1));
-    let run = format!("job-{job}-1");
-    store
-        .admit_run(
-            &op,
-            &verdict_store::RunAdmission {
-                run_id: run.parse().unwrap(),
-                request_digest: job_request("ends"),
-                subject_digest: s.clone(),
-                verifier: VERIFIER.parse().unwrap(),
-                class: "reviewer".parse().unwrap(),
-                admitted_generation: 1,
-            },
-        )
-        .await
-        .unwrap();
+    let run = admit_attempt(store, job, 1, "ends").await;
     let claim = JobClaim::new(job, 1, lease);
     let ending = claim.completing(format!("{run} ended"));
     register(store, GATEKEEPER, Role::Operator).await;
@@ -2368,8 +2362,11 @@ async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t:
     nothing_appended(t, seq).await;
     still_running("a lapsed claim").await;
 
-    // Inside the lease, a write the store refuses (a result's record naming a run of no
-    // verifier, refused by the store and on PostgreSQL by the database) ends nothing either.
+    // Inside the lease, a write the store refuses before its transaction (a refused result's
+    // record naming a run of no verifier) ends nothing either; nor does one refused inside the
+    // transaction, after the claim was checked and renewed: a result whose finding takes the
+    // place (id and version) of another finding already stored, met only when its row is
+    // inserted.
     store.set_manual_time(&shifted(&until, -1)).await.unwrap();
     let err = store
         .put_claimed(
@@ -2382,7 +2379,21 @@ async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t:
         .unwrap_err();
     assert!(!matches!(err, StoreError::StaleClaim { .. }), "{err}");
     nothing_appended(t, seq).await;
-    still_running("a refused write").await;
+    still_running("a write refused before its transaction").await;
+    let mut taken = finding(&s, "f-1", 1);
+    taken["severity"] = json!("minor");
+    let err = store
+        .put_claimed(
+            &first,
+            &ending,
+            DocKind::Verification,
+            &result(&s, 1, &run, vec![taken]),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    nothing_appended(t, seq).await;
+    still_running("a write refused in its transaction").await;
     assert!(
         queue
             .claim_job(&gate, JobKind::Gate, "g-1", lease)
@@ -2435,6 +2446,66 @@ async fn a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all(t:
     assert!(report.is_intact(), "{:#?}", report.problems);
 }
 both!(a_write_that_completes_its_job_lands_with_the_jobs_end_or_not_at_all);
+
+/// A run's status written again under a claim that completes its job appends nothing (the
+/// status is the run's already) and still completes the job, so that a caller told the write
+/// was made may count the job done.
+async fn a_repeated_status_that_completes_its_job_still_completes_it(t: &TestStore) {
+    use std::time::Duration;
+    use verdict_store::{JobClaim, JobKind, JobState, NewJob, RunStatus};
+    let store = t.store.as_ref();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    populate_on_a_manual_clock(store).await;
+    store
+        .put(&op, DocKind::Request, &request_doc("ex-1", "again"))
+        .await
+        .unwrap();
+    let queue = store.queue();
+    let job = queue
+        .enqueue_jobs(
+            &op,
+            &[NewJob {
+                kind: JobKind::Verify,
+                request: job_request("again"),
+                class: "reviewer".into(),
+                deadline: None,
+            }],
+        )
+        .await
+        .unwrap()[0]
+        .id;
+    let lease = Duration::from_secs(60);
+    let first = Actor::new(VERIFIER, Role::Verifier);
+    queue
+        .claim_job(&first, JobKind::Verify, "h-1", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    let run = admit_attempt(store, job, 1, "again").await;
+    let claim = JobClaim::new(job, 1, lease);
+    store
+        .record_run_status_claimed(&first, &claim, &run, RunStatus::Started, None)
+        .await
+        .unwrap();
+    let seq = head_seq(t).await;
+    store
+        .record_run_status_claimed(
+            &first,
+            &claim.completing("ended by a repeat"),
+            &run,
+            RunStatus::Started,
+            None,
+        )
+        .await
+        .unwrap();
+    nothing_appended(t, seq).await;
+    let done = queue.job(job).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.fencing, done.outcome.as_deref()),
+        (JobState::Done, 1, Some("ended by a repeat"))
+    );
+}
+both!(a_repeated_status_that_completes_its_job_still_completes_it);
 
 /// A verification request and its jobs are stored in one transaction
 /// (`Store::put_request_enqueuing`): a caller who may not enqueue stores neither; stored, the
@@ -3976,19 +4047,10 @@ async fn the_database_computes_the_name_skeleton_as_the_code_does() {
 /// calls are taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_expired_at_a_manual_stores_time_lets_no_login_write() {
-    use verdict_store::StoreClock;
     let t = postgres().await;
     let store = t.store.as_ref();
     let op = Actor::new(OPERATOR, Role::Operator);
-    store
-        .establish_clock(&op, StoreClock::Manual)
-        .await
-        .unwrap();
-    store
-        .set_manual_time(&"2026-11-30T12:00:00Z".parse().unwrap())
-        .await
-        .unwrap();
-    populate(store).await;
+    populate_on_a_manual_clock(store).await;
     let s = subject_digest(&subject("ex-1", 1));
     let p = verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &policy(4));
     let expiry: verdict_core::contracts::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();

@@ -347,6 +347,59 @@ impl verdict_engine::ModelVerifier for Counting {
     }
 }
 
+/// Makes the database fail, from now on, every change that marks a job done, as a fault of the
+/// database would (neither a refusal of the write nor a stale claim, so the store reports it
+/// as the database failing on both backends): whatever the transaction making it wrote is
+/// undone with it.
+/// [`allow_job_ends`] takes it back.
+pub async fn refuse_job_ends(location: &Location) {
+    match location {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch(
+                "CREATE TRIGGER injected_job_end BEFORE UPDATE ON jobs \
+                 WHEN NEW.state = 'done' BEGIN SELECT RAISE(ABORT, 'injected fault'); END;",
+            )
+            .unwrap();
+        }
+        Location::Postgres(url) => {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            conn.execute(sqlx::raw_sql(
+                "CREATE FUNCTION public.injected_job_end() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$; \
+                 CREATE TRIGGER injected_job_end BEFORE UPDATE ON verdict.jobs FOR EACH ROW \
+                 WHEN (NEW.state = 'done') EXECUTE FUNCTION public.injected_job_end();",
+            ))
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+}
+
+/// Takes back [`refuse_job_ends`].
+pub async fn allow_job_ends(location: &Location) {
+    match location {
+        Location::Sqlite(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch("DROP TRIGGER injected_job_end;")
+                .unwrap();
+        }
+        Location::Postgres(url) => {
+            use sqlx::{Connection as _, Executor as _};
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            conn.execute(sqlx::raw_sql(
+                "DROP TRIGGER injected_job_end ON verdict.jobs; \
+                 DROP FUNCTION public.injected_job_end();",
+            ))
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+}
+
 /// Makes the database refuse every row inserted into `table` from now on as a duplicate key,
 /// as an administrator's trigger would: a fault the store meets inside its own transaction and
 /// reports as a refusal that sending the same write again cannot cure.
