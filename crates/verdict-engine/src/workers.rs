@@ -406,12 +406,9 @@ impl Engine {
         };
         let finished = match done {
             Ok(Performed { outcome, completed }) => {
-                // Taken as done only as the store has it: done, under this claim's token.
+                // Taken as done only as the store has it.
                 let ended = if completed {
-                    queue
-                        .job(job.id)
-                        .await?
-                        .filter(|now| now.state == JobState::Done && now.fencing == job.fencing)
+                    self.done_under(&job).await?
                 } else {
                     None
                 };
@@ -442,12 +439,20 @@ impl Engine {
     /// A claim on `job` was refused: the job is lost, unless this very claim completed it in
     /// the transaction of its last write (a renewal, or a late failure, then finds it done).
     async fn lost_unless_done(&self, job: Job) -> Result<Worked> {
-        match self.store.queue().job(job.id).await? {
-            Some(now) if now.state == JobState::Done && now.fencing == job.fencing => {
-                Ok(Worked::Done(now))
-            }
-            _ => Ok(Worked::Lost { job }),
-        }
+        Ok(match self.done_under(&job).await? {
+            Some(now) => Worked::Done(now),
+            None => Worked::Lost { job },
+        })
+    }
+
+    /// The job as the store has it, if it is done under the claim `job` was taken with.
+    async fn done_under(&self, job: &Job) -> Result<Option<Job>> {
+        Ok(self
+            .store
+            .queue()
+            .job(job.id)
+            .await?
+            .filter(|now| now.state == JobState::Done && now.fencing == job.fencing))
     }
 
     /// Renews the lease every third of its length until a renewal is refused; returns the
