@@ -421,8 +421,8 @@ pub trait JobQueue: Send + Sync {
 /// When job `j` of `table` may be claimed at `now` (both SQL expressions): ready and past its
 /// back-off, or running under a lapsed lease; and a verify job only once its request's checks
 /// job is finished, a gate job only once every other job of its request is (or its deadline
-/// passed). SQLite's claim, its wait and PostgreSQL's notifications use it; PostgreSQL's
-/// `job_claim` routine holds the same condition. The leading `state IN (...)`, which the rest
+/// passed). SQLite's claim and its wait use it; PostgreSQL's `job_claim` routine and
+/// `_notify_claimable` (schema 41; what a write signals) hold the same condition in SQL. The leading `state IN (...)`, which the rest
 /// implies, lets a search by kind and state on the `jobs_ready` index skip the finished jobs,
 /// which are nearly all of them once a store has worked for a while: without it SQLite read
 /// every job of the kind ever made, on every claim and every look of every idle worker.
@@ -585,10 +585,7 @@ mod wake;
 
 pub use pg::LISTENER_APPLICATION;
 pub(crate) use pg::PgWakeups;
-pub(crate) use pg::{
-    complete_claimed as complete_claimed_pg, enqueue_in as enqueue_pg,
-    renew_claim as renew_claim_pg,
-};
+pub(crate) use pg::{in_order as enqueued_in_order, jobs_at as jobs_at_pg, routine_err};
 pub(crate) use sqlite::store_now as store_now_sqlite;
 pub(crate) use sqlite::{
     complete_claimed as complete_claimed_sqlite, enqueue_tx as enqueue_sqlite,

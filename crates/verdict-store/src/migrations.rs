@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 40;
+pub const SCHEMA_VERSION: i64 = 41;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -227,6 +227,11 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!(
             "../migrations/sqlite/0040_a_claim_checks_the_grant_of_the_job_it_takes.sql"
         ),
+    },
+    Migration {
+        version: 41,
+        name: "a_write_is_one_statement",
+        sql: include_str!("../migrations/sqlite/0041_a_write_is_one_statement.sql"),
     },
 ];
 
@@ -447,6 +452,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!(
             "../migrations/postgres/0040_a_claim_checks_the_grant_of_the_job_it_takes.sql"
         ),
+    },
+    Migration {
+        version: 41,
+        name: "a_write_is_one_statement",
+        sql: include_str!("../migrations/postgres/0041_a_write_is_one_statement.sql"),
     },
 ];
 

@@ -687,12 +687,7 @@ impl PgBackend {
         let run = std::slice::from_ref(item);
         let role = self.identity(actor).await?;
         let Some(mut slot) = self.writer.as_ref().and_then(|w| w.try_lock().ok()) else {
-            let mut tx = self.begin_as(role.as_deref()).await?;
-            let rows = call_put_one(self.counted(&mut *tx), actor, item).await;
-            if rows.is_ok() {
-                self.commit(tx).await?;
-            }
-            return settle_run(run, rows);
+            return Ok(self.write(actor, None, run, &[]).await?.stored);
         };
         let kept = match slot.as_mut() {
             Some(kept) => kept,
@@ -1179,6 +1174,134 @@ async fn call_put_one<'c>(
         .await
 }
 
+/// The SQLSTATE `verdict.write` raises for a record stored under its key with another digest;
+/// its detail is the record's place in the write (from 1) and the stored digest.
+const CONFLICT: &str = "VRW01";
+
+/// The conflict `e` reports, as [`Prepared::settle`] reports it, when it is one.
+fn conflict_in(e: &sqlx::Error, items: &[Prepared]) -> Option<StoreError> {
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    if db.code().as_deref() != Some(CONFLICT) {
+        return None;
+    }
+    let detail = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?
+        .detail()?;
+    let (at, existing) = detail.split_once(' ')?;
+    let item = items.get(at.parse::<usize>().ok()?.checked_sub(1)?)?;
+    Some(StoreError::Conflict {
+        table: item.table.name(),
+        key: item.key.clone(),
+        existing: existing.to_owned(),
+        offered: item.digest.to_string(),
+    })
+}
+
+/// What one [`PgBackend::write`] stored.
+struct Written {
+    /// The records, in the order given.
+    stored: Vec<Stored>,
+    /// The jobs enqueued, each once, in the order of their ids.
+    enqueued: Vec<crate::jobs::Job>,
+}
+
+/// The columns `verdict.write` answers with before a job's own (schema 41).
+const RECORD_COLUMNS: usize = 5;
+
+impl PgBackend {
+    /// A write of records with, optionally, a job's claim renewed before them (and the job
+    /// ended after them when the claim completes it) and jobs enqueued after them, as one
+    /// statement: `verdict.write` (schema 41) acts as `actor`'s identity and calls the same
+    /// routines, in the same order, that a transaction of several statements called before, so
+    /// the transaction commits as that statement ends and the audit chain's lock, which the
+    /// first record takes, is never held across a round trip. A refusal by the database, a
+    /// record already stored with another digest included, rolls back all of it. What is read
+    /// from the answer afterwards (its rows' count and columns) is read after the commit: an
+    /// error there reports a database answering what its routines never answer.
+    async fn write(
+        &self,
+        actor: &Actor,
+        claim: Option<&crate::jobs::JobClaim>,
+        items: &[Prepared],
+        jobs: &[crate::jobs::NewJob],
+    ) -> Result<Written> {
+        if let Some(claim) = claim {
+            crate::jobs::check_lease(claim.lease)?;
+        }
+        let role = self.identity(actor).await?;
+        let columns: Vec<String> = (1..=19).map(|i| format!("${i}")).collect();
+        let sql = format!("SELECT * FROM verdict.write({})", columns.join(", "));
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(role)
+            .bind(self.manual.get().map(|micros| micros.to_string()))
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(claim.map(|c| c.job))
+            .bind(claim.map(|c| c.fencing))
+            .bind(claim.map(|c| crate::jobs::millis(c.lease)))
+            .bind(claim.and_then(|c| c.completes.as_deref()))
+            .bind(items.iter().map(|i| i.table.name()).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.digest.as_str()).collect::<Vec<_>>())
+            .bind(items.iter().map(|i| i.body.as_str()).collect::<Vec<_>>())
+            .bind(
+                items
+                    .iter()
+                    .map(|i| i.correlation.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(items.iter().map(|i| i.converge).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.request.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.class.as_str()).collect::<Vec<_>>())
+            .bind(
+                jobs.iter()
+                    .map(|j| j.deadline.map(crate::jobs::millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(self.jobs_channel())
+            .fetch_all(self.pooled())
+            .await
+            .map_err(|e| match (conflict_in(&e, items), claim) {
+                (Some(conflict), _) => conflict,
+                (None, Some(c)) => crate::jobs::routine_err(e, c.job, c.fencing),
+                (None, None) => pg_err(e),
+            })?;
+        // The records' rows first (no job in them), then the job the claim ended, when it
+        // did, then the jobs enqueued.
+        let records = rows
+            .iter()
+            .take_while(|r| matches!(r.try_get::<Option<i64>, _>(RECORD_COLUMNS), Ok(None)))
+            .count();
+        let ended = usize::from(claim.is_some_and(|c| c.completes.is_some()));
+        if records != items.len() || rows.len() < records + ended {
+            return Err(StoreError::Backend {
+                backend: "postgres",
+                message: format!(
+                    "verdict.write answered {} rows, {records} of them records, for {} records, \
+                     {ended} job ended and {} enqueued",
+                    rows.len(),
+                    items.len(),
+                    jobs.len()
+                ),
+            });
+        }
+        let mut stored = Vec::with_capacity(items.len());
+        let mut rest = rows.as_slice();
+        for run in items.chunk_by(|a, b| a.table == b.table) {
+            // Counted above: the records' rows are there, one for each record.
+            let (these, after) = rest.split_at_checked(run.len()).unwrap_or((rest, &[]));
+            stored.extend(settle_rows(run, these)?);
+            rest = after;
+        }
+        let enqueued =
+            crate::jobs::jobs_at_pg(rest.get(ended..).unwrap_or_default(), RECORD_COLUMNS)?;
+        Ok(Written { stored, enqueued })
+    }
+}
+
 /// Appends a run of records of one table with one call of its write routine.
 async fn put_run<'c>(
     executor: impl sqlx::PgExecutor<'c>,
@@ -1194,7 +1317,11 @@ fn settle_run(
     run: &[Prepared],
     rows: std::result::Result<Vec<PgRow>, sqlx::Error>,
 ) -> Result<Vec<Stored>> {
-    let rows = rows.map_err(pg_err)?;
+    settle_rows(run, &rows.map_err(pg_err)?)
+}
+
+/// [`settle_run`] of rows already read.
+fn settle_rows(run: &[Prepared], rows: &[PgRow]) -> Result<Vec<Stored>> {
     let Some(first) = run.first() else {
         return Ok(Vec::new());
     };
@@ -1210,7 +1337,7 @@ fn settle_run(
         });
     }
     let mut out = Vec::with_capacity(run.len());
-    for (item, row) in run.iter().zip(&rows) {
+    for (item, row) in run.iter().zip(rows) {
         let seq: i64 = row.try_get(0).map_err(pg_err)?;
         let digest: String = row.try_get(1).map_err(pg_err)?;
         let inserted: bool = row.try_get(3).map_err(pg_err)?;
@@ -1354,16 +1481,7 @@ impl Backend for PgBackend {
             }
             return put;
         }
-        let role = self.identity(actor).await?;
-        let mut tx = self.begin_as(role.as_deref()).await?;
-        let mut out = Vec::with_capacity(items.len());
-        // One call per run of consecutive items of one table, in order.
-        for run in items.chunk_by(|a, b| a.table == b.table) {
-            // A refused item drops the transaction, rolling back the whole batch.
-            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
-        }
-        self.commit(tx).await?;
-        Ok(out)
+        Ok(self.write(actor, None, &items, &[]).await?.stored)
     }
 
     async fn put_blob(
@@ -1413,24 +1531,9 @@ impl Backend for PgBackend {
         claim: &crate::jobs::JobClaim,
         items: Vec<Prepared>,
     ) -> Result<Vec<Stored>> {
-        let role = self.identity(actor).await?;
-        let mut tx = self.begin_as(role.as_deref()).await?;
-        // The claim first: a stale one raises inside the routine and the transaction, with
-        // nothing appended, is dropped (rolled back).
-        self.trips.add(1);
-        crate::jobs::renew_claim_pg(&mut tx, actor, claim).await?;
-        let mut out = Vec::with_capacity(items.len());
-        for run in items.chunk_by(|a, b| a.table == b.table) {
-            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
-        }
-        // The job ends after its last effect, in the same transaction: a refusal of either
-        // leaves neither.
-        if claim.completes.is_some() {
-            self.trips.add(1);
-            crate::jobs::complete_claimed_pg(&mut tx, &self.jobs_channel(), actor, claim).await?;
-        }
-        self.commit(tx).await?;
-        Ok(out)
+        // The claim is renewed first (a stale one writes nothing) and the job, when the claim
+        // completes it, ends after its last effect, in the same statement.
+        Ok(self.write(actor, Some(claim), &items, &[]).await?.stored)
     }
 
     async fn append_enqueuing(
@@ -1439,18 +1542,11 @@ impl Backend for PgBackend {
         items: Vec<Prepared>,
         jobs: Vec<crate::jobs::NewJob>,
     ) -> Result<(Vec<Stored>, Vec<crate::jobs::Job>)> {
-        let role = self.identity(actor).await?;
-        let mut tx = self.begin_as(role.as_deref()).await?;
-        let mut out = Vec::with_capacity(items.len());
-        for run in items.chunk_by(|a, b| a.table == b.table) {
-            out.extend(put_run(self.counted(&mut *tx), actor, run).await?);
-        }
-        // The jobs after the rows they are about, in the same transaction: a refusal of either
+        // The jobs after the rows they are about, in the same statement: a refusal of either
         // leaves neither.
-        let channel = self.jobs_channel();
-        let jobs = crate::jobs::enqueue_pg(self.counted(&mut *tx), &channel, actor, &jobs).await?;
-        self.commit(tx).await?;
-        Ok((out, jobs))
+        let written = self.write(actor, None, &items, &jobs).await?;
+        let jobs = crate::jobs::enqueued_in_order(&jobs, &written.enqueued)?;
+        Ok((written.stored, jobs))
     }
 
     async fn cas(&self, actor: &Actor, cas: PreparedCas) -> Result<CasOutcome> {

@@ -7,7 +7,7 @@
 
 use super::wake::Signals;
 use super::{
-    Duty, DutyLease, Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns,
+    Duty, DutyLease, Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, columns,
     may_enqueue, may_work, millis,
 };
 use crate::actor::Actor;
@@ -163,19 +163,16 @@ async fn subscribe(
 }
 
 /// Inside the caller's transaction: notifies the store's channel once for each kind of which a
-/// job of `requests` is claimable now, delivered when the transaction commits. Any connection
-/// may notify any channel, so a notification is only ever a hint to look.
+/// job of `requests` is claimable now, delivered when the transaction commits, through
+/// `verdict._notify_claimable` (schema 41), which [`crate::postgres`]'s one-statement write
+/// calls too. Any connection may notify any channel, so a notification is only ever a hint to
+/// look.
 async fn notify_claimable(
     tx: &mut sqlx::PgConnection,
     channel: &str,
     requests: &[String],
 ) -> Result<()> {
-    let sql = format!(
-        "SELECT pg_notify($1, k.kind) FROM (SELECT DISTINCT j.kind FROM verdict.jobs j \
-         WHERE j.request = ANY($2) AND {}) k",
-        claimable("verdict.jobs", "verdict._store_now()")
-    );
-    sqlx::query(AssertSqlSafe(sql))
+    sqlx::query("SELECT verdict._notify_claimable($1, $2)")
         .bind(channel)
         .bind(requests)
         .execute(tx)
@@ -191,36 +188,42 @@ fn micros(col: &str) -> String {
     format!("(extract(epoch FROM {col}) * 1000000)::bigint")
 }
 
-fn raw(r: &PgRow) -> std::result::Result<RawJob, sqlx::Error> {
+/// A job from the columns of `r` from `at` on, in [`columns`]'s order.
+fn raw(r: &PgRow, at: usize) -> std::result::Result<RawJob, sqlx::Error> {
     Ok(RawJob {
-        id: r.try_get(0)?,
-        kind: r.try_get(1)?,
-        request: r.try_get(2)?,
-        class: r.try_get(3)?,
-        state: r.try_get(4)?,
-        attempts: r.try_get(5)?,
-        holder: r.try_get(6)?,
-        principal: r.try_get(7)?,
-        lease_until: r.try_get(8)?,
-        fencing: r.try_get(9)?,
-        not_before: r.try_get(10)?,
-        deadline_at: r.try_get(11)?,
-        outcome: r.try_get(12)?,
-        last_error: r.try_get(13)?,
-        enqueued_by: r.try_get(14)?,
-        created_at: r.try_get(15)?,
-        done_at: r.try_get(16)?,
+        id: r.try_get(at)?,
+        kind: r.try_get(at + 1)?,
+        request: r.try_get(at + 2)?,
+        class: r.try_get(at + 3)?,
+        state: r.try_get(at + 4)?,
+        attempts: r.try_get(at + 5)?,
+        holder: r.try_get(at + 6)?,
+        principal: r.try_get(at + 7)?,
+        lease_until: r.try_get(at + 8)?,
+        fencing: r.try_get(at + 9)?,
+        not_before: r.try_get(at + 10)?,
+        deadline_at: r.try_get(at + 11)?,
+        outcome: r.try_get(at + 12)?,
+        last_error: r.try_get(at + 13)?,
+        enqueued_by: r.try_get(at + 14)?,
+        created_at: r.try_get(at + 15)?,
+        done_at: r.try_get(at + 16)?,
     })
 }
 
-fn jobs_of(rows: &[PgRow]) -> Result<Vec<Job>> {
+/// The jobs of `rows`, each in the columns from `at` on.
+pub(crate) fn jobs_at(rows: &[PgRow], at: usize) -> Result<Vec<Job>> {
     rows.iter()
-        .map(|r| raw(r).map_err(pg_err)?.into_job())
+        .map(|r| raw(r, at).map_err(pg_err)?.into_job())
         .collect()
 }
 
+fn jobs_of(rows: &[PgRow]) -> Result<Vec<Job>> {
+    jobs_at(rows, 0)
+}
+
 /// A routine's error, a stale claim as its own.
-fn routine_err(e: sqlx::Error, id: i64, fencing: i64) -> StoreError {
+pub(crate) fn routine_err(e: sqlx::Error, id: i64, fencing: i64) -> StoreError {
     if let sqlx::Error::Database(db) = &e
         && db.code().as_deref() == Some(STALE)
     {
@@ -248,32 +251,10 @@ impl PgBackend {
     }
 }
 
-/// Checks that `actor` holds the job under `claim` and renews its lease, inside the caller's
-/// transaction (one acting as `actor`'s identity), through the `job_heartbeat` routine: it
-/// locks the job's row until the transaction ends, so no claim of the job can come between the
-/// check and a write made in the same transaction.
-pub(crate) async fn renew_claim(
-    tx: &mut sqlx::PgConnection,
-    actor: &Actor,
-    claim: &super::JobClaim,
-) -> Result<()> {
-    super::check_lease(claim.lease)?;
-    sqlx::query(AssertSqlSafe(call("job_heartbeat", 5)))
-        .bind(&actor.principal)
-        .bind(actor.role.as_str())
-        .bind(claim.job)
-        .bind(claim.fencing)
-        .bind(millis(claim.lease))
-        .fetch_all(tx)
-        .await
-        .map_err(|e| routine_err(e, claim.job, claim.fencing))?;
-    Ok(())
-}
-
 /// Enqueues `jobs` as `actor` in `tx` (one acting as `actor`'s identity) through the
 /// `job_enqueue` routine and signals on `channel` the kinds this made claimable; one row per
 /// item, in order, even when an item is named twice.
-pub(crate) async fn enqueue_in(
+async fn enqueue_in(
     tx: &mut sqlx::PgConnection,
     channel: &str,
     actor: &Actor,
@@ -298,6 +279,12 @@ pub(crate) async fn enqueue_in(
     requests.sort_unstable();
     requests.dedup();
     notify_claimable(tx, channel, &requests).await?;
+    in_order(jobs, &stored)
+}
+
+/// The stored job of each item of `jobs`, in order: `job_enqueue` answers each job once, in
+/// the order of the ids, however often an item names it.
+pub(crate) fn in_order(jobs: &[NewJob], stored: &[Job]) -> Result<Vec<Job>> {
     jobs.iter()
         .map(|j| {
             stored
@@ -310,22 +297,6 @@ pub(crate) async fn enqueue_in(
                 })
         })
         .collect()
-}
-
-/// Completes the job `claim` holds with [`super::JobClaim::completes`], when that is set, in
-/// the transaction of the write it ends (checked by the same routine as
-/// [`JobQueue::complete_job`], and signalled on `channel` the same way); returns whether it did.
-pub(crate) async fn complete_claimed(
-    tx: &mut sqlx::PgConnection,
-    channel: &str,
-    actor: &Actor,
-    claim: &super::JobClaim,
-) -> Result<bool> {
-    let Some(outcome) = &claim.completes else {
-        return Ok(false);
-    };
-    complete(tx, channel, actor, claim.job, claim.fencing, outcome).await?;
-    Ok(true)
 }
 
 /// Marks the job `actor` holds under `fencing` done with `outcome` and signals the jobs of its

@@ -157,3 +157,81 @@ async fn a_batch_failing_in_the_database_leaves_nothing(t: &TestStore) {
     assert_intact(t).await;
 }
 both!(a_batch_failing_in_the_database_leaves_nothing);
+
+/// Schema 41: on PostgreSQL a write of several parts is one statement, the pool's check of the
+/// connection it hands out and the call, however many parts it has: records of several tables;
+/// a request with its jobs; a record made under a job's claim that also ends the job. The audit
+/// chain's lock, which the first record takes and the transaction holds to its end, is then
+/// never held while the database waits on the client (before: a round trip for each table, for
+/// the job's end, its notification and the COMMIT, each with every other writer waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_several_parts_is_one_exchange_on_postgresql() {
+    use std::time::Duration;
+    use verdict_store::{JobClaim, JobKind, JobState, RequestJob};
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    cover_requests(store, &[], &[(RUNNER, Role::Runner)]).await;
+    let exchanges = |before: u64| store.round_trips() - before;
+
+    // An operator of its own: the store looks its identity up once (the test's OPERATOR has
+    // none and acts as the login, looked up each time).
+    register(store, "op-parts", Role::Operator).await;
+    let op = Actor::new("op-parts", Role::Operator);
+    store
+        .put(&op, DocKind::Request, &request_doc("ex-1", "parts-0"))
+        .await
+        .unwrap();
+    let before = store.round_trips();
+    let stored = store
+        .put_batch(
+            &op,
+            &[
+                (DocKind::Request, request_doc("ex-1", "parts-1")),
+                (DocKind::Policy, policy(9)),
+                (DocKind::Request, request_doc("ex-1", "parts-2")),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(exchanges(before), 2, "records of several tables");
+
+    let before = store.round_trips();
+    let checks = RequestJob {
+        kind: JobKind::Checks,
+        class: String::new(),
+        deadline: None,
+    };
+    let (request, jobs) = store
+        .put_request_enqueuing(&op, &request_doc("ex-1", "parts-3"), &[checks])
+        .await
+        .unwrap();
+    assert_eq!(exchanges(before), 2, "a request with its jobs");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].request.as_str(), request.key);
+
+    let lease = Duration::from_secs(60);
+    let claimed = store
+        .queue()
+        .claim_job(&runner(), JobKind::Checks, "h-1", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    let ending = JobClaim::new(claimed.id, claimed.fencing, lease).completing("done");
+    let s = subject_digest(&subject("ex-1", 1));
+    let before = store.round_trips();
+    store
+        .put_claimed(
+            &runner(),
+            &ending,
+            DocKind::Evidence,
+            &evidence(&s, "ev-parts"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(exchanges(before), 2, "a record that ends its job");
+    let done = store.queue().job(claimed.id).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Done);
+    t.cleanup().await;
+}

@@ -47,8 +47,9 @@ fn canonical(v: &serde_json::Value) -> String {
 }
 
 /// The single-record and the batched call of `table`'s routine appending `doc` as `principal`
-/// in `role`.
-fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> [String; 2] {
+/// in `role`, and the one-statement write calling the batched one (schema 41) as the identity
+/// the connection acts as: every attack tried through the routines is tried through it too.
+fn put_calls(table: Table, principal: &str, role: &str, doc: &serde_json::Value) -> [String; 3] {
     let body = canonical(doc);
     let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
     let key = verdict_store::records::key_of_value(table, doc, &digest).unwrap();
@@ -62,7 +63,7 @@ fn put_calls_keyed(
     role: &str,
     doc: &serde_json::Value,
     key: &str,
-) -> [String; 2] {
+) -> [String; 3] {
     let body = canonical(doc);
     let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
     let body = body.replace('\'', "''");
@@ -73,6 +74,13 @@ fn put_calls_keyed(
         ),
         format!(
             "SELECT r_seq FROM verdict.put_{}('{principal}', '{role}', ARRAY['{key}'], ARRAY['{digest}'], ARRAY['{body}'], ARRAY[NULL])",
+            table.name()
+        ),
+        format!(
+            "SELECT r_seq FROM verdict.write(nullif(current_setting('role'), 'none'), NULL, \
+             '{principal}', '{role}', NULL, NULL, NULL, NULL, ARRAY['{}'], ARRAY['{key}'], \
+             ARRAY['{digest}'], ARRAY['{body}'], ARRAY[NULL], ARRAY[false], NULL, NULL, NULL, \
+             NULL, 'jobs')",
             table.name()
         ),
     ]
@@ -691,7 +699,8 @@ async fn a_principals_login_reads_no_token_hash_yet_authenticates() {
     // routines used to return the stored row, token hash and all.
     let guess = json!({"name": VERIFIER, "role": "verifier",
                        "token_sha256": token_sha256("a-guess").as_str()});
-    for sql in put_calls(Table::Principals, OPERATOR, "operator", &guess) {
+    let [one, batch, write] = put_calls(Table::Principals, OPERATOR, "operator", &guess);
+    for sql in [one, batch] {
         let sql = sql.replacen("SELECT r_seq", "SELECT count(r_body)", 1);
         let bodies: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .fetch_one(&mut as_operator)
@@ -699,6 +708,11 @@ async fn a_principals_login_reads_no_token_hash_yet_authenticates() {
             .unwrap();
         assert_eq!(bodies, 0);
     }
+    // The one-statement write settles the row itself and refuses the conflict, naming the
+    // stored row's digest (as the routines answer it) and nothing of its body.
+    let (code, err) = try_sql_state(&mut as_operator, &write).await.unwrap_err();
+    assert_eq!(code, "VRW01", "{err}");
+    assert!(!err.contains(token_sha256("token-1").as_str()), "{err}");
     let err = t
         .store
         .add_principal(
@@ -865,13 +879,13 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
     // writes them: since schema 13 the note needs its run stored in the same transaction).
     grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
     let seq = head_seq(&t).await;
-    let [run_one, _] = put_calls(
+    let [run_one, ..] = put_calls(
         Table::VerifierRuns,
         "reviewer-2",
         "verifier",
         &admission("reviewer-2", "vrun-9"),
     );
-    let [note_one, _] = put_calls(
+    let [note_one, ..] = put_calls(
         Table::VerificationRequests,
         "reviewer-2",
         "verifier",
@@ -899,13 +913,13 @@ async fn own_logins_admit_only_themselves_and_end_only_runs_of_what_they_cancell
         "subject_digest": s.as_str(), "by": {"principal": PRODUCER, "role": "producer"},
         "reason": "withdrawn", "at": "2026-11-30T12:00:00Z"
     });
-    let [one, _] = put_calls(Table::VerificationRequests, PRODUCER, "producer", &record);
+    let [one, ..] = put_calls(Table::VerificationRequests, PRODUCER, "producer", &record);
     try_sql(&mut coder, &one).await.unwrap();
     for sql in put_calls(Table::RunEvents, PRODUCER, "producer", &started) {
         let err = try_sql(&mut coder, &sql).await.unwrap_err();
         assert!(err.contains("may only cancel a run"), "{sql}: {err}");
     }
-    let [one, _] = put_calls(Table::RunEvents, PRODUCER, "producer", &cancelled);
+    let [one, ..] = put_calls(Table::RunEvents, PRODUCER, "producer", &cancelled);
     try_sql(&mut coder, &one).await.unwrap();
     coder.close().await.unwrap();
     let run = t.store.run("vrun-9").await.unwrap().unwrap();
@@ -1191,8 +1205,8 @@ async fn a_verifiers_own_admission_is_held_to_its_request_cap_and_current_subjec
         assert!(err.contains("only with its own run"), "{sql}: {err}");
     }
     // Nor with its run committed on its own before.
-    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
-    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
+    let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
+    let [note_one, ..] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
     nothing_appended(&t, seq).await;
     try_sql(&mut rev, &run_one).await.unwrap();
     let err = try_sql(&mut rev, &note_one).await.unwrap_err();
@@ -1210,8 +1224,8 @@ async fn a_verifiers_own_admission_is_held_to_its_request_cap_and_current_subjec
             "{sql}: {err}"
         );
     }
-    let [run_b_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_b);
-    let [note_b_one, _] = put_calls(
+    let [run_b_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_b);
+    let [note_b_one, ..] = put_calls(
         Table::VerificationRequests,
         "reviewer-2",
         "verifier",
@@ -1236,8 +1250,8 @@ async fn a_verifiers_own_admission_is_held_to_its_request_cap_and_current_subjec
         .digest
         .to_string();
     let (run_c, note_c) = self_admission("reviewer-2", "vrun-c", &open, s.as_str(), 1, "reviewer");
-    let [run_c_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_c);
-    let [note_c_one, _] = put_calls(
+    let [run_c_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run_c);
+    let [note_c_one, ..] = put_calls(
         Table::VerificationRequests,
         "reviewer-2",
         "verifier",
@@ -1291,15 +1305,16 @@ async fn a_gate_login_stores_a_decision_only_with_its_evaluation_record() {
         assert!(err.contains(refused), "{sql}: {err}");
     }
     // With a record of the same key for another subject, or under another policy.
-    let [decision_one, decision_batch] = put_calls(Table::GateDecisions, "op-1", "gate", &forged);
+    let [decision_one, decision_batch, decision_write] =
+        put_calls(Table::GateDecisions, "op-1", "gate", &forged);
     let other_subject: verdict_core::digest::Digest = d("other-subject").parse().unwrap();
     let other_policy: verdict_core::digest::Digest = d("other-policy").parse().unwrap();
     for record in [
         evaluation(&other_subject, &p, &key),
         evaluation(&s, &other_policy, &key),
     ] {
-        let [record_one, _] = put_calls(Table::GateEvaluations, "op-1", "gate", &record);
-        for sql in [&decision_one, &decision_batch] {
+        let [record_one, ..] = put_calls(Table::GateEvaluations, "op-1", "gate", &record);
+        for sql in [&decision_one, &decision_batch, &decision_write] {
             let err = try_sql(&mut gate, &format!("BEGIN; {record_one}; {sql}; COMMIT"))
                 .await
                 .unwrap_err();
@@ -1309,7 +1324,7 @@ async fn a_gate_login_stores_a_decision_only_with_its_evaluation_record() {
     }
     nothing_appended(&t, seq).await;
     // With its record committed on its own before: not the same transaction.
-    let [record_one, _] = put_calls(
+    let [record_one, ..] = put_calls(
         Table::GateEvaluations,
         "op-1",
         "gate",
@@ -1323,13 +1338,13 @@ async fn a_gate_login_stores_a_decision_only_with_its_evaluation_record() {
     nothing_appended(&t, seq + 1).await;
     // Its record and the decision in one transaction, as the engine writes them, are stored.
     let key2 = d("key-2");
-    let [record2, _] = put_calls(
+    let [record2, ..] = put_calls(
         Table::GateEvaluations,
         "op-1",
         "gate",
         &evaluation(&s, &p, &key2),
     );
-    let [decision2, _] = put_calls(
+    let [decision2, ..] = put_calls(
         Table::GateDecisions,
         "op-1",
         "gate",
@@ -1586,7 +1601,7 @@ async fn an_empty_store_takes_only_one_operator_naming_itself() {
     .unwrap_err();
     assert!(err.contains("does not act for principal"), "{err}");
     assert!(t.store.audit_head().await.unwrap().is_none());
-    let [one, _] = put_calls(Table::Principals, "ops", "operator", &ops);
+    let [one, ..] = put_calls(Table::Principals, "ops", "operator", &ops);
     try_sql(&mut conn, &one).await.unwrap();
     conn.close().await.unwrap();
     assert_eq!(head_seq(&t).await, 1);
@@ -1644,11 +1659,11 @@ async fn a_verifiers_own_admission_is_held_to_preflight_and_cancellation() {
     let ended = t.store.run("vrun-p1").await.unwrap().unwrap();
     assert_eq!(ended.status(), Some(verdict_store::RunStatus::Cancelled));
     let by_hand = |run: &serde_json::Value, note: &serde_json::Value, end: bool| {
-        let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", run);
-        let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", note);
+        let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", run);
+        let [note_one, ..] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", note);
         let end_one = if end {
             let event = json!({"run_id": run["run_id"], "n": 1, "status": "cancelled"});
-            let [one, _] = put_calls(Table::RunEvents, "reviewer-2", "verifier", &event);
+            let [one, ..] = put_calls(Table::RunEvents, "reviewer-2", "verifier", &event);
             format!("{one};")
         } else {
             String::new()
@@ -1760,13 +1775,13 @@ async fn a_decision_is_stored_only_under_the_name_of_one_who_may_gate() {
         .await
         .unwrap();
     let both = |name: &str, key: &str| {
-        let [record, _] = put_calls(
+        let [record, ..] = put_calls(
             Table::GateEvaluations,
             name,
             "gate",
             &evaluation(&s, &p, key),
         );
-        let [decision, _] = put_calls(
+        let [decision, ..] = put_calls(
             Table::GateDecisions,
             name,
             "gate",
@@ -1872,8 +1887,8 @@ async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
     assert_eq!((c1.id, c1.fencing), (job, 1));
     let run1 = format!("job-{job}-1");
     let (run, note) = self_admission("reviewer-2", &run1, req.as_str(), s.as_str(), 1, "reviewer");
-    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
-    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
+    let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &run);
+    let [note_one, ..] = put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
     try_sql(&mut first, &format!("BEGIN; {run_one}; {note_one}; COMMIT"))
         .await
         .unwrap();
@@ -1945,13 +1960,13 @@ async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
     nothing_appended(&t, seq).await;
 
     // The claimant records the takeover and ends the run, in its own name.
-    let [record, _] = put_calls(
+    let [record, ..] = put_calls(
         Table::VerificationRequests,
         "reviewer-3",
         "verifier",
         &takeover("reviewer-3", &run1, s.as_str(), job, 1, 2),
     );
-    let [ended, _] = put_calls(Table::RunEvents, "reviewer-3", "verifier", &end);
+    let [ended, ..] = put_calls(Table::RunEvents, "reviewer-3", "verifier", &end);
     try_sql(&mut second, &record).await.unwrap();
     try_sql(&mut second, &ended).await.unwrap();
     assert_eq!(head_seq(&t).await, seq + 2);
@@ -1966,8 +1981,8 @@ async fn a_verifier_login_records_a_jobs_runs_only_under_the_claim_it_holds() {
     // admits its own run.
     let run2 = format!("job-{job}-2");
     let (run, note) = self_admission("reviewer-3", &run2, req.as_str(), s.as_str(), 1, "reviewer");
-    let [run_one, _] = put_calls(Table::VerifierRuns, "reviewer-3", "verifier", &run);
-    let [note_one, _] = put_calls(Table::VerificationRequests, "reviewer-3", "verifier", &note);
+    let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-3", "verifier", &run);
+    let [note_one, ..] = put_calls(Table::VerificationRequests, "reviewer-3", "verifier", &note);
     try_sql(
         &mut second,
         &format!("BEGIN; {run_one}; {note_one}; COMMIT"),
@@ -2206,7 +2221,7 @@ async fn a_claim_whose_lease_lapsed_writes_nothing_under_it(t: &TestStore) {
         name_time(conn, &shifted(&until, -1)).await;
         let mut other = refused.clone();
         other["detail"] = json!("written by hand");
-        let [one, _] = put_calls(Table::VerificationRequests, VERIFIER, "verifier", &other);
+        let [one, ..] = put_calls(Table::VerificationRequests, VERIFIER, "verifier", &other);
         try_sql(conn, &one).await.unwrap();
         appended += 1;
     }
@@ -2510,9 +2525,9 @@ both!(a_repeated_status_that_completes_its_job_still_completes_it);
 /// A verification request and its jobs are stored in one transaction
 /// (`Store::put_request_enqueuing`): a caller who may not enqueue stores neither; stored, the
 /// jobs are about the stored request's digest and ready at once; storing it again adds
-/// nothing and answers with the same jobs. On PostgreSQL a refusal of the jobs by the database
-/// (a producer's job of a record that is not a request of its own, schema version 20) takes
-/// the request back with them.
+/// nothing and answers with the same jobs. A refusal of the jobs by the store (a producer's job
+/// of a record that is not a request of its own: PostgreSQL's routine since schema version 20,
+/// SQLite's store code since 41) takes the request back with them.
 async fn a_request_and_its_jobs_are_stored_together_or_not_at_all(t: &TestStore) {
     use std::time::Duration;
     use verdict_store::{JobFilter, JobKind, JobState, RequestJob, StoreError};
@@ -2560,25 +2575,23 @@ async fn a_request_and_its_jobs_are_stored_together_or_not_at_all(t: &TestStore)
             .is_none()
     );
 
-    if t.kind == Kind::Postgres {
-        // The database refuses a producer's jobs of a record that is not a request of its own
-        // making; the request, appended first in the same transaction, goes with them.
-        let producer = Actor::new(PRODUCER, Role::Producer);
-        let err = store
-            .put_request_enqueuing(&producer, &request_doc("ex-1", "theirs"), &jobs)
+    // The store refuses a producer's jobs of a record that is not a request of its own making;
+    // the request, appended first in the same transaction, goes with them.
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let err = store
+        .put_request_enqueuing(&producer, &request_doc("ex-1", "theirs"), &jobs)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Denied(_)), "{err}");
+    nothing_appended(t, seq).await;
+    assert!(queue.jobs(&of("theirs")).await.unwrap().is_empty());
+    assert!(
+        store
+            .get(DocKind::Request, &job_request("theirs"))
             .await
-            .unwrap_err();
-        assert!(matches!(err, StoreError::Denied(_)), "{err}");
-        nothing_appended(t, seq).await;
-        assert!(queue.jobs(&of("theirs")).await.unwrap().is_empty());
-        assert!(
-            store
-                .get(DocKind::Request, &job_request("theirs"))
-                .await
-                .unwrap()
-                .is_none()
-        );
-    }
+            .unwrap()
+            .is_none()
+    );
 
     let (stored, queued) = store
         .put_request_enqueuing(&op, &request_doc("ex-1", "together"), &jobs)
@@ -3022,7 +3035,7 @@ async fn the_system_identity_appends_only_denials_and_delivery_records() {
         .unwrap();
     let delivered = json!({"schema": "verdict.webhook-delivered/v1", "webhook": "hook-1",
         "event": 3, "at": "2026-12-01T00:00:00.000000Z"});
-    let [one, _] = put_calls(
+    let [one, ..] = put_calls(
         Table::VerificationRequests,
         "verdict-engine",
         "system",
@@ -3119,10 +3132,10 @@ async fn a_producers_login_names_a_mission_only_under_a_write_grant_on_it() {
         .add_grant(&op, &mission_grant("g-m5", "coder5", "m-5"))
         .await
         .unwrap();
-    let [one, _] = put_calls(Table::Subjects, "coder5", "producer", &named);
+    let [one, ..] = put_calls(Table::Subjects, "coder5", "producer", &named);
     try_sql(&mut coder, &one).await.unwrap();
     let other = by_coder5(Some("m-5"), "run-batch");
-    let [_, other_batch] = put_calls(Table::Subjects, "coder5", "producer", &other);
+    let [_, other_batch, _] = put_calls(Table::Subjects, "coder5", "producer", &other);
     try_sql(&mut coder, &other_batch).await.unwrap();
     assert_eq!(head_seq(&t).await, seq + 4);
     assert!(t.store.verify_audit(None).await.unwrap().is_intact());
@@ -3715,7 +3728,7 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_databas
     let (mut conn, _) = principal_login(&t, PRODUCER, Role::Producer).await;
     let seq = head_seq(&t).await;
     let one = |principal: &str, role: &str, doc: &serde_json::Value| {
-        let [one, _] = put_calls(Table::CredentialChanges, principal, role, doc);
+        let [one, ..] = put_calls(Table::CredentialChanges, principal, role, doc);
         one
     };
     for (writer, role, doc) in [
@@ -3730,7 +3743,7 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_databas
         assert_eq!(code, "42501", "{sql}: {err}");
     }
     // There is no routine for batches of changes, and no role writes the table directly.
-    let [_, batch] = put_calls(
+    let [_, batch, _] = put_calls(
         Table::CredentialChanges,
         PRODUCER,
         "producer",
@@ -3890,7 +3903,7 @@ async fn an_operators_own_login_cannot_revoke_the_last_operators_token() {
     populate(t.store.as_ref()).await;
     let (mut ops, _) = principal_login(&t, OPERATOR, Role::Operator).await;
     let one = |whose: &str, n: u64, token: Option<&str>| {
-        let [one, _] = put_calls(
+        let [one, ..] = put_calls(
             Table::CredentialChanges,
             OPERATOR,
             "operator",
@@ -3954,7 +3967,7 @@ async fn an_operators_own_login_cannot_revoke_the_last_operators_token() {
 }
 
 /// The body and calls of a principal `name` in `role`, added by `OPERATOR`.
-fn principal_calls(name: &str, role: &str) -> [String; 2] {
+fn principal_calls(name: &str, role: &str) -> [String; 3] {
     let doc = json!({
         "name": name, "role": role,
         "token_sha256": token_sha256(&format!("token-of-{name}")).to_string(),
@@ -3991,7 +4004,7 @@ async fn an_operators_own_login_cannot_add_a_name_that_passes_for_another() {
         assert!(t.store.principal(name).await.unwrap().is_none());
     }
     nothing_appended(&t, seq).await;
-    let [one, _] = principal_calls("operator-3", "human");
+    let [one, ..] = principal_calls("operator-3", "human");
     try_sql(&mut ops, &one).await.unwrap();
     assert_eq!(head_seq(&t).await, seq + 1);
     ops.close().await.unwrap();
@@ -4133,7 +4146,7 @@ async fn a_login_idle_in_a_transaction_holding_the_chain_is_ended_by_the_next_wr
     grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
     let (mut idle, _) = principal_login(&t, RUNNER, Role::Runner).await;
     let s = subject_digest(&subject("ex-1", 1));
-    let [one, _] = put_calls(
+    let [one, ..] = put_calls(
         Table::CheckEvidence,
         RUNNER,
         "runner",
@@ -4202,5 +4215,279 @@ async fn a_login_appending_its_own_denials_by_hand_is_held_to_the_bound() {
     conn.close().await.unwrap();
     let report = t.store.verify_audit(None).await.unwrap();
     assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
+/// A call of `verdict.write` (schema 41) acting as `identity` (an SQL expression), appending
+/// `records` (each a table and a record of it) as `principal` in `role`, with `job` (the job
+/// arguments: the claim, its lease and the outcome ending it) and no jobs enqueued.
+fn write_sql(
+    identity: &str,
+    principal: &str,
+    role: &str,
+    records: &[(Table, &serde_json::Value)],
+    job: &str,
+) -> String {
+    let quoted = |items: Vec<String>| {
+        let items: Vec<String> = items
+            .into_iter()
+            .map(|i| format!("'{}'", i.replace('\'', "''")))
+            .collect();
+        format!("ARRAY[{}]::text[]", items.join(", "))
+    };
+    let mut parts: [Vec<String>; 4] = Default::default();
+    for (table, doc) in records {
+        let body = canonical(doc);
+        let digest = verdict_store::records::row_digest(table.domain(), body.as_bytes());
+        let key = verdict_store::records::key_of_value(*table, doc, &digest).unwrap();
+        parts[0].push(table.name().to_owned());
+        parts[1].push(key);
+        parts[2].push(digest.to_string());
+        parts[3].push(body);
+    }
+    let nulls = vec!["NULL"; records.len()].join(", ");
+    let falses = vec!["false"; records.len()].join(", ");
+    let [tables, keys, digests, bodies] = parts.map(quoted);
+    format!(
+        "SELECT r_seq FROM verdict.write({identity}, NULL, '{principal}', '{role}', {job}, \
+         {tables}, {keys}, {digests}, {bodies}, ARRAY[{nulls}]::text[], ARRAY[{falses}]::boolean[], \
+         NULL, NULL, NULL, NULL, 'jobs')"
+    )
+}
+
+/// Schema 41: the one-statement write any login may call grants that login nothing. A
+/// producer's own login, through it, cannot act as an identity it is no member of (an operator's
+/// group role, another principal's role), call anything but a table's put routine, or leave a
+/// part of a refused write behind; a runner's login cannot write or end a job under a claim
+/// that was taken over; malformed calls are refused before anything is written. The same
+/// writes of what each may store go through, and a login that may act as others acts as the
+/// identity named for the write's own steps only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_statement_write_grants_its_caller_nothing() {
+    use verdict_store::{JobKind, JobState, NewJob};
+    let t = postgres().await;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let (mut conn, login) = principal_login(&t, PRODUCER, Role::Producer).await;
+    grant_write(store, "g-w", PRODUCER, "ex-9").await;
+    grant_mission_write(store, "g-m", PRODUCER, "m-17").await;
+    let own = subject("ex-9", 1);
+    let minted = json!({
+        "name": "mallory", "role": "operator",
+        "token_sha256": token_sha256("mallory's token").to_string(),
+    });
+    let seq = head_seq(&t).await;
+    let no_job = "NULL, NULL, NULL, NULL";
+    let as_login = "NULL";
+    let subject_only = [(Table::Subjects, &own)];
+    // Another identity: an operators' group role, another principal's own.
+    let others = [
+        format!("'{}operator'", t.prefix),
+        format!(
+            "'{}'",
+            verdict_store::principal_db_role(&t.prefix, &t.db, VERIFIER)
+        ),
+    ];
+    let mut refused: Vec<(String, &str, &str)> = others
+        .iter()
+        .map(|identity| {
+            (
+                write_sql(identity, PRODUCER, "producer", &subject_only, no_job),
+                "42501",
+                "permission denied to set role",
+            )
+        })
+        .collect();
+    refused.extend([
+        // Its own subject, then an operator it may not mint: the subject is not kept.
+        (
+            write_sql(
+                as_login,
+                PRODUCER,
+                "producer",
+                &[(Table::Subjects, &own), (Table::Principals, &minted)],
+                no_job,
+            ),
+            "42501",
+            "permission denied",
+        ),
+        // An outcome with no job.
+        (
+            write_sql(
+                as_login,
+                PRODUCER,
+                "producer",
+                &subject_only,
+                "NULL, NULL, NULL, 'done'",
+            ),
+            "22023",
+            "an outcome names no job",
+        ),
+    ]);
+    for (sql, code, says) in &refused {
+        let (found, err) = try_sql_state(&mut conn, sql).await.expect_err(sql);
+        assert_eq!(found, *code, "{sql}: {err}");
+        assert!(err.contains(says), "{sql}: {err}");
+    }
+    // Only a table's put routine, named as a table: no other routine, no splice.
+    let call = write_sql(as_login, PRODUCER, "producer", &subject_only, no_job);
+    for table in [
+        "blobs",
+        "own_denial",
+        "subjects(text",
+        "Subjects",
+        "subjects; SELECT 1",
+    ] {
+        let sql = call.replacen("ARRAY['subjects']", &format!("ARRAY['{table}']"), 1);
+        assert_ne!(sql, call);
+        let (found, err) = try_sql_state(&mut conn, &sql).await.expect_err(&sql);
+        assert_eq!(found, "22023", "{sql}: {err}");
+        assert!(err.contains("no table"), "{sql}: {err}");
+    }
+    // Arrays of unequal lengths.
+    let sql = call.replacen("ARRAY[NULL]::text[]", "ARRAY[NULL, NULL]::text[]", 1);
+    assert_ne!(sql, call);
+    let (found, err) = try_sql_state(&mut conn, &sql).await.expect_err(&sql);
+    assert_eq!(found, "22023", "{sql}: {err}");
+    nothing_appended(&t, seq).await;
+    // What it may store, it stores, as itself.
+    try_sql(&mut conn, &call).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    let event = t.store.audit_events(seq, 1).await.unwrap();
+    assert_eq!(
+        (event[0].table.as_str(), event[0].principal.as_str()),
+        ("subjects", PRODUCER)
+    );
+    conn.close().await.unwrap();
+
+    // A runner's claim taken over: its write under the old token, ending the job, is refused
+    // as stale and leaves nothing; under the current token it lands with the job's end.
+    cover_requests(store, &["one-statement"], &[(RUNNER, Role::Runner)]).await;
+    let (mut runner, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let q = store.queue();
+    let op = Actor::new(OPERATOR, Role::Operator);
+    q.enqueue_jobs(
+        &op,
+        &[NewJob {
+            kind: JobKind::Checks,
+            request: job_request("one-statement"),
+            class: String::new(),
+            deadline: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let as_runner = Actor::new(RUNNER, Role::Runner);
+    let lease = std::time::Duration::from_secs(60);
+    let first = q
+        .claim_job(&as_runner, JobKind::Checks, "h-1", lease)
+        .await
+        .unwrap()
+        .unwrap();
+    // Taken over: the attempt fails with a retry a millisecond later, and the job is claimed
+    // again once it is ready.
+    let retry = std::time::Duration::from_millis(1);
+    q.fail_job(
+        &as_runner,
+        first.id,
+        first.fencing,
+        "taken over",
+        Some(retry),
+    )
+    .await
+    .unwrap();
+    let mut second = None;
+    for _ in 0..500 {
+        second = q
+            .claim_job(&as_runner, JobKind::Checks, "h-2", lease)
+            .await
+            .unwrap();
+        if second.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let second = second.expect("the job was never claimable again");
+    assert_eq!((second.id, second.fencing), (first.id, first.fencing + 1));
+    let s = subject_digest(&subject("ex-1", 1));
+    let ev = evidence(&s, "ev-one-statement");
+    let seq = head_seq(&t).await;
+    let under = |fencing: i64| {
+        write_sql(
+            as_login,
+            RUNNER,
+            "runner",
+            &[(Table::CheckEvidence, &ev)],
+            &format!("{}, {fencing}, 60000, 'done'", first.id),
+        )
+    };
+    let (found, err) = try_sql_state(&mut runner, &under(first.fencing))
+        .await
+        .unwrap_err();
+    assert_eq!(found, "VRJ01", "{err}");
+    nothing_appended(&t, seq).await;
+    assert_eq!(
+        q.job(first.id).await.unwrap().unwrap().state,
+        JobState::Running
+    );
+    try_sql(&mut runner, &under(second.fencing)).await.unwrap();
+    assert_eq!(head_seq(&t).await, seq + 1);
+    let done = q.job(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.outcome.as_deref()),
+        (JobState::Done, Some("done"))
+    );
+    runner.close().await.unwrap();
+
+    // A login that may act as others (the test's own, a superuser that no identity check
+    // binds while it acts as itself) is bound while the write acts as an identity, and is
+    // itself again after it, inside the same transaction.
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+    let theirs = verdict_store::principal_db_role(&t.prefix, &t.db, VERIFIER);
+    let second_subject = subject("ex-9", 2);
+    let as_verifier = write_sql(
+        &format!("'{theirs}'"),
+        PRODUCER,
+        "producer",
+        &[(Table::Subjects, &second_subject)],
+        no_job,
+    );
+    // As the verifier's identity, which may not write subjects at all (the superuser itself
+    // could).
+    let (found, err) = try_sql_state(&mut admin, &as_verifier).await.unwrap_err();
+    assert_eq!(found, "42501", "{err}");
+    assert!(
+        err.contains("permission denied for function put_one_subjects"),
+        "{err}"
+    );
+    let as_producer = write_sql(
+        &format!("'{login}'"),
+        PRODUCER,
+        "producer",
+        &subject_only,
+        no_job,
+    );
+    admin.execute("BEGIN").await.unwrap();
+    admin
+        .execute(sqlx::AssertSqlSafe(as_producer))
+        .await
+        .unwrap();
+    let (user, role): (String, String) =
+        sqlx::query_as("SELECT current_user::text, current_setting('role')")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    admin.execute("COMMIT").await.unwrap();
+    assert_ne!(user, login);
+    assert_eq!(role, "none");
+    admin.close().await.unwrap();
+    assert_eq!(
+        head_seq(&t).await,
+        seq + 1,
+        "the subject was stored already"
+    );
     t.cleanup().await;
 }

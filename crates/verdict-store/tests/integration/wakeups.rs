@@ -87,6 +87,19 @@ fn wait(store: &Arc<dyn Store>, kind: JobKind) -> tokio::task::JoinHandle<Wakeup
     tokio::spawn(async move { store.queue().wait_for_jobs(kind, LONG).await.unwrap() })
 }
 
+/// A verify job whose checks job is unfinished wakes no verifier.
+async fn unfinished_checks_wake_no_verifier(worker: &Arc<dyn Store>) {
+    assert_eq!(
+        worker
+            .queue()
+            .wait_for_jobs(JobKind::Verify, SHORT)
+            .await
+            .unwrap(),
+        Wakeup::TimedOut,
+        "a verify job whose checks job is unfinished woke a verifier"
+    );
+}
+
 async fn an_idle_worker_claims_once_per_wake_up_not_once_per_poll(t: &TestStore) {
     covered(t).await;
     let worker = t.reopen().await;
@@ -145,15 +158,7 @@ async fn a_job_made_claimable_wakes_the_workers_of_its_kind_and_no_others(t: &Te
         .await
         .unwrap();
     assert_eq!(runners.await.unwrap(), Wakeup::Signalled);
-    assert_eq!(
-        worker
-            .queue()
-            .wait_for_jobs(JobKind::Verify, SHORT)
-            .await
-            .unwrap(),
-        Wakeup::TimedOut,
-        "a verify job whose checks job is unfinished woke a verifier"
-    );
+    unfinished_checks_wake_no_verifier(&worker).await;
     let checks = t
         .store
         .queue()
@@ -233,3 +238,67 @@ async fn a_listener_whose_connection_was_terminated_listens_again_and_wakes_for_
     assert_eq!(claimed.id, enqueued[0].id);
     t.cleanup().await;
 }
+
+/// The writes that make jobs claimable in their own transaction wake the workers of those
+/// jobs, as a separate enqueue or completion does: a request stored with its jobs wakes the
+/// runners (and no verifier, whose job waits for the checks), and a runner's evidence written
+/// under its claim that also ends the checks job wakes the verifiers. On PostgreSQL both are
+/// one statement (`verdict.write`, schema 41), whose notification is the wake-up.
+async fn writes_that_queue_or_end_jobs_wake_the_workers_they_make_claimable(t: &TestStore) {
+    use verdict_store::{DocKind, JobClaim, RequestJob};
+    covered(t).await;
+    let worker = t.reopen().await;
+    settle(t, &worker).await;
+    let runners = wait(&worker, JobKind::Checks);
+    let (request, jobs) = t
+        .store
+        .put_request_enqueuing(
+            &operator(),
+            &request_doc("ex-1", "woken"),
+            &[
+                RequestJob {
+                    kind: JobKind::Checks,
+                    class: String::new(),
+                    deadline: None,
+                },
+                RequestJob {
+                    kind: JobKind::Verify,
+                    class: "reviewer".into(),
+                    deadline: None,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(runners.await.unwrap(), Wakeup::Signalled);
+    unfinished_checks_wake_no_verifier(&worker).await;
+    let checks = worker
+        .queue()
+        .claim_job(&runner(), JobKind::Checks, "r", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(checks.request.as_str(), request.key);
+    let verifiers = wait(&worker, JobKind::Verify);
+    let ending = JobClaim::new(checks.id, checks.fencing, LEASE).completing("1 check");
+    let s = subject_digest(&subject("ex-1", 1));
+    t.store
+        .put_claimed(
+            &runner(),
+            &ending,
+            DocKind::Evidence,
+            &evidence(&s, "ev-woken"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(verifiers.await.unwrap(), Wakeup::Signalled);
+    let verify = worker
+        .queue()
+        .claim_job(&verifier(), JobKind::Verify, "v", LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(verify.request.as_str(), request.key);
+}
+both!(writes_that_queue_or_end_jobs_wake_the_workers_they_make_claimable);

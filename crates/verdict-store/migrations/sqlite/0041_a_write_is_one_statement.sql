@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 41: nothing changes here.
+--
+-- Version 41 makes a PostgreSQL write of several parts (records of more than one table, a
+-- job's renewal or end, jobs enqueued) one statement, so that the audit chain's lock, which the
+-- transaction holds from its first record on, is never held across a round trip to the client.
+-- SQLite's store already does such a write inside one BEGIN IMMEDIATE transaction in the
+-- process itself, with no round trip to anyone.
