@@ -7,7 +7,7 @@ use super::{
     Duty, DutyLease, Job, JobFilter, JobKind, JobQueue, NewJob, RawJob, Wakeup, claimable, columns,
     may_enqueue, may_work, millis,
 };
-use crate::actor::Actor;
+use crate::actor::{Actor, ActorRole};
 use crate::backend::Backend as _;
 use crate::error::{Result, StoreError};
 use crate::sqlite::{SqliteBackend, err};
@@ -130,6 +130,43 @@ pub(crate) fn renew_claim(
     Ok(())
 }
 
+/// What PostgreSQL's `job_enqueue` holds (schema 20), held here in the same transaction: a
+/// verify job has a class and a job of another kind none; and a producer queues only jobs of a
+/// stored engine request (`verdict.request/v1`) whose subject it produced, a verify job only for
+/// a class that request asks for. An operator may queue for any request (a job of a request
+/// never stored finds nothing to do). A deadline is a duration from now, so never past.
+fn may_queue(conn: &Connection, actor: &Actor, jobs: &[NewJob]) -> Result<()> {
+    let producer = actor.role == ActorRole::Producer;
+    for j in jobs {
+        let mut held = (j.kind == JobKind::Verify) != j.class.is_empty();
+        if held && producer {
+            held = conn
+                .prepare_cached(
+                    "SELECT 1 FROM verification_requests q JOIN subjects s ON s.key = q.subject_digest \
+                     WHERE q.key = ?1 AND json_extract(q.body, '$.schema') = 'verdict.request/v1' \
+                       AND json_extract(s.body, '$.producer.principal') = ?2 \
+                       AND (?3 = '' OR EXISTS (SELECT 1 FROM json_each(q.body, '$.verifier_classes') c \
+                           WHERE c.type = 'text' AND c.value = ?3))",
+                )
+                .map_err(err)?
+                .exists(params![j.request.as_str(), actor.principal, j.class])
+                .map_err(err)?;
+        }
+        if !held {
+            return Err(StoreError::Denied(format!(
+                "jobs: {} may queue only jobs with no deadline past, a class for a verify job and none for another{}",
+                actor.principal,
+                if producer {
+                    ", of stored requests whose subjects it produced and the classes they require"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Enqueues `jobs` as `actor` in the caller's transaction (each one not already there; a job
 /// already there is returned as it stands), one row per item, in order.
 pub(crate) fn enqueue_tx(
@@ -138,6 +175,7 @@ pub(crate) fn enqueue_tx(
     jobs: &[NewJob],
     manual: Option<i64>,
 ) -> Result<Vec<Job>> {
+    may_queue(conn, actor, jobs)?;
     let now = store_now(conn, manual)?;
     let mut out = Vec::with_capacity(jobs.len());
     for j in jobs {

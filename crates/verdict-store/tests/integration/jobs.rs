@@ -722,3 +722,92 @@ async fn a_claim_checks_the_grant_of_the_job_it_takes_only() {
     );
     t.cleanup().await;
 }
+
+/// What PostgreSQL's `job_enqueue` holds since schema 20 the store holds on both backends
+/// (SQLite's store code since schema 41): a producer queues only jobs of a stored engine
+/// request whose subject it produced, a verify job only for a class the request asks for; a
+/// verify job has a class and another kind none, whoever queues it. A refused call queues none
+/// of its jobs, a good one beside a bad one included.
+async fn a_producer_queues_only_the_jobs_of_its_own_requests(t: &TestStore) {
+    use verdict_store::DocKind;
+    let store = t.store.as_ref();
+    populate(store).await;
+    let op = operator();
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = store
+        .put(&op, DocKind::Policy, &policy(4))
+        .await
+        .unwrap()
+        .digest;
+    let engine_request = serde_json::json!({
+        "schema": "verdict.request/v1", "execution": "ex-1", "subject_digest": s.as_str(),
+        "generation": 1, "gate": "merge", "policy_digest": p.as_str(),
+        "verifier_classes": ["reviewer"], "prior_blockers": [], "risk_class": "low",
+        "budget": {}
+    });
+    let own = store
+        .put(&op, DocKind::Request, &engine_request)
+        .await
+        .unwrap()
+        .digest;
+    // A record of the requests table that is no engine request.
+    let note = store
+        .put(&op, DocKind::Request, &request_doc("ex-1", "not-a-request"))
+        .await
+        .unwrap()
+        .digest;
+    register(store, "coder-2", Role::Producer).await;
+    let producer = Actor::new(PRODUCER, Role::Producer);
+    let other = Actor::new("coder-2", Role::Producer);
+    let on = |kind, request: &Digest, class: &str| NewJob {
+        kind,
+        request: request.clone(),
+        class: class.into(),
+        deadline: None,
+    };
+    let q = store.queue();
+    let count = || async { q.jobs(&JobFilter::default()).await.unwrap().len() };
+    let before = count().await;
+    for (who, jobs) in [
+        (&other, vec![on(JobKind::Gate, &own, "")]),
+        (
+            &producer,
+            vec![on(JobKind::Gate, &request("never-stored"), "")],
+        ),
+        (&producer, vec![on(JobKind::Gate, &note, "")]),
+        (&producer, vec![on(JobKind::Verify, &own, "security")]),
+        (&producer, vec![on(JobKind::Verify, &own, "")]),
+        (&producer, vec![on(JobKind::Checks, &own, "x")]),
+        (&op, vec![on(JobKind::Checks, &own, "x")]),
+        (&op, vec![on(JobKind::Verify, &own, "")]),
+        (
+            &producer,
+            vec![
+                on(JobKind::Checks, &own, ""),
+                on(JobKind::Verify, &own, "security"),
+            ],
+        ),
+    ] {
+        let err = q.enqueue_jobs(who, &jobs).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Denied(m) if m.contains("may queue only jobs")),
+            "{} {jobs:?}: {err}",
+            who.principal
+        );
+    }
+    assert_eq!(count().await, before, "a refused enqueue queued something");
+    let queued = q
+        .enqueue_jobs(
+            &producer,
+            &[
+                on(JobKind::Checks, &own, ""),
+                on(JobKind::Verify, &own, "reviewer"),
+                on(JobKind::Gate, &own, ""),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 3);
+    assert_eq!(count().await, before + 3);
+}
+both!(a_producer_queues_only_the_jobs_of_its_own_requests);
