@@ -117,6 +117,6 @@ pub use verify::{
     VerifyOptions,
 };
 pub use workers::{
-    ChecksKit, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, QueueDepth, VerifierKit, WorkOptions,
-    Worked, WorkerRole,
+    ChecksKit, ChecksRun, DEFAULT_BACK_OFF, JobFailure, MAX_ATTEMPTS, QueueDepth, VerifierKit,
+    WorkOptions, Worked, WorkerRole,
 };

@@ -8,8 +8,8 @@
 //! anything runs, and its job is given up at once with the reason, so the Gate sees the
 //! evidence missing rather than evidence of another definition.
 
-use crate::engine::{Engine, Principal};
-use crate::workers::{ChecksKit, JobFailure};
+use crate::engine::Principal;
+use crate::workers::{ChecksKit, ChecksRun, JobFailure};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -121,11 +121,10 @@ impl ProbeChecks {
 impl ChecksKit for ProbeChecks {
     async fn run_checks(
         &self,
-        engine: &Engine,
         caller: &Principal,
         subject: &Subject,
         subject_digest: &Digest,
-    ) -> Result<String, JobFailure> {
+    ) -> Result<ChecksRun, JobFailure> {
         let spec = self
             .definitions
             .pinned(subject)
@@ -143,11 +142,7 @@ impl ChecksKit for ProbeChecks {
             subject_digest,
             caller.name(),
         )?;
-        engine
-            .add_evidence(caller, &docs)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(format!(
+        let outcome = format!(
             "{} checks, {}",
             docs.len(),
             if report.passed {
@@ -155,6 +150,10 @@ impl ChecksKit for ProbeChecks {
             } else {
                 "not all passed"
             }
-        ))
+        );
+        Ok(ChecksRun {
+            evidence: docs,
+            outcome,
+        })
     }
 }

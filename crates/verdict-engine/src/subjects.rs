@@ -227,7 +227,21 @@ impl Engine {
     /// takes the checked way: one of its documents already stored would not be held to a
     /// grant while the others were written.
     pub async fn add_evidence(&self, caller: &Principal, docs: &[Value]) -> Result<Vec<Digest>> {
-        if let [doc] = docs
+        self.add_evidence_claimed(caller, docs, None).await
+    }
+
+    /// [`Engine::add_evidence`], made under a job's claim when one is given (a runner worker
+    /// filing its checks' evidence): refused as stale, writing nothing, once the claim was
+    /// taken over, and ending the job with the evidence when the claim completes it. Checked
+    /// in code first, as every claimed write is, so the one write is the claimed one.
+    pub(crate) async fn add_evidence_claimed(
+        &self,
+        caller: &Principal,
+        docs: &[Value],
+        claim: Option<&verdict_store::JobClaim>,
+    ) -> Result<Vec<Digest>> {
+        if claim.is_none()
+            && let [doc] = docs
             && caller.role == Role::Runner
             && verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc).is_ok()
             && self.store.binds_evidence_grants(&caller.actor()).await?
@@ -239,14 +253,15 @@ impl Engine {
         {
             return Ok(vec![stored.digest]);
         }
-        self.add_evidence_checked(caller, docs).await
+        self.add_evidence_checked(caller, docs, claim).await
     }
 
-    /// [`Engine::add_evidence`] with every check made in code before the write.
+    /// [`Engine::add_evidence_claimed`] with every check made in code before the write.
     async fn add_evidence_checked(
         &self,
         caller: &Principal,
         docs: &[Value],
+        claim: Option<&verdict_store::JobClaim>,
     ) -> Result<Vec<Digest>> {
         let now = &self.now().await?;
         self.require_role(
@@ -308,7 +323,10 @@ impl Engine {
             }
             batch.push((DocKind::Evidence, doc.clone()));
         }
-        let stored = self.store.put_batch(&caller.actor(), &batch).await?;
+        let stored = self
+            .store
+            .put_batch_claimed(&caller.actor(), claim, &batch)
+            .await?;
         Ok(stored.into_iter().map(|s| s.digest).collect())
     }
 

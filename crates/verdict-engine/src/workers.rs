@@ -116,19 +116,28 @@ impl From<&str> for JobFailure {
     }
 }
 
-/// What a runner worker needs from its face: running the checks a subject pins, filing their
-/// evidence through [`Engine::add_evidence`] as the caller.
+/// What a runner worker needs from its face: running the checks a subject pins. The engine
+/// files the evidence they produced, as the caller and under the job's claim, in the
+/// transaction that also ends the job: a runner whose claim was taken over files nothing.
 #[async_trait]
 pub trait ChecksKit: Send + Sync {
-    /// Runs the checks of `subject` (stored as `subject_digest`) and files their evidence;
-    /// returns what to record as the job's outcome.
+    /// Runs the checks of `subject` (stored as `subject_digest`) for `caller`, the runner the
+    /// evidence names; returns the evidence and what to record as the job's outcome.
     async fn run_checks(
         &self,
-        engine: &Engine,
         caller: &Principal,
         subject: &Subject,
         subject_digest: &Digest,
-    ) -> std::result::Result<String, JobFailure>;
+    ) -> std::result::Result<ChecksRun, JobFailure>;
+}
+
+/// What a runner's checks produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChecksRun {
+    /// The check evidence documents to file, each naming the runner as its producer.
+    pub evidence: Vec<serde_json::Value>,
+    /// What to record as the job's outcome.
+    pub outcome: String,
 }
 
 /// How a worker works.
@@ -608,9 +617,22 @@ impl Engine {
                     .subject(&req.subject_digest)
                     .await
                     .map_err(|e| e.to_string())?;
-                kit.run_checks(self, caller, &subject, &req.subject_digest)
+                let run = kit
+                    .run_checks(caller, &subject, &req.subject_digest)
+                    .await?;
+                if run.evidence.is_empty() {
+                    return Ok(run.outcome.into());
+                }
+                // The evidence is the job's effect: filed under the claim, it ends the job in
+                // the same transaction, or, the claim taken over, is not filed at all.
+                let ending = claim.completing(run.outcome.clone());
+                self.add_evidence_claimed(caller, &run.evidence, Some(&ending))
                     .await
-                    .map(Performed::from)
+                    .map_err(|e| e.to_string())?;
+                Ok(Performed {
+                    outcome: run.outcome,
+                    completed: true,
+                })
             }
         }
     }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use verdict_core::contracts::Subject;
 use verdict_core::digest::Digest;
 use verdict_engine::{
-    ChecksKit, ClassSource, DEFAULT_BACK_OFF, Engine, EngineError, JobFailure, MAX_ATTEMPTS,
+    ChecksKit, ChecksRun, ClassSource, DEFAULT_BACK_OFF, EngineError, JobFailure, MAX_ATTEMPTS,
     Principal, VerifierKit, VerifyError, VerifyInputs, VerifyOptions, WorkOptions, Worked,
     WorkerRole,
 };
@@ -62,7 +62,8 @@ impl VerifierKit for Verifier {
     }
 }
 
-/// Files passing evidence for the subject's one check, as the calling runner.
+/// Passing evidence for the subject's one check, naming the calling runner (the engine files
+/// it under the job's claim).
 struct Runner {
     runs: AtomicUsize,
 }
@@ -71,18 +72,20 @@ struct Runner {
 impl ChecksKit for Runner {
     async fn run_checks(
         &self,
-        engine: &Engine,
         caller: &Principal,
         _subject: &Subject,
         subject_digest: &Digest,
-    ) -> Result<String, JobFailure> {
+    ) -> Result<ChecksRun, JobFailure> {
         self.runs.fetch_add(1, Ordering::SeqCst);
-        let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
-        engine
-            .add_evidence(caller, &[ev])
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok("1 check".into())
+        Ok(ChecksRun {
+            evidence: vec![evidence(
+                subject_digest,
+                "pass",
+                caller.name().as_str(),
+                "runner",
+            )],
+            outcome: "1 check".into(),
+        })
     }
 }
 
@@ -809,11 +812,10 @@ struct Failing {
 impl ChecksKit for Failing {
     async fn run_checks(
         &self,
-        _engine: &Engine,
         _caller: &Principal,
         _subject: &Subject,
         _subject_digest: &Digest,
-    ) -> Result<String, JobFailure> {
+    ) -> Result<ChecksRun, JobFailure> {
         let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         Err(format!("probe target down (attempt {n})").into())
     }
@@ -924,7 +926,7 @@ async fn a_failing_job_is_retried_after_a_back_off_then_given_up_and_the_gate_ru
 }
 
 /// Pauses its thread (as a stopped process would, renewing nothing) past its lease, then
-/// would file evidence; `wrote` counts the evidence it filed.
+/// hands evidence to be filed; `wrote` counts the evidence it handed over.
 /// Holds its worker's task (so the worker's own renewals cannot run either) until the test has
 /// taken the job over, then lets the worker go on, when its next renewal finds the job taken.
 struct Pausing {
@@ -937,11 +939,10 @@ struct Pausing {
 impl ChecksKit for Pausing {
     async fn run_checks(
         &self,
-        engine: &Engine,
         caller: &Principal,
         _subject: &Subject,
         subject_digest: &Digest,
-    ) -> Result<String, JobFailure> {
+    ) -> Result<ChecksRun, JobFailure> {
         // The whole task waits (its renewals too), while the runtime's other work goes on
         // on another thread; bounded, so a broken test fails instead of hanging.
         let signal = tokio::task::block_in_place(|| {
@@ -954,12 +955,11 @@ impl ChecksKit for Pausing {
         // Awake again: the next renewal finds the job taken, before this writes anything.
         tokio::time::sleep(self.pause).await;
         let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
-        engine
-            .add_evidence(caller, &[ev])
-            .await
-            .map_err(|e| e.to_string())?;
         self.wrote.fetch_add(1, Ordering::SeqCst);
-        Ok("1 check".into())
+        Ok(ChecksRun {
+            evidence: vec![ev],
+            outcome: "1 check".into(),
+        })
     }
 }
 
@@ -1297,6 +1297,105 @@ async fn a_gate_job_of_a_superseded_request_says_which_subject_it_decided() {
         let outcome = done(&gated).outcome.clone().unwrap();
         assert!(outcome.starts_with("superseded: "), "{outcome}");
         assert!(outcome.contains(later.as_str()), "{outcome}");
+    })
+    .await;
+}
+
+/// Takes its own job over while it runs (the store's clock past the lease, the job claimed by
+/// another holder), then hands over passing evidence for the engine to file.
+struct TakenOverMidRun {
+    engine: verdict_engine::Engine,
+    runner: Actor,
+}
+
+#[async_trait]
+impl ChecksKit for TakenOverMidRun {
+    async fn run_checks(
+        &self,
+        caller: &Principal,
+        _subject: &Subject,
+        subject_digest: &Digest,
+    ) -> Result<ChecksRun, JobFailure> {
+        let now = self.engine.store().now().await.unwrap();
+        let later = verdict_core::contracts::Timestamp::from_unix_nanos(
+            now.unix_nanos() + i128::try_from(Duration::from_secs(120).as_nanos()).unwrap(),
+        );
+        self.engine.set_manual_time(&later).await.unwrap();
+        let taken = self
+            .engine
+            .store()
+            .queue()
+            .claim_job(
+                &self.runner,
+                JobKind::Checks,
+                "other",
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap()
+            .expect("the lapsed job was not claimable");
+        assert_eq!(taken.fencing, 2);
+        Ok(ChecksRun {
+            evidence: vec![evidence(
+                subject_digest,
+                "pass",
+                caller.name().as_str(),
+                "runner",
+            )],
+            outcome: "1 check".into(),
+        })
+    }
+}
+
+/// A runner worker's evidence is filed under its job's claim, in the transaction that ends the
+/// job: a runner whose claim was taken over while its checks ran (its lease not yet due for
+/// renewal in its own time) files nothing, and the job stays with the claim that took it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_whose_checks_job_was_taken_over_files_no_evidence() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let req = requested(&w).await;
+        w.engine
+            .enqueue_request_jobs(&w.coder, &req, None)
+            .await
+            .unwrap();
+        let kit = Arc::new(TakenOverMidRun {
+            engine: w.engine.clone(),
+            runner: Actor::new(w.ci.name().as_str(), verdict_core::contracts::Role::Runner),
+        });
+        let o = WorkOptions {
+            holder: "first".into(),
+            lease: Duration::from_secs(60),
+            verifier: None,
+            checks: Some(kit),
+            back_off: DEFAULT_BACK_OFF,
+        };
+        let worked = w
+            .engine
+            .work_one(&w.ci, WorkerRole::Runner, &o)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&worked, Worked::Lost { job } if job.fencing == 1),
+            "{worked:?}"
+        );
+        let evidence = w
+            .engine
+            .store()
+            .list(DocKind::Evidence, &About::Execution(EXEC.to_owned()))
+            .await
+            .unwrap();
+        assert!(evidence.is_empty(), "{evidence:?}");
+        let checks = JobFilter {
+            kind: Some(JobKind::Checks),
+            ..JobFilter::default()
+        };
+        let [now] =
+            <[_; 1]>::try_from(w.engine.store().queue().jobs(&checks).await.unwrap()).unwrap();
+        assert_eq!(
+            (now.state, now.fencing, now.holder.as_deref()),
+            (JobState::Running, 2, Some("other"))
+        );
     })
     .await;
 }
