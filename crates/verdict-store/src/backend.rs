@@ -77,12 +77,17 @@ impl Prepared {
         if existing.digest == self.digest || self.converge {
             Ok(existing)
         } else {
-            Err(StoreError::Conflict {
-                table: self.table.name(),
-                key: self.key.clone(),
-                existing: existing.digest.to_string(),
-                offered: self.digest.to_string(),
-            })
+            Err(self.conflict(existing.digest.as_str()))
+        }
+    }
+
+    /// The conflict of this record with the one stored under its key with digest `existing`.
+    pub(crate) fn conflict(&self, existing: &str) -> StoreError {
+        StoreError::Conflict {
+            table: self.table.name(),
+            key: self.key.clone(),
+            existing: existing.to_owned(),
+            offered: self.digest.to_string(),
         }
     }
 }

@@ -1191,12 +1191,7 @@ fn conflict_in(e: &sqlx::Error, items: &[Prepared]) -> Option<StoreError> {
         .detail()?;
     let (at, existing) = detail.split_once(' ')?;
     let item = items.get(at.parse::<usize>().ok()?.checked_sub(1)?)?;
-    Some(StoreError::Conflict {
-        table: item.table.name(),
-        key: item.key.clone(),
-        existing: existing.to_owned(),
-        offered: item.digest.to_string(),
-    })
+    Some(item.conflict(existing))
 }
 
 /// What one [`PgBackend::write`] stored.

@@ -31,11 +31,16 @@ struct Classes(VerifiersFile);
 /// Moves the store's manual clock `by` forward. The queue keeps the store's time, so on the
 /// tests' manual clock a lease lapses, or a back-off ends, only when the test says so.
 async fn advance(w: &World, by: Duration) {
-    let now = w.engine.store().now().await.unwrap();
+    advance_engine(&w.engine, by).await;
+}
+
+/// [`advance`] on `engine`'s store handle.
+async fn advance_engine(engine: &verdict_engine::Engine, by: Duration) {
+    let now = engine.store().now().await.unwrap();
     let later = verdict_core::contracts::Timestamp::from_unix_nanos(
         now.unix_nanos() + i128::try_from(by.as_nanos()).unwrap(),
     );
-    w.engine.set_manual_time(&later).await.unwrap();
+    engine.set_manual_time(&later).await.unwrap();
 }
 
 impl ClassSource for Classes {
@@ -1021,29 +1026,30 @@ async fn a_worker_whose_renewal_is_refused_drops_the_job_and_writes_nothing() {
             "{worked:?}"
         );
         assert_eq!(kit.wrote.load(Ordering::SeqCst), 0, "it wrote nothing");
-        let evidence = w
-            .engine
-            .store()
-            .list(DocKind::Evidence, &About::Execution(EXEC.to_owned()))
-            .await
-            .unwrap();
-        assert!(evidence.is_empty(), "{evidence:?}");
-        let [now] = <[_; 1]>::try_from(
-            queue
-                .jobs(&JobFilter {
-                    kind: Some(JobKind::Checks),
-                    ..JobFilter::default()
-                })
-                .await
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(
-            (now.state, now.fencing, now.holder.as_deref()),
-            (JobState::Running, 2, Some("other"))
-        );
+        no_evidence_and_the_checks_job_with_the_other_claim(&w).await;
     })
     .await;
+}
+
+/// No evidence of the execution is stored, and its one checks job runs under the second claim,
+/// held by `other`.
+async fn no_evidence_and_the_checks_job_with_the_other_claim(w: &World) {
+    let evidence = w
+        .engine
+        .store()
+        .list(DocKind::Evidence, &About::Execution(EXEC.to_owned()))
+        .await
+        .unwrap();
+    assert!(evidence.is_empty(), "{evidence:?}");
+    let checks = JobFilter {
+        kind: Some(JobKind::Checks),
+        ..JobFilter::default()
+    };
+    let [now] = <[_; 1]>::try_from(w.engine.store().queue().jobs(&checks).await.unwrap()).unwrap();
+    assert_eq!(
+        (now.state, now.fencing, now.holder.as_deref()),
+        (JobState::Running, 2, Some("other"))
+    );
 }
 
 /// Whether `err` is the store's refusal of claim `fencing` as stale.
@@ -1316,11 +1322,7 @@ impl ChecksKit for TakenOverMidRun {
         _subject: &Subject,
         subject_digest: &Digest,
     ) -> Result<ChecksRun, JobFailure> {
-        let now = self.engine.store().now().await.unwrap();
-        let later = verdict_core::contracts::Timestamp::from_unix_nanos(
-            now.unix_nanos() + i128::try_from(Duration::from_secs(120).as_nanos()).unwrap(),
-        );
-        self.engine.set_manual_time(&later).await.unwrap();
+        advance_engine(&self.engine, Duration::from_secs(120)).await;
         let taken = self
             .engine
             .store()
@@ -1379,23 +1381,7 @@ async fn a_runner_whose_checks_job_was_taken_over_files_no_evidence() {
             matches!(&worked, Worked::Lost { job } if job.fencing == 1),
             "{worked:?}"
         );
-        let evidence = w
-            .engine
-            .store()
-            .list(DocKind::Evidence, &About::Execution(EXEC.to_owned()))
-            .await
-            .unwrap();
-        assert!(evidence.is_empty(), "{evidence:?}");
-        let checks = JobFilter {
-            kind: Some(JobKind::Checks),
-            ..JobFilter::default()
-        };
-        let [now] =
-            <[_; 1]>::try_from(w.engine.store().queue().jobs(&checks).await.unwrap()).unwrap();
-        assert_eq!(
-            (now.state, now.fencing, now.holder.as_deref()),
-            (JobState::Running, 2, Some("other"))
-        );
+        no_evidence_and_the_checks_job_with_the_other_claim(&w).await;
     })
     .await;
 }
