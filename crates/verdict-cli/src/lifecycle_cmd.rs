@@ -196,7 +196,7 @@ pub enum LifecycleCommand {
     },
     /// Show an execution's current applicable decision, or why none applies.
     #[command(
-        after_help = "Example:\n  verdict status ex-1 --json\n\nAn operator reads any execution; anyone else one its grants in force cover.\nExit status: 0 when a pass applies, 1 otherwise; 2 when refused (no token, a wrong one, no grant)."
+        after_help = "Example:\n  verdict status ex-1 --json\n\nAn operator reads any execution; anyone else one its grants in force cover.\nExit status: 0 when a pass applies, 1 otherwise; 2 when refused (no token, a wrong one, no grant) or when no subject was put for the execution (not_found)."
     )]
     Status {
         /// Execution id.
@@ -263,6 +263,9 @@ pub enum PrincipalCommand {
     /// Revoke or replace a principal's token.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Give a principal's own PostgreSQL login again, or take it back.
+    #[command(subcommand)]
+    Login(LoginCommand),
     #[command(flatten)]
     Browse(crate::browse_cmd::PrincipalBrowse),
 }
@@ -293,6 +296,32 @@ pub enum TokenCommand {
         /// Why.
         #[arg(long, default_value = "")]
         reason: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `principal login ...` (PostgreSQL; operators only, where the store is).
+#[derive(clap::Subcommand)]
+pub enum LoginCommand {
+    /// Give a principal its own database login, or give it again: a fresh password, and the
+    /// connection URL printed once. A login in use is first taken back and every session
+    /// opened with it ended; if one cannot be ended, the login stays taken back and this fails
+    /// (run it again once the session is gone).
+    #[command(after_help = "Example:\n  verdict principal login give ci")]
+    Give {
+        /// The principal.
+        name: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Take a principal's database login back: it no longer logs in, and every session it has
+    /// open is ended. Its token, grants and acts stay; `give` restores the login. Exits 1 if a
+    /// session could not be ended.
+    #[command(after_help = "Example:\n  verdict principal login revoke ci")]
+    Revoke {
+        /// The principal.
+        name: String,
         #[command(flatten)]
         common: Common,
     },
@@ -755,12 +784,28 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
             outln!("{token}")?;
             if db_login {
                 let login = ctx.engine.give_db_login(&caller, &name).await?;
-                eprintln!(
-                    "database login {:?} for {name:?}; its connection URL is shown only now:",
-                    login.user
-                );
-                outln!("{}", login.url)?;
+                return show_login(&name, &login);
             }
+        }
+        C::Principal(PrincipalCommand::Login(command)) => {
+            let (LoginCommand::Give { name, common } | LoginCommand::Revoke { name, common }) =
+                &command;
+            crate::remote::refuse_remote(
+                common,
+                "a database login is changed where the store is, by an operator",
+            )?;
+            let ctx = Ctx::open(common).await?;
+            let caller = ctx.caller().await?;
+            if let LoginCommand::Give { .. } = command {
+                let login = ctx.engine.give_db_login(&caller, name).await?;
+                return show_login(name, &login);
+            }
+            let taken = ctx.engine.take_db_login(&caller, name).await?;
+            outln!(
+                "database login {:?} of {name:?} taken back: it no longer logs in",
+                taken.user
+            )?;
+            return Ok(sessions_left(taken.sessions_left));
         }
         C::Principal(PrincipalCommand::Token(TokenCommand::Revoke {
             name,
@@ -1382,4 +1427,25 @@ fn line(v: &DecisionView) -> String {
             format!(" ({})", codes.join(", "))
         }
     )
+}
+
+/// Prints a login given (its URL once, on standard output) and what was left of its old one.
+fn show_login(name: &str, login: &verdict_store::DbLogin) -> Result<ExitCode> {
+    eprintln!(
+        "database login {:?} for {name:?}; its connection URL is shown only now:",
+        login.user
+    );
+    outln!("{}", login.url)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 1, with a warning, when sessions of a login changed could not be ended.
+fn sessions_left(left: u32) -> ExitCode {
+    if left == 0 {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "warning: {left} session(s) of this login are still open: the store's routines may not end another login's session (grant pg_signal_backend to the store's owner role, then run `principal login revoke` again, or end them as a superuser)"
+    );
+    ExitCode::from(1)
 }

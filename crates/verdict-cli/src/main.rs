@@ -239,6 +239,8 @@ mod tests {
         "attest",
         "subject new",
         "result template",
+        "principal login give",
+        "principal login revoke",
     ];
 
     /// Every command that runs (not a group that only holds subcommands), by path.

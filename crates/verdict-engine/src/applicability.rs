@@ -4,6 +4,7 @@
 
 use crate::engine::{Engine, Principal};
 use crate::error::{EngineError, Result};
+use crate::gate_run::Collected;
 use crate::notes::{
     CANCELLATION_SCHEMA, Cancellation, Cancelled, RESULT_REFUSAL_SCHEMA, RUN_TAKEOVER_SCHEMA,
     ResultRefusal, RunTakeover,
@@ -32,6 +33,11 @@ pub enum NotApplicable {
     EvidenceSetMoved,
     /// The execution was cancelled.
     ExecutionCancelled,
+    /// Nothing else keeps it from applying, but the Gate, run on the items it reads now at the
+    /// time of the decision's evaluation record, does not give it back: the Gate did not make
+    /// it (a write of the gate's identity around the engine), so it never applies, and
+    /// `audit verify` reports it.
+    NotReproduced,
 }
 
 impl NotApplicable {
@@ -45,6 +51,7 @@ impl NotApplicable {
             Self::Expired => "expired",
             Self::EvidenceSetMoved => "evidence_set_moved",
             Self::ExecutionCancelled => "execution_cancelled",
+            Self::NotReproduced => "not_reproduced",
         }
     }
 }
@@ -79,7 +86,8 @@ pub struct Status {
     pub clock: StoreClock,
     /// The store's time applicability was derived at.
     pub now: Timestamp,
-    /// Its head.
+    /// Its head (`None` only for the engine's own reads: [`Engine::status`] of an execution
+    /// no subject was put for is `not_found`).
     pub head: Option<ExecutionHead>,
     /// The gate's head.
     pub gate: Option<GateHead>,
@@ -153,6 +161,9 @@ struct Current {
     evidence_set: Option<Digest>,
     /// The evaluation key of the latest evaluation record (by store sequence).
     latest_key: Option<Digest>,
+    /// The items the Gate would read now, when they are the current subject's under the
+    /// current policy.
+    collected: Option<Collected>,
 }
 
 impl Engine {
@@ -224,6 +235,19 @@ impl Engine {
             if cancelled.is_some() {
                 why.push(NotApplicable::ExecutionCancelled);
             }
+            // The one decision that would apply is evaluated again first: its evidence set and
+            // key being current says nothing of whether the Gate made it.
+            if why.is_empty()
+                && let Some(key) = &decision.evaluation_key
+            {
+                let made = match current.as_ref().and_then(|c| c.collected.as_ref()) {
+                    Some(collected) => self.gate_gives(collected, key, &decision, now).await?,
+                    None => false,
+                };
+                if !made {
+                    why.push(NotApplicable::NotReproduced);
+                }
+            }
             views.push(DecisionView {
                 seq: row.seq,
                 decision,
@@ -250,11 +274,13 @@ impl Engine {
         now: &Timestamp,
     ) -> Result<Current> {
         let collected = self.collect_unscoped(execution).await?;
-        let evidence_set =
+        let (evidence_set, collected) =
             if collected.head == *head && collected.policy_digest == gate.policy_digest {
-                verdict_core::gate::evaluate_value(&collected.bundle(now)?).evidence_set_digest
+                let set =
+                    verdict_core::gate::evaluate_value(&collected.bundle(now)?).evidence_set_digest;
+                (set, Some(collected))
             } else {
-                None
+                (None, None)
             };
         let latest_key = self
             .latest_evaluation_key(&head.subject_digest, &gate.policy_digest)
@@ -262,6 +288,7 @@ impl Engine {
         Ok(Current {
             evidence_set,
             latest_key,
+            collected,
         })
     }
 
@@ -270,6 +297,9 @@ impl Engine {
     /// anyone else is refused and the refusal recorded.
     pub async fn status(&self, caller: &Principal, execution: &str) -> Result<Status> {
         self.require_read(caller, execution, "the status").await?;
+        // A misspelt id is not an execution with no decision yet. (The exports answer for an
+        // execution not started yet, so only this read refuses it.)
+        self.existing_execution_head(execution).await?;
         self.status_unscoped(execution).await
     }
 
@@ -307,6 +337,7 @@ impl Engine {
     /// [`Engine::status`] is.
     pub async fn history(&self, caller: &Principal, execution: &str) -> Result<History> {
         self.require_read(caller, execution, "the history").await?;
+        self.existing_execution_head(execution).await?;
         self.history_unscoped(execution).await
     }
 

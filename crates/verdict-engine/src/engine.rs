@@ -12,8 +12,8 @@ use verdict_core::contracts::{Name, Policy, Role, Subject, Timestamp};
 use verdict_core::digest::{Digest, DigestKind};
 use verdict_store::{
     Access, Actor, ActorRole, DbLogin, DenialRecord, DocKind, ExecutionHead, GateHead, Grant,
-    GrantRecord, GrantScope, PointerKind, PrincipalRecord, Revocation, ScopeKind, Store,
-    StoreClock, StoreError, UNAUTHENTICATED, token_fingerprint, token_sha256,
+    GrantRecord, GrantScope, LoginTaken, PointerKind, PrincipalRecord, Revocation, ScopeKind,
+    Store, StoreClock, StoreError, UNAUTHENTICATED, token_fingerprint, token_sha256,
 };
 
 /// The principal name the engine writes its own bookkeeping under, in the system role only:
@@ -424,10 +424,23 @@ impl Engine {
     /// Gives principal `name` a PostgreSQL login of its own (operator only): its database
     /// identity may log in with a fresh password, returned once with the store's connection URL
     /// for it. With that login the principal can do only what it may.
+    ///
+    /// Given again, the login is first taken back and its sessions ended, then given with the
+    /// fresh password, so neither the old password nor a session opened with it outlives it; a
+    /// session the store may not end refuses the new password and leaves the login taken back.
     pub async fn give_db_login(&self, caller: &Principal, name: &str) -> Result<DbLogin> {
         self.require_role(caller, &[Role::Operator], "give database logins")
             .await?;
         Ok(self.store.give_login(&caller.actor(), name).await?)
+    }
+
+    /// Takes principal `name`'s PostgreSQL login back (operator only): its identity no longer
+    /// logs in and its open sessions are ended, as [`Engine::give_db_login`] ends them. The
+    /// principal keeps its token, grants and acts; giving the login again restores it.
+    pub async fn take_db_login(&self, caller: &Principal, name: &str) -> Result<LoginTaken> {
+        self.require_role(caller, &[Role::Operator], "take database logins back")
+            .await?;
+        Ok(self.store.take_login(&caller.actor(), name).await?)
     }
 
     /// Grants `principal` access to an execution or mission until `expires_at` (operator only).

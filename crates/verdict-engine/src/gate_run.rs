@@ -388,7 +388,15 @@ impl Engine {
         // already makes it replayable, and it already applies as the latest evaluation, so
         // nothing is appended. An older evaluation coming back (a clock set back) is recorded
         // again below, as it always was, so that it is the latest.
-        if let Some(stored) = self.store.decision_by_key(&key).await?
+        //
+        // Equal keys mean equal decisions, so a stored decision under this key that is not the
+        // one just computed was not made by the Gate (a gate identity's own write): it is never
+        // returned, cached or taken as this run's answer, and nothing is written beside it.
+        let stored = self.store.decision_by_key(&key).await?;
+        if let Some(stored) = &stored {
+            same_decision(&key, &decision, &stored.body)?;
+        }
+        if let Some(stored) = stored
             && self
                 .latest_evaluation_key(&collected.subject.digest, &collected.policy.digest)
                 .await?
@@ -430,6 +438,12 @@ impl Engine {
                 what: "stored gate decision",
                 key: key.to_string(),
             })?;
+        // An append that converged on a decision already stored under the key returns that
+        // one, which must be this run's too: one stored by another writer after the read above
+        // is refused here, though this run's record (and its job's end) went in beside it.
+        if !stored.inserted {
+            same_decision(&key, &decision, &stored.body)?;
+        }
         let decision = stored.decode()?;
         let run = GateRun {
             decision,
@@ -437,6 +451,85 @@ impl Engine {
             inserted: stored.inserted,
         };
         Ok((run, claim.is_some()))
+    }
+
+    /// Whether `decision`, stored under `key`, is what the Gate makes of `collected` (the items
+    /// it reads now, whose evidence set the decision names) at the `now` of an evaluation
+    /// record of `key`, a time the store had reached ([`Engine::time_reached`]). One that is
+    /// not was not made by the Gate, so it never applies (`not_reproduced`). Equal keys mean
+    /// equal decisions, so any record of the key will do (each distinct time is tried once); a
+    /// decision with no record in `gate_evaluations` (stored before schema version 2) is
+    /// replayed from wherever its record is ([`Engine::replay_unscoped`]).
+    pub(crate) async fn gate_gives(
+        &self,
+        collected: &Collected,
+        key: &Digest,
+        decision: &GateDecision,
+        now: &Timestamp,
+    ) -> Result<bool> {
+        let records = self.store.evaluations(key).await?;
+        if records.is_empty() {
+            return self.reproduces(key).await;
+        }
+        let stored = canonical(decision)?;
+        let mut tried = BTreeSet::new();
+        for row in records {
+            let Ok(record) = row.decode::<EvaluationRecord>() else {
+                continue;
+            };
+            if record.schema != EVALUATION_RECORD_SCHEMA
+                || record.evaluation_key != *key
+                || !tried.insert(record.now.clone())
+                || !self.time_reached(&row, &record.now, now).await?
+            {
+                continue;
+            }
+            let again = verdict_core::gate::evaluate_value(&collected.bundle(&record.now)?);
+            if canonical(&again)? == stored {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether `at`, the time an evaluation record `row` names, is one the store had reached:
+    /// no later than its time `now`, or than the time it recorded the row's append. The Gate
+    /// evaluates at the store's time and the record is stored after, so a later time is the
+    /// writer's own (a gate identity's, to let items dated in the future count); the append's
+    /// time keeps a record made before a manual clock was set back.
+    pub(crate) async fn time_reached(
+        &self,
+        row: &Stored,
+        at: &Timestamp,
+        now: &Timestamp,
+    ) -> Result<bool> {
+        if at <= now {
+            return Ok(true);
+        }
+        let event = self
+            .store
+            .audit_events(row.seq.saturating_sub(1), 1)
+            .await?;
+        Ok(event
+            .first()
+            .filter(|e| e.seq == row.seq)
+            .and_then(|e| e.recorded_at.parse::<Timestamp>().ok())
+            .is_some_and(|recorded| *at <= recorded))
+    }
+
+    /// Whether the stored decision under `key` replays from its evaluation record
+    /// ([`Engine::replay_unscoped`]); one with no record or item to replay from does not. The
+    /// store being away is an error, never an answer.
+    async fn reproduces(&self, key: &Digest) -> Result<bool> {
+        match self.replay_unscoped(key).await {
+            Ok(_) => Ok(true),
+            Err(
+                EngineError::ReplayMismatch { .. }
+                | EngineError::NotFound { .. }
+                | EngineError::Invalid { .. },
+            ) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The evaluation key of the evaluation recorded last (highest store sequence) for
@@ -661,6 +754,27 @@ impl Engine {
             "prior_findings": prior,
             "now": record.now.as_str(),
         }))
+    }
+}
+
+/// A decision's canonical bytes.
+pub(crate) fn canonical(decision: &GateDecision) -> Result<Vec<u8>> {
+    decision
+        .canonical_bytes()
+        .map_err(|e| EngineError::Invalid {
+            what: "gate decision",
+            message: e.to_string(),
+        })
+}
+
+/// Refuses a stored decision body under `key` that is not `decision`'s canonical bytes.
+fn same_decision(key: &Digest, decision: &GateDecision, stored: &str) -> Result<()> {
+    if canonical(decision)? == stored.as_bytes() {
+        Ok(())
+    } else {
+        Err(EngineError::ReplayMismatch {
+            key: key.to_string(),
+        })
     }
 }
 

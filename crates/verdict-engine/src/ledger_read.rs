@@ -7,7 +7,7 @@ use crate::error::{EngineError, Result};
 use crate::ledger::{AttemptClass, CohortKey, Ledger, Observation, VerifierRevision, Window};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
-use verdict_core::contracts::{Outcome, ReasonCode, Role, Subject, VerificationResult};
+use verdict_core::contracts::{Outcome, ReasonCode, Role, Subject, Timestamp, VerificationResult};
 use verdict_core::digest::Digest;
 use verdict_store::{About, ActorRole, DocKind, EvaluationRecord, ExecutionHead, PointerKind};
 
@@ -195,7 +195,12 @@ impl Engine {
     /// that subject under the decision's policy have its evidence set, and its evaluation is
     /// the last recorded for them. A late hard failure filed before the next generation
     /// started, for instance, leaves the pass it overturned stale here too.
-    async fn stood_until_closed(&self, execution: &str, view: &DecisionView) -> Result<bool> {
+    async fn stood_until_closed(
+        &self,
+        execution: &str,
+        view: &DecisionView,
+        now: &Timestamp,
+    ) -> Result<bool> {
         let d = &view.decision;
         let (Some(subject), Some(policy), Some(key), Some(set)) = (
             d.subject_digest.as_ref(),
@@ -213,20 +218,27 @@ impl Engine {
         {
             let record: EvaluationRecord = row.decode()?;
             if record.policy_digest == *policy {
-                latest = Some(record);
+                latest = Some((row, record));
             }
         }
-        let Some(record) = latest.filter(|r| r.evaluation_key == *key) else {
+        let Some((row, record)) = latest.filter(|(_, r)| r.evaluation_key == *key) else {
             return Ok(false);
         };
+        // A record dated at a time the store had not reached was not the Gate's (see
+        // `Engine::gate_gives`).
+        if !self.time_reached(&row, &record.now, now).await? {
+            return Ok(false);
+        }
         let head = ExecutionHead {
             subject_digest: subject.clone(),
             generation: view.generation,
         };
         let collected = self.collect_for(execution, head, policy.clone()).await?;
-        let now_set =
-            verdict_core::gate::evaluate_value(&collected.bundle(&record.now)?).evidence_set_digest;
-        Ok(now_set.as_ref() == Some(set))
+        let again = verdict_core::gate::evaluate_value(&collected.bundle(&record.now)?);
+        // The whole decision, not only its evidence set: one the Gate does not give back from
+        // these items at its record's time was not made by the Gate and never stands.
+        Ok(again.evidence_set_digest.as_ref() == Some(set)
+            && crate::gate_run::canonical(&again)? == crate::gate_run::canonical(d)?)
     }
 
     /// One observation per attempt (execution generation) of `execution`, as at `now`. Read by
@@ -277,7 +289,7 @@ impl Engine {
             let (class, key, policy, verifiers, at) = match decision {
                 Some(view) => {
                     let stands = view.not_applicable.iter().all(|w| excused(*w, closed))
-                        && (!closed || self.stood_until_closed(execution, view).await?);
+                        && (!closed || self.stood_until_closed(execution, view, now).await?);
                     let class = if stands {
                         classify(view)
                     } else {

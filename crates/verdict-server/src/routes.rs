@@ -377,7 +377,8 @@ pub(crate) fn stored_decision(bytes: &str) -> Result<Value, ApiError> {
 }
 
 /// The execution's applicable decision, or the latest and why it does not apply. An operator
-/// reads any execution; anyone else only one its grants in force cover (else 403).
+/// reads any execution; anyone else only one its grants in force cover (else 403). An
+/// execution no subject was put for is 404.
 #[utoipa::path(get, path = "/v1/executions/{id}/status", tag = "lifecycle",
     params(("id" = String, Path, description = "Execution id")),
     responses(

@@ -280,9 +280,13 @@ pub(crate) trait Backend: crate::jobs::JobQueue + Send + Sync + 'static {
     /// `actor` (an operator). Only PostgreSQL has logins to give.
     async fn give_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::DbLogin> {
         let _ = (actor, principal);
-        Err(crate::error::StoreError::Refused(
-            "a SQLite store has no database logins; whoever can write its file controls it".into(),
-        ))
+        Err(no_logins())
+    }
+    /// Takes principal `principal`'s login back, as `actor` (an operator). Only PostgreSQL has
+    /// logins to take.
+    async fn take_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::LoginTaken> {
+        let _ = (actor, principal);
+        Err(no_logins())
     }
     /// The row of the principal whose one token hashes to `token_sha256` now, if any (one
     /// read): the principal whose own record holds it, while it never changed its token, else
@@ -394,4 +398,11 @@ pub(crate) fn parse_digest(table: Table, key: &str, digest: &str) -> Result<Dige
         key: key.to_owned(),
         message: format!("digest column {digest:?} is malformed"),
     })
+}
+
+/// The refusal of a login's change by a store that has no logins.
+fn no_logins() -> crate::error::StoreError {
+    crate::error::StoreError::Refused(
+        "a SQLite store has no database logins; whoever can write its file controls it".into(),
+    )
 }

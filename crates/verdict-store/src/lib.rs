@@ -67,14 +67,15 @@ pub use records::{
     ADMISSION_LEASE_PREFIX, ADMISSION_LEASE_SECONDS, ADMISSION_NOTE_SCHEMA, Access, BlobRecord,
     CANCELLATION_NOTE_SCHEMA, CLOCK_POINTER, ClockSetting, CredentialChange, DENIALS_PER_MINUTE,
     DenialRecord, DocKind, EVALUATION_SCHEMA, EvaluationRecord, FindingRef, GrantRecord,
-    GrantScope, LOGIN_NOTE_SCHEMA, LoginGiver, LoginNote, MAX_BLOB_BYTES, PointerKind,
-    PrincipalRecord, RESULT_REFUSAL_NOTE_SCHEMA, RUN_CONTEXT_NOTE_SCHEMA, RUN_LEASE_PREFIX,
-    RUN_TAKEOVER_NOTE_SCHEMA, Revocation, RunAdmission, RunEvent, RunStatus, ScopeKind, StoreClock,
-    Table, UNAUTHENTICATED, credential_change_key, job_run, token_fingerprint, token_sha256,
+    GrantScope, LOGIN_NOTE_SCHEMA, LOGIN_TAKEN_NOTE_SCHEMA, LoginGiver, LoginNote, MAX_BLOB_BYTES,
+    PointerKind, PrincipalRecord, RESULT_REFUSAL_NOTE_SCHEMA, RUN_CONTEXT_NOTE_SCHEMA,
+    RUN_LEASE_PREFIX, RUN_TAKEOVER_NOTE_SCHEMA, Revocation, RunAdmission, RunEvent, RunStatus,
+    ScopeKind, StoreClock, Table, UNAUTHENTICATED, credential_change_key, job_run,
+    token_fingerprint, token_sha256,
 };
 pub use store::{
-    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, Pointer, PrincipalInfo, Run,
-    Store, Stored,
+    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, LoginTaken, Pointer,
+    PrincipalInfo, Run, Store, Stored,
 };
 
 use std::sync::Arc;

@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 41;
+pub const SCHEMA_VERSION: i64 = 42;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -232,6 +232,11 @@ pub const SQLITE: &[Migration] = &[
         version: 41,
         name: "a_write_is_one_statement",
         sql: include_str!("../migrations/sqlite/0041_a_write_is_one_statement.sql"),
+    },
+    Migration {
+        version: 42,
+        name: "logins_given_again_and_taken_back",
+        sql: include_str!("../migrations/sqlite/0042_logins_given_again_and_taken_back.sql"),
     },
 ];
 
@@ -457,6 +462,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 41,
         name: "a_write_is_one_statement",
         sql: include_str!("../migrations/postgres/0041_a_write_is_one_statement.sql"),
+    },
+    Migration {
+        version: 42,
+        name: "logins_given_again_and_taken_back",
+        sql: include_str!("../migrations/postgres/0042_logins_given_again_and_taken_back.sql"),
     },
 ];
 

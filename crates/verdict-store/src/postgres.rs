@@ -811,6 +811,73 @@ impl PgBackend {
         self.pool.acquire().await.map_err(pg_err)
     }
 
+    /// Takes `principal`'s login back (with its note) if its identity may log in, then ends
+    /// every session of the identity once that has committed. Run again, it appends nothing
+    /// and ends what is left.
+    async fn take_back(&self, actor: &Actor, principal: &str) -> Result<crate::store::LoginTaken> {
+        let db: String = sqlx::query_scalar("SELECT current_database()::text")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(pg_err)?;
+        let user = principal_db_role(&self.prefix, &db, principal);
+        let may_log_in: Option<bool> = sqlx::query_scalar(
+            "SELECT r.rolcanlogin FROM pg_catalog.pg_roles r WHERE r.rolname = $1",
+        )
+        .bind(&user)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(pg_err)?;
+        if may_log_in == Some(true) {
+            self.change_login(actor, principal, None).await?;
+        }
+        let sessions_left = self.end_sessions(actor, principal).await?;
+        Ok(crate::store::LoginTaken {
+            user,
+            sessions_left,
+        })
+    }
+
+    /// Gives `principal`'s identity a login with `password`, or takes it back (`None`), with
+    /// its note, in one transaction committed here; returns the identity.
+    async fn change_login(
+        &self,
+        actor: &Actor,
+        principal: &str,
+        password: Option<&str>,
+    ) -> Result<String> {
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let user: String = sqlx::query_scalar("SELECT verdict.principal_login($1, $2, $3, $4)")
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(principal)
+            .bind(password)
+            .fetch_one(self.counted(&mut *tx))
+            .await
+            .map_err(pg_err)?;
+        self.commit(tx).await?;
+        Ok(user)
+    }
+
+    /// Ends every session of `principal`'s identity, whose login was taken back and committed
+    /// (the routine refuses a login in use); returns how many are still open.
+    async fn end_sessions(&self, actor: &Actor, principal: &str) -> Result<u32> {
+        let role = self.identity(actor).await?;
+        let mut tx = self.begin_as(role.as_deref()).await?;
+        let left: i32 = sqlx::query_scalar("SELECT verdict.principal_sessions_end($1, $2, $3)")
+            .bind(&actor.principal)
+            .bind(actor.role.as_str())
+            .bind(principal)
+            .fetch_one(self.counted(&mut *tx))
+            .await
+            .map_err(pg_err)?;
+        self.commit(tx).await?;
+        u32::try_from(left).map_err(|_| StoreError::Backend {
+            backend: "postgres",
+            message: format!("principal_sessions_end answered {left} sessions"),
+        })
+    }
+
     /// Commits `tx`: one round trip.
     pub(crate) async fn commit(&self, tx: sqlx::Transaction<'static, Postgres>) -> Result<()> {
         self.trips.add(1);
@@ -1916,23 +1983,27 @@ impl Backend for PgBackend {
             message: format!("no randomness for a password: {e}"),
         })?;
         let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let role = self.identity(actor).await?;
-        let mut tx = self.begin_as(role.as_deref()).await?;
-        let user: String = sqlx::query_scalar("SELECT verdict.principal_login($1, $2, $3, $4)")
-            .bind(&actor.principal)
-            .bind(actor.role.as_str())
-            .bind(principal)
-            .bind(&password)
-            .fetch_one(self.counted(&mut *tx))
-            .await
-            .map_err(pg_err)?;
-        self.commit(tx).await?;
+        // A login in use is taken back first and its sessions ended: a session opened with
+        // the old password could otherwise set a password of its own (any role may change its
+        // own) between the new one's commit and the end of its sessions. A role that may not
+        // log in cannot make itself one that may, so only once none is left is it given again.
+        let left = self.take_back(actor, principal).await?.sessions_left;
+        if left > 0 {
+            return Err(StoreError::Refused(format!(
+                "principal {principal}: its login was taken back, but {left} session(s) of it are still open and could not be ended (the store's owner role lacks pg_signal_backend); it is not given again while they are: grant pg_signal_backend to the owner, or end them as a superuser, then give it again"
+            )));
+        }
+        let user = self.change_login(actor, principal, Some(&password)).await?;
         let url = url_as(&self.url, &user, &password);
         Ok(crate::store::DbLogin {
             user,
             password,
             url,
         })
+    }
+
+    async fn take_login(&self, actor: &Actor, principal: &str) -> Result<crate::store::LoginTaken> {
+        self.take_back(actor, principal).await
     }
 
     async fn snapshot(&self) -> Result<Self> {

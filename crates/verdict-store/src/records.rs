@@ -611,6 +611,10 @@ pub fn job_run(run_id: &str) -> Option<(i64, i64)> {
 /// gives a principal a login of its own ([`LoginNote`]).
 pub const LOGIN_NOTE_SCHEMA: &str = "verdict.db-login/v1";
 
+/// The schema of the note appended when an operator takes a principal's login back (schema
+/// version 42): a [`LoginNote`] of this schema.
+pub const LOGIN_TAKEN_NOTE_SCHEMA: &str = "verdict.db-login-taken/v1";
+
 /// Who gave a login: the operator whose act it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -621,21 +625,22 @@ pub struct LoginGiver {
     pub role: Role,
 }
 
-/// The audited note of a login given to a principal (`verdict.db-login/v1`). On PostgreSQL
-/// `principal_login` appends it itself, as the giving operator and in the same transaction as
-/// the login, so no login is given without one; the password is never in it.
+/// The audited note of a login given to a principal (`verdict.db-login/v1`), or taken back
+/// (`verdict.db-login-taken/v1`). On PostgreSQL `principal_login` appends it itself, as the
+/// operator and in the same transaction as the change, so no login is given or taken back
+/// without one; the password is never in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginNote {
-    /// Always [`LOGIN_NOTE_SCHEMA`].
+    /// [`LOGIN_NOTE_SCHEMA`], or [`LOGIN_TAKEN_NOTE_SCHEMA`] for a login taken back.
     pub schema: String,
-    /// The principal given a login.
+    /// The principal whose login was given or taken back.
     pub principal: Name,
-    /// Its database identity, which may now log in.
+    /// Its database identity.
     pub db_role: String,
-    /// The operator who gave it.
+    /// The operator who changed it.
     pub by: LoginGiver,
-    /// The database's clock when it was given.
+    /// The database's clock when it was changed.
     pub at: Timestamp,
 }
 

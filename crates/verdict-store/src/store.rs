@@ -193,6 +193,16 @@ pub struct DbLogin {
     pub url: String,
 }
 
+/// A principal's database login taken back (PostgreSQL): its identity no longer logs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginTaken {
+    /// The identity that no longer logs in.
+    pub user: String,
+    /// Its sessions still open after the store ended every one it could: where the routines'
+    /// owner may not end another login's session (it lacks `pg_signal_backend`).
+    pub sessions_left: u32,
+}
+
 impl std::fmt::Debug for DbLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DbLogin")
@@ -370,8 +380,17 @@ pub trait Store: Send + Sync {
     async fn principals(&self, after_seq: u64, limit: u32) -> Result<Vec<PrincipalInfo>>;
 
     /// Gives principal `name` a database login of its own with a fresh password (operator
-    /// only; PostgreSQL only).
+    /// only; PostgreSQL only). A login in use is first taken back, as [`Store::take_login`]
+    /// does, and given again with the new password only once no session of it is left open
+    /// (else `Refused`, the login left taken back), so nothing opened with the old password
+    /// outlives it. Each change is recorded by a note in the audit chain.
     async fn give_login(&self, actor: &Actor, name: &str) -> Result<DbLogin>;
+
+    /// Takes principal `name`'s database login back (operator only; PostgreSQL only): its
+    /// identity no longer logs in (recorded by a note in the audit chain), and once that has
+    /// committed every session it has open is ended. Taken back already, nothing is appended
+    /// and what is left open is ended. The principal's token, grants and acts are untouched.
+    async fn take_login(&self, actor: &Actor, name: &str) -> Result<LoginTaken>;
 
     /// A principal by the SHA-256 of its token. On PostgreSQL this goes through a routine
     /// every principal's identity may call, so a principal's own login still authenticates
@@ -1955,6 +1974,17 @@ impl<B: Backend> Store for StoreImpl<B> {
             });
         }
         self.backend.give_login(actor, name).await
+    }
+
+    async fn take_login(&self, actor: &Actor, name: &str) -> Result<LoginTaken> {
+        actor.may_append(Table::Principals)?;
+        if self.principal(name).await?.is_none() {
+            return Err(StoreError::NotFound {
+                what: "principal",
+                key: name.to_owned(),
+            });
+        }
+        self.backend.take_login(actor, name).await
     }
 
     async fn principal_by_token_hash(

@@ -635,6 +635,7 @@ fn the_specification_lists_every_applicability_code() {
         Expired,
         EvidenceSetMoved,
         ExecutionCancelled,
+        NotReproduced,
     ];
     // No wildcard: a new code fails to compile here until it is listed above.
     for code in all {
@@ -644,7 +645,8 @@ fn the_specification_lists_every_applicability_code() {
             | N::PolicyRevisionMoved
             | N::Expired
             | N::EvidenceSetMoved
-            | N::ExecutionCancelled => {}
+            | N::ExecutionCancelled
+            | N::NotReproduced => {}
         }
     }
     let codes: Vec<String> = spec_table(

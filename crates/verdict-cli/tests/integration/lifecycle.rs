@@ -1087,6 +1087,89 @@ fn a_principals_own_database_login_does_only_what_it_may() {
     assert!(audit.contains("audit chain intact"), "{audit}");
 }
 
+/// `principal login give` and `revoke`: an operator replaces a principal's database login (the
+/// URL printed once) or takes it back, and the session opened with the old one is ended; a
+/// login taken back no longer connects, and given again it does. Nobody else may do either,
+/// and a SQLite store says it has no logins, writing nothing.
+#[test]
+fn an_operator_gives_a_login_again_or_takes_it_back_and_its_old_sessions_end() {
+    let env = Env::postgres();
+    let ops = env.ok(None, &["init", "--operator", "ops"]);
+    let out = env.ok(
+        Some(&ops),
+        &["principal", "add", "ci", "--role", "runner", "--db-login"],
+    );
+    let (ci, first) = out.split_once('\n').unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let connect = |url: &str| {
+        let url = url.to_owned();
+        rt.block_on(async move {
+            use sqlx::Connection as _;
+            sqlx::PgConnection::connect(&url).await
+        })
+    };
+    let alive = |conn: &mut sqlx::PgConnection| {
+        rt.block_on(async { sqlx::query("SELECT 1").execute(conn).await.is_ok() })
+    };
+    let mut leaked = connect(first).unwrap();
+    assert!(alive(&mut leaked));
+
+    let second = env.ok(Some(&ops), &["principal", "login", "give", "ci"]);
+    assert!(
+        second.starts_with("postgres") && second != first,
+        "{second}"
+    );
+    assert!(
+        !alive(&mut leaked),
+        "a session of the old password is still open"
+    );
+    let mut open = connect(&second).unwrap();
+
+    // The runner itself, and a token nobody holds: refused, the refusal recorded and nothing
+    // else, the session untouched.
+    for (token, code) in [
+        (ci, "permission_denied"),
+        ("not-a-token", "unauthenticated"),
+    ] {
+        for verb in ["give", "revoke"] {
+            let length = chain_length(&env.store);
+            let out = env.run(Some(token), &["principal", "login", verb, "ci"]);
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            assert!(stderr(&out).contains(code), "{}", stderr(&out));
+            assert_eq!(chain_length(&env.store), length + 1);
+        }
+    }
+    assert!(alive(&mut open));
+
+    let out = env.ok(Some(&ops), &["principal", "login", "revoke", "ci"]);
+    assert!(out.contains("taken back"), "{out}");
+    assert!(!alive(&mut open), "the session is still open");
+    let refused = connect(&second).unwrap_err().to_string();
+    assert!(refused.contains("not permitted to log in"), "{refused}");
+    let third = env.ok(Some(&ops), &["principal", "login", "give", "ci"]);
+    connect(&third).unwrap();
+    let audit = env.ok(None, &["audit", "verify"]);
+    assert!(audit.contains("audit chain intact"), "{audit}");
+
+    let env = Env::sqlite();
+    let ops = env.ok(None, &["init", "--operator", "ops"]);
+    env.ok(Some(&ops), &["principal", "add", "ci", "--role", "runner"]);
+    let length = chain_length(&env.store);
+    for verb in ["give", "revoke"] {
+        let out = env.run(Some(&ops), &["principal", "login", verb, "ci"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("no database logins"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(chain_length(&env.store), length);
+}
+
 /// Each principal through its own PostgreSQL login only (`principal add --db-login`): a
 /// verifier admits itself and submits its result, an operator admits a verifier, and the
 /// producer cancels its own execution, with no service login; the audit chain names each of

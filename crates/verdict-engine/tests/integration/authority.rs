@@ -511,6 +511,238 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
     .await;
 }
 
+/// A forged decision as the gate's identity can store it around the engine: `outcome` over the
+/// Gate's own `decision`, under `key`, with `record` (the Gate's true record, moved to `key`)
+/// written beside it in one transaction, under the name of a principal that may gate.
+async fn forge(
+    w: &World,
+    decision: &serde_json::Value,
+    record: &serde_json::Value,
+    key: &str,
+) -> u64 {
+    let mut forged = decision.clone();
+    forged["outcome"] = json!("pass");
+    forged["reasons"] = json!([]);
+    forged["evaluation_key"] = json!(key);
+    let mut record = record.clone();
+    record["evaluation_key"] = json!(key);
+    w.engine
+        .store()
+        .put_batch(
+            &Actor::gate("ops"),
+            &[(DocKind::Evaluation, record), (DocKind::Decision, forged)],
+        )
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .seq
+}
+
+/// Issue 13, attack 8 taken further: a gate identity stores a pass over a subject the Gate
+/// does not pass, with the true evaluation record moved to the forged key, so that the evidence
+/// set is the current one and the forged evaluation is the latest. `status` never shows it as
+/// applicable, the ledger never counts it (open or closed attempt), and the next `gate run`
+/// answers with the Gate's own decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_the_gate_did_not_make_never_applies_nor_counts() {
+    use verdict_engine::{NotApplicable, ledger::AttemptClass};
+    on_both(|store| async move {
+        let w = world(store).await;
+        subject_with_evidence(&w, 1, "change A", "fail").await;
+        let honest = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_ne!(honest.decision.outcome.as_str(), "pass");
+        let key = honest.decision.evaluation_key.clone().unwrap();
+        let record = w.engine.store().evaluations(&key).await.unwrap()[0]
+            .value()
+            .unwrap();
+        let decision: serde_json::Value = serde_json::from_str(&honest.bytes).unwrap();
+        let seq = forge(&w, &decision, &record, DEF).await;
+
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert!(status.applicable.is_none(), "{:?}", status.applicable);
+        let latest = status.latest.unwrap();
+        assert_eq!(
+            (latest.seq, latest.decision.outcome.as_str()),
+            (seq, "pass")
+        );
+        assert_eq!(latest.not_applicable, [NotApplicable::NotReproduced]);
+        let attempts = w.engine.ledger_attempts(&w.ops, EXEC).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].class, AttemptClass::Stale);
+
+        // A closed attempt is judged without the checks only an open one needs; the replay is
+        // not one of them.
+        w.engine
+            .put_subject(&w.coder, &subject(2, "change B"))
+            .await
+            .unwrap();
+        let attempts = w.engine.ledger_attempts(&w.ops, EXEC).await.unwrap();
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(
+            (attempts[0].generation, attempts[0].class),
+            (1, AttemptClass::Stale)
+        );
+        let report = w.engine.verify_store(None).await.unwrap();
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        assert_eq!(report.problems[0].seq, Some(seq));
+    })
+    .await;
+}
+
+/// The same forgery made ahead of the Gate, under the evaluation key its next run computes
+/// (anyone may compute it: the Gate is pure and the items are readable to the gate's
+/// identity). `gate run` does not take the stored decision for its own: it fails with
+/// `replay_mismatch` and writes nothing, and `status` does not apply the forgery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_run_never_answers_with_a_decision_stored_ahead_of_it_under_its_key() {
+    use verdict_engine::NotApplicable;
+    on_both(|store| async move {
+        let w = world(store).await;
+        subject_with_evidence(&w, 1, "change A", "fail").await;
+        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
+        let decision = verdict_core::gate::evaluate_value(&collected.bundle(&now()).unwrap());
+        assert_ne!(decision.outcome.as_str(), "pass");
+        let key = decision.evaluation_key.clone().unwrap();
+        let digests = |rows: &[verdict_store::Stored]| {
+            let mut d: Vec<_> = rows.iter().map(|r| r.digest.clone()).collect();
+            d.sort();
+            d
+        };
+        let record = verdict_store::EvaluationRecord {
+            schema: verdict_store::EVALUATION_SCHEMA.to_owned(),
+            evaluation_key: key.clone(),
+            subject_digest: collected.subject.digest.clone(),
+            policy_digest: collected.policy.digest.clone(),
+            now: now(),
+            evidence: digests(&collected.evidence),
+            verifications: digests(&collected.verifications),
+            human_decisions: digests(&collected.human_decisions),
+            prior_findings: Vec::new(),
+        };
+        let seq = forge(
+            &w,
+            &serde_json::to_value(&decision).unwrap(),
+            &serde_json::to_value(&record).unwrap(),
+            key.as_str(),
+        )
+        .await;
+
+        let before = chain_length(&w).await;
+        let e = w.engine.gate_run(&w.ops, EXEC).await.unwrap_err();
+        assert_eq!(e.code(), "replay_mismatch", "{e}");
+        assert_eq!(chain_length(&w).await, before);
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert!(status.applicable.is_none(), "{:?}", status.applicable);
+        let latest = status.latest.unwrap();
+        assert_eq!(latest.seq, seq);
+        assert_eq!(latest.not_applicable, [NotApplicable::NotReproduced]);
+        let report = w.engine.verify_store(None).await.unwrap();
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        assert_eq!(report.problems[0].seq, Some(seq));
+
+        // Another evaluation recorded since (here a second forgery), so that the forged one is
+        // not the latest: the run would record its evaluation again; it still writes nothing.
+        let again = forge(
+            &w,
+            &serde_json::to_value(&decision).unwrap(),
+            &serde_json::to_value(&record).unwrap(),
+            DEF,
+        )
+        .await;
+        let before = chain_length(&w).await;
+        let e = w.engine.gate_run(&w.ops, EXEC).await.unwrap_err();
+        assert_eq!(e.code(), "replay_mismatch", "{e}");
+        assert_eq!(chain_length(&w).await, before);
+        let report = w.engine.verify_store(None).await.unwrap();
+        let seqs: Vec<_> = report.problems.iter().map(|p| p.seq).collect();
+        assert_eq!(seqs, [Some(seq), Some(again)], "{:#?}", report.problems);
+
+        // Once the items move, the Gate's next key is free and its own decision applies.
+        let d = current_subject(&w).await;
+        w.engine
+            .add_evidence(&w.ci, &[evidence(&d, "pass", "ci", "runner")])
+            .await
+            .unwrap();
+        let run = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(
+            status.applicable.unwrap().decision.evaluation_key,
+            run.decision.evaluation_key
+        );
+    })
+    .await;
+}
+
+/// A decision the Gate did make, but at a time the store has not reached, stored with a record
+/// of that time by the gate's identity: a time after the store's (now, and when it stored the
+/// record) would let items dated in the future count, so it does not apply (`not_reproduced`)
+/// until the store's clock reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_recorded_at_a_time_the_store_has_not_reached_does_not_apply() {
+    use verdict_engine::NotApplicable;
+    on_both(|store| async move {
+        let w = world(store).await;
+        // Evidence dated a month ahead: the Gate holds it as from the future now, not then.
+        let later = ts("2099-01-01T00:00:00Z");
+        let d = w
+            .engine
+            .put_subject(&w.coder, &subject(1, "change A"))
+            .await
+            .unwrap();
+        let mut ev = evidence(&d, "pass", "ci", "runner");
+        ev["observed_at"] = json!(later.as_str());
+        w.engine.add_evidence(&w.ci, &[ev]).await.unwrap();
+        w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        let honest = w
+            .engine
+            .status(&w.ops, EXEC)
+            .await
+            .unwrap()
+            .applicable
+            .unwrap();
+        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
+        let decision = verdict_core::gate::evaluate_value(&collected.bundle(&later).unwrap());
+        let key = decision.evaluation_key.clone().unwrap();
+        assert_ne!(Some(&key), honest.decision.evaluation_key.as_ref());
+        let mut record = w
+            .engine
+            .store()
+            .evaluations(honest.decision.evaluation_key.as_ref().unwrap())
+            .await
+            .unwrap()[0]
+            .value()
+            .unwrap();
+        record["now"] = json!(later.as_str());
+        record["evaluation_key"] = json!(key.as_str());
+        let seq = w
+            .engine
+            .store()
+            .put_batch(
+                &Actor::gate("ops"),
+                &[
+                    (DocKind::Evaluation, record),
+                    (DocKind::Decision, serde_json::to_value(&decision).unwrap()),
+                ],
+            )
+            .await
+            .unwrap()
+            .pop()
+            .unwrap()
+            .seq;
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert!(status.applicable.is_none(), "{:?}", status.applicable);
+        let latest = status.latest.unwrap();
+        assert_eq!(latest.seq, seq);
+        assert_eq!(latest.not_applicable, [NotApplicable::NotReproduced]);
+        // At that time it is the Gate's word.
+        w.engine.store().set_manual_time(&later).await.unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert_eq!(status.applicable.unwrap().seq, seq);
+    })
+    .await;
+}
+
 /// Issue 13: the engine writes nothing as its own principal on a caller's behalf any more:
 /// `init` (the clock and the first operator) is the operator's own act, an attestation and
 /// its key record are the attesting operator's, and a verifier admitting itself under a run cap

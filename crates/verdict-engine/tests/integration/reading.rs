@@ -86,6 +86,43 @@ async fn status_and_history_of_a_gate_that_does_not_exist_say_so() {
     .await;
 }
 
+/// A misspelt execution id is not read as an execution with no decision yet: its status and
+/// history are not found, as the execution is, and once a subject is put both answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_history_of_an_execution_no_subject_has_are_not_found() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let e = w.engine.status(&w.ops, EXEC).await.unwrap_err();
+        assert_eq!(code(&e), "not_found");
+        assert!(
+            e.to_string().contains(&format!("execution {EXEC:?}")),
+            "{e}"
+        );
+        let e = w.engine.history(&w.ops, EXEC).await.unwrap_err();
+        assert_eq!(code(&e), "not_found");
+        assert!(
+            e.to_string().contains(&format!("execution {EXEC:?}")),
+            "{e}"
+        );
+        w.engine
+            .put_subject(&w.coder, &subject(1, "a"))
+            .await
+            .unwrap();
+        let status = w.engine.status(&w.ops, EXEC).await.unwrap();
+        assert!(status.applicable.is_none() && status.latest.is_none());
+        assert_eq!(status.head.unwrap().generation, 1);
+        assert!(
+            w.engine
+                .history(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .decisions
+                .is_empty()
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_reads_everything_and_anyone_else_only_what_is_theirs() {
     on_both(|store| async move {

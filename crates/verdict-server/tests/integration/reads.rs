@@ -855,15 +855,17 @@ async fn every_route_taking_an_execution_id_reads_it_alike() {
             .await;
         assert!(r.body["head"].is_object(), "{r:?}");
 
-        // An id no subject has: the execution itself is not found, and its status says there
-        // is nothing (no head) rather than refusing a well-formed question.
-        let r = s.send("GET", "/v1/executions/y%2Fz", Some(ops), None).await;
-        assert_problem(&r, 404, "not_found");
-        let r = s
-            .send("GET", "/v1/executions/y%2Fz/status", Some(ops), None)
-            .await;
-        assert_eq!(r.status, 200, "{r:?}");
-        assert!(r.body["head"].is_null(), "{r:?}");
+        // An id no subject has: the execution is not found, and neither are its status and
+        // its history, so a misspelt id is never read as "no decision yet".
+        for path in [
+            "/v1/executions/y%2Fz",
+            "/v1/executions/y%2Fz/status",
+            "/v1/executions/y%2Fz/history",
+        ] {
+            let r = s.send("GET", path, Some(ops), None).await;
+            assert_problem(&r, 404, "not_found");
+            assert!(r.body["detail"].as_str().unwrap().contains("y/z"), "{r:?}");
+        }
     })
     .await;
 }

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use verdict_engine::PRINCIPAL_CACHE_BOUND;
 use verdict_server::AppState;
 
+/// A read every principal of the world may make: no subject was put for the execution, so a
+/// token that authenticates a principal the grant lets read gets `404 not_found`, an
+/// unauthenticated one `401`, and one the grant does not cover `403`.
 const STATUS: &str = "/v1/executions/ex-1/status";
 
 /// Sends the status read with `token` to `server` until it is refused as unauthenticated,
@@ -22,7 +25,7 @@ async fn refused_within_the_bound(server: &Server, token: &str) -> Duration {
             assert_problem(&r, 401, "unauthenticated");
             return started.elapsed();
         }
-        assert_eq!(r.status, 200, "{r:?}");
+        assert_problem(&r, 404, "not_found");
         assert!(
             started.elapsed() < PRINCIPAL_CACHE_BOUND + Duration::from_secs(1),
             "a retired token still authenticates after {:?}",
@@ -43,7 +46,7 @@ async fn a_revoked_token_is_refused_at_once_here_and_within_the_bound_on_another
         // Both servers know who holds the verifier's token, the other from memory.
         for s in [&a, &b, &b] {
             let r = s.send("GET", STATUS, Some(&rev), None).await;
-            assert_eq!(r.status, 200, "{r:?}");
+            assert_problem(&r, 404, "not_found");
         }
         assert!(other.principal_cache_hits() >= 1);
 
@@ -98,7 +101,7 @@ async fn a_revoked_token_is_refused_at_once_here_and_within_the_bound_on_another
         assert_ne!(fresh, rev);
         for s in [&a, &b] {
             let r = s.send("GET", STATUS, Some(&fresh), None).await;
-            assert_eq!(r.status, 200, "{r:?}");
+            assert_problem(&r, 404, "not_found");
             let r = s.send("GET", STATUS, Some(&rev), None).await;
             assert_problem(&r, 401, "unauthenticated");
         }
@@ -120,7 +123,7 @@ async fn a_revoked_token_is_refused_at_once_here_and_within_the_bound_on_another
         refused_within_the_bound(&a, &fresh).await;
         for s in [&a, &b] {
             let r = s.send("GET", STATUS, Some(&own), None).await;
-            assert_eq!(r.status, 200, "{r:?}");
+            assert_problem(&r, 404, "not_found");
         }
         let report = w.engine.store().verify_audit(None).await.unwrap();
         assert!(report.is_intact(), "{:#?}", report.problems);
@@ -150,7 +153,11 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_and_a_refusal_
         }
         for who in ["ci", "coder", "ops", "rev"] {
             let r = s.send("GET", STATUS, Some(w.token(who)), None).await;
-            assert_eq!(r.status, 200, "{who}: {r:?}");
+            assert_eq!(
+                (r.status, &r.body["code"]),
+                (404, &json!("not_found")),
+                "{who}: {r:?}"
+            );
         }
         // Unknown principals and bad bodies are refused before anything is written.
         let before = head_seq(&w).await;

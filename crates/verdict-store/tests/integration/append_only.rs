@@ -949,7 +949,7 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
         )
         .await;
     assert_eq!(
-        definers, 60,
+        definers, 61,
         "15 put routines, 15 single-record put routines, 4 compare-and-set routines (the clock's \
          included), the trigger that gives a new principal its identity, the routine that \
          gives it a login, 5 job queue routines, the two that authenticate a token and name \
@@ -959,7 +959,8 @@ async fn execute_is_granted_exactly_as_the_role_table_says() {
          policies call (schema 23); the one that takes or \
          renews a duty lease (schema 26); the one that changes a token and the one that counts \
          a principal's changes without showing them (schema 30); the one by which the \
-         operators' group reads every row only as an identity this store records (schema 32)"
+         operators' group reads every row only as an identity this store records (schema 32); \
+         the one that ends the sessions of a login taken back (schema 42)"
     );
     // A duty lease (schema version 26) is held by the system identity alone.
     for r in ActorRole::ALL {

@@ -1452,6 +1452,172 @@ async fn a_login_given_is_recorded_in_the_audit_chain() {
     t.cleanup().await;
 }
 
+/// The password verifier PostgreSQL keeps for `login` (read as the superuser): the test server
+/// trusts every connection, so what shows that a password was replaced is what it keeps.
+async fn password_of(t: &TestStore, login: &str) -> Option<String> {
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query_scalar("SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1")
+        .bind(login)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// The login notes appended since `seq`, as (schema, principal, operator).
+async fn login_notes_since(t: &TestStore, seq: u64) -> Vec<(String, String, String)> {
+    let mut notes = Vec::new();
+    for e in t.store.audit_events(seq, 100).await.unwrap() {
+        let digest = e
+            .payload_digest
+            .parse::<verdict_core::digest::Digest>()
+            .unwrap();
+        let row = t
+            .store
+            .get(DocKind::Request, &digest)
+            .await
+            .unwrap()
+            .unwrap();
+        let note: verdict_store::LoginNote = row.decode().unwrap();
+        notes.push((
+            note.schema,
+            note.principal.to_string(),
+            note.by.principal.to_string(),
+        ));
+    }
+    notes
+}
+
+/// Schema 42: a password that leaked is replaced by giving the login again, and a login is
+/// taken back; either way every session opened with what the identity had before is ended once
+/// the change commits, and the change is recorded by a note of the operator who made it. Only
+/// an operator may do either: a producer's own login calling the routines by hand is refused,
+/// ends nothing and appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_given_again_or_taken_back_leaves_no_session_of_the_old_one() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "op-1", Role::Operator).await;
+    let op = Actor::new("op-1", Role::Operator);
+    let first = t.store.give_login(&op, VERIFIER).await.unwrap();
+    let kept = password_of(&t, &first.user).await;
+    assert!(kept.is_some());
+    let mut leaked = sqlx::PgConnection::connect(&first.url).await.unwrap();
+    try_sql(&mut leaked, "SELECT 1").await.unwrap();
+
+    // An operator's own login cannot end the sessions of a login in use by hand: only those
+    // of a login taken back, which its note records.
+    let (mut own, _) = principal_login(&t, "op-1", Role::Operator).await;
+    let (code, message) = try_sql_state(
+        &mut own,
+        &format!("SELECT verdict.principal_sessions_end('op-1', 'operator', '{VERIFIER}')"),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(code, "55000", "{message}");
+    own.close().await.unwrap();
+    try_sql(&mut leaked, "SELECT 1").await.unwrap();
+
+    // Given again: taken back, its sessions ended, then given with a new password.
+    let seq = head_seq(&t).await;
+    let again = t.store.give_login(&op, VERIFIER).await.unwrap();
+    assert_eq!(again.user, first.user);
+    assert_ne!(again.password, first.password);
+    assert_ne!(password_of(&t, &first.user).await, kept);
+    assert!(
+        try_sql(&mut leaked, "SELECT 1").await.is_err(),
+        "the old session is open"
+    );
+    let note = |schema: &str| (schema.to_owned(), VERIFIER.to_owned(), "op-1".to_owned());
+    assert_eq!(
+        login_notes_since(&t, seq).await,
+        [
+            note(verdict_store::LOGIN_TAKEN_NOTE_SCHEMA),
+            note(verdict_store::LOGIN_NOTE_SCHEMA)
+        ]
+    );
+
+    // Not an operator's to do: refused by the database, nothing ended, nothing appended.
+    let mut open = sqlx::PgConnection::connect(&again.url).await.unwrap();
+    let (mut producer, _) = principal_login(&t, PRODUCER, Role::Producer).await;
+    let seq = head_seq(&t).await;
+    for sql in [
+        format!("SELECT verdict.principal_login('{PRODUCER}', 'producer', '{VERIFIER}', NULL)"),
+        format!("SELECT verdict.principal_sessions_end('{PRODUCER}', 'producer', '{VERIFIER}')"),
+        format!("SELECT verdict.principal_sessions_end('op-1', 'operator', '{VERIFIER}')"),
+    ] {
+        let (code, message) = try_sql_state(&mut producer, &sql).await.unwrap_err();
+        assert_eq!(code, "42501", "{sql}: {message}");
+    }
+    producer.close().await.unwrap();
+    assert_eq!(head_seq(&t).await, seq);
+    try_sql(&mut open, "SELECT 1").await.unwrap();
+
+    let taken = t.store.take_login(&op, VERIFIER).await.unwrap();
+    assert_eq!(
+        (taken.user.as_str(), taken.sessions_left),
+        (first.user.as_str(), 0)
+    );
+    assert!(
+        try_sql(&mut open, "SELECT 1").await.is_err(),
+        "the session is open"
+    );
+    let refused = sqlx::PgConnection::connect(&again.url).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("not permitted to log in"),
+        "{refused}"
+    );
+    assert_eq!(password_of(&t, &first.user).await, None);
+    assert_eq!(
+        login_notes_since(&t, seq).await,
+        [note(verdict_store::LOGIN_TAKEN_NOTE_SCHEMA)]
+    );
+    // Taken back again: nothing to record, nothing left open.
+    let seq = head_seq(&t).await;
+    let taken = t.store.take_login(&op, VERIFIER).await.unwrap();
+    assert_eq!(taken.sessions_left, 0);
+    assert_eq!(head_seq(&t).await, seq);
+    // Only the login: the principal still authenticates by its token, and a login given
+    // again opens connections.
+    assert!(t.store.principal(VERIFIER).await.unwrap().is_some());
+    let back = t.store.give_login(&op, VERIFIER).await.unwrap();
+    sqlx::PgConnection::connect(&back.url)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let e = t
+        .store
+        .take_login(&Actor::new(PRODUCER, Role::Producer), VERIFIER)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, verdict_store::StoreError::Forbidden { .. }),
+        "{e}"
+    );
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
+/// A SQLite store has no logins to give or take back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_has_no_login_to_give_or_take() {
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    let op = Actor::new(OPERATOR, Role::Operator);
+    let seq = head_seq(&t).await;
+    let given = t.store.give_login(&op, VERIFIER).await.unwrap_err();
+    let taken = t.store.take_login(&op, VERIFIER).await.unwrap_err();
+    for e in [given, taken] {
+        assert!(e.to_string().contains("no database logins"), "{e}");
+    }
+    assert_eq!(head_seq(&t).await, seq);
+}
+
 /// A login `<prefix><name>` as a deployment's service login has it: not a superuser, a member
 /// of the service role and of the built-in identities. Returns its URL.
 async fn service_login(t: &TestStore, name: &str) -> String {

@@ -1,0 +1,5 @@
+-- verdict store, SQLite schema version 42: nothing changes here.
+--
+-- Version 42 lets an operator give a principal's PostgreSQL login again (a new password) or
+-- take it back, ending the sessions it has open. A SQLite store has no database logins:
+-- whoever can write its file controls it.
