@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use verdict_core::contracts::{GateDecision, Outcome, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, DocKind, ExecutionHead, GateHead, StoreClock};
+use verdict_store::{
+    About, DocKind, EvaluationRecord, ExecutionHead, GateHead, StoreClock, Stored,
+};
 
 /// Why a decision does not apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +163,8 @@ struct Current {
     evidence_set: Option<Digest>,
     /// The evaluation key of the latest evaluation record (by store sequence).
     latest_key: Option<Digest>,
+    /// Every evaluation record of the subject under the policy, in store order.
+    records: Vec<(Stored, EvaluationRecord)>,
     /// The items the Gate would read now, when they are the current subject's under the
     /// current policy.
     collected: Option<Collected>,
@@ -240,9 +244,16 @@ impl Engine {
             if why.is_empty()
                 && let Some(key) = &decision.evaluation_key
             {
-                let made = match current.as_ref().and_then(|c| c.collected.as_ref()) {
-                    Some(collected) => self.gate_gives(collected, key, &decision, now).await?,
-                    None => false,
+                let made = match &current {
+                    Some(Current {
+                        collected: Some(collected),
+                        records,
+                        ..
+                    }) => {
+                        self.gate_gives(collected, key, &decision, now, records)
+                            .await?
+                    }
+                    _ => false,
                 };
                 if !made {
                     why.push(NotApplicable::NotReproduced);
@@ -282,12 +293,14 @@ impl Engine {
             } else {
                 (None, None)
             };
-        let latest_key = self
-            .latest_evaluation_key(&head.subject_digest, &gate.policy_digest)
+        let records = self
+            .evaluations_under(&head.subject_digest, &gate.policy_digest)
             .await?;
+        let latest_key = records.last().map(|(_, r)| r.evaluation_key.clone());
         Ok(Current {
             evidence_set,
             latest_key,
+            records,
             collected,
         })
     }

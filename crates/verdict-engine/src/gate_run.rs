@@ -459,28 +459,29 @@ impl Engine {
     /// not was not made by the Gate, so it never applies (`not_reproduced`). Equal keys mean
     /// equal decisions, so any record of the key will do (each distinct time is tried once); a
     /// decision with no record in `gate_evaluations` (stored before schema version 2) is
-    /// replayed from wherever its record is ([`Engine::replay_unscoped`]).
+    /// replayed from wherever its record is ([`Engine::replay_unscoped`]). `records` are the
+    /// evaluation records of the decision's subject under its policy
+    /// ([`Engine::evaluations_under`]), which the caller read already.
     pub(crate) async fn gate_gives(
         &self,
         collected: &Collected,
         key: &Digest,
         decision: &GateDecision,
         now: &Timestamp,
+        records: &[(Stored, EvaluationRecord)],
     ) -> Result<bool> {
-        let records = self.store.evaluations(key).await?;
-        if records.is_empty() {
+        let of_key: Vec<_> = records
+            .iter()
+            .filter(|(_, r)| r.evaluation_key == *key && r.schema == EVALUATION_RECORD_SCHEMA)
+            .collect();
+        if of_key.is_empty() {
             return self.reproduces(key).await;
         }
         let stored = canonical(decision)?;
         let mut tried = BTreeSet::new();
-        for row in records {
-            let Ok(record) = row.decode::<EvaluationRecord>() else {
-                continue;
-            };
-            if record.schema != EVALUATION_RECORD_SCHEMA
-                || record.evaluation_key != *key
-                || !tried.insert(record.now.clone())
-                || !self.time_reached(&row, &record.now, now).await?
+        for (row, record) in of_key {
+            if !tried.insert(record.now.clone())
+                || !self.time_reached(row, &record.now, now).await?
             {
                 continue;
             }
@@ -540,7 +541,20 @@ impl Engine {
         subject: &Digest,
         policy: &Digest,
     ) -> Result<Option<Digest>> {
-        let mut latest = None;
+        Ok(self
+            .evaluations_under(subject, policy)
+            .await?
+            .pop()
+            .map(|(_, record)| record.evaluation_key))
+    }
+
+    /// The evaluation records of `subject` under `policy`, with their rows, in store order.
+    pub(crate) async fn evaluations_under(
+        &self,
+        subject: &Digest,
+        policy: &Digest,
+    ) -> Result<Vec<(Stored, EvaluationRecord)>> {
+        let mut under = Vec::new();
         for row in self
             .store
             .list(DocKind::Evaluation, &About::Subject(subject.clone()))
@@ -548,10 +562,10 @@ impl Engine {
         {
             let record: EvaluationRecord = row.decode()?;
             if record.policy_digest == *policy {
-                latest = Some(record.evaluation_key);
+                under.push((row, record));
             }
         }
-        Ok(latest)
+        Ok(under)
     }
 
     /// `audit verify` over the store and then over its decisions: the store's own walk (chain,

@@ -210,17 +210,7 @@ impl Engine {
         ) else {
             return Ok(false);
         };
-        let mut latest = None;
-        for row in self
-            .store
-            .list(DocKind::Evaluation, &About::Subject(subject.clone()))
-            .await?
-        {
-            let record: EvaluationRecord = row.decode()?;
-            if record.policy_digest == *policy {
-                latest = Some((row, record));
-            }
-        }
+        let latest = self.evaluations_under(subject, policy).await?.pop();
         let Some((row, record)) = latest.filter(|(_, r)| r.evaluation_key == *key) else {
             return Ok(false);
         };

@@ -484,15 +484,7 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
             );
             assert_eq!(chain_length(&w).await, before);
         }
-        let row = store
-            .put_batch(
-                &Actor::gate("ops"),
-                &[(DocKind::Evaluation, record), (DocKind::Decision, forged)],
-            )
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
+        let row = store_as_gate(&w, record, forged).await;
         // Its hashes agree with the chain: only replaying it shows the Gate never made it.
         assert!(
             w.engine
@@ -511,9 +503,27 @@ async fn audit_verify_replays_every_decision_and_reports_one_the_gate_did_not_ma
     .await;
 }
 
-/// A forged decision as the gate's identity can store it around the engine: `outcome` over the
-/// Gate's own `decision`, under `key`, with `record` (the Gate's true record, moved to `key`)
-/// written beside it in one transaction, under the name of a principal that may gate.
+/// Stores `decision` with its evaluation `record` in one transaction, as the gate's identity
+/// can around the engine, under the name of a principal that may gate; the decision's row.
+async fn store_as_gate(
+    w: &World,
+    record: serde_json::Value,
+    decision: serde_json::Value,
+) -> verdict_store::Stored {
+    w.engine
+        .store()
+        .put_batch(
+            &Actor::gate("ops"),
+            &[(DocKind::Evaluation, record), (DocKind::Decision, decision)],
+        )
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+}
+
+/// A forged decision as the gate's identity can store it: a pass over the Gate's own
+/// `decision`, under `key`, with `record` (the Gate's true record, moved to `key`); its seq.
 async fn forge(
     w: &World,
     decision: &serde_json::Value,
@@ -526,17 +536,7 @@ async fn forge(
     forged["evaluation_key"] = json!(key);
     let mut record = record.clone();
     record["evaluation_key"] = json!(key);
-    w.engine
-        .store()
-        .put_batch(
-            &Actor::gate("ops"),
-            &[(DocKind::Evaluation, record), (DocKind::Decision, forged)],
-        )
-        .await
-        .unwrap()
-        .pop()
-        .unwrap()
-        .seq
+    store_as_gate(w, record, forged).await.seq
 }
 
 /// Issue 13, attack 8 taken further: a gate identity stores a pass over a subject the Gate
@@ -715,20 +715,8 @@ async fn a_decision_recorded_at_a_time_the_store_has_not_reached_does_not_apply(
             .unwrap();
         record["now"] = json!(later.as_str());
         record["evaluation_key"] = json!(key.as_str());
-        let seq = w
-            .engine
-            .store()
-            .put_batch(
-                &Actor::gate("ops"),
-                &[
-                    (DocKind::Evaluation, record),
-                    (DocKind::Decision, serde_json::to_value(&decision).unwrap()),
-                ],
-            )
+        let seq = store_as_gate(&w, record, serde_json::to_value(&decision).unwrap())
             .await
-            .unwrap()
-            .pop()
-            .unwrap()
             .seq;
         let status = w.engine.status(&w.ops, EXEC).await.unwrap();
         assert!(status.applicable.is_none(), "{:?}", status.applicable);
