@@ -1429,7 +1429,7 @@ fn line(v: &DecisionView) -> String {
     )
 }
 
-/// Prints a login given (its URL once, on standard output) and what was left of its old one.
+/// Prints a login given: who it is for, and its URL, once, on standard output.
 fn show_login(name: &str, login: &verdict_store::DbLogin) -> Result<ExitCode> {
     eprintln!(
         "database login {:?} for {name:?}; its connection URL is shown only now:",

@@ -811,20 +811,25 @@ impl PgBackend {
         self.pool.acquire().await.map_err(pg_err)
     }
 
+    /// The name of the database the store is in, which each principal's identity is named
+    /// after ([`principal_db_role`]).
+    async fn database(&self) -> Result<String> {
+        sqlx::query_scalar("SELECT current_database()::text")
+            .fetch_one(self.pooled())
+            .await
+            .map_err(pg_err)
+    }
+
     /// Takes `principal`'s login back (with its note) if its identity may log in, then ends
     /// every session of the identity once that has committed. Run again, it appends nothing
     /// and ends what is left.
     async fn take_back(&self, actor: &Actor, principal: &str) -> Result<crate::store::LoginTaken> {
-        let db: String = sqlx::query_scalar("SELECT current_database()::text")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(pg_err)?;
-        let user = principal_db_role(&self.prefix, &db, principal);
+        let user = principal_db_role(&self.prefix, &self.database().await?, principal);
         let may_log_in: Option<bool> = sqlx::query_scalar(
             "SELECT r.rolcanlogin FROM pg_catalog.pg_roles r WHERE r.rolname = $1",
         )
         .bind(&user)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.pooled())
         .await
         .map_err(pg_err)?;
         if may_log_in == Some(true) {
@@ -995,10 +1000,7 @@ impl PgBackend {
     /// member of its group role and of no other role of the store; nothing else acts but the
     /// built-in identities.
     async fn identity_drift(&self) -> Result<Vec<Drift>> {
-        let db: String = sqlx::query_scalar("SELECT current_database()::text")
-            .fetch_one(self.pooled())
-            .await
-            .map_err(pg_err)?;
+        let db = self.database().await?;
         let principals = self
             .rows(sqlx::query(
                 "SELECT key, seq, role FROM verdict.principals ORDER BY seq",

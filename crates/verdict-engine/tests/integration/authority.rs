@@ -522,6 +522,20 @@ async fn store_as_gate(
         .unwrap()
 }
 
+/// The items the Gate reads for [`EXEC`] now, and what it makes of them at `at`: what anyone
+/// who reads them can compute, the Gate being pure.
+async fn gate_at(
+    w: &World,
+    at: &verdict_core::contracts::Timestamp,
+) -> (
+    verdict_engine::Collected,
+    verdict_core::contracts::GateDecision,
+) {
+    let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
+    let decision = verdict_core::gate::evaluate_value(&collected.bundle(at).unwrap());
+    (collected, decision)
+}
+
 /// A forged decision as the gate's identity can store it: a pass over the Gate's own
 /// `decision`, under `key`, with `record` (the Gate's true record, moved to `key`); its seq.
 async fn forge(
@@ -542,8 +556,8 @@ async fn forge(
 /// Issue 13, attack 8 taken further: a gate identity stores a pass over a subject the Gate
 /// does not pass, with the true evaluation record moved to the forged key, so that the evidence
 /// set is the current one and the forged evaluation is the latest. `status` never shows it as
-/// applicable, the ledger never counts it (open or closed attempt), and the next `gate run`
-/// answers with the Gate's own decision.
+/// applicable, the ledger never counts it (open or closed attempt), and `audit verify` names
+/// it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_the_gate_did_not_make_never_applies_nor_counts() {
     use verdict_engine::{NotApplicable, ledger::AttemptClass};
@@ -600,8 +614,7 @@ async fn gate_run_never_answers_with_a_decision_stored_ahead_of_it_under_its_key
     on_both(|store| async move {
         let w = world(store).await;
         subject_with_evidence(&w, 1, "change A", "fail").await;
-        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
-        let decision = verdict_core::gate::evaluate_value(&collected.bundle(&now()).unwrap());
+        let (collected, decision) = gate_at(&w, &now()).await;
         assert_ne!(decision.outcome.as_str(), "pass");
         let key = decision.evaluation_key.clone().unwrap();
         let digests = |rows: &[verdict_store::Stored]| {
@@ -683,7 +696,7 @@ async fn a_decision_recorded_at_a_time_the_store_has_not_reached_does_not_apply(
     use verdict_engine::NotApplicable;
     on_both(|store| async move {
         let w = world(store).await;
-        // Evidence dated a month ahead: the Gate holds it as from the future now, not then.
+        // Evidence dated far ahead: the Gate holds it as from the future now, not then.
         let later = ts("2099-01-01T00:00:00Z");
         let d = w
             .engine
@@ -701,8 +714,7 @@ async fn a_decision_recorded_at_a_time_the_store_has_not_reached_does_not_apply(
             .unwrap()
             .applicable
             .unwrap();
-        let collected = w.engine.collect(&w.ops, EXEC).await.unwrap();
-        let decision = verdict_core::gate::evaluate_value(&collected.bundle(&later).unwrap());
+        let (_, decision) = gate_at(&w, &later).await;
         let key = decision.evaluation_key.clone().unwrap();
         assert_ne!(Some(&key), honest.decision.evaluation_key.as_ref());
         let mut record = w

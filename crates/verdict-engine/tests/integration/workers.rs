@@ -82,15 +82,7 @@ impl ChecksKit for Runner {
         subject_digest: &Digest,
     ) -> Result<ChecksRun, JobFailure> {
         self.runs.fetch_add(1, Ordering::SeqCst);
-        Ok(ChecksRun {
-            evidence: vec![evidence(
-                subject_digest,
-                "pass",
-                caller.name().as_str(),
-                "runner",
-            )],
-            outcome: "1 check".into(),
-        })
+        Ok(one_passing_check(caller, subject_digest))
     }
 }
 
@@ -197,6 +189,20 @@ fn done(w: &Worked) -> &verdict_store::Job {
 /// the execution that did not produce its subject, is refused with nothing written but the
 /// denial, neither the request nor a job; asked again, the same request answers with the same
 /// jobs.
+/// What a runner kit reports for a subject whose one check passed: that check's evidence, as
+/// `caller` files it.
+fn one_passing_check(caller: &Principal, subject_digest: &Digest) -> ChecksRun {
+    ChecksRun {
+        evidence: vec![evidence(
+            subject_digest,
+            "pass",
+            caller.name().as_str(),
+            "runner",
+        )],
+        outcome: "1 check".into(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_created_with_its_jobs_is_worked_to_a_decision_and_only_its_producer_may() {
     on_both(|store| async move {
@@ -959,12 +965,8 @@ impl ChecksKit for Pausing {
         assert!(signal.is_ok(), "the test never took the job over");
         // Awake again: the next renewal finds the job taken, before this writes anything.
         tokio::time::sleep(self.pause).await;
-        let ev = evidence(subject_digest, "pass", caller.name().as_str(), "runner");
         self.wrote.fetch_add(1, Ordering::SeqCst);
-        Ok(ChecksRun {
-            evidence: vec![ev],
-            outcome: "1 check".into(),
-        })
+        Ok(one_passing_check(caller, subject_digest))
     }
 }
 
@@ -1337,15 +1339,7 @@ impl ChecksKit for TakenOverMidRun {
             .unwrap()
             .expect("the lapsed job was not claimable");
         assert_eq!(taken.fencing, 2);
-        Ok(ChecksRun {
-            evidence: vec![evidence(
-                subject_digest,
-                "pass",
-                caller.name().as_str(),
-                "runner",
-            )],
-            outcome: "1 check".into(),
-        })
+        Ok(one_passing_check(caller, subject_digest))
     }
 }
 
