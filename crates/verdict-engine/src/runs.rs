@@ -292,10 +292,7 @@ impl Engine {
         let gate = self
             .gate_head()
             .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "gate policy",
-                key: self.gate.clone(),
-            })?;
+            .ok_or_else(|| EngineError::NoSuchGate(self.gate.clone()))?;
         let policy = self.policy(&gate.policy_digest).await?;
         // Sorted by their text, as requests have always listed them.
         let classes: BTreeSet<String> = policy
@@ -1597,9 +1594,10 @@ pub(crate) fn answers_each_criterion_once(
     Ok(())
 }
 
-/// `r` as a stored note may hold it: every count within ±(2^53 - 1) and no U+0000 in its text.
-/// The judge already keeps its receipts so; a report is taken from any run's verifier, so the
-/// engine holds it to that itself rather than store a note its own reader would refuse.
+/// `r` as a stored note may hold it: every count within ±(2^53 - 1), and its text with every
+/// control character shown as a visible escape (no U+0000, which the store refuses, and no
+/// escape sequence for a terminal that prints it). The judge already keeps its receipts so; a
+/// report is taken from any run's verifier, so the engine holds it to that itself.
 fn storable_receipt(r: &Receipt) -> Receipt {
     use verdict_judge::sanitize::storable as text;
     use verdict_judge::tokens::{storable, storable_f64};

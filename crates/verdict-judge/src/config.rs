@@ -509,7 +509,7 @@ impl ClassConfig {
                 api_key_env,
                 ..
             } => {
-                check_url(base_url).map_err(bad)?;
+                check_url(base_url, api_key_env.is_some()).map_err(bad)?;
                 check_temperature(*temperature).map_err(bad)?;
                 check_price(*price).map_err(bad)?;
                 if api_key_env.as_deref().is_some_and(|v| !is_env_name(v)) {
@@ -526,7 +526,8 @@ impl ClassConfig {
                 version,
                 ..
             } => {
-                check_url(base_url).map_err(bad)?;
+                // The key goes with every call.
+                check_url(base_url, true).map_err(bad)?;
                 check_temperature(*temperature).map_err(bad)?;
                 check_price(*price).map_err(bad)?;
                 if !is_env_name(api_key_env) {
@@ -653,11 +654,16 @@ impl ClassConfig {
     }
 }
 
-fn check_url(url: &str) -> Result<(), String> {
+/// Checks a provider's `base_url`; a provider that `sends_key` may use plain http only to the
+/// loopback, so a file cannot send a key in clear across a network.
+fn check_url(url: &str, sends_key: bool) -> Result<(), String> {
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
             if u.password().is_some() || !u.username().is_empty() {
                 Err("provider.base_url must not carry credentials; use api_key_env".into())
+            } else if let Some(why) = crate::provider::plain_http_refusal(&u).filter(|_| sends_key)
+            {
+                Err(format!("provider.base_url {url:?}: {why}"))
             } else {
                 Ok(())
             }
@@ -842,6 +848,55 @@ mod tests {
                 !err.contains("tagged") && !err.contains("ProviderConfig"),
                 "{err}"
             );
+        }
+    }
+
+    #[test]
+    fn a_key_is_refused_plain_http_to_any_host_but_the_loopback() {
+        let file = |provider: &str| {
+            format!("version: 1\nclasses:\n  reviewer:\n    provider: {{{provider}}}\n")
+        };
+        for url in [
+            "http://192.0.2.7:8000/v1",
+            "HTTP://models.example/v1",
+            "http://[::ffff:127.0.0.1]/v1",
+            "http://localhost.evil.example/v1",
+        ] {
+            for provider in [
+                format!("kind: anthropic, base_url: '{url}', model: m, api_key_env: K"),
+                format!("kind: openai, base_url: '{url}', model: m, api_key_env: K"),
+            ] {
+                let err = VerifiersFile::parse(file(&provider).as_bytes(), "team/v.yaml")
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    err.starts_with("team/v.yaml: class \"reviewer\": provider.base_url ")
+                        && err.contains(&format!("{url:?}"))
+                        && err.contains("unencrypted"),
+                    "{provider}: {err}"
+                );
+            }
+            // An OpenAI-compatible server without a key gets none, so any host will do.
+            let keyless = format!("kind: openai, base_url: '{url}', model: m");
+            assert!(
+                VerifiersFile::parse(file(&keyless).as_bytes(), "v.yaml").is_ok(),
+                "{url}"
+            );
+        }
+        for url in [
+            "http://127.0.0.1:8000/v1",
+            "http://127.9.9.9/v1",
+            "http://[::1]:8000/v1",
+            "http://localhost:11434/v1",
+            "https://models.example/v1",
+        ] {
+            for provider in [
+                format!("kind: anthropic, base_url: '{url}', model: m, api_key_env: K"),
+                format!("kind: openai, base_url: '{url}', model: m, api_key_env: K"),
+            ] {
+                let parsed = VerifiersFile::parse(file(&provider).as_bytes(), "v.yaml");
+                assert!(parsed.is_ok(), "{provider}: {parsed:?}");
+            }
         }
     }
 

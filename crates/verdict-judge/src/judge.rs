@@ -566,9 +566,10 @@ impl Judge {
         outcome: Result<Combined, Failure>,
     ) -> JudgeRun {
         let mut st = std::mem::take(&mut *lock(state));
-        // Whatever a provider wrote into a failure (an error body, a transport message) is
-        // kept, with the one code point a stored document may not hold escaped, so the run's
-        // detail and receipts are stored as they are.
+        // Every detail a provider could have written into (an error body, a program's stderr, a
+        // name from a malformed reply, a transport message) leaves the crate here, and only
+        // here: escaped once, every control character visible, it reaches neither the store
+        // nor a terminal as anything but text.
         for r in &mut st.receipts {
             if let Some(d) = &mut r.detail {
                 make_storable(d);

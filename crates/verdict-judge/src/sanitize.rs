@@ -8,6 +8,9 @@
 //! - the bracket characters that open and close the delimiters (and their look-alikes) are
 //!   replaced the same way, so data can never form a delimiter line;
 //! - bytes that are not UTF-8 become `[0xNN]`.
+//!
+//! Provider text a run keeps (failure details, receipts) gets the same escapes, newline and tab
+//! included ([`storable`]).
 
 use verdict_core::contracts::primitives::is_invisible;
 
@@ -119,25 +122,39 @@ pub fn sanitize_str(input: &str) -> String {
     sanitize(input.as_bytes())
 }
 
-/// `text` with every code point a stored document may not hold written as its visible escape,
-/// `[U+XXXX]`, as [`sanitize`] writes it. Rust text holds no lone surrogate, so that is U+0000
-/// alone, which the store refuses anywhere in a document. Whatever a provider sent and a run
-/// keeps (failure details, error-body excerpts, receipts, rationales) goes through this, so a
-/// run's record is stored whatever bytes it quotes; everything else in the text is kept as it
-/// was.
+/// Whether `c` is escaped in text a run keeps from a provider: what [`must_escape`] escapes,
+/// and newline and tab too (every C0 control, DEL and every C1 control among them).
+fn must_escape_kept(c: char) -> bool {
+    c.is_control() || must_escape(c)
+}
+
+/// `text` as a run keeps provider text: every character [`must_escape`] names, newline and
+/// tab included, written as its visible escape `[U+XXXX]`, as [`sanitize`] writes it; the rest
+/// kept as it was. A provider's error body, a program's stderr or a name in a malformed reply
+/// reaches stored records and the operator's terminal through a run's detail and receipts, so
+/// it must hold no escape sequence (a screen clear, a title change), no line break that could
+/// pass for a line of verdict's own output and no U+0000, which the store refuses anywhere in a
+/// document. The escapes are printable ASCII, so applying this again changes nothing.
 #[must_use]
 pub fn storable(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains('\0') {
-        std::borrow::Cow::Owned(text.replace('\0', "[U+0000]"))
-    } else {
-        std::borrow::Cow::Borrowed(text)
+    if !text.chars().any(must_escape_kept) {
+        return std::borrow::Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if must_escape_kept(c) {
+            Piece::Escaped(c as u32).push_to(&mut out);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// [`storable`] in place.
 pub fn make_storable(text: &mut String) {
-    if text.contains('\0') {
-        *text = text.replace('\0', "[U+0000]");
+    if let std::borrow::Cow::Owned(escaped) = storable(text) {
+        *text = escaped;
     }
 }
 
@@ -204,18 +221,26 @@ mod tests {
     }
 
     #[test]
-    fn text_to_store_has_u0000_escaped_and_nothing_else_changed() {
+    fn text_to_store_has_every_control_escaped_and_nothing_else_changed() {
         assert_eq!(
-            storable("boom\0x\u{1b}[2J\\u0000"),
-            "boom[U+0000]x\u{1b}[2J\\u0000"
+            storable("boom\0x\u{1b}[2J\u{1b}]0;pwned\u{7}\\u0000"),
+            "boom[U+0000]x[U+001B][2J[U+001B]]0;pwned[U+0007]\\u0000"
+        );
+        // Line breaks, tab, DEL, a C1 control (CSI) and a bidirectional override too.
+        assert_eq!(
+            storable("a\nb\tc\rd\u{7f}e\u{9b}2Jf\u{202e}g"),
+            "a[U+000A]b[U+0009]c[U+000D]d[U+007F]e[U+009B]2Jf[U+202E]g"
         );
         assert!(matches!(
-            storable("plain"),
-            std::borrow::Cow::Borrowed("plain")
+            storable("plain é [U+001B]"),
+            std::borrow::Cow::Borrowed("plain é [U+001B]")
         ));
-        let mut s = String::from("\0\0");
+        let mut s = String::from("\0\u{1b}");
         make_storable(&mut s);
-        assert_eq!(s, "[U+0000][U+0000]");
+        assert_eq!(s, "[U+0000][U+001B]");
+        let again = s.clone();
+        make_storable(&mut s);
+        assert_eq!(s, again, "escaping twice changes nothing");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! receipts, manifests, results or prompts, even when a server echoes them back.
 //!
 //! Nor do they reach a proxy the environment names when the model server is a plain-http one
-//! on this machine.
+//! on this machine; an https endpoint, whatever the case of its scheme, may tunnel through it.
 //!
 //! This binary holds a single test because it sets process environment variables.
 #![allow(
@@ -61,8 +61,18 @@ async fn keys_never_leave_the_header() {
     #[allow(unsafe_code)]
     unsafe {
         std::env::set_var(VAR, KEY);
-        for proxy_var in ["http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy"] {
+        for proxy_var in [
+            "http_proxy",
+            "HTTP_PROXY",
+            "https_proxy",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
             std::env::set_var(proxy_var, &proxy_url);
+        }
+        for exempt in ["no_proxy", "NO_PROXY"] {
+            std::env::remove_var(exempt);
         }
     }
 
@@ -132,5 +142,22 @@ async fn keys_never_leave_the_header() {
         proxied.load(std::sync::atomic::Ordering::SeqCst),
         0,
         "a plain-http call went through the proxy"
+    );
+
+    // An endpoint spelt `HTTPS://` is https, by its parsed scheme: its client may tunnel
+    // through the proxy (the key travels inside TLS), as every https client may. Taken for
+    // plain http, it would have gone to the host directly and the proxy would see nothing.
+    let judge = Judge::from_config(
+        &verifiers("HTTPS://verdict-judge-test.invalid/v1", "openai"),
+        "reviewer",
+        dir,
+    )
+    .unwrap();
+    let run = judge.run(&request()).await.unwrap();
+    assert_eq!(run.result.status, VerificationStatus::Unavailable);
+    assert!(
+        proxied.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "an https call never reached the proxy: {:?}",
+        run.detail
     );
 }

@@ -26,6 +26,8 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     /// A provider for `model` at `base_url` (for example `https://api.anthropic.com/v1`).
+    /// The key is sent with every call, so plain `http` is refused for any host but the
+    /// loopback.
     pub fn new(
         base_url: &str,
         model: &str,
@@ -39,7 +41,7 @@ impl AnthropicProvider {
             key,
             version: version.to_owned(),
             temperature,
-            client: http::client(base_url)?,
+            client: http::client(base_url, true)?,
         })
     }
 

@@ -15,8 +15,11 @@ use serde_json::{Value, json};
 use std::process::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The most standard output read from the program.
+/// The most standard output read from the program; a program that prints more is stopped.
 const MAX_STDOUT: u64 = 8 * 1024 * 1024;
+/// How much standard error is kept (and redacted whole) before the excerpt is cut from it; the
+/// rest is read and dropped, so a chatty program never blocks on, or dies of, a full pipe.
+const STDERR_KEPT: u64 = 64 * 1024;
 /// The most standard error kept for a failure's detail.
 const STDERR_EXCERPT: usize = 512;
 
@@ -87,9 +90,9 @@ impl CommandProvider {
         let mut child = cmd
             .spawn()
             .map_err(|e| CallFailure::Command(format!("cannot start {program:?}: {e}")))?;
-        let _group = GroupGuard(child.id());
+        let group = GroupGuard(child.id());
         let request = format!("{}\n\n{}", input.system, input.user);
-        let (mut stdin, stdout, stderr) =
+        let (mut stdin, stdout, mut stderr) =
             match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                 (Some(i), Some(o), Some(e)) => (i, o, e),
                 _ => return Err(CallFailure::Command("no pipes to the program".into())),
@@ -100,14 +103,20 @@ impl CommandProvider {
             let _ = stdin.write_all(request.as_bytes()).await;
             let _ = stdin.shutdown().await;
         };
-        let read_out = async move {
+        let read_out = async {
             let mut buf = Vec::new();
             let r = stdout.take(MAX_STDOUT + 1).read_to_end(&mut buf).await;
+            // Past the limit the program is stopped at once: left running, it would block on
+            // the full pipe (or die of the closed one) and be reported by what that did to it.
+            if u64::try_from(buf.len()).unwrap_or(u64::MAX) > MAX_STDOUT {
+                group.kill();
+            }
             r.map(|_| buf)
         };
         let read_err = async move {
             let mut buf = Vec::new();
-            let _ = stderr.take(64 * 1024).read_to_end(&mut buf).await;
+            let _ = (&mut stderr).take(STDERR_KEPT).read_to_end(&mut buf).await;
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
             buf
         };
         let ((), out, err) = tokio::join!(write, read_out, read_err);
@@ -118,16 +127,18 @@ impl CommandProvider {
         let out = out.map_err(|e| {
             CallFailure::Command(format!("cannot read the output of {program:?}: {e}"))
         })?;
+        // Checked before the exit status: a program stopped for printing too much was killed,
+        // and the limit, not the signal, is why.
+        if u64::try_from(out.len()).unwrap_or(u64::MAX) > MAX_STDOUT {
+            return Err(CallFailure::Protocol(format!(
+                "{program:?} printed more than {MAX_STDOUT} bytes on standard output and was stopped"
+            )));
+        }
         if !status.success() {
             let err = String::from_utf8_lossy(&err);
             return Err(CallFailure::Command(format!(
                 "{program:?} exited with {status}; stderr: {}",
                 redact_then_cut(err.trim(), &self.secrets, STDERR_EXCERPT)
-            )));
-        }
-        if u64::try_from(out.len()).unwrap_or(u64::MAX) > MAX_STDOUT {
-            return Err(CallFailure::Protocol(format!(
-                "{program:?} printed more than {MAX_STDOUT} bytes"
             )));
         }
         let stdin_len = input.system.len() + input.user.len() + 2;
@@ -155,8 +166,9 @@ impl CommandProvider {
 /// the call's future is dropped, and anything the program started must not outlive it.
 struct GroupGuard(Option<u32>);
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
+impl GroupGuard {
+    /// Kills the group now.
+    fn kill(&self) {
         #[cfg(unix)]
         if let Some(pid) = self
             .0
@@ -166,6 +178,12 @@ impl Drop for GroupGuard {
             // The group may already be gone; nothing to do then.
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

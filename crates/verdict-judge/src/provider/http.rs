@@ -3,6 +3,7 @@
 
 use super::CallFailure;
 use crate::secret::{Secret, redact_all, redact_then_cut};
+use reqwest::Url;
 use serde_json::Value;
 use std::sync::OnceLock;
 
@@ -15,16 +16,18 @@ const ERROR_EXCERPT: usize = 512;
 /// endpoint that redirects is a misconfiguration, and a redirect could carry the key
 /// elsewhere). A plain-http endpoint (a model server on this machine) is never reached through
 /// a proxy the environment names, which would receive the key in clear; https may tunnel.
+/// `base_url` must be an http or https URL with a host, and a provider that `sends_key` is
+/// refused plain http to any host but the loopback ([`plain_http_refusal`]).
 ///
 /// One client of each of the two kinds is built per process and shared by every provider:
 /// building one reads and parses the system's whole trust store, milliseconds of work that a
 /// verifier would otherwise repeat for every run. Sharing carries nothing from one provider to
 /// another but open connections to the same endpoint: the client keeps no cookies and holds no
 /// key (each request carries its own headers).
-pub(crate) fn client(base_url: &str) -> Result<reqwest::Client, String> {
+pub(crate) fn client(base_url: &str, sends_key: bool) -> Result<reqwest::Client, String> {
     static TLS: OnceLock<reqwest::Client> = OnceLock::new();
     static PLAIN: OnceLock<reqwest::Client> = OnceLock::new();
-    let https = base_url.starts_with("https://");
+    let https = uses_tls(base_url, sends_key)?;
     let shared = if https { &TLS } else { &PLAIN };
     if let Some(client) = shared.get() {
         return Ok(client.clone());
@@ -33,6 +36,56 @@ pub(crate) fn client(base_url: &str) -> Result<reqwest::Client, String> {
     let builder = if https { builder } else { builder.no_proxy() };
     let built = builder.build().map_err(|e| e.to_string())?;
     Ok(shared.get_or_init(|| built).clone())
+}
+
+/// Whether `base_url` is https (true) or plain http (false), by its parsed scheme, which the
+/// URL parser reads in any case (`HTTPS://` is https); refused when it is neither, names no
+/// host, or would carry a key in clear to another machine.
+fn uses_tls(base_url: &str, sends_key: bool) -> Result<bool, String> {
+    let url = Url::parse(base_url).map_err(|e| format!("base_url {base_url:?}: {e}"))?;
+    if url.host().is_none() {
+        return Err(format!("base_url {base_url:?} names no host"));
+    }
+    match url.scheme() {
+        "https" => Ok(true),
+        "http" => match plain_http_refusal(&url).filter(|_| sends_key) {
+            Some(why) => Err(format!("base_url {base_url:?}: {why}")),
+            None => Ok(false),
+        },
+        other => Err(format!(
+            "base_url {base_url:?}: the scheme must be http or https, not {other:?}"
+        )),
+    }
+}
+
+/// Why an API key must not be sent to `url`, or `None` when it may: over plain http a key is
+/// readable by every network it crosses, so plain http is accepted for a provider that sends
+/// one only to this machine's loopback ([`is_loopback`]).
+pub(crate) fn plain_http_refusal(url: &Url) -> Option<String> {
+    (url.scheme() == "http" && !is_loopback(url)).then(|| {
+        format!(
+            "plain http would send the API key unencrypted to {}; use https for any host other than the loopback (127.0.0.0/8, ::1, localhost)",
+            url.host_str().unwrap_or("no host")
+        )
+    })
+}
+
+/// Whether `url` names this machine's loopback: an address in 127.0.0.0/8, `::1`, or the name
+/// `localhost` in any case, as the server's client and its webhooks decide it. `localhost` is
+/// reserved for the loopback (RFC 6761) and resolved by this machine's own configuration; any
+/// other name (one under `localhost` or with a trailing dot included) could resolve anywhere,
+/// and an IPv4-mapped address is refused as the server refuses it.
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // The URL parser has already read any spelling of an IPv4 address into dotted form.
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
@@ -114,4 +167,62 @@ pub(crate) fn uint(v: &Value, pointer: &str) -> Option<u64> {
 /// A string field of a JSON object.
 pub(crate) fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheme_is_read_from_the_parsed_url_in_any_case() {
+        assert_eq!(uses_tls("HTTPS://api.example/v1", true), Ok(true));
+        assert_eq!(uses_tls("Https://api.example/v1", false), Ok(true));
+        assert_eq!(uses_tls("HTTP://127.0.0.1:8000/v1", true), Ok(false));
+        for bad in [
+            "ftp://api.example/v1",
+            "file:///etc/passwd",
+            "no url",
+            "https://",
+        ] {
+            assert!(uses_tls(bad, false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_goes_over_plain_http_only_to_the_loopback() {
+        for ok in [
+            "http://127.0.0.1:8000/v1",
+            "http://127.1.2.3/",
+            "http://127.1/",
+            "http://[::1]:9/",
+            "http://localhost:11434/v1",
+            "http://LocalHost/",
+            "HTTP://127.0.0.1/",
+            "https://api.example/v1",
+            "https://192.0.2.7/v1",
+        ] {
+            assert!(uses_tls(ok, true).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://192.0.2.7:8000/v1",
+            "HTTP://192.0.2.7/v1",
+            "http://10.0.0.1/",
+            "http://0.0.0.0/",
+            "http://[::]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://localhost./",
+            "http://localhost.evil.example/",
+            "http://models.localhost/",
+            "http://127.0.0.1.nip.io/",
+            "http://models.internal/v1",
+        ] {
+            let err = uses_tls(bad, true).unwrap_err();
+            assert!(
+                err.contains("unencrypted") && err.contains(&format!("{bad:?}")),
+                "{bad}: {err}"
+            );
+            // Without a key there is nothing to expose: a server without authentication.
+            assert_eq!(uses_tls(bad, false), Ok(false), "{bad}");
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub use anthropic::{
     AnthropicProvider, DEFAULT_VERSION as ANTHROPIC_VERSION, TOOL_NAME as ANTHROPIC_TOOL,
 };
 pub use command::CommandProvider;
+pub(crate) use http::plain_http_refusal;
 pub use openai::OpenAiProvider;
 
 use serde_json::Value;

@@ -20,8 +20,9 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     /// A provider for `model` at `base_url` (for example `http://127.0.0.1:8000/v1`). No key is
-    /// sent when `key` is `None` (local servers); `temperature: None` omits the parameter for
-    /// models that refuse it.
+    /// sent when `key` is `None` (local servers); with a key, plain `http` is refused for any
+    /// host but the loopback. `temperature: None` omits the parameter for models that refuse
+    /// it.
     pub fn new(
         base_url: &str,
         model: &str,
@@ -31,9 +32,9 @@ impl OpenAiProvider {
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
+            client: http::client(base_url, key.is_some())?,
             key,
             temperature,
-            client: http::client(base_url)?,
         })
     }
 

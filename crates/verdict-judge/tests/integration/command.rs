@@ -151,6 +151,82 @@ async fn a_crash_is_a_provider_error_with_its_stderr() {
     assert!(run.detail.unwrap().contains("cannot start"));
 }
 
+/// Writes 200 KiB to standard error in one write (far past what a pipe holds), then does what
+/// the rest of the script says. A shell killed by SIGPIPE on that write never gets there.
+const CHATTY: &str = "#!/bin/sh\ninput=$(cat)\nbig=$(head -c 204800 /dev/zero | tr '\\0' e)\nprintf 'first words %s' \"$big\" >&2\n";
+
+#[tokio::test]
+async fn a_program_may_write_any_amount_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    // Then a valid reply: the run completes.
+    let body = GOOD.replacen("input=$(cat)\n", &CHATTY["#!/bin/sh\n".len()..], 1);
+    let s = script(dir.path(), "chatty.sh", &body);
+    let run = run(vec![s.display().to_string()], vec![], 20.0).await;
+    assert_eq!(
+        run.result.status,
+        VerificationStatus::Completed,
+        "{:?}",
+        run.detail
+    );
+    // Then a failure: its own exit status is reported, with the start of what it wrote.
+    let s = script(dir.path(), "chatty-fails.sh", &format!("{CHATTY}exit 3\n"));
+    let run = self::run(vec![s.display().to_string()], vec![], 20.0).await;
+    let d = run.detail.unwrap();
+    assert!(
+        d.contains("exit status: 3") && d.contains("stderr: first words eee"),
+        "{d}"
+    );
+}
+
+#[tokio::test]
+async fn a_program_printing_past_the_output_limit_is_stopped_and_told_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // 9 MiB, then it would wait ten minutes: only stopping it ends the run before its time
+    // budget does.
+    let s = script(
+        dir.path(),
+        "flood.sh",
+        "#!/bin/sh\ncat >/dev/null\nhead -c 9437184 /dev/zero | tr '\\0' x\nsleep 600\n",
+    );
+    let started = std::time::Instant::now();
+    let run = run(vec![s.display().to_string()], vec![], 30.0).await;
+    assert_eq!(
+        run.result.unavailable_reason,
+        Some(UnavailableReason::ProviderError),
+        "{:?}",
+        run.detail
+    );
+    let d = run.detail.unwrap();
+    assert!(
+        d.contains("printed more than 8388608 bytes on standard output and was stopped"),
+        "{d}"
+    );
+    assert_eq!(run.receipts[0].outcome, "protocol_error");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited for the time budget"
+    );
+}
+
+#[tokio::test]
+async fn control_characters_on_stderr_are_shown_escaped_in_the_detail() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "escapes.sh",
+        "#!/bin/sh\ncat >/dev/null\nprintf '\\033[2J\\033]0;pwned\\007\\rPASS\\n' >&2\nexit 3\n",
+    );
+    let run = run(vec![s.display().to_string()], vec![], 20.0).await;
+    let d = run.detail.clone().unwrap();
+    assert!(
+        d.contains("[U+001B][2J[U+001B]]0;pwned[U+0007][U+000D]PASS"),
+        "{d}"
+    );
+    for text in std::iter::once(&d).chain(run.receipts.iter().filter_map(|r| r.detail.as_ref())) {
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+}
+
 fn alive(pid: &str) -> bool {
     // Gone, or a zombie waiting to be reaped, both count as dead.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

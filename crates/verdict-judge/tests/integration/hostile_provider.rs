@@ -374,6 +374,87 @@ async fn u0000_in_an_error_body_is_escaped_in_the_detail_and_the_receipts() {
     }
 }
 
+/// Terminal escape sequences a provider could send to the operator's screen: clear the screen,
+/// set the window title, a carriage return and a line of its own, a C1 control sequence, DEL.
+const ESCAPES: &str = "\u{1b}[2J\u{1b}]0;pwned\u{7}\r\nPASS reviewer\u{9b}31m\u{7f}\t";
+
+/// Every text of `run` that a provider could have written into: the detail and each receipt's.
+fn provider_texts(run: &JudgeRun) -> Vec<String> {
+    let mut texts: Vec<String> = run.detail.iter().cloned().collect();
+    texts.extend(run.receipts.iter().filter_map(|r| r.detail.clone()));
+    texts
+}
+
+fn assert_no_control(run: &JudgeRun, shown: &str, case: &str) {
+    let texts = provider_texts(run);
+    assert!(!texts.is_empty(), "{case}: nothing kept");
+    for t in &texts {
+        assert!(!t.chars().any(char::is_control), "{case}: {t:?}");
+    }
+    let detail = run.detail.as_deref().unwrap_or_default();
+    assert!(detail.contains(shown), "{case}: {detail:?} lacks {shown:?}");
+}
+
+#[tokio::test]
+async fn control_characters_a_provider_sends_are_shown_escaped_in_every_detail() {
+    for p in BOTH {
+        // An error body full of escape sequences, retried and given up on.
+        let server =
+            FakeServer::start(|_| Answer::raw(500, &format!("{{\"error\":\"{ESCAPES}\"}}"))).await;
+        let run = judge(p, &server.url).run(&request()).await.unwrap();
+        assert_eq!(
+            run.result.unavailable_reason,
+            Some(UnavailableReason::ProviderError),
+            "{p:?}"
+        );
+        assert_eq!(run.receipts.len(), 3, "{p:?}: retried");
+        assert_no_control(
+            &run,
+            "[U+001B][2J[U+001B]]0;pwned[U+0007][U+000D][U+000A]PASS reviewer[U+009B]31m[U+007F][U+0009]",
+            &format!("{p:?} error body"),
+        );
+
+        // A reply with an unexpected property whose name holds the escapes: the schema's
+        // message names it.
+        let server = FakeServer::start(move |r| {
+            let mut reply = good_reply(&r.nonce());
+            reply[format!("x{ESCAPES}")] = json!(1);
+            Answer::json(&envelope(p, &reply))
+        })
+        .await;
+        let run = judge(p, &server.url).run(&request()).await.unwrap();
+        assert_unavailable(
+            &run,
+            UnavailableReason::InvalidOutput,
+            "result schema",
+            &format!("{p:?} property"),
+        );
+        assert_no_control(&run, "x[U+001B][2J", &format!("{p:?} property"));
+    }
+
+    // An Anthropic block beside the call whose type is the escapes: the message lists it.
+    let server = FakeServer::start(|r| {
+        let mut env = anthropic_envelope(&good_reply(&r.nonce()));
+        env["content"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": ESCAPES}));
+        Answer::json(&env)
+    })
+    .await;
+    let run = judge(Proto::Anthropic, &server.url)
+        .run(&request())
+        .await
+        .unwrap();
+    assert_unavailable(
+        &run,
+        UnavailableReason::InvalidOutput,
+        "besides the",
+        "block type",
+    );
+    assert_no_control(&run, "[U+001B]]0;pwned", "block type");
+}
+
 #[tokio::test]
 async fn cost_past_the_cap_is_budget_exhausted_never_a_result() {
     // 900,000 output tokens at 30 per million: 27 against a cap of 0.50.

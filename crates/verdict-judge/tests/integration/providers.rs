@@ -621,3 +621,45 @@ async fn a_request_for_another_class_is_refused() {
     let err = j.run(&req).await.unwrap_err();
     assert!(err.to_string().contains("\"security\""), "{err}");
 }
+
+#[tokio::test]
+async fn a_key_goes_over_plain_http_only_to_the_loopback() {
+    // Another host over plain http: a provider that sends a key is refused when it is built,
+    // before anything is sent; one without a key has nothing to expose.
+    for url in ["http://192.0.2.7:8000/v1", "HTTP://models.example/v1"] {
+        let refused = [
+            OpenAiProvider::new(url, "m", Some(Secret::new(KEY.into())), None).map(|_| ()),
+            AnthropicProvider::new(url, "m", Secret::new(KEY.into()), "2023-06-01", None)
+                .map(|_| ()),
+        ];
+        for err in refused {
+            let err = err.unwrap_err();
+            assert!(
+                err.contains(&format!("{url:?}")) && err.contains("unencrypted"),
+                "{url}: {err}"
+            );
+        }
+        assert!(OpenAiProvider::new(url, "m", None, None).is_ok(), "{url}");
+    }
+    // The loopback over plain http (the fake server's `http://127.0.0.1:PORT`) still gets the
+    // key and answers.
+    for p in [Proto::OpenAi, Proto::Anthropic] {
+        let (run, got) = run_once(
+            p,
+            move |r| Answer::json(&envelope(p, &good_reply(&r.nonce()))),
+            budget(),
+        )
+        .await;
+        assert_eq!(
+            run.result.status,
+            VerificationStatus::Completed,
+            "{p:?}: {:?}",
+            run.detail
+        );
+        let sent = got[0]
+            .header("authorization")
+            .or_else(|| got[0].header("x-api-key"))
+            .unwrap();
+        assert!(sent.contains(KEY), "{p:?}");
+    }
+}
