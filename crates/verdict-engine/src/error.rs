@@ -51,7 +51,9 @@ pub enum EngineError {
     },
     /// No policy was ever set for the gate named, so it does not exist (a misspelt `--gate`,
     /// most likely).
-    #[error("gate {0:?} does not exist: no policy has been set for it")]
+    #[error(
+        "gate {0:?} does not exist: no policy has been set for it (a policy list names the gates that do)"
+    )]
     NoSuchGate(String),
     /// The state moved under the action (a compare-and-set lost, a subject no longer current).
     #[error("conflict: {0}")]

@@ -128,10 +128,7 @@ impl Engine {
         let (head, gate) = tokio::try_join!(self.existing_execution_head(execution), async {
             self.gate_head()
                 .await?
-                .ok_or_else(|| EngineError::NotFound {
-                    what: "gate policy",
-                    key: self.gate.clone(),
-                })
+                .ok_or_else(|| EngineError::NoSuchGate(self.gate.clone()))
         })?;
         self.collect_for(execution, head, gate.policy_digest).await
     }
@@ -303,8 +300,12 @@ impl Engine {
         let Some(run) = self.store.run(r.verifier.run.as_str()).await? else {
             return Ok(false);
         };
-        // Nothing follows a terminal event, so the first is the run's outcome.
-        let Some(end) = run.events.iter().find(|e| e.status.is_terminal()) else {
+        // A run whose events were written out of order (around the store's checks) ends
+        // nothing; else nothing follows its end, the run's outcome.
+        if !run.in_order() {
+            return Ok(false);
+        }
+        let Some(end) = run.end() else {
             return Ok(false);
         };
         let agrees = match r.status {

@@ -278,6 +278,21 @@ impl Engine {
             let (ev, _) =
                 verdict_core::contracts::decode::<CheckEvidence>(DigestKind::Evidence, doc)
                     .map_err(|e| invalid("check evidence")(format!("item {i}: {e}")))?;
+            // Evidence names who produced it; naming anyone but the caller is acting as them.
+            if ev.produced_by.principal != caller.name || ev.produced_by.role != caller.role {
+                let err = EngineError::PermissionDenied {
+                    principal: caller.name.to_string(),
+                    role: caller.role.as_str(),
+                    action: "append check evidence".into(),
+                    why: format!(
+                        "evidence {} says it was produced by {:?} as {}",
+                        ev.id,
+                        ev.produced_by.principal.as_str(),
+                        ev.produced_by.role.as_str()
+                    ),
+                };
+                return Err(self.deny(caller, err).await);
+            }
             if checked.as_ref() != Some(&ev.subject_digest) {
                 // The subject and the caller's grants in one read.
                 let (subject, grants) = self
@@ -392,10 +407,7 @@ impl Engine {
         let gate = self
             .gate_head()
             .await?
-            .ok_or_else(|| EngineError::NotFound {
-                what: "gate policy",
-                key: self.gate.clone(),
-            })?;
+            .ok_or_else(|| EngineError::NoSuchGate(self.gate.clone()))?;
         if reviewed.subject_digest != head.subject_digest {
             return Err(EngineError::Conflict(format!(
                 "the decision names subject {}, but execution {execution:?}'s current subject is {}; \

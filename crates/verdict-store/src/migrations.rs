@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 42;
+pub const SCHEMA_VERSION: i64 = 43;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -237,6 +237,11 @@ pub const SQLITE: &[Migration] = &[
         version: 42,
         name: "logins_given_again_and_taken_back",
         sql: include_str!("../migrations/sqlite/0042_logins_given_again_and_taken_back.sql"),
+    },
+    Migration {
+        version: 43,
+        name: "runs_end_once_and_keys_read_nothing",
+        sql: include_str!("../migrations/sqlite/0043_runs_end_once_and_keys_read_nothing.sql"),
     },
 ];
 
@@ -467,6 +472,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 42,
         name: "logins_given_again_and_taken_back",
         sql: include_str!("../migrations/postgres/0042_logins_given_again_and_taken_back.sql"),
+    },
+    Migration {
+        version: 43,
+        name: "runs_end_once_and_keys_read_nothing",
+        sql: include_str!("../migrations/postgres/0043_runs_end_once_and_keys_read_nothing.sql"),
     },
 ];
 

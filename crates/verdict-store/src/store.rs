@@ -228,17 +228,38 @@ pub struct PrincipalInfo {
 pub struct Run {
     /// As admitted.
     pub admission: RunAdmission,
-    /// Status transitions, in order.
+    /// Status transitions, in the order the store recorded them.
     pub events: Vec<RunEvent>,
     /// Audit seq of the admission.
     pub seq: u64,
 }
 
 impl Run {
-    /// The latest status; `None` while only admitted.
+    /// The run's status: its end once it has one, else its latest; `None` while only admitted.
     #[must_use]
     pub fn status(&self) -> Option<RunStatus> {
-        self.events.last().map(|e| e.status)
+        self.end().or(self.events.last()).map(|e| e.status)
+    }
+
+    /// The run's end: its first terminal event in the order the store recorded them.
+    #[must_use]
+    pub fn end(&self) -> Option<&RunEvent> {
+        self.events.iter().find(|e| e.status.is_terminal())
+    }
+
+    /// Whether the run's events are as the store writes them: numbered 1, 2, … in the order
+    /// the store recorded them, nothing after the end. Before schema version 43 a verifier's own
+    /// PostgreSQL login could number its events as it liked, so a run whose events are not in
+    /// this order is not taken at its word: none of its results counts.
+    #[must_use]
+    pub fn in_order(&self) -> bool {
+        let numbered = self.events.iter().zip(1_u64..).all(|(e, n)| e.n == n);
+        let ended_last = self
+            .events
+            .iter()
+            .position(|e| e.status.is_terminal())
+            .is_none_or(|i| i + 1 == self.events.len());
+        numbered && ended_last
     }
 }
 
@@ -1057,7 +1078,7 @@ impl<B: Backend> StoreImpl<B> {
         }
         // The verifier's grant must be in force at the store's time; a result whose run already
         // ended for a lapsed grant is kept as history (it never counts).
-        let lapsed = run.events.iter().any(|e| {
+        let lapsed = run.end().is_some_and(|e| {
             e.status == RunStatus::Unavailable && e.reason == Some(UnavailableReason::GrantRevoked)
         });
         if !lapsed {
@@ -1453,7 +1474,8 @@ impl<B: Backend> StoreImpl<B> {
                 actor.principal
             )));
         }
-        if let Some(last) = run.events.last() {
+        // The run's end once it has one (nothing after it is taken), else its latest event.
+        if let Some(last) = run.end().or(run.events.last()) {
             if last.status == status && last.reason == reason {
                 let key = records::run_event_key(run_id, last.n);
                 let found = self
@@ -1484,7 +1506,7 @@ impl<B: Backend> StoreImpl<B> {
         }
         let event = RunEvent {
             run_id: run.admission.run_id.clone(),
-            n: run.events.last().map_or(1, |e| e.n + 1),
+            n: run.events.iter().map(|e| e.n).max().map_or(1, |n| n + 1),
             status,
             reason,
         };
@@ -2166,17 +2188,20 @@ impl<B: Backend> Store for StoreImpl<B> {
         else {
             return Ok(None);
         };
-        let mut events = self
+        // In the order the store recorded them, not by their numbers: a number is the
+        // writer's to choose (see `Run::in_order`).
+        let mut rows = self
             .backend
             .find(
                 Table::RunEvents,
                 Filter::Column("run_id", run_id.to_owned()),
             )
-            .await?
+            .await?;
+        rows.sort_by_key(|r| r.seq);
+        let events = rows
             .iter()
             .map(Stored::decode::<RunEvent>)
             .collect::<Result<Vec<_>>>()?;
-        events.sort_by_key(|e| e.n);
         Ok(Some(Run {
             admission: row.decode()?,
             events,
@@ -2491,5 +2516,69 @@ impl<B: Backend> Store for StoreImpl<B> {
             }
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn run(events: &[(u64, RunStatus)]) -> Run {
+        let digest = Digest::from_sha256(&[0; 32]);
+        Run {
+            admission: RunAdmission {
+                run_id: "vrun-1".parse().unwrap(),
+                request_digest: digest.clone(),
+                subject_digest: digest,
+                verifier: "reviewer".parse().unwrap(),
+                class: "reviewer".parse().unwrap(),
+                admitted_generation: 1,
+            },
+            events: events
+                .iter()
+                .map(|&(n, status)| RunEvent {
+                    run_id: "vrun-1".parse().unwrap(),
+                    n,
+                    status,
+                    reason: (status == RunStatus::Unavailable)
+                        .then_some(UnavailableReason::GrantRevoked),
+                })
+                .collect(),
+            seq: 1,
+        }
+    }
+
+    /// A run's end is its first terminal event in the store's order, and a run whose events
+    /// are numbered otherwise than 1, 2, … in that order, or go on after the end, is not in
+    /// order: the shapes a verifier's own login could write before schema version 43.
+    #[test]
+    fn a_runs_end_is_its_first_in_the_stores_order_and_only_an_ordered_run_is_believed() {
+        use RunStatus::{Cancelled, Completed, Started, Unavailable};
+        let ordered = run(&[(1, Started), (2, Completed)]);
+        assert!(ordered.in_order());
+        assert_eq!(ordered.end().map(|e| e.status), Some(Completed));
+        assert_eq!(ordered.status(), Some(Completed));
+        let open = run(&[(1, Started)]);
+        assert!(open.in_order());
+        assert!(open.end().is_none());
+        assert_eq!(open.status(), Some(Started));
+        assert!(run(&[]).in_order());
+        // Recorded as 1000 then 1: the end is the first recorded, and the run is not in order.
+        let renumbered = run(&[(1000, Unavailable), (1, Completed)]);
+        assert!(!renumbered.in_order());
+        assert_eq!(renumbered.end().map(|e| e.status), Some(Unavailable));
+        assert_eq!(renumbered.status(), Some(Unavailable));
+        // A `completed` numbered 0 after an operator's cancellation.
+        let before = run(&[(1, Cancelled), (0, Completed)]);
+        assert!(!before.in_order());
+        assert_eq!(before.status(), Some(Cancelled));
+        // Numbered in order but going on after the end.
+        let after = run(&[(1, Cancelled), (2, Completed)]);
+        assert!(!after.in_order());
+        assert_eq!(after.status(), Some(Cancelled));
+        // A gap.
+        assert!(!run(&[(1, Started), (3, Completed)]).in_order());
     }
 }

@@ -954,6 +954,39 @@ async fn a_mission_grant_does_not_take_over_another_producers_execution() {
     .await;
 }
 
+/// Evidence names who produced it. A producer posting evidence that names the runner (to have
+/// it counted as the runner's), or a runner posting evidence that names another runner or the
+/// producer, acts as someone else: refused as `permission_denied`, with exactly its denial
+/// appended, on the runner's one-write path and in a batch alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_naming_a_producer_other_than_its_writer_is_refused_as_acting_as_them() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, _) = subject_with_evidence(&w, 1, "change A", "pass").await;
+        let cases = [
+            (&w.coder, vec![evidence(&d, "pass", "ci", "runner")]),
+            (&w.ci, vec![evidence(&d, "pass", "coder", "producer")]),
+            (&w.ci, vec![evidence(&d, "pass", "ci-2", "runner")]),
+            (&w.ci, vec![evidence(&d, "pass", "ci", "producer")]),
+            (
+                &w.ci,
+                vec![
+                    evidence(&d, "pass", "ci", "runner"),
+                    evidence(&d, "fail", "coder", "producer"),
+                ],
+            ),
+        ];
+        for (who, docs) in cases {
+            let before = chain_length(&w).await;
+            let e = w.engine.add_evidence(who, &docs).await.unwrap_err();
+            assert_eq!(e.code(), "permission_denied", "{e}");
+            assert!(e.to_string().contains("says it was produced by"), "{e}");
+            assert_eq!(chain_length(&w).await, before + 1);
+        }
+    })
+    .await;
+}
+
 /// Within one generation the execution goes from A to B; putting A again is refused, as a
 /// conflict that names A, through the engine and through the store, and nothing is written.
 /// Putting B again, the current subject, is taken and appends nothing.

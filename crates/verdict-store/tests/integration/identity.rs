@@ -4346,6 +4346,221 @@ async fn a_login_idle_in_a_transaction_holding_the_chain_is_ended_by_the_next_wr
     t.cleanup().await;
 }
 
+/// Schema 43: a login holding the chain's lock in a statement that does not end (a write, then
+/// a sleep, in one statement) holds it only until another write waits for it past the bound for
+/// a transaction: that writer ends the session (its write rolled back) and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_holding_the_chain_in_a_statement_that_does_not_end_is_ended_by_the_next_writer() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let (mut holder, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let [one, ..] = put_calls(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &evidence(&s, "ev-held-active"),
+    );
+    let stored = format!(
+        "SELECT count(*) FROM {} WHERE body LIKE '%ev-held-active%'",
+        t.table("check_evidence")
+    );
+    let seq = head_seq(&t).await;
+    // The write and a sleep far past the test's own wait, in one statement.
+    let held = tokio::spawn(async move {
+        let outcome = try_sql(&mut holder, &format!("{one}; SELECT pg_sleep(600)")).await;
+        let again = try_sql(&mut holder, "SELECT 1").await;
+        (outcome, again)
+    });
+    // Wait until the holder's statement holds the chain's lock.
+    let holding = "SELECT count(*) FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a \
+         ON a.pid = l.pid WHERE l.granted AND l.relation = 'verdict.chain_lock'::regclass \
+         AND a.query LIKE '%pg_sleep(600)%'";
+    let mut waited = 0;
+    while t.count(holding).await == 0 {
+        waited += 1;
+        assert!(waited < 300, "the holder never took the chain's lock");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let write = register(t.store.as_ref(), "written-meanwhile", Role::Human);
+    tokio::time::timeout(std::time::Duration::from_secs(120), write)
+        .await
+        .expect("a write waited for a session holding the chain in a statement that never ends");
+    assert_eq!(head_seq(&t).await, seq + 1);
+    let (outcome, again) = held.await.unwrap();
+    assert!(outcome.is_err(), "the holder's statement ended normally");
+    assert!(again.is_err(), "the holder's session was not ended");
+    assert_eq!(t.count(&stored).await, 0);
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
+/// Schema 43: a verifier's own login writes its run's events only as the next of the run
+/// (numbered from 1, one after the last) and nothing after the run's end, whatever status or
+/// number it picks: an event numbered past the next (to be read before the real end), one
+/// numbered 0, one after the end, a `completed` after an operator's cancellation. Each refusal
+/// appends nothing. And a login offering other bytes under a stored event's key is told the
+/// key is taken, never the stored body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verifiers_own_login_writes_its_runs_events_in_order_and_none_after_the_end() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let p = current_policy(&t).await;
+    let req = t
+        .store
+        .put(
+            &Actor::new(OPERATOR, Role::Operator),
+            DocKind::Request,
+            &engine_request(&s, 1, &p, None),
+        )
+        .await
+        .unwrap()
+        .digest;
+    grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
+    let (mut rev, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
+    for run in ["vrun-7", "vrun-8"] {
+        let admission = json!({"run_id": run, "request_digest": req.as_str(),
+            "subject_digest": s.as_str(), "verifier": "reviewer-2", "class": "reviewer",
+            "admitted_generation": 1});
+        let note = json!({"schema": "verdict.admission/v1", "run_id": run,
+            "request_digest": req.as_str(), "subject_digest": s.as_str(), "generation": 1,
+            "verifier": "reviewer-2", "class": "reviewer",
+            "preflight": {"outcome": "pass", "skipped": false, "reasons": []}});
+        let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &admission);
+        let [note_one, ..] =
+            put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
+        try_sql(&mut rev, &format!("BEGIN; {run_one}; {note_one}; COMMIT"))
+            .await
+            .unwrap();
+    }
+    let event = |run: &str, n: u64, status: &str| match status {
+        "unavailable" => {
+            json!({"run_id": run, "n": n, "status": status, "reason": "grant_revoked"})
+        }
+        _ => json!({"run_id": run, "n": n, "status": status}),
+    };
+    let refused = |event: serde_json::Value, why: &'static str| {
+        let key = format!("{}#{}", event["run_id"].as_str().unwrap(), event["n"]);
+        (
+            put_calls_keyed(Table::RunEvents, "reviewer-2", "verifier", &event, &key),
+            why,
+        )
+    };
+    let seq = head_seq(&t).await;
+    for (calls, why) in [
+        refused(
+            event("vrun-7", 1000, "unavailable"),
+            "not the next of its run",
+        ),
+        refused(event("vrun-7", 2, "started"), "not the next of its run"),
+        refused(event("vrun-7", 0, "completed"), "not a run event"),
+        refused(
+            json!({"run_id": "vrun-7", "n": 1, "status": "completed", "reason": "timeout"}),
+            "not a run event",
+        ),
+        refused(
+            json!({"run_id": "vrun-7", "n": 1, "status": "won"}),
+            "not a run event",
+        ),
+        refused(
+            json!({"run_id": "vrun-7", "n": 1, "status": "started", "by": "me"}),
+            "not a run event",
+        ),
+    ] {
+        for sql in &calls {
+            let err = try_sql(&mut rev, sql).await.expect_err(sql);
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    nothing_appended(&t, seq).await;
+    // In order it is taken: started, then its end; after the end nothing, in any number.
+    for (n, status) in [(1, "started"), (2, "completed")] {
+        let [one, ..] = put_calls(
+            Table::RunEvents,
+            "reviewer-2",
+            "verifier",
+            &event("vrun-7", n, status),
+        );
+        try_sql(&mut rev, &one).await.unwrap();
+    }
+    let seq = head_seq(&t).await;
+    for (calls, why) in [
+        refused(event("vrun-7", 3, "unavailable"), "nothing follows its end"),
+        refused(event("vrun-7", 3, "started"), "nothing follows its end"),
+        refused(
+            event("vrun-7", 1000, "cancelled"),
+            "nothing follows its end",
+        ),
+    ] {
+        for sql in &calls {
+            let err = try_sql(&mut rev, sql).await.expect_err(sql);
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    nothing_appended(&t, seq).await;
+    let run = t.store.run("vrun-7").await.unwrap().unwrap();
+    assert!(run.in_order());
+    assert_eq!(run.status(), Some(verdict_store::RunStatus::Completed));
+
+    // An operator cancels the other run: the verifier's `completed` after it, or numbered 0 to
+    // be read before it, is refused.
+    t.store
+        .record_run_status(
+            &Actor::new(OPERATOR, Role::Operator),
+            "vrun-8",
+            verdict_store::RunStatus::Cancelled,
+            None,
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
+    for (calls, why) in [
+        refused(event("vrun-8", 0, "completed"), "not a run event"),
+        refused(event("vrun-8", 2, "completed"), "nothing follows its end"),
+    ] {
+        for sql in &calls {
+            let err = try_sql(&mut rev, sql).await.expect_err(sql);
+            assert!(err.contains(why), "{sql}: {err}");
+        }
+    }
+    nothing_appended(&t, seq).await;
+    assert_eq!(
+        t.store.run("vrun-8").await.unwrap().unwrap().status(),
+        Some(verdict_store::RunStatus::Cancelled)
+    );
+
+    // Another verifier, with no grant and no run, offers other bytes under a stored event's
+    // key: it learns the key is taken (and its digest), never the stored body.
+    let (mut nosy, _) = principal_login(&t, "nosy", Role::Verifier).await;
+    let other = event("vrun-7", 2, "cancelled");
+    let [one, batch, _] = put_calls_keyed(Table::RunEvents, "nosy", "verifier", &other, "vrun-7#2");
+    for sql in [one, batch] {
+        let sql = sql.replacen("SELECT r_seq", "SELECT r_body IS NULL, r_inserted", 1);
+        let row: (bool, bool) = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+            .fetch_one(&mut nosy)
+            .await
+            .unwrap();
+        assert_eq!(row, (true, false), "{sql}");
+    }
+    // The same bytes it would have written get them back, as before.
+    let same = event("vrun-7", 2, "completed");
+    let [one, ..] = put_calls(Table::RunEvents, "reviewer-2", "verifier", &same);
+    let sql = one.replacen("SELECT r_seq", "SELECT r_body", 1);
+    let (body,): (Option<String>,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_one(&mut rev)
+        .await
+        .unwrap();
+    assert_eq!(body.as_deref(), Some(canonical(&same).as_str()));
+    nosy.close().await.unwrap();
+    rev.close().await.unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
 /// Schema 36: a principal's own login calling put_own_denial by hand, as fast as it can,
 /// appends at most `DENIALS_PER_MINUTE` denials a minute: the next call is refused (VRD01,
 /// naming the bound) and appends nothing, and the chain verifies.

@@ -1,0 +1,7 @@
+-- verdict store, SQLite schema version 43: nothing changes here.
+--
+-- Version 43 makes PostgreSQL's write routines take a run's events only in order and none after
+-- its end, answer a stored record's body only to a caller offering the same bytes, and end a
+-- session that holds the audit chain's lock in a statement that does not end. On SQLite the
+-- store's code makes the same checks of a run's events before it appends; a SQLite store has no
+-- database logins: whoever can write its file controls it.
