@@ -55,6 +55,17 @@ pub struct Common {
 }
 
 impl Common {
+    /// `--now`, read.
+    fn read_now(&self) -> Result<Option<Timestamp>> {
+        self.now
+            .as_deref()
+            .map(|text| {
+                text.parse()
+                    .map_err(|e| anyhow::anyhow!("--now {text:?}: {e}"))
+            })
+            .transpose()
+    }
+
     /// The caller's token: `--token-file`'s first line, else `--token` / `VERDICT_TOKEN`.
     pub(crate) fn token(&self) -> Result<Option<String>> {
         let Some(path) = &self.token_file else {
@@ -602,16 +613,17 @@ impl Ctx {
 
     /// Sets `--now` on the store's manual clock; a store on the system clock refuses it.
     async fn set_time(&self, common: &Common) -> Result<()> {
-        if let Some(text) = &common.now {
-            let now: Timestamp = text
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--now {text:?}: {e}"))?;
-            self.engine
-                .set_manual_time(&now)
-                .await
-                .with_context(|| format!("--now {text}"))?;
+        if let Some(now) = common.read_now()? {
+            self.set_now(&now).await?;
         }
         Ok(())
+    }
+
+    async fn set_now(&self, now: &Timestamp) -> Result<()> {
+        self.engine
+            .set_manual_time(now)
+            .await
+            .with_context(|| format!("--now {now}"))
     }
 
     /// The principal of the token given. Every command that acts as someone comes through
@@ -734,16 +746,28 @@ async fn dispatch(cmd: LifecycleCommand) -> Result<ExitCode> {
                 &common,
                 "init creates the store and its first operator, so it runs where the store is",
             )?;
+            // `--now` is judged before anything is written: `init` stores the clock and the
+            // first operator at once, so a refusal after it would leave a store whose only
+            // operator's token was never shown, and that no second `init` may fix.
+            let now = common.read_now()?;
+            if now.is_some() && matches!(clock, ClockArg::System) {
+                bail!(
+                    "--now is only for a store that keeps a manual clock: give --clock manual with it, or leave it out (this store would keep the system clock and take no time from the caller); nothing was written"
+                );
+            }
             let ctx = Ctx::open_store(&common).await?;
             let clock = StoreClock::from(clock);
             let token = ctx.engine.init(&operator, clock).await?;
-            ctx.set_time(&common).await?;
             eprintln!(
                 "store: {} (clock: {})\noperator {operator:?} created; its token is shown only now:",
                 ctx.engine.describe_store(),
                 clock.as_str()
             );
             outln!("{token}")?;
+            // Set after the token is shown, so that nothing failing here can lose it.
+            if let Some(now) = &now {
+                ctx.set_now(now).await?;
+            }
         }
         C::Principal(PrincipalCommand::Add {
             name,

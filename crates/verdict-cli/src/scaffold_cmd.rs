@@ -90,7 +90,57 @@ pub struct NewArgs {
     #[arg(long)]
     put: bool,
     #[command(flatten)]
-    common: Common,
+    common: PutOptions,
+}
+
+/// The store options of `subject new`, which only `--put` uses: given on the command line
+/// without it, they would be ignored, so they are refused. From the environment
+/// (`VERDICT_STORE`, `VERDICT_TOKEN`) they are left alone, as a shell sets those for every
+/// command. `--server` is refused with or without `--put` (`crate::remote::refusal`).
+struct PutOptions(Common);
+
+/// The ids of [`Common`]'s arguments that only `--put` uses, with their flags.
+const PUT_ONLY: [(&str, &str); 4] = [
+    ("store", "--store"),
+    ("token", "--token"),
+    ("token_file", "--token-file"),
+    ("now", "--now"),
+];
+
+impl clap::FromArgMatches for PutOptions {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let put = matches
+            .try_get_one::<bool>("put")
+            .ok()
+            .flatten()
+            .is_some_and(|p| *p);
+        let given = PUT_ONLY.iter().find(|(id, _)| {
+            matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+        });
+        if let (false, Some((_, flag))) = (put, given) {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!(
+                    "{flag} is used only with --put: without it the subject is printed and no store is opened; give --put, or leave {flag} out\n"
+                ),
+            ));
+        }
+        Common::from_arg_matches(matches).map(Self)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl clap::Args for PutOptions {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        Common::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Common::augment_args_for_update(cmd)
+    }
 }
 
 /// `result template`.
@@ -216,7 +266,7 @@ pub async fn subject(cmd: SubjectScaffold) -> Result<ExitCode> {
     let (subject, digest) = scaffold::subject(input)?;
     let value = serde_json::to_value(&subject)?;
     if args.put {
-        let ctx = Ctx::open(&args.common).await?;
+        let ctx = Ctx::open(&args.common.0).await?;
         let stored = ctx.engine.put_subject(&ctx.caller().await?, &value).await?;
         outln!("{stored}")?;
     } else {

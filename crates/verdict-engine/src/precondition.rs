@@ -8,6 +8,7 @@
 //! so setting a policy back to an earlier one still changes it. Versions are written as strong
 //! entity tags (RFC 9110 section 8.8.3) and compared strongly.
 
+use verdict_core::quote::{MAX_QUOTED_CHARS, quoted};
 use verdict_store::{ExecutionHead, GateHead};
 
 /// The version (entity tag) of an execution's head.
@@ -21,6 +22,9 @@ pub fn execution_version(head: &ExecutionHead) -> String {
 pub fn gate_version(head: &GateHead) -> String {
     format!("\"{}#{}\"", head.policy_digest.as_str(), head.revision)
 }
+
+/// The most tags of an `If-Match` a refusal repeats.
+pub const SHOWN_TAGS: usize = 4;
 
 /// What the caller expects the pointer to be before the write moves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,22 +61,48 @@ impl Precondition {
         }
     }
 
-    /// The precondition as `If-Match` writes it.
+    /// The precondition as `If-Match` writes it, for a refusal to repeat: "an empty If-Match"
+    /// when it names no tag, and bounded, since the caller chose its length. At most
+    /// [`SHOWN_TAGS`] tags are shown, then how many more there were; a tag longer than a
+    /// quoted value may be is shown quoted and cut.
     #[must_use]
     pub fn describe(&self) -> String {
         match self {
             Self::Exists => "*".to_owned(),
-            Self::OneOf(tags) => tags.join(", "),
+            Self::OneOf(tags) if tags.is_empty() => "an empty If-Match".to_owned(),
+            Self::OneOf(tags) => {
+                let mut shown: Vec<String> = tags
+                    .iter()
+                    .take(SHOWN_TAGS)
+                    .map(|t| {
+                        if t.chars().count() > MAX_QUOTED_CHARS {
+                            quoted(t)
+                        } else {
+                            t.clone()
+                        }
+                    })
+                    .collect();
+                if tags.len() > SHOWN_TAGS {
+                    shown.push(format!("and {} more", tags.len() - SHOWN_TAGS));
+                }
+                shown.join(", ")
+            }
         }
     }
 
     /// The refusal when `current` does not satisfy it.
     pub(crate) fn refusal(&self, what: &str, current: Option<&str>) -> crate::EngineError {
-        crate::EngineError::PreconditionFailed(format!(
-            "{what} is not at {} but at {}; read it again",
-            self.describe(),
-            current.unwrap_or("none yet")
-        ))
+        let current = current.unwrap_or("none yet");
+        crate::EngineError::PreconditionFailed(match self {
+            Self::OneOf(tags) if tags.is_empty() => format!(
+                "{} names no version; {what} is at {current}; read it again",
+                self.describe()
+            ),
+            _ => format!(
+                "{what} is not at {} but at {current}; read it again",
+                self.describe()
+            ),
+        })
     }
 }
 
@@ -92,5 +122,27 @@ mod tests {
         }
         // Nothing current: even `*` fails.
         assert!(!p("*").matches(None));
+    }
+
+    #[test]
+    fn a_refusal_says_an_empty_if_match_and_bounds_what_it_repeats() {
+        let empty = Precondition::from_if_match(["", " , "]).refusal("the head", Some("\"a#1\""));
+        assert_eq!(
+            empty.to_string(),
+            "precondition failed: an empty If-Match names no version; the head is at \"a#1\"; read it again"
+        );
+        let many = vec!["\"x#1\""; 10_000].join(", ");
+        let long = format!("\"{}\"", "y".repeat(5000));
+        let p = Precondition::from_if_match([long.as_str(), many.as_str()]);
+        let shown = p.describe();
+        assert!(
+            shown.ends_with(&format!("and {} more", 10_001 - SHOWN_TAGS)),
+            "{shown}"
+        );
+        assert!(shown.contains("(5002 bytes in all, cut)"), "{shown}");
+        assert!(shown.chars().count() < 1024, "{}", shown.len());
+        // A few tags are shown whole.
+        let few = Precondition::from_if_match(["\"a#1\", \"b#2\""]);
+        assert_eq!(few.describe(), "\"a#1\", \"b#2\"");
     }
 }

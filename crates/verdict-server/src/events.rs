@@ -49,7 +49,7 @@ pub const DEFAULT_EVENT_LIMIT: u32 = 100;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct EventQuery {
-    /// Start after this audit seq (0, the default: from the start of the log). A
+    /// Start after this audit seq, 0 to 2^63−1 (0, the default: from the start of the log). A
     /// `Last-Event-ID` header takes precedence.
     pub after: Option<u64>,
     /// End the response after this many events (1 to 1000; with `wait=false`, 100 by default).
@@ -65,7 +65,7 @@ pub struct EventQuery {
 #[utoipa::path(get, path = "/v1/events", tag = "lifecycle",
     params(
         EventQuery,
-        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last event received; the stream resumes after it"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last event received (0 to 2^63−1); the stream resumes after it"),
     ),
     responses(
         (status = 200, description = "Server-Sent Events: each event's id is its audit seq, its event name its type (gate_decision, human_decision, run_ended, execution_cancelled, subject_moved, undecodable_record), its data the event as JSON", body = String, content_type = "text/event-stream"),
@@ -80,19 +80,26 @@ pub async fn stream(
     headers: HeaderMap,
     ListQuery(q): ListQuery<EventQuery>,
 ) -> Result<Response, ApiError> {
+    // An event id is an audit seq, which the store keeps as a signed 64-bit integer: a larger
+    // one names no event and is refused here, as a negative one is, not by the store.
+    let event_id = |id: Option<u64>, name: &str| {
+        id.filter(|id| i64::try_from(*id).is_ok()).ok_or_else(|| {
+            ApiError::request(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "{name} must be an event id (an integer from 0 to {})",
+                    i64::MAX
+                ),
+            )
+        })
+    };
     let after = match headers.get("last-event-id") {
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or_else(|| {
-                ApiError::request(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_query",
-                    "Last-Event-ID must be an event id (a non-negative integer)".into(),
-                )
-            })?,
-        None => q.after.unwrap_or(0),
+        Some(v) => event_id(
+            v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()),
+            "Last-Event-ID",
+        )?,
+        None => event_id(Some(q.after.unwrap_or(0)), "after")?,
     };
     let wait = q.wait.unwrap_or(true);
     let limit = match q.limit {

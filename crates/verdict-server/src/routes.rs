@@ -20,9 +20,9 @@ use verdict_core::digest::Digest;
 use verdict_engine::{Cancellation, History, Reviewed, Status};
 
 /// The execution id of a path (`/v1/executions/{id}/...`). A path the router matched but whose
-/// segment cannot be read is a 400 problem document, not axum's plain-text refusal; one that
-/// is not an execution id (a name: 1 to 256 printable characters) is refused as
-/// `invalid_input` before the store is asked.
+/// segment cannot be read is a problem document, not axum's plain-text refusal; one that is
+/// not an execution id (a name: 1 to 256 printable characters) is refused as `invalid_input`
+/// before the store is asked.
 #[derive(Debug)]
 pub struct ExecutionId(pub String);
 
@@ -64,10 +64,10 @@ fn shown(text: &str) -> String {
 /// The longest path segment any route reads (a digest is 71 characters, a name at most 256).
 const MAX_SEGMENT_CHARS: usize = 1024;
 
-/// One path segment (`{id}`, `{name}`, `{digest}`), read as text. One that cannot be read is
-/// a 400 problem document; one holding a control character (U+0000 among them), which no id,
-/// name or digest has, or longer than any of them, is refused as `invalid_input` before the
-/// store is asked.
+/// One path segment (`{id}`, `{name}`, `{digest}`), read as text. One that is not UTF-8 once
+/// percent-decoded, one holding a control character (U+0000 among them), which no id, name or
+/// digest has, or one longer than any of them is refused as `invalid_input` before the store
+/// is asked.
 #[derive(Debug)]
 pub struct Segment(pub String);
 
@@ -79,10 +79,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Segment {
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
                 .map_err(|e| {
+                    // A route whose path does not fit this reader is the server's fault; any
+                    // other refusal is of the segment sent (not UTF-8 once percent-decoded),
+                    // refused as one holding a control character is.
+                    let (status, code) = if e.status().is_server_error() {
+                        (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+                    } else {
+                        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input")
+                    };
                     ApiError::request(
-                        StatusCode::BAD_REQUEST,
-                        "malformed_body",
-                        format!("the path segment cannot be read: {e}"),
+                        status,
+                        code,
+                        format!("the path segment cannot be read: {}", e.body_text()),
                     )
                 })?;
         if segment.chars().any(char::is_control) || segment.chars().count() > MAX_SEGMENT_CHARS {

@@ -254,6 +254,61 @@ fn quickstart_refuses_the_options_it_would_ignore() {
 }
 
 #[test]
+fn subject_new_refuses_the_store_options_it_would_ignore_without_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("verdict.db").display());
+    let objective = dir.path().join("objective.md");
+    std::fs::write(&objective, "say hello").unwrap();
+    let objective = objective.display().to_string();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "vdt_x\n").unwrap();
+    let token_file = token_file.display().to_string();
+    let new = [
+        "subject",
+        "new",
+        "--execution",
+        "ex-1",
+        "--producer",
+        "coder",
+        "--producer-run",
+        "r1",
+        "--objective",
+        &objective,
+        "--criterion",
+        "greets=it says hello",
+    ];
+    for extra in [
+        ["--now", "2030-01-01T00:00:00Z"],
+        ["--store", &store],
+        ["--token", "vdt_x"],
+        ["--token-file", &token_file],
+    ] {
+        let out = verdict_in(&store).args(new).args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "{extra:?}: {}", text(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("{} is used only with --put", extra[0])),
+            "{extra:?}: {said}"
+        );
+    }
+    // From the environment they are left alone, since a shell sets them for every command;
+    // the subject is printed and no store opened.
+    let out = verdict_in(&store)
+        .env("VERDICT_TOKEN", "vdt_x")
+        .args(new)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let subject: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(subject["execution"]["id"], "ex-1");
+    assert!(
+        !dir.path().join("verdict.db").exists(),
+        "a subject printed opened the store"
+    );
+}
+
+#[test]
 fn decide_without_a_verdict_names_both_flags() {
     let out = Command::new(env!("CARGO_BIN_EXE_verdict"))
         .args(["decide", "ex-1", "--reason", "looked at it"])

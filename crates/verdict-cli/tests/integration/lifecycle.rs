@@ -642,6 +642,41 @@ fn init_on_an_initialised_store_mints_no_operator() {
 }
 
 #[test]
+fn init_refuses_a_time_the_store_will_not_take_before_writing_anything() {
+    both(|env| {
+        // Under the attack, this stored the clock and the operator, then refused
+        // `--now`: the token was never shown and no second `init` was allowed.
+        let out = env.run(None, &["init", "--now", NOW]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--clock manual") && stderr(&out).contains("nothing was written"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "no token is shown");
+        // A time that does not read is refused before the store is touched too.
+        let out = env.run(None, &["init", "--clock", "manual", "--now", "noon"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("--now \"noon\""), "{}", stderr(&out));
+        assert_eq!(chain_length(&env.store), 0);
+        // The store is still empty: a plain `init` makes its operator and shows the token.
+        let ops = env.ok(None, &["init"]);
+        assert!(ops.starts_with("vdt_"), "{ops}");
+        let listed = env.ok(Some(&ops), &["principal", "list"]);
+        assert!(listed.contains("operator"), "{listed}");
+        // On a store that will keep a manual clock the same `--now` is taken, token shown.
+        let manual = format!("sqlite:{}", env.dir.path().join("manual.db").display());
+        let ops = env.ok(
+            None,
+            &[
+                "init", "--clock", "manual", "--now", NOW, "--store", &manual,
+            ],
+        );
+        assert!(ops.starts_with("vdt_"), "{ops}");
+    });
+}
+
+#[test]
 fn principal_add_refuses_a_name_that_could_pass_for_another() {
     both(|env| {
         // `init` names the first operator: held to the same rule, and nothing is written.

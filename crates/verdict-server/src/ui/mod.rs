@@ -19,8 +19,8 @@ use crate::problem::ApiError;
 use crate::webhooks::hmac_hex;
 use axum::Form;
 use axum::Router;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::rejection::{FormRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -285,6 +285,33 @@ fn engine_error_page(session: Option<&Session>, e: impl Into<ApiError>) -> Respo
     html(status, pages::error_page(session, &alert))
 }
 
+/// Input axum could not read (a path segment that is not UTF-8, a query field given twice, a
+/// form of another media type), as the API's problem would name it: a body too large or of
+/// the wrong type keeps its status, anything else is `invalid_input`. Answered with a page
+/// saying what is wrong, never axum's plain-text refusal.
+fn unreadable(what: &str, status: StatusCode, text: &str) -> ApiError {
+    let (status, code) = match status {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (status, "unsupported_media_type"),
+        StatusCode::PAYLOAD_TOO_LARGE => (status, "payload_too_large"),
+        _ => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"),
+    };
+    ApiError::request(status, code, format!("{what} cannot be read: {text}"))
+}
+
+/// A posted form, or why it cannot be read.
+fn read_form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ApiError> {
+    form.map(|Form(f)| f)
+        .map_err(|e| unreadable("the form", e.status(), &e.body_text()))
+}
+
+/// The execution id of a page's path, or why it is none: checked before the store is asked, as
+/// the API checks it, so every backend gives the same answer.
+fn path_execution(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(id) = path.map_err(|e| unreadable("the path", e.status(), &e.body_text()))?;
+    crate::routes::execution_id("the execution id", &id)?;
+    Ok(id)
+}
+
 /// Any other path under `/ui`: a page saying so, not the API's JSON problem.
 async fn not_found(
     State(state): State<AppState>,
@@ -355,8 +382,15 @@ async fn sign_in(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
-    Form(form): Form<SignInForm>,
+    form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
+    let form = match read_form(form) {
+        Ok(form) => form,
+        Err(e) => {
+            let (status, alert) = classify(e);
+            return sign_in_response(&state, &headers, status, Some(&alert));
+        }
+    };
     let nonce = cookie(&headers, CSRF_COOKIE).unwrap_or("");
     if !state.ui.csrf_ok("sign-in", nonce, form.csrf.as_deref()) {
         return sign_in_response(
@@ -422,8 +456,15 @@ pub struct CsrfForm {
 async fn sign_out(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<CsrfForm>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
+    let form = match read_form(form) {
+        Ok(form) => form,
+        Err(e) => {
+            let (status, alert) = classify(e);
+            return html(status, pages::bare("Refused", Some(&alert)));
+        }
+    };
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
     if !state.ui.csrf_ok("session", token, form.csrf.as_deref()) {
         return html(
@@ -540,13 +581,21 @@ async fn execution(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
-    axum::extract::Path(id): axum::extract::Path<String>,
-    Query(q): Query<Decided>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<Decided>, QueryRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
-    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
-        return Ok(engine_error_page(Some(&s), e));
-    }
+    let id = match path_execution(path) {
+        Ok(id) => id,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
+    let q = match query {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            let e = unreadable("the query", e.status(), &e.body_text());
+            return Ok(engine_error_page(Some(&s), e));
+        }
+    };
     // Anyone can send a link with `?decided=`: the notice is shown only when the store holds
     // that human decision, made by this principal about this execution's current subject.
     let notice = match q.decided.as_deref().map(str::parse::<Digest>) {
@@ -597,13 +646,20 @@ async fn decision(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
-    axum::extract::Path(id): axum::extract::Path<String>,
-    Form(form): Form<DecisionForm>,
+    path: Result<Path<String>, PathRejection>,
+    form: Result<Form<DecisionForm>, FormRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
-    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
-        return Ok(engine_error_page(Some(&s), e));
-    }
+    let id = match path_execution(path) {
+        Ok(id) => id,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
+    // Nothing in a form that does not read is trusted, its CSRF token included: the page says
+    // so and nothing is recorded.
+    let form = match read_form(form) {
+        Ok(form) => form,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
     let refuse = |status: StatusCode, alert: pages::Alert| {
         let state = state.clone();
@@ -706,13 +762,18 @@ async fn gate_run(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
-    axum::extract::Path(id): axum::extract::Path<String>,
-    Form(form): Form<CsrfForm>,
+    path: Result<Path<String>, PathRejection>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
-    if let Err(e) = crate::routes::execution_id("the execution id", &id) {
-        return Ok(engine_error_page(Some(&s), e));
-    }
+    let id = match path_execution(path) {
+        Ok(id) => id,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
+    let form = match read_form(form) {
+        Ok(form) => form,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
     if !state.ui.csrf_ok("session", token, form.csrf.as_deref()) {
         let alert = pages::Alert::engine(
@@ -743,9 +804,13 @@ async fn lineage(
     State(state): State<AppState>,
     Peer(peer): Peer,
     headers: HeaderMap,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
+    let id = match path_execution(path) {
+        Ok(id) => id,
+        Err(e) => return Ok(engine_error_page(Some(&s), e)),
+    };
     match state.engine.finding_lineage(&s.principal, &id).await {
         Ok(l) => Ok(html(StatusCode::OK, pages::lineage(&s, &l))),
         Err(e) => Ok(engine_error_page(Some(&s), e)),

@@ -470,9 +470,15 @@ async fn bad_bodies_get_4xx_problem_documents_and_write_nothing() {
             assert!(r.status < 500, "{method} {path} {shown}: {r:?}");
             assert_problem(&r, status, code);
         }
-        // A path segment that is not UTF-8 is the client's mistake too.
-        let r = s.send("GET", "/v1/executions/%FF/status", Some(coder), None).await;
-        assert_problem(&r, 400, "malformed_body");
+        // A path segment that is not UTF-8 is the client's mistake too, and said to be the
+        // path's, not a body's (these requests have none).
+        for path in ["/v1/executions/%FF/status", "/v1/executions/%FF%FE", "/v1/runs/%FF"] {
+            let r = s.send("GET", path, Some(coder), None).await;
+            assert_problem(&r, 422, "invalid_input");
+            let detail = r.body["detail"].as_str().unwrap();
+            assert!(detail.starts_with("the path segment cannot be read"), "{path}: {r:?}");
+            assert!(!r.body["title"].as_str().unwrap().contains("body"), "{path}: {r:?}");
+        }
         // The engine's own "not stored" for an execution that does not exist, told to an
         // operator (anyone else is refused as for an execution out of its scope, and that
         // refusal is recorded: `reads.rs`).

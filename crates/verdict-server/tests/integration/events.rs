@@ -366,6 +366,63 @@ async fn a_principal_out_of_scope_never_sees_another_executions_events() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_id_past_the_stores_range_is_refused_by_the_route() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(fast(&w)).await;
+        let ops = w.token("ops");
+        // Under the attack, these reached the store and came back as its 422.
+        for query in [
+            "?wait=false&after=18446744073709551615",
+            "?wait=false&after=9223372036854775808",
+        ] {
+            let r = s
+                .send("GET", &format!("/v1/events{query}"), Some(ops), None)
+                .await;
+            assert_problem(&r, 400, "invalid_query");
+            assert!(
+                r.body["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("after must be an event id"),
+                "{r:?}"
+            );
+        }
+        for id in ["9223372036854775808", "18446744073709551615", "-1"] {
+            let r = s
+                .send_headers(
+                    "GET",
+                    "/v1/events?wait=false",
+                    Some(ops),
+                    None,
+                    &[("last-event-id", id)],
+                )
+                .await;
+            assert_problem(&r, 400, "invalid_query");
+            assert!(
+                r.body["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Last-Event-ID must be an event id"),
+                "{id}: {r:?}"
+            );
+        }
+        // The largest id the store can hold is read: nothing comes after it.
+        let last = Stream::open(&s, ops, "?wait=false", Some(i64::MAX.unsigned_abs()))
+            .await
+            .all()
+            .await;
+        assert!(last.is_empty(), "{last:?}");
+        let last = Stream::open(&s, ops, "?wait=false&after=9223372036854775807", None)
+            .await
+            .all()
+            .await;
+        assert!(last.is_empty(), "{last:?}");
+    })
+    .await;
+}
+
 /// Rewrites a stored human decision to say `"maybe"`, as whoever can switch the append-only
 /// triggers off (the file's holder, a superuser) can: what no write path of verdict stores.
 async fn plant_maybe(backing: &Backing) {

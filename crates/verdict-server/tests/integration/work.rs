@@ -236,6 +236,47 @@ async fn a_subject_put_with_a_stale_if_match_is_412_and_moves_nothing() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_or_huge_if_match_is_refused_saying_so_in_a_bounded_detail() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let s = serve(AppState::new(w.engine.clone())).await;
+        let coder = w.token("coder");
+        let r = s
+            .send("POST", "/v1/subjects", Some(coder), Some(&subject(1, "d1")))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        let before = head_seq(&w).await;
+        // Under the issue's attack the first detail said "is not at  but at", and the second
+        // repeated all 10,000 tags.
+        let many = vec!["\"sha256:0#1\""; 10_000].join(", ");
+        for (if_match, says) in [
+            (
+                "",
+                "an empty If-Match names no version; execution \"ex-1\" is at \"sha256:",
+            ),
+            (" , ", "an empty If-Match names no version"),
+            (many.as_str(), "and 9996 more but at \"sha256:"),
+        ] {
+            let r = s
+                .send_headers(
+                    "POST",
+                    "/v1/subjects",
+                    Some(coder),
+                    Some(&subject(2, "d2")),
+                    &[("if-match", if_match)],
+                )
+                .await;
+            assert_problem(&r, 412, "precondition_failed");
+            let detail = r.body["detail"].as_str().unwrap();
+            assert!(detail.contains(says), "{detail}");
+            assert!(detail.len() < 1024, "{} bytes: {detail}", detail.len());
+        }
+        assert_eq!(head_seq(&w).await, before, "a refused put wrote");
+    })
+    .await;
+}
+
 /// Writers that all read the same version and race to move the pointer with it as `If-Match`:
 /// the engine compares the version with the state its compare-and-set moves from, so exactly
 /// one moves it and every other gets a 412 (never a 409 or a second move), for an execution's
