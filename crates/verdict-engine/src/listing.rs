@@ -95,8 +95,10 @@ pub struct RunDetail {
     pub subject_digest: Digest,
     /// The generation it was admitted for.
     pub generation: u64,
-    /// Its statuses in order (`started`, then one terminal), with the reason of an
-    /// `unavailable` one.
+    /// Its statuses in the order the store recorded them (`started`, then one terminal), with
+    /// the reason of an `unavailable` one, up to its end: an event recorded after the end (which
+    /// only a verifier's own login could write, before schema version 43) ends nothing and is
+    /// not shown.
     pub events: Vec<RunEventView>,
 }
 
@@ -350,6 +352,12 @@ impl Engine {
         if a.verifier != caller.name && !self.may_read(caller, &subject).await? {
             return Err(self.deny_unseen(caller, named()).await);
         }
+        // Up to the run's end, which nothing after it changes.
+        let ended_at = run
+            .events
+            .iter()
+            .position(|e| e.status.is_terminal())
+            .map_or(run.events.len(), |i| i + 1);
         Ok(RunDetail {
             run_id: a.run_id.clone(),
             verifier: a.verifier.clone(),
@@ -360,6 +368,7 @@ impl Engine {
             events: run
                 .events
                 .iter()
+                .take(ended_at)
                 .map(|e| RunEventView {
                     status: e.status.as_str(),
                     reason: e.reason.map(|r| r.as_str()),

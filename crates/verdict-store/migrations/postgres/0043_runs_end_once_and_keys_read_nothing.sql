@@ -17,21 +17,29 @@
 --   1, 2, … in that order with nothing after the end (written before this version) counts no
 --   result.
 -- - Every write routine looked its key up before it checked what the caller may write, and
---   answered a record stored under it with that record's body, whatever the caller offered: a
---   verifier with no grant read another execution's finding (and a run's events) by offering
---   a body under the finding's key. Now the body comes back only when the stored digest is the
---   one offered, as principals' have since schema 10; a caller offering other bytes learns
---   that the key is taken and the stored digest, which is the conflict it is told of anyway.
---   Blobs are keyed by the digest of their bytes, so their stored record is answered as before;
---   gate decisions, which only the gate's identity may write, converge on the first stored
---   under a key (every writer reads that one back), as before.
--- - _end_idle_chain_holder (schema 35) ended only a holder of the chain's lock idle in its
---   transaction. A login could call a write routine that takes the lock (one storing nothing,
---   its key already stored) and sleep in the same statement, holding every writer of the store
---   for as long as it liked. Now it also ends a holder whose transaction began more than 10 s
---   ago, whatever its state, unless the session belongs to the store's owner (a migration) or
---   a superuser (which it may not end). verdict's own writes are one statement each (schema
---   41) and end well within that.
+--   answered a record stored under it with that record's body and digest, whatever the caller
+--   offered: a verifier with no grant read another execution's finding (and a run's events) by
+--   offering a body under the finding's key, and a record of few possible bodies (a run event)
+--   could be read from its digest alone. Now the body comes back only when the stored digest
+--   is the one offered, as principals' have since schema 10, and the stored digest only to a
+--   caller that may read the record (by the rule of its table's read policy, schema 23, or one
+--   that reads every record); any other is refused (42501), told only that the key is taken by
+--   a record it may not read. Blobs are keyed by the digest of their bytes, so their
+--   stored record is answered as before; gate decisions, which only the gate's identity may
+--   write, converge on the first stored under a key (every writer reads that one back), as
+--   before; principals' and credential changes' routines are an operator's alone.
+-- - take_chain_lock (schema 35) ended, between its waits, only a holder of the chain's lock
+--   idle in its transaction. A login could call a write routine that takes the lock (one
+--   storing nothing, its key already stored) and sleep in the same statement, holding every
+--   writer of the store for as long as it liked. Now a waiter also ends a holder it has itself
+--   seen holding the lock, in the same transaction, for 10 seconds, whatever that holder is
+--   doing, unless the holder is a superuser's session or one of the routines' owner (a
+--   migration). The time is the waiter's own observation, not the holder's transaction's age:
+--   a writer that waited long for the lock is not ended for having waited. Only the lock the
+--   routines take (EXCLUSIVE) counts, so a reader of the table (a backup) is never ended.
+-- - A result's routine waived its check of the verifier's grant when any event of the run said
+--   it ended for a lapsed grant; now only when that is the run's end (its first terminal event
+--   as recorded), as the store's code has it.
 
 SET LOCAL ROLE __OWNER__;
 SET LOCAL search_path = verdict, pg_temp;
@@ -71,6 +79,24 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION verdict._run_event_follows(jsonb) FROM PUBLIC;
 
+-- The digest of the record stored under `p_key` in table `p_tbl`, as a write routine answers it
+-- to a caller offering `p_offered`: to a caller offering the same digest, or one that may read
+-- the record (an identity that reads every record, or by the table's read rule), as it is; any
+-- other caller is refused, so a routine answers nothing of a record its caller may not read.
+-- NULL for no record.
+CREATE FUNCTION verdict._stored_digest(p_tbl text, p_key text, p_stored text, p_offered text)
+RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = verdict, pg_temp AS $$
+BEGIN
+    IF p_stored IS NULL OR p_stored = p_offered OR verdict._reader() IS NULL
+        OR verdict._reads_record(p_tbl, p_key) THEN
+        RETURN p_stored;
+    END IF;
+    RAISE EXCEPTION '%: the key % is taken by a record this identity may not read', p_tbl,
+        p_key USING ERRCODE = '42501';
+END $$;
+REVOKE ALL ON FUNCTION verdict._stored_digest(text, text, text, text) FROM PUBLIC;
+
 DO $migrate$
 DECLARE
     f record;
@@ -78,11 +104,24 @@ DECLARE
     v_hits integer;
     v_lookup text := 'SELECT t.seq, t.digest, t.body, ';
     v_insert text := 'INSERT INTO verdict.run_events (seq, key, digest, body, run_id, n, status)';
+    v_offered text;
+    -- A result's check of its verifier's grant is waived for a run that ended for a lapsed
+    -- grant (schema 6): now only when that is the run's end, its first terminal event as
+    -- recorded, as the store's code reads it, not any event saying so.
+    v_waiver text := $w$        AND NOT EXISTS (SELECT 1 FROM verdict.run_events ck_e
+            WHERE ck_e.run_id = (v_doc #>> '{verifier,run}') AND ck_e.status = 'unavailable'
+              AND (ck_e.body::jsonb ->> 'reason') = 'grant_revoked') THEN$w$;
+    v_end_waiver text := $w$        AND NOT EXISTS (SELECT 1 FROM (SELECT ck_e.status, ck_e.body
+                FROM verdict.run_events ck_e
+                WHERE ck_e.run_id = (v_doc #>> '{verifier,run}') AND ck_e.status <> 'started'
+                ORDER BY ck_e.seq LIMIT 1) ck_end
+            WHERE ck_end.status = 'unavailable'
+              AND (ck_end.body::jsonb ->> 'reason') = 'grant_revoked') THEN$w$;
 BEGIN
     -- Every write routine but blobs' (keyed by their bytes' digest), gate decisions' (the
-    -- gate's alone, converging on the first), and those that answer a body only to its own
-    -- bytes already (principals, credential changes) or can only meet the caller's own record
-    -- (put_own_denial builds its key from the caller's own denial).
+    -- gate's alone, converging on the first), principals' and credential changes' (an
+    -- operator's alone, answering a body only to its own bytes already) and put_own_denial's
+    -- (which builds its key from the caller's own denial).
     FOR f IN SELECT p.oid, p.proname, p.oid::regprocedure::text AS signature
             FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'verdict' AND p.proname ~ '^put_'
@@ -96,8 +135,10 @@ BEGIN
             RAISE EXCEPTION '%: the stored row''s lookup occurs % times, not once', f.signature,
                 v_hits;
         END IF;
-        v_def := replace(v_def, v_lookup, format('SELECT t.seq, t.digest, CASE WHEN t.digest = %s THEN t.body END, ',
-            CASE WHEN f.proname ~ '^put_one_' THEN 'p_digest' ELSE 'p_digests[i]' END));
+        v_offered := CASE WHEN f.proname ~ '^put_one_' THEN 'p_digest' ELSE 'p_digests[i]' END;
+        v_def := replace(v_def, v_lookup, format(
+            'SELECT t.seq, verdict._stored_digest(%L, t.key, t.digest, %s), CASE WHEN t.digest = %s THEN t.body END, ',
+            regexp_replace(f.proname, '^put_(one_)?', ''), v_offered, v_offered));
         IF f.proname IN ('put_run_events', 'put_one_run_events') THEN
             v_hits := (length(v_def) - length(replace(v_def, v_insert, ''))) / length(v_insert);
             IF v_hits <> 1 THEN
@@ -107,41 +148,80 @@ BEGIN
             v_def := replace(v_def, v_insert,
                 'PERFORM verdict._run_event_follows(v_doc);' || E'\n    ' || v_insert);
         END IF;
+        IF f.proname IN ('put_verification_results', 'put_one_verification_results') THEN
+            v_hits := (length(v_def) - length(replace(v_def, v_waiver, ''))) / length(v_waiver);
+            IF v_hits <> 1 THEN
+                RAISE EXCEPTION '%: the waiver of the grant check occurs % times, not once',
+                    f.signature, v_hits;
+            END IF;
+            v_def := replace(v_def, v_waiver, v_end_waiver);
+        END IF;
         EXECUTE v_def;
     END LOOP;
 END
 $migrate$;
 
-CREATE OR REPLACE FUNCTION verdict._end_idle_chain_holder() RETURNS integer
+-- Ends, for a writer waiting for the chain's lock, each other session holding it (EXCLUSIVE,
+-- the mode the routines take) that is idle in its transaction for more than 5 seconds (as
+-- schema 35 did), or that this waiter has seen holding it, in the same transaction, for 10
+-- seconds (`p_seen`: each holder's pid and transaction start, with the time this waiter first
+-- saw it hold the lock); a superuser's session and one of a member of the routines' owner (a
+-- migration) are waited for in the second case. Returns the holders seen now, with the times
+-- they were first seen, for the waiter's next call.
+CREATE FUNCTION verdict._end_chain_holder(p_seen jsonb) RETURNS jsonb
 LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
 DECLARE
     r record;
-    v_ended integer := 0;
+    v_now double precision := extract(epoch FROM clock_timestamp());
+    v_seen jsonb := '{}';
+    v_first double precision;
 BEGIN
     -- What pg_stat_activity shows is taken once per transaction unless cleared: a writer that
     -- waits in one transaction must see the holder's state as it is now.
     PERFORM pg_catalog.pg_stat_clear_snapshot();
-    FOR r IN SELECT a.pid FROM pg_catalog.pg_locks l
+    FOR r IN SELECT a.pid, a.pid::text || '@' || coalesce(a.xact_start::text, '') AS holder,
+                a.state, a.state_change, a.usesysid
+            FROM pg_catalog.pg_locks l
             JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-            WHERE l.locktype = 'relation' AND l.granted
+            WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'ExclusiveLock'
               AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
                   WHERE d.datname = current_database())
               AND l.relation = 'verdict.chain_lock'::regclass
-              AND l.pid <> pg_catalog.pg_backend_pid()
-              AND ((a.state IN ('idle in transaction', 'idle in transaction (aborted)')
-                    AND a.state_change < clock_timestamp() - interval '5 seconds')
-                OR (a.xact_start < clock_timestamp() - interval '10 seconds'
-                    -- The owner's own sessions (a migration, run as it) are waited for.
-                    AND NOT pg_catalog.pg_has_role(a.usesysid, current_user, 'MEMBER'))) LOOP
+              AND l.pid <> pg_catalog.pg_backend_pid() LOOP
+        v_first := coalesce((p_seen ->> r.holder)::double precision, v_now);
+        IF (r.state IN ('idle in transaction', 'idle in transaction (aborted)')
+                AND r.state_change < clock_timestamp() - interval '5 seconds')
+            OR (v_now - v_first >= 10
+                -- current_user is the routines' owner: they alone take the lock.
+                AND NOT pg_catalog.pg_has_role(r.usesysid, current_user, 'MEMBER')) THEN
+            BEGIN
+                PERFORM pg_catalog.pg_terminate_backend(r.pid, 5000);
+            EXCEPTION WHEN insufficient_privilege THEN
+                -- Not this owner's to end (a superuser's session): wait for it as before.
+                NULL;
+            END;
+        END IF;
+        v_seen := v_seen || jsonb_build_object(r.holder, v_first);
+    END LOOP;
+    RETURN v_seen;
+END $$;
+REVOKE ALL ON FUNCTION verdict._end_chain_holder(jsonb) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION verdict.take_chain_lock() RETURNS void
+LANGUAGE plpgsql SET search_path = verdict, pg_temp SET lock_timeout = '1s' AS $$
+DECLARE
+    -- The holders this waiter has seen, with when it first saw each (see _end_chain_holder).
+    v_seen jsonb := '{}';
+BEGIN
+    LOOP
         BEGIN
-            IF pg_catalog.pg_terminate_backend(r.pid, 5000) THEN
-                v_ended := v_ended + 1;
-            END IF;
-        EXCEPTION WHEN insufficient_privilege THEN
-            -- Not this owner's to end (a superuser's session): wait for it as before.
-            NULL;
+            LOCK TABLE verdict.chain_lock IN EXCLUSIVE MODE;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            v_seen := verdict._end_chain_holder(v_seen);
         END;
     END LOOP;
-    RETURN v_ended;
 END $$;
-REVOKE ALL ON FUNCTION verdict._end_idle_chain_holder() FROM PUBLIC;
+
+-- Schema 35's reaper, which take_chain_lock no longer calls.
+DROP FUNCTION verdict._end_idle_chain_holder();

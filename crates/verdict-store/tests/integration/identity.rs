@@ -4398,6 +4398,68 @@ async fn a_login_holding_the_chain_in_a_statement_that_does_not_end_is_ended_by_
     t.cleanup().await;
 }
 
+/// Schema 43: a writer is ended for holding the chain's lock, not for having waited for it. A
+/// superuser's session (never ended) holds the lock for 12 seconds while a runner's login waits
+/// to write; once it has the lock, that writer holds it a few seconds more (a sleep in its
+/// statement) while another write waits: the writer whose transaction is older than the bound
+/// but which held the lock briefly completes, and so does the write behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_waited_long_for_the_chain_is_not_ended_for_it() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), RUNNER, Role::Runner).await;
+    grant_write(t.store.as_ref(), "g-runner", RUNNER, "ex-1").await;
+    let Location::Postgres(url) = &t.location else {
+        unreachable!()
+    };
+    let mut superuser = sqlx::PgConnection::connect(url).await.unwrap();
+    superuser.execute("BEGIN").await.unwrap();
+    superuser
+        .execute("LOCK TABLE verdict.chain_lock IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let (mut waiter, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let s = subject_digest(&subject("ex-1", 1));
+    let [one, ..] = put_calls(
+        Table::CheckEvidence,
+        RUNNER,
+        "runner",
+        &evidence(&s, "ev-waited-long"),
+    );
+    let waited = tokio::spawn(async move {
+        let outcome = try_sql(&mut waiter, &format!("{one}; SELECT pg_sleep(4)")).await;
+        waiter.close().await.unwrap();
+        outcome
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    superuser.execute("COMMIT").await.unwrap();
+    let holding = "SELECT count(*) FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a \
+         ON a.pid = l.pid WHERE l.granted AND l.relation = 'verdict.chain_lock'::regclass \
+         AND a.query LIKE '%pg_sleep(4)%'";
+    let mut polls = 0;
+    while t.count(holding).await == 0 {
+        polls += 1;
+        assert!(
+            polls < 300,
+            "the waiting writer never took the chain's lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Its transaction began over 10 seconds ago; it has held the lock for less than 4.
+    register(t.store.as_ref(), "written-behind", Role::Human).await;
+    waited.await.unwrap().unwrap();
+    let stored = format!(
+        "SELECT count(*) FROM {} WHERE body LIKE '%ev-waited-long%'",
+        t.table("check_evidence")
+    );
+    assert_eq!(t.count(&stored).await, 1);
+    assert!(t.store.principal("written-behind").await.unwrap().is_some());
+    superuser.close().await.unwrap();
+    let report = t.store.verify_audit(None).await.unwrap();
+    assert!(report.is_intact(), "{:#?}", report.problems);
+    t.cleanup().await;
+}
+
 /// Schema 43: a verifier's own login writes its run's events only as the next of the run
 /// (numbered from 1, one after the last) and nothing after the run's end, whatever status or
 /// number it picks: an event numbered past the next (to be read before the real end), one
@@ -4534,18 +4596,31 @@ async fn a_verifiers_own_login_writes_its_runs_events_in_order_and_none_after_th
     );
 
     // Another verifier, with no grant and no run, offers other bytes under a stored event's
-    // key: it learns the key is taken (and its digest), never the stored body.
+    // key, or under a stored finding's: refused as a record it may not read, with nothing of
+    // it answered (neither body nor digest), and nothing appended.
     let (mut nosy, _) = principal_login(&t, "nosy", Role::Verifier).await;
+    t.store
+        .put(
+            &Actor::new(VERIFIER, Role::Verifier),
+            DocKind::Finding,
+            &finding(&s, "f-secret", 1),
+        )
+        .await
+        .unwrap();
+    let seq = head_seq(&t).await;
     let other = event("vrun-7", 2, "cancelled");
-    let [one, batch, _] = put_calls_keyed(Table::RunEvents, "nosy", "verifier", &other, "vrun-7#2");
-    for sql in [one, batch] {
-        let sql = sql.replacen("SELECT r_seq", "SELECT r_body IS NULL, r_inserted", 1);
-        let row: (bool, bool) = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
-            .fetch_one(&mut nosy)
-            .await
-            .unwrap();
-        assert_eq!(row, (true, false), "{sql}");
+    let mut guessed = finding(&subject_digest(&subject("ex-9", 1)), "f-secret", 1);
+    guessed["remediation"] = json!("a guess");
+    let calls = [
+        put_calls_keyed(Table::RunEvents, "nosy", "verifier", &other, "vrun-7#2"),
+        put_calls(Table::Findings, "nosy", "verifier", &guessed),
+    ];
+    for sql in calls.iter().flatten() {
+        let err = try_sql(&mut nosy, sql).await.expect_err(sql);
+        assert!(err.contains("may not read"), "{sql}: {err}");
+        assert!(!err.contains("sha256:"), "{sql}: {err}");
     }
+    nothing_appended(&t, seq).await;
     // The same bytes it would have written get them back, as before.
     let same = event("vrun-7", 2, "completed");
     let [one, ..] = put_calls(Table::RunEvents, "reviewer-2", "verifier", &same);
