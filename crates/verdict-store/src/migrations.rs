@@ -12,7 +12,7 @@ pub struct Migration {
 }
 
 /// The newest schema version this binary knows (both backends share version numbers).
-pub const SCHEMA_VERSION: i64 = 43;
+pub const SCHEMA_VERSION: i64 = 44;
 
 /// SQLite migrations, in order.
 pub const SQLITE: &[Migration] = &[
@@ -242,6 +242,11 @@ pub const SQLITE: &[Migration] = &[
         version: 43,
         name: "runs_end_once_and_keys_read_nothing",
         sql: include_str!("../migrations/sqlite/0043_runs_end_once_and_keys_read_nothing.sql"),
+    },
+    Migration {
+        version: 44,
+        name: "records_the_reader_can_read",
+        sql: include_str!("../migrations/sqlite/0044_records_the_reader_can_read.sql"),
     },
 ];
 
@@ -477,6 +482,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 43,
         name: "runs_end_once_and_keys_read_nothing",
         sql: include_str!("../migrations/postgres/0043_runs_end_once_and_keys_read_nothing.sql"),
+    },
+    Migration {
+        version: 44,
+        name: "records_the_reader_can_read",
+        sql: include_str!("../migrations/postgres/0044_records_the_reader_can_read.sql"),
     },
 ];
 

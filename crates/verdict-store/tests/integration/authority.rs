@@ -657,6 +657,21 @@ async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() 
             .await
             .unwrap_err();
             assert!(err.contains("only its own leases"), "{err}");
+            // Schema 44: a value the engine's reader would refuse, which would have stopped
+            // every later admission under the request: a time not in RFC 3339 UTC form (one
+            // PostgreSQL reads, already past), a member more.
+            for bad in [
+                format!(r#"{{"expires_at":"2000-01-01 00:00:00+00","holder":"{VERIFIER}"}}"#),
+                format!(
+                    r#"{{"expires_at":"{}","holder":"{VERIFIER}","zz":1}}"#,
+                    within.expires_at
+                ),
+            ] {
+                let err = try_sql(&mut rev, &lease_call(VERIFIER, "verifier", &job, &bad))
+                    .await
+                    .unwrap_err();
+                assert!(err.contains("a lease is exactly"), "{bad}: {err}");
+            }
             // A verifier with no grant on the request's execution, through its own login.
             let (mut other, other_login) = connect_as(&t, GRANTLESS, Role::Verifier).await;
             let theirs = verdict_store::LeaseHolder {

@@ -222,6 +222,59 @@ async fn call(
 /// One hand-written call: principal, key, body, digest, bytes, and what the refusal says.
 type HandCall = (String, String, String, String, Vec<u8>, &'static str);
 
+/// Schema 44: a runner's own login puts bytes by hand first, with a record the store's reader
+/// would refuse (a `stored_at` that is no time, or a member more): refused, nothing appended,
+/// so the bytes stay free and the store puts them as it does any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_cannot_store_bytes_under_a_record_the_reader_refuses() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    let (mut conn, _) = principal_login(&t, RUNNER, Role::Runner).await;
+    let head = t.store.audit_head().await.unwrap();
+    let bytes = b"\n".as_slice();
+    let key = verdict_core::digest::raw(bytes).to_string();
+    for body in [
+        format!(r#"{{"digest":"{key}","size":1,"stored_at":"never","writer":"{RUNNER}"}}"#),
+        format!(
+            r#"{{"digest":"{key}","size":1,"stored_at":"2026-12-01 00:00:00+00","writer":"{RUNNER}"}}"#
+        ),
+        format!(
+            r#"{{"digest":"{key}","size":1,"stored_at":"2026-12-01T24:00:00Z","writer":"{RUNNER}"}}"#
+        ),
+        format!(
+            r#"{{"digest":"{key}","size":1,"stored_at":"2026-12-01T00:00:00Z","writer":"{RUNNER}","zzz":[1,2]}}"#
+        ),
+    ] {
+        let digest = verdict_store::records::row_digest(Table::Blobs.domain(), body.as_bytes());
+        let err = call(
+            &mut conn,
+            RUNNER,
+            "runner",
+            &key,
+            &body,
+            digest.as_str(),
+            bytes,
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains("a blob record holds"), "{body}: {err}");
+    }
+    assert_eq!(t.store.audit_head().await.unwrap(), head);
+    // The record the store writes is taken, and the bytes read back.
+    let (body, digest) = by_hand(&key, RUNNER, bytes.len());
+    assert!(
+        call(&mut conn, RUNNER, "runner", &key, &body, &digest, bytes)
+            .await
+            .unwrap()
+    );
+    let runner = Actor::new(RUNNER, Role::Runner);
+    let stored = t.store.put_blob(&runner, bytes, None).await.unwrap();
+    assert_eq!(stored.key, key);
+    conn.close().await.unwrap();
+    assert!(t.store.verify_audit(None).await.unwrap().is_intact());
+    t.cleanup().await;
+}
+
 /// A runner's own database login calls put_blobs by hand: bytes that do not hash to the key,
 /// a record claiming another size or another writer, bytes past the limit, another principal
 /// named, and a direct INSERT are all refused by the database, and nothing is appended.

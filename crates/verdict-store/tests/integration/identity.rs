@@ -42,6 +42,14 @@ async fn try_sql(conn: &mut sqlx::PgConnection, sql: &str) -> Result<(), String>
         .map_err(|e| e.to_string())
 }
 
+/// A count read through `conn`, as its login sees the rows.
+async fn count_as(conn: &mut sqlx::PgConnection, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
 fn canonical(v: &serde_json::Value) -> String {
     String::from_utf8(verdict_core::canonical::to_vec(v)).unwrap()
 }
@@ -96,10 +104,28 @@ fn cas_execution(
     old: Option<&ExecutionHead>,
     new: &ExecutionHead,
 ) -> String {
+    cas_execution_value(
+        principal,
+        role,
+        execution,
+        revision,
+        old,
+        serde_json::to_value(new).unwrap(),
+    )
+}
+
+/// [`cas_execution`] to any value, for one the store itself would not write.
+fn cas_execution_value(
+    principal: &str,
+    role: &str,
+    execution: &str,
+    revision: u64,
+    old: Option<&ExecutionHead>,
+    new_value: serde_json::Value,
+) -> String {
     let old_value = old.map_or(serde_json::Value::Null, |h| {
         serde_json::to_value(h).unwrap()
     });
-    let new_value = serde_json::to_value(new).unwrap();
     let change = json!({
         "pointer": "execution", "name": execution, "revision": revision + 1,
         "old": old_value, "new": new_value,
@@ -473,6 +499,16 @@ async fn a_producer_login_moves_only_its_own_execution_forward() {
         (
             cas_execution(PRODUCER, "operator", "ex-1", 2, Some(&at_2), &at_1),
             "does not act for principal agent-coder-1 in role operator",
+        ),
+        // Schema 44: a head the engine's reader would refuse (a member more), which made every
+        // operator's listing of executions fail.
+        (
+            cas_execution_value(PRODUCER, "producer", "ex-1", 2, Some(&at_2), {
+                let mut v = serde_json::to_value(&at_2).unwrap();
+                v["zz"] = json!(1);
+                v
+            }),
+            "an execution's head is exactly",
         ),
     ] {
         let err = try_sql(&mut conn, &sql).await.unwrap_err();
@@ -3724,6 +3760,41 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
         .unwrap();
     try_sql(&mut reader, &theirs[0]).await.unwrap();
 
+    // Schema 44: mallory writes the digest into a criterion of its own subject (naming no
+    // bytes, so the subject is taken), and names, as a resource, bytes not stored yet, which
+    // coder then stores: its own login reads neither, since no subject it may read names the
+    // first and vouches for the second.
+    let blobs_read =
+        |digest: String| format!("SELECT count(*) FROM verdict.blobs WHERE key = '{digest}'");
+    let later = b"bytes coder stores later";
+    let later_digest = verdict_core::digest::raw(later);
+    let mut citing = naming("ex-evil", "mallory", "run-c");
+    citing["resources"][0]["digest"] = json!(later_digest.as_str());
+    citing["criteria"]["items"][0]["text"] = json!(format!("see {digest}"));
+    try_sql(
+        &mut mallory,
+        &put_calls(Table::Subjects, "mallory", "producer", &citing)[0],
+    )
+    .await
+    .unwrap();
+    t.store
+        .put_blob(&Actor::new(PRODUCER, Role::Producer), later, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        count_as(&mut mallory, &blobs_read(digest.to_string())).await,
+        0
+    );
+    assert_eq!(
+        count_as(&mut mallory, &blobs_read(later_digest.to_string())).await,
+        0
+    );
+    // coder2, whose subject names the first bytes under its read grant on ex-1, reads them.
+    assert_eq!(
+        count_as(&mut reader, &blobs_read(digest.to_string())).await,
+        1
+    );
+
     // Having put the same bytes itself (recorded as a holder, the bytes kept once), mallory
     // may name them.
     let before = head_seq(&t).await;
@@ -3733,6 +3804,12 @@ async fn a_producers_login_names_only_bytes_it_may_read() {
         .await
         .unwrap();
     assert!(!again.inserted);
+    // And, as a holder, read them (schema 44: the read policy compared the holder's own
+    // columns, so a holder never could).
+    assert_eq!(
+        count_as(&mut mallory, &blobs_read(digest.to_string())).await,
+        1
+    );
     let events = t.store.audit_events(before, 10).await.unwrap();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].table, "blob_holders");
@@ -3947,16 +4024,47 @@ async fn only_an_operator_or_the_principal_itself_changes_a_token_in_the_databas
     .unwrap();
     assert_eq!(found(own).await, None);
     assert_eq!(found("fresh".into()).await.as_deref(), Some(PRODUCER));
-    // A hash held before (its own first token) is refused, as is a number out of turn.
-    for doc in [
-        token_change(PRODUCER, 2, Some(&format!("token-of-{PRODUCER}"))),
-        token_change(PRODUCER, 3, Some("later")),
+    // A hash held before (its own first token) is refused, as is a number out of turn, and
+    // (schema 44) a time the store's reader would refuse, which `audit verify` would then
+    // report as a modified row for good.
+    let timed = |at: &str| {
+        let mut doc = token_change(PRODUCER, 2, Some("later"));
+        doc["changed_at"] = json!(at);
+        doc
+    };
+    let by_key = |doc: serde_json::Value| {
+        let [one, ..] = put_calls_keyed(
+            Table::CredentialChanges,
+            PRODUCER,
+            "producer",
+            &doc,
+            &format!("{PRODUCER}#2"),
+        );
+        one
+    };
+    for sql in [
+        one(
+            PRODUCER,
+            "producer",
+            &token_change(PRODUCER, 2, Some(&format!("token-of-{PRODUCER}"))),
+        ),
+        one(
+            PRODUCER,
+            "producer",
+            &token_change(PRODUCER, 3, Some("later")),
+        ),
+        by_key(timed("yesterday")),
+        by_key(timed("2026-12-01 00:00:00+00")),
+        by_key(timed("2026-02-30T00:00:00Z")),
+        by_key(timed("2026-12-01T23:59:60Z")),
     ] {
-        let (code, err) = try_sql_state(&mut conn, &one(PRODUCER, "producer", &doc))
-            .await
-            .unwrap_err();
-        assert_eq!(code, "22023", "{err}");
+        let (code, err) = try_sql_state(&mut conn, &sql).await.unwrap_err();
+        assert_eq!(code, "22023", "{sql}: {err}");
     }
+    // The same change at a time the reader takes is taken.
+    try_sql(&mut conn, &by_key(timed("2026-12-01T23:59:59.5Z")))
+        .await
+        .unwrap();
     conn.close().await.unwrap();
 
     // An operator's login revokes the runner's token, then gives it a new one.

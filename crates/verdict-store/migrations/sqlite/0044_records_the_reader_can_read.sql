@@ -1,0 +1,6 @@
+-- verdict store, SQLite schema version 44: nothing changes here.
+--
+-- Version 44 makes PostgreSQL's write routines hold blob records, pointer values and changes of
+-- token to what the store's reader takes, and reads of bytes to the subjects that name them.
+-- On SQLite every record is written by the store's own code, which builds these records
+-- itself; whoever can write its file controls it.
