@@ -180,11 +180,14 @@ pub(crate) fn line(job: &JobOut) -> String {
     } else {
         &job.class
     };
-    let note = job
-        .outcome
-        .as_deref()
-        .or(job.last_error.as_deref())
-        .unwrap_or("");
+    // Written by whoever ended the job, so shown with every control character escaped: no
+    // line of it can clear the screen or pass for another line of this listing.
+    let note = verdict_judge::sanitize::storable(
+        job.outcome
+            .as_deref()
+            .or(job.last_error.as_deref())
+            .unwrap_or(""),
+    );
     format!(
         "{} {} {} attempts={} fencing={} {} {class} {note}",
         job.id, job.kind, job.state, job.attempts, job.fencing, job.request
@@ -665,4 +668,43 @@ async fn work(args: &Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    /// A job's outcome is written by whoever ended the job (on PostgreSQL, by hand through a
+    /// worker's own login): its listing shows the text with every control character escaped, so
+    /// it can neither clear the operator's screen nor add a line of its own.
+    #[test]
+    fn a_jobs_line_shows_its_outcome_with_controls_escaped() {
+        let job = JobOut {
+            id: 7,
+            kind: "checks".into(),
+            request: verdict_core::digest::Digest::from_sha256(&[1; 32]),
+            class: String::new(),
+            state: "done".into(),
+            attempts: 1,
+            holder: Some("h".into()),
+            principal: Some("ci".into()),
+            lease_until: None,
+            fencing: 1,
+            not_before: None,
+            deadline_at: None,
+            outcome: Some("\u{1b}[2J PASS\n8 checks done attempts=9".into()),
+            last_error: None,
+            enqueued_by: "coder".into(),
+            created_at: "2026-12-01T00:00:00Z".into(),
+            done_at: None,
+        };
+        let shown = line(&job);
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(
+            shown.ends_with("[U+001B][2J PASS[U+000A]8 checks done attempts=9"),
+            "{shown}"
+        );
+    }
 }

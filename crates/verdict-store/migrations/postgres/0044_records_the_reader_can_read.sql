@@ -26,6 +26,11 @@
 -- - The blobs' read policy (schema 27) meant to let a later holder of the same bytes read
 --   them, but compared the holders' own columns (`h.blob = key` named `h.key`), so it never
 --   did. It now compares the holder's blob with the row's key.
+-- - A job's holder, outcome and last error were any text of any length, from any login that may
+--   claim, complete or fail a job (a runner's own, by hand: a 20 MB holder, a 100 MB outcome of
+--   terminal escapes that `verdict jobs list` printed). Now a trigger refuses a holder of more
+--   than 256 characters and keeps an outcome or an error to its first 4,000 characters, the cut
+--   marked, whoever writes it (the engine's own errors can be long, and a job must still end).
 -- A value already stored before this version is not repaired: the reader names it.
 
 SET LOCAL ROLE __OWNER__;
@@ -134,3 +139,24 @@ ALTER POLICY blobs_read_granted ON verdict.blobs USING (verdict._reader_wrote(se
     OR verdict._reads_blob(key)
     OR EXISTS (SELECT 1 FROM verdict.blob_holders h
         WHERE h.blob = blobs.key AND h.holder = verdict._reader()));
+
+-- A job's text, bounded whoever writes it (see the header).
+CREATE FUNCTION verdict._job_text_bounded() RETURNS trigger
+LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
+BEGIN
+    IF length(NEW.holder) > 256 THEN
+        RAISE EXCEPTION 'job %: a holder is at most 256 characters, not %', NEW.id,
+            length(NEW.holder) USING ERRCODE = '22023';
+    END IF;
+    IF length(NEW.outcome) > 4000 THEN
+        NEW.outcome := left(NEW.outcome, 4000) || ' [cut: ' || length(NEW.outcome) || ' characters]';
+    END IF;
+    IF length(NEW.last_error) > 4000 THEN
+        NEW.last_error := left(NEW.last_error, 4000) || ' [cut: ' || length(NEW.last_error)
+            || ' characters]';
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION verdict._job_text_bounded() FROM PUBLIC;
+CREATE TRIGGER jobs_text_bounded BEFORE INSERT OR UPDATE ON verdict.jobs
+    FOR EACH ROW EXECUTE FUNCTION verdict._job_text_bounded();

@@ -486,6 +486,14 @@ async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_o
     .await
     .unwrap_err();
     assert!(err.contains("does not act for principal va"), "{err}");
+    // Schema 44: nor under a holder past 256 characters.
+    let err = sql(
+        &mut verifier_login,
+        "SELECT * FROM verdict.job_claim('vb', 'verifier', 'verify', repeat('H', 257), 60000)",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("a holder is at most 256 characters"), "{err}");
     sql(
         &mut verifier_login,
         "SELECT * FROM verdict.job_claim('vb', 'verifier', 'verify', 'h', 60000)",
@@ -524,6 +532,23 @@ async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_o
         (now.state, now.fencing, now.principal.as_deref()),
         (JobState::Running, 2, Some("vb"))
     );
+    // An outcome of any length (terminal escapes here) is kept to its first 4,000 characters,
+    // the cut marked, and the job still ends.
+    sql(
+        &mut verifier_login,
+        &format!(
+            "SELECT * FROM verdict.job_complete('vb', 'verifier', {}, 2, repeat(E'\\x1b[2J PASS ', 10000))",
+            held.id
+        ),
+    )
+    .await
+    .unwrap();
+    let done = q.job(held.id).await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Done);
+    let outcome = done.outcome.unwrap();
+    let mark = " [cut: 100000 characters]";
+    assert!(outcome.ends_with(mark), "{}", &outcome[3990..]);
+    assert_eq!(outcome.chars().count(), 4000 + mark.len());
     t.cleanup().await;
 }
 
