@@ -31,6 +31,10 @@
 --   terminal escapes that `verdict jobs list` printed). Now a trigger refuses a holder of more
 --   than 256 characters and keeps an outcome or an error to its first 4,000 characters, the cut
 --   marked, whoever writes it (the engine's own errors can be long, and a job must still end).
+-- - cas_lease let a runner or verifier take a lease still held (another's, or its own again):
+--   a verifier renewing a request's admission lease every minute held every other admission to
+--   the request off for good. Now, but for an operator, a lease is taken only when none is held
+--   or the one held has lapsed at the store's time, as the engine takes it.
 -- A value already stored before this version is not repaired: the reader names it.
 
 SET LOCAL ROLE __OWNER__;
@@ -100,6 +104,20 @@ $c$ || v_marker);
             OR NOT verdict._rfc3339(p_new::jsonb ->> 'expires_at')) THEN
         RAISE EXCEPTION 'pointer change %: a lease is exactly {expires_at, holder}: an RFC 3339 UTC time and the principal taking it',
             p_key USING ERRCODE = '22023';
+    END IF;
+$c$ || v_marker);
+
+    -- A lease is taken over only once it has lapsed (an operator's aside).
+    v_def := pg_get_functiondef('verdict.cas_lease(text, text, text, bigint, text, text, text, text, text)'::regprocedure);
+    v_marker := $m$    RETURN QUERY SELECT * FROM verdict._cas('lease',$m$;
+    IF (length(v_def) - length(replace(v_def, v_marker, ''))) / length(v_marker) <> 1 THEN
+        RAISE EXCEPTION 'cas_lease: the call of _cas does not occur once';
+    END IF;
+    EXECUTE replace(v_def, v_marker, $c$    IF p_role IS DISTINCT FROM 'operator' AND p_new IS NOT NULL AND p_expected IS NOT NULL
+        AND NOT coalesce((p_expected::jsonb ->> 'expires_at')::timestamptz <= verdict._store_now(),
+            false) THEN
+        RAISE EXCEPTION 'lease %: held until %; a lease is taken only once the one held has lapsed',
+            p_name, p_expected::jsonb ->> 'expires_at' USING ERRCODE = '42501';
     END IF;
 $c$ || v_marker);
 

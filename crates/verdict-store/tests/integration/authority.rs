@@ -729,6 +729,36 @@ async fn a_verifier_takes_an_admission_lease_only_for_itself_and_for_a_minute() 
             .await
             .unwrap();
             assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
+            // Schema 44: taking it again while it holds (a renewal every minute would hold
+            // every other admission to the request off for good) is refused.
+            let again = verdict_store::LeaseHolder {
+                holder: VERIFIER.parse().unwrap(),
+                expires_at: store.now().await.unwrap().plus_seconds(50),
+            };
+            let change = json!({"pointer": "lease", "name": job, "revision": current.revision + 2,
+                                "old": serde_json::to_value(&mine).unwrap(),
+                                "new": serde_json::to_value(&again).unwrap()});
+            let body = String::from_utf8(verdict_core::canonical::to_vec(&change)).unwrap();
+            let digest =
+                verdict_store::records::row_digest("store.pointer-change", body.as_bytes());
+            let key =
+                verdict_store::records::pointer_change_key("lease", &job, current.revision + 2);
+            let err = try_sql(
+                &mut rev,
+                &format!(
+                    "SELECT * FROM verdict.cas_lease('{VERIFIER}', 'verifier', '{job}', {}, '{}', '{}', '{key}', '{digest}', '{body}')",
+                    current.revision + 1,
+                    text(&mine),
+                    text(&again)
+                ),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                err.contains("taken only once the one held has lapsed"),
+                "{err}"
+            );
+            assert_eq!(store.audit_head().await.unwrap().unwrap().seq, length + 1);
             rev.close().await.unwrap();
             other.close().await.unwrap();
             for login in [rev_login, other_login] {
