@@ -357,9 +357,12 @@ fn load_definitions(paths: &[PathBuf], vars: &[String]) -> Result<CheckDefinitio
 }
 
 fn options(args: &Args) -> Result<(WorkerRole, WorkOptions)> {
+    // The label a claim records: the host's name (its first 200 characters; the store takes a
+    // label of at most 256) and the process.
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into());
     let holder = format!(
         "{}-{}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into()),
+        host.chars().take(200).collect::<String>(),
         std::process::id()
     );
     let mut o = WorkOptions {

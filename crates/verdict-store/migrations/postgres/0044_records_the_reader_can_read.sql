@@ -7,14 +7,15 @@
 --   the first record is kept, so a record the store's reader refuses (`stored_at: "never"`)
 --   broke those bytes for everyone for good: every subject pinning them (an empty file, a
 --   licence) failed to be put. Now the record holds exactly digest, size, writer, stored_at (an
---   RFC 3339 UTC time the reader takes) and, optionally, media_type.
+--   RFC 3339 UTC time the reader takes) and, optionally, a media_type the reader takes.
 -- - _cas took any new value for a pointer whose change described it: a verifier's own login
 --   set a request's admission lease to a value with a time the reader refuses, and every later
 --   admission to that request failed reading it; a producer's login moved its own execution to
 --   a head with an extra member, and every operator's listing of executions failed. Now an
 --   execution's head is exactly `{generation, subject_digest}` (an integer from 0, a digest)
---   and a lease exactly `{expires_at, holder}`, an RFC 3339 UTC time and the principal taking
---   it, as the engine writes them.
+--   and a lease exactly `{expires_at, holder}`, an RFC 3339 UTC time and a name (cas_lease
+--   holds a runner or verifier to its own name; an operator may hold one for another), as the
+--   engine writes them.
 -- - put_one_credential_changes took any string as `changed_at`; `audit verify` then reported
 --   the row as modified for good. Now it is an RFC 3339 UTC time the reader takes.
 -- - _reads_blob (schema 23) let a scoped reader read bytes whose digest appears anywhere in the
@@ -31,10 +32,10 @@
 --   terminal escapes that `verdict jobs list` printed). Now a trigger refuses a holder of more
 --   than 256 characters and keeps an outcome or an error to its first 4,000 characters, the cut
 --   marked, whoever writes it (the engine's own errors can be long, and a job must still end).
--- - cas_lease let a runner or verifier take a lease still held (another's, or its own again):
---   a verifier renewing a request's admission lease every minute held every other admission to
---   the request off for good. Now, but for an operator, a lease is taken only when none is held
---   or the one held has lapsed at the store's time, as the engine takes it.
+-- - cas_lease let a runner or verifier take over a lease still held, another's or its own. Now,
+--   but for an operator, a lease is taken only when none is held or the one held has lapsed at
+--   the store's time, as the engine takes it. (A login may still release its own and take it
+--   again in one transaction.)
 -- A value already stored before this version is not repaired: the reader names it.
 
 SET LOCAL ROLE __OWNER__;
@@ -72,8 +73,12 @@ BEGIN
     END IF;
     EXECUTE replace(v_def, v_marker, $c$    IF (v_doc - '{digest,media_type,size,stored_at,writer}'::text[]) <> '{}'::jsonb
         OR jsonb_typeof(v_doc -> 'stored_at') IS DISTINCT FROM 'string'
-        OR NOT verdict._rfc3339(v_doc ->> 'stored_at') THEN
-        RAISE EXCEPTION 'blobs %: a blob record holds digest, size, writer, stored_at (an RFC 3339 UTC time) and media_type, and nothing else',
+        OR NOT verdict._rfc3339(v_doc ->> 'stored_at')
+        -- A media type as the reader takes it: visible ASCII or spaces, a type and a subtype.
+        OR (v_doc ? 'media_type' AND (jsonb_typeof(v_doc -> 'media_type') IS DISTINCT FROM 'string'
+            OR (v_doc ->> 'media_type') !~ '^[ -~]{1,255}$'
+            OR btrim(split_part(v_doc ->> 'media_type', ';', 1), ' ') !~ '^[^/]+/[^/]+$')) THEN
+        RAISE EXCEPTION 'blobs %: a blob record holds digest, size, writer, stored_at (an RFC 3339 UTC time) and a media type (visible ASCII, a type and a subtype), and nothing else',
             p_key USING ERRCODE = '22023';
     END IF;
 $c$ || v_marker);
@@ -99,10 +104,10 @@ $c$ || v_marker);
             jsonb_typeof(p_new::jsonb) IS DISTINCT FROM 'object'
             OR (p_new::jsonb - '{expires_at,holder}'::text[]) <> '{}'::jsonb
             OR jsonb_typeof(p_new::jsonb -> 'holder') IS DISTINCT FROM 'string'
-            OR (p_new::jsonb ->> 'holder') IS DISTINCT FROM p_principal
+            OR length(p_new::jsonb ->> 'holder') NOT BETWEEN 1 AND 256
             OR jsonb_typeof(p_new::jsonb -> 'expires_at') IS DISTINCT FROM 'string'
             OR NOT verdict._rfc3339(p_new::jsonb ->> 'expires_at')) THEN
-        RAISE EXCEPTION 'pointer change %: a lease is exactly {expires_at, holder}: an RFC 3339 UTC time and the principal taking it',
+        RAISE EXCEPTION 'pointer change %: a lease is exactly {expires_at, holder}: an RFC 3339 UTC time and a name of 1 to 256 characters',
             p_key USING ERRCODE = '22023';
     END IF;
 $c$ || v_marker);
@@ -162,14 +167,17 @@ ALTER POLICY blobs_read_granted ON verdict.blobs USING (verdict._reader_wrote(se
 CREATE FUNCTION verdict._job_text_bounded() RETURNS trigger
 LANGUAGE plpgsql SET search_path = verdict, pg_temp AS $$
 BEGIN
-    IF length(NEW.holder) > 256 THEN
+    -- Only what this write changes: a row stored before this version, or cut already, is left
+    -- as it is.
+    IF length(NEW.holder) > 256 AND (TG_OP = 'INSERT' OR NEW.holder IS DISTINCT FROM OLD.holder) THEN
         RAISE EXCEPTION 'job %: a holder is at most 256 characters, not %', NEW.id,
             length(NEW.holder) USING ERRCODE = '22023';
     END IF;
-    IF length(NEW.outcome) > 4000 THEN
+    IF length(NEW.outcome) > 4000 AND (TG_OP = 'INSERT' OR NEW.outcome IS DISTINCT FROM OLD.outcome) THEN
         NEW.outcome := left(NEW.outcome, 4000) || ' [cut: ' || length(NEW.outcome) || ' characters]';
     END IF;
-    IF length(NEW.last_error) > 4000 THEN
+    IF length(NEW.last_error) > 4000
+        AND (TG_OP = 'INSERT' OR NEW.last_error IS DISTINCT FROM OLD.last_error) THEN
         NEW.last_error := left(NEW.last_error, 4000) || ' [cut: ' || length(NEW.last_error)
             || ' characters]';
     END IF;

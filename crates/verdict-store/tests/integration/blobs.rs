@@ -223,7 +223,8 @@ async fn call(
 type HandCall = (String, String, String, String, Vec<u8>, &'static str);
 
 /// Schema 44: a runner's own login puts bytes by hand first, with a record the store's reader
-/// would refuse (a `stored_at` that is no time, or a member more): refused, nothing appended,
+/// would refuse (a `stored_at` that is no time, a media type that is none, or a member more):
+/// refused, nothing appended,
 /// so the bytes stay free and the store puts them as it does any.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_cannot_store_bytes_under_a_record_the_reader_refuses() {
@@ -243,6 +244,13 @@ async fn a_login_cannot_store_bytes_under_a_record_the_reader_refuses() {
         ),
         format!(
             r#"{{"digest":"{key}","size":1,"stored_at":"2026-12-01T00:00:00Z","writer":"{RUNNER}","zzz":[1,2]}}"#
+        ),
+        // A media type the reader refuses: a control character, no subtype.
+        format!(
+            r#"{{"digest":"{key}","media_type":"text/plain\u0007","size":1,"stored_at":"2026-12-01T00:00:00Z","writer":"{RUNNER}"}}"#
+        ),
+        format!(
+            r#"{{"digest":"{key}","media_type":"not a type","size":1,"stored_at":"2026-12-01T00:00:00Z","writer":"{RUNNER}"}}"#
         ),
     ] {
         let digest = verdict_store::records::row_digest(Table::Blobs.domain(), body.as_bytes());

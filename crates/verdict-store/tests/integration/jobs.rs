@@ -549,6 +549,18 @@ async fn by_hand_a_worker_login_changes_jobs_only_through_the_routines_and_its_o
     let mark = " [cut: 100000 characters]";
     assert!(outcome.ends_with(mark), "{}", &outcome[3990..]);
     assert_eq!(outcome.chars().count(), 4000 + mark.len());
+    // A later write of the row (an operator's superuser here, as a routine would) leaves the
+    // cut outcome, and its mark, as they are.
+    t.raw(&format!(
+        "UPDATE verdict.jobs SET attempts = attempts WHERE id = {}",
+        held.id
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        q.job(held.id).await.unwrap().unwrap().outcome.unwrap(),
+        outcome
+    );
     t.cleanup().await;
 }
 

@@ -92,8 +92,13 @@ async fn two_executions(t: &TestStore) -> (String, String) {
     register(t.store.as_ref(), OUTSIDER, Role::Producer).await;
     let op = Actor::new(OPERATOR, Role::Operator);
     let s1 = subject_digest(&subject("ex-1", 1));
-    // The subject's objective, named by its digest, written by the operator.
-    t.store.put_blob(&op, b"objective", None).await.unwrap();
+    // The subject's objective, named by its digest, put by the subject's producer (the subject,
+    // stored before the bytes, vouches for them as theirs: schema 44).
+    register(t.store.as_ref(), PRODUCER, Role::Producer).await;
+    t.store
+        .put_blob(&Actor::new(PRODUCER, Role::Producer), b"objective", None)
+        .await
+        .unwrap();
     let req: Stored = t
         .store
         .put(&op, DocKind::Request, &request(&s1))
