@@ -28,6 +28,7 @@ pub mod contracts;
 pub mod digest;
 pub mod gate;
 pub mod json;
+pub mod loopback;
 pub mod quote;
 pub mod schema;
 mod tape;

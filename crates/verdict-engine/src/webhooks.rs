@@ -20,7 +20,6 @@ use crate::error::{EngineError, Result, invalid};
 use crate::events::{EventKind, EventPage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
 use verdict_core::contracts::{Name, Role, Timestamp};
 use verdict_core::digest::Digest;
 use verdict_store::{ActorRole, Duty, DutyLease, Stored, Table};
@@ -193,9 +192,7 @@ pub fn check_url(url: &str) -> std::result::Result<(), String> {
     if https {
         return Ok(());
     }
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    if loopback {
+    if verdict_core::loopback::is_loopback_host(host) {
         Ok(())
     } else {
         Err(format!(

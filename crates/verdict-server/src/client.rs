@@ -331,20 +331,11 @@ pub fn segment(s: &str) -> String {
     out
 }
 
-/// Whether `url` names this machine's loopback: an address in 127.0.0.0/8, `::1`, or the
-/// name `localhost`. Only there may a token travel over plain HTTP, since it never leaves the
-/// machine; any other name could resolve anywhere.
+/// Whether `url` names this machine's loopback ([`verdict_core::loopback::is_loopback_host`]).
+/// Only there may a token travel over plain HTTP, since it never leaves the machine.
 fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    // The URL parser has already read any spelling of an IPv4 address into dotted form.
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    url.host_str()
+        .is_some_and(verdict_core::loopback::is_loopback_host)
 }
 
 #[cfg(test)]

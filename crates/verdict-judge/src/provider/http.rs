@@ -70,22 +70,11 @@ pub(crate) fn plain_http_refusal(url: &Url) -> Option<String> {
     })
 }
 
-/// Whether `url` names this machine's loopback: an address in 127.0.0.0/8, `::1`, or the name
-/// `localhost` in any case, as the server's client and its webhooks decide it. `localhost` is
-/// reserved for the loopback (RFC 6761) and resolved by this machine's own configuration; any
-/// other name (one under `localhost` or with a trailing dot included) could resolve anywhere,
-/// and an IPv4-mapped address is refused as the server refuses it.
+/// Whether `url` names this machine's loopback ([`verdict_core::loopback::is_loopback_host`]:
+/// the rule the server's client and its webhooks apply too).
 fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    // The URL parser has already read any spelling of an IPv4 address into dotted form.
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    url.host_str()
+        .is_some_and(verdict_core::loopback::is_loopback_host)
 }
 
 async fn read_bounded(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {

@@ -304,6 +304,15 @@ fn read_form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ApiError> {
         .map_err(|e| unreadable("the form", e.status(), &e.body_text()))
 }
 
+/// The execution id of a page's path and the form posted to it, each read as [`path_execution`]
+/// and [`read_form`] read them.
+fn path_and_form<T>(
+    path: Result<Path<String>, PathRejection>,
+    form: Result<Form<T>, FormRejection>,
+) -> Result<(String, T), ApiError> {
+    Ok((path_execution(path)?, read_form(form)?))
+}
+
 /// The execution id of a page's path, or why it is none: checked before the store is asked, as
 /// the API checks it, so every backend gives the same answer.
 fn path_execution(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
@@ -650,14 +659,10 @@ async fn decision(
     form: Result<Form<DecisionForm>, FormRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
-    let id = match path_execution(path) {
-        Ok(id) => id,
-        Err(e) => return Ok(engine_error_page(Some(&s), e)),
-    };
     // Nothing in a form that does not read is trusted, its CSRF token included: the page says
     // so and nothing is recorded.
-    let form = match read_form(form) {
-        Ok(form) => form,
+    let (id, form) = match path_and_form(path, form) {
+        Ok(read) => read,
         Err(e) => return Ok(engine_error_page(Some(&s), e)),
     };
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
@@ -766,12 +771,8 @@ async fn gate_run(
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Result<Response, Refusal> {
     let s = session(&state, peer, &headers).await?;
-    let id = match path_execution(path) {
-        Ok(id) => id,
-        Err(e) => return Ok(engine_error_page(Some(&s), e)),
-    };
-    let form = match read_form(form) {
-        Ok(form) => form,
+    let (id, form) = match path_and_form(path, form) {
+        Ok(read) => read,
         Err(e) => return Ok(engine_error_page(Some(&s), e)),
     };
     let token = cookie(&headers, SESSION_COOKIE).unwrap_or("");
