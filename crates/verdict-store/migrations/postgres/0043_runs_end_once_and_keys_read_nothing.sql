@@ -27,7 +27,8 @@
 --   a record it may not read. Blobs are keyed by the digest of their bytes, so their
 --   stored record is answered as before; gate decisions, which only the gate's identity may
 --   write, converge on the first stored under a key (every writer reads that one back), as
---   before; principals' and credential changes' routines are an operator's alone.
+--   before; principals' and credential changes' routines answered a body only to the same
+--   bytes already, and their digests name nothing guessable.
 -- - take_chain_lock (schema 35) ended, between its waits, only a holder of the chain's lock
 --   idle in its transaction. A login could call a write routine that takes the lock (one
 --   storing nothing, its key already stored) and sleep in the same statement, holding every

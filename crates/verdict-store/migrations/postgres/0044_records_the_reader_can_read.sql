@@ -55,7 +55,8 @@ BEGIN
     PERFORM make_date(substr(p, 1, 4)::integer, substr(p, 6, 2)::integer,
         substr(p, 9, 2)::integer);
     RETURN true;
-EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format
+    OR invalid_text_representation THEN
     RETURN false;
 END $$;
 REVOKE ALL ON FUNCTION verdict._rfc3339(text) FROM PUBLIC;

@@ -4593,13 +4593,8 @@ async fn a_verifiers_own_login_writes_its_runs_events_in_order_and_none_after_th
     grant_write(t.store.as_ref(), "g-rev-2", "reviewer-2", "ex-1").await;
     let (mut rev, _) = principal_login(&t, "reviewer-2", Role::Verifier).await;
     for run in ["vrun-7", "vrun-8"] {
-        let admission = json!({"run_id": run, "request_digest": req.as_str(),
-            "subject_digest": s.as_str(), "verifier": "reviewer-2", "class": "reviewer",
-            "admitted_generation": 1});
-        let note = json!({"schema": "verdict.admission/v1", "run_id": run,
-            "request_digest": req.as_str(), "subject_digest": s.as_str(), "generation": 1,
-            "verifier": "reviewer-2", "class": "reviewer",
-            "preflight": {"outcome": "pass", "skipped": false, "reasons": []}});
+        let (admission, note) =
+            self_admission("reviewer-2", run, req.as_str(), s.as_str(), 1, "reviewer");
         let [run_one, ..] = put_calls(Table::VerifierRuns, "reviewer-2", "verifier", &admission);
         let [note_one, ..] =
             put_calls(Table::VerificationRequests, "reviewer-2", "verifier", &note);
