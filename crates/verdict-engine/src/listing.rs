@@ -352,12 +352,6 @@ impl Engine {
         if a.verifier != caller.name && !self.may_read(caller, &subject).await? {
             return Err(self.deny_unseen(caller, named()).await);
         }
-        // Up to the run's end, which nothing after it changes.
-        let ended_at = run
-            .events
-            .iter()
-            .position(|e| e.status.is_terminal())
-            .map_or(run.events.len(), |i| i + 1);
         Ok(RunDetail {
             run_id: a.run_id.clone(),
             verifier: a.verifier.clone(),
@@ -366,9 +360,8 @@ impl Engine {
             subject_digest: a.subject_digest.clone(),
             generation: a.admitted_generation,
             events: run
-                .events
+                .up_to_end()
                 .iter()
-                .take(ended_at)
                 .map(|e| RunEventView {
                     status: e.status.as_str(),
                     reason: e.reason.map(|r| r.as_str()),

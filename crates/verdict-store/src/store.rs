@@ -247,6 +247,18 @@ impl Run {
         self.events.iter().find(|e| e.status.is_terminal())
     }
 
+    /// The run's events up to its end, included: what an event recorded after the end (which
+    /// only a verifier's own login could write, before schema version 43) never changes.
+    #[must_use]
+    pub fn up_to_end(&self) -> &[RunEvent] {
+        let upto = self
+            .events
+            .iter()
+            .position(|e| e.status.is_terminal())
+            .map_or(self.events.len(), |i| i + 1);
+        self.events.get(..upto).unwrap_or(&self.events)
+    }
+
     /// Whether the run's events are as the store writes them: numbered 1, 2, … in the order
     /// the store recorded them, nothing after the end. Before schema version 43 a verifier's own
     /// PostgreSQL login could number its events as it liked, so a run whose events are not in
@@ -254,12 +266,7 @@ impl Run {
     #[must_use]
     pub fn in_order(&self) -> bool {
         let numbered = self.events.iter().zip(1_u64..).all(|(e, n)| e.n == n);
-        let ended_last = self
-            .events
-            .iter()
-            .position(|e| e.status.is_terminal())
-            .is_none_or(|i| i + 1 == self.events.len());
-        numbered && ended_last
+        numbered && self.up_to_end().len() == self.events.len()
     }
 }
 
@@ -2578,6 +2585,8 @@ mod tests {
         let after = run(&[(1, Cancelled), (2, Completed)]);
         assert!(!after.in_order());
         assert_eq!(after.status(), Some(Cancelled));
+        assert_eq!(after.up_to_end().len(), 1);
+        assert_eq!(ordered.up_to_end().len(), 2);
         // A gap.
         assert!(!run(&[(1, Started), (3, Completed)]).in_order());
     }

@@ -4572,8 +4572,9 @@ async fn a_writer_that_waited_long_for_the_chain_is_not_ended_for_it() {
 /// (numbered from 1, one after the last) and nothing after the run's end, whatever status or
 /// number it picks: an event numbered past the next (to be read before the real end), one
 /// numbered 0, one after the end, a `completed` after an operator's cancellation. Each refusal
-/// appends nothing. And a login offering other bytes under a stored event's key is told the
-/// key is taken, never the stored body.
+/// appends nothing. And a login that may not read a stored event or finding, offering other
+/// bytes under its key, is refused as a record it may not read, told neither its body nor its
+/// digest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verifiers_own_login_writes_its_runs_events_in_order_and_none_after_the_end() {
     let t = postgres().await;
