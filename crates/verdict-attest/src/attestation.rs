@@ -79,7 +79,8 @@ pub struct DecisionInput<'a> {
     pub verifier_version: BTreeMap<String, String>,
 }
 
-/// A signed attestation: the summary's envelope first, then one per check evidence.
+/// A signed attestation: the summary's envelope first, then one per check evidence the Gate
+/// counted.
 #[derive(Debug, Clone)]
 pub struct Attestation {
     /// The envelopes, in file order.
@@ -137,6 +138,14 @@ fn replay(bundle: &Value, decision: &Value) -> Result<GateDecision, AttestError>
     Ok(again)
 }
 
+/// The digests of the check evidence the Gate counts in `bundle`, by the Gate's own rule; none
+/// for a bundle it cannot evaluate (its decision is then `blocked`, with nothing counted).
+fn counted_evidence(bundle: &Value) -> BTreeSet<Digest> {
+    verdict_core::gate::Prepared::new(bundle)
+        .map(|p| p.counted_evidence())
+        .unwrap_or_default()
+}
+
 fn test_result(evidence: &Value) -> Result<TestResult, AttestError> {
     let (e, evidence_digest): (CheckEvidence, _) = decode(DigestKind::Evidence, evidence)
         .map_err(|err| AttestError::Input(format!("check evidence: {err}")))?;
@@ -186,6 +195,7 @@ pub fn attest(input: &DecisionInput<'_>, key: &SigningKey) -> Result<Attestation
         ));
     }
     let subject = subject_descriptors(&items.subject)?;
+    let counted = counted_evidence(input.bundle);
     let pass = decision.outcome == Outcome::Pass;
     let summary = VerificationSummary {
         verifier: VsaVerifier {
@@ -206,6 +216,7 @@ pub fn attest(input: &DecisionInput<'_>, key: &SigningKey) -> Result<Attestation
             evaluation_key: evaluation_key.clone(),
             decision_digest: digest(DigestKind::Decision, input.decision),
             decision: input.decision.clone(),
+            counted_evidence: counted.iter().cloned().collect(),
             bundle: input.include_bundle.then(|| input.bundle.clone()),
         },
     };
@@ -219,7 +230,13 @@ pub fn attest(input: &DecisionInput<'_>, key: &SigningKey) -> Result<Attestation
         })?,
         key,
     )];
+    let mut signed = BTreeSet::new();
     for evidence in &items.evidence {
+        // One test result per evidence the Gate counted, and only for those.
+        let d = digest(DigestKind::Evidence, evidence);
+        if !counted.contains(&d) || !signed.insert(d) {
+            continue;
+        }
         envelopes.push(Envelope::sign(
             PAYLOAD_TYPE,
             &statement_bytes(&Statement {
@@ -248,6 +265,10 @@ pub struct Report {
     pub verification_result: String,
     /// The verification subject.
     pub subject_digest: Digest,
+    /// The gate whose policy decided (each gate has a policy of its own).
+    pub gate: String,
+    /// The policy the decision was made under.
+    pub policy_digest: Digest,
     /// The decision's evaluation key.
     pub evaluation_key: Digest,
     /// The ids of the trusted keys whose signatures verified.
@@ -280,6 +301,28 @@ pub enum Refusal {
     },
     /// The decision was made on a store whose time the caller chose.
     ManualClock,
+    /// The file is about another subject, gate or policy than the relying party pinned.
+    Unpinned {
+        /// `subject`, `gate` or `policy`.
+        what: &'static str,
+        /// What was pinned.
+        wanted: String,
+        /// What the file says.
+        found: String,
+    },
+}
+
+/// What a relying party requires an attestation to be about, beyond a verified pass: the
+/// subject it is about to rely on, the gate whose policy it trusts, the policy itself. A pass
+/// signed for a lenient gate of the same store is then no pass for a strict one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pins {
+    /// The verification subject.
+    pub subject_digest: Option<Digest>,
+    /// The gate.
+    pub gate: Option<String>,
+    /// The policy.
+    pub policy_digest: Option<Digest>,
 }
 
 impl std::fmt::Display for Refusal {
@@ -294,6 +337,11 @@ impl std::fmt::Display for Refusal {
             Self::ManualClock => f.write_str(
                 "made on a store with a manual clock: its time was chosen by the caller",
             ),
+            Self::Unpinned {
+                what,
+                wanted,
+                found,
+            } => write!(f, "about {what} {found}, not the pinned {wanted}"),
         }
     }
 }
@@ -322,6 +370,33 @@ impl Report {
         if self.clock == Clock::Manual && !allow_manual_clock {
             out.push(Refusal::ManualClock);
         }
+        out
+    }
+
+    /// Each pin of `pins` this file does not match; empty when it matches every one given.
+    #[must_use]
+    pub fn unpinned(&self, pins: &Pins) -> Vec<Refusal> {
+        let mut out = Vec::new();
+        let mut check = |what: &'static str, wanted: Option<&str>, found: &str| {
+            if let Some(wanted) = wanted.filter(|w| *w != found) {
+                out.push(Refusal::Unpinned {
+                    what,
+                    wanted: wanted.to_owned(),
+                    found: found.to_owned(),
+                });
+            }
+        };
+        check(
+            "subject",
+            pins.subject_digest.as_ref().map(Digest::as_str),
+            self.subject_digest.as_str(),
+        );
+        check("gate", pins.gate.as_deref(), &self.gate);
+        check(
+            "policy",
+            pins.policy_digest.as_ref().map(Digest::as_str),
+            self.policy_digest.as_str(),
+        );
         out
     }
 }
@@ -384,7 +459,7 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
     let Some((subject, vsa)) = summary else {
         return Err(content("the file holds no verification summary"));
     };
-    let (subject_digest, replayed, valid_until) = check_summary(&subject, &vsa)?;
+    let (subject_digest, policy_digest, replayed, valid_until) = check_summary(&subject, &vsa)?;
     let time_verified: Timestamp = vsa
         .time_verified
         .parse()
@@ -412,23 +487,42 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
             )));
         }
     }
-    // Every check evidence the Gate read has its test result: a file with a line removed (a
-    // failing check, say) is refused, not read as the checks that remain.
-    let prefix = format!("{VERDICT_URI}/{}/", DigestKind::Evidence.as_str());
-    if let Some(missing) = vsa
-        .input_attestations
+    // Every check evidence the Gate counted has its test result, and no other evidence has one:
+    // a file with a line removed (a failing check, say) is refused, not read as the checks that
+    // remain, and so is one reporting as a result what the Gate did not count.
+    let counted: BTreeSet<DocumentRef> = vsa
+        .gate
+        .counted_evidence
         .iter()
-        .find(|i| i.uri.starts_with(&prefix) && !reported.contains(*i))
-    {
+        .map(|d| document_ref(DigestKind::Evidence, d))
+        .collect();
+    if counted.len() != vsa.gate.counted_evidence.len() {
+        return Err(content("the summary names a counted evidence twice"));
+    }
+    if let Some(stray) = counted.iter().find(|c| !inputs.contains(c)) {
         return Err(content(format!(
-            "no test result for the summary's input {}",
+            "the summary counts evidence {} that is not among its inputs",
+            stray.uri
+        )));
+    }
+    if let Some(missing) = counted.iter().find(|c| !reported.contains(*c)) {
+        return Err(content(format!(
+            "no test result for the counted evidence {}",
             missing.uri
+        )));
+    }
+    if let Some(extra) = reported.iter().find(|r| !counted.contains(*r)) {
+        return Err(content(format!(
+            "a test result for evidence {} the Gate did not count",
+            extra.uri
         )));
     }
     Ok(Report {
         outcome: vsa.gate.outcome,
         verification_result: vsa.verification_result.clone(),
         subject_digest,
+        gate: vsa.gate.gate.clone(),
+        policy_digest,
         evaluation_key: vsa.gate.evaluation_key.clone(),
         key_ids,
         test_results: results.len(),
@@ -440,11 +534,12 @@ pub fn verify(file: &[u8], trusted: &[VerifyingKey]) -> Result<Report, AttestErr
 }
 
 /// The summary agrees with its own decision, and the decision with its bundle when embedded.
-/// Returns the subject, whether the bundle was replayed, and the decision's `valid_until`.
+/// Returns the subject, the policy, whether the bundle was replayed, and the decision's
+/// `valid_until`.
 fn check_summary(
     subject: &[ResourceDescriptor],
     vsa: &VerificationSummary,
-) -> Result<(Digest, bool, Option<Timestamp>), AttestError> {
+) -> Result<(Digest, Digest, bool, Option<Timestamp>), AttestError> {
     let ext = &vsa.gate;
     let decision: GateDecision =
         decode_plain(&ext.decision).map_err(|e| content(format!("embedded decision: {e}")))?;
@@ -501,9 +596,14 @@ fn check_summary(
     }
     let valid_until = decision.valid_until.clone();
     let Some(bundle) = &ext.bundle else {
-        return Ok((subject_digest, false, valid_until));
+        return Ok((subject_digest, policy_digest, false, valid_until));
     };
     replay(bundle, &ext.decision)?;
+    if counted_evidence(bundle).into_iter().collect::<Vec<_>>() != ext.counted_evidence {
+        return Err(AttestError::Replay(
+            "the embedded bundle counts other check evidence than the summary says".into(),
+        ));
+    }
     let items = BundleItems::read(bundle).map_err(|e| AttestError::Replay(e.to_string()))?;
     if subject_descriptors(&items.subject)? != subject
         || items.inputs() != vsa.input_attestations
@@ -513,7 +613,7 @@ fn check_summary(
             "subject, inputs or time verified differ from the embedded bundle".into(),
         ));
     }
-    Ok((subject_digest, true, valid_until))
+    Ok((subject_digest, policy_digest, true, valid_until))
 }
 
 fn check_test_result(r: &TestResult, subject: &Digest) -> Result<(), AttestError> {

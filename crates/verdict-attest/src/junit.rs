@@ -93,7 +93,7 @@ pub fn junit(
     let (mut failures, mut errors, mut skipped) = (0usize, 0usize, 0usize);
     let mut seen = BTreeSet::new();
     for (i, doc) in evidence.iter().enumerate() {
-        let (e, _): (CheckEvidence, _) = decode(DigestKind::Evidence, doc)
+        let (e, digest): (CheckEvidence, _) = decode(DigestKind::Evidence, doc)
             .map_err(|err| AttestError::Input(format!("evidence {i}: {err}")))?;
         if e.subject_digest != subject_digest {
             return Err(AttestError::Input(format!(
@@ -116,7 +116,7 @@ pub fn junit(
             escape(e.check.as_str()),
             escape(e.id.as_str())
         );
-        if !counted.get(i).copied().unwrap_or(false) {
+        if !counted.contains(&digest) {
             // What the Gate did not count is no result, passing or failing.
             skipped += 1;
             let _ = writeln!(

@@ -3,10 +3,10 @@
 //! One job: turn a stored gate decision into signed statements in the formats supply-chain
 //! tools read, and check such statements. A decision becomes an in-toto Statement v1 with a
 //! SLSA Verification Summary predicate (`PASSED` only for `pass`, the exact outcome and reasons
-//! in a namespaced field, optionally the whole gate bundle), and each check evidence an in-toto
-//! test-result statement; each statement is signed with ed25519 in a DSSE envelope. The same
-//! evidence can be written as JUnit XML, and a decision as GitHub check-run and commit-status
-//! bodies.
+//! in a namespaced field, optionally the whole gate bundle), and each check evidence the Gate
+//! counted an in-toto test-result statement; each statement is signed with ed25519 in a DSSE
+//! envelope. The same evidence can be written as JUnit XML, and a decision as GitHub check-run
+//! and commit-status bodies.
 //!
 //! The crate is pure: no store, no clock, no network, no files. Callers hand it documents and
 //! keys and write what it returns.
@@ -38,6 +38,6 @@ pub mod junit;
 pub mod keys;
 pub mod statement;
 
-pub use attestation::{Attestation, DecisionInput, Refusal, Report, attest, verify};
+pub use attestation::{Attestation, DecisionInput, Pins, Refusal, Report, attest, verify};
 pub use error::AttestError;
 pub use statement::Clock;

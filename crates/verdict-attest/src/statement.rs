@@ -1,5 +1,5 @@
 //! The in-toto Statement v1 layer and the two predicates verdict signs: the SLSA Verification
-//! Summary (one per gate decision) and the in-toto test result (one per check evidence).
+//! Summary (one per gate decision) and the in-toto test result (one per check evidence the Gate counted).
 //!
 //! verdict's own digests are domain-separated (`SHA-256("verdict:" + kind + ":v1" + 0x00 +
 //! JCS(doc))`), not the SHA-256 of a file, so they are listed under algorithm names of their own
@@ -158,6 +158,11 @@ pub struct GateExtension {
     pub decision_digest: Digest,
     /// The decision document, as stored.
     pub decision: Value,
+    /// The check evidence the Gate counted for the subject, by digest, sorted: each has a test
+    /// result in the file and no other evidence has one, so a signed `PASSED` test result is
+    /// never a check the Gate did not count (the producer's own run of a check, say). The
+    /// summary's inputs list every evidence the Gate read, counted or not.
+    pub counted_evidence: Vec<Digest>,
     /// The gate bundle it was decided from, when included; a verifier re-evaluates it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<Value>,

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use verdict_attest::dsse::{Envelope, b64_encode, pae};
 use verdict_attest::github::{Applicable, payloads};
 use verdict_attest::statement::{GATE_EXTENSION, PAYLOAD_TYPE, Statement, VerificationSummary};
-use verdict_attest::{AttestError, Clock, DecisionInput, Refusal, attest, junit, keys, verify};
+use verdict_attest::{
+    AttestError, Clock, DecisionInput, Pins, Refusal, attest, junit, keys, verify,
+};
 use verdict_core::contracts::{GateDecision, Outcome, Subject, Timestamp};
 
 fn root() -> PathBuf {
@@ -222,11 +224,17 @@ fn a_decision_attests_and_verifies_with_replay() {
     assert_eq!(report.verification_result, "PASSED");
     assert!(report.replayed);
     let (bundle, _) = decided("merge-gate/bundle.json");
+    // Every evidence of this bundle counts, so each has its test result.
     assert_eq!(
         report.test_results,
         bundle["evidence"].as_array().unwrap().len()
     );
     assert!(report.test_results > 0);
+    assert_eq!(report.gate, "default");
+    assert_eq!(
+        report.policy_digest,
+        verdict_core::digest::digest(verdict_core::digest::DigestKind::Policy, &bundle["policy"])
+    );
 
     // Without the bundle the signed decision still verifies, but nothing was re-evaluated.
     let lean = attest_file("merge-gate/bundle.json", false, &k);
@@ -909,4 +917,154 @@ fn exports_from_a_manual_clock_say_so() {
         xml.contains("<property name=\"clock\" value=\"system\"/>"),
         "{xml}"
     );
+}
+
+/// The merge-gate bundle with, beside the runner's evidence, the producer's own passing run of
+/// the same check: kept by the Gate, never counted (self-verification).
+fn with_own_evidence() -> (Value, Value, String) {
+    let (bundle, _, subject) = merge_gate();
+    let mut own = bundle["evidence"][0].clone();
+    own["produced_by"] =
+        serde_json::json!({"principal": subject.producer.principal.as_str(), "role": "producer"});
+    own["id"] = "ev-own".into();
+    let mut both = bundle.clone();
+    both["evidence"].as_array_mut().unwrap().push(own.clone());
+    let runner_id = bundle["evidence"][0]["id"].as_str().unwrap().to_owned();
+    (both, own, runner_id)
+}
+
+/// A JUnit testcase block of `xml` for evidence `id`.
+fn case<'a>(xml: &'a str, id: &str) -> &'a str {
+    let start = xml.find(&format!("[{id}]\">")).unwrap();
+    let end = start + xml[start..].find("</testcase>").unwrap();
+    &xml[start..end]
+}
+
+#[test]
+fn each_evidence_is_shown_as_the_gate_counted_it_whatever_its_place() {
+    // The Gate reads evidence once per digest in digest order; a report that took the Gate's
+    // flags by place in the bundle showed the runner's counted evidence as skipped and the
+    // producer's own as a passing test, depending on the order the list happened to have.
+    let (both, own, runner_id) = with_own_evidence();
+    let (_, _, subject) = merge_gate();
+    for own_first in [false, true] {
+        let mut b = both.clone();
+        if own_first {
+            let list = b["evidence"].as_array_mut().unwrap();
+            list.retain(|e| e["id"] != "ev-own");
+            list.insert(0, own.clone());
+        }
+        let decision = verdict_core::gate::evaluate_value(&b);
+        let xml =
+            junit::junit(&b, Applicable::Decision(&decision, &subject), Clock::System).unwrap();
+        assert!(
+            !case(&xml, &runner_id).contains("<skipped"),
+            "own first: {own_first}: {xml}"
+        );
+        assert!(
+            case(&xml, "ev-own").contains("<skipped message=\"not counted: "),
+            "own first: {own_first}: {xml}"
+        );
+    }
+}
+
+#[test]
+fn a_test_result_is_signed_only_for_evidence_the_gate_counted() {
+    let k = key(11);
+    let trusted = [k.verifying_key()];
+    let (both, own, _) = with_own_evidence();
+    let decision = verdict_core::gate::evaluate_value(&both);
+    let decision: Value = serde_json::from_slice(&decision.canonical_bytes().unwrap()).unwrap();
+    let file = attest_bundle(&both, &decision, true, &k, Clock::System);
+    let report = verify(file.as_bytes(), &trusted).unwrap();
+    // The runner's evidence has its test result; the producer's own run, which the Gate kept
+    // but did not count, has none, though the summary lists it among what the Gate read.
+    assert_eq!(report.test_results, 1, "{file}");
+    assert!(!file.lines().skip(1).any(|l| {
+        let env = Envelope::from_json(l.as_bytes()).unwrap();
+        let body = env.verify(&trusted, PAYLOAD_TYPE).unwrap().body;
+        String::from_utf8(body).unwrap().contains("ev-own")
+    }));
+
+    // The key's holder adds a PASSED test result for the producer's evidence: refused, with
+    // the bundle or without it.
+    let own_digest = verdict_core::digest::digest(verdict_core::digest::DigestKind::Evidence, &own);
+    let forged_line = |file: &str| -> String {
+        let env = Envelope::from_json(file.lines().nth(1).unwrap().as_bytes()).unwrap();
+        let mut s: Value =
+            serde_json::from_slice(&env.verify(&trusted, PAYLOAD_TYPE).unwrap().body).unwrap();
+        let ext = s["predicate"]
+            .as_object_mut()
+            .unwrap()
+            .values_mut()
+            .find(|v| v.get("evidence_digest").is_some())
+            .unwrap();
+        ext["evidence"] = own.clone();
+        ext["evidence_digest"] = own_digest.as_str().into();
+        Envelope::sign(PAYLOAD_TYPE, &serde_json::to_vec(&s).unwrap(), &k)
+            .to_json()
+            .unwrap()
+    };
+    let added = format!("{file}{}\n", forged_line(&file));
+    let err = verify(added.as_bytes(), &trusted).unwrap_err();
+    assert!(err.to_string().contains("did not count"), "{err}");
+    let lean = attest_bundle(&both, &decision, false, &k, Clock::System);
+    let added = format!("{lean}{}\n", forged_line(&lean));
+    assert!(verify(added.as_bytes(), &trusted).is_err());
+
+    // And names it counted in the summary too: the embedded bundle says otherwise.
+    let counted_too = resign(&file, &k, |s| {
+        let list = s["predicate"][GATE_EXTENSION]["counted_evidence"]
+            .as_array_mut()
+            .unwrap();
+        list.push(own_digest.as_str().into());
+        list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    });
+    let counted_too = format!("{counted_too}\n{}\n", forged_line(&file));
+    assert!(matches!(
+        verify(counted_too.as_bytes(), &trusted),
+        Err(AttestError::Replay(_))
+    ));
+}
+
+#[test]
+fn a_relying_party_pins_the_subject_gate_and_policy() {
+    let k = key(12);
+    let file = attest_file("merge-gate/bundle.json", true, &k);
+    let report = verify(file.as_bytes(), &[k.verifying_key()]).unwrap();
+    let exact = Pins {
+        subject_digest: Some(report.subject_digest.clone()),
+        gate: Some("default".to_owned()),
+        policy_digest: Some(report.policy_digest.clone()),
+    };
+    assert!(report.unpinned(&exact).is_empty());
+    assert!(report.unpinned(&Pins::default()).is_empty());
+    // A pass signed for a lenient gate of the same store is no pass for the strict one.
+    let strict = Pins {
+        gate: Some("strict".to_owned()),
+        ..exact.clone()
+    };
+    assert_eq!(
+        report.unpinned(&strict),
+        [Refusal::Unpinned {
+            what: "gate",
+            wanted: "strict".to_owned(),
+            found: "default".to_owned(),
+        }]
+    );
+    let other: verdict_core::digest::Digest = format!("sha256:{}", "0".repeat(64)).parse().unwrap();
+    let elsewhere = Pins {
+        subject_digest: Some(other.clone()),
+        gate: None,
+        policy_digest: Some(other),
+    };
+    let refused: Vec<&str> = report
+        .unpinned(&elsewhere)
+        .iter()
+        .map(|r| match r {
+            Refusal::Unpinned { what, .. } => *what,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(refused, ["subject", "policy"]);
 }

@@ -13,11 +13,12 @@ const AFTER: &str = "Examples:
   verdict attest verify decision.intoto.jsonl --key attest.pub
 
 The file holds one DSSE envelope per line: the decision's SLSA verification summary, then one
-in-toto test result per check evidence. Verify exits
+in-toto test result per check evidence the Gate counted. Verify exits
   0  only for a verified PASSED attestation, from a store on a real clock, still valid now
      (before its valid_until, when it has one);
-  1  verified, but not a pass to rely on: FAILED, expired, or made on a store with a manual
-     clock (unless --allow-manual-clock); the output says which;
+  1  verified, but not a pass to rely on: FAILED, expired, made on a store with a manual
+     clock (unless --allow-manual-clock), or about another subject, gate or policy than
+     --subject, --gate or --policy pin; the output says which;
   2  unverifiable: a signature, the payload type or the content does not check, or the file
      or a key cannot be read.";
 
@@ -64,6 +65,17 @@ enum AttestCommand {
         /// clock.
         #[arg(long, value_name = "TIME")]
         at: Option<String>,
+        /// The subject (its verification digest) the file must be about: a pass for another
+        /// subject exits 1.
+        #[arg(long, value_name = "DIGEST")]
+        subject: Option<Digest>,
+        /// The gate whose decision the file must be: a pass under another gate's (more
+        /// lenient) policy exits 1.
+        #[arg(long, value_name = "NAME")]
+        gate: Option<String>,
+        /// The policy (its digest) the decision must have been made under.
+        #[arg(long, value_name = "DIGEST")]
+        policy: Option<Digest>,
         #[command(flatten)]
         local: crate::remote::NoServer,
     },
@@ -77,10 +89,18 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         json,
         allow_manual_clock,
         at,
+        subject,
+        gate,
+        policy,
         ..
     }) = &args.verify
     {
-        return verify(file, keys, *json, *allow_manual_clock, at.as_deref());
+        let pins = verdict_attest::Pins {
+            subject_digest: subject.clone(),
+            gate: gate.clone(),
+            policy_digest: policy.clone(),
+        };
+        return verify(file, keys, *json, *allow_manual_clock, at.as_deref(), &pins);
     }
     // Refused before the key file is read: it is never sent anywhere.
     crate::remote::refuse_remote(
@@ -141,6 +161,7 @@ fn verify(
     json: bool,
     allow_manual_clock: bool,
     at: Option<&str>,
+    pins: &verdict_attest::Pins,
 ) -> Result<ExitCode> {
     let trusted = keys
         .iter()
@@ -158,7 +179,8 @@ fn verify(
             return Ok(ExitCode::from(2));
         }
     };
-    let refusals = report.refusals(&now, allow_manual_clock);
+    let mut refusals = report.refusals(&now, allow_manual_clock);
+    refusals.extend(report.unpinned(pins));
     if json {
         let judged = Judged {
             report: &report,
@@ -174,10 +196,12 @@ fn verify(
             format!("verified but not a pass to rely on ({})", why.join("; "))
         };
         outln!(
-            "{verdict}: {} ({}) for subject {}, evaluation key {}; decided at {} on a {} clock; valid_until {}; {} check result(s); {}",
+            "{verdict}: {} ({}) for subject {}, gate {:?} under policy {}, evaluation key {}; decided at {} on a {} clock; valid_until {}; {} counted check result(s); {}",
             report.verification_result,
             report.outcome.as_str(),
             report.subject_digest,
+            report.gate,
+            report.policy_digest,
             report.evaluation_key,
             report.time_verified,
             report.clock.as_str(),

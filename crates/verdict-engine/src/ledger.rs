@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use verdict_core::contracts::Timestamp;
 use verdict_core::digest::Digest;
+use verdict_store::StoreClock;
 
 /// The two-sided 95 % normal quantile.
 const Z95: f64 = 1.959_963_984_540_054;
@@ -227,6 +228,10 @@ pub struct Ledger {
     pub schema: String,
     /// The instant it was taken at.
     pub now: Timestamp,
+    /// The clock of the store it was counted from. On a `manual` clock every time was chosen
+    /// by whoever ran the store (a test, a simulation), so its rates are no record of real
+    /// work: every rendering says so.
+    pub clock: StoreClock,
     /// The window.
     pub window: Window,
     /// Cohorts, sorted by key.
@@ -265,7 +270,12 @@ pub fn wilson_lower_95(successes: u64, n: u64) -> Option<f64> {
 /// the same attempt (execution and generation), the later one in the slice is kept, so an
 /// attempt is never counted twice.
 #[must_use]
-pub fn compute(observations: &[Observation], window: Window, now: &Timestamp) -> Ledger {
+pub fn compute(
+    observations: &[Observation],
+    window: Window,
+    now: &Timestamp,
+    clock: StoreClock,
+) -> Ledger {
     let mut attempts: BTreeMap<(&str, u64), &Observation> = BTreeMap::new();
     for o in observations {
         attempts.insert((o.execution.as_str(), o.generation), o);
@@ -294,6 +304,7 @@ pub fn compute(observations: &[Observation], window: Window, now: &Timestamp) ->
     Ledger {
         schema: LEDGER_SCHEMA.to_owned(),
         now: now.clone(),
+        clock,
         window,
         cohorts,
     }
@@ -362,12 +373,18 @@ impl Ledger {
     #[must_use]
     pub fn to_table(&self) -> String {
         let mut out = format!(
-            "window: last {} attempts, last {} days, minimum sample {}; at {}\n",
+            "window: last {} attempts, last {} days, minimum sample {}; at {} ({} clock)\n",
             self.window.attempts,
             self.window.days,
             self.window.min_sample,
-            self.now.as_str()
+            self.now.as_str(),
+            self.clock.as_str()
         );
+        if self.clock == StoreClock::Manual {
+            out.push_str(
+                "manual clock: every time in this store was chosen by whoever ran it; these rates are no record of real work\n",
+            );
+        }
         if self.cohorts.is_empty() {
             out.push_str("no attempts in the window\n");
         }
@@ -403,7 +420,7 @@ impl Ledger {
     #[must_use]
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
-            "capability,verifiers,policy,status,attempts,covered,verified_passes,pass_rate,pass_rate_lower_95,first_attempts,first_attempt_passes,first_attempt_pass_rate,first_attempt_lower_95,coverage",
+            "clock,capability,verifiers,policy,status,attempts,covered,verified_passes,pass_rate,pass_rate_lower_95,first_attempts,first_attempt_passes,first_attempt_pass_rate,first_attempt_lower_95,coverage",
         );
         for class in AttemptClass::ALL {
             out.push(',');
@@ -424,7 +441,8 @@ impl Ledger {
             };
             let _ = write!(
                 out,
-                "{},{},{},{status},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{status},{},{},{},{},{},{},{},{},{},{}",
+                self.clock.as_str(),
                 csv_field(&c.key.capability),
                 csv_field(&verifiers.join(";")),
                 csv_field(&c.key.policy),
@@ -592,7 +610,7 @@ mod tests {
             obs("g", 0, 1, AttemptClass::CoverageGap, t),
             obs("h", 0, 1, AttemptClass::Rework, t),
         ];
-        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"));
+        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"), StoreClock::System);
         let c = &l.cohorts[0];
         assert_eq!((c.attempts, c.covered, c.verified_passes), (8, 7, 1));
         assert_eq!(c.pass_rate, Some(1.0 / 7.0));
@@ -607,7 +625,7 @@ mod tests {
             obs("a", 0, 1, AttemptClass::Pass, t),
             obs("a", 0, 1, AttemptClass::Rework, t),
         ];
-        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"));
+        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"), StoreClock::System);
         assert_eq!(l.cohorts[0].attempts, 1);
         assert_eq!(l.cohorts[0].verified_passes, 0);
     }
@@ -638,6 +656,7 @@ mod tests {
                 min_sample: 5,
             },
             &now,
+            StoreClock::System,
         );
         assert_eq!(last5.cohorts[0].attempts, 5);
         assert_eq!(last5.cohorts[0].pass_rate, Some(1.0));
@@ -651,6 +670,7 @@ mod tests {
                 min_sample: 5,
             },
             &now,
+            StoreClock::System,
         );
         let c = &recent.cohorts[0];
         assert_eq!(c.attempts, 2);
@@ -670,7 +690,7 @@ mod tests {
             obs("b", 0, 1, AttemptClass::Rework, "2026-11-30T10:00:00Z"),
             other,
         ];
-        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"));
+        let l = compute(&list, WIDE, &at("2026-11-30T12:00:00Z"), StoreClock::System);
         assert_eq!(l.cohorts.len(), 2);
         let csv = l.to_csv();
         assert_eq!(csv.lines().count(), 3);

@@ -100,7 +100,7 @@ impl Engine {
             .collect())
     }
 
-    /// The capability the latest request about the subject names. Only a request its own
+    /// The capability the first request about the subject names. Only a request its own
     /// producer or an operator appended counts: the capability is theirs to name, no one
     /// else's.
     async fn requested_capability(
@@ -135,7 +135,10 @@ impl Engine {
                             && e.principal == subject.producer.principal.as_str()))
             });
             if by_owner {
+                // The first one: named before any outcome was known. A later request could
+                // file an attempt that failed under another capability.
                 named = Some(capability);
+                break;
             }
         }
         Ok(named)
@@ -239,15 +242,18 @@ impl Engine {
         execution: &str,
     ) -> Result<Vec<Observation>> {
         self.require_read(caller, execution, "the attempts").await?;
-        self.ledger_attempts_unscoped(execution).await
+        let now = self.now().await?;
+        self.ledger_attempts_unscoped(execution, &now).await
     }
 
-    /// [`Engine::ledger_attempts`] for the engine's own use, for no caller.
+    /// [`Engine::ledger_attempts`] for the engine's own use, for no caller, as at `now`. A
+    /// ledger passes the one `now` it counts up to: an attempt never decided is observed at
+    /// `now`, and one read at a later instant would fall outside the window it is counted in.
     pub(crate) async fn ledger_attempts_unscoped(
         &self,
         execution: &str,
+        now: &Timestamp,
     ) -> Result<Vec<Observation>> {
-        let now = &self.now().await?;
         let Some(head) = self.execution_head_unscoped(execution).await? else {
             return Ok(Vec::new());
         };
@@ -360,8 +366,13 @@ impl Engine {
         let now = &self.now().await?;
         let mut observations = Vec::new();
         for execution in self.executions().await? {
-            observations.extend(self.ledger_attempts_unscoped(&execution).await?);
+            observations.extend(self.ledger_attempts_unscoped(&execution, now).await?);
         }
-        Ok(crate::ledger::compute(&observations, window, now))
+        Ok(crate::ledger::compute(
+            &observations,
+            window,
+            now,
+            self.clock().await?,
+        ))
     }
 }

@@ -23,7 +23,7 @@ use verdict_core::contracts::{
 };
 use verdict_core::digest::Digest;
 use verdict_judge::receipt::Receipt;
-use verdict_store::{About, DocKind, EvaluationRecord, PointerKind};
+use verdict_store::{About, DocKind, EvaluationRecord, PointerKind, StoreClock};
 
 mod contents;
 mod shown;
@@ -641,6 +641,9 @@ pub struct CapabilitySeries {
 pub struct Reliability {
     /// The store's time.
     pub now: Timestamp,
+    /// The store's clock: on a `manual` one every time was chosen by whoever ran the store,
+    /// so the rates are no record of real work.
+    pub clock: StoreClock,
     /// The window.
     pub window: Window,
     /// Series, sorted by cohort.
@@ -1090,11 +1093,13 @@ impl Engine {
         let now = self.now().await?;
         let mut observations = Vec::new();
         for execution in self.executions().await? {
-            observations.extend(self.ledger_attempts_unscoped(&execution).await?);
+            observations.extend(self.ledger_attempts_unscoped(&execution, &now).await?);
         }
-        let ledger = crate::ledger::compute(&observations, REVIEW_WINDOW, &now);
+        let clock = self.clock().await?;
+        let ledger = crate::ledger::compute(&observations, REVIEW_WINDOW, &now, clock);
         Ok(Reliability {
             now,
+            clock,
             window: REVIEW_WINDOW,
             series: ledger
                 .cohorts

@@ -209,13 +209,18 @@ fn migrate_conn(conn: &mut Connection) -> Result<MigrationReport> {
 }
 
 /// A schema's objects as `sqlite_master` holds them, by type and name: the table each belongs
-/// to and the SQL that makes it. SQLite's own objects (`sqlite_%`: the sequence and statistics
-/// tables it makes itself) are left out.
+/// to and the SQL that makes it. Only the statistics tables `ANALYZE` makes are left out (their
+/// rows steer the planner, never a result); every other object is compared, whatever its name:
+/// SQLite fires a trigger named `sqlite_…` that someone wrote into `sqlite_master` like any
+/// other.
 type SchemaObjects = std::collections::BTreeMap<(String, String), (String, Option<String>)>;
 
 fn schema_objects(conn: &Connection) -> Result<SchemaObjects> {
     let mut stmt = conn
-        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+        .prepare(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master \
+             WHERE NOT (type = 'table' AND name IN ('sqlite_stat1', 'sqlite_stat2', 'sqlite_stat3', 'sqlite_stat4'))",
+        )
         .map_err(err)?;
     let rows = stmt
         .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?))))
@@ -233,6 +238,28 @@ fn migrated_schema(version: i64) -> Result<SchemaObjects> {
     let objects = schema_objects(&tx)?;
     tx.rollback().map_err(err)?;
     Ok(objects)
+}
+
+/// What `PRAGMA integrity_check` finds wrong in the file (an index missing a row or holding one
+/// its table lacks, a damaged page, a broken constraint), each line a drift; nothing for a
+/// sound file.
+fn integrity_drift(conn: &Connection) -> Result<Vec<Drift>> {
+    let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(err)?;
+    let lines = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(err)?;
+    Ok(lines
+        .into_iter()
+        .filter(|l| l != "ok")
+        .map(|l| Drift {
+            table: "sqlite_master".to_owned(),
+            key: None,
+            seq: None,
+            detail: format!("SQLite's integrity check of the file: {l}"),
+        })
+        .collect())
 }
 
 /// Every schema object of `conn` that is not what the migrations up to its version make: one
@@ -383,22 +410,38 @@ impl TableStatements<'_> {
     }
 }
 
+/// Fails unless a statement that must store one row stored exactly one: a trigger written into
+/// the file that drops rows (`RAISE(IGNORE)`) makes an insert store nothing and still succeed.
+fn one_row(changed: usize, what: &str) -> Result<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Backend {
+            backend: "sqlite",
+            message: format!(
+                "storing {what} changed {changed} rows, not one: the file's schema is not the one its migrations make (run `verdict audit verify`)"
+            ),
+        })
+    }
+}
+
 fn insert_event_fields(stmt: &mut Statement<'_>, e: &EventFields<'_>, hash: &str) -> Result<()> {
-    stmt.execute(params![
-        to_i64(e.seq, "audit seq")?,
-        e.prev_hash,
-        hash,
-        e.event_type,
-        e.table,
-        e.key,
-        e.principal,
-        e.role,
-        e.payload_digest,
-        e.correlation,
-        e.recorded_at
-    ])
-    .map_err(err)?;
-    Ok(())
+    let changed = stmt
+        .execute(params![
+            to_i64(e.seq, "audit seq")?,
+            e.prev_hash,
+            hash,
+            e.event_type,
+            e.table,
+            e.key,
+            e.principal,
+            e.role,
+            e.payload_digest,
+            e.correlation,
+            e.recorded_at
+        ])
+        .map_err(err)?;
+    one_row(changed, "an audit event")
 }
 
 fn head(tx: &Connection) -> Result<Option<ChainHead>> {
@@ -430,13 +473,13 @@ fn insert_row(
 ) -> Result<()> {
     let seq = to_i64(seq, "audit seq")?;
     let digest = item.digest.as_str();
-    if item.table == Table::VerificationResults {
+    let changed = if item.table == Table::VerificationResults {
         stmt.execute(params![seq, item.key, digest, item.body, counted])
     } else {
         stmt.execute(params![seq, item.key, digest, item.body])
     }
     .map_err(err)?;
-    Ok(())
+    one_row(changed, &format!("{} {}", item.table.name(), item.key))
 }
 
 /// Whether a result about `subject` at `generation` counts now: the subject is its
@@ -1344,7 +1387,16 @@ impl Backend for SqliteBackend {
         // but whoever writes the file can rewrite a column's definition (or a trigger, or an
         // index) in `sqlite_master` without touching a row or an event. So the definitions
         // themselves are compared with what this binary's migrations make.
-        self.with(|conn| schema_drift(conn)).await
+        // And whoever writes the file can rebuild an index without a row (a changed index
+        // definition, `REINDEX`, the definition put back): every read through that index then
+        // misses the row while the walk, which reads tables in seq order, finds it. SQLite's own
+        // integrity check compares every index with its table.
+        self.with(|conn| {
+            let mut drift = schema_drift(conn)?;
+            drift.extend(integrity_drift(conn)?);
+            Ok(drift)
+        })
+        .await
     }
 
     async fn scan(&self, table: Table, after_seq: i64, limit: u32) -> Result<Vec<RawRow>> {

@@ -147,6 +147,39 @@ fn keys_attestations_exports_and_the_ledger_through_the_binary() {
                 .unwrap();
         assert_eq!(judged["valid_until"], until.as_str());
         assert_eq!(judged["refusals"], serde_json::json!([]));
+        // The file names its gate and policy, and a relying party pins them: a pass of the
+        // quickstart gate is no pass for another gate, policy or subject (exit 1).
+        assert_eq!(judged["gate"], "quickstart");
+        let policy = judged["policy_digest"].as_str().unwrap().to_owned();
+        let subject = judged["subject_digest"].as_str().unwrap().to_owned();
+        assert!(verified.contains("gate \"quickstart\""), "{verified}");
+        env.ok(
+            None,
+            &[
+                "attest",
+                "verify",
+                &a,
+                "--key",
+                &p1,
+                "--gate",
+                "quickstart",
+                "--policy",
+                &policy,
+                "--subject",
+                &subject,
+            ],
+        );
+        let other = format!("sha256:{}", "0".repeat(64));
+        for (flag, value) in [
+            ("--gate", "merge"),
+            ("--policy", &other),
+            ("--subject", &other),
+        ] {
+            let out = env.run(None, &["attest", "verify", &a, "--key", &p1, flag, value]);
+            assert_eq!(out.status.code(), Some(1), "{flag}");
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(said.contains("not the pinned"), "{flag}: {said}");
+        }
 
         // A decision that is not a pass verifies, and exits 1 saying so.
         let history: Value = serde_json::from_str(&env.ok(

@@ -116,15 +116,23 @@ impl Prepared {
         guarded(|| decide(&self.loaded, &self.tables, &self.rules))
     }
 
-    /// For each check evidence item of the bundle, in its order, whether the Gate counts it
-    /// for the subject: the same rule the decision applies, so a report of the evidence (JUnit)
-    /// never shows as a result what the Gate did not count.
+    /// The digests of the check evidence the Gate counts for the subject: the same rule the
+    /// decision applies, so a report of the evidence (JUnit, an attestation's test results)
+    /// never shows as a result what the Gate did not count. Keyed by digest, not by place: the
+    /// Gate reads the evidence once per digest, in digest order, not in the bundle's order.
     #[must_use]
-    pub fn counted_evidence(&self) -> Vec<bool> {
+    pub fn counted_evidence(&self) -> BTreeSet<Digest> {
         let mut reasons = Reasons::default();
-        count::count_evidence(&self.loaded, &self.tables, &mut reasons)
+        let counts = count::count_evidence(&self.loaded, &self.tables, &mut reasons)
             .counts()
-            .to_vec()
+            .to_vec();
+        self.loaded
+            .evidence
+            .iter()
+            .zip(counts)
+            .filter(|(_, counted)| *counted)
+            .map(|(item, _)| item.digest.clone())
+            .collect()
     }
 }
 

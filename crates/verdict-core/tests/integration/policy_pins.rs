@@ -204,7 +204,7 @@ fn a_subject_pinning_another_definition_is_blocked_and_its_evidence_does_not_cou
         "{d:#?}"
     );
     let prepared = gate::Prepared::new(&b.value()).map_err(|_| ()).unwrap();
-    assert_eq!(prepared.counted_evidence(), [false]);
+    assert!(prepared.counted_evidence().is_empty());
 
     // Not even where the check is not required: its failure would otherwise be a source.
     let mut b = Bundle::base();

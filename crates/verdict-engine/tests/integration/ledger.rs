@@ -355,3 +355,89 @@ async fn a_prompt_revision_change_starts_a_new_cohort() {
     })
     .await;
 }
+
+/// On a store keeping the system clock, the ledger read its `now` once and each execution's
+/// attempts read it again, later: an attempt never decided, dated at that later instant, fell
+/// outside the window ending at the first, so a failed revision left undecided vanished and the
+/// pass rate read 1.0. The whole ledger is counted at one instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_never_decided_is_counted_on_a_real_clock_too() {
+    on_both(|store| async move {
+        let w = world_on(store, verdict_store::StoreClock::System).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        // A revision of the same attempt that nobody gates: the attempt is unverified.
+        prepared(&w, 0, "change A, revised", "run-2").await;
+        pass_on(&w, 1, "change B", "run-3", "m1").await;
+        let l = w.engine.ledger(&w.ops, WINDOW).await.unwrap();
+        assert_eq!(l.clock, verdict_store::StoreClock::System);
+        let attempts: u64 = l.cohorts.iter().map(|c| c.attempts).sum();
+        assert_eq!(attempts, 2, "{}", l.to_table());
+        let unverified: u64 = l
+            .cohorts
+            .iter()
+            .filter_map(|c| c.by_class.get(&AttemptClass::Unverified))
+            .sum();
+        assert_eq!(unverified, 1, "{}", l.to_table());
+    })
+    .await;
+}
+
+/// A producer files its attempt under one capability, fails, then asks for verification
+/// again naming another: the failed attempt stays in the cohort it was first filed under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_stays_under_the_capability_it_was_first_filed_under() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev) = subject_with_evidence(&w, 0, "change A", "pass").await;
+        let req = w
+            .engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("rust-change"))
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        let mut r = result("rev", "run-1", &d, 0, &ev);
+        r["criteria"][0]["status"] = "failed".into();
+        w.engine
+            .submit_result(&w.rev, &with_model(r, "m1"))
+            .await
+            .unwrap();
+        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+        assert_eq!(g.decision.outcome.as_str(), "rework");
+        // After the decision, a request naming another capability.
+        w.engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("scratch"))
+            .await
+            .unwrap();
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!(c.key.capability, "rust-change", "{}", l.to_table());
+        assert_eq!(c.by_class.get(&AttemptClass::Rework), Some(&1));
+    })
+    .await;
+}
+
+/// A ledger counted on a store whose time its users chose says so in every rendering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_names_the_stores_clock() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        pass_on(&w, 0, "change A", "run-1", "m1").await;
+        let l = ledger(&w).await;
+        assert_eq!(l.clock, verdict_store::StoreClock::Manual);
+        let table = l.to_table();
+        assert!(
+            table.lines().next().unwrap().ends_with("(manual clock)"),
+            "{table}"
+        );
+        assert!(table.contains("no record of real work"), "{table}");
+        let csv = l.to_csv();
+        assert!(csv.starts_with("clock,capability,"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("manual,"), "{csv}");
+        let json = serde_json::to_value(&l).unwrap();
+        assert_eq!(json["clock"], "manual");
+    })
+    .await;
+}

@@ -769,6 +769,9 @@ pub fn reliability(s: &Session, r: &Reliability) -> Markup {
             (r.window.attempts) " attempts; fewer than " (r.window.min_sample) " is not rated), with the Wilson 95 % lower bound as a band. "
             "Every execution in the store."
         }
+        @if r.clock == verdict_store::StoreClock::Manual {
+            p id="reliability-manual-clock" { "This store keeps a manual clock: every time in it was chosen by whoever ran it, so these rates are no record of real work." }
+        }
         @if r.series.is_empty() {
             p id="reliability-empty" { "No attempt has a decision in the window yet, so there is nothing to chart." }
         }

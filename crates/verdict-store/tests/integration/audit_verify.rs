@@ -374,3 +374,105 @@ async fn a_rewritten_schema_is_caught_on_sqlite() {
     }
     t.cleanup().await;
 }
+
+/// Whoever writes a SQLite file can put a trigger into `sqlite_master` under a name SQLite keeps
+/// for itself (`sqlite_…`, which `CREATE TRIGGER` refuses but the file does not): SQLite loads
+/// and fires it like any other. One that drops every later check evidence (`RAISE(IGNORE)`)
+/// made a runner's failing evidence vanish while the append said it was stored, and `audit
+/// verify` skipped the name. Now the schema check compares every object but the statistics
+/// tables, and an insert that stores no row fails, writing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_under_sqlites_own_prefix_is_caught_and_stores_nothing_quietly() {
+    use verdict_core::contracts::Role;
+    use verdict_store::{Actor, DocKind};
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    t.raw(
+        "PRAGMA writable_schema = ON; \
+         INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('trigger', \
+         'sqlite_censor', 'check_evidence', 0, \
+         'CREATE TRIGGER sqlite_censor BEFORE INSERT ON check_evidence BEGIN SELECT RAISE(IGNORE); END'); \
+         PRAGMA writable_schema = OFF;",
+    )
+    .await
+    .unwrap();
+    let reopened = t.reopen().await;
+    let r = reopened.verify_audit(None).await.unwrap();
+    assert!(
+        r.problems.iter().any(|p| p.kind == ProblemKind::Modified
+            && p.key.as_deref() == Some("sqlite_censor")
+            && p.detail.contains("is not one")),
+        "{:#?}",
+        r.problems
+    );
+    let head = reopened.audit_head().await.unwrap();
+    let s = subject_digest(&subject("ex-1", 1));
+    let put = reopened
+        .put(
+            &Actor::new(RUNNER, Role::Runner),
+            DocKind::Evidence,
+            &evidence(&s, "ev-censored"),
+        )
+        .await;
+    let e = put.expect_err("an append the trigger drops is an error, not a success");
+    assert!(e.to_string().contains("changed 0 rows, not one"), "{e}");
+    assert_eq!(reopened.audit_head().await.unwrap(), head, "nothing stored");
+    t.cleanup().await;
+}
+
+/// Whoever writes a SQLite file can rebuild an index without a row: the index's definition
+/// changed to leave one key out, `REINDEX`, the definition put back. Every read through the
+/// index (the Gate's evidence for a subject) then misses the row, while the walk, reading each
+/// table in seq order, finds it intact, so a hard failure was hidden with `audit verify`
+/// saying intact. SQLite's integrity check, run by the walk, compares every index with its
+/// table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_rebuilt_without_a_row_is_caught_on_sqlite() {
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    assert!(report(&t).await.is_intact());
+    let seq = seq_of(&t, "check_evidence", 0).await;
+    let Location::Sqlite(path) = &t.location else {
+        unreachable!()
+    };
+    {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let sql: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'check_evidence_subject_digest'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let partial = format!("{sql} WHERE seq <> {seq}");
+        conn.execute_batch(&format!(
+            "PRAGMA writable_schema = ON; \
+             UPDATE sqlite_master SET sql = '{}' WHERE name = 'check_evidence_subject_digest'; \
+             PRAGMA writable_schema = OFF;",
+            partial.replace('\'', "''")
+        ))
+        .unwrap();
+        drop(conn);
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch("REINDEX check_evidence_subject_digest;")
+            .unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA writable_schema = ON; \
+             UPDATE sqlite_master SET sql = '{}' WHERE name = 'check_evidence_subject_digest'; \
+             PRAGMA writable_schema = OFF;",
+            sql.replace('\'', "''")
+        ))
+        .unwrap();
+    }
+    let reopened = t.reopen().await;
+    let r = reopened.verify_audit(None).await.unwrap();
+    assert!(!r.is_intact(), "the rebuilt index goes unnoticed");
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.kind == ProblemKind::Modified && p.detail.contains("integrity check")),
+        "{:#?}",
+        r.problems
+    );
+    t.cleanup().await;
+}

@@ -83,11 +83,18 @@ pub struct World {
 }
 
 pub async fn world(store: Arc<dyn Store>) -> World {
-    let engine = Engine::new(store, "merge");
     // A manual clock: the tests decide what time it is, and the store takes it from nowhere
     // else.
-    let t = engine.init("ops", StoreClock::Manual).await.unwrap();
-    engine.store().set_manual_time(&now()).await.unwrap();
+    world_on(store, StoreClock::Manual).await
+}
+
+/// [`world`] on a store keeping `clock`; a manual one starts at [`now`].
+pub async fn world_on(store: Arc<dyn Store>, clock: StoreClock) -> World {
+    let engine = Engine::new(store, "merge");
+    let t = engine.init("ops", clock).await.unwrap();
+    if clock == StoreClock::Manual {
+        engine.store().set_manual_time(&now()).await.unwrap();
+    }
     let ops = engine.authenticate(&t).await.unwrap();
     let mut who = Vec::new();
     for (name, role, access) in [
