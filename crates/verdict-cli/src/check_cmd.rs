@@ -191,10 +191,20 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 
     // Probes wait on I/O; one thread serves them all with the least overhead per sample (see
     // docs/benchmarks/verdict-probes.md), and file reads go to tokio's blocking pool.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the runtime")?;
+    let rt = Runtime(Some(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the runtime")?,
+    ));
+    // Orphans that a probe's program or the agent detached from its process group (setsid)
+    // become this process's children, which the run kills when it ends; every child of this
+    // process is started by the probes' runner, so none is taken for an orphan by mistake.
+    if let Err(e) = verdict_probes::process::adopt_orphans() {
+        eprintln!(
+            "verdict: warning: cannot adopt orphaned processes ({e}); a program that detaches from its process group may outlive the run"
+        );
+    }
     let stopper = Stopper::new();
     {
         let s = stopper.clone();
@@ -207,7 +217,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 
     let mut baseline = baseline;
     if let Some(out) = &args.baseline_out {
-        let taken = rt.block_on(runner::take_baseline(&spec, args.jobs, &stopper));
+        let taken = rt.block_on(runner::take_baseline(&spec, args.jobs, &stopper))?;
         match taken {
             Ok(b) => {
                 let bytes = serde_json::to_vec_pretty(&b)?;
@@ -251,7 +261,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         baseline,
         agent: args.during.then(|| args.agent.clone()),
     };
-    let report = rt.block_on(runner::run(&spec, opts, observer, &stopper));
+    let report = rt.block_on(runner::run(&spec, opts, observer, &stopper))?;
     progress.finish();
 
     let color = format == Format::Table && color_wanted(std::io::stdout().is_terminal());
@@ -265,10 +275,39 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         evidence::write_atomic(out, &bytes)
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    drop(rt);
     Ok(match stopper.reason() {
         Some(StopReason::Interrupted) => ExitCode::from(130),
         _ if report.passed => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
+}
+
+/// The run's runtime, shut down with a timeout however `run` returns: a blocking thread still
+/// inside a read that never ends (a file system that hangs) must not keep verdict from exiting
+/// after it has reported.
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
+        let rt = self.0.as_ref().context("the runtime is gone")?;
+        Ok(rt.block_on(f))
+    }
+
+    fn spawn<F>(&self, f: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(rt) = &self.0 {
+            rt.spawn(f);
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_timeout(std::time::Duration::from_millis(100));
+        }
+    }
 }

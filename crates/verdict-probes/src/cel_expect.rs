@@ -14,11 +14,11 @@ use std::sync::{Arc, OnceLock};
 /// The name the object under test is bound to.
 pub const SELF: &str = "self";
 
-/// A compiled CEL expectation.
-#[derive(Debug)]
+/// A compiled CEL expectation (cheap to clone, to evaluate off the async thread).
+#[derive(Debug, Clone)]
 pub struct Expect {
-    source: String,
-    program: Program,
+    source: Arc<str>,
+    program: Arc<Program>,
 }
 
 fn env() -> Arc<Env> {
@@ -48,8 +48,8 @@ impl Expect {
             ));
         }
         Ok(Self {
-            source: source.to_owned(),
-            program,
+            source: source.into(),
+            program: Arc::new(program),
         })
     }
 

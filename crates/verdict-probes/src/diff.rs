@@ -3,12 +3,17 @@
 //! Objects are compared member by member and arrays element by element (an array that grew or
 //! shrank reports the added or removed indices). Paths are RFC 9535 normalized paths
 //! (`$['metadata']['labels']['app.kubernetes.io/name']`), unambiguous whatever the keys hold.
-//! An `ignore` JSONPath is evaluated against both snapshots; a change at or under any location
-//! it selects in either is not reported.
+//! An `ignore` JSONPath is evaluated against both snapshots. A change at or under a location
+//! it selects in the baseline is not reported, nor one at or under a location it selects in
+//! the current snapshot that the baseline does not have (an addition). A location that exists
+//! in the baseline is never ignored only because the current snapshot matches the filter: the
+//! current snapshot is what the agent controls, and an agent that set `ephemeral: true` on the
+//! production database must not hide its change behind `$.items[?@.ephemeral == true]`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json_path::JsonPath;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// One step of a path.
@@ -93,14 +98,63 @@ fn locations(paths: &[(String, JsonPath)], doc: &Value) -> Vec<Vec<Seg>> {
     out
 }
 
+/// Ignored locations as a tree, so that each step of the walk costs one lookup however many
+/// locations a wildcard selects (a list of them made the walk quadratic).
+#[derive(Debug, Default)]
+struct Ignored {
+    here: bool,
+    keys: HashMap<String, Ignored>,
+    indices: HashMap<usize, Ignored>,
+}
+
+impl Ignored {
+    fn insert(&mut self, path: &[Seg]) {
+        let mut node = self;
+        for seg in path {
+            if node.here {
+                return;
+            }
+            node = match seg {
+                Seg::Key(k) => node.keys.entry(k.clone()).or_default(),
+                Seg::Index(i) => node.indices.entry(*i).or_default(),
+            };
+        }
+        node.here = true;
+    }
+
+    fn child(&self, seg: &Seg) -> Option<&Self> {
+        match seg {
+            Seg::Key(k) => self.keys.get(k),
+            Seg::Index(i) => self.indices.get(i),
+        }
+    }
+}
+
+/// Whether `doc` has a value at `path`.
+fn present(doc: &Value, path: &[Seg]) -> bool {
+    let mut at = doc;
+    for seg in path {
+        let next = match (seg, at) {
+            (Seg::Key(k), Value::Object(m)) => m.get(k),
+            (Seg::Index(i), Value::Array(a)) => a.get(*i),
+            _ => None,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return false,
+        }
+    }
+    true
+}
+
 fn walk(
     a: Option<&Value>,
     b: Option<&Value>,
     path: &mut Vec<Seg>,
-    ignored: &[Vec<Seg>],
+    ignored: Option<&Ignored>,
     out: &mut Vec<Change>,
 ) {
-    if ignored.iter().any(|ig| path.starts_with(ig)) {
+    if ignored.is_some_and(|i| i.here) {
         return;
     }
     match (a, b) {
@@ -118,15 +172,19 @@ fn walk(
             keys.sort();
             keys.dedup();
             for k in keys {
-                path.push(Seg::Key(k.clone()));
-                walk(x.get(k), y.get(k), path, ignored, out);
+                let seg = Seg::Key(k.clone());
+                let under = ignored.and_then(|i| i.child(&seg));
+                path.push(seg);
+                walk(x.get(k), y.get(k), path, under, out);
                 path.pop();
             }
         }
         (Some(Value::Array(x)), Some(Value::Array(y))) => {
             for i in 0..x.len().max(y.len()) {
-                path.push(Seg::Index(i));
-                walk(x.get(i), y.get(i), path, ignored, out);
+                let seg = Seg::Index(i);
+                let under = ignored.and_then(|ig| ig.child(&seg));
+                path.push(seg);
+                walk(x.get(i), y.get(i), path, under, out);
                 path.pop();
             }
         }
@@ -141,17 +199,25 @@ fn walk(
     }
 }
 
-/// The changes from `baseline` to `current`, minus what `ignore` selects in either.
+/// The changes from `baseline` to `current`, minus what `ignore` selects in the baseline and
+/// what it selects in the current snapshot where the baseline has nothing.
 #[must_use]
 pub fn changes(baseline: &Value, current: &Value, ignore: &[(String, JsonPath)]) -> Vec<Change> {
-    let mut ignored = locations(ignore, baseline);
-    ignored.extend(locations(ignore, current));
+    let mut ignored = Ignored::default();
+    for loc in locations(ignore, baseline) {
+        ignored.insert(&loc);
+    }
+    for loc in locations(ignore, current) {
+        if !present(baseline, &loc) {
+            ignored.insert(&loc);
+        }
+    }
     let mut out = Vec::new();
     walk(
         Some(baseline),
         Some(current),
         &mut Vec::new(),
-        &ignored,
+        Some(&ignored),
         &mut out,
     );
     out
@@ -216,6 +282,51 @@ mod tests {
         let a = json!({"a": 1});
         let b = json!({"a": 1, "status": {"x": 1}});
         assert!(changes(&a, &b, &ig(&["$.status"])).is_empty());
+    }
+
+    #[test]
+    fn a_filter_matching_only_in_the_current_snapshot_does_not_hide_a_change() {
+        let ig = ig(&["$.items[?@.ephemeral == true]"]);
+        let before = json!({"items": [
+            {"name": "scratch", "ephemeral": true, "replicas": 1},
+            {"name": "prod-db", "replicas": 3}
+        ]});
+        // The agent marked the production database ephemeral and scaled it to zero.
+        let after = json!({"items": [
+            {"name": "scratch", "ephemeral": true, "replicas": 5},
+            {"name": "prod-db", "ephemeral": true, "replicas": 0}
+        ]});
+        let paths: Vec<(String, ChangeKind)> = changes(&before, &after, &ig)
+            .into_iter()
+            .map(|c| (c.path, c.change))
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                ("$['items'][1]['ephemeral']".to_owned(), ChangeKind::Added),
+                ("$['items'][1]['replicas']".to_owned(), ChangeKind::Changed),
+            ]
+        );
+        // An item added with the flag is an addition the filter may ignore.
+        let added = json!({"items": [
+            {"name": "scratch", "ephemeral": true, "replicas": 1},
+            {"name": "prod-db", "replicas": 3},
+            {"name": "tmp", "ephemeral": true}
+        ]});
+        assert!(changes(&before, &added, &ig).is_empty());
+    }
+
+    #[test]
+    fn a_wildcard_ignore_over_a_large_document_stays_linear() {
+        let items: Vec<Value> = (0..20_000).map(|i| json!({"id": i, "rv": i})).collect();
+        let before = json!({ "items": items });
+        let mut after = before.clone();
+        after["items"][19_999]["id"] = json!(-1);
+        let started = std::time::Instant::now();
+        let c = changes(&before, &after, &ig(&["$.items[*].rv"]));
+        assert_eq!(c.len(), 1);
+        // Quadratic, this took minutes.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

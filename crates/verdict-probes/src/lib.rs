@@ -52,6 +52,7 @@ pub mod diff;
 pub mod duration;
 pub mod error;
 pub mod evidence;
+mod files;
 pub mod inspection;
 pub mod load;
 mod modes;

@@ -3,8 +3,10 @@
 //! - `assert`: one observation decides.
 //! - `converge`: observe until a pass or the deadline; waits start at `interval` and double up
 //!   to `max_interval`; the last wait is cut to end exactly at the deadline, where one more
-//!   observation is made. Failures and errors keep the poll going; the result at the deadline is
-//!   the last observation's, and its reason names the last error seen.
+//!   observation is made. Failures and errors keep the poll going; at the deadline the result
+//!   is `fail` if any observation failed (errors after a clean failure do not make it an
+//!   error), else `error`, and the reason names the last observation and the last failure or
+//!   error seen.
 //! - `hold`: samples at `start + k·interval` for `k = 0..=window/interval`. The first failing
 //!   sample fails the criterion and sampling stops (a violation sticks). A sample that could not
 //!   observe makes a would-be pass an `error`. A window cut short (criterion timeout, run
@@ -129,7 +131,7 @@ async fn converge(
         tokio::time::sleep_until(next).await;
         wait = (wait * 2).min(max_interval.std());
     }
-    let (outcome, last_reason) = kept
+    let (last_outcome, last_reason) = kept
         .last()
         .map_or((CheckOutcome::Error, String::new()), |o| {
             (o.outcome(), o.reason().to_owned())
@@ -138,7 +140,19 @@ async fn converge(
         "did not pass within {timeout} ({} observations); last: {last_reason}",
         kept.count
     );
-    if outcome == CheckOutcome::Fail
+    // A clean failure is what the system showed; errors after it (a final hang) only say
+    // the later observations could not tell, so they do not turn the failure into an error.
+    let outcome = if kept.failed > 0 {
+        CheckOutcome::Fail
+    } else {
+        last_outcome
+    };
+    if last_outcome == CheckOutcome::Error
+        && let Some((i, f)) = &kept.last_failure
+    {
+        reason.push_str(&format!("; last failure (observation {}): {f}", i + 1));
+    }
+    if last_outcome == CheckOutcome::Fail
         && let Some((i, e)) = &kept.last_error
     {
         reason.push_str(&format!("; last error (observation {}): {e}", i + 1));
@@ -265,7 +279,29 @@ async fn unchanged(
     let Some(current) = snapshot.filter(|_| ok) else {
         return (CheckOutcome::Error, why);
     };
-    let found = diff::changes(&base, &current, &check.ignore);
+    // The comparison grows with the snapshots and the ignore paths: off the async thread and
+    // within the probe's timeout, like the observation itself. A comparison cut short
+    // finishes on its blocking thread, unused.
+    let limit = check.probe.timeout();
+    let ignore = check.ignore.clone();
+    let compared = tokio::time::timeout(
+        limit,
+        tokio::task::spawn_blocking(move || diff::changes(&base, &current, &ignore)),
+    )
+    .await;
+    let found = match compared {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => return (CheckOutcome::Error, format!("the comparison failed: {e}")),
+        Err(_) => {
+            return (
+                CheckOutcome::Error,
+                format!(
+                    "the comparison with the baseline did not finish within {}",
+                    dur_text(limit)
+                ),
+            );
+        }
+    };
     let verdict = if found.is_empty() {
         (
             CheckOutcome::Pass,

@@ -4,14 +4,220 @@
 //! [`verdict_core::child_env`] and what the spec sets: a check usually runs the producer's
 //! code, which must not see the token or store login of the process that runs it.
 //!
-//! The process gets its own process group. If the observation is abandoned (timeout, Ctrl-C)
-//! the whole group is killed, so a probe's grandchildren cannot outlive it and keep a pipe
-//! open.
+//! The process gets its own process group, and the whole group is killed however the run
+//! ends: when the program exits (a test suite that backgrounds a child and exits 0 leaves
+//! nothing running that could rewrite what verdict writes afterwards), and when the
+//! observation is abandoned (timeout, Ctrl-C). A descendant that leaves the group with
+//! `setsid` escapes that; a host that starts every child through this module can adopt such
+//! orphans and kill them ([`adopt_orphans`], [`kill_orphans`]).
 
 use crate::output::{Captured, read_capped};
-use std::collections::BTreeMap;
-use std::process::Stdio;
+use rustix::process::{Pid, Signal};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+
+/// Pids of the children started here and not yet reaped: the children [`kill_orphans`]
+/// leaves alone.
+static STARTED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Whether this process adopts orphaned descendants ([`adopt_orphans`]).
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+
+fn started() -> MutexGuard<'static, BTreeSet<i32>> {
+    // The set stays consistent whatever panicked while holding it: every change is one call.
+    STARTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A program started in its own process group. The group is killed when the program has
+/// exited and whenever this is dropped before that.
+pub(crate) struct Group {
+    child: tokio::process::Child,
+    /// The group's id (the program's pid) until the group has been killed after the exit.
+    pgid: Option<Pid>,
+    pid: Option<i32>,
+    /// Readable once the program has exited, before it is reaped (Linux pidfd).
+    exit: Option<AsyncFd<OwnedFd>>,
+}
+
+impl Group {
+    /// Starts `cmd` as the leader of a new process group.
+    pub(crate) fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Self> {
+        cmd.process_group(0).kill_on_drop(true);
+        // Held across the fork so that an orphan sweep never takes the new child for an orphan.
+        let mut set = started();
+        let child = cmd.spawn()?;
+        let pid = child.id().and_then(|id| i32::try_from(id).ok());
+        if let Some(p) = pid {
+            set.insert(p);
+        }
+        drop(set);
+        let pgid = pid.and_then(Pid::from_raw);
+        Ok(Self {
+            exit: pgid.and_then(exit_notifier),
+            child,
+            pgid,
+            pid,
+        })
+    }
+
+    /// The program's standard streams.
+    pub(crate) fn child_mut(&mut self) -> &mut tokio::process::Child {
+        &mut self.child
+    }
+
+    /// Kills every process of the group (the program and what it started and left behind).
+    pub(crate) fn kill(&mut self) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH: the group is empty already; there is nothing else to do about an error.
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
+    }
+
+    /// Waits for the program to exit, kills what is left of its group, and reaps it.
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        if let Some(fd) = &self.exit {
+            // Until it is reaped the exited program keeps its pid, which is the group's id,
+            // so the kill cannot reach a group that reused the number.
+            let _ = fd.readable().await;
+            self.kill();
+            self.pgid = None;
+            return self.child.wait().await;
+        }
+        // Without a pidfd the exit is only seen by reaping; the group is killed just after,
+        // when its id could in principle have been reused (only if the group was empty).
+        let status = self.child.wait().await;
+        self.kill();
+        self.pgid = None;
+        status
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+        if let Some(p) = self.pid {
+            started().remove(&p);
+        }
+    }
+}
+
+/// A descriptor that becomes readable when the process exits, where the kernel has pidfds.
+fn exit_notifier(pid: Pid) -> Option<AsyncFd<OwnedFd>> {
+    #[cfg(target_os = "linux")]
+    {
+        let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()?;
+        #[expect(
+            deprecated,
+            reason = "deprecated because a registered descriptor could be closed behind the registration; this one is an OwnedFd the AsyncFd owns, and the replacement constructor is unsafe, which this crate does not use"
+        )]
+        let registered = AsyncFd::with_interest(fd, tokio::io::Interest::READABLE).ok();
+        registered
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux), so that a process a
+/// program started and detached with `setsid` before exiting becomes this process's child
+/// instead of init's, where [`kill_orphans`] finds it. Only for a host that starts every
+/// child process through this module (`verdict check`): any other child would be taken for
+/// an orphan.
+///
+/// # Errors
+/// The kernel's refusal; nothing is adopted then.
+pub fn adopt_orphans() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+        ADOPTING.store(true, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// Rounds of [`kill_orphans`]: killing an orphan hands its own children over, one generation
+/// per round; a program forking faster than that is left to the end of the process.
+const ORPHAN_ROUNDS: usize = 64;
+
+/// Kills and reaps every child of this process that was not started through this module
+/// (orphans adopted from programs that ended) and, generation by generation, their
+/// descendants. Does nothing unless [`adopt_orphans`] succeeded. Blocks while the killed
+/// processes die.
+pub fn kill_orphans() {
+    if !ADOPTING.load(Ordering::SeqCst) {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    for _ in 0..ORPHAN_ROUNDS {
+        let killed = {
+            let set = started();
+            let me = rustix::process::getpid().as_raw_nonzero().get();
+            children_of(me)
+                .into_iter()
+                .filter(|p| !set.contains(p))
+                .filter_map(|p| kill_child(me, p))
+                .collect::<Vec<_>>()
+        };
+        if killed.is_empty() {
+            return;
+        }
+        for pid in killed {
+            // Reaping also hands the orphan's children to this process for the next round.
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+    }
+}
+
+/// The pids whose parent is `me`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn children_of(me: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| parent_of(*p) == Some(me))
+        .collect()
+}
+
+/// The parent of `pid`: the field after the state, which follows the last `)` of
+/// `/proc/PID/stat` (the command name before it may hold spaces and parentheses).
+#[cfg(target_os = "linux")]
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Kills child `pid` of `me`. The pidfd pins the process: once it is open and the process is
+/// still `me`'s child, the signal cannot reach another process that reused the number.
+#[cfg(target_os = "linux")]
+fn kill_child(me: i32, pid: i32) -> Option<Pid> {
+    let p = Pid::from_raw(pid)?;
+    match rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => {
+            if parent_of(pid) != Some(me) {
+                return None;
+            }
+            rustix::process::pidfd_send_signal(&fd, Signal::KILL).ok()?;
+        }
+        // No pidfds: an unreaped child keeps its number, so the plain kill is as safe.
+        Err(_) => rustix::process::kill_process(p, Signal::KILL).ok()?,
+    }
+    Some(p)
+}
 
 /// What to run.
 #[derive(Debug, Clone, Copy)]
@@ -53,18 +259,6 @@ impl ProcOutput {
     }
 }
 
-/// Kills the process group when dropped before being disarmed.
-struct GroupGuard(Option<rustix::process::Pid>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            // The group may already be gone; there is nothing to do about an error here.
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    }
-}
-
 /// Runs the process to its end.
 pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     let (program, args) = spec.argv.split_first().ok_or("empty command")?;
@@ -86,24 +280,15 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     if let Some(env) = spec.env {
         cmd.envs(env);
     }
     if let Some(dir) = spec.cwd {
         cmd.current_dir(dir);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    let mut guard = GroupGuard(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(rustix::process::Pid::from_raw),
-    );
+    let mut group = Group::spawn(&mut cmd).map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let child = group.child_mut();
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
     let stderr = child.stderr.take().ok_or("no stderr pipe")?;
@@ -115,16 +300,15 @@ pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
             let _ = w.shutdown().await;
         }
     };
-    let (_, out, err) = tokio::join!(
+    // The group dies when the program exits, so a child it left holding a pipe cannot keep
+    // the reads waiting.
+    let (_, out, err, status) = tokio::join!(
         feed,
         read_capped(stdout, spec.cap),
-        read_capped(stderr, spec.cap)
+        read_capped(stderr, spec.cap),
+        group.wait()
     );
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| format!("cannot wait for {program:?}: {e}"))?;
-    guard.0 = None;
+    let status = status.map_err(|e| format!("cannot wait for {program:?}: {e}"))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(ProcOutput {
         code: status.code(),

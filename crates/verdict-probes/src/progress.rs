@@ -2,7 +2,7 @@
 //! otherwise. Colour only on a terminal and only without `NO_COLOR`.
 
 use crate::check::Plan;
-use crate::report::table::{secs, status};
+use crate::report::table::{secs, status, terminal_text};
 use crate::runner::{Event, Observer};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
@@ -130,20 +130,21 @@ impl Observer for Progress {
                 self.line(&format!(
                     "{} {} ({}): {}",
                     status(result.outcome, self.color),
-                    result.id,
+                    terminal_text(result.id.as_str()),
                     secs(result.duration_ms),
-                    result.reason
+                    terminal_text(&result.reason)
                 ));
             }
-            Event::AgentStarted { argv } => {
-                self.line(&format!("agent started: {}", argv.join(" ")))
-            }
+            Event::AgentStarted { argv } => self.line(&format!(
+                "agent started: {}",
+                terminal_text(&argv.join(" "))
+            )),
             Event::AgentEnded { run } => self.line(&format!(
                 "agent ended: {}",
-                run.exit_code.map_or_else(
+                terminal_text(&run.exit_code.map_or_else(
                     || run.note.clone().unwrap_or_default(),
                     |c| format!("exit code {c}")
-                )
+                ))
             )),
         }
     }

@@ -101,6 +101,8 @@ pub struct Kept {
     pub errored: u64,
     /// The most recent error, whether or not it is kept in full.
     pub last_error: Option<(u64, String)>,
+    /// The most recent failure, whether or not it is kept in full.
+    pub last_failure: Option<(u64, String)>,
 }
 
 impl Kept {
@@ -109,7 +111,10 @@ impl Kept {
         self.count += 1;
         match o.outcome() {
             CheckOutcome::Pass => self.passed += 1,
-            CheckOutcome::Fail => self.failed += 1,
+            CheckOutcome::Fail => {
+                self.failed += 1;
+                self.last_failure = Some((o.index, o.reason().to_owned()));
+            }
             CheckOutcome::Error => {
                 self.errored += 1;
                 self.last_error = Some((o.index, o.reason().to_owned()));

@@ -287,6 +287,7 @@ pub async fn take_baseline(
     stopper: &Stopper,
 ) -> Result<Baseline, Vec<(String, String)>> {
     let (baseline, failures) = snapshot_all(spec, jobs, stopper).await;
+    kill_orphans().await;
     if failures.is_empty() {
         Ok(baseline)
     } else {
@@ -334,19 +335,19 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
     let Some((program, args)) = argv.split_first() else {
         return finish(None, Some("empty agent command".into()));
     };
-    // The agent is someone else's program: it gets the allowlisted environment only.
-    let mut child = match tokio::process::Command::new(program)
-        .args(args)
+    // The agent is someone else's program: it gets the allowlisted environment only. It runs
+    // in its own process group, killed whole when it ends, so nothing it started keeps acting
+    // on the system while the criteria after it observe.
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
         .env_clear()
-        .envs(verdict_core::child_env::inherited(std::env::vars_os()))
-        .kill_on_drop(true)
-        .spawn()
-    {
-        Ok(c) => c,
+        .envs(verdict_core::child_env::inherited(std::env::vars_os()));
+    let mut group = match crate::process::Group::spawn(&mut cmd) {
+        Ok(g) => g,
         Err(e) => return finish(None, Some(format!("cannot start {program:?}: {e}"))),
     };
-    tokio::select! {
-        status = child.wait() => match status {
+    let run = tokio::select! {
+        status = group.wait() => match status {
             Ok(s) => {
                 use std::os::unix::process::ExitStatusExt;
                 finish(s.code(), s.signal().map(|sig| format!("killed by signal {sig}")))
@@ -355,12 +356,38 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
         },
         r = ctx.stopped() => {
             // The agent is stopped with the run; nothing it does afterwards is observed.
-            let _ = child.kill().await;
+            group.kill();
+            let _ = group.wait().await;
             finish(None, Some(format!("stopped: {}", match r {
                 StopReason::Interrupted => "interrupted",
                 StopReason::Deadline => "run deadline reached",
             })))
         }
+    };
+    drop(group);
+    // What the agent detached from its group (setsid) dies too, where the host adopts orphans.
+    kill_orphans().await;
+    run
+}
+
+/// [`crate::process::kill_orphans`] off the async thread: it waits for the processes it kills.
+async fn kill_orphans() {
+    let _ = tokio::task::spawn_blocking(crate::process::kill_orphans).await;
+}
+
+/// Records where "since the run began" starts for every criterion, at once. Each is bounded
+/// by its probe's timeout; stopping the run leaves the ones not done unrecorded (their
+/// criteria then report it).
+async fn mark_starts(spec: &Spec, stopper: &Stopper) {
+    let mut marks = tokio::task::JoinSet::new();
+    for c in &spec.checks {
+        let c = c.clone();
+        marks.spawn(async move { c.probe.mark_start().await });
+    }
+    let mut stop = stopper.subscribe();
+    tokio::select! {
+        () = async { while marks.join_next().await.is_some() {} } => {}
+        _ = stop.wait_for(Option::is_some) => marks.abort_all(),
     }
 }
 
@@ -383,9 +410,7 @@ pub async fn run(
         })
     });
     // Log positions first: "since the run began" means before anything else happens.
-    for c in &spec.checks {
-        c.probe.mark_start().await;
-    }
+    mark_starts(spec, stopper).await;
     let during = opts.agent.is_some();
     let mut snapshot_failures = HashMap::new();
     if during {
@@ -482,6 +507,7 @@ pub async fn run(
         };
         results.push(r);
     }
+    kill_orphans().await;
     let interrupted = stopper.reason().is_some();
     if let Some(t) = timer {
         t.abort();

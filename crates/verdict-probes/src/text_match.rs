@@ -54,6 +54,16 @@ impl TextMatcher {
 
     /// `Ok(())` when `text` satisfies every condition, else why not (`what` names the text).
     pub fn check(&self, what: &str, text: &str) -> Result<(), String> {
+        self.check_quoting(what, text, true)
+    }
+
+    /// [`TextMatcher::check`] for text that must not be shown: a `not_matches` failure does
+    /// not quote what it found.
+    pub fn check_unquoted(&self, what: &str, text: &str) -> Result<(), String> {
+        self.check_quoting(what, text, false)
+    }
+
+    fn check_quoting(&self, what: &str, text: &str, quote: bool) -> Result<(), String> {
         if let Some(e) = &self.equals
             && text != e
         {
@@ -72,6 +82,9 @@ impl TextMatcher {
         if let Some(r) = &self.not_matches
             && let Some(m) = r.find(text)
         {
+            if !quote {
+                return Err(format!("{what} matches /{}/", r.as_str()));
+            }
             let found: String = m.as_str().chars().take(80).collect();
             return Err(format!("{what} matches /{}/ (found {found:?})", r.as_str()));
         }

@@ -691,3 +691,109 @@ fn a_check_cannot_read_the_token_from_its_parents_proc_files() {
         "the check read its parent's environment"
     );
 }
+
+/// Waits for `child` at most `limit`; kills it and fails the test past that.
+fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("verdict check did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A probe's program and the agent each start a process that leaves their process group with
+/// `setsid` (and wait until it has) and would rewrite a file after `verdict check` has written
+/// its results: the check adopts such orphans and kills them when the agent and the run end.
+#[test]
+fn a_process_detached_with_setsid_does_not_outlive_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_probe = dir.path().join("by-probe");
+    let by_agent = dir.path().join("by-agent");
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: suite\n    mode: assert\n    probe: {{kind: command, shell: \"setsid sh -c 'sleep 2; touch {}' </dev/null >/dev/null 2>&1 & sleep 0.5; exit 0\"}}\n",
+            by_probe.display()
+        ),
+    );
+    let agent = format!(
+        "setsid sh -c 'sleep 2; touch {}' </dev/null >/dev/null 2>&1 & sleep 0.5; exit 0",
+        by_agent.display()
+    );
+    let o = verdict(&["check", &spec, "-q", "--during", "--", "sh", "-c", &agent]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        !by_probe.exists(),
+        "the probe's detached process outlived the check"
+    );
+    assert!(
+        !by_agent.exists(),
+        "the agent's detached process outlived the check"
+    );
+}
+
+/// A FIFO at a path the spec reads held `verdict check` forever, past `--deadline` and
+/// Ctrl-C. It is refused as not a regular file, and the check exits.
+#[test]
+fn a_fifo_in_the_spec_does_not_hold_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("log");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: ready\n    mode: assert\n    probe: {{kind: log, file: '{f}', matches: ready, since_start: true}}\n  - id: doc\n    mode: assert\n    probe: {{kind: json, source: {{file: '{f}'}}}}\n",
+            f = fifo.display()
+        ),
+    );
+    let child = Command::new(bin())
+        .args(["check", &spec, "-q", "--deadline", "5s"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = output_within(child, Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("is a FIFO, not a regular file"), "{out}");
+}
+
+/// Escape sequences a system prints reach reasons: neither the table on stdout nor the
+/// progress lines on stderr pass them to the terminal raw.
+#[test]
+fn control_characters_never_reach_the_terminal_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        r#"version: 1
+criteria:
+  - id: forged
+    mode: assert
+    probe: {kind: json, source: {command: [sh, -c, 'printf "\033[1A\033[2K\rPASS" >&2; exit 1']}}
+"#,
+    );
+    let o = verdict(&["check", &spec]);
+    assert_eq!(o.status.code(), Some(1));
+    for text in [stdout(&o), stderr(&o)] {
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+        assert!(
+            text.contains("[U+001B][1A[U+001B][2K[U+000D]PASS"),
+            "{text}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout,
-    snapshot_of, strict_json,
+    snapshot_of,
 };
 use crate::cel_expect::Expect;
 use crate::process::{self, ProcSpec};
@@ -115,7 +115,12 @@ impl CommandCheck {
             sample.snapshot = Some(json!({"exit_code": out.code, "stdout": stdout}));
             return sample.judged(Ok("observed".into()));
         }
-        let verdict = self.judge(&out);
+        let verdict = match (self.judge(&out), &self.expect) {
+            (Ok(why), Some(e)) => super::expect_json(e, &out.stdout.bytes, "stdout")
+                .await
+                .map(|()| why),
+            (verdict, _) => verdict,
+        };
         sample.judged(verdict)
     }
 
@@ -138,15 +143,7 @@ impl CommandCheck {
             m.check("stderr", &out.stderr.text())
                 .map_err(Judged::Fail)?;
         }
-        if let Some(e) = &self.expect {
-            let doc =
-                strict_json(&out.stdout.bytes, "stdout").map_err(|r| Judged::Error(r.message))?;
-            match e.eval(&doc) {
-                Ok(true) => {}
-                Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),
-                Err(m) => return Err(Judged::Error(m)),
-            }
-        }
+        // `expect` is judged last, by the caller.
         Ok(format!("{} as expected", out.status_text()))
     }
 }

@@ -156,13 +156,13 @@ impl FileCheck {
         self.exists && self.sha256.is_some()
     }
 
-    async fn read(&self) -> Result<Captured, String> {
-        let f = tokio::fs::File::open(&self.path)
+    /// The content, and why no excerpt of it may be kept if so.
+    async fn read(&self) -> Result<(Captured, Option<String>), String> {
+        let opened = crate::files::open_regular(&self.path).await?;
+        let c = read_capped(opened.file, self.cap)
             .await
-            .map_err(|e| format!("cannot open {:?}: {e}", self.path))?;
-        read_capped(f, self.cap)
-            .await
-            .map_err(|e| format!("cannot read {:?}: {e}", self.path))
+            .map_err(|e| format!("cannot read {:?}: {e}", self.path))?;
+        Ok((c, opened.withheld))
     }
 
     pub(crate) async fn observe(&self, judge: bool) -> Sample {
@@ -201,13 +201,13 @@ impl FileCheck {
         f.insert("size".into(), Value::from(meta.size()));
         let wants_content =
             meta.is_file() && (self.sha256.is_some() || self.content.is_some() || !judge);
-        let captured = if wants_content {
+        let (captured, withheld) = if wants_content {
             match self.read().await {
-                Ok(c) => Some(c),
+                Ok((c, w)) => (Some(c), w),
                 Err(e) => return Sample::error(e),
             }
         } else {
-            None
+            (None, None)
         };
         if let Some(c) = &captured {
             f.insert(
@@ -215,12 +215,15 @@ impl FileCheck {
                 Value::String(c.digest.as_str().trim_start_matches("sha256:").to_owned()),
             );
         }
-        let mut sample = Sample::observed(f.clone(), captured.as_ref().map(OutputInfo::of));
+        let output = captured
+            .as_ref()
+            .map(|c| OutputInfo::of_unless(c, withheld.as_deref()));
+        let mut sample = Sample::observed(f.clone(), output);
         if !judge {
             sample.snapshot = Some(Value::Object(f));
             return sample.judged(Ok("observed".into()));
         }
-        let verdict = self.judge(&lmeta, &meta, captured.as_ref());
+        let verdict = self.judge(&lmeta, &meta, captured.as_ref(), withheld.is_none());
         sample.judged(verdict)
     }
 
@@ -229,6 +232,7 @@ impl FileCheck {
         lmeta: &std::fs::Metadata,
         meta: &std::fs::Metadata,
         content: Option<&Captured>,
+        shown: bool,
     ) -> Result<String, Judged> {
         let p = &self.path;
         if !self.exists {
@@ -297,8 +301,13 @@ impl FileCheck {
                 }
             }
             if let Some(m) = &self.content {
-                m.check(&format!("content of {p}"), &c.text())
-                    .map_err(Judged::Fail)?;
+                let what = format!("content of {p}");
+                let checked = if shown {
+                    m.check(&what, &c.text())
+                } else {
+                    m.check_unquoted(&what, &c.text())
+                };
+                checked.map_err(Judged::Fail)?;
             }
         }
         Ok(format!("{p} is as expected"))

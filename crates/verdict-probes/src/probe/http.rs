@@ -7,7 +7,7 @@
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, ProbeEnv, Sample, facts, positive_cap,
-    positive_timeout, snapshot_of, strict_json,
+    positive_timeout, snapshot_of,
 };
 use crate::cel_expect::Expect;
 use crate::output::Captured;
@@ -380,7 +380,12 @@ impl HttpCheck {
             sample.snapshot = Some(json!({"status": fetched.status, "body": body}));
             return sample.judged(Ok("observed".into()));
         }
-        let verdict = self.judge(&fetched);
+        let verdict = match (self.judge(&fetched), &self.expect) {
+            (Ok(why), Some(e)) => super::expect_json(e, &fetched.body.bytes, "body")
+                .await
+                .map(|()| why),
+            (verdict, _) => verdict,
+        };
         sample.judged(verdict)
     }
 
@@ -409,14 +414,7 @@ impl HttpCheck {
         if let Some(m) = &self.body {
             m.check("body", &r.body.text()).map_err(Judged::Fail)?;
         }
-        if let Some(e) = &self.expect {
-            let doc = strict_json(&r.body.bytes, "body").map_err(|r| Judged::Error(r.message))?;
-            match e.eval(&doc) {
-                Ok(true) => {}
-                Ok(false) => return Err(Judged::Fail(format!("{} is false", e.source()))),
-                Err(m) => return Err(Judged::Error(m)),
-            }
-        }
+        // `expect` is judged last, by the caller.
         Ok(format!("status {}", r.status))
     }
 }

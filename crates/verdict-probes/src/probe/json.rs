@@ -21,6 +21,7 @@ use http::header::HeaderMap;
 use http::{Method, Uri};
 use serde_json::Value;
 use serde_json_path::JsonPath;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -38,9 +39,7 @@ enum Source {
 #[derive(Debug)]
 pub struct JsonCheck {
     source: Source,
-    select: Option<JsonPath>,
-    expect: Option<Expect>,
-    quantifier: Quantifier,
+    judge: Arc<Judge>,
     cap: u64,
     pub(crate) timeout: Duration,
     pub(crate) unreachable: Unreachable,
@@ -119,6 +118,25 @@ pub fn quantify(
             Ok(format!("none of {n} objects satisfies the expectation"))
         }
         Quantifier::Count(range) => {
+            // The objects that errored could each be either, so the number that satisfy the
+            // expectation lies between `trues` and `trues + errors`: a bound missed at both
+            // ends fails whatever they are.
+            let errors = results.iter().filter(|(_, r)| r.is_err()).count();
+            let most = trues + errors;
+            if let Some(max) = range.max
+                && trues as u64 > max
+            {
+                return Err(Judged::Fail(format!(
+                    "{trues} of {n} objects satisfy the expectation (expected {range})"
+                )));
+            }
+            if let Some(min) = range.min
+                && (most as u64) < min
+            {
+                return Err(Judged::Fail(format!(
+                    "{trues} of {n} objects satisfy the expectation and {errors} could not be evaluated (expected {range})"
+                )));
+            }
             if let Some(e) = first_error {
                 return Err(Judged::Error(e));
             }
@@ -229,9 +247,11 @@ impl JsonCheck {
             p,
             Self {
                 source,
-                select,
-                expect,
-                quantifier,
+                judge: Arc::new(Judge {
+                    select,
+                    expect,
+                    quantifier,
+                }),
                 cap,
                 timeout: timeout.std(),
                 unreachable,
@@ -239,7 +259,8 @@ impl JsonCheck {
         ))
     }
 
-    async fn read(&self, env: &ProbeEnv) -> Result<Captured, Judged> {
+    /// The document, and why no excerpt of it may be kept if so.
+    async fn read(&self, env: &ProbeEnv) -> Result<(Captured, Option<String>), Judged> {
         match &self.source {
             Source::Command(argv) => {
                 let out = process::run(ProcSpec {
@@ -259,15 +280,16 @@ impl JsonCheck {
                         err.trim()
                     )));
                 }
-                Ok(out.stdout)
+                Ok((out.stdout, None))
             }
             Source::File(path) => {
-                let file = tokio::fs::File::open(path)
+                let opened = crate::files::open_regular(path)
                     .await
-                    .map_err(|e| Judged::Error(format!("cannot open {path:?}: {e}")))?;
-                crate::output::read_capped(file, self.cap)
+                    .map_err(Judged::Error)?;
+                let c = crate::output::read_capped(opened.file, self.cap)
                     .await
-                    .map_err(|e| Judged::Error(format!("cannot read {path:?}: {e}")))
+                    .map_err(|e| Judged::Error(format!("cannot read {path:?}: {e}")))?;
+                Ok((c, opened.withheld))
             }
             Source::Url { url, headers, tls } => {
                 let client = env.http.get(tls).map_err(Judged::Error)?;
@@ -279,7 +301,9 @@ impl JsonCheck {
                     follow_redirects: false,
                 };
                 match fetch(&client, req, self.cap).await {
-                    Ok(Fetched { status, body, .. }) if (200..300).contains(&status) => Ok(body),
+                    Ok(Fetched { status, body, .. }) if (200..300).contains(&status) => {
+                        Ok((body, None))
+                    }
                     Ok(Fetched { status, .. }) => Err(Judged::Error(format!(
                         "source url answered status {status}"
                     ))),
@@ -297,20 +321,72 @@ impl JsonCheck {
     }
 
     pub(crate) async fn observe(&self, env: &ProbeEnv, judge: bool) -> Sample {
-        let captured = match self.read(env).await {
+        let (captured, withheld) = match self.read(env).await {
             Ok(c) => c,
             Err(j) => return Sample::observed(Default::default(), None).judged(Err(j)),
         };
-        let mut sample = Sample::observed(Default::default(), Some(OutputInfo::of(&captured)));
+        let output = OutputInfo::of_unless(&captured, withheld.as_deref());
+        let mut sample = Sample::observed(Default::default(), Some(output));
         if captured.overflow {
             return sample.judged(Err(Judged::Error(format!(
                 "document exceeds {} bytes",
                 self.cap
             ))));
         }
-        let doc = match strict_json(&captured.bytes, "source") {
+        // Parsing, selecting and evaluating take time that grows with the document and the
+        // expression (a nested all/exists over a large list): off the async thread, so the
+        // probe's timeout (the caller's) and the run's deadline still stop the observation.
+        // Neither the JSONPath nor the CEL crate can be cancelled; a blocking thread left
+        // behind finishes on its own.
+        let evaluator = self.judge.clone();
+        let bytes = captured.bytes;
+        let evaluated =
+            tokio::task::spawn_blocking(move || evaluator.evaluate(&bytes, judge)).await;
+        match evaluated {
+            Ok(Evaluated {
+                facts,
+                snapshot,
+                verdict,
+            }) => {
+                sample.facts = facts;
+                sample.snapshot = snapshot;
+                sample.judged(verdict)
+            }
+            Err(e) => sample.judged(Err(Judged::Error(format!("the evaluation failed: {e}")))),
+        }
+    }
+}
+
+/// What a `json` probe judges a document by.
+#[derive(Debug)]
+struct Judge {
+    select: Option<JsonPath>,
+    expect: Option<Expect>,
+    quantifier: Quantifier,
+}
+
+/// What a document gave.
+struct Evaluated {
+    facts: serde_json::Map<String, Value>,
+    snapshot: Option<Value>,
+    verdict: Result<String, Judged>,
+}
+
+impl Judge {
+    /// Parses, selects and evaluates (CPU-bound; see the caller). With `judge` false only the
+    /// snapshot is taken.
+    fn evaluate(&self, bytes: &[u8], judge: bool) -> Evaluated {
+        let mut out = Evaluated {
+            facts: serde_json::Map::new(),
+            snapshot: None,
+            verdict: Ok(String::new()),
+        };
+        let doc = match strict_json(bytes, "source") {
             Ok(d) => d,
-            Err(r) => return sample.judged(Err(Judged::Error(r.message))),
+            Err(r) => {
+                out.verdict = Err(Judged::Error(r.message));
+                return out;
+            }
         };
         let located: Vec<(String, &Value)> = match &self.select {
             Some(path) => path
@@ -320,13 +396,14 @@ impl JsonCheck {
                 .collect(),
             None => vec![("$".to_owned(), &doc)],
         };
-        sample.facts = facts([("matched", Value::from(located.len()))]);
+        out.facts = facts([("matched", Value::from(located.len()))]);
         if !judge {
-            sample.snapshot = Some(match &self.select {
+            out.snapshot = Some(match &self.select {
                 Some(_) => Value::Array(located.iter().map(|(_, v)| (*v).clone()).collect()),
                 None => doc.clone(),
             });
-            return sample.judged(Ok("observed".into()));
+            out.verdict = Ok("observed".into());
+            return out;
         }
         let results: Vec<(String, Result<bool, String>)> = located
             .iter()
@@ -341,11 +418,9 @@ impl JsonCheck {
             .iter()
             .filter(|(_, r)| matches!(r, Ok(true)))
             .count();
-        sample
-            .facts
-            .insert("satisfied".into(), Value::from(satisfied));
+        out.facts.insert("satisfied".into(), Value::from(satisfied));
         // Without a selector there is one object, the document: say so plainly.
-        let verdict = match (&self.select, results.first(), &self.expect) {
+        out.verdict = match (&self.select, results.first(), &self.expect) {
             (None, Some((_, r)), Some(e)) if self.quantifier == Quantifier::All => match r {
                 Ok(true) => Ok(format!("{} holds", e.source())),
                 Ok(false) => Err(Judged::Fail(format!("{} is false", e.source()))),
@@ -353,7 +428,7 @@ impl JsonCheck {
             },
             _ => quantify(self.quantifier, &results),
         };
-        sample.judged(verdict)
+        out
     }
 }
 
@@ -408,6 +483,36 @@ mod tests {
         });
         assert!(matches!(
             quantify(count, &r(&[Ok(true), Err("x")])),
+            Err(Judged::Error(_))
+        ));
+    }
+
+    #[test]
+    fn a_count_bound_missed_whatever_the_errors_are_fails() {
+        let at_most_none = Quantifier::Count(Range {
+            min: None,
+            max: Some(0),
+        });
+        // One true already exceeds the maximum; an error can only add another.
+        assert!(matches!(
+            quantify(at_most_none, &r(&[Ok(true), Err("x")])),
+            Err(Judged::Fail(_))
+        ));
+        assert!(matches!(
+            quantify(at_most_none, &r(&[Ok(false), Err("x")])),
+            Err(Judged::Error(_))
+        ));
+        let at_least_three = Quantifier::Count(Range {
+            min: Some(3),
+            max: None,
+        });
+        // Even if both errors were true, two would not make three.
+        assert!(matches!(
+            quantify(at_least_three, &r(&[Ok(false), Err("x"), Err("y")])),
+            Err(Judged::Fail(_))
+        ));
+        assert!(matches!(
+            quantify(at_least_three, &r(&[Ok(true), Err("x"), Err("y")])),
             Err(Judged::Error(_))
         ));
     }

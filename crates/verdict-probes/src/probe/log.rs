@@ -3,13 +3,17 @@
 //!
 //! "Since the run began" is a position taken before anything else runs: for a file, its
 //! identity (device and inode), size and the digest of the bytes just before that size; for a
-//! command, the length and digest of what it
-//! printed then. If the file was replaced or truncated, or the command's output no longer starts
-//! with what it printed then (a rotated log), every line counts and the facts say so.
+//! command, the length and digest of what it printed then. If the file was replaced or
+//! truncated, or the command's output no longer starts with what it printed then (a rotated
+//! log), the position is lost: every line is counted and the facts say so. That can only
+//! overcount, which proves nothing for a minimum, so a `min` the whole log meets is then an
+//! `error`; a `max` is still judged on every line (it can only err on the strict side).
 
 use super::{
     FieldError, Judged, OutputInfo, ProbeDefaults, Sample, facts, positive_cap, positive_timeout,
 };
+use crate::duration::Dur;
+use crate::files;
 use crate::output::{Captured, read_capped};
 use crate::process::{self, ProcSpec};
 use crate::spec::{LogProbe, Range};
@@ -43,15 +47,23 @@ enum Mark {
 /// Bytes of a log before the mark whose digest identifies it.
 const TAIL_BYTES: u64 = 4096;
 
-/// Digest of the (at most [`TAIL_BYTES`]) bytes just before `end`.
-async fn tail_digest(path: &str, end: u64) -> std::io::Result<Digest> {
+/// Digest of the (at most [`TAIL_BYTES`]) bytes of `f` just before `end`.
+async fn tail_digest(f: &mut tokio::fs::File, end: u64) -> std::io::Result<Digest> {
     use tokio::io::AsyncReadExt;
     let start = end.saturating_sub(TAIL_BYTES);
-    let mut f = tokio::fs::File::open(path).await?;
     f.seek(std::io::SeekFrom::Start(start)).await?;
     let mut buf = Vec::new();
-    f.take(end - start).read_to_end(&mut buf).await?;
+    (&mut *f).take(end - start).read_to_end(&mut buf).await?;
     Ok(verdict_core::digest::raw(&buf))
+}
+
+/// What one reading of the log gave.
+struct Read {
+    captured: Captured,
+    /// Whether only the part since the start was read (`None`: all of it was asked for).
+    only_new: Option<bool>,
+    /// Why no excerpt of the log may be kept, if so.
+    withheld: Option<String>,
 }
 
 /// A compiled `log` probe.
@@ -137,46 +149,63 @@ impl LogCheck {
         Ok(out.stdout)
     }
 
-    /// Records where "since the run began" starts (a no-op unless `since_start`).
-    pub async fn mark_start(&self) {
+    /// Records where "since the run began" starts (a no-op unless `since_start`), within
+    /// `limit`: a log that cannot be read in time leaves its criterion an error.
+    pub async fn mark_start(&self, limit: Duration) {
         if !self.since_start {
             return;
         }
-        let mark = if let Some(path) = &self.file {
-            match tokio::fs::metadata(path).await {
-                Ok(m) => match tail_digest(path, m.size()).await {
-                    Ok(tail) => Ok(Mark::File {
-                        dev: m.dev(),
-                        ino: m.ino(),
-                        offset: m.size(),
-                        tail,
-                    }),
-                    Err(e) => Err(format!("cannot read {path:?} when the run began: {e}")),
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Mark::NoFile),
-                Err(e) => Err(format!("cannot inspect {path:?} when the run began: {e}")),
-            }
-        } else if let Some(argv) = &self.command {
-            match tokio::time::timeout(self.timeout, self.run_command(argv)).await {
-                Ok(Ok(c)) if !c.overflow => Ok(Mark::Command {
-                    len: c.bytes.len(),
-                    digest: c.digest,
-                }),
-                Ok(Ok(_)) => Err(format!(
-                    "log output exceeded {} bytes when the run began",
-                    self.cap
-                )),
-                Ok(Err(e)) => Err(format!("{e} when the run began")),
-                Err(_) => Err("log command timed out when the run began".into()),
-            }
-        } else {
-            Err("log probe has no source".into())
+        let mark = match tokio::time::timeout(limit, self.take_mark()).await {
+            Ok(m) => m,
+            Err(_) => Err(format!(
+                "timed out after {} when the run began",
+                Dur::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+            )),
         };
         *self.mark.lock().await = Some(mark);
     }
 
+    async fn take_mark(&self) -> Result<Mark, String> {
+        if let Some(path) = &self.file {
+            match tokio::fs::symlink_metadata(path).await {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Mark::NoFile),
+                Err(e) => return Err(format!("cannot inspect {path:?} when the run began: {e}")),
+                Ok(_) => {}
+            }
+            let mut f = files::open_regular(path)
+                .await
+                .map_err(|e| format!("{e} when the run began"))?
+                .file;
+            let m = f
+                .metadata()
+                .await
+                .map_err(|e| format!("cannot inspect {path:?} when the run began: {e}"))?;
+            let tail = tail_digest(&mut f, m.size())
+                .await
+                .map_err(|e| format!("cannot read {path:?} when the run began: {e}"))?;
+            return Ok(Mark::File {
+                dev: m.dev(),
+                ino: m.ino(),
+                offset: m.size(),
+                tail,
+            });
+        }
+        let argv = self.command.as_deref().ok_or("log probe has no source")?;
+        match self.run_command(argv).await {
+            Ok(c) if !c.overflow => Ok(Mark::Command {
+                len: c.bytes.len(),
+                digest: c.digest,
+            }),
+            Ok(_) => Err(format!(
+                "log output exceeded {} bytes when the run began",
+                self.cap
+            )),
+            Err(e) => Err(format!("{e} when the run began")),
+        }
+    }
+
     /// The new part of the log and whether it is only the part since the start.
-    async fn read(&self) -> Result<(Captured, Option<bool>), String> {
+    async fn read(&self) -> Result<Read, String> {
         let mark = if self.since_start {
             match self.mark.lock().await.clone() {
                 Some(Ok(m)) => Some(m),
@@ -187,15 +216,12 @@ impl LogCheck {
             None
         };
         if let Some(path) = &self.file {
-            let mut f = tokio::fs::File::open(path)
-                .await
-                .map_err(|e| format!("cannot open {path:?}: {e}"))?;
-            let m = f
+            let files::Opened { mut file, withheld } = files::open_regular(path).await?;
+            let m = file
                 .metadata()
                 .await
                 .map_err(|e| format!("cannot inspect {path:?}: {e}"))?;
-            let mut only_new = None;
-            match mark {
+            let only_new = match mark {
                 Some(Mark::File {
                     dev,
                     ino,
@@ -204,40 +230,66 @@ impl LogCheck {
                 }) if dev == m.dev()
                     && ino == m.ino()
                     && m.size() >= offset
-                    && tail_digest(path, offset).await.is_ok_and(|t| t == tail) =>
+                    && tail_digest(&mut file, offset)
+                        .await
+                        .is_ok_and(|t| t == tail) =>
                 {
-                    f.seek(std::io::SeekFrom::Start(offset))
+                    file.seek(std::io::SeekFrom::Start(offset))
                         .await
                         .map_err(|e| format!("cannot seek in {path:?}: {e}"))?;
-                    only_new = Some(true);
+                    Some(true)
                 }
-                Some(Mark::NoFile) => only_new = Some(true),
-                Some(_) => only_new = Some(false),
-                None => {}
-            }
-            let c = read_capped(f, self.cap)
+                Some(Mark::NoFile) => {
+                    file.rewind()
+                        .await
+                        .map_err(|e| format!("cannot seek in {path:?}: {e}"))?;
+                    Some(true)
+                }
+                Some(_) => {
+                    // The tail comparison may have moved the position.
+                    file.rewind()
+                        .await
+                        .map_err(|e| format!("cannot seek in {path:?}: {e}"))?;
+                    Some(false)
+                }
+                None => None,
+            };
+            let captured = read_capped(file, self.cap)
                 .await
                 .map_err(|e| format!("cannot read {path:?}: {e}"))?;
-            return Ok((c, only_new));
+            return Ok(Read {
+                captured,
+                only_new,
+                withheld,
+            });
         }
         let argv = self.command.as_deref().ok_or("log probe has no source")?;
         let c = self.run_command(argv).await?;
-        match mark {
+        let (captured, only_new) = match mark {
             Some(Mark::Command { len, digest }) => {
                 let prefix = c.bytes.get(..len);
                 if prefix.is_some_and(|p| verdict_core::digest::raw(p) == digest) {
                     let rest = c.bytes.get(len..).unwrap_or_default();
-                    Ok((Captured::from_bytes(rest, self.cap), Some(true)))
+                    (Captured::from_bytes(rest, self.cap), Some(true))
                 } else {
-                    Ok((c, Some(false)))
+                    (c, Some(false))
                 }
             }
-            _ => Ok((c, None)),
-        }
+            _ => (c, None),
+        };
+        Ok(Read {
+            captured,
+            only_new,
+            withheld: None,
+        })
     }
 
     pub(crate) async fn observe(&self, judge: bool) -> Sample {
-        let (c, only_new) = match self.read().await {
+        let Read {
+            captured: c,
+            only_new,
+            withheld,
+        } = match self.read().await {
             Ok(x) => x,
             Err(e) => return Sample::error(e),
         };
@@ -245,13 +297,16 @@ impl LogCheck {
             return Sample::error(format!("log exceeds {} bytes", self.cap));
         }
         let text = c.text();
-        let matching: Vec<&str> = text.lines().filter(|l| self.re.is_match(l)).collect();
-        let n = matching.len() as u64;
-        let shown: Vec<Value> = matching
-            .iter()
-            .take(5)
-            .map(|l| Value::String(l.chars().take(200).collect()))
-            .collect();
+        let n = text.lines().filter(|l| self.re.is_match(l)).count() as u64;
+        let shown: Vec<Value> = match &withheld {
+            Some(_) => Vec::new(),
+            None => text
+                .lines()
+                .filter(|l| self.re.is_match(l))
+                .take(5)
+                .map(|l| Value::String(l.chars().take(200).collect()))
+                .collect(),
+        };
         let mut f = facts([
             ("matches", Value::from(n)),
             ("first_matches", Value::Array(shown)),
@@ -259,24 +314,32 @@ impl LogCheck {
         if let Some(new) = only_new {
             f.insert("since_start".into(), Value::Bool(new));
         }
-        let mut sample = Sample::observed(f, Some(OutputInfo::of(&c)));
+        let mut sample = Sample::observed(f, Some(OutputInfo::of_unless(&c, withheld.as_deref())));
         if !judge {
             sample.snapshot = Some(json!({"matches": n}));
             return sample.judged(Ok("observed".into()));
         }
+        let lost = only_new == Some(false);
         let scope = match only_new {
             Some(true) => " since the run began",
             Some(false) => " (the log was replaced since the run began; all lines counted)",
             None => "",
         };
-        let verdict = if self.count.contains(n) {
-            Ok(format!("{n} lines match /{}/{scope}", self.re.as_str()))
-        } else {
-            Err(Judged::Fail(format!(
+        let verdict = match self.count.min {
+            // Every line counted can only overcount the new ones: a minimum they meet is not
+            // proven (one they miss is, and a maximum they exceed fails on the strict side).
+            Some(min) if lost && min > 0 && self.count.contains(n) => Err(Judged::Error(format!(
+                "{n} lines match /{}/ in the whole log, but it was replaced since the run began: the lines written since cannot be told from older ones, so at least {min} cannot be proven",
+                self.re.as_str()
+            ))),
+            _ if self.count.contains(n) => {
+                Ok(format!("{n} lines match /{}/{scope}", self.re.as_str()))
+            }
+            _ => Err(Judged::Fail(format!(
                 "{n} lines match /{}/{scope}, expected {}",
                 self.re.as_str(),
                 self.count
-            )))
+            ))),
         };
         sample.judged(verdict)
     }

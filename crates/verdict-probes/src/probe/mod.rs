@@ -54,6 +54,23 @@ impl OutputInfo {
             bytes: c.total,
         }
     }
+
+    /// Summarises captured output without an excerpt of it, saying why in its place.
+    #[must_use]
+    pub fn withheld(c: &Captured, why: &str) -> Self {
+        Self {
+            excerpt: format!("(no excerpt kept: {why})"),
+            truncated: c.total > 0,
+            digest: c.digest.clone(),
+            bytes: c.total,
+        }
+    }
+
+    /// [`OutputInfo::of`], or [`OutputInfo::withheld`] when there is a reason to withhold.
+    #[must_use]
+    pub fn of_unless(c: &Captured, withheld: Option<&str>) -> Self {
+        withheld.map_or_else(|| Self::of(c), |why| Self::withheld(c, why))
+    }
 }
 
 /// One observation's result, before a mode places it in time.
@@ -185,6 +202,28 @@ pub(crate) fn strict_json(bytes: &[u8], what: &str) -> Result<Value, StrictRefus
             message,
         }
     })
+}
+
+/// Reads `bytes` (`what` names them) as strict JSON and evaluates `expect` over it. Both take
+/// time that grows with the document and the expression, so they run off the async thread:
+/// the probe's timeout and the run's deadline still stop the observation. The CEL crate
+/// cannot be cancelled; a blocking thread left behind finishes on its own.
+pub(crate) async fn expect_json(
+    expect: &crate::cel_expect::Expect,
+    bytes: &[u8],
+    what: &'static str,
+) -> Result<(), Judged> {
+    let (e, bytes) = (expect.clone(), bytes.to_vec());
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let doc = strict_json(&bytes, what).map_err(|r| Judged::Error(r.message))?;
+        match e.eval(&doc) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Judged::Fail(format!("{} is false", e.source()))),
+            Err(m) => Err(Judged::Error(m)),
+        }
+    })
+    .await;
+    evaluated.unwrap_or_else(|e| Err(Judged::Error(format!("the evaluation failed: {e}"))))
 }
 
 /// Why [`strict_json`] refused a document.
@@ -395,10 +434,11 @@ impl Probe {
         matches!(self, Self::File(f) if f.pins_content())
     }
 
-    /// Takes what must be remembered from before the agent acts (log positions).
+    /// Takes what must be remembered from before the agent acts (log positions), within the
+    /// probe's timeout.
     pub async fn mark_start(&self) {
         if let Self::Log(l) = self {
-            l.mark_start().await;
+            l.mark_start(self.timeout()).await;
         }
     }
 

@@ -19,6 +19,27 @@ pub fn status(o: CheckOutcome, color: bool) -> String {
     }
 }
 
+/// Observed text made safe to write to a terminal, on one line: every control character (C0
+/// with newline and tab, DEL, C1) and every invisible or bidirectional format character is
+/// shown as `[U+XXXX]`. A reason quotes what the system printed, and an escape sequence in it
+/// could otherwise rewrite the screen (erase an ERROR row and draw PASS in its place).
+#[must_use]
+pub fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
+    use verdict_core::contracts::primitives::is_invisible;
+    if !text.chars().any(is_invisible) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_invisible(c) {
+            let _ = write!(out, "[U+{:04X}]", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Seconds with one decimal.
 #[must_use]
 pub fn secs(ms: u64) -> String {
@@ -47,11 +68,11 @@ pub fn render(report: &Report, color: bool) -> String {
             s,
             "{}  {:<idw$}  {:<12}  {:<9}  {:>7}  {}",
             status(r.outcome, color),
-            r.id.as_str(),
+            terminal_text(r.id.as_str()),
             role,
             r.mode.as_str(),
             secs(r.duration_ms),
-            r.reason
+            terminal_text(&r.reason)
         );
     }
     let c = &report.rollup.counts;
@@ -72,7 +93,12 @@ pub fn render(report: &Report, color: bool) -> String {
             || a.note.clone().unwrap_or_default(),
             |c| format!("exit code {c}"),
         );
-        let _ = writeln!(s, "agent: {} ({how})", a.argv.join(" "));
+        let _ = writeln!(
+            s,
+            "agent: {} ({})",
+            terminal_text(&a.argv.join(" ")),
+            terminal_text(&how)
+        );
     }
     if report.interrupted {
         let _ = writeln!(s, "the run was stopped before every criterion finished");

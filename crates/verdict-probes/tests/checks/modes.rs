@@ -592,3 +592,99 @@ async fn a_service_that_stops_answering_fails_a_hold_only_with_unreachable_fail(
         assert!(!r.passed);
     }
 }
+
+/// The agent backgrounds a child and exits: the child would act on the system while the
+/// criteria after the agent observe it. The agent's whole process group dies when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("late");
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: t\n    mode: assert\n    probe: {kind: command, argv: ['true']}\n",
+    );
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "(sleep 1; touch '{}') >/dev/null 2>&1 & exit 0",
+            marker.display()
+        ),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(r.agent.as_ref().unwrap().exit_code, Some(0));
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(!marker.exists(), "a child of the agent outlived it");
+}
+
+/// The agent marks the production database `ephemeral` and scales it to zero; the ignore
+/// filter `$.items[?@.ephemeral == true]` matched it in the current snapshot and hid both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ignore_filter_the_agent_makes_match_hides_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("dbs.json");
+    std::fs::write(
+        &f,
+        r#"{"items": [{"name": "scratch", "ephemeral": true, "replicas": 1}, {"name": "prod-db", "replicas": 3}]}"#,
+    )
+    .unwrap();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: dbs\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.items[?@.ephemeral == true]']\n    probe: {{kind: json, source: {{file: '{}'}}}}\n",
+        f.display()
+    ));
+    let baseline = runner::take_baseline(&s, 4, &Stopper::new()).await.unwrap();
+    std::fs::write(
+        &f,
+        r#"{"items": [{"name": "scratch", "ephemeral": true, "replicas": 7}, {"name": "prod-db", "ephemeral": true, "replicas": 0}]}"#,
+    )
+    .unwrap();
+    let r = run_with(
+        &s,
+        RunOptions {
+            baseline: Some(baseline),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let c = result(&r, "dbs");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    let paths: Vec<&str> = c
+        .changes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        ["$['items'][1]['ephemeral']", "$['items'][1]['replicas']"]
+    );
+}
+
+/// A converge that saw the system fail cleanly and then hang until its deadline: the failure
+/// is what was observed (rework), not an error (blocked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_converge_that_failed_then_hung_fails() {
+    let h = Http::start().await;
+    h.script("bad", vec![step(500, "broken"), slow(200, "late", 2000)]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: web\n    timeout: 1s\n    interval: 100ms\n    probe: {{kind: http, url: '{}', status: 200, timeout: 200ms}}\n",
+        h.url("/s/bad")
+    ));
+    let r = run(&s).await;
+    let w = result(&r, "web");
+    assert_eq!(w.outcome, Fail, "{}", w.reason);
+    assert!(w.reason.contains("last: timed out"), "{}", w.reason);
+    assert!(
+        w.reason
+            .contains("last failure (observation 1): status 500"),
+        "{}",
+        w.reason
+    );
+}

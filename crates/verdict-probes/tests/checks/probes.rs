@@ -883,3 +883,190 @@ async fn a_snapshot_of_json_naming_a_key_twice_is_an_error_and_text_stays_text()
         }
     }
 }
+
+/// A producer's test suite backgrounds a child and exits 0; the child would rewrite files
+/// after verdict wrote its evidence. The program's whole process group dies when it exits.
+#[tokio::test]
+async fn a_program_that_exits_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("rewritten");
+    let (o, why, _) = probe(&format!(
+        "{{kind: command, shell: \"(sleep 1; touch '{}') >/dev/null 2>&1 & exit 0\"}}",
+        marker.display()
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    assert!(!marker.exists(), "a child of the probe outlived it");
+}
+
+/// A rotated log loses the start position: every line is counted then, so a "ready" line
+/// written before the run would meet `min: 1`. A minimum the whole log meets proves nothing.
+#[tokio::test]
+async fn a_lost_log_position_cannot_prove_a_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "server ready\n").unwrap();
+    let l = log.display();
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: file-ready\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ready, count: {{min: 1}}, since_start: true}}
+  - id: command-ready\n    mode: assert\n    probe: {{kind: log, command: [cat, '{l}'], matches: ready, count: {{min: 1}}, since_start: true}}
+  - id: file-twice\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ready, count: {{min: 2}}, since_start: true}}
+  - id: file-none\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ready, count: {{max: 0}}, since_start: true}}\n"
+    ));
+    // The agent rotates the log and puts the old line back, writing nothing new.
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("mv '{l}' '{l}.1' && printf 'rotated\\nserver ready\\n' > '{l}'"),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    for id in ["file-ready", "command-ready"] {
+        let c = result(&r, id);
+        assert_eq!(c.outcome, Error, "{id}: {}", c.reason);
+        assert!(c.reason.contains("cannot be proven"), "{}", c.reason);
+    }
+    // A minimum the whole log misses is missed by the new lines too; a maximum is still
+    // judged on every line.
+    assert_eq!(result(&r, "file-twice").outcome, Fail);
+    assert_eq!(result(&r, "file-none").outcome, Fail);
+}
+
+/// A FIFO (or a device) at a path a probe reads blocked the open forever: past the probe's
+/// timeout, the run's deadline and Ctrl-C. Only regular files are read.
+#[tokio::test]
+async fn a_fifo_where_a_file_is_read_is_an_error_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let f = fifo.display();
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: file\n    mode: assert\n    probe: {{kind: file, path: '{f}', content: {{contains: x}}}}
+  - id: json\n    mode: assert\n    probe: {{kind: json, source: {{file: '{f}'}}}}
+  - id: log\n    mode: assert\n    probe: {{kind: log, file: '{f}', matches: x}}
+  - id: log-since\n    mode: assert\n    probe: {{kind: log, file: '{f}', matches: x, since_start: true}}\n"
+    ));
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(5), run(&s))
+        .await
+        .expect("a FIFO held the run");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    for id in ["json", "log", "log-since"] {
+        let c = result(&r, id);
+        assert_eq!(c.outcome, Error, "{id}: {}", c.reason);
+        assert!(
+            c.reason.contains("is a FIFO, not a regular file"),
+            "{id}: {}",
+            c.reason
+        );
+    }
+    // The file probe sees the type first: content of something that is no file fails.
+    let c = result(&r, "file");
+    assert_ne!(c.outcome, Pass, "{}", c.reason);
+}
+
+/// A document and an expression whose evaluation takes far longer than the probe's timeout
+/// (a nested all/exists over a long list) passed once evaluated, the timeout ignored.
+#[tokio::test]
+async fn an_evaluation_past_the_probe_timeout_is_an_error() {
+    let items: Vec<serde_json::Value> = (0..900).map(|i| serde_json::json!({"id": i})).collect();
+    let doc = serde_json::json!({ "items": items }).to_string();
+    let started = std::time::Instant::now();
+    let (o, why) = json_probe(
+        &doc,
+        "timeout: 300ms, expect: \"self.items.all(a, self.items.exists(b, b.id == a.id))\"",
+    )
+    .await;
+    assert_eq!(o, Error, "{why}");
+    assert!(why.contains("timed out after 300ms"), "{why}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+/// `{count: {max: 0}}` with one object satisfying the expectation and another erroring:
+/// the maximum is already exceeded, whatever the error hides.
+#[tokio::test]
+async fn a_count_already_out_of_bounds_fails_despite_errors() {
+    let doc = r#"{"items": [{"bad": true}, {"other": 1}]}"#;
+    let (o, why) = json_probe(
+        doc,
+        "select: '$.items[*]', expect: 'self.bad', quantifier: {count: {max: 0}}",
+    )
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    let (o, why) = json_probe(
+        r#"{"items": [{"bad": false}, {"other": 1}]}"#,
+        "select: '$.items[*]', expect: 'self.bad', quantifier: {count: {min: 3}}",
+    )
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    // Undecided: the error could be the one match a minimum of 2 needs.
+    let (o, why) = json_probe(
+        doc,
+        "select: '$.items[*]', expect: 'self.bad', quantifier: {count: {min: 2}}",
+    )
+    .await;
+    assert_eq!(o, Error, "{why}");
+}
+
+/// The producer replaces the file a check reads with a symlink to the runner's secret, out of
+/// the directory: its bytes must not land in the report.
+#[tokio::test]
+async fn a_file_reached_through_a_symlink_out_of_its_directory_is_not_excerpted() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("runner-token");
+    std::fs::write(&secret, "TOKEN-abc123\n").unwrap();
+    let work = root.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let link = work.join("result.txt");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: read\n    mode: assert\n    probe: {{kind: file, path: '{l}', content: {{not_matches: 'TOKEN-\\w+'}}}}
+  - id: json\n    mode: assert\n    probe: {{kind: json, source: {{file: '{l}'}}}}
+  - id: log\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: TOKEN}}\n",
+        l = link.display()
+    ));
+    let r = run(&s).await;
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(
+        !text.contains("abc123"),
+        "the secret reached the report: {text}"
+    );
+    let read = result(&r, "read");
+    assert_eq!(read.outcome, Fail, "{}", read.reason);
+    let out = read.observations[0].output.as_ref().unwrap();
+    assert!(out.excerpt.contains("no excerpt kept"), "{}", out.excerpt);
+    assert!(out.excerpt.contains("outside"), "{}", out.excerpt);
+    assert_eq!(result(&r, "log").outcome, Pass);
+
+    // A link within its directory is shown as before.
+    std::fs::write(work.join("real.txt"), "visible\n").unwrap();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("real.txt", &link).unwrap();
+    let (o, _, _) = probe(&format!(
+        "{{kind: file, path: '{}', content: {{contains: visible}}}}",
+        link.display()
+    ))
+    .await;
+    assert_eq!(o, Pass);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: near\n    mode: assert\n    probe: {{kind: file, path: '{}', content: {{contains: visible}}}}\n",
+        link.display()
+    ));
+    let r = run(&s).await;
+    let out = result(&r, "near").observations[0].output.clone().unwrap();
+    assert_eq!(out.excerpt, "visible\n");
+}

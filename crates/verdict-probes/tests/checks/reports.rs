@@ -322,3 +322,32 @@ async fn a_subject_pinning_another_definition_is_refused_before_running() {
             .contains("does not match")
     );
 }
+
+/// What a system prints reaches reasons; an escape sequence in it erased the ERROR row of the
+/// table and drew PASS in its place. Every control and invisible character is shown escaped.
+#[tokio::test]
+async fn control_characters_in_observed_text_are_escaped_in_the_table() {
+    let s = spec(
+        r#"version: 1
+criteria:
+  - id: forged
+    mode: assert
+    probe: {kind: json, source: {command: [sh, -c, 'printf "\033[1A\033[2K\rPASS  forged\342\200\256" >&2; exit 1']}}
+"#,
+    );
+    let r = run(&s).await;
+    let c = result(&r, "forged");
+    assert_eq!(c.outcome, CheckOutcome::Error);
+    assert!(c.reason.contains('\x1b'), "{}", c.reason);
+    for color in [false, true] {
+        let t = report::render(&r, Format::Table, color);
+        let row = t.lines().find(|l| l.contains("forged")).unwrap();
+        assert!(
+            row.contains("[U+001B][1A[U+001B][2K[U+000D]PASS  forged[U+202E]"),
+            "{row}"
+        );
+        let without_colour = row.replace("\x1b[33m", "").replace("\x1b[0m", "");
+        assert!(!without_colour.contains('\x1b'), "{row}");
+        assert!(!row.contains('\r') && !row.contains('\u{202e}'), "{row}");
+    }
+}
