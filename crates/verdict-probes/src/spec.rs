@@ -492,7 +492,8 @@ pub struct HttpProbe {
     /// Expected status (default `"2xx"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusExpect>,
-    /// Expected response headers (a missing header fails).
+    /// Expected response headers (a missing header fails; a repeated one is judged on its values
+    /// joined with ", ").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_headers: Option<BTreeMap<String, TextMatch>>,
     /// Expected body text.
@@ -504,7 +505,7 @@ pub struct HttpProbe {
     /// TLS options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsOptions>,
-    /// Follow redirects (default false: a redirect is an observation).
+    /// Follow redirects within the url's origin (default false: a redirect is an observation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_redirects: Option<bool>,
     /// Timeout of one observation.
@@ -692,10 +693,12 @@ pub struct TlsProbe {
     /// Inspect without verifying the chain and name (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insecure: Option<bool>,
-    /// The leaf must stay valid at least this many more days.
+    /// Every certificate the server presents (leaf and chain) must stay valid at least this
+    /// many more days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_days: Option<u64>,
-    /// DNS names or IP addresses the leaf's SAN must include.
+    /// DNS names or IP addresses the leaf's SAN must include (an address only as an IP address
+    /// entry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub san: Option<Vec<String>>,
     /// Expectation over the issuer's distinguished name.

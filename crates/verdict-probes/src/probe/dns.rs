@@ -3,13 +3,18 @@
 //! Answers are compared as values, not text: addresses are parsed (so `::1` equals
 //! `0:0:0:0:0:0:0:1`), names are compared without case or the final dot. Nothing is cached
 //! between observations, so a converging check sees each change as soon as the server does.
+//! Only answers about the name asked for count: records owned by it or by a name its CNAME
+//! chain in the same answer leads to. A server can put records for any name in an answer
+//! section, and one owned by another name says nothing about this one.
 
 use super::{FieldError, Judged, ProbeDefaults, Sample, facts, positive_timeout};
 use crate::spec::{DnsProbe, RecordKind};
 use hickory_resolver::Resolver;
 use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig};
+use hickory_resolver::lookup::Lookup;
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::RecordType;
+use hickory_resolver::proto::rr::{Name, RData, Record};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -50,6 +55,52 @@ fn normalise(kind: RecordKind, text: &str) -> String {
             text.trim_end_matches('.').to_ascii_lowercase()
         }
     }
+}
+
+/// A domain name in comparable form: no case, no final dot.
+fn owner_key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn name_key(name: &Name) -> String {
+    owner_key(&name.to_ascii())
+}
+
+/// The records of `lookup` of type `rtype` that answer `asked`: owned by the name asked, or by
+/// a name the CNAME records in the same answer lead to from it. When `asked` is relative
+/// the resolver may have completed it with a search domain; the name it queried then counts
+/// as the name asked.
+fn answers_for<'a>(lookup: &'a Lookup, asked: &str, rtype: RecordType) -> Vec<&'a Record> {
+    // Read as the resolver reads it, so an internationalised name compares in its ASCII form.
+    let (asked_key, relative) = Name::from_utf8(asked).map_or_else(
+        |_| (owner_key(asked), !asked.ends_with('.')),
+        |n| (name_key(&n), !n.is_fqdn()),
+    );
+    let queried = name_key(lookup.query().name());
+    let mut owners = BTreeSet::from([asked_key.clone()]);
+    if relative && queried.starts_with(&format!("{asked_key}.")) {
+        owners.insert(queried);
+    }
+    // Each pass adds the targets of CNAMEs owned by a name already reached, so the chain is
+    // followed whatever order its records come in; a pass that adds nothing ends it.
+    loop {
+        let before = owners.len();
+        for r in lookup.answers() {
+            if let RData::CNAME(target) = &r.data
+                && owners.contains(&name_key(&r.name))
+            {
+                owners.insert(name_key(&target.0));
+            }
+        }
+        if owners.len() == before {
+            break;
+        }
+    }
+    lookup
+        .answers()
+        .iter()
+        .filter(|r| r.record_type() == rtype && owners.contains(&name_key(&r.name)))
+        .collect()
 }
 
 fn parse_server(s: &str) -> Option<SocketAddr> {
@@ -153,10 +204,8 @@ impl DnsCheck {
             .lookup(self.name.as_str(), record_type(self.kind))
             .await
         {
-            Ok(lookup) => lookup
-                .answers()
-                .iter()
-                .filter(|r| r.record_type() == record_type(self.kind))
+            Ok(lookup) => answers_for(&lookup, &self.name, record_type(self.kind))
+                .into_iter()
                 .map(|r| normalise(self.kind, &r.data.to_string()))
                 .collect(),
             Err(e) if e.is_no_records_found() => BTreeSet::new(),

@@ -1,8 +1,13 @@
 //! `http` probe: one request, judged on status, headers, body text and CEL over a JSON body.
 //!
-//! Requests go out over HTTP/1.1 with connections pooled per TLS setting for the whole run, and
-//! never through a proxy: a probe observes the system it names. Redirects are observations
-//! unless `follow_redirects` is set (then at most 10 are followed).
+//! Requests go out over HTTP/1.1 and never through a proxy: a probe observes the system it
+//! names. Every request opens its own connection (the clients keep none idle), so each sample
+//! of a hold or converge shows whether the server accepts connections now, not whether one it
+//! accepted earlier is still open. Redirects are observations unless `follow_redirects` is
+//! set; then at most [`MAX_REDIRECTS`] are followed, and only within the origin (scheme, host
+//! and port) of the probe's URL, since the spec's headers and body go with every hop. A
+//! response whose body carries a content or transfer coding is an error: verdict asks for none
+//! and judges bodies as received.
 
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
 use super::{
@@ -14,7 +19,9 @@ use crate::output::Captured;
 use crate::spec::{HttpProbe, StatusExpect, TlsOptions, Unreachable};
 use crate::text_match::TextMatcher;
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
+use http::header::{
+    CONNECTION, CONTENT_ENCODING, HeaderMap, HeaderName, HeaderValue, LOCATION, TRANSFER_ENCODING,
+};
 use http::{Method, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -26,14 +33,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 use verdict_core::digest::RawHasher;
 
-/// The client type: HTTP/1.1 over TCP or TLS, pooled.
+/// The client type: HTTP/1.1 over TCP or TLS, one connection per request.
 pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// How many redirects `follow_redirects` follows.
 pub const MAX_REDIRECTS: usize = 10;
 
-/// HTTP clients (and their connection pools) shared by every probe of a run, one per TLS
-/// setting.
+/// HTTP clients shared by every probe of a run, one per TLS setting. They share the TLS
+/// configuration only: no connection outlives its request.
 #[derive(Debug, Default)]
 pub struct Clients {
     map: Mutex<HashMap<TlsSettings, HttpClient>>,
@@ -56,7 +63,11 @@ impl Clients {
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
-        let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+        // No idle connections: a sample answered over a connection opened for an earlier one
+        // would pass while the server refuses new connections.
+        let client: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(connector);
         if let Ok(mut map) = self.map.lock() {
             map.insert(tls.clone(), client.clone());
         }
@@ -97,6 +108,10 @@ pub struct Fetched {
     pub headers: HeaderMap,
     /// Body.
     pub body: Captured,
+    /// The URL that gave this response (the request's unless a redirect was followed).
+    pub url: Uri,
+    /// How many redirects were followed to get here.
+    pub redirects: usize,
 }
 
 /// Why a request did not produce a response.
@@ -128,21 +143,27 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// Body.
     pub body: &'a Bytes,
-    /// Follow up to [`MAX_REDIRECTS`] redirects.
+    /// Follow up to [`MAX_REDIRECTS`] redirects within the origin of `uri`.
     pub follow_redirects: bool,
 }
 
-/// Sends a request (following redirects if asked) and reads the body with a cap.
+/// Sends a request (following redirects within its origin if asked) and reads the body with a
+/// cap.
 pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetched, FetchError> {
+    let start = url_of(r.uri)?;
     let mut method = r.method.clone();
     let mut uri = r.uri.clone();
     let mut body = r.body.clone();
-    let mut hops = 0;
+    let mut headers = r.headers.clone();
+    // The connection is not reused, and saying so lets the server close it first (and keep the
+    // closed connection's state on its side rather than the prober's).
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    let mut redirects = 0;
     loop {
         let mut req = http::Request::new(Full::new(body.clone()));
         *req.method_mut() = method.clone();
         *req.uri_mut() = uri.clone();
-        *req.headers_mut() = r.headers.clone();
+        *req.headers_mut() = headers.clone();
         let resp = client.request(req).await.map_err(|e| match classify(&e) {
             FetchError::Other(why) if e.is_connect() => FetchError::Unreachable(why),
             other => other,
@@ -150,21 +171,17 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
         let status = resp.status();
         if r.follow_redirects
             && status.is_redirection()
-            && hops < MAX_REDIRECTS
-            && let Some(next) = resp
-                .headers()
-                .get(LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .and_then(|l| resolve(&uri, l))
+            && let Some(location) = resp.headers().get(LOCATION)
         {
-            hops += 1;
-            uri = next;
+            uri = redirect_target(&start, &uri, location, redirects)?;
+            redirects += 1;
             if status == http::StatusCode::SEE_OTHER {
                 method = Method::GET;
                 body = Bytes::new();
             }
             continue;
         }
+        uncoded(resp.headers())?;
         let (parts, mut incoming) = resp.into_parts();
         let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
         let mut bytes = Vec::new();
@@ -188,18 +205,94 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
                 digest: hasher.finish(),
                 overflow: total > cap,
             },
+            url: uri,
+            redirects,
         });
     }
 }
 
-/// A redirect target, resolved against the URI that answered it.
-fn resolve(base: &Uri, location: &str) -> Option<Uri> {
-    let base = url::Url::parse(&base.to_string()).ok()?;
-    let next = base.join(location).ok()?;
-    if !matches!(next.scheme(), "http" | "https") {
-        return None;
+fn url_of(uri: &Uri) -> Result<url::Url, FetchError> {
+    url::Url::parse(&uri.to_string())
+        .map_err(|e| FetchError::Other(format!("invalid url {uri}: {e}")))
+}
+
+/// Where a redirect leads, when it may be followed: resolved against the URI that answered it
+/// and within the origin of `start`. The spec's headers (credentials among them) and body go
+/// with every hop, and the answer at the end is judged as the system's, so a hop to another
+/// origin, a downgrade to plain HTTP among them, ends the observation instead.
+fn redirect_target(
+    start: &url::Url,
+    from: &Uri,
+    location: &HeaderValue,
+    followed: usize,
+) -> Result<Uri, FetchError> {
+    let text = location
+        .to_str()
+        .map_err(|_| FetchError::Other("redirect whose Location is not text".into()))?;
+    if followed >= MAX_REDIRECTS {
+        return Err(FetchError::Other(format!(
+            "more than {MAX_REDIRECTS} redirects (the last to {text:?})"
+        )));
     }
-    next.as_str().parse().ok()
+    let next = url_of(from)?
+        .join(text)
+        .map_err(|e| FetchError::Other(format!("redirect to {text:?} cannot be followed: {e}")))?;
+    if next.origin() != start.origin() {
+        let how = if start.scheme() == "https" && next.scheme() == "http" {
+            "downgrades https to http"
+        } else {
+            "leaves the url's origin"
+        };
+        return Err(FetchError::Other(format!(
+            "redirect to {text:?} {how}: only redirects within {} are followed",
+            start.origin().ascii_serialization()
+        )));
+    }
+    next.as_str()
+        .parse()
+        .map_err(|e| FetchError::Other(format!("redirect to {text:?} cannot be followed: {e}")))
+}
+
+/// Refuses a response whose body is encoded: no Accept-Encoding is sent, and the client decodes
+/// only `chunked`, so an encoded body would be judged as the bytes of its coding (a gzip'd
+/// error page passes `not_matches: error`).
+fn uncoded(headers: &HeaderMap) -> Result<(), FetchError> {
+    for (field, decoded) in [
+        (CONTENT_ENCODING, "identity"),
+        (TRANSFER_ENCODING, "chunked"),
+    ] {
+        for value in headers.get_all(&field) {
+            let text = value.to_str().map_err(|_| {
+                FetchError::Other(format!("the answer's {} is not text", field.as_str()))
+            })?;
+            let coding = text.split(',').map(str::trim).find(|c| {
+                !c.is_empty()
+                    && !c.eq_ignore_ascii_case(decoded)
+                    && !c.eq_ignore_ascii_case("identity")
+            });
+            if let Some(coding) = coding {
+                return Err(FetchError::Other(format!(
+                    "the answer's body is encoded ({}: {coding}); only bodies without a coding are judged",
+                    field.as_str()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A response field as one value: every line of it, in order, joined with ", " (RFC 9110
+/// section 5.3), so that an expectation sees what a line it was not written for says too.
+/// `None` when the field is absent; `Err` when a line is not text.
+fn field_value(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ()> {
+    let mut lines = headers.get_all(name).iter().peekable();
+    if lines.peek().is_none() {
+        return Ok(None);
+    }
+    let texts = lines
+        .map(|v| v.to_str().map_err(|_| ()))
+        .collect::<Result<Vec<_>, ()>>()?;
+    Ok(Some(texts.join(", ")))
 }
 
 /// Parses request headers, naming the bad one.
@@ -350,14 +443,14 @@ impl HttpCheck {
             Err(FetchError::Other(e)) => return Sample::error(e),
         };
         let mut f = facts([("status", Value::from(fetched.status))]);
+        if fetched.redirects > 0 {
+            f.insert("redirects".into(), Value::from(fetched.redirects));
+            f.insert("final_url".into(), Value::String(fetched.url.to_string()));
+        }
         if !self.response_headers.is_empty() {
             let mut seen_headers = serde_json::Map::new();
             for (name, _) in &self.response_headers {
-                let v = fetched
-                    .headers
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
+                let v = field_value(&fetched.headers, name).ok().flatten();
                 seen_headers.insert(
                     name.as_str().to_owned(),
                     v.map_or(Value::Null, Value::String),
@@ -397,14 +490,10 @@ impl HttpCheck {
             )));
         }
         for (name, m) in &self.response_headers {
-            let v = r
-                .headers
-                .get(name)
+            let text = field_value(&r.headers, name)
+                .map_err(|()| Judged::Fail(format!("header {} is not text", name.as_str())))?
                 .ok_or_else(|| Judged::Fail(format!("header {} missing", name.as_str())))?;
-            let text = v
-                .to_str()
-                .map_err(|_| Judged::Fail(format!("header {} is not text", name.as_str())))?;
-            m.check(&format!("header {}", name.as_str()), text)
+            m.check(&format!("header {}", name.as_str()), &text)
                 .map_err(Judged::Fail)?;
         }
         let needs_body = self.body.is_some() || self.expect.is_some();

@@ -299,7 +299,8 @@ pub enum Probe {
     Tls(tls::TlsCheck),
 }
 
-/// Shared resources probes use while a run lasts (HTTP connection pools).
+/// Shared resources probes use while a run lasts (HTTP clients; they keep no connection open
+/// between requests).
 #[derive(Debug, Default)]
 pub struct ProbeEnv {
     /// HTTP clients by TLS settings.

@@ -2,7 +2,10 @@
 //!
 //! The chain is verified (trust and name) unless the spec says `insecure: true`. A refused
 //! certificate is a `fail` with the reason, and its facts are still reported: the probe keeps
-//! the certificate it was shown even when it refuses it.
+//! the certificate it was shown even when it refuses it. `min_days` is judged on the
+//! certificate of the presented chain that expires first, leaf or not: a chain stops verifying
+//! when any of its certificates expires. A SAN expectation that is an address is met only by an
+//! iPAddress SAN, never by a dNSName spelling that address.
 
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
 use super::tcp::check_address;
@@ -23,35 +26,80 @@ pub struct TlsCheck {
     server_name: ServerName<'static>,
     settings: TlsSettings,
     min_days: Option<u64>,
-    san: Vec<String>,
+    san: Vec<San>,
     issuer: Option<TextMatcher>,
     pub(crate) timeout: Duration,
     pub(crate) unreachable: Unreachable,
 }
 
+/// A subjectAltName entry, by its kind: a dNSName spelling an address is not that address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum San {
+    Dns(String),
+    Ip(IpAddr),
+}
+
+impl San {
+    /// An expected entry: an address when it parses as one, else a name.
+    fn expected(s: &str) -> Self {
+        s.parse::<IpAddr>().map_or_else(
+            |_| Self::Dns(s.trim_end_matches('.').to_ascii_lowercase()),
+            Self::Ip,
+        )
+    }
+
+    /// As shown in facts and reasons; a dNSName that spells an address is marked so that it is
+    /// not read as one.
+    fn shown(&self) -> String {
+        match self {
+            Self::Dns(d) if d.parse::<IpAddr>().is_ok() => format!("dns:{d}"),
+            Self::Dns(d) => d.clone(),
+            Self::Ip(ip) => ip.to_string(),
+        }
+    }
+}
+
 /// What the leaf certificate says.
 struct Leaf {
     not_after: i64,
-    san: Vec<String>,
+    san: Vec<San>,
     issuer: String,
     subject: String,
 }
 
-fn normalise_name(s: &str) -> String {
-    s.parse::<IpAddr>().map_or_else(
-        |_| s.trim_end_matches('.').to_ascii_lowercase(),
-        |ip| ip.to_string(),
-    )
+/// The certificate of the presented chain that expires first.
+struct FirstToExpire {
+    /// Its place in the chain: 0 is the leaf.
+    position: usize,
+    subject: String,
+    not_after: i64,
+}
+
+impl FirstToExpire {
+    fn named(&self) -> String {
+        let place = match self.position {
+            0 => "the leaf".to_owned(),
+            n => format!("chain certificate {n}"),
+        };
+        format!("{place} ({})", self.subject)
+    }
+}
+
+fn parse(der: &[u8]) -> Result<x509_parser::certificate::X509Certificate<'_>, String> {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c)
+        .map_err(|e| format!("cannot parse the certificate: {e}"))
 }
 
 fn read_leaf(der: &[u8]) -> Result<Leaf, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| format!("cannot parse the certificate: {e}"))?;
+    let cert = parse(der)?;
     let mut san = Vec::new();
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
         for name in &ext.value.general_names {
             match name {
-                GeneralName::DNSName(d) => san.push(normalise_name(d)),
+                GeneralName::DNSName(d) => {
+                    san.push(San::Dns(d.trim_end_matches('.').to_ascii_lowercase()));
+                }
                 GeneralName::IPAddress(b) => {
                     let ip = match b.len() {
                         4 => <[u8; 4]>::try_from(*b).ok().map(IpAddr::from),
@@ -59,7 +107,7 @@ fn read_leaf(der: &[u8]) -> Result<Leaf, String> {
                         _ => None,
                     };
                     if let Some(ip) = ip {
-                        san.push(ip.to_string());
+                        san.push(San::Ip(ip));
                     }
                 }
                 _ => {}
@@ -72,6 +120,34 @@ fn read_leaf(der: &[u8]) -> Result<Leaf, String> {
         issuer: cert.issuer().to_string(),
         subject: cert.subject().to_string(),
     })
+}
+
+/// The certificate of `chain` (leaf first) that expires first; the earliest in the chain when
+/// several expire together. A certificate that cannot be read is an error: the chain's expiry
+/// could not be judged.
+fn first_to_expire(
+    chain: &[rustls::pki_types::CertificateDer<'_>],
+) -> Result<FirstToExpire, String> {
+    let mut first: Option<FirstToExpire> = None;
+    for (position, der) in chain.iter().enumerate() {
+        let cert = parse(der).map_err(|e| format!("chain certificate {position}: {e}"))?;
+        let not_after = cert.validity().not_after.timestamp();
+        if first.as_ref().is_none_or(|f| not_after < f.not_after) {
+            first = Some(FirstToExpire {
+                position,
+                subject: cert.subject().to_string(),
+                not_after,
+            });
+        }
+    }
+    first.ok_or_else(|| "no certificate was presented".to_owned())
+}
+
+fn timestamp(unix: i64) -> Value {
+    Value::String(
+        verdict_core::contracts::Timestamp::from_unix_nanos(i128::from(unix) * 1_000_000_000)
+            .to_string(),
+    )
 }
 
 impl TlsCheck {
@@ -102,7 +178,7 @@ impl TlsCheck {
         let timeout = positive_timeout(p.timeout, d)?;
         p.timeout = Some(timeout);
         let unreachable = super::unreachable_setting(&mut p.unreachable);
-        let san = p.san.iter().flatten().map(|s| normalise_name(s)).collect();
+        let san = p.san.iter().flatten().map(|s| San::expected(s)).collect();
         Ok((
             p.clone(),
             Self {
@@ -146,49 +222,52 @@ impl TlsCheck {
                 }
             },
         };
-        let Some(der) = verifier.seen().into_iter().next() else {
+        let chain = verifier.seen();
+        let Some(der) = chain.first() else {
             return Sample::error(format!("{} presented no certificate", self.address));
         };
-        let leaf = match read_leaf(&der) {
-            Ok(l) => l,
+        let (leaf, first) = match read_leaf(der).and_then(|l| Ok((l, first_to_expire(&chain)?))) {
+            Ok(read) => read,
             Err(e) => return Sample::error(e),
         };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        let days_left = (leaf.not_after - now).div_euclid(86_400);
+        let days = |not_after: i64| (not_after - now).div_euclid(86_400);
         let mut f = Map::new();
         f.insert(
             "verified".into(),
             Value::Bool(refusal.is_none() && !self.settings.insecure),
         );
-        f.insert(
-            "not_after".into(),
-            Value::String(
-                verdict_core::contracts::Timestamp::from_unix_nanos(
-                    i128::from(leaf.not_after) * 1_000_000_000,
-                )
-                .to_string(),
-            ),
-        );
-        f.insert("days_left".into(), Value::from(days_left));
+        f.insert("not_after".into(), timestamp(leaf.not_after));
+        f.insert("days_left".into(), Value::from(days(leaf.not_after)));
+        let mut expires_first = Map::new();
+        expires_first.insert("position".into(), Value::from(first.position));
+        expires_first.insert("subject".into(), Value::String(first.subject.clone()));
+        expires_first.insert("not_after".into(), timestamp(first.not_after));
+        expires_first.insert("days_left".into(), Value::from(days(first.not_after)));
+        f.insert("chain_expires_first".into(), Value::Object(expires_first));
         f.insert(
             "san".into(),
-            Value::Array(leaf.san.iter().cloned().map(Value::String).collect()),
+            Value::Array(leaf.san.iter().map(|s| Value::String(s.shown())).collect()),
         );
         f.insert("issuer".into(), Value::String(leaf.issuer.clone()));
         f.insert("subject".into(), Value::String(leaf.subject.clone()));
         f.insert(
             "certificate_sha256".into(),
-            Value::String(verdict_core::digest::raw(&der).to_string()),
+            Value::String(verdict_core::digest::raw(der).to_string()),
         );
         let mut sample = Sample::observed(f.clone(), None);
         if !judge {
+            // Days left change by themselves; a snapshot keeps what the server chose.
             f.remove("days_left");
+            if let Some(Value::Object(e)) = f.get_mut("chain_expires_first") {
+                e.remove("days_left");
+            }
             sample.snapshot = Some(Value::Object(f));
             return sample.judged(Ok("observed".into()));
         }
-        let verdict = self.judge(refusal, &leaf, days_left);
+        let verdict = self.judge(refusal, &leaf, &first, days(first.not_after));
         sample.judged(verdict)
     }
 
@@ -196,6 +275,7 @@ impl TlsCheck {
         &self,
         refusal: Option<String>,
         leaf: &Leaf,
+        first: &FirstToExpire,
         days_left: i64,
     ) -> Result<String, Judged> {
         if let Some(why) = refusal {
@@ -205,18 +285,26 @@ impl TlsCheck {
             && days_left < i64::try_from(min).unwrap_or(i64::MAX)
         {
             return Err(Judged::Fail(format!(
-                "certificate expires in {days_left} days, expected at least {min}"
+                "certificate chain expires in {days_left} days, when {} does, expected at least {min}",
+                first.named()
             )));
         }
         if let Some(missing) = self.san.iter().find(|s| !leaf.san.contains(s)) {
+            let shown: Vec<String> = leaf.san.iter().map(San::shown).collect();
+            let what = match missing {
+                San::Ip(ip) => format!("the address {ip}"),
+                San::Dns(d) => d.clone(),
+            };
             return Err(Judged::Fail(format!(
-                "certificate SAN {:?} lacks {missing}",
-                leaf.san
+                "certificate SAN {shown:?} lacks {what}"
             )));
         }
         if let Some(m) = &self.issuer {
             m.check("issuer", &leaf.issuer).map_err(Judged::Fail)?;
         }
-        Ok(format!("certificate valid for {days_left} more days"))
+        Ok(format!(
+            "certificate chain valid for {days_left} more days (until {} expires)",
+            first.named()
+        ))
     }
 }

@@ -116,8 +116,8 @@ struct Scripts {
 }
 
 /// A loopback HTTP server whose answers the test scripts: `/s/NAME` answers the next step of
-/// queue NAME (the last step repeats); `/redirect/NAME` redirects there; `/echo` answers the
-/// request as JSON.
+/// queue NAME (the last step repeats); `/redirect/NAME` redirects there; `/goto?to=URL`
+/// redirects to URL, `/goto` to itself; `/echo` answers the request as JSON.
 pub struct Http {
     pub addr: SocketAddr,
     state: Arc<Mutex<Scripts>>,
@@ -158,6 +158,17 @@ async fn redirect(Path(name): Path<String>) -> impl IntoResponse {
     )
 }
 
+async fn goto(
+    axum::extract::Query(q): axum::extract::Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    let to = q.get("to").cloned().unwrap_or_default();
+    (
+        StatusCode::FOUND,
+        [(axum::http::header::LOCATION, to)],
+        "moved",
+    )
+}
+
 async fn echo(method: Method, headers: HeaderMap, body: String) -> impl IntoResponse {
     let h: BTreeMap<String, String> = headers
         .iter()
@@ -173,6 +184,7 @@ impl Http {
             .route("/s/{name}", any(scripted))
             .route("/echo", any(echo))
             .route("/redirect/{name}", any(redirect))
+            .route("/goto", any(goto))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
@@ -218,6 +230,28 @@ pub struct Pki {
 
 /// `not_after` as (year, month, day).
 pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
+    let mut leaf =
+        rcgen::CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+            .unwrap();
+    leaf.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+    issue(leaf, None)
+}
+
+/// Sets a certificate to expire `secs` seconds from now.
+pub fn expire_in(params: &mut rcgen::CertificateParams, secs: u64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    params.not_after = rcgen::date_time_ymd(1970, 1, 1) + now + Duration::from_secs(secs);
+}
+
+/// A test CA and a leaf for `leaf` (its subject is set here, its validity starts in 2020),
+/// signed by the CA, or by `intermediate` (a CA the root signed) when one is given; the server
+/// presents the leaf and the certificate that signed it.
+pub fn issue(
+    mut leaf: rcgen::CertificateParams,
+    intermediate: Option<rcgen::CertificateParams>,
+) -> Pki {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -227,28 +261,52 @@ pub fn pki(sans: &[&str], not_after: (i32, u8, u8)) -> Pki {
     ca.distinguished_name
         .push(DnType::OrganizationName, "Verdict Tests");
     let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
+    let root = Issuer::new(ca, ca_key);
     let leaf_key = KeyPair::generate().unwrap();
-    let mut leaf =
-        CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
     leaf.distinguished_name
         .push(DnType::CommonName, "localhost");
     leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
-    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+    let (leaf_cert, signer) = match intermediate {
+        None => (
+            leaf.signed_by(&leaf_key, &root).unwrap(),
+            ca_cert.der().clone(),
+        ),
+        Some(mut mid) => {
+            let mid_key = KeyPair::generate().unwrap();
+            mid.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            mid.distinguished_name
+                .push(DnType::CommonName, "Verdict Test Intermediate");
+            mid.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            let mid_cert = mid.signed_by(&mid_key, &root).unwrap();
+            let mid = Issuer::new(mid, mid_key);
+            (
+                leaf.signed_by(&leaf_key, &mid).unwrap(),
+                mid_cert.der().clone(),
+            )
+        }
+    };
     let dir = tempfile::tempdir().unwrap();
     let ca_path = dir.path().join("ca.pem");
     std::fs::write(&ca_path, ca_cert.pem()).unwrap();
     Pki {
         _dir: dir,
         ca_path,
-        chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
+        chain: vec![leaf_cert.der().clone(), signer],
         key: rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
     }
 }
 
 /// A loopback HTTPS server answering every request `200 ok` (hand-written HTTP/1.1).
 pub async fn https(pki: &Pki) -> SocketAddr {
+    https_answering(
+        pki,
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 9\r\nconnection: close\r\n\r\nsecure ok".to_vec(),
+    )
+    .await
+}
+
+/// A loopback HTTPS server answering every request with `answer`, as written.
+pub async fn https_answering(pki: &Pki, answer: Vec<u8>) -> SocketAddr {
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -262,27 +320,21 @@ pub async fn https(pki: &Pki) -> SocketAddr {
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
+    let answer: Arc<[u8]> = answer.into();
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
             let acceptor = acceptor.clone();
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
+                if read_head(&mut tls, &mut Vec::new()).await {
+                    let _ = tls.write_all(&answer).await;
                 }
-                let _ = tls
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 9\r\nconnection: close\r\n\r\nsecure ok")
-                    .await;
                 let _ = tls.shutdown().await;
             });
         }
@@ -290,14 +342,97 @@ pub async fn https(pki: &Pki) -> SocketAddr {
     addr
 }
 
+/// Reads one request head (a test's requests have no body) into `buf`, keeping what follows
+/// it there; false at the end of the stream.
+async fn read_head(stream: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            return true;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A loopback HTTP server answering every request with `answer`, as written, then closing the
+/// connection: for answers a framework would not send (a field twice, a coding it did not
+/// apply).
+pub async fn raw_http(answer: Vec<u8>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer: Arc<[u8]> = answer.into();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                if read_head(&mut tcp, &mut Vec::new()).await {
+                    let _ = tcp.write_all(&answer).await;
+                }
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// A loopback HTTP server that accepts one connection and then closes its listener, so every
+/// later connection is refused; on the one it accepted it answers `200 ok` to each request
+/// for as long as the client keeps it open, whatever the client says about closing it.
+pub async fn one_connection_http() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let Ok((mut tcp, _)) = listener.accept().await else {
+            return;
+        };
+        drop(listener);
+        let mut buf = Vec::new();
+        while read_head(&mut tcp, &mut buf).await {
+            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            if tcp.write_all(answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    addr
+}
+
+/// A record a test DNS server puts in an answer section: an address or an alias, each with
+/// its owner.
+pub enum Rr {
+    A(&'static str, Ipv4Addr),
+    Cname(&'static str, &'static str),
+}
+
 /// A loopback DNS server on UDP answering A queries from `records`; other names are NXDOMAIN.
-pub async fn dns(records: &[(&str, &[Ipv4Addr])]) -> SocketAddr {
-    use hickory_proto::op::{Message, ResponseCode};
-    use hickory_proto::rr::rdata::A;
-    use hickory_proto::rr::{RData, Record, RecordType};
-    let table: HashMap<String, Vec<Ipv4Addr>> = records
+pub async fn dns(records: &[(&'static str, &[Ipv4Addr])]) -> SocketAddr {
+    let table = records
         .iter()
-        .map(|(n, ips)| (n.trim_end_matches('.').to_ascii_lowercase(), ips.to_vec()))
+        .map(|(n, ips)| (*n, ips.iter().map(|ip| Rr::A(n, *ip)).collect()))
+        .collect();
+    dns_answering(table).await
+}
+
+/// A loopback DNS server on UDP: to an A query for a name in `answers` it answers the records
+/// listed there, whatever names own them; other names are NXDOMAIN.
+pub async fn dns_answering(answers: Vec<(&'static str, Vec<Rr>)>) -> SocketAddr {
+    use hickory_proto::op::{Message, ResponseCode};
+    use hickory_proto::rr::rdata::{A, CNAME};
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+    let table: HashMap<String, Vec<Rr>> = answers
+        .into_iter()
+        .map(|(n, rrs)| (n.trim_end_matches('.').to_ascii_lowercase(), rrs))
         .collect();
     let sock = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
         .await
@@ -324,12 +459,19 @@ pub async fn dns(records: &[(&str, &[Ipv4Addr])]) -> SocketAddr {
                     .trim_end_matches('.')
                     .to_ascii_lowercase();
                 match table.get(&name) {
-                    Some(ips) if q.query_type() == RecordType::A => {
-                        for ip in ips {
+                    Some(rrs) if q.query_type() == RecordType::A => {
+                        for rr in rrs {
+                            let (owner, data) = match rr {
+                                Rr::A(owner, ip) => (owner, RData::A(A(*ip))),
+                                Rr::Cname(owner, target) => (
+                                    owner,
+                                    RData::CNAME(CNAME(Name::from_ascii(target).unwrap())),
+                                ),
+                            };
                             resp.add_answer(Record::from_rdata(
-                                q.name().clone(),
+                                Name::from_ascii(owner).unwrap(),
                                 60,
-                                RData::A(A(*ip)),
+                                data,
                             ));
                         }
                     }

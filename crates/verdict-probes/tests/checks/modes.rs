@@ -1,7 +1,9 @@
 //! The modes against scripted loopback servers and real files: converge, hold, unchanged,
 //! `--during`, stopping and the jobs bound.
 
-use crate::common::{Http, closed_port, result, run, run_with, slow, spec, step};
+use crate::common::{
+    Http, closed_port, one_connection_http, result, run, run_with, slow, spec, step,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use verdict_core::contracts::CheckOutcome::{Error, Fail, Pass};
@@ -687,4 +689,39 @@ async fn a_converge_that_failed_then_hung_fails() {
         "{}",
         w.reason
     );
+}
+
+/// A server that stops accepting connections but keeps answering on one it accepted before:
+/// each sample opens its own connection, so the hold sees the refusal at its second sample
+/// instead of passing over the old connection; so does a converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_opens_its_own_connection() {
+    let addr = one_connection_http().await;
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 400ms\n    interval: 100ms\n    probe: {{kind: http, url: 'http://{addr}/', body: {{equals: ok}}, unreachable: fail}}\n"
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "stays-up");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert!(
+        c.reason.contains("unreachable (counted as a failure)"),
+        "{}",
+        c.reason
+    );
+    assert_eq!(
+        c.samples, 2,
+        "the first sample passed, the second was refused"
+    );
+
+    let addr = one_connection_http().await;
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: up\n    mode: converge\n    timeout: 300ms\n    interval: 100ms\n    probe: {{kind: http, url: 'http://{addr}/', status: 404}}\n"
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "up");
+    // Its first sample failed cleanly (200, not 404) and every later one was refused a
+    // connection: a converge that saw a clean failure fails.
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert!(c.reason.contains("Connection refused"), "{}", c.reason);
+    assert!(c.samples >= 2, "{}", c.samples);
 }

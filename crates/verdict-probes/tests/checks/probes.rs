@@ -1,6 +1,9 @@
 //! Each probe kind against real servers, processes and files.
 
-use crate::common::{Http, closed_port, dns, https, pki, result, run, run_with, spec, step};
+use crate::common::{
+    Http, Rr, closed_port, dns, dns_answering, expire_in, https, https_answering, issue, pki,
+    raw_http, result, run, run_with, spec, step,
+};
 use std::net::Ipv4Addr;
 use verdict_core::contracts::CheckOutcome::{self, Error, Fail, Pass};
 use verdict_probes::runner::RunOptions;
@@ -103,12 +106,190 @@ async fn redirects_are_observations_unless_followed() {
             .0,
         Pass
     );
-    let (o, why, _) = probe(&format!(
+    let (o, why, facts) = probe(&format!(
         "{{kind: http, url: '{url}', follow_redirects: true, body: {{equals: arrived}}}}"
     ))
     .await;
     assert_eq!(o, Pass, "{why}");
     assert_eq!(h.hits("target"), 1);
+    // What was judged came from elsewhere than the url: the facts say where.
+    assert_eq!(facts["redirects"], 1);
+    assert_eq!(facts["final_url"], h.url("/s/target"));
+    let (o, why, facts) = probe(&format!("{{kind: http, url: '{}'}}", h.url("/s/target"))).await;
+    assert_eq!(o, Pass, "{why}");
+    assert!(facts.get("final_url").is_none(), "{facts}");
+}
+
+/// A redirect to another origin would carry the spec's headers (credentials among them) and
+/// body there and judge that origin's answer as the system's.
+#[tokio::test]
+async fn redirects_leaving_the_urls_origin_are_errors_and_not_followed() {
+    let h = Http::start().await;
+    let other = Http::start().await;
+    other.script("target", vec![step(200, "arrived")]);
+    let away = |to: String| {
+        let q: String = url::form_urlencoded::byte_serialize(to.as_bytes()).collect();
+        h.url(&format!("/goto?to={q}"))
+    };
+    let same_host_other_name = format!("http://localhost:{}/s/target", h.addr.port());
+    h.script("target", vec![step(200, "arrived")]);
+    for (to, how) in [
+        (other.url("/s/target"), "leaves the url's origin"),
+        (same_host_other_name, "leaves the url's origin"),
+        (
+            format!("https://127.0.0.1:{}/s/target", h.addr.port()),
+            "leaves the url's origin",
+        ),
+        ("ftp://127.0.0.1/x".to_owned(), "leaves the url's origin"),
+    ] {
+        let (o, why, _) = probe(&format!(
+            "{{kind: http, url: '{}', headers: {{authorization: 'Bearer s3cret', cookie: 'sid=1'}}, follow_redirects: true, body: {{equals: arrived}}}}",
+            away(to.clone())
+        ))
+        .await;
+        assert_eq!(o, Error, "{to}: {why}");
+        assert!(why.contains(&format!("redirect to {to:?} {how}")), "{why}");
+        assert!(why.contains(&format!("http://{}", h.addr)), "{why}");
+    }
+    assert_eq!(other.hits("target"), 0, "the other origin was asked");
+    assert_eq!(
+        h.hits("target"),
+        0,
+        "another name for the host was followed"
+    );
+
+    // From https to plain http.
+    let p = pki(&["localhost"], (2035, 1, 1));
+    let to = other.url("/s/target");
+    let tls = https_answering(
+        &p,
+        format!(
+            "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
+        .into_bytes(),
+    )
+    .await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: 'https://localhost:{}/', tls: {{ca: '{}'}}, follow_redirects: true}}",
+        tls.port(),
+        p.ca_path.display()
+    ))
+    .await;
+    assert_eq!(o, Error, "{why}");
+    assert!(
+        why.contains(&format!("redirect to {to:?} downgrades https to http")),
+        "{why}"
+    );
+    assert_eq!(other.hits("target"), 0);
+
+    // A loop within the origin ends at the bound, as an error.
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{}', follow_redirects: true, status: 302}}",
+        h.url("/goto?to=%2Fgoto")
+    ))
+    .await;
+    assert_eq!(o, Error, "{why}");
+    assert!(why.contains("more than 10 redirects"), "{why}");
+}
+
+/// `Cache-Control: no-store` then `Cache-Control: public, max-age=600`: the second line is as
+/// much the answer as the first.
+#[tokio::test]
+async fn a_response_field_sent_twice_is_judged_on_all_its_lines() {
+    let addr = raw_http(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncache-control: public, max-age=600\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_vec(),
+    )
+    .await;
+    let url = format!("http://{addr}/");
+    let (o, why, facts) = probe(&format!(
+        "{{kind: http, url: '{url}', response_headers: {{cache-control: {{not_matches: public}}}}}}"
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert_eq!(
+        facts["headers"]["cache-control"],
+        "no-store, public, max-age=600"
+    );
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{url}', response_headers: {{cache-control: {{equals: no-store}}}}}}"
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{url}', response_headers: {{cache-control: {{matches: '^no-store, public'}}}}}}"
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+}
+
+/// `internal error: database down`, gzip'd: judged as compressed bytes it has no `error` in it.
+const GZIPPED_ERROR: [u8; 49] = [
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0xcc, 0x2b, 0x49, 0x2d, 0xca,
+    0x4b, 0xcc, 0x51, 0x48, 0x2d, 0x2a, 0xca, 0x2f, 0xb2, 0x52, 0x48, 0x49, 0x2c, 0x49, 0x4c, 0x4a,
+    0x2c, 0x4e, 0x55, 0x48, 0xc9, 0x2f, 0xcf, 0x03, 0x00, 0xc2, 0x8e, 0x4a, 0x12, 0x1d, 0x00, 0x00,
+    0x00,
+];
+
+#[tokio::test]
+async fn an_encoded_body_is_an_error_not_judged_as_its_bytes() {
+    let answer = |fields: &str, body: &[u8]| {
+        let mut a = format!("HTTP/1.1 200 OK\r\n{fields}connection: close\r\n\r\n").into_bytes();
+        a.extend_from_slice(body);
+        a
+    };
+    let mut chunked = b"31\r\n".to_vec();
+    chunked.extend_from_slice(&GZIPPED_ERROR);
+    chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+    for (fields, body, coding) in [
+        (
+            "content-encoding: gzip\r\ncontent-length: 49\r\n",
+            GZIPPED_ERROR.to_vec(),
+            "content-encoding: gzip",
+        ),
+        (
+            "content-encoding: identity, GZIP\r\ncontent-length: 49\r\n",
+            GZIPPED_ERROR.to_vec(),
+            "content-encoding: GZIP",
+        ),
+        (
+            "transfer-encoding: gzip, chunked\r\n",
+            chunked,
+            "transfer-encoding: gzip",
+        ),
+    ] {
+        let addr = raw_http(answer(fields, &body)).await;
+        for def in [
+            format!("{{kind: http, url: 'http://{addr}/', body: {{not_matches: error}}}}"),
+            format!("{{kind: json, source: {{url: 'http://{addr}/'}}, expect: 'true'}}"),
+        ] {
+            let (o, why, _) = probe(&def).await;
+            assert_eq!(o, Error, "{def}: {why}");
+            assert!(why.contains(coding), "{why}");
+        }
+    }
+    // Without a coding, or with `identity`, the body is the text.
+    let addr = raw_http(answer(
+        "content-encoding: identity\r\ncontent-length: 2\r\n",
+        b"ok",
+    ))
+    .await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: 'http://{addr}/', body: {{equals: ok}}}}"
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+}
+
+/// verdict asks for no coding: the request carries no Accept-Encoding.
+#[tokio::test]
+async fn requests_ask_for_no_content_coding() {
+    let h = Http::start().await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: '{}', expect: \"!('accept-encoding' in self.headers)\"}}",
+        h.url("/echo")
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
 }
 
 #[tokio::test]
@@ -229,6 +410,47 @@ async fn dns_against_a_given_server() {
     ))
     .await;
     assert_eq!(o, Pass, "{why}");
+}
+
+/// A server answering `web.test A?` with records for other names as well: only the name asked
+/// and the names its CNAME chain in the answer leads to count.
+#[tokio::test]
+async fn dns_counts_only_records_about_the_name_asked() {
+    let ip = Ipv4Addr::new;
+    let server = dns_answering(vec![
+        (
+            "web.test",
+            vec![
+                Rr::A("WEB.Test.", ip(10, 0, 0, 9)),
+                Rr::A("other.test", ip(10, 0, 0, 5)),
+            ],
+        ),
+        (
+            "alias.test",
+            vec![
+                Rr::A("lb.test", ip(10, 0, 0, 9)),
+                Rr::Cname("other.test", "evil.test"),
+                Rr::A("evil.test", ip(10, 0, 0, 6)),
+                Rr::Cname("alias.test", "mid.test"),
+                Rr::Cname("mid.test", "lb.test"),
+                Rr::A("other.test", ip(10, 0, 0, 5)),
+            ],
+        ),
+    ])
+    .await;
+    for name in ["web.test", "web.test.", "alias.test."] {
+        let (o, why, facts) = probe(&format!(
+            "{{kind: dns, name: '{name}', server: '{server}', equals: [10.0.0.9]}}"
+        ))
+        .await;
+        assert_eq!(o, Pass, "{name}: {why}");
+        assert_eq!(facts["answers"], serde_json::json!(["10.0.0.9"]), "{name}");
+        let (o, why, _) = probe(&format!(
+            "{{kind: dns, name: '{name}', server: '{server}', contains: [10.0.0.5]}}"
+        ))
+        .await;
+        assert_eq!(o, Fail, "{name}: {why}");
+    }
 }
 
 #[tokio::test]
@@ -578,6 +800,69 @@ async fn tls_expiry_san_issuer_and_trust() {
         "{{kind: tls, address: '{a}', server_name: localhost, insecure: true, min_days: 1}}"
     ))
     .await;
+    assert_eq!(o, Pass, "{why}");
+}
+
+/// A leaf valid for 400 days under an intermediate that expires tomorrow: the chain stops
+/// verifying tomorrow.
+#[tokio::test]
+async fn min_days_is_judged_on_every_certificate_the_server_presents() {
+    let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    expire_in(&mut leaf, 400 * 86_400);
+    let mut mid = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    expire_in(&mut mid, 36 * 3_600);
+    let p = issue(leaf, Some(mid));
+    let addr = https(&p).await;
+    let tls = format!(
+        "kind: tls, address: '127.0.0.1:{}', server_name: localhost, ca: '{}'",
+        addr.port(),
+        p.ca_path.display()
+    );
+    let (o, why, facts) = probe(&format!("{{{tls}, min_days: 30}}")).await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(
+        why.contains(
+            "expires in 1 days, when chain certificate 1 (CN=Verdict Test Intermediate) does"
+        ),
+        "{why}"
+    );
+    assert!(facts["days_left"].as_i64().unwrap() >= 399, "{facts}");
+    assert_eq!(facts["chain_expires_first"]["position"], 1);
+    assert_eq!(facts["chain_expires_first"]["days_left"], 1);
+    assert_eq!(
+        facts["chain_expires_first"]["subject"],
+        "CN=Verdict Test Intermediate"
+    );
+    let (o, why, _) = probe(&format!("{{{tls}, min_days: 1}}")).await;
+    assert_eq!(o, Pass, "{why}");
+    assert!(why.contains("chain certificate 1"), "{why}");
+}
+
+/// A dNSName SAN written `10.0.0.1` names no address: only an iPAddress SAN meets an address.
+#[tokio::test]
+async fn a_dns_name_spelling_an_address_does_not_meet_an_address_san() {
+    use rcgen::SanType;
+    let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    leaf.subject_alt_names
+        .push(SanType::DnsName("10.0.0.1".try_into().unwrap()));
+    leaf.subject_alt_names
+        .push(SanType::IpAddress("10.0.0.2".parse().unwrap()));
+    leaf.not_after = rcgen::date_time_ymd(2035, 1, 1);
+    let p = issue(leaf, None);
+    let addr = https(&p).await;
+    let tls = format!(
+        "kind: tls, address: '127.0.0.1:{}', server_name: localhost, ca: '{}'",
+        addr.port(),
+        p.ca_path.display()
+    );
+    let (o, why, facts) = probe(&format!("{{{tls}, san: ['10.0.0.1']}}")).await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(why.contains("lacks the address 10.0.0.1"), "{why}");
+    assert_eq!(
+        facts["san"],
+        serde_json::json!(["localhost", "dns:10.0.0.1", "10.0.0.2"])
+    );
+    let (o, why, _) = probe(&format!("{{{tls}, san: [LOCALHOST., '10.0.0.2']}}")).await;
     assert_eq!(o, Pass, "{why}");
 }
 
