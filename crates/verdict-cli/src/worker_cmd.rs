@@ -541,6 +541,18 @@ async fn work(args: &Args) -> Result<ExitCode> {
         "a worker claims, renews and finishes its jobs in the store itself, and no route does that yet",
     )?;
     let (role, options) = options(args)?;
+    if matches!(role, WorkerRole::Runner) {
+        // A runner runs producers' programs, and a program that detaches from its process
+        // group (setsid) before it exits would live on, able to change what the next check
+        // observes: this process adopts such orphans and each run of checks kills them. Every
+        // child of a runner worker is started by the probes' runner, so no other is taken for
+        // an orphan.
+        if let Err(e) = verdict_probes::process::adopt_orphans() {
+            eprintln!(
+                "verdict worker: warning: cannot adopt orphaned processes ({e}); a program that detaches from its process group may outlive its check"
+            );
+        }
+    }
     let give_up_after = args
         .give_up_after
         .as_deref()

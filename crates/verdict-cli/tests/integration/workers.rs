@@ -785,6 +785,44 @@ fn a_check_run_by_the_runner_worker_sees_none_of_the_workers_credentials() {
     }
 }
 
+/// A check whose program detaches a process from its group (setsid) and exits: the process
+/// would outlive the check and could change what the next one observes. The runner worker
+/// adopts it and kills it when the checks end.
+const SPEC_DETACHES: &str = r#"
+version: 1
+vars: {port: "0"}
+defaults: {timeout: 5s, interval: 100ms, probe_timeout: 2s, max_age: 10m}
+criteria:
+  - id: healthz-ok
+    mode: assert
+    probe: {kind: command, argv: [sh, -c, "touch check-ran; setsid sh -c 'sleep 2; touch detached-ran' </dev/null >/dev/null 2>&1 & sleep 0.5; exit 1"]}
+"#;
+
+#[test]
+fn a_process_a_check_detaches_does_not_outlive_the_runner_workers_run() {
+    let srv = servers(Vec::new());
+    let mut env = setup_pinning(&srv, 1, |_| SPEC_DETACHES);
+    env.spec = env.file("checks.yaml", SPEC_DETACHES.as_bytes());
+    let out = env
+        .command(
+            &env.ci,
+            &[
+                "worker", "--role", "runner", "--once", "--checks", &env.spec, "--var", "port=0",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        env.dir.path().join("check-ran").exists(),
+        "the check did not run: {out:?}"
+    );
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        !env.dir.path().join("detached-ran").exists(),
+        "the detached process outlived the worker's checks: {out:?}"
+    );
+}
+
 fn wait_calls(srv: &Servers, env: &Env, n: usize) {
     let start = Instant::now();
     while srv.calls.load(Ordering::SeqCst) < n {
