@@ -43,6 +43,27 @@ fn excused(why: NotApplicable, closed: bool) -> bool {
         )
 }
 
+/// Whether a class records that the attempt's work was judged and found wanting.
+const fn failed(class: AttemptClass) -> bool {
+    matches!(
+        class,
+        AttemptClass::Rework
+            | AttemptClass::HumanRequired
+            | AttemptClass::Blocked
+            | AttemptClass::Tampered
+    )
+}
+
+/// How one attempt is observed: its class, the decision's evaluation key, the policy's label,
+/// the verifiers counted and when.
+struct Seen {
+    class: AttemptClass,
+    key: Option<Digest>,
+    policy: String,
+    verifiers: Vec<VerifierRevision>,
+    at: Timestamp,
+}
+
 /// What a decision that stands makes of its attempt.
 fn classify(view: &DecisionView) -> AttemptClass {
     let d = &view.decision;
@@ -234,6 +255,45 @@ impl Engine {
             && crate::gate_run::canonical(&again)? == crate::gate_run::canonical(d)?)
     }
 
+    /// How `view`, the latest decision about an attempt's subject, observes the attempt:
+    /// classified when it stands (for a closed attempt, until the attempt closed), else stale.
+    async fn observed(
+        &self,
+        execution: &str,
+        view: &DecisionView,
+        closed: bool,
+        now: &Timestamp,
+    ) -> Result<Seen> {
+        let stands = view.not_applicable.iter().all(|w| excused(*w, closed))
+            && (!closed || self.stood_until_closed(execution, view, now).await?);
+        let class = if stands {
+            classify(view)
+        } else {
+            AttemptClass::Stale
+        };
+        let key = view.decision.evaluation_key.clone();
+        let (verifiers, at) = match &key {
+            Some(k) => {
+                let at = match self.store.evaluations(k).await?.into_iter().next() {
+                    Some(row) => row.decode::<EvaluationRecord>()?.now,
+                    None => now.clone(),
+                };
+                (self.decision_verifiers(k).await?, at)
+            }
+            None => (Vec::new(), now.clone()),
+        };
+        let policy = self
+            .policy_label(view.decision.policy_digest.as_ref())
+            .await?;
+        Ok(Seen {
+            class,
+            key,
+            policy,
+            verifiers,
+            at,
+        })
+    }
+
     /// One observation per attempt (execution generation) of `execution`, as at `now`. Read by
     /// an operator, or by a principal holding a grant in force on the execution or its mission.
     pub async fn ledger_attempts(
@@ -258,9 +318,23 @@ impl Engine {
             return Ok(Vec::new());
         };
         let history = self.history_unscoped(execution).await?;
-        // The final subject of each generation: the head for the current one, else the last
-        // subject of that generation the store holds.
-        let mut finals: BTreeMap<u64, (Digest, Subject)> = BTreeMap::new();
+        // Only this gate's decisions: a decision under another gate's policy (a lenient gate
+        // any reader may run) says nothing of how this gate's work went.
+        let policies: BTreeSet<Digest> = self
+            .store
+            .gate_policies(&self.gate)
+            .await?
+            .into_iter()
+            .collect();
+        let ours = |v: &&DecisionView| {
+            v.decision
+                .policy_digest
+                .as_ref()
+                .is_some_and(|p| policies.contains(p))
+        };
+        // Every subject of each generation, in the order stored; the final one is the head for
+        // the current generation, else the last of that generation the store holds.
+        let mut generations: BTreeMap<u64, Vec<(Digest, Subject)>> = BTreeMap::new();
         for row in self
             .store
             .list(DocKind::Subject, &About::Execution(execution.to_owned()))
@@ -269,44 +343,30 @@ impl Engine {
             let s: Subject = row.decode()?;
             let g = s.execution.generation;
             if g <= head.generation {
-                finals.insert(g, (row.digest.clone(), s));
+                generations
+                    .entry(g)
+                    .or_default()
+                    .push((row.digest.clone(), s));
             }
         }
         let current = self.subject(&head.subject_digest).await?;
-        finals.insert(head.generation, (head.subject_digest.clone(), current));
+        let now_subjects = generations.entry(head.generation).or_default();
+        now_subjects.retain(|(d, _)| *d != head.subject_digest);
+        now_subjects.push((head.subject_digest.clone(), current));
         let mut out = Vec::new();
-        for (attempt, (generation, (digest, subject))) in finals.into_iter().enumerate() {
+        for (attempt, (generation, subjects)) in generations.into_iter().enumerate() {
+            let Some((digest, last)) = subjects.last().cloned() else {
+                continue;
+            };
             let closed = generation < head.generation;
             let decision = history
                 .decisions
                 .iter()
+                .filter(ours)
                 .filter(|v| v.decision.subject_digest.as_ref() == Some(&digest))
                 .max_by_key(|v| v.seq);
-            let (class, key, policy, verifiers, at) = match decision {
-                Some(view) => {
-                    let stands = view.not_applicable.iter().all(|w| excused(*w, closed))
-                        && (!closed || self.stood_until_closed(execution, view, now).await?);
-                    let class = if stands {
-                        classify(view)
-                    } else {
-                        AttemptClass::Stale
-                    };
-                    let key = view.decision.evaluation_key.clone();
-                    let (verifiers, at) = match &key {
-                        Some(k) => {
-                            let at = match self.store.evaluations(k).await?.into_iter().next() {
-                                Some(row) => row.decode::<EvaluationRecord>()?.now,
-                                None => now.clone(),
-                            };
-                            (self.decision_verifiers(k).await?, at)
-                        }
-                        None => (Vec::new(), now.clone()),
-                    };
-                    let policy = self
-                        .policy_label(view.decision.policy_digest.as_ref())
-                        .await?;
-                    (class, key, policy, verifiers, at)
-                }
+            let mut seen = match decision {
+                Some(view) => self.observed(execution, view, closed, now).await?,
                 None => {
                     // Never decided: a coverage gap when every run for it ended unavailable,
                     // else simply unverified.
@@ -316,24 +376,62 @@ impl Engine {
                         .filter(|r| r.subject_digest == digest.as_str())
                         .collect();
                     let gap = !runs.is_empty() && runs.iter().all(|r| r.status == "unavailable");
-                    let class = if gap {
-                        AttemptClass::CoverageGap
-                    } else {
-                        AttemptClass::Unverified
-                    };
-                    (
-                        class,
-                        None,
-                        self.policy_label(None).await?,
-                        Vec::new(),
-                        now.clone(),
-                    )
+                    Seen {
+                        class: if gap {
+                            AttemptClass::CoverageGap
+                        } else {
+                            AttemptClass::Unverified
+                        },
+                        key: None,
+                        policy: self.policy_label(None).await?,
+                        verifiers: Vec::new(),
+                        at: now.clone(),
+                    }
                 }
             };
-            let capability = match self.requested_capability(&subject, &digest).await? {
+            // An attempt that failed keeps its failure: a later revision of the same attempt
+            // left undecided, or made one no verifier can answer, hides nothing.
+            if matches!(
+                seen.class,
+                AttemptClass::Unverified | AttemptClass::CoverageGap
+            ) {
+                let earlier = history
+                    .decisions
+                    .iter()
+                    .filter(ours)
+                    .filter(|v| {
+                        v.decision.subject_digest.as_ref() != Some(&digest)
+                            && subjects
+                                .iter()
+                                .any(|(d, _)| v.decision.subject_digest.as_ref() == Some(d))
+                    })
+                    .max_by_key(|v| v.seq);
+                if let Some(view) = earlier
+                    && failed(classify(view))
+                {
+                    seen = self.observed(execution, view, closed, now).await?;
+                    seen.class = classify(view);
+                }
+            }
+            // The capability the attempt was first filed under, whichever revision named it.
+            let mut named = None;
+            for (d, s) in &subjects {
+                if let Some(c) = self.requested_capability(s, d).await? {
+                    named = Some(c);
+                    break;
+                }
+            }
+            let capability = match named {
                 Some(named) => named,
-                None => capability(&subject),
+                None => capability(&last),
             };
+            let Seen {
+                class,
+                key,
+                policy,
+                verifiers,
+                at,
+            } = seen;
             out.push(Observation {
                 cohort: CohortKey {
                     capability,

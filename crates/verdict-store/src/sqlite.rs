@@ -941,18 +941,20 @@ fn put_blob_tx(
     let mut insert_event = tx.prepare_cached(INSERT_EVENT).map_err(err)?;
     insert_event_fields(&mut insert_event, &event, &hash)?;
     let at = to_i64(event.seq, "audit seq")?;
-    tx.prepare_cached(
-        "INSERT INTO blobs (seq, key, digest, body, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .map_err(err)?
-    .execute(params![
-        at,
-        item.key,
-        item.digest.as_str(),
-        item.body,
-        bytes
-    ])
-    .map_err(err)?;
+    let changed = tx
+        .prepare_cached(
+            "INSERT INTO blobs (seq, key, digest, body, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(err)?
+        .execute(params![
+            at,
+            item.key,
+            item.digest.as_str(),
+            item.body,
+            bytes
+        ])
+        .map_err(err)?;
+    one_row(changed, &format!("blob {}", item.key))?;
     Ok(Stored {
         table: Table::Blobs,
         seq: event.seq,
@@ -1008,21 +1010,20 @@ fn cas_tx(tx: &Transaction<'_>, actor: &Actor, cas: &PreparedCas) -> Result<CasO
         .map_err(err)?;
     insert_row(&mut insert, &cas.change, event.seq, None)?;
     let new_revision = to_i64(revision + 1, "pointer revision")?;
-    if current.is_none() {
-        tx.prepare_cached(
-            "INSERT INTO pointers (pointer, name, revision, value) VALUES (?1, ?2, ?3, ?4)",
-        )
-        .map_err(err)?
-        .execute(params![cas.kind.as_str(), cas.name, new_revision, cas.new])
-        .map_err(err)?;
+    let sql = if current.is_none() {
+        "INSERT INTO pointers (pointer, name, revision, value) VALUES (?1, ?2, ?3, ?4)"
     } else {
-        tx.prepare_cached(
-            "UPDATE pointers SET revision = ?3, value = ?4 WHERE pointer = ?1 AND name = ?2",
-        )
+        "UPDATE pointers SET revision = ?3, value = ?4 WHERE pointer = ?1 AND name = ?2"
+    };
+    let changed = tx
+        .prepare_cached(sql)
         .map_err(err)?
         .execute(params![cas.kind.as_str(), cas.name, new_revision, cas.new])
         .map_err(err)?;
-    }
+    one_row(
+        changed,
+        &format!("pointer {}:{}", cas.kind.as_str(), cas.name),
+    )?;
     Ok(CasOutcome::Done(Pointer {
         kind: cas.kind,
         name: cas.name.clone(),

@@ -527,6 +527,10 @@ pub trait Store: Send + Sync {
     /// changes, the current value included).
     async fn execution_was_at(&self, execution: &str, subject: &Digest) -> Result<bool>;
 
+    /// Every policy gate `gate` was ever set to, from its audited history of changes, in the
+    /// order set (the current one last); empty for a gate never set.
+    async fn gate_policies(&self, gate: &str) -> Result<Vec<Digest>>;
+
     /// Moves an execution to a stored subject of that execution, if its current head is
     /// `expected` (`None`: the execution has none yet). The generation never goes back, the
     /// execution keeps its current subject's mission, it never returns to a subject it left,
@@ -2238,6 +2242,37 @@ impl<B: Backend> Store for StoreImpl<B> {
             }
         }
         Ok(false)
+    }
+
+    async fn gate_policies(&self, gate: &str) -> Result<Vec<Digest>> {
+        let rows = self
+            .backend
+            .find(
+                Table::PointerChanges,
+                Filter::Column("name", gate.to_owned()),
+            )
+            .await?;
+        let mut changes = Vec::new();
+        for row in rows {
+            let change: PointerChange = row.decode()?;
+            if change.pointer == PointerKind::Gate.as_str() {
+                changes.push(change);
+            }
+        }
+        changes.sort_by_key(|c| c.revision);
+        let mut out = Vec::new();
+        for c in changes {
+            let head: GateHead =
+                serde_json::from_value(c.new).map_err(|e| StoreError::Corrupt {
+                    table: Table::PointerChanges.name(),
+                    key: gate.to_owned(),
+                    message: format!("a change of gate {gate:?} holds no gate head: {e}"),
+                })?;
+            if !out.contains(&head.policy_digest) {
+                out.push(head.policy_digest);
+            }
+        }
+        Ok(out)
     }
 
     async fn set_current_subject(

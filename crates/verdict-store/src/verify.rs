@@ -589,7 +589,31 @@ async fn check_pointers<B: Backend>(
             prev = c.change.new.clone();
         }
     }
-    for p in backend.pointers().await? {
+    let pointers = backend.pointers().await?;
+    // A pointer an audited change set has a row: pointers are never removed, so one whose row
+    // is gone (deleted behind the triggers, with every event left alone) is tampering, and
+    // reading it as never set would drop an execution or a store's clock from every read.
+    let held: HashSet<(String, String)> = pointers
+        .iter()
+        .map(|p| (p.kind.as_str().to_owned(), p.name.clone()))
+        .collect();
+    for ((pointer, name), list) in changes {
+        if held.contains(&(pointer.clone(), name.clone())) {
+            continue;
+        }
+        let last = list.iter().max_by_key(|c| c.change.revision);
+        problems.push(problem(
+            ProblemKind::Pointer,
+            last.map(|c| c.seq),
+            "pointers",
+            Some(&format!("{pointer}:{name}")),
+            format!(
+                "pointer has audited changes up to revision {} but no row",
+                last.map_or(0, |c| c.change.revision)
+            ),
+        ));
+    }
+    for p in pointers {
         let history = changes.get(&(p.kind.as_str().to_owned(), p.name.clone()));
         let last = history.and_then(|h| h.iter().max_by_key(|c| c.change.revision));
         let value = p.value.as_deref().map_or(Ok(serde_json::Value::Null), |v| {

@@ -441,3 +441,109 @@ async fn a_ledger_names_the_stores_clock() {
     })
     .await;
 }
+
+/// A failing result and the gate's rework on attempt 0.
+async fn rework_on(w: &World, generation: u64, diff: &str, run: &str) {
+    let (d, ev, _) = prepared(w, generation, diff, run).await;
+    let mut r = result("rev", run, &d, generation, &ev);
+    r["criteria"][0]["status"] = "failed".into();
+    assert!(
+        w.engine
+            .submit_result(&w.rev, &with_model(r, "m1"))
+            .await
+            .unwrap()
+            .counted
+    );
+    let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+    assert_eq!(g.decision.outcome.as_str(), "rework");
+}
+
+/// An operator sets a lenient policy on a second gate, and anyone who may read the execution
+/// runs that gate on a failed attempt: its pass was the latest decision about the attempt's
+/// subject, so this gate's ledger counted it and the rework vanished. A gate's ledger reads
+/// only decisions under the policies that gate was set to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_under_another_gate_never_counts_in_this_gates_ledger() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        rework_on(&w, 0, "change A", "run-1").await;
+        let smoke = verdict_engine::Engine::new(store, "smoke");
+        smoke
+            .set_policy(
+                &w.ops,
+                &json!({
+                    "schema": "verdict.policy/v1",
+                    "name": "smoke",
+                    "revision": 1,
+                    "required_checks": ["unit-tests"],
+                    "required_verifiers": ["reviewer"],
+                    "optional_criteria": ["tests-pass"],
+                }),
+            )
+            .await
+            .unwrap();
+        let lenient = smoke.gate_run(&w.coder, EXEC).await.unwrap();
+        assert_eq!(lenient.decision.outcome.as_str(), "pass");
+        pass_on(&w, 1, "change B", "run-2", "m1").await;
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.verified_passes), (2, 1), "{}", l.to_table());
+        assert_eq!(c.by_class.get(&AttemptClass::Rework), Some(&1));
+        assert_eq!(c.key.policy, "merge@1");
+    })
+    .await;
+}
+
+/// After a rework, the producer puts a revision of the same attempt and never has it gated,
+/// or makes it one no verifier can answer (a coverage gap, left out of the rates), and files it
+/// under another capability: the failed attempt left its cohort or the rates. An attempt that
+/// was judged and failed keeps that failure, under the capability it was first filed under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_left_undecided_does_not_hide_a_failed_attempt() {
+    on_both(|store| async move {
+        let w = world(store).await;
+        let (d, ev) = subject_with_evidence(&w, 0, "change A", "pass").await;
+        let req = w
+            .engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("cap-a"))
+            .await
+            .unwrap();
+        w.engine
+            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+            .await
+            .unwrap();
+        let mut r = result("rev", "run-1", &d, 0, &ev);
+        r["criteria"][0]["status"] = "failed".into();
+        w.engine
+            .submit_result(&w.rev, &with_model(r, "m1"))
+            .await
+            .unwrap();
+        assert_eq!(
+            w.engine
+                .gate_run(&w.ops, EXEC)
+                .await
+                .unwrap()
+                .decision
+                .outcome
+                .as_str(),
+            "rework"
+        );
+        // A revision of the same attempt, filed under another capability, never gated.
+        subject_with_evidence(&w, 0, "change A, revised", "pass").await;
+        w.engine
+            .create_request_for(&w.coder, EXEC, &json!({}), Some("cap-z"))
+            .await
+            .unwrap();
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!(c.key.capability, "cap-a", "{}", l.to_table());
+        assert_eq!(
+            c.by_class.get(&AttemptClass::Rework),
+            Some(&1),
+            "{}",
+            l.to_table()
+        );
+        assert_eq!(c.pass_rate, Some(0.0));
+    })
+    .await;
+}

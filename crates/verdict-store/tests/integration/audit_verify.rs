@@ -476,3 +476,78 @@ async fn an_index_rebuilt_without_a_row_is_caught_on_sqlite() {
     );
     t.cleanup().await;
 }
+
+/// Pointers are never removed, so a pointer row deleted behind the triggers (its changes and
+/// their events left alone) used to go unnoticed: the walk compared only the rows that exist.
+/// An execution deleted so vanished from every listing and the ledger; a manual clock's row
+/// deleted made the store read as one on the system clock. Every pointer an audited change set
+/// must have its row.
+async fn a_deleted_pointer_row_is_caught(t: &TestStore) {
+    populate(t.store.as_ref()).await;
+    assert!(report(t).await.is_intact());
+    let table = t.table("pointers");
+    t.tamper(
+        "pointers",
+        &format!("DELETE FROM {table} WHERE pointer = 'execution' AND name = 'ex-1'"),
+    )
+    .await;
+    let r = report(t).await;
+    assert!(
+        r.problems.iter().any(|p| p.kind == ProblemKind::Pointer
+            && p.key.as_deref() == Some("execution:ex-1")
+            && p.detail.contains("but no row")),
+        "{:#?}",
+        r.problems
+    );
+}
+both!(a_deleted_pointer_row_is_caught);
+
+/// A trigger written into a SQLite file that drops a pointer's update (`RAISE(IGNORE)`) made
+/// `subject put` answer success while the execution stayed where it was. A pointer write that
+/// changes no row fails, and nothing of the move is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pointer_update_a_trigger_drops_fails_and_stores_nothing() {
+    use verdict_core::contracts::Role;
+    use verdict_store::{Actor, DocKind, PointerKind};
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    t.raw(
+        "CREATE TRIGGER pin_head BEFORE UPDATE ON pointers WHEN NEW.pointer = 'execution' \
+         BEGIN SELECT RAISE(IGNORE); END;",
+    )
+    .await
+    .unwrap();
+    let store = t.reopen().await;
+    // populate left ex-1 at its generation-1 subject.
+    let was = verdict_store::ExecutionHead {
+        subject_digest: subject_digest(&subject("ex-1", 1)),
+        generation: 1,
+    };
+    let pointer = store.pointer(PointerKind::Execution, "ex-1").await.unwrap();
+    let next = subject("ex-1", 2);
+    let s = store
+        .put(
+            &Actor::new(PRODUCER, Role::Producer),
+            DocKind::Subject,
+            &next,
+        )
+        .await
+        .unwrap();
+    let before = store.audit_head().await.unwrap();
+    let moved = store
+        .set_current_subject(
+            &Actor::new(OPERATOR, Role::Operator),
+            "ex-1",
+            Some(&was),
+            &s.digest,
+        )
+        .await;
+    let e = moved.expect_err("a move the trigger drops is an error, not a success");
+    assert!(e.to_string().contains("changed 0 rows, not one"), "{e}");
+    assert_eq!(store.audit_head().await.unwrap(), before, "nothing stored");
+    assert_eq!(
+        store.pointer(PointerKind::Execution, "ex-1").await.unwrap(),
+        pointer
+    );
+    t.cleanup().await;
+}
