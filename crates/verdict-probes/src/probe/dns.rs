@@ -5,7 +5,8 @@
 //! between observations, so a converging check sees each change as soon as the server does.
 //! Only answers about the name asked for count: records owned by it or by a name its CNAME
 //! chain in the same answer leads to. A server can put records for any name in an answer
-//! section, and one owned by another name says nothing about this one.
+//! section, and one owned by another name says nothing about this one. An answer whose response
+//! code is not NOERROR (NXDOMAIN among them) finds nothing, whatever records it carries.
 
 use super::{FieldError, Judged, ProbeDefaults, Sample, facts, positive_timeout};
 use crate::spec::{DnsProbe, RecordKind};
@@ -13,6 +14,7 @@ use hickory_resolver::Resolver;
 use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig};
 use hickory_resolver::lookup::Lookup;
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::RecordType;
 use hickory_resolver::proto::rr::{Name, RData, Record};
 use serde_json::{Value, json};
@@ -70,7 +72,16 @@ fn name_key(name: &Name) -> String {
 /// a name the CNAME records in the same answer lead to from it. When `asked` is relative
 /// the resolver may have completed it with a search domain; the name it queried then counts
 /// as the name asked.
-fn answers_for<'a>(lookup: &'a Lookup, asked: &str, rtype: RecordType) -> Vec<&'a Record> {
+///
+/// Only the answer section counts. Following a CNAME, the resolver lifts records of the target
+/// from the last response's authority and additional sections into the answer, and those
+/// sections stay in the lookup; a counted record also found there cannot be placed, and is an
+/// error.
+fn answers_for<'a>(
+    lookup: &'a Lookup,
+    asked: &str,
+    rtype: RecordType,
+) -> Result<Vec<&'a Record>, String> {
     // Read as the resolver reads it, so an internationalised name compares in its ASCII form.
     let (asked_key, relative) = Name::from_utf8(asked).map_or_else(
         |_| (owner_key(asked), !asked.ends_with('.')),
@@ -96,11 +107,28 @@ fn answers_for<'a>(lookup: &'a Lookup, asked: &str, rtype: RecordType) -> Vec<&'
             break;
         }
     }
-    lookup
+    let counted: Vec<&Record> = lookup
         .answers()
         .iter()
         .filter(|r| r.record_type() == rtype && owners.contains(&name_key(&r.name)))
-        .collect()
+        .collect();
+    let same = |a: &Record, b: &Record| {
+        a.record_type() == b.record_type()
+            && name_key(&a.name) == name_key(&b.name)
+            && a.data == b.data
+    };
+    let outside = lookup.authorities().iter().chain(lookup.additionals());
+    for r in outside {
+        if counted.iter().any(|c| same(c, r)) {
+            return Err(format!(
+                "the answer's record {} {} {} is also outside its answer section; which section the server gave it in cannot be told",
+                r.name,
+                r.record_type(),
+                r.data
+            ));
+        }
+    }
+    Ok(counted)
 }
 
 fn parse_server(s: &str) -> Option<SocketAddr> {
@@ -200,19 +228,33 @@ impl DnsCheck {
             Ok(r) => r,
             Err(e) => return Sample::error(e),
         };
+        let mut refused_code = None;
         let answers: BTreeSet<String> = match resolver
             .lookup(self.name.as_str(), record_type(self.kind))
             .await
         {
-            Ok(lookup) => answers_for(&lookup, &self.name, record_type(self.kind))
-                .into_iter()
-                .map(|r| normalise(self.kind, &r.data.to_string()))
-                .collect(),
+            // Records beside NXDOMAIN (or another failure code) are not an answer: the server
+            // said the name has none.
+            Ok(lookup) if lookup.message().metadata.response_code != ResponseCode::NoError => {
+                refused_code = Some(format!("{:?}", lookup.message().metadata.response_code));
+                BTreeSet::new()
+            }
+            Ok(lookup) => match answers_for(&lookup, &self.name, record_type(self.kind)) {
+                Ok(records) => records
+                    .into_iter()
+                    .map(|r| normalise(self.kind, &r.data.to_string()))
+                    .collect(),
+                Err(e) => return Sample::error(format!("lookup of {}: {e}", self.name)),
+            },
             Err(e) if e.is_no_records_found() => BTreeSet::new(),
             Err(e) => return Sample::error(format!("lookup of {} failed: {e}", self.name)),
         };
         let list: Vec<Value> = answers.iter().cloned().map(Value::String).collect();
-        let mut sample = Sample::observed(facts([("answers", Value::Array(list.clone()))]), None);
+        let mut f = facts([("answers", Value::Array(list.clone()))]);
+        if let Some(code) = &refused_code {
+            f.insert("response_code".into(), Value::String(code.clone()));
+        }
+        let mut sample = Sample::observed(f, None);
         if !judge {
             sample.snapshot = Some(json!({"answers": list}));
             return sample.judged(Ok("observed".into()));
@@ -220,8 +262,11 @@ impl DnsCheck {
         let shown = answers.iter().cloned().collect::<Vec<_>>().join(", ");
         let verdict = if answers.is_empty() {
             if self.resolves {
+                let code = refused_code
+                    .as_ref()
+                    .map_or_else(String::new, |c| format!(" (the answer is {c})"));
                 Err(Judged::Fail(format!(
-                    "{} has no {:?} record",
+                    "{} has no {:?} record{code}",
                     self.name, self.kind
                 )))
             } else {

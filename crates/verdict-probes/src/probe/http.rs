@@ -20,7 +20,8 @@ use crate::spec::{HttpProbe, StatusExpect, TlsOptions, Unreachable};
 use crate::text_match::TextMatcher;
 use bytes::Bytes;
 use http::header::{
-    CONNECTION, CONTENT_ENCODING, HeaderMap, HeaderName, HeaderValue, LOCATION, TRANSFER_ENCODING,
+    CONNECTION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION,
+    TRANSFER_ENCODING,
 };
 use http::{Method, Uri};
 use http_body_util::{BodyExt, Full};
@@ -295,6 +296,40 @@ fn field_value(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>,
     Ok(Some(texts.join(", ")))
 }
 
+/// The body as text for a text expectation: only UTF-8 is read, and a body declared in another
+/// charset, or not valid UTF-8, is an error, since read as UTF-8 (or with its bad bytes
+/// replaced) it would not say what it says (UTF-16 `error` does not match `error`).
+fn body_text(r: &Fetched) -> Result<&str, Judged> {
+    for line in r.headers.get_all(CONTENT_TYPE) {
+        let text = line
+            .to_str()
+            .map_err(|_| Judged::Error("the answer's content-type is not text".into()))?;
+        for param in text.split(';').skip(1) {
+            let Some((name, value)) = param.split_once('=') else {
+                continue;
+            };
+            if !name.trim().eq_ignore_ascii_case("charset") {
+                continue;
+            }
+            let value = value.trim();
+            let charset = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(value);
+            if !charset.eq_ignore_ascii_case("utf-8") && !charset.eq_ignore_ascii_case("us-ascii") {
+                return Err(Judged::Error(format!(
+                    "the body's charset is {charset:?}; text expectations read only utf-8"
+                )));
+            }
+        }
+    }
+    std::str::from_utf8(&r.body.bytes).map_err(|e| {
+        Judged::Error(format!(
+            "the body is not valid utf-8 ({e}); text expectations read only utf-8"
+        ))
+    })
+}
+
 /// Parses request headers, naming the bad one.
 pub fn header_map(h: Option<&BTreeMap<String, String>>, at: &str) -> Result<HeaderMap, FieldError> {
     let mut map = HeaderMap::new();
@@ -501,7 +536,7 @@ impl HttpCheck {
             return Err(Judged::Error(format!("body exceeds {} bytes", self.cap)));
         }
         if let Some(m) = &self.body {
-            m.check("body", &r.body.text()).map_err(Judged::Fail)?;
+            m.check("body", body_text(r)?).map_err(Judged::Fail)?;
         }
         // `expect` is judged last, by the caller.
         Ok(format!("status {}", r.status))

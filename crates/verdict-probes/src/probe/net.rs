@@ -2,13 +2,21 @@
 //!
 //! Verification is on unless a spec says `insecure: true`. A `ca` file replaces the system's
 //! trust store rather than adding to it, so a probe that names its CA trusts nothing else.
+//! Sessions are never resumed: a resumed handshake shows no certificate, so a server that
+//! changed its certificate would be judged on the one it showed before. webpki does not judge
+//! the dates of a trust anchor, so the anchor a `ca` chain leads to is judged here.
 
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, WebPkiServerVerifier, verify_server_cert_signed_by_trust_anchor};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::server::ParsedCertificate;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore,
+    SignatureScheme,
+};
+use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The crypto provider every TLS connection uses.
@@ -41,27 +49,65 @@ pub struct TlsSettings {
     pub insecure: bool,
 }
 
-fn roots(settings: &TlsSettings) -> Result<Arc<RootCertStore>, String> {
-    match &settings.ca {
-        None => Ok(system_roots()),
-        Some(path) => {
-            let mut store = RootCertStore::empty();
-            let mut n = 0;
-            for cert in CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("cannot read ca file {path:?}: {e}"))?
-            {
-                let cert = cert.map_err(|e| format!("ca file {path:?} is not valid pem: {e}"))?;
-                store
-                    .add(cert)
-                    .map_err(|e| format!("ca file {path:?}: {e}"))?;
-                n += 1;
-            }
-            if n == 0 {
-                return Err(format!("ca file {path:?} holds no certificate"));
-            }
-            Ok(Arc::new(store))
-        }
+/// The certificates of a `ca` file, in order.
+fn ca_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot read ca file {path:?}: {e}"))?
+        .map(|c| c.map_err(|e| format!("ca file {path:?} is not valid pem: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if certs.is_empty() {
+        return Err(format!("ca file {path:?} holds no certificate"));
     }
+    Ok(certs)
+}
+
+/// A store trusting `certs` only.
+fn store_of(certs: &[CertificateDer<'static>], path: &str) -> Result<RootCertStore, String> {
+    let mut store = RootCertStore::empty();
+    for cert in certs {
+        store
+            .add(cert.clone())
+            .map_err(|e| format!("ca file {path:?}: {e}"))?;
+    }
+    Ok(store)
+}
+
+/// A trust anchor the presented chain leads to, outside its validity period.
+#[derive(thiserror::Error)]
+#[error("trust anchor {subject} {why}")]
+pub struct AnchorOutOfDate {
+    subject: String,
+    why: String,
+}
+
+// Shown through rustls's `Debug` of the error that carries it, so it reads as its message.
+impl fmt::Debug for AnchorOutOfDate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// `Ok(not_after)` when the anchor `der` is valid at `now`, else why not.
+fn anchor_in_date(der: &CertificateDer<'_>, now: UnixTime) -> Result<i64, AnchorOutOfDate> {
+    let cert = x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c)
+        .map_err(|e| AnchorOutOfDate {
+            subject: "(unreadable)".into(),
+            why: format!("cannot be read to judge its dates: {e}"),
+        })?;
+    let v = cert.validity();
+    let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let why = if now > v.not_after.timestamp() {
+        format!("expired at {}", v.not_after)
+    } else if now < v.not_before.timestamp() {
+        format!("is not valid before {}", v.not_before)
+    } else {
+        return Ok(v.not_after.timestamp());
+    };
+    Err(AnchorOutOfDate {
+        subject: cert.subject().to_string(),
+        why,
+    })
 }
 
 /// A verifier that remembers the chain it was shown, then verifies it (unless insecure).
@@ -70,17 +116,32 @@ pub struct CapturingVerifier {
     inner: Option<Arc<WebPkiServerVerifier>>,
     provider: Arc<CryptoProvider>,
     seen: Mutex<Vec<CertificateDer<'static>>>,
+    /// Each certificate of the `ca` file, with a store trusting it alone.
+    anchors: Vec<(CertificateDer<'static>, RootCertStore)>,
+    /// The `ca` anchor the last chain led to.
+    anchor: Mutex<Option<CertificateDer<'static>>>,
 }
 
 impl CapturingVerifier {
     /// A verifier for `settings`.
     pub fn new(settings: &TlsSettings) -> Result<Arc<Self>, String> {
         let provider = provider();
+        let mut anchors = Vec::new();
         let inner = if settings.insecure {
             None
         } else {
+            let roots = match &settings.ca {
+                None => system_roots(),
+                Some(path) => {
+                    let certs = ca_certs(path)?;
+                    for cert in &certs {
+                        anchors.push((cert.clone(), store_of(std::slice::from_ref(cert), path)?));
+                    }
+                    Arc::new(store_of(&certs, path)?)
+                }
+            };
             Some(
-                WebPkiServerVerifier::builder_with_provider(roots(settings)?, provider.clone())
+                WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
                     .build()
                     .map_err(|e| format!("cannot build a certificate verifier: {e}"))?,
             )
@@ -89,7 +150,60 @@ impl CapturingVerifier {
             inner,
             provider,
             seen: Mutex::new(Vec::new()),
+            anchors,
+            anchor: Mutex::new(None),
         }))
+    }
+
+    /// The `ca` certificate the last presented chain led to, if a `ca` file is used and the
+    /// chain led to one of its certificates.
+    #[must_use]
+    pub fn anchor(&self) -> Option<CertificateDer<'static>> {
+        self.anchor.lock().ok().and_then(|a| a.clone())
+    }
+
+    /// Judges the dates of the `ca` anchor a verified chain leads to. Each anchor is tried
+    /// alone, so the one found is one a valid path ends at; of several, one in date is enough.
+    fn judge_anchor(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), rustls::Error> {
+        if self.anchors.is_empty() {
+            return Ok(());
+        }
+        let leaf = ParsedCertificate::try_from(end_entity)?;
+        let algs = self.provider.signature_verification_algorithms.all;
+        let mut best: Option<(i64, &CertificateDer<'static>)> = None;
+        let mut out_of_date: Option<(AnchorOutOfDate, &CertificateDer<'static>)> = None;
+        for (der, store) in &self.anchors {
+            if verify_server_cert_signed_by_trust_anchor(&leaf, store, intermediates, now, algs)
+                .is_err()
+            {
+                continue;
+            }
+            match anchor_in_date(der, now) {
+                Ok(until) if best.is_none_or(|(b, _)| until > b) => best = Some((until, der)),
+                Ok(_) => {}
+                Err(e) => {
+                    out_of_date.get_or_insert((e, der));
+                }
+            }
+        }
+        let (found, verdict) = match (best, out_of_date) {
+            (Some((_, der)), _) => (Some(der), Ok(())),
+            (None, Some((e, der))) => (
+                Some(der),
+                Err(CertificateError::Other(OtherError(Arc::new(e))).into()),
+            ),
+            // The whole store verified the chain but no one anchor does: refuse, not guess.
+            (None, None) => (None, Err(CertificateError::UnknownIssuer.into())),
+        };
+        if let Ok(mut a) = self.anchor.lock() {
+            *a = found.cloned();
+        }
+        verdict
     }
 
     /// The chain the server presented, leaf first (empty before a handshake).
@@ -113,9 +227,20 @@ impl ServerCertVerifier for CapturingVerifier {
             seen.push(end_entity.clone().into_owned());
             seen.extend(intermediates.iter().map(|c| c.clone().into_owned()));
         }
+        if let Ok(mut a) = self.anchor.lock() {
+            *a = None;
+        }
         match &self.inner {
             Some(v) => {
-                v.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+                let verified = v.verify_server_cert(
+                    end_entity,
+                    intermediates,
+                    server_name,
+                    ocsp_response,
+                    now,
+                )?;
+                self.judge_anchor(end_entity, intermediates, now)?;
+                Ok(verified)
             }
             None => Ok(ServerCertVerified::assertion()),
         }
@@ -157,13 +282,16 @@ impl ServerCertVerifier for CapturingVerifier {
 }
 
 /// A client configuration using `verifier`.
+/// Resumption is off: every connection shows the server's certificate and has it verified.
 pub fn client_config(verifier: Arc<dyn ServerCertVerifier>) -> Result<ClientConfig, String> {
-    Ok(ClientConfig::builder_with_provider(provider())
+    let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("cannot configure tls: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth())
+        .with_no_client_auth();
+    config.resumption = Resumption::disabled();
+    Ok(config)
 }
 
 /// When `err` (or anything in its source chain) is a certificate the verifier refused, says why.
@@ -173,22 +301,31 @@ pub fn certificate_refusal(err: &(dyn std::error::Error + 'static)) -> Option<St
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
         if let Some(rustls::Error::InvalidCertificate(c)) = e.downcast_ref::<rustls::Error>() {
-            return Some(format!("certificate refused: {c:?}"));
+            return Some(refused(&format!("{c:?}")));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>()
             && let Some(inner) = io.get_ref()
             && let Some(rustls::Error::InvalidCertificate(c)) =
                 inner.downcast_ref::<rustls::Error>()
         {
-            return Some(format!("certificate refused: {c:?}"));
+            return Some(refused(&format!("{c:?}")));
         }
         // Some layers (the HTTP client's connector) box the TLS error where it cannot be
         // downcast; rustls's own wording still identifies it.
         let text = e.to_string();
         if let Some(why) = text.strip_prefix("invalid peer certificate: ") {
-            return Some(format!("certificate refused: {why}"));
+            return Some(refused(why));
         }
         cur = e.source();
     }
     None
+}
+
+/// A refusal's reason, without the wrapping rustls puts around a verifier's own error.
+fn refused(why: &str) -> String {
+    let why = why
+        .strip_prefix("Other(OtherError(")
+        .and_then(|w| w.strip_suffix("))"))
+        .unwrap_or(why);
+    format!("certificate refused: {why}")
 }

@@ -4,7 +4,9 @@
 //! certificate is a `fail` with the reason, and its facts are still reported: the probe keeps
 //! the certificate it was shown even when it refuses it. `min_days` is judged on the
 //! certificate of the presented chain that expires first, leaf or not: a chain stops verifying
-//! when any of its certificates expires. A SAN expectation that is an address is met only by an
+//! when any of its certificates expires. With a `ca` file, the anchor of the file the chain
+//! leads to counts too (it is judged after the presented ones), and one out of date refuses
+//! the chain: webpki would not look at its dates. A SAN expectation that is an address is met only by an
 //! iPAddress SAN, never by a dNSName spelling that address.
 
 use super::net::{CapturingVerifier, TlsSettings, certificate_refusal, client_config};
@@ -12,7 +14,7 @@ use super::tcp::check_address;
 use super::{FieldError, Judged, ProbeDefaults, Sample, positive_timeout};
 use crate::spec::{TlsProbe, Unreachable};
 use crate::text_match::TextMatcher;
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Map, Value};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -67,10 +69,12 @@ struct Leaf {
     subject: String,
 }
 
-/// The certificate of the presented chain that expires first.
+/// The certificate of the presented chain (and its `ca` anchor) that expires first.
 struct FirstToExpire {
-    /// Its place in the chain: 0 is the leaf.
+    /// Its place in the chain: 0 is the leaf; the anchor comes after the presented ones.
     position: usize,
+    /// It is the `ca` anchor, not a presented certificate.
+    anchor: bool,
     subject: String,
     not_after: i64,
 }
@@ -78,6 +82,7 @@ struct FirstToExpire {
 impl FirstToExpire {
     fn named(&self) -> String {
         let place = match self.position {
+            _ if self.anchor => "the trust anchor".to_owned(),
             0 => "the leaf".to_owned(),
             n => format!("chain certificate {n}"),
         };
@@ -122,19 +127,22 @@ fn read_leaf(der: &[u8]) -> Result<Leaf, String> {
     })
 }
 
-/// The certificate of `chain` (leaf first) that expires first; the earliest in the chain when
-/// several expire together. A certificate that cannot be read is an error: the chain's expiry
-/// could not be judged.
+/// The certificate of `chain` (leaf first), then `anchor` unless the server presented it, that
+/// expires first; the earliest in that order when several expire together. A certificate that
+/// cannot be read is an error: the chain's expiry could not be judged.
 fn first_to_expire(
-    chain: &[rustls::pki_types::CertificateDer<'_>],
+    chain: &[CertificateDer<'_>],
+    anchor: Option<&CertificateDer<'_>>,
 ) -> Result<FirstToExpire, String> {
+    let anchor = anchor.filter(|a| !chain.contains(a));
     let mut first: Option<FirstToExpire> = None;
-    for (position, der) in chain.iter().enumerate() {
+    for (position, der) in chain.iter().chain(anchor).enumerate() {
         let cert = parse(der).map_err(|e| format!("chain certificate {position}: {e}"))?;
         let not_after = cert.validity().not_after.timestamp();
         if first.as_ref().is_none_or(|f| not_after < f.not_after) {
             first = Some(FirstToExpire {
                 position,
+                anchor: position >= chain.len(),
                 subject: cert.subject().to_string(),
                 not_after,
             });
@@ -223,13 +231,15 @@ impl TlsCheck {
             },
         };
         let chain = verifier.seen();
+        let anchor = verifier.anchor();
         let Some(der) = chain.first() else {
             return Sample::error(format!("{} presented no certificate", self.address));
         };
-        let (leaf, first) = match read_leaf(der).and_then(|l| Ok((l, first_to_expire(&chain)?))) {
-            Ok(read) => read,
-            Err(e) => return Sample::error(e),
-        };
+        let (leaf, first) =
+            match read_leaf(der).and_then(|l| Ok((l, first_to_expire(&chain, anchor.as_ref())?))) {
+                Ok(read) => read,
+                Err(e) => return Sample::error(e),
+            };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -243,6 +253,7 @@ impl TlsCheck {
         f.insert("days_left".into(), Value::from(days(leaf.not_after)));
         let mut expires_first = Map::new();
         expires_first.insert("position".into(), Value::from(first.position));
+        expires_first.insert("anchor".into(), Value::Bool(first.anchor));
         expires_first.insert("subject".into(), Value::String(first.subject.clone()));
         expires_first.insert("not_after".into(), timestamp(first.not_after));
         expires_first.insert("days_left".into(), Value::from(days(first.not_after)));

@@ -249,12 +249,24 @@ pub fn expire_in(params: &mut rcgen::CertificateParams, secs: u64) {
 /// signed by the CA, or by `intermediate` (a CA the root signed) when one is given; the server
 /// presents the leaf and the certificate that signed it.
 pub fn issue(
+    leaf: rcgen::CertificateParams,
+    intermediate: Option<rcgen::CertificateParams>,
+) -> Pki {
+    issue_under(
+        rcgen::CertificateParams::new(Vec::<String>::new()).unwrap(),
+        leaf,
+        intermediate,
+    )
+}
+
+/// As [`issue`], with the root made from `ca` (its dates kept, the rest set here).
+pub fn issue_under(
+    mut ca: rcgen::CertificateParams,
     mut leaf: rcgen::CertificateParams,
     intermediate: Option<rcgen::CertificateParams>,
 ) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    use rcgen::{BasicConstraints, DnType, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
         .push(DnType::CommonName, "Verdict Test CA");
@@ -315,6 +327,59 @@ pub async fn https_answering(pki: &Pki, answer: Vec<u8>) -> SocketAddr {
     .with_no_client_auth()
     .with_single_cert(pki.chain.clone(), pki.key.clone_key())
     .unwrap();
+    serve_tls(config, answer).await
+}
+
+/// Shows `first` in the first handshake and `then` in every later one.
+#[derive(Debug)]
+struct Swapping {
+    first: Arc<rustls::sign::CertifiedKey>,
+    then: Arc<rustls::sign::CertifiedKey>,
+    handshakes: std::sync::atomic::AtomicUsize,
+}
+
+impl rustls::server::ResolvesServerCert for Swapping {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let n = self
+            .handshakes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(if n == 0 { &self.first } else { &self.then }.clone())
+    }
+}
+
+/// A loopback HTTPS server answering `200 ok` that presents `first`'s certificate in its first
+/// handshake and `then`'s afterwards, and resumes sessions (rustls's default), as a server
+/// that swapped its certificate would.
+pub async fn https_swapping(first: &Pki, then: &Pki) -> SocketAddr {
+    let provider = rustls::crypto::ring::default_provider();
+    let key = |p: &Pki| {
+        Arc::new(
+            rustls::sign::CertifiedKey::from_der(p.chain.clone(), p.key.clone_key(), &provider)
+                .unwrap(),
+        )
+    };
+    let resolver = Swapping {
+        first: key(first),
+        then: key(then),
+        handshakes: 0.into(),
+    };
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(provider.clone()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    serve_tls(
+        config,
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_vec(),
+    )
+    .await
+}
+
+/// Serves `config` on loopback, answering every request with `answer`.
+async fn serve_tls(config: rustls::ServerConfig, answer: Vec<u8>) -> SocketAddr {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .await
@@ -413,6 +478,10 @@ pub async fn one_connection_http() -> SocketAddr {
 pub enum Rr {
     A(&'static str, Ipv4Addr),
     Cname(&'static str, &'static str),
+    /// Not a record: the answer's code is NXDOMAIN, whatever records it carries.
+    NxDomain,
+    /// An address record in the additional section, not the answer.
+    Additional(&'static str, Ipv4Addr),
 }
 
 /// A loopback DNS server on UDP answering A queries from `records`; other names are NXDOMAIN.
@@ -462,6 +531,18 @@ pub async fn dns_answering(answers: Vec<(&'static str, Vec<Rr>)>) -> SocketAddr 
                     Some(rrs) if q.query_type() == RecordType::A => {
                         for rr in rrs {
                             let (owner, data) = match rr {
+                                Rr::NxDomain => {
+                                    resp.metadata.response_code = ResponseCode::NXDomain;
+                                    continue;
+                                }
+                                Rr::Additional(owner, ip) => {
+                                    resp.add_additional(Record::from_rdata(
+                                        Name::from_ascii(owner).unwrap(),
+                                        60,
+                                        RData::A(A(*ip)),
+                                    ));
+                                    continue;
+                                }
                                 Rr::A(owner, ip) => (owner, RData::A(A(*ip))),
                                 Rr::Cname(owner, target) => (
                                     owner,

@@ -1,8 +1,8 @@
 //! Each probe kind against real servers, processes and files.
 
 use crate::common::{
-    Http, Rr, closed_port, dns, dns_answering, expire_in, https, https_answering, issue, pki,
-    raw_http, result, run, run_with, spec, step,
+    Http, Rr, closed_port, dns, dns_answering, expire_in, https, https_answering, https_swapping,
+    issue, issue_under, pki, raw_http, result, run, run_with, spec, step,
 };
 use std::net::Ipv4Addr;
 use verdict_core::contracts::CheckOutcome::{self, Error, Fail, Pass};
@@ -338,6 +338,146 @@ async fn https_verifies_against_the_given_ca_and_refuses_otherwise() {
     assert_eq!(o, Pass, "{why}");
 }
 
+/// A server that shows a trusted certificate once, then an untrusted one: a later connection
+/// that resumed the first session would see no certificate and pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_swapped_after_the_first_connection_is_refused_not_resumed_past() {
+    let trusted = pki(&["localhost"], (2035, 1, 1));
+    let untrusted = pki(&["localhost"], (2035, 1, 1));
+    let addr = https_swapping(&trusted, &untrusted).await;
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: h\n    role: safety\n    mode: hold\n    window: 300ms\n    interval: 100ms\n    probe: {{kind: http, url: 'https://localhost:{}/', tls: {{ca: '{}'}}}}\n",
+        addr.port(),
+        trusted.ca_path.display()
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "h");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert!(c.reason.contains("certificate refused"), "{}", c.reason);
+    assert_eq!(
+        c.samples, 2,
+        "the first sample passes, the second is refused"
+    );
+}
+
+/// A leaf valid for years under a `ca` root that expired yesterday, the server presenting the
+/// leaf alone: webpki does not judge the anchor's dates, the probes do.
+#[tokio::test]
+async fn a_trust_anchor_out_of_date_refuses_the_chain_and_counts_for_min_days() {
+    let root_until = |secs_from_now: i64| {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let at = now.checked_add_signed(secs_from_now).unwrap();
+        ca.not_after = rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(at);
+        let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        expire_in(&mut leaf, 400 * 86_400);
+        let mut p = issue_under(ca, leaf, None);
+        p.chain.truncate(1);
+        p
+    };
+    let expired = root_until(-86_400);
+    let addr = https(&expired).await;
+    let ca = expired.ca_path.display();
+    let (o, why, facts) = probe(&format!(
+        "{{kind: tls, address: '127.0.0.1:{}', server_name: localhost, ca: '{ca}', min_days: 30}}",
+        addr.port()
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(why.contains("certificate refused: trust anchor"), "{why}");
+    assert!(why.contains("expired"), "{why}");
+    assert_eq!(facts["verified"], false);
+    assert_eq!(facts["chain_expires_first"]["anchor"], true, "{facts}");
+    let (o, why, _) = probe(&format!(
+        "{{kind: http, url: 'https://localhost:{}/', tls: {{ca: '{ca}'}}}}",
+        addr.port()
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(why.contains("trust anchor"), "{why}");
+    assert!(why.contains("expired"), "{why}");
+    // An anchor in date verifies, and its expiry is the chain's when it comes first.
+    let soon = root_until(10 * 86_400 + 3_600);
+    let addr = https(&soon).await;
+    let tls = format!(
+        "kind: tls, address: '127.0.0.1:{}', server_name: localhost, ca: '{}'",
+        addr.port(),
+        soon.ca_path.display()
+    );
+    let (o, why, facts) = probe(&format!("{{{tls}, min_days: 30}}")).await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(
+        why.contains("expires in 10 days, when the trust anchor (CN=Verdict Test CA"),
+        "{why}"
+    );
+    assert_eq!(facts["verified"], true);
+    assert_eq!(facts["chain_expires_first"]["position"], 1);
+    assert_eq!(facts["chain_expires_first"]["anchor"], true);
+    let (o, why, _) = probe(&format!("{{{tls}, min_days: 5}}")).await;
+    assert_eq!(o, Pass, "{why}");
+}
+
+/// A body in another charset, or not UTF-8, is not read as UTF-8 for a text expectation: UTF-16
+/// `Internal error` has no `error` in it as UTF-8, and neither has `err\xffor` once replaced.
+#[tokio::test]
+async fn a_body_not_in_utf8_is_an_error_for_text_expectations() {
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain("Internal error".encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
+    let answer = |content_type: &str, body: &[u8]| {
+        let mut a = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        a.extend_from_slice(body);
+        a
+    };
+    for (content_type, body, wanted) in [
+        ("text/plain; charset=utf-16", &utf16[..], "\"utf-16\""),
+        (
+            "text/plain; Charset=\"UTF-16LE\"",
+            &utf16[..],
+            "\"UTF-16LE\"",
+        ),
+        (
+            "text/plain; charset=iso-8859-1",
+            &b"all good"[..],
+            "\"iso-8859-1\"",
+        ),
+        ("text/plain", &b"Internal err\xffor"[..], "not valid utf-8"),
+        (
+            "text/plain; charset=utf-8",
+            &b"err\xffor"[..],
+            "not valid utf-8",
+        ),
+    ] {
+        let addr = raw_http(answer(content_type, body)).await;
+        let (o, why, _) = probe(&format!(
+            "{{kind: http, url: 'http://{addr}/', body: {{not_matches: '(?i)error'}}}}"
+        ))
+        .await;
+        assert_eq!(o, Error, "{content_type}: {why}");
+        assert!(why.contains(wanted), "{content_type}: {why}");
+    }
+    for content_type in [
+        "text/plain; charset=\"UTF-8\"",
+        "text/plain; charset=US-ASCII",
+    ] {
+        let addr = raw_http(answer(content_type, b"all good")).await;
+        let (o, why, _) = probe(&format!(
+            "{{kind: http, url: 'http://{addr}/', body: {{not_matches: '(?i)error'}}}}"
+        ))
+        .await;
+        assert_eq!(o, Pass, "{content_type}: {why}");
+    }
+}
+
 #[tokio::test]
 async fn tcp_open_and_closed() {
     let h = Http::start().await;
@@ -450,6 +590,73 @@ async fn dns_counts_only_records_about_the_name_asked() {
         ))
         .await;
         assert_eq!(o, Fail, "{name}: {why}");
+    }
+}
+
+/// NXDOMAIN with an address beside it: the server said the name does not exist.
+#[tokio::test]
+async fn dns_nxdomain_carrying_records_does_not_resolve() {
+    let server = dns_answering(vec![(
+        "gone.test",
+        vec![
+            Rr::NxDomain,
+            Rr::A("gone.test", Ipv4Addr::new(10, 0, 0, 66)),
+        ],
+    )])
+    .await;
+    let (o, why, facts) = probe(&format!(
+        "{{kind: dns, name: gone.test., server: '{server}', contains: [10.0.0.66]}}"
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(
+        why.contains("has no A record (the answer is NXDomain)"),
+        "{why}"
+    );
+    assert_eq!(facts["answers"], serde_json::json!([]));
+    assert_eq!(facts["response_code"], "NXDomain");
+    let (o, why, _) = probe(&format!(
+        "{{kind: dns, name: gone.test., server: '{server}', resolves: false}}"
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+}
+
+/// Addresses for the name asked, or for its CNAME target, given only in the additional section
+/// are not answers: beside the CNAME they are not counted; in the response to the chased target
+/// the resolver lifts them into the answer, and the observation is an error.
+#[tokio::test]
+async fn dns_counts_no_record_from_outside_the_answer_section() {
+    let ip = Ipv4Addr::new;
+    let server = dns_answering(vec![
+        (
+            "glue.test",
+            vec![
+                Rr::Cname("glue.test", "lb.test"),
+                Rr::Additional("lb.test", ip(10, 0, 0, 66)),
+                Rr::Additional("glue.test", ip(10, 0, 0, 67)),
+            ],
+        ),
+        ("hop.test", vec![Rr::Cname("hop.test", "far.test")]),
+        (
+            "far.test",
+            vec![Rr::Additional("far.test", ip(10, 0, 0, 66))],
+        ),
+    ])
+    .await;
+    let (o, why, facts) = probe(&format!(
+        "{{kind: dns, name: glue.test., server: '{server}', contains: [10.0.0.66]}}"
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert_eq!(facts["answers"], serde_json::json!([]));
+    for rest in ["contains: [10.0.0.66]", "resolves: false"] {
+        let (o, why, _) = probe(&format!(
+            "{{kind: dns, name: hop.test., server: '{server}', {rest}}}"
+        ))
+        .await;
+        assert_eq!(o, Error, "{rest}: {why}");
+        assert!(why.contains("outside its answer section"), "{rest}: {why}");
     }
 }
 
