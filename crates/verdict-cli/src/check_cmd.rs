@@ -13,6 +13,7 @@ use verdict_probes::duration::Dur;
 use verdict_probes::evidence;
 use verdict_probes::load::{self, Spec};
 use verdict_probes::progress::{Progress, color_wanted};
+use verdict_probes::report::table::terminal_text;
 use verdict_probes::report::{self, Format};
 use verdict_probes::runner::{self, RunOptions, StopReason, Stopper};
 
@@ -157,7 +158,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 evidence::check_pins(&b.subject, &spec).map_err(|e| anyhow::anyhow!(e))?;
             for id in unpinned {
                 eprintln!(
-                    "verdict: warning: the subject does not pin {id}; the Gate will ignore its evidence"
+                    "verdict: warning: the subject does not pin {}; the Gate will ignore its evidence",
+                    terminal_text(&id)
                 );
             }
             Some(b)
@@ -237,7 +239,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             }
             Err(failures) => {
                 for (id, why) in failures {
-                    eprintln!("verdict: cannot snapshot {id}: {why}");
+                    // The reason quotes what the system printed: escaped as in the table.
+                    eprintln!(
+                        "verdict: cannot snapshot {}: {}",
+                        terminal_text(&id),
+                        terminal_text(&why)
+                    );
                 }
                 eprintln!("verdict: no baseline written");
                 return Ok(if stopper.reason().is_some() {

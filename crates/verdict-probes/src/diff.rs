@@ -4,20 +4,22 @@
 //! shrank reports the added or removed indices). Paths are RFC 9535 normalized paths
 //! (`$['metadata']['labels']['app.kubernetes.io/name']`), unambiguous whatever the keys hold.
 //! An `ignore` JSONPath is evaluated against both snapshots. A change at or under a location
-//! it selects in the baseline is not reported, nor one at or under a location it selects in
-//! the current snapshot that the baseline does not have (an addition). A location that exists
-//! in the baseline is never ignored only because the current snapshot matches the filter: the
-//! current snapshot is what the agent controls, and an agent that set `ephemeral: true` on the
-//! production database must not hide its change behind `$.items[?@.ephemeral == true]`.
+//! is not reported when the path selects it in both, when it selects it in the baseline and
+//! the current snapshot has nothing there (a removal), or when it selects it in the current
+//! snapshot and the baseline has nothing there (an addition). A location is never ignored
+//! because one snapshot alone matches while the other holds something there: an agent that
+//! set `ephemeral: true` on the production database must not hide its change behind
+//! `$.items[?@.ephemeral == true]`, nor one that put another object at the index an
+//! ephemeral object had.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json_path::JsonPath;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// One step of a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Seg {
     /// Object member.
     Key(String),
@@ -199,17 +201,23 @@ fn walk(
     }
 }
 
-/// The changes from `baseline` to `current`, minus what `ignore` selects in the baseline and
-/// what it selects in the current snapshot where the baseline has nothing.
+/// The changes from `baseline` to `current`, minus what `ignore` selects in both, what it
+/// selects in the baseline where the current snapshot has nothing, and what it selects in the
+/// current snapshot where the baseline has nothing.
 #[must_use]
 pub fn changes(baseline: &Value, current: &Value, ignore: &[(String, JsonPath)]) -> Vec<Change> {
     let mut ignored = Ignored::default();
+    let now: HashSet<Vec<Seg>> = locations(ignore, current).into_iter().collect();
     for loc in locations(ignore, baseline) {
-        ignored.insert(&loc);
-    }
-    for loc in locations(ignore, current) {
-        if !present(baseline, &loc) {
+        // What is there now at a location the baseline selects may be another object that
+        // moved into it (an array index): hidden only if the filter selects it too.
+        if now.contains(&loc) || !present(current, &loc) {
             ignored.insert(&loc);
+        }
+    }
+    for loc in &now {
+        if !present(baseline, loc) {
+            ignored.insert(loc);
         }
     }
     let mut out = Vec::new();
@@ -282,6 +290,43 @@ mod tests {
         let a = json!({"a": 1});
         let b = json!({"a": 1, "status": {"x": 1}});
         assert!(changes(&a, &b, &ig(&["$.status"])).is_empty());
+    }
+
+    #[test]
+    fn an_object_moved_into_an_ignored_index_is_compared() {
+        let ig = ig(&["$.items[?@.ephemeral == true]"]);
+        let before = json!({"items": [
+            {"name": "api-1"},
+            {"name": "job-abc", "ephemeral": true},
+            {"name": "web-1"}
+        ]});
+        let after = json!({"items": [
+            {"name": "api-1"},
+            {"name": "miner", "privileged": true},
+            {"name": "web-1"}
+        ]});
+        let paths: Vec<String> = changes(&before, &after, &ig)
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "$['items'][1]['ephemeral']",
+                "$['items'][1]['name']",
+                "$['items'][1]['privileged']"
+            ]
+        );
+        // Another ephemeral object there, or none, is still hidden.
+        let replaced = json!({"items": [
+            {"name": "api-1"},
+            {"name": "job-def", "ephemeral": true},
+            {"name": "web-1"}
+        ]});
+        assert!(changes(&before, &replaced, &ig).is_empty());
+        let gone = json!({"items": [{"name": "api-1"}, {"name": "job-abc", "ephemeral": true}]});
+        let shorter = json!({"items": [{"name": "api-1"}]});
+        assert!(changes(&gone, &shorter, &ig).is_empty());
     }
 
     #[test]

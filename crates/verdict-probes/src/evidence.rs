@@ -7,7 +7,8 @@
 //!   observations (each holding the digest of its whole output);
 //! - `observed_at` is when the criterion finished observing;
 //! - `freshness` is `{kind: time, max_age_s}` (the criterion's `max_age`, default 15 minutes) for
-//!   live observations, `{kind: content}` for a file probe that pins a SHA-256;
+//!   live observations, `{kind: content}` for a file probe that pins a SHA-256 and asserts
+//!   nothing but the bytes;
 //! - `id` is `ev-` and 32 hex digits of the SHA-256 of the canonical JSON of the fields above,
 //!   so the same observation always gets the same id and different ones never share it;
 //! - each document carries its own `digest` (`digest("evidence", doc)`), so tampering shows.

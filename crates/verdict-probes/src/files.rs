@@ -7,7 +7,9 @@
 //!   refused, naming what it is;
 //! - a symlink out of its directory to a file of the runner's (a token, a key): its bytes
 //!   would land in the report's excerpt. The probe still reads it (the spec reads properties
-//!   through symlinks), but no excerpt of it is kept.
+//!   through symlinks), but no excerpt of it is kept;
+//! - a hard link to such a file, which no path walk can tell from the file it names: a file
+//!   with more than one link is read and judged the same way, without an excerpt.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -46,7 +48,12 @@ fn open_blocking(path: &str) -> Result<Opened, String> {
             what_it_is(&meta)
         ));
     }
-    let withheld = leaves_its_directory(Path::new(path), &meta);
+    let withheld = match meta.nlink() {
+        0 | 1 => leaves_its_directory(Path::new(path), &meta),
+        n => Some(format!(
+            "{path:?} has {n} hard links; another of them may be a file outside its directory"
+        )),
+    };
     Ok(Opened {
         file: tokio::fs::File::from_std(file),
         withheld,
@@ -153,5 +160,25 @@ mod tests {
         // A path naming another file than the one opened is not shown either.
         let other = std::fs::metadata(inside.join("sub/real")).unwrap();
         assert!(leaves_its_directory(&root.path().join("secret"), &other).is_some());
+    }
+
+    #[test]
+    fn a_file_with_another_hard_link_is_withheld() {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("token");
+        std::fs::write(&secret, "s").unwrap();
+        std::fs::create_dir(root.path().join("work")).unwrap();
+        let report = root.path().join("work/report.txt");
+        std::fs::hard_link(&secret, &report).unwrap();
+        let opened = open_blocking(&report.display().to_string()).unwrap();
+        let why = opened.withheld.unwrap();
+        assert!(why.contains("2 hard links"), "{why}");
+        std::fs::remove_file(&secret).unwrap();
+        assert_eq!(
+            open_blocking(&report.display().to_string())
+                .unwrap()
+                .withheld,
+            None
+        );
     }
 }

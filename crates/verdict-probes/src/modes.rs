@@ -185,16 +185,25 @@ async fn hold(
     let deadline = start + timeout.std();
     let planned = planned_samples(window, interval);
     let mut k: u64 = 0;
+    // Whether a sample started after the agent had ended (and its leftovers were killed).
+    let mut after_agent = false;
     loop {
         let agent_running = during && !ctx.agent_done();
-        if k >= planned && !agent_running {
+        // The window is over and so is the agent; but what the agent did last, past the
+        // window, has not been seen unless a sample started after it ended: one more, at once.
+        let last = k >= planned && !agent_running;
+        if last && (!during || after_agent) {
             break;
         }
-        let scheduled = start
-            + interval
-                .std()
-                .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
-        if !agent_running && scheduled > deadline {
+        let scheduled = if last {
+            Instant::now()
+        } else {
+            start
+                + interval
+                    .std()
+                    .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
+        };
+        if !agent_running && !last && scheduled > deadline {
             return (
                 CheckOutcome::Error,
                 format!(
@@ -203,14 +212,16 @@ async fn hold(
                 ),
             );
         }
-        if during && k >= planned {
-            // Past the window only the agent keeps us sampling: stop as soon as it ends.
+        if during && k >= planned && !last {
+            // Past the window only the agent keeps us sampling: when it ends, the loop takes
+            // the last sample at once.
             if !ctx.sleep_until_or_agent_done(scheduled).await {
                 continue;
             }
-        } else {
+        } else if !last {
             tokio::time::sleep_until(scheduled).await;
         }
+        after_agent |= during && ctx.agent_done();
         let (o, _) = sample(ctx, check, true, k, scheduled).await;
         signal(first);
         k += 1;
@@ -267,11 +278,21 @@ async fn unchanged(
     changes: &mut Option<Vec<diff::Change>>,
     first: &mut Option<oneshot::Sender<()>>,
 ) -> Verdict {
-    let base = match ctx.baseline_for(check) {
-        Ok(b) => b,
+    let (base, compared_with) = match ctx.baseline_for(check) {
+        Ok(b) => {
+            // Which baseline was compared with is part of what was observed, so the evidence's
+            // content digest covers it: a pass against another baseline is another pass.
+            let digest = verdict_core::digest::raw(&verdict_core::canonical::to_vec(&b.snapshot));
+            let facts = serde_json::json!({
+                "digest": digest.as_str(),
+                "taken_at": b.taken_at,
+            });
+            (b.snapshot, facts)
+        }
         Err(e) => return (CheckOutcome::Error, e),
     };
-    let (o, snapshot) = sample(ctx, check, false, 0, Instant::now()).await;
+    let (mut o, snapshot) = sample(ctx, check, false, 0, Instant::now()).await;
+    o.sample.facts.insert("baseline".to_owned(), compared_with);
     signal(first);
     let ok = o.outcome() == CheckOutcome::Pass;
     let why = o.reason().to_owned();

@@ -9,7 +9,8 @@
 //! nothing running that could rewrite what verdict writes afterwards), and when the
 //! observation is abandoned (timeout, Ctrl-C). A descendant that leaves the group with
 //! `setsid` escapes that; a host that starts every child through this module can adopt such
-//! orphans and kill them ([`adopt_orphans`], [`kill_orphans`]).
+//! orphans and kill them ([`adopt_orphans`], [`kill_orphans`]), within a bound after which
+//! the caller must not vouch for the run.
 
 use crate::output::{Captured, read_capped};
 use rustix::process::{Pid, Signal};
@@ -144,37 +145,88 @@ pub fn adopt_orphans() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Rounds of [`kill_orphans`]: killing an orphan hands its own children over, one generation
-/// per round; a program forking faster than that is left to the end of the process.
-const ORPHAN_ROUNDS: usize = 64;
+/// How long [`kill_orphans`] keeps killing: each round hands it one more generation of a
+/// chain of detached processes, so it goes on until none is left, but a process that forks
+/// faster than it is killed, or that cannot die (uninterruptible sleep), must not hold
+/// verdict forever.
+pub const ORPHAN_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Pause between rounds while killed processes are still dying.
+#[cfg(target_os = "linux")]
+const ORPHAN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Orphans still there when [`kill_orphans`] gave up: what the run observed cannot be
+/// vouched for, since they can still act on the system and on what verdict writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{count} processes that the checks' programs detached were still running {}s after verdict began killing them",
+    ORPHAN_BOUND.as_secs()
+)]
+pub struct Leftover {
+    /// How many were left.
+    pub count: usize,
+}
 
 /// Kills and reaps every child of this process that was not started through this module
 /// (orphans adopted from programs that ended) and, generation by generation, their
-/// descendants. Does nothing unless [`adopt_orphans`] succeeded. Blocks while the killed
-/// processes die.
-pub fn kill_orphans() {
+/// descendants, until none is left or [`ORPHAN_BOUND`] has passed. Does nothing unless
+/// [`adopt_orphans`] succeeded. Blocks while the killed processes die.
+///
+/// # Errors
+/// [`Leftover`] when orphans remain after the bound.
+pub fn kill_orphans() -> Result<(), Leftover> {
     if !ADOPTING.load(Ordering::SeqCst) {
-        return;
+        return Ok(());
     }
-    #[cfg(target_os = "linux")]
-    for _ in 0..ORPHAN_ROUNDS {
-        let killed = {
+    kill_orphans_within(ORPHAN_BOUND)
+}
+
+#[cfg(target_os = "linux")]
+fn kill_orphans_within(bound: std::time::Duration) -> Result<(), Leftover> {
+    let until = std::time::Instant::now() + bound;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    loop {
+        let orphans = {
             let set = started();
-            let me = rustix::process::getpid().as_raw_nonzero().get();
-            children_of(me)
+            let orphans: Vec<i32> = children_of(me)
                 .into_iter()
                 .filter(|p| !set.contains(p))
-                .filter_map(|p| kill_child(me, p))
-                .collect::<Vec<_>>()
+                .collect();
+            // Killed again each round while they die: SIGKILL to a dying process is harmless.
+            for p in &orphans {
+                let _ = kill_child(me, *p);
+            }
+            orphans
         };
-        if killed.is_empty() {
-            return;
+        if orphans.is_empty() {
+            return Ok(());
         }
-        for pid in killed {
-            // Reaping also hands the orphan's children to this process for the next round.
-            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        if std::time::Instant::now() >= until {
+            return Err(Leftover {
+                count: orphans.len(),
+            });
+        }
+        // Never a blocking wait: a process stuck in the kernel would hold it forever. Reaping
+        // hands the orphan's children to this process for the next round.
+        let dying = orphans
+            .iter()
+            .filter_map(|&p| Pid::from_raw(p))
+            .filter(|&pid| {
+                matches!(
+                    rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG),
+                    Ok(None)
+                )
+            })
+            .count();
+        if dying > 0 {
+            std::thread::sleep(ORPHAN_POLL);
         }
     }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kill_orphans_within(_: std::time::Duration) -> Result<(), Leftover> {
+    Ok(())
 }
 
 /// The pids whose parent is `me`, from `/proc`.

@@ -272,14 +272,27 @@ fn weighted(results: &[CriterionResult], role: CriterionRole) -> Option<f64> {
     if of_role.is_empty() {
         return None;
     }
-    // Folded from +0: an empty f64 sum is -0, which would print as a negative score.
-    let total: f64 = of_role.iter().map(|r| r.weight).fold(0.0, |a, b| a + b);
-    let passed: f64 = of_role
-        .iter()
-        .filter(|r| r.outcome == CheckOutcome::Pass)
-        .map(|r| r.weight)
-        .fold(0.0, |a, b| a + b);
-    (total > 0.0).then(|| passed / total)
+    let sums = |scale: f64| {
+        // Folded from +0: an empty f64 sum is -0, which would print as a negative score.
+        let total: f64 = of_role
+            .iter()
+            .map(|r| r.weight / scale)
+            .fold(0.0, |a, b| a + b);
+        let passed: f64 = of_role
+            .iter()
+            .filter(|r| r.outcome == CheckOutcome::Pass)
+            .map(|r| r.weight / scale)
+            .fold(0.0, |a, b| a + b);
+        (total, passed)
+    };
+    let (mut total, mut passed) = sums(1.0);
+    if !total.is_finite() {
+        // Finite weights whose sum overflows (1e308 + 1e308) would give infinity / infinity,
+        // a NaN score: scaled by the largest, each is at most 1 and the ratio is the same.
+        let largest = of_role.iter().map(|r| r.weight).fold(0.0, f64::max);
+        (total, passed) = sums(largest);
+    }
+    (total > 0.0 && total.is_finite()).then(|| passed / total)
 }
 
 impl Rollup {
@@ -384,5 +397,32 @@ impl Report {
             rollup,
             passed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_whose_sum_overflows_still_give_a_score() {
+        let spec = crate::load::load_bytes(
+            b"version: 1\ncriteria:\n  - id: a\n    weight: 1e308\n    mode: assert\n    probe: {kind: command, argv: ['true']}\n",
+            crate::load::Format::Yaml,
+            &std::collections::BTreeMap::new(),
+        )
+        .unwrap();
+        let check = &spec.checks[0];
+        let at = crate::clock::now().to_string();
+        let results = [
+            CriterionResult::without_observation(
+                check,
+                CheckOutcome::Pass,
+                String::new(),
+                at.clone(),
+            ),
+            CriterionResult::without_observation(check, CheckOutcome::Fail, String::new(), at),
+        ];
+        assert_eq!(Rollup::of(&results).c, Some(0.5));
     }
 }

@@ -183,7 +183,7 @@ impl RunCtx {
     }
 
     /// The baseline snapshot of an `unchanged` criterion, or why there is none.
-    pub(crate) fn baseline_for(&self, check: &Check) -> Result<serde_json::Value, String> {
+    pub(crate) fn baseline_for(&self, check: &Check) -> Result<Snapshot, String> {
         if let Some(why) = self.snapshot_failures.get(check.id.as_str()) {
             return Err(format!(
                 "no snapshot could be taken before the agent: {why}"
@@ -202,7 +202,7 @@ impl RunCtx {
                 check.id, s.definition_digest
             ));
         }
-        Ok(s.snapshot.clone())
+        Ok(s.clone())
     }
 }
 
@@ -286,8 +286,11 @@ pub async fn take_baseline(
     jobs: usize,
     stopper: &Stopper,
 ) -> Result<Baseline, Vec<(String, String)>> {
-    let (baseline, failures) = snapshot_all(spec, jobs, stopper).await;
-    kill_orphans().await;
+    let (baseline, mut failures) = snapshot_all(spec, jobs, stopper).await;
+    if let Err(why) = kill_orphans().await {
+        // A process left running can still change what was snapshotted, or the file.
+        failures.extend(baseline.criteria.keys().map(|id| (id.clone(), why.clone())));
+    }
     if failures.is_empty() {
         Ok(baseline)
     } else {
@@ -323,7 +326,9 @@ fn offsets(checks: &[Arc<Check>]) -> Vec<Duration> {
         .collect()
 }
 
-async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
+/// What the agent did, and why the run cannot be vouched for if the agent left processes
+/// that could not be killed.
+async fn run_agent(argv: &[String], ctx: &RunCtx) -> (AgentRun, Result<(), String>) {
     let started_at = crate::clock::now().to_string();
     let finish = |exit_code: Option<i32>, note: Option<String>| AgentRun {
         argv: argv.to_vec(),
@@ -333,7 +338,7 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
         finished_at: crate::clock::now().to_string(),
     };
     let Some((program, args)) = argv.split_first() else {
-        return finish(None, Some("empty agent command".into()));
+        return (finish(None, Some("empty agent command".into())), Ok(()));
     };
     // The agent is someone else's program: it gets the allowlisted environment only. It runs
     // in its own process group, killed whole when it ends, so nothing it started keeps acting
@@ -344,7 +349,12 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
         .envs(verdict_core::child_env::inherited(std::env::vars_os()));
     let mut group = match crate::process::Group::spawn(&mut cmd) {
         Ok(g) => g,
-        Err(e) => return finish(None, Some(format!("cannot start {program:?}: {e}"))),
+        Err(e) => {
+            return (
+                finish(None, Some(format!("cannot start {program:?}: {e}"))),
+                Ok(()),
+            );
+        }
     };
     let run = tokio::select! {
         status = group.wait() => match status {
@@ -366,13 +376,28 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> AgentRun {
     };
     drop(group);
     // What the agent detached from its group (setsid) dies too, where the host adopts orphans.
-    kill_orphans().await;
-    run
+    let swept = kill_orphans().await;
+    (run, swept)
 }
 
 /// [`crate::process::kill_orphans`] off the async thread: it waits for the processes it kills.
-async fn kill_orphans() {
-    let _ = tokio::task::spawn_blocking(crate::process::kill_orphans).await;
+async fn kill_orphans() -> Result<(), String> {
+    match tokio::task::spawn_blocking(crate::process::kill_orphans).await {
+        Ok(swept) => swept.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the sweep of leftover processes failed: {e}")),
+    }
+}
+
+/// Turns every pass into an error when processes the run's programs detached outlived it:
+/// they could have made the system look right while observed, and can still act after.
+/// Failures stay failures: what was seen failing was not made to fail by them.
+fn vouch_for_none(results: &mut [CriterionResult], why: &str) {
+    for r in results {
+        if r.outcome == CheckOutcome::Pass {
+            r.outcome = CheckOutcome::Error;
+            r.reason = format!("{why}; the pass cannot be vouched for ({})", r.reason);
+        }
+    }
 }
 
 /// Records where "since the run began" starts for every criterion, at once. Each is bounded
@@ -441,6 +466,7 @@ pub async fn run(
     let mut handles: Vec<Option<tokio::task::JoinHandle<CriterionResult>>> =
         (0..spec.checks.len()).map(|_| None).collect();
     let mut agent = None;
+    let mut leftover = None;
     if let Some(argv) = &opts.agent {
         let mut firsts = Vec::new();
         for (i, c) in spec.checks.iter().enumerate() {
@@ -464,7 +490,8 @@ pub async fn run(
             let _ = rx.await;
         }
         observer.event(&Event::AgentStarted { argv });
-        let run = run_agent(argv, &ctx).await;
+        let (run, swept) = run_agent(argv, &ctx).await;
+        leftover = swept.err();
         observer.event(&Event::AgentEnded { run: &run });
         agent = Some(run);
         let _ = agent_tx.send(true);
@@ -507,7 +534,12 @@ pub async fn run(
         };
         results.push(r);
     }
-    kill_orphans().await;
+    if let Err(why) = kill_orphans().await {
+        leftover = Some(why);
+    }
+    if let Some(why) = &leftover {
+        vouch_for_none(&mut results, why);
+    }
     let interrupted = stopper.reason().is_some();
     if let Some(t) = timer {
         t.abort();
@@ -520,4 +552,40 @@ pub async fn run(
         agent,
         results,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftover_processes_turn_passes_into_errors_and_keep_failures() {
+        let spec = crate::load::load_bytes(
+            b"version: 1\ncriteria:\n  - id: t\n    mode: assert\n    probe: {kind: command, argv: ['true']}\n",
+            crate::load::Format::Yaml,
+            &std::collections::BTreeMap::new(),
+        )
+        .unwrap();
+        let check = &spec.checks[0];
+        let at = crate::clock::now().to_string();
+        let mut results = vec![
+            CriterionResult::without_observation(
+                check,
+                CheckOutcome::Pass,
+                "ok".into(),
+                at.clone(),
+            ),
+            CriterionResult::without_observation(check, CheckOutcome::Fail, "bad".into(), at),
+        ];
+        vouch_for_none(&mut results, "2 processes were still running");
+        assert_eq!(results[0].outcome, CheckOutcome::Error);
+        assert!(
+            results[0]
+                .reason
+                .starts_with("2 processes were still running"),
+            "{}",
+            results[0].reason
+        );
+        assert_eq!(results[1].outcome, CheckOutcome::Fail);
+    }
 }

@@ -738,6 +738,37 @@ fn a_process_detached_with_setsid_does_not_outlive_the_check() {
     );
 }
 
+/// A detached chain of more generations than a fixed number of sweep rounds: each level
+/// starts the next and becomes `sleep`; the deepest waits for verdict to exit and then writes
+/// a file. Killing one generation hands over the next, so the sweep goes on until none is left.
+#[test]
+fn a_long_chain_of_detached_processes_does_not_outlive_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let late = dir.path().join("late");
+    let level = write(
+        dir.path(),
+        "level.sh",
+        &format!(
+            "n=$1\nif [ \"$n\" -gt 0 ]; then sh \"$0\" $((n - 1)) & exec sleep 40; fi\nsleep 4\ntouch '{}'\n",
+            late.display()
+        ),
+    );
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: suite\n    mode: assert\n    probe: {{kind: command, shell: \"setsid sh '{level}' 100 </dev/null >/dev/null 2>&1 & sleep 1.5; exit 0\"}}\n"
+        ),
+    );
+    let o = verdict(&["check", &spec, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    std::thread::sleep(Duration::from_millis(5000));
+    assert!(
+        !late.exists(),
+        "the chain's last process outlived the check"
+    );
+}
+
 /// A FIFO at a path the spec reads held `verdict check` forever, past `--deadline` and
 /// Ctrl-C. It is refused as not a regular file, and the check exits.
 #[test]
@@ -796,4 +827,27 @@ criteria:
             "{text}"
         );
     }
+}
+
+/// A snapshot that fails for `--baseline-out` names why on stderr; what the system printed
+/// there is escaped as in the table.
+#[test]
+fn a_failed_snapshot_reason_reaches_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        r#"version: 1
+criteria:
+  - id: forged
+    mode: unchanged
+    probe: {kind: json, source: {command: [sh, -c, 'printf "\033[1A\033[2K\rPASS" >&2; exit 1']}}
+"#,
+    );
+    let out = dir.path().join("before.json").display().to_string();
+    let o = verdict(&["check", &spec, "--baseline-out", &out]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
+    assert!(err.contains("[U+001B][1A[U+001B][2K[U+000D]PASS"), "{err}");
 }

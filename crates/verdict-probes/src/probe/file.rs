@@ -150,10 +150,18 @@ impl FileCheck {
         ))
     }
 
-    /// Whether this probe states the exact content (an immutable fact, not a live observation).
+    /// Whether this probe states the exact content and asserts nothing else (an immutable
+    /// fact, not a live observation). Size and content expectations follow from the pinned
+    /// bytes; type, mode, owner and group can change while the bytes stay, so a probe that
+    /// asserts any of them observes a live system and its evidence ages.
     #[must_use]
     pub fn pins_content(&self) -> bool {
-        self.exists && self.sha256.is_some()
+        self.exists
+            && self.sha256.is_some()
+            && self.kind.is_none()
+            && self.mode.is_none()
+            && self.owner.is_none()
+            && self.group.is_none()
     }
 
     /// The content, and why no excerpt of it may be kept if so.

@@ -280,6 +280,41 @@ fn json_file(dir: &std::path::Path, rv: &str, replicas: u32, label: &str) -> std
     p
 }
 
+/// Two baselines the current state equals give two passes: the evidence says which baseline
+/// each compared with, so one taken after the agent acted cannot stand for the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_result_names_the_baseline_it_compared_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = json_file(dir.path(), "1", 2, "web");
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: strict\n    role: catastrophic\n    mode: unchanged\n    ignore: ['$.spec']\n    probe: {{kind: json, source: {{file: '{}'}}}}\n",
+        f.display()
+    ));
+    let before = runner::take_baseline(&s, 4, &Stopper::new()).await.unwrap();
+    json_file(dir.path(), "1", 3, "web");
+    let after = runner::take_baseline(&s, 4, &Stopper::new()).await.unwrap();
+    let mut seen = Vec::new();
+    for b in [before, after] {
+        let snap = b.criteria["strict"].clone();
+        let r = run_with(
+            &s,
+            RunOptions {
+                baseline: Some(b),
+                ..RunOptions::default()
+            },
+        )
+        .await;
+        let c = result(&r, "strict");
+        assert_eq!(c.outcome, Pass, "{}", c.reason);
+        let facts = &c.observations[0].facts["baseline"];
+        let digest = verdict_core::digest::raw(&verdict_core::canonical::to_vec(&snap.snapshot));
+        assert_eq!(facts["digest"], digest.as_str());
+        assert_eq!(facts["taken_at"], snap.taken_at.as_str());
+        seen.push(facts["digest"].clone());
+    }
+    assert_ne!(seen[0], seen[1]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_with_and_without_ignored_paths() {
     let dir = tempfile::tempdir().unwrap();
@@ -593,6 +628,37 @@ async fn a_service_that_stops_answering_fails_a_hold_only_with_unreachable_fail(
         }
         assert!(!r.passed);
     }
+}
+
+/// The agent breaks the service just before it exits, past the window and before the next
+/// sample would be due: the hold samples once more as soon as the agent has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_samples_once_more_when_the_agent_ends_past_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("serving");
+    std::fs::write(&f, "").unwrap();
+    let p = f.display().to_string();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 1s\n    probe: {{kind: file, path: '{p}'}}\n"
+    ));
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("sleep 1.5; rm '{p}'"),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let up = result(&r, "stays-up");
+    assert_eq!(up.outcome, Fail, "{}", up.reason);
+    assert!(up.reason.contains("does not exist"), "{}", up.reason);
+    assert_eq!(up.samples, 3);
+    assert!(!r.passed);
 }
 
 /// The agent backgrounds a child and exits: the child would act on the system while the

@@ -774,6 +774,35 @@ async fn file_probes_pinning_a_hash_give_content_freshness() {
     );
 }
 
+/// A probe pinning the hash together with the file's mode or owner observes those live: its
+/// evidence ages like any other, or a pass on `mode: "0600"` would count forever after the
+/// mode was opened up.
+#[tokio::test]
+async fn a_hash_with_live_properties_gives_time_freshness() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("a");
+    std::fs::write(&f, "x").unwrap();
+    let hex = verdict_core::digest::raw(b"x").to_string();
+    let p = f.display();
+    for extra in ["mode: '0600'", "owner: root", "group: root", "type: file"] {
+        let s = spec(&format!(
+            "version: 1\ncriteria:\n  - id: live\n    mode: assert\n    max_age: 2m\n    probe: {{kind: file, path: '{p}', sha256: '{hex}', {extra}}}\n"
+        ));
+        assert_eq!(
+            s.checks[0].freshness(),
+            verdict_core::contracts::Freshness::Time { max_age_s: 120 },
+            "{extra}"
+        );
+    }
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: bytes\n    mode: assert\n    probe: {{kind: file, path: '{p}', sha256: '{hex}', size: {{max: 10}}, content: {{contains: x}}}}\n"
+    ));
+    assert_eq!(
+        s.checks[0].freshness(),
+        verdict_core::contracts::Freshness::Content
+    );
+}
+
 #[tokio::test]
 async fn commands_exit_code_streams_and_json() {
     let (o, why, facts) = probe(r#"{kind: command, argv: [sh, -c, 'echo "{\"n\": 3}"; echo warn >&2'], stdout: {matches: '"n"'}, stderr: {equals: "warn\n"}, expect: "self.n == 3"}"#).await;
@@ -1515,6 +1544,37 @@ async fn a_count_already_out_of_bounds_fails_despite_errors() {
 
 /// The producer replaces the file a check reads with a symlink to the runner's secret, out of
 /// the directory: its bytes must not land in the report.
+/// The producer hard-links the runner's token to the file a probe reads: no path walk tells
+/// the link from the token, so a file with more than one link is never excerpted.
+#[tokio::test]
+async fn a_hard_link_to_a_file_outside_is_not_excerpted() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("runner-token");
+    std::fs::write(&secret, "TOKEN-abc123\n").unwrap();
+    let work = root.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let link = work.join("report.txt");
+    std::fs::hard_link(&secret, &link).unwrap();
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: read\n    mode: assert\n    probe: {{kind: file, path: '{l}', content: {{not_matches: 'TOKEN-\\w+'}}}}
+  - id: json\n    mode: assert\n    probe: {{kind: json, source: {{file: '{l}'}}}}
+  - id: log\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: TOKEN}}\n",
+        l = link.display()
+    ));
+    let r = run(&s).await;
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(
+        !text.contains("abc123"),
+        "the secret reached the report: {text}"
+    );
+    let read = result(&r, "read");
+    assert_eq!(read.outcome, Fail, "{}", read.reason);
+    let out = read.observations[0].output.as_ref().unwrap();
+    assert!(out.excerpt.contains("hard links"), "{}", out.excerpt);
+    assert_eq!(result(&r, "log").outcome, Pass);
+}
+
 #[tokio::test]
 async fn a_file_reached_through_a_symlink_out_of_its_directory_is_not_excerpted() {
     let root = tempfile::tempdir().unwrap();
