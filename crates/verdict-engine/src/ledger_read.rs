@@ -318,19 +318,15 @@ impl Engine {
             return Ok(Vec::new());
         };
         let history = self.history_unscoped(execution).await?;
-        // Only this gate's decisions: a decision under another gate's policy (a lenient gate
-        // any reader may run) says nothing of how this gate's work went.
-        let policies: BTreeSet<Digest> = self
-            .store
-            .gate_policies(&self.gate)
-            .await?
-            .into_iter()
-            .collect();
+        // Only this gate's decisions: one made under the policy this gate held when it was made.
+        // A decision under another gate's policy (a lenient gate any reader may run), or under
+        // a policy this gate held at another time, says nothing of how this gate's work went.
+        let spans = self.store.gate_policies(&self.gate).await?;
         let ours = |v: &&DecisionView| {
             v.decision
                 .policy_digest
                 .as_ref()
-                .is_some_and(|p| policies.contains(p))
+                .is_some_and(|p| spans.iter().any(|s| s.held(p, v.seq)))
         };
         // Every subject of each generation, in the order stored; the final one is the head for
         // the current generation, else the last of that generation the store holds.

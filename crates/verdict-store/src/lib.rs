@@ -74,8 +74,8 @@ pub use records::{
     token_fingerprint, token_sha256,
 };
 pub use store::{
-    About, DbLogin, ExecutionHead, GateHead, Grant, LeaseHolder, LoginTaken, Pointer,
-    PrincipalInfo, Run, Store, Stored,
+    About, DbLogin, ExecutionHead, GateHead, GatePolicySpan, Grant, LeaseHolder, LoginTaken,
+    Pointer, PrincipalInfo, Run, Store, Stored,
 };
 
 use std::sync::Arc;

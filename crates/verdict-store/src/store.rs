@@ -138,6 +138,28 @@ pub struct GateHead {
     pub revision: u64,
 }
 
+/// A policy a gate held, and when: from the audit seq of the change that set it to the seq of
+/// the change that replaced it (`None`: it holds it still).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatePolicySpan {
+    /// The policy.
+    pub policy_digest: Digest,
+    /// The seq of the change that set it.
+    pub from_seq: u64,
+    /// The seq of the change that replaced it, if one did.
+    pub until_seq: Option<u64>,
+}
+
+impl GatePolicySpan {
+    /// Whether the gate held `policy` at audit seq `seq`.
+    #[must_use]
+    pub fn held(&self, policy: &Digest, seq: u64) -> bool {
+        self.policy_digest == *policy
+            && seq >= self.from_seq
+            && self.until_seq.is_none_or(|until| seq < until)
+    }
+}
+
 /// Who holds a job's lease, until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -527,9 +549,9 @@ pub trait Store: Send + Sync {
     /// changes, the current value included).
     async fn execution_was_at(&self, execution: &str, subject: &Digest) -> Result<bool>;
 
-    /// Every policy gate `gate` was ever set to, from its audited history of changes, in the
-    /// order set (the current one last); empty for a gate never set.
-    async fn gate_policies(&self, gate: &str) -> Result<Vec<Digest>>;
+    /// Every policy gate `gate` was set to, with when it held it, from its audited history of
+    /// changes, in the order set (the current one last); empty for a gate never set.
+    async fn gate_policies(&self, gate: &str) -> Result<Vec<GatePolicySpan>>;
 
     /// Moves an execution to a stored subject of that execution, if its current head is
     /// `expected` (`None`: the execution has none yet). The generation never goes back, the
@@ -2244,7 +2266,7 @@ impl<B: Backend> Store for StoreImpl<B> {
         Ok(false)
     }
 
-    async fn gate_policies(&self, gate: &str) -> Result<Vec<Digest>> {
+    async fn gate_policies(&self, gate: &str) -> Result<Vec<GatePolicySpan>> {
         let rows = self
             .backend
             .find(
@@ -2256,21 +2278,26 @@ impl<B: Backend> Store for StoreImpl<B> {
         for row in rows {
             let change: PointerChange = row.decode()?;
             if change.pointer == PointerKind::Gate.as_str() {
-                changes.push(change);
+                changes.push((row.seq, change));
             }
         }
-        changes.sort_by_key(|c| c.revision);
-        let mut out = Vec::new();
-        for c in changes {
+        changes.sort_by_key(|(seq, _)| *seq);
+        let mut out: Vec<GatePolicySpan> = Vec::new();
+        for (seq, c) in changes {
             let head: GateHead =
                 serde_json::from_value(c.new).map_err(|e| StoreError::Corrupt {
                     table: Table::PointerChanges.name(),
                     key: gate.to_owned(),
                     message: format!("a change of gate {gate:?} holds no gate head: {e}"),
                 })?;
-            if !out.contains(&head.policy_digest) {
-                out.push(head.policy_digest);
+            if let Some(last) = out.last_mut() {
+                last.until_seq = Some(seq);
             }
+            out.push(GatePolicySpan {
+                policy_digest: head.policy_digest,
+                from_seq: seq,
+                until_seq: None,
+            });
         }
         Ok(out)
     }

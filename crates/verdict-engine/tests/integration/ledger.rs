@@ -382,30 +382,36 @@ async fn an_attempt_never_decided_is_counted_on_a_real_clock_too() {
     .await;
 }
 
+/// Attempt 0 filed under `capability` by its producer, failed by the reviewer, and gated:
+/// `rework`.
+async fn rework_filed_under(w: &World, capability: &str) {
+    let (d, ev) = subject_with_evidence(w, 0, "change A", "pass").await;
+    let req = w
+        .engine
+        .create_request_for(&w.coder, EXEC, &json!({}), Some(capability))
+        .await
+        .unwrap();
+    w.engine
+        .admit(&w.ops, &req, "rev", "reviewer", "run-1")
+        .await
+        .unwrap();
+    let mut r = result("rev", "run-1", &d, 0, &ev);
+    r["criteria"][0]["status"] = "failed".into();
+    w.engine
+        .submit_result(&w.rev, &with_model(r, "m1"))
+        .await
+        .unwrap();
+    let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
+    assert_eq!(g.decision.outcome.as_str(), "rework");
+}
+
 /// A producer files its attempt under one capability, fails, then asks for verification
 /// again naming another: the failed attempt stays in the cohort it was first filed under.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_attempt_stays_under_the_capability_it_was_first_filed_under() {
     on_both(|store| async move {
         let w = world(store).await;
-        let (d, ev) = subject_with_evidence(&w, 0, "change A", "pass").await;
-        let req = w
-            .engine
-            .create_request_for(&w.coder, EXEC, &json!({}), Some("rust-change"))
-            .await
-            .unwrap();
-        w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
-            .await
-            .unwrap();
-        let mut r = result("rev", "run-1", &d, 0, &ev);
-        r["criteria"][0]["status"] = "failed".into();
-        w.engine
-            .submit_result(&w.rev, &with_model(r, "m1"))
-            .await
-            .unwrap();
-        let g = w.engine.gate_run(&w.ops, EXEC).await.unwrap();
-        assert_eq!(g.decision.outcome.as_str(), "rework");
+        rework_filed_under(&w, "rust-change").await;
         // After the decision, a request naming another capability.
         w.engine
             .create_request_for(&w.coder, EXEC, &json!({}), Some("scratch"))
@@ -502,32 +508,7 @@ async fn a_pass_under_another_gate_never_counts_in_this_gates_ledger() {
 async fn a_revision_left_undecided_does_not_hide_a_failed_attempt() {
     on_both(|store| async move {
         let w = world(store).await;
-        let (d, ev) = subject_with_evidence(&w, 0, "change A", "pass").await;
-        let req = w
-            .engine
-            .create_request_for(&w.coder, EXEC, &json!({}), Some("cap-a"))
-            .await
-            .unwrap();
-        w.engine
-            .admit(&w.ops, &req, "rev", "reviewer", "run-1")
-            .await
-            .unwrap();
-        let mut r = result("rev", "run-1", &d, 0, &ev);
-        r["criteria"][0]["status"] = "failed".into();
-        w.engine
-            .submit_result(&w.rev, &with_model(r, "m1"))
-            .await
-            .unwrap();
-        assert_eq!(
-            w.engine
-                .gate_run(&w.ops, EXEC)
-                .await
-                .unwrap()
-                .decision
-                .outcome
-                .as_str(),
-            "rework"
-        );
+        rework_filed_under(&w, "cap-a").await;
         // A revision of the same attempt, filed under another capability, never gated.
         subject_with_evidence(&w, 0, "change A, revised", "pass").await;
         w.engine
@@ -544,6 +525,38 @@ async fn a_revision_left_undecided_does_not_hide_a_failed_attempt() {
             l.to_table()
         );
         assert_eq!(c.pass_rate, Some(0.0));
+    })
+    .await;
+}
+
+/// Two gates can hold the same policy: one the gate held earlier, set on a second gate after
+/// the first moved to a stricter one. A pass the second gate made under it, after the first had
+/// left it, is no decision of the first: its ledger counts a policy only while it held it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_under_a_policy_this_gate_held_at_another_time_never_counts() {
+    on_both(|store| async move {
+        let w = world(store.clone()).await;
+        let lenient = json!({
+            "schema": "verdict.policy/v1",
+            "name": "merge",
+            "revision": 2,
+            "required_checks": ["unit-tests"],
+            "required_verifiers": ["reviewer"],
+            "optional_criteria": ["tests-pass"],
+        });
+        w.engine.set_policy(&w.ops, &lenient).await.unwrap();
+        w.engine.set_policy(&w.ops, &policy(3)).await.unwrap();
+        let smoke = verdict_engine::Engine::new(store, "smoke");
+        smoke.set_policy(&w.ops, &lenient).await.unwrap();
+        rework_on(&w, 0, "change A", "run-1").await;
+        let pass = smoke.gate_run(&w.coder, EXEC).await.unwrap();
+        assert_eq!(pass.decision.outcome.as_str(), "pass");
+        pass_on(&w, 1, "change B", "run-2", "m1").await;
+        let l = ledger(&w).await;
+        let c = only(&l);
+        assert_eq!((c.attempts, c.verified_passes), (2, 1), "{}", l.to_table());
+        assert_eq!(c.by_class.get(&AttemptClass::Rework), Some(&1));
+        assert_eq!(c.key.policy, "merge@3");
     })
     .await;
 }
