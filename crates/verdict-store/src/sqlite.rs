@@ -209,8 +209,9 @@ fn migrate_conn(conn: &mut Connection) -> Result<MigrationReport> {
 }
 
 /// A schema's objects as `sqlite_master` holds them, by type and name: the table each belongs
-/// to and the SQL that makes it. Only the statistics tables `ANALYZE` makes are left out (their
-/// rows steer the planner, never a result); every other object is compared, whatever its name:
+/// to and the SQL that makes it. Only the statistics tables `ANALYZE` makes, as it makes them, are
+/// left out (their rows steer the planner, and every read orders by seq, so never a result);
+/// every other object is compared, whatever its name:
 /// SQLite fires a trigger named `sqlite_…` that someone wrote into `sqlite_master` like any
 /// other.
 type SchemaObjects = std::collections::BTreeMap<(String, String), (String, Option<String>)>;
@@ -219,7 +220,8 @@ fn schema_objects(conn: &Connection) -> Result<SchemaObjects> {
     let mut stmt = conn
         .prepare(
             "SELECT type, name, tbl_name, sql FROM sqlite_master \
-             WHERE NOT (type = 'table' AND name IN ('sqlite_stat1', 'sqlite_stat2', 'sqlite_stat3', 'sqlite_stat4'))",
+             WHERE NOT (type = 'table' AND ((name = 'sqlite_stat1' AND sql = 'CREATE TABLE sqlite_stat1(tbl,idx,stat)') \
+             OR (name = 'sqlite_stat4' AND sql = 'CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)')))",
         )
         .map_err(err)?;
     let rows = stmt

@@ -551,3 +551,32 @@ async fn a_pointer_update_a_trigger_drops_fails_and_stores_nothing() {
     );
     t.cleanup().await;
 }
+
+/// `ANALYZE` makes SQLite's statistics tables, whose rows only steer the planner: a store
+/// analysed still verifies. A table written into `sqlite_master` under such a name with any
+/// other definition is compared like every other object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_tables_are_spared_only_as_analyze_makes_them() {
+    let t = sqlite().await;
+    populate(t.store.as_ref()).await;
+    t.raw("ANALYZE;").await.unwrap();
+    let r = t.reopen().await.verify_audit(None).await.unwrap();
+    assert!(r.is_intact(), "{:#?}", r.problems);
+    t.raw(
+        "PRAGMA writable_schema = ON; \
+         UPDATE sqlite_master SET sql = 'CREATE TABLE sqlite_stat1(tbl,idx,stat,extra)' \
+         WHERE name = 'sqlite_stat1'; \
+         PRAGMA writable_schema = OFF;",
+    )
+    .await
+    .unwrap();
+    let r = t.reopen().await.verify_audit(None).await.unwrap();
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.key.as_deref() == Some("sqlite_stat1") && p.detail.contains("is not one")),
+        "{:#?}",
+        r.problems
+    );
+    t.cleanup().await;
+}
