@@ -184,7 +184,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         Some(path) => {
             let bytes = crate::input::read_all(&path.display().to_string())?;
             Some(
-                Baseline::from_bytes(&bytes)
+                Baseline::from_bytes(&bytes, &verdict_probes::clock::now())
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
             )
         }
@@ -230,6 +230,15 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                         "verdict: baseline of {} criteria written to {}",
                         b.criteria.len(),
                         out.display()
+                    );
+                }
+                // Printed even when quiet: a later run records the digest it compared with,
+                // and matching the two is how a baseline file is shown to be this one.
+                for (id, snap) in &b.criteria {
+                    eprintln!(
+                        "verdict: baseline of {}: {}",
+                        terminal_text(id),
+                        snap.digest()
                     );
                 }
                 if !args.during {

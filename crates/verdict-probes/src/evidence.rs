@@ -140,9 +140,57 @@ pub fn evidence_documents(
     Ok(out)
 }
 
+/// Why [`write_atomic`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The destination exists and is not a regular file.
+    #[error("{path} exists and is {what}, not a regular file; refusing to replace it")]
+    NotRegular {
+        /// The destination.
+        path: String,
+        /// What it is.
+        what: &'static str,
+    },
+    /// Creating, writing or renaming failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// Writes `bytes` to `path` all at once: a temporary file beside it, then a rename, so a reader
 /// never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+///
+/// The directory may be writable by the program under test: the temporary file gets a random
+/// name and is created exclusively (never opening a symlink, FIFO or file already there), and a
+/// destination that is anything but a regular file is refused rather than replaced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            let t = meta.file_type();
+            let what = if t.is_file() {
+                None
+            } else if t.is_symlink() {
+                Some("a symlink")
+            } else if t.is_dir() {
+                Some("a directory")
+            } else if t.is_fifo() {
+                Some("a FIFO")
+            } else if t.is_socket() {
+                Some("a socket")
+            } else {
+                Some("a device")
+            };
+            if let Some(what) = what {
+                return Err(WriteError::NotRegular {
+                    path: path.display().to_string(),
+                    what,
+                });
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -151,13 +199,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    match std::fs::rename(&tmp, path) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    // Mode 0666 less the umask, as a plain create would give.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(&dir)?;
+    tmp.write_all(bytes)?;
+    tmp.flush()?;
+    // On failure the temporary file is removed when the error drops it.
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

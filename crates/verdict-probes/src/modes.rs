@@ -282,10 +282,9 @@ async fn unchanged(
         Ok(b) => {
             // Which baseline was compared with is part of what was observed, so the evidence's
             // content digest covers it: a pass against another baseline is another pass.
-            let digest = verdict_core::digest::raw(&verdict_core::canonical::to_vec(&b.snapshot));
             let facts = serde_json::json!({
-                "digest": digest.as_str(),
-                "taken_at": b.taken_at,
+                "digest": b.digest().as_str(),
+                "taken_at": b.taken_at.as_str(),
             });
             (b.snapshot, facts)
         }

@@ -40,10 +40,16 @@ impl Captured {
         }
     }
 
-    /// The kept bytes as text (invalid UTF-8 replaced).
+    /// The kept bytes as text (invalid UTF-8 replaced), for showing and snapshots only: a text
+    /// expectation reads [`Captured::strict_text`].
     #[must_use]
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+
+    /// The kept bytes as text for a text expectation, or why they are not text.
+    pub fn strict_text(&self) -> Result<&str, NotText> {
+        strict_text(&self.bytes)
     }
 
     /// A bounded excerpt of the kept bytes and whether it was cut.
@@ -51,6 +57,43 @@ impl Captured {
     pub fn excerpt(&self) -> (String, bool) {
         excerpt(&self.bytes, self.overflow)
     }
+}
+
+/// Why bytes are not text a text expectation can judge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotText {
+    /// Starts with a UTF-16 or UTF-32 byte-order mark.
+    #[error("is not UTF-8 text: it starts with a {0} byte-order mark")]
+    ForeignBom(&'static str),
+    /// Not valid UTF-8.
+    #[error("is not UTF-8 text ({0})")]
+    NotUtf8(std::str::Utf8Error),
+    /// Valid UTF-8 holding NUL bytes.
+    #[error("holds NUL bytes: UTF-16?")]
+    Nul,
+}
+
+/// `bytes` as text for a text expectation, never with bytes replaced or skipped.
+///
+/// UTF-16 of ASCII is valid UTF-8 with a NUL after every letter, so `error` written in UTF-16
+/// holds no `error` as UTF-8 and a `not_matches` would pass on it; replacing bad bytes hides
+/// the same. Either makes the text unjudgeable.
+pub fn strict_text(bytes: &[u8]) -> Result<&str, NotText> {
+    // UTF-32LE's mark starts with UTF-16LE's, so it is looked for first.
+    const BOMS: [(&[u8], &str); 4] = [
+        (&[0xFF, 0xFE, 0, 0], "UTF-32LE"),
+        (&[0, 0, 0xFE, 0xFF], "UTF-32BE"),
+        (&[0xFF, 0xFE], "UTF-16LE"),
+        (&[0xFE, 0xFF], "UTF-16BE"),
+    ];
+    if let Some((_, name)) = BOMS.iter().find(|(bom, _)| bytes.starts_with(bom)) {
+        return Err(NotText::ForeignBom(name));
+    }
+    let text = std::str::from_utf8(bytes).map_err(NotText::NotUtf8)?;
+    if text.contains('\0') {
+        return Err(NotText::Nul);
+    }
+    Ok(text)
 }
 
 /// The first [`EXCERPT_BYTES`] of `bytes` as text, cut on a character boundary.
@@ -110,6 +153,27 @@ mod tests {
         let small = read_capped(&b"ok"[..], 10).await.unwrap();
         assert!(!small.overflow);
         assert_eq!(small.text(), "ok");
+    }
+
+    #[test]
+    fn text_for_expectations_is_utf8_without_nul_or_foreign_marks() {
+        assert_eq!(strict_text(b"ok \xc3\xa9"), Ok("ok \u{e9}"));
+        let utf16le: Vec<u8> = "error".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(strict_text(&utf16le), Err(NotText::Nul));
+        assert!(matches!(strict_text(b"a\xffb"), Err(NotText::NotUtf8(_))));
+        assert_eq!(
+            strict_text(b"\xff\xfee\0"),
+            Err(NotText::ForeignBom("UTF-16LE"))
+        );
+        assert_eq!(
+            strict_text(b"\xff\xfe\0\0e\0\0\0"),
+            Err(NotText::ForeignBom("UTF-32LE"))
+        );
+        assert_eq!(
+            strict_text(b"\0\0\xfe\xff"),
+            Err(NotText::ForeignBom("UTF-32BE"))
+        );
+        assert_eq!(NotText::Nul.to_string(), "holds NUL bytes: UTF-16?");
     }
 
     #[test]

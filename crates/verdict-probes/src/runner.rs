@@ -264,7 +264,7 @@ async fn snapshot_all(
                         id,
                         Snapshot {
                             definition_digest: c.definition_digest.clone(),
-                            taken_at: crate::clock::now().to_string(),
+                            taken_at: crate::clock::now(),
                             snapshot: v,
                         },
                     );

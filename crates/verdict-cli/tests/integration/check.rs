@@ -851,3 +851,176 @@ criteria:
     assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
     assert!(err.contains("[U+001B][1A[U+001B][2K[U+000D]PASS"), "{err}");
 }
+
+/// The agent under `--during` can write where the evidence goes and knows verdict's pid (its
+/// parent): a FIFO or a symlink planted where a temporary file named after that pid would go
+/// must neither hang the run nor have the evidence written through the link.
+#[test]
+fn a_planted_temporary_file_neither_hangs_the_run_nor_redirects_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let pins: Value = serde_json::from_slice(
+        &verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let subject_path = write(dir.path(), "subject.json", &subject(&pins).to_string());
+    let victim = write(dir.path(), "victim", "the runner's file\n");
+    let d = dir.path().display();
+    for (name, plant) in [
+        ("fifo.json", format!("mkfifo '{d}/.fifo.json.'$PPID'.tmp'")),
+        (
+            "link.json",
+            format!("ln -s '{victim}' '{d}/.link.json.'$PPID'.tmp'"),
+        ),
+    ] {
+        let ev = dir.path().join(name);
+        let child = Command::new(bin())
+            .args(["check", &spec, "-q", "--subject", &subject_path])
+            .args(["--evidence-out", &ev.display().to_string()])
+            .args([
+                "--principal",
+                "ci-runner",
+                "--during",
+                "--",
+                "sh",
+                "-c",
+                &plant,
+            ])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = output_within(child, Duration::from_secs(30));
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert!(
+            std::fs::symlink_metadata(&ev).unwrap().is_file(),
+            "{name}: evidence is a regular file"
+        );
+        let evidence: Value = serde_json::from_slice(&std::fs::read(&ev).unwrap()).unwrap();
+        assert_eq!(evidence.as_array().unwrap().len(), 2, "{name}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the runner's file\n"
+    );
+}
+
+/// A destination that is a symlink, a FIFO or a directory is refused, naming it, for
+/// `--baseline-out` and `--evidence-out` alike; nothing is written through it.
+#[test]
+fn an_output_that_is_not_a_regular_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "s.yaml", SIMPLE);
+    let pins: Value = serde_json::from_slice(
+        &verdict(&["check", &spec, "--print-definitions", "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let subject_path = write(dir.path(), "subject.json", &subject(&pins).to_string());
+    let victim = write(dir.path(), "victim", "the runner's file\n");
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let sub = dir.path().join("sub.json");
+    std::fs::create_dir(&sub).unwrap();
+    for (path, what) in [
+        (&link, "a symlink"),
+        (&fifo, "a FIFO"),
+        (&sub, "a directory"),
+    ] {
+        let p = path.display().to_string();
+        for flags in [
+            vec!["--baseline-out", &p],
+            vec![
+                "--subject",
+                &subject_path,
+                "--principal",
+                "ci-runner",
+                "--evidence-out",
+                &p,
+            ],
+        ] {
+            let child = Command::new(bin())
+                .args(["check", &spec, "-q"])
+                .args(&flags)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let o = output_within(child, Duration::from_secs(30));
+            assert_ne!(o.status.code(), Some(0), "{p} {flags:?}");
+            let err = stderr(&o);
+            assert!(
+                err.contains(&format!("{p} exists and is {what}, not a regular file")),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the runner's file\n"
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+}
+
+/// A baseline is only as good as its file: one claiming a time that is not a UTC time (here
+/// one carrying terminal escapes) or a time after the run began is refused, naming why and
+/// escaped; `--baseline-out` prints each snapshot's digest, and a run records the same one.
+#[test]
+fn a_baseline_with_a_forged_time_is_refused_and_its_digest_can_be_matched() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = write(dir.path(), "cfg.json", r#"{"replicas": 2}"#);
+    let spec = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "version: 1\ncriteria:\n  - id: cfg\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{doc}'}}}}\n"
+        ),
+    );
+    let base = dir.path().join("base.json").display().to_string();
+    let o = verdict(&["check", &spec, "-q", "--baseline-out", &base]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let printed = stderr(&o);
+    let digest = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("verdict: baseline of cfg: "))
+        .unwrap_or_else(|| panic!("no digest printed: {printed}"))
+        .to_owned();
+    let o = verdict(&[
+        "check",
+        &spec,
+        "-q",
+        "--baseline",
+        &base,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        r["criteria"][0]["observations"][0]["facts"]["baseline"]["digest"],
+        digest.as_str()
+    );
+    let mut forged: Value = serde_json::from_slice(&std::fs::read(&base).unwrap()).unwrap();
+    for (taken_at, why) in [
+        ("\u{1b}[2K\rtaken yesterday", "rfc 3339"),
+        ("2999-01-01T00:00:00Z", "after this run began"),
+    ] {
+        forged["criteria"]["cfg"]["taken_at"] = json!(taken_at);
+        let f = write(dir.path(), "forged.json", &forged.to_string());
+        let o = verdict(&["check", &spec, "-q", "--baseline", &f]);
+        assert_eq!(o.status.code(), Some(2), "{taken_at:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(why), "{err}");
+        assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+    }
+}

@@ -108,7 +108,7 @@ impl CommandCheck {
                     self.cap
                 ))));
             }
-            let stdout = match snapshot_of(&out.stdout.bytes, || out.stdout.text(), "stdout") {
+            let stdout = match snapshot_of(&out.stdout.bytes, "stdout") {
                 Ok(v) => v,
                 Err(j) => return sample.judged(Err(j)),
             };
@@ -136,12 +136,14 @@ impl CommandCheck {
             )));
         }
         if let Some(m) = &self.stdout {
-            m.check("stdout", &out.stdout.text())
-                .map_err(Judged::Fail)?;
+            let text =
+                (out.stdout.strict_text()).map_err(|e| Judged::Error(format!("stdout {e}")))?;
+            m.check("stdout", text).map_err(Judged::Fail)?;
         }
         if let Some(m) = &self.stderr {
-            m.check("stderr", &out.stderr.text())
-                .map_err(Judged::Fail)?;
+            let text =
+                (out.stderr.strict_text()).map_err(|e| Judged::Error(format!("stderr {e}")))?;
+            m.check("stderr", text).map_err(Judged::Fail)?;
         }
         // `expect` is judged last, by the caller.
         Ok(format!("{} as expected", out.status_text()))

@@ -310,10 +310,11 @@ impl FileCheck {
             }
             if let Some(m) = &self.content {
                 let what = format!("content of {p}");
+                let text = (c.strict_text()).map_err(|e| Judged::Error(format!("{what} {e}")))?;
                 let checked = if shown {
-                    m.check(&what, &c.text())
+                    m.check(&what, text)
                 } else {
-                    m.check_unquoted(&what, &c.text())
+                    m.check_unquoted(&what, text)
                 };
                 checked.map_err(Judged::Fail)?;
             }

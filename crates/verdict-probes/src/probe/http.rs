@@ -323,11 +323,8 @@ fn body_text(r: &Fetched) -> Result<&str, Judged> {
             }
         }
     }
-    std::str::from_utf8(&r.body.bytes).map_err(|e| {
-        Judged::Error(format!(
-            "the body is not valid utf-8 ({e}); text expectations read only utf-8"
-        ))
-    })
+    (r.body.strict_text())
+        .map_err(|e| Judged::Error(format!("the body {e}; text expectations read only UTF-8")))
 }
 
 /// Parses request headers, naming the bad one.
@@ -419,6 +416,19 @@ impl HttpCheck {
             .map(Expect::compile)
             .transpose()
             .map_err(|m| FieldError::new("/expect", m))?;
+        // A HEAD answer has no body, so a body expectation would pass having judged nothing.
+        if method == Method::HEAD {
+            for (field, given) in [("body", body.is_some()), ("expect", expect.is_some())] {
+                if given {
+                    return Err(FieldError::new(
+                        format!("/{field}"),
+                        format!(
+                            "`{field}` has no effect with method HEAD, whose answer has no body"
+                        ),
+                    ));
+                }
+            }
+        }
         let status = p.status.clone().unwrap_or(StatusExpect::Class(2));
         p.status = Some(status.clone());
         let follow = p.follow_redirects.unwrap_or(false);
@@ -501,7 +511,7 @@ impl HttpCheck {
                     self.cap
                 ))));
             }
-            let body = match snapshot_of(&fetched.body.bytes, || fetched.body.text(), "body") {
+            let body = match snapshot_of(&fetched.body.bytes, "body") {
                 Ok(v) => v,
                 Err(j) => return sample.judged(Err(j)),
             };

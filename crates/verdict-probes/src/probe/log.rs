@@ -296,7 +296,11 @@ impl LogCheck {
         if c.overflow {
             return Sample::error(format!("log exceeds {} bytes", self.cap));
         }
-        let text = c.text();
+        // Lines are counted only in text: UTF-16 `error` holds no `error` as UTF-8.
+        let text = match c.strict_text() {
+            Ok(t) => t,
+            Err(e) => return Sample::error(format!("the log {e}")),
+        };
         let n = text.lines().filter(|l| self.re.is_match(l)).count() as u64;
         let shown: Vec<Value> = match &withheld {
             Some(_) => Vec::new(),

@@ -237,16 +237,15 @@ pub(crate) struct StrictRefusal {
 }
 
 /// What a snapshot keeps of output that may be JSON: the document when the strict reader
-/// takes it, the text when it is not JSON, and an error when it names a key twice.
-pub(crate) fn snapshot_of(
-    bytes: &[u8],
-    text: impl FnOnce() -> String,
-    what: &str,
-) -> Result<Value, Judged> {
+/// takes it, the text when it is not JSON, and an error when it names a key twice or is not
+/// text (with bad bytes replaced, two different outputs would compare equal).
+pub(crate) fn snapshot_of(bytes: &[u8], what: &str) -> Result<Value, Judged> {
     match strict_json(bytes, what) {
         Ok(v) => Ok(v),
         Err(r) if r.ambiguous => Err(Judged::Error(r.message)),
-        Err(_) => Ok(Value::String(text())),
+        Err(_) => crate::output::strict_text(bytes)
+            .map(|t| Value::String(t.to_owned()))
+            .map_err(|e| Judged::Error(format!("{what} {e}"))),
     }
 }
 

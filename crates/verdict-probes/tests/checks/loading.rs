@@ -404,3 +404,19 @@ fn every_mistake_is_reported_at_once_with_did_you_mean() {
     assert!(!p.message.contains("did you mean"), "{p}");
     assert!(p.message.contains("`probe`"), "{p}");
 }
+
+/// A HEAD answer has no body: `body` or `expect` would pass having judged 0 bytes.
+#[test]
+fn head_with_a_body_expectation_is_refused_naming_the_field() {
+    for (field, value) in [("body", "{not_matches: error}"), ("expect", "self.ok")] {
+        let p = problem(&one(&format!(
+            "  - id: web\n    probe: {{kind: http, url: 'http://127.0.0.1:1/', method: head, {field}: {value}}}\n"
+        )));
+        assert_eq!(p.criterion.as_deref(), Some("web"), "{p}");
+        assert_eq!(p.pointer, format!("/criteria/0/probe/{field}"), "{p}");
+        assert!(p.message.contains("method HEAD"), "{p}");
+    }
+    spec(&one(
+        "  - id: web\n    probe: {kind: http, url: 'http://127.0.0.1:1/', method: HEAD, status: 200}\n",
+    ));
+}

@@ -791,3 +791,24 @@ async fn every_sample_opens_its_own_connection() {
     assert!(c.reason.contains("Connection refused"), "{}", c.reason);
     assert!(c.samples >= 2, "{}", c.samples);
 }
+
+/// An `unchanged` snapshot of output that is not text is refused, not kept with its bad bytes
+/// replaced: `\xff` and `\xfe` would both become U+FFFD and a change would compare equal.
+#[tokio::test]
+async fn a_snapshot_of_output_that_is_not_text_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("out.bin");
+    std::fs::write(&f, b"state \xff\n").unwrap();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: bytes\n    mode: unchanged\n    probe: {{kind: command, argv: [cat, '{}']}}\n",
+        f.display()
+    ));
+    let failures = runner::take_baseline(&s, 1, &Stopper::new())
+        .await
+        .unwrap_err();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0].1.contains("stdout is not UTF-8 text"),
+        "{failures:?}"
+    );
+}

@@ -450,12 +450,15 @@ async fn a_body_not_in_utf8_is_an_error_for_text_expectations() {
             &b"all good"[..],
             "\"iso-8859-1\"",
         ),
-        ("text/plain", &b"Internal err\xffor"[..], "not valid utf-8"),
+        ("text/plain", &b"Internal err\xffor"[..], "not UTF-8 text"),
         (
             "text/plain; charset=utf-8",
             &b"err\xffor"[..],
-            "not valid utf-8",
+            "not UTF-8 text",
         ),
+        // Without a charset: UTF-16LE of ASCII is valid UTF-8 with NUL bytes.
+        ("text/plain", &utf16[2..], "holds NUL bytes: UTF-16?"),
+        ("text/plain", &utf16[..], "UTF-16LE byte-order mark"),
     ] {
         let addr = raw_http(answer(content_type, body)).await;
         let (o, why, _) = probe(&format!(
@@ -476,6 +479,64 @@ async fn a_body_not_in_utf8_is_an_error_for_text_expectations() {
         .await;
         assert_eq!(o, Pass, "{content_type}: {why}");
     }
+}
+
+/// UTF-16 `Internal error` holds no `error` as UTF-8, so a `not_matches` (or a log's `max: 0`)
+/// would pass on it: `command` output, `file` content and `log` lines read only UTF-8 text
+/// without NUL bytes, and anything else is an error naming why.
+#[tokio::test]
+async fn utf16_text_is_an_error_for_every_text_expectation() {
+    let dir = tempfile::tempdir().unwrap();
+    let utf16: Vec<u8> = "Internal error\n"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    let with_bom: Vec<u8> = [0xFF, 0xFE].into_iter().chain(utf16.clone()).collect();
+    let cases = [
+        (&utf16[..], "holds NUL bytes: UTF-16?"),
+        (&with_bom[..], "is not UTF-8 text"),
+        (&b"Internal err\xffor\n"[..], "is not UTF-8 text"),
+    ];
+    for (i, (bytes, wanted)) in cases.into_iter().enumerate() {
+        let f = dir.path().join(format!("out-{i}.txt"));
+        std::fs::write(&f, bytes).unwrap();
+        let p = f.display();
+        for (kind, probe_text) in [
+            (
+                "stdout",
+                format!(
+                    "{{kind: command, argv: [cat, '{p}'], stdout: {{not_matches: '(?i)error'}}}}"
+                ),
+            ),
+            (
+                "stderr",
+                format!(
+                    "{{kind: command, shell: 'cat \"{p}\" >&2', stderr: {{not_matches: '(?i)error'}}}}"
+                ),
+            ),
+            (
+                "file",
+                format!("{{kind: file, path: '{p}', content: {{not_matches: '(?i)error'}}}}"),
+            ),
+            (
+                "log",
+                format!("{{kind: log, file: '{p}', matches: '(?i)error', count: {{max: 0}}}}"),
+            ),
+        ] {
+            let (o, why, _) = probe(&probe_text).await;
+            assert_eq!(o, Error, "{kind} case {i}: {why}");
+            assert!(why.contains(wanted), "{kind} case {i}: {why}");
+        }
+    }
+    // UTF-8 text is still judged.
+    let f = dir.path().join("fine.txt");
+    std::fs::write(&f, "all good \u{e9}\n").unwrap();
+    let p = f.display();
+    let (o, why, _) = probe(&format!(
+        "{{kind: command, argv: [cat, '{p}'], stdout: {{not_matches: '(?i)error'}}}}"
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
 }
 
 #[tokio::test]
