@@ -78,8 +78,20 @@ fn stopped_reason(r: StopReason) -> &'static str {
     }
 }
 
+/// Samples a hold takes over its window: one every interval from its start, and one at the
+/// window's end when the interval does not divide it, so no tail of the window goes unseen.
 fn planned_samples(window: Dur, interval: Dur) -> u64 {
-    window.as_millis() / interval.as_millis().max(1) + 1
+    let (w, i) = (window.as_millis(), interval.as_millis().max(1));
+    w / i + 1 + u64::from(w % i != 0)
+}
+
+/// When a hold's sample `k` is due: every interval from the start, the last planned one no
+/// later than the window's end.
+fn hold_sample_at(start: Instant, window: Dur, interval: Dur, k: u64) -> Instant {
+    let every = interval
+        .std()
+        .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX));
+    start + every.min(window.std())
 }
 
 async fn assert(
@@ -197,7 +209,10 @@ async fn hold(
         }
         let scheduled = if last {
             Instant::now()
+        } else if k < planned {
+            hold_sample_at(start, window, interval, k)
         } else {
+            // Past the window (only while the agent runs): every interval on.
             start
                 + interval
                     .std()

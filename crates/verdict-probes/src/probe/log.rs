@@ -1,9 +1,10 @@
 //! `log` probe: count the lines of a log file or a command's output that match a regex,
 //! optionally only those written since the run began.
 //!
-//! "Since the run began" is a position taken before anything else runs: for a file, its
-//! identity (device and inode), size and the digest of the bytes just before that size; for a
-//! command, the length and digest of what it printed then. If the file was replaced or
+//! "Since the run began" is a position taken before anything else runs, at the start of the
+//! line being written then (so a line half-written at the start is judged whole): for a file,
+//! its identity (device and inode), that offset and the digest of the bytes just before it; for
+//! a command, the length and digest of its whole lines then. If the file was replaced or
 //! truncated, or the command's output no longer starts with what it printed then (a rotated
 //! log), the position is lost: every line is counted and the facts say so. That can only
 //! overcount, which proves nothing for a minimum, so a `min` the whole log meets is then an
@@ -55,6 +56,25 @@ async fn tail_digest(f: &mut tokio::fs::File, end: u64) -> std::io::Result<Diges
     let mut buf = Vec::new();
     (&mut *f).take(end - start).read_to_end(&mut buf).await?;
     Ok(verdict_core::digest::raw(&buf))
+}
+
+/// Where the line holding byte `end - 1` starts: just after the last newline before `end`, or
+/// 0. A line half-written when the run began is then read whole, and judged as the line it
+/// becomes, never from the middle (`status: not ` finished as `ready` is no `^ready` line).
+async fn line_start(f: &mut tokio::fs::File, end: u64) -> std::io::Result<u64> {
+    use tokio::io::AsyncReadExt;
+    let mut stop = end;
+    while stop > 0 {
+        let start = stop.saturating_sub(TAIL_BYTES);
+        f.seek(std::io::SeekFrom::Start(start)).await?;
+        let mut buf = Vec::new();
+        (&mut *f).take(stop - start).read_to_end(&mut buf).await?;
+        if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+            return Ok(start + u64::try_from(i).unwrap_or(u64::MAX) + 1);
+        }
+        stop = start;
+    }
+    Ok(0)
 }
 
 /// What one reading of the log gave.
@@ -180,22 +200,31 @@ impl LogCheck {
                 .metadata()
                 .await
                 .map_err(|e| format!("cannot inspect {path:?} when the run began: {e}"))?;
-            let tail = tail_digest(&mut f, m.size())
-                .await
-                .map_err(|e| format!("cannot read {path:?} when the run began: {e}"))?;
+            let read_err =
+                |e: std::io::Error| format!("cannot read {path:?} when the run began: {e}");
+            let offset = line_start(&mut f, m.size()).await.map_err(read_err)?;
+            let tail = tail_digest(&mut f, offset).await.map_err(read_err)?;
             return Ok(Mark::File {
                 dev: m.dev(),
                 ino: m.ino(),
-                offset: m.size(),
+                offset,
                 tail,
             });
         }
         let argv = self.command.as_deref().ok_or("log probe has no source")?;
         match self.run_command(argv).await {
-            Ok(c) if !c.overflow => Ok(Mark::Command {
-                len: c.bytes.len(),
-                digest: c.digest,
-            }),
+            Ok(c) if !c.overflow => {
+                // Up to the end of the last whole line, as for a file.
+                let len = c
+                    .bytes
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1);
+                Ok(Mark::Command {
+                    len,
+                    digest: verdict_core::digest::raw(c.bytes.get(..len).unwrap_or_default()),
+                })
+            }
             Ok(_) => Err(format!(
                 "log output exceeded {} bytes when the run began",
                 self.cap

@@ -292,6 +292,15 @@ impl TlsCheck {
         if let Some(why) = refusal {
             return Err(Judged::Fail(why));
         }
+        // `insecure: true` waives the chain's trust, never its dates: an expired certificate
+        // is no valid one, verified or not.
+        if days_left < 0 {
+            return Err(Judged::Fail(format!(
+                "certificate chain expired {} days ago, when {} did",
+                days_left.unsigned_abs(),
+                first.named()
+            )));
+        }
         if let Some(min) = self.min_days
             && days_left < i64::try_from(min).unwrap_or(i64::MAX)
         {
@@ -312,6 +321,13 @@ impl TlsCheck {
         }
         if let Some(m) = &self.issuer {
             m.check("issuer", &leaf.issuer).map_err(Judged::Fail)?;
+        }
+        if self.settings.insecure {
+            // Nothing here was verified: the reason must not read as if it had been.
+            return Ok(format!(
+                "certificate chain not verified (insecure: true); it expires in {days_left} days, when {} does",
+                first.named()
+            ));
         }
         Ok(format!(
             "certificate chain valid for {days_left} more days (until {} expires)",

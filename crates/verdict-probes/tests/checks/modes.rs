@@ -452,11 +452,11 @@ async fn during_catches_a_violation_that_recovers_before_the_agent_ends() {
     assert_eq!(up.outcome, Fail, "{}", up.reason);
     assert!(up.during);
     assert!(up.reason.contains("does not exist"), "{}", up.reason);
-    // The violation came after the window's three planned samples, and says so rather than
-    // "sample 8 of 3".
+    // The violation came after the window's four planned samples (0, 40, 80 and the window's
+    // end at 100 ms), and says so rather than "sample 9 of 4".
     assert!(
         up.reason
-            .contains("(the window plans 3; sampling went on while the agent ran)"),
+            .contains("(the window plans 4; sampling went on while the agent ran)"),
         "{}",
         up.reason
     );
@@ -810,5 +810,33 @@ async fn a_snapshot_of_output_that_is_not_text_is_an_error() {
     assert!(
         failures[0].1.contains("stdout is not UTF-8 text"),
         "{failures:?}"
+    );
+}
+
+/// A hold whose interval does not divide its window (`window: 1900ms`, `interval: 1s`) sampled
+/// at 0 and 1 s and passed, never looking at the last 0.9 s. It samples at the window's end too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_samples_at_the_end_of_a_window_its_interval_does_not_divide() {
+    let h = Http::start().await;
+    h.script(
+        "late",
+        vec![
+            step(200, "ok"),
+            step(200, "ok"),
+            step(200, "ok"),
+            step(500, "broken"),
+        ],
+    );
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: tail\n    role: safety\n    mode: hold\n    window: 450ms\n    interval: 200ms\n    probe: {{kind: http, url: '{}', status: 200}}\n",
+        h.url("/s/late")
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "tail");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+    assert!(
+        c.reason.contains("violated at sample 4 of 4"),
+        "{}",
+        c.reason
     );
 }

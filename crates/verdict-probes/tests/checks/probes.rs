@@ -1175,6 +1175,66 @@ async fn an_expired_certificate_fails() {
     .await;
     assert_eq!(o, Fail, "{why}");
     assert!(facts["days_left"].as_i64().unwrap() < 0);
+
+    // `insecure: true` waives trust, not dates: the expired certificate still fails, and the
+    // reason never reads as a verified chain.
+    let (o, why, facts) = probe(&format!(
+        "{{kind: tls, address: '127.0.0.1:{}', server_name: localhost, insecure: true}}",
+        addr.port()
+    ))
+    .await;
+    assert_eq!(o, Fail, "{why}");
+    assert!(why.contains("expired") && why.contains("days ago"), "{why}");
+    assert_eq!(facts["verified"], false);
+}
+
+/// With `insecure: true` a passing reason says the chain was not verified: only the facts
+/// said so, and the reason read "certificate chain valid".
+#[tokio::test]
+async fn an_insecure_pass_says_the_chain_was_not_verified() {
+    let p = pki(&["localhost"], (2035, 1, 1));
+    let addr = https(&p).await;
+    let (o, why, _) = probe(&format!(
+        "{{kind: tls, address: '127.0.0.1:{}', server_name: localhost, insecure: true}}",
+        addr.port()
+    ))
+    .await;
+    assert_eq!(o, Pass, "{why}");
+    assert!(why.contains("not verified (insecure: true)"), "{why}");
+    assert!(!why.contains("valid for"), "{why}");
+}
+
+/// A line half-written when the run began (`status: not `) and finished during it (`ready`):
+/// read from the mark's byte offset, its tail matched `^ready` and passed. The mark is the start
+/// of the line, so the whole line is judged.
+#[tokio::test]
+async fn a_line_half_written_at_the_start_is_judged_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "boot\nstatus: not ").unwrap();
+    let l = log.display();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: file-ready\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ready', count: {{min: 1}}, since_start: true}}\n  - id: command-ready\n    mode: assert\n    probe: {{kind: log, command: [cat, '{l}'], matches: '^ready', count: {{min: 1}}, since_start: true}}\n  - id: the-line\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^status: not ready$', count: {{min: 1, max: 1}}, since_start: true}}\n"
+    ));
+    let agent = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("printf 'ready\\n' >> '{l}'"),
+    ];
+    let r = run_with(
+        &s,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    for id in ["file-ready", "command-ready"] {
+        let c = result(&r, id);
+        assert_eq!(c.outcome, Fail, "{id}: {}", c.reason);
+    }
+    let c = result(&r, "the-line");
+    assert_eq!(c.outcome, Pass, "{}", c.reason);
 }
 
 #[tokio::test]
