@@ -29,6 +29,8 @@ pub enum JsonErrorKind {
     IntegerOutOfRange(String),
     /// A number that is not finite (overflows a double), or a NaN/Infinity literal.
     NonFinite(String),
+    /// A nonzero number too small for a double, which would read as 0; the literal is given.
+    Underflow(String),
     /// Nesting deeper than [`MAX_DEPTH`].
     TooDeep,
     /// Anything else that is not JSON; the message says what was expected.
@@ -43,6 +45,10 @@ impl fmt::Display for JsonErrorKind {
             Self::DuplicateKey(k) => write!(f, "duplicate object key {k:?}"),
             Self::IntegerOutOfRange(n) => write!(f, "integer {n} outside ±(2^53-1)"),
             Self::NonFinite(n) => write!(f, "number {n} is not finite"),
+            Self::Underflow(n) => write!(
+                f,
+                "number {n} is too small for a double (it would read as 0)"
+            ),
             Self::TooDeep => write!(f, "nesting deeper than {MAX_DEPTH} levels"),
             Self::Syntax(m) => write!(f, "{m}"),
         }
@@ -424,6 +430,10 @@ impl Parser<'_> {
                 self.pos = start;
                 self.error(JsonErrorKind::NonFinite(lit.to_owned()))
             }
+            NumberFault::Underflow => {
+                self.pos = start;
+                self.error(JsonErrorKind::Underflow(lit.to_owned()))
+            }
         })
     }
 }
@@ -450,6 +460,8 @@ pub(crate) enum NumberFault {
     /// An integer, or a number with an integral value, beyond ±(2^53−1).
     OutOfRange,
     NonFinite,
+    /// A nonzero literal too small for a double: it would read as 0.
+    Underflow,
 }
 
 fn digits_from(bytes: &[u8], at: usize) -> usize {
@@ -517,6 +529,11 @@ pub(crate) fn number_value(lit: &str, integral: bool) -> Result<Number, NumberFa
     }
     if f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER as f64 {
         return Err(NumberFault::OutOfRange);
+    }
+    // `1e-400` is not 0: read as 0 it would meet `== 0.0`.
+    let mantissa = lit.split(['e', 'E']).next().unwrap_or(lit);
+    if f == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        return Err(NumberFault::Underflow);
     }
     Number::from_f64(f).ok_or(NumberFault::NonFinite)
 }
@@ -588,6 +605,24 @@ mod tests {
             JsonErrorKind::IntegerOutOfRange(_)
         ));
         assert!(parse(b"1.5e3").is_ok());
+    }
+
+    #[test]
+    fn refuses_nonzero_numbers_too_small_for_a_double() {
+        for lit in ["1e-400", "-2.5E-330", "0.000001e-320", "2e-324"] {
+            assert_eq!(
+                kind(lit.as_bytes()),
+                JsonErrorKind::Underflow(lit.into()),
+                "{lit}"
+            );
+        }
+        for zero in ["0", "0.0", "-0.0", "0e-400", "0.000e5"] {
+            assert!(parse(zero.as_bytes()).is_ok(), "{zero}");
+        }
+        assert!(
+            parse(b"2.2250738585072014e-308").is_ok(),
+            "the smallest normal double"
+        );
     }
 
     #[test]

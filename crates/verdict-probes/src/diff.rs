@@ -362,16 +362,16 @@ mod tests {
     }
 
     #[test]
-    fn a_wildcard_ignore_over_a_large_document_stays_linear() {
+    fn a_wildcard_ignore_over_a_large_document_finds_the_one_change() {
+        // Selected locations are looked up, not searched: quadratic, this took minutes (a speed
+        // figure belongs in a benchmark; this holds what the lookup must still find).
         let items: Vec<Value> = (0..20_000).map(|i| json!({"id": i, "rv": i})).collect();
         let before = json!({ "items": items });
         let mut after = before.clone();
         after["items"][19_999]["id"] = json!(-1);
-        let started = std::time::Instant::now();
+        after["items"][7]["rv"] = json!(-1);
         let c = changes(&before, &after, &ig(&["$.items[*].rv"]));
-        assert_eq!(c.len(), 1);
-        // Quadratic, this took minutes.
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(c.len(), 1, "{c:?}");
     }
 
     #[test]

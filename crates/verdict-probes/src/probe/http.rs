@@ -113,6 +113,9 @@ pub struct Fetched {
     pub url: Uri,
     /// How many redirects were followed to get here.
     pub redirects: usize,
+    /// Why the body cannot be judged as sent (it carries a content coding), if it cannot: only
+    /// what reads the body refuses it, so a probe of the status alone still judges.
+    pub coded: Option<String>,
 }
 
 /// Why a request did not produce a response.
@@ -182,7 +185,7 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
             }
             continue;
         }
-        uncoded(resp.headers())?;
+        let coded = uncoded(resp.headers()).err();
         let (parts, mut incoming) = resp.into_parts();
         let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
         let mut bytes = Vec::new();
@@ -208,6 +211,7 @@ pub async fn fetch(client: &HttpClient, r: Request<'_>, cap: u64) -> Result<Fetc
             },
             url: uri,
             redirects,
+            coded,
         });
     }
 }
@@ -257,25 +261,25 @@ fn redirect_target(
 /// Refuses a response whose body is encoded: no Accept-Encoding is sent, and the client decodes
 /// only `chunked`, so an encoded body would be judged as the bytes of its coding (a gzip'd
 /// error page passes `not_matches: error`).
-fn uncoded(headers: &HeaderMap) -> Result<(), FetchError> {
+fn uncoded(headers: &HeaderMap) -> Result<(), String> {
     for (field, decoded) in [
         (CONTENT_ENCODING, "identity"),
         (TRANSFER_ENCODING, "chunked"),
     ] {
         for value in headers.get_all(&field) {
-            let text = value.to_str().map_err(|_| {
-                FetchError::Other(format!("the answer's {} is not text", field.as_str()))
-            })?;
+            let text = value
+                .to_str()
+                .map_err(|_| format!("the answer's {} is not text", field.as_str()))?;
             let coding = text.split(',').map(str::trim).find(|c| {
                 !c.is_empty()
                     && !c.eq_ignore_ascii_case(decoded)
                     && !c.eq_ignore_ascii_case("identity")
             });
             if let Some(coding) = coding {
-                return Err(FetchError::Other(format!(
+                return Err(format!(
                     "the answer's body is encoded ({}: {coding}); only bodies without a coding are judged",
                     field.as_str()
-                )));
+                ));
             }
         }
     }
@@ -505,6 +509,9 @@ impl HttpCheck {
         }
         let mut sample = Sample::observed(f, Some(OutputInfo::of(&fetched.body)));
         if !judge {
+            if let Some(why) = &fetched.coded {
+                return sample.judged(Err(Judged::Error(why.clone())));
+            }
             if fetched.body.overflow {
                 return sample.judged(Err(Judged::Error(format!(
                     "body exceeds {} bytes",
@@ -542,6 +549,9 @@ impl HttpCheck {
                 .map_err(Judged::Fail)?;
         }
         let needs_body = self.body.is_some() || self.expect.is_some();
+        if needs_body && let Some(why) = &r.coded {
+            return Err(Judged::Error(why.clone()));
+        }
         if needs_body && r.body.overflow {
             return Err(Judged::Error(format!("body exceeds {} bytes", self.cap)));
         }

@@ -301,6 +301,9 @@ impl JsonCheck {
                     follow_redirects: false,
                 };
                 match fetch(&client, req, self.cap).await {
+                    Ok(Fetched {
+                        coded: Some(why), ..
+                    }) => Err(Judged::Error(why)),
                     Ok(Fetched { status, body, .. }) if (200..300).contains(&status) => {
                         Ok((body, None))
                     }

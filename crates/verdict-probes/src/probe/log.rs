@@ -187,7 +187,8 @@ impl LogCheck {
 
     async fn take_mark(&self) -> Result<Mark, String> {
         if let Some(path) = &self.file {
-            match tokio::fs::symlink_metadata(path).await {
+            // Through links: a log's "current" link to a file not created yet is no file yet.
+            match tokio::fs::metadata(path).await {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Mark::NoFile),
                 Err(e) => return Err(format!("cannot inspect {path:?} when the run began: {e}")),
                 Ok(_) => {}

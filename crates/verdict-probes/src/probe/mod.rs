@@ -189,7 +189,9 @@ pub(crate) fn strict_json(bytes: &[u8], what: &str) -> Result<Value, StrictRefus
                 e.line,
                 e.column
             ),
-            JsonErrorKind::IntegerOutOfRange(_) | JsonErrorKind::NonFinite(_) => {
+            JsonErrorKind::IntegerOutOfRange(_)
+            | JsonErrorKind::NonFinite(_)
+            | JsonErrorKind::Underflow(_) => {
                 format!("{what} is not strict JSON: {e}")
             }
             JsonErrorKind::InvalidUtf8
