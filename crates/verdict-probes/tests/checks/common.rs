@@ -77,6 +77,19 @@ pub async fn run_with(spec: &Spec, opts: RunOptions) -> Report {
     runner::run(spec, opts, Arc::new(Quiet), &Stopper::new()).await
 }
 
+/// Runs `spec` with `--during`, the agent being `sh -c script`.
+pub async fn run_during(spec: &Spec, script: &str) -> Report {
+    let agent = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+    run_with(
+        spec,
+        RunOptions {
+            agent: Some(agent),
+            ..RunOptions::default()
+        },
+    )
+    .await
+}
+
 pub fn result<'a>(report: &'a Report, id: &str) -> &'a CriterionResult {
     report
         .criteria

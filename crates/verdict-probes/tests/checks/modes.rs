@@ -2,7 +2,7 @@
 //! `--during`, stopping and the jobs bound.
 
 use crate::common::{
-    Http, closed_port, one_connection_http, result, run, run_with, slow, spec, step,
+    Http, closed_port, one_connection_http, result, run, run_during, run_with, slow, spec, step,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -435,17 +435,9 @@ async fn during_catches_a_violation_that_recovers_before_the_agent_ends() {
         "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 100ms\n    interval: 40ms\n    probe: {{kind: file, path: '{p}'}}\n  - id: up-after\n    probe: {{kind: file, path: '{p}'}}\n"
     ));
     // The agent breaks the service for a while, then repairs it before it ends.
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("sleep 0.3; rm '{p}'; sleep 0.4; touch '{p}'; sleep 0.3"),
-    ];
-    let r = run_with(
+    let r = run_during(
         &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
+        &format!("sleep 0.3; rm '{p}'; sleep 0.4; touch '{p}'; sleep 0.3"),
     )
     .await;
     let up = result(&r, "stays-up");
@@ -511,20 +503,12 @@ async fn during_compares_unchanged_criteria_with_the_state_before_the_agent() {
         "version: 1\ncriteria:\n  - id: prod\n    role: catastrophic\n    mode: unchanged\n    probe: {{kind: json, source: {{file: '{}'}}}}\n",
         f.display()
     ));
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!(
+    let r = run_during(
+        &s,
+        &format!(
             "sed -i 's/\"replicas\":2/\"replicas\":0/' '{}'",
             f.display()
         ),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
     )
     .await;
     let c = result(&r, "prod");
@@ -641,19 +625,7 @@ async fn a_hold_samples_once_more_when_the_agent_ends_past_its_window() {
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: stays-up\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 1s\n    probe: {{kind: file, path: '{p}'}}\n"
     ));
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("sleep 1.5; rm '{p}'"),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let r = run_during(&s, &format!("sleep 1.5; rm '{p}'")).await;
     let up = result(&r, "stays-up");
     assert_eq!(up.outcome, Fail, "{}", up.reason);
     assert!(up.reason.contains("does not exist"), "{}", up.reason);
@@ -670,20 +642,12 @@ async fn the_agent_leaves_no_process_behind() {
     let s = spec(
         "version: 1\ncriteria:\n  - id: t\n    mode: assert\n    probe: {kind: command, argv: ['true']}\n",
     );
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!(
+    let r = run_during(
+        &s,
+        &format!(
             "(sleep 1; touch '{}') >/dev/null 2>&1 & exit 0",
             marker.display()
         ),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
     )
     .await;
     assert_eq!(r.agent.as_ref().unwrap().exit_code, Some(0));

@@ -2,11 +2,10 @@
 
 use crate::common::{
     Http, Rr, closed_port, dns, dns_answering, expire_in, https, https_answering, https_swapping,
-    issue, issue_under, pki, raw_http, result, run, run_with, spec, step,
+    issue, issue_under, pki, raw_http, result, run, run_during, spec, step,
 };
 use std::net::Ipv4Addr;
 use verdict_core::contracts::CheckOutcome::{self, Error, Fail, Pass};
-use verdict_probes::runner::RunOptions;
 
 /// Runs one assert-mode criterion with `probe` and returns its outcome and reason.
 async fn probe(probe: &str) -> (CheckOutcome, String, serde_json::Value) {
@@ -1221,19 +1220,7 @@ async fn a_log_link_to_a_file_not_yet_created_counts_every_line_as_new() {
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: ready\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ready', count: {{min: 1}}, since_start: true}}\n"
     ));
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("echo ready > '{f}'"),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let r = run_during(&s, &format!("echo ready > '{f}'")).await;
     let c = result(&r, "ready");
     assert_eq!(c.outcome, Pass, "{}", c.reason);
 }
@@ -1250,19 +1237,7 @@ async fn a_line_half_written_at_the_start_is_judged_whole() {
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: file-ready\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ready', count: {{min: 1}}, since_start: true}}\n  - id: command-ready\n    mode: assert\n    probe: {{kind: log, command: [cat, '{l}'], matches: '^ready', count: {{min: 1}}, since_start: true}}\n  - id: the-line\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^status: not ready$', count: {{min: 1, max: 1}}, since_start: true}}\n"
     ));
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("printf 'ready\\n' >> '{l}'"),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let r = run_during(&s, &format!("printf 'ready\\n' >> '{l}'")).await;
     for id in ["file-ready", "command-ready"] {
         let c = result(&r, id);
         assert_eq!(c.outcome, Fail, "{id}: {}", c.reason);
@@ -1281,19 +1256,7 @@ async fn logs_count_only_lines_written_since_the_run_began() {
         "version: 1\ncriteria:\n  - id: new-errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ERROR', count: {{max: 0}}, since_start: true}}\n  - id: all-errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: '^ERROR', count: {{min: 2, max: 2}}}}\n  - id: new-from-command\n    mode: assert\n    probe: {{kind: log, command: [cat, '{l}'], matches: '^ERROR', count: {{min: 1, max: 1}}, since_start: true}}\n"
     ));
     // The agent writes one new error line while the run is on.
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("echo 'ERROR new failure' >> '{l}'"),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let r = run_during(&s, &format!("echo 'ERROR new failure' >> '{l}'")).await;
     let new = result(&r, "new-errors");
     assert_eq!(new.outcome, Fail, "{}", new.reason);
     assert!(new.reason.contains("1 lines match"), "{}", new.reason);
@@ -1330,19 +1293,7 @@ async fn a_replaced_log_is_counted_whole_and_says_so() {
     let s = spec(&format!(
         "version: 1\ncriteria:\n  - id: errors\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ERROR, count: {{max: 0}}, since_start: true}}\n"
     ));
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("rm '{l}' && echo 'ERROR rotated' > '{l}'"),
-    ];
-    let r = run_with(
-        &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let r = run_during(&s, &format!("rm '{l}' && echo 'ERROR rotated' > '{l}'")).await;
     let e = result(&r, "errors");
     assert_eq!(e.outcome, Fail);
     assert!(e.reason.contains("replaced"), "{}", e.reason);
@@ -1592,17 +1543,9 @@ async fn a_lost_log_position_cannot_prove_a_minimum() {
   - id: file-none\n    mode: assert\n    probe: {{kind: log, file: '{l}', matches: ready, count: {{max: 0}}, since_start: true}}\n"
     ));
     // The agent rotates the log and puts the old line back, writing nothing new.
-    let agent = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        format!("mv '{l}' '{l}.1' && printf 'rotated\\nserver ready\\n' > '{l}'"),
-    ];
-    let r = run_with(
+    let r = run_during(
         &s,
-        RunOptions {
-            agent: Some(agent),
-            ..RunOptions::default()
-        },
+        &format!("mv '{l}' '{l}.1' && printf 'rotated\\nserver ready\\n' > '{l}'"),
     )
     .await;
     for id in ["file-ready", "command-ready"] {
