@@ -16,11 +16,12 @@
 //!   every engine sharing its store handle, a revoked token is refused on the very next
 //!   request: no window), and on PostgreSQL when the notification the change's routine sends
 //!   in its transaction reaches this handle's listening connection (so another engine or server
-//!   on the same store refuses it as soon as the notification arrives), or that connection was
-//!   lost and is back (changes meanwhile were not heard);
+//!   on the same store refuses it as soon as the notification arrives), and when that
+//!   connection starts listening, at first or after it was lost (changes before were not
+//!   heard, so what was kept before it listened is asked again);
 //! - each answer is also kept at most [`PRINCIPAL_CACHE_BOUND`]: the bound for what no
 //!   notification reaches (a SQLite file written by another process, a PostgreSQL listener
-//!   that is cut or not yet listening). After it the store is asked again.
+//!   whose connection is cut and not back). After it the store is asked again.
 //!
 //! What a principal may do (its grants, their revocations and expiry) is kept nowhere here: it
 //! is read from the store by every use case, at the store's time, on every call, so a revoked

@@ -1721,8 +1721,9 @@ impl Backend for PgBackend {
     }
 
     fn token_changes_heard(&self) -> u64 {
-        // Listening starts with the first question. What is kept before it listens, or while
-        // it cannot, is bounded by its keeper's own limit on how long it keeps an answer.
+        // Listening starts with the first question, and the count moves once it listens, so
+        // what was kept before is asked again then. What is kept while the listener cannot
+        // connect is bounded by its keeper's own limit on how long it keeps an answer.
         if tokio::runtime::Handle::try_current().is_ok() {
             let _ = self
                 .wakeups()

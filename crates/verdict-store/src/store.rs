@@ -467,8 +467,9 @@ pub trait Store: Send + Sync {
 
     /// A number that moves whenever this handle learns that a principal's token changed: at
     /// once for a change it made itself and, on PostgreSQL, when the store's notification of
-    /// a change made through another handle arrives (or its listening connection was lost and
-    /// is back). Read without a round trip; whoever keeps who holds a token keeps it only while
+    /// a change made through another handle arrives, and when its listening connection starts
+    /// listening, at first or after it was lost (a change made before was not heard). Read
+    /// without a round trip; whoever keeps who holds a token keeps it only while
     /// this number stays where it was when the store answered.
     fn credential_epoch(&self) -> u64;
 

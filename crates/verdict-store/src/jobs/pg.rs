@@ -38,8 +38,8 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 pub(crate) struct PgWakeups {
     signals: Arc<Signals>,
     /// Token changes heard on the channel (payload [`TOKEN_CHANGE_PAYLOAD`]), plus one each
-    /// time listening starts again after its connection was lost, since a change meanwhile
-    /// went unheard.
+    /// time listening starts, the first time included, since a change made before went
+    /// unheard.
     token_changes: Arc<AtomicU64>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -116,17 +116,15 @@ async fn listen(
         .acquire_timeout(Duration::from_secs(30))
         .connect_lazy_with(options);
     let mut pause = RECONNECT_FIRST;
-    let mut first = true;
     loop {
         if let Ok(mut listener) = subscribe(&pool, &channel).await {
             pause = RECONNECT_FIRST;
-            // Listening from here on; whatever changed before was not heard. Holders kept
-            // before the first subscription are bounded by their keeper's own limit, as is
-            // everything kept while nothing listens; a change made while the connection was
-            // lost moves the count on.
-            if !std::mem::take(&mut first) {
-                token_changes.fetch_add(1, Ordering::SeqCst);
-            }
+            // Listening from here on; whatever changed before was not heard. The first
+            // subscription too: the handle was asked, and its answers kept, before it
+            // listened (listening starts with the first question), so a change made between
+            // that question and now would otherwise leave a retired token's holder kept until
+            // its keeper's own bound.
+            token_changes.fetch_add(1, Ordering::SeqCst);
             signals.signal_all(Wakeup::Resumed);
             loop {
                 match listener.try_recv().await {

@@ -239,6 +239,50 @@ async fn a_listener_whose_connection_was_terminated_listens_again_and_wakes_for_
     t.cleanup().await;
 }
 
+/// A handle starts listening with its first question, so whoever kept its answer about a
+/// token did so before it listened: a change of that token made in between is never heard.
+/// The handle's credential epoch therefore moves once it listens, the first time too, and the
+/// holder kept before is asked for again rather than kept until its keeper's own bound (a
+/// revoked token served for up to two seconds by another server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_that_starts_listening_moves_its_credential_epoch() {
+    let t = postgres().await;
+    populate(t.store.as_ref()).await;
+    register(t.store.as_ref(), "laptop", Role::Runner).await;
+    let other = t.reopen().await;
+    // What a principal cache does: the epoch first, then the store is asked (this starts the
+    // handle's listener), and the answer is kept under that epoch.
+    let kept = other.credential_epoch();
+    assert!(other.principal("laptop").await.unwrap().is_some());
+    // The token is revoked through another handle, perhaps before the listener listens.
+    t.store
+        .change_token(
+            &operator(),
+            "laptop",
+            None,
+            &"2026-12-01T00:00:00Z".parse().unwrap(),
+            "lost",
+        )
+        .await
+        .unwrap();
+    // Once the handle listens, the answer kept before is no longer given, whether or not the
+    // change's notification was heard.
+    assert_eq!(
+        other
+            .queue()
+            .wait_for_jobs(JobKind::Checks, LONG)
+            .await
+            .unwrap(),
+        Wakeup::Resumed
+    );
+    assert_ne!(
+        other.credential_epoch(),
+        kept,
+        "a holder kept before the handle listened is still given"
+    );
+    t.cleanup().await;
+}
+
 /// The writes that make jobs claimable in their own transaction wake the workers of those
 /// jobs, as a separate enqueue or completion does: a request stored with its jobs wakes the
 /// runners (and no verifier, whose job waits for the checks), and a runner's evidence written

@@ -181,7 +181,28 @@ where
     let second = verdict_store::open_with(&scratch.location(), &options)
         .await
         .unwrap();
+    listening(&first).await;
+    listening(&second).await;
     body(first, second).await;
+}
+
+/// Waits until a PostgreSQL handle listens on the store's channel, as a server's handle does
+/// soon after its first request. A handle moves its credential epoch when it starts listening
+/// (a change of token made before was not heard), so a test that counts what a principal
+/// cache keeps starts once that has happened.
+pub async fn listening(store: &Arc<dyn Store>) {
+    assert_eq!(
+        store
+            .queue()
+            .wait_for_jobs(
+                verdict_store::JobKind::Checks,
+                std::time::Duration::from_secs(60)
+            )
+            .await
+            .unwrap(),
+        verdict_store::Wakeup::Resumed,
+        "the handle did not start listening"
+    );
 }
 
 /// A server on a loopback port, stopped when dropped.
