@@ -280,7 +280,7 @@ pub fn load_bytes(
     for (k, v) in root.iter_mut() {
         if k != "vars" {
             vars::substitute(v, &var_values, &format!("/{}", crate::positions::token(k)))
-                .map_err(|e| ctx.problem(&e.pointer, e.to_string()))?;
+                .map_err(|e| ctx.problem(e.pointer(), e.to_string()))?;
         }
     }
     // Every problem is collected and reported at once: the top of the spec, the defaults,

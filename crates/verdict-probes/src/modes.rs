@@ -9,9 +9,15 @@
 //!   error seen.
 //! - `hold`: samples at `start + k·interval` for `k = 0..=window/interval`. The first failing
 //!   sample fails the criterion and sampling stops (a violation sticks). A sample that could not
-//!   observe makes a would-be pass an `error`. A window cut short (criterion timeout, run
-//!   deadline, Ctrl-C) is an `error`, never a pass. Under `--during` a hold keeps sampling until
-//!   both its window is over and the agent has ended.
+//!   observe makes a would-be pass an `error`, and so does a sample that started later than
+//!   [`late_bound`] after it was due (it waited for a job slot, or for its own slow
+//!   predecessor): the time between it and the sample before went unobserved. A window cut
+//!   short (criterion timeout, run deadline, Ctrl-C) is an `error`, never a pass. Under
+//!   `--during` a hold keeps sampling until both its window is over and the agent has ended.
+//!
+//! A converge's pass counts only from an observation that started by its timeout (plus
+//! [`late_bound`]): one that waited past it for a job slot proves nothing about the timeout,
+//! and the criterion is an `error`.
 //! - `unchanged`: one snapshot, compared with the baseline.
 
 use crate::check::{Check, Plan};
@@ -34,15 +40,25 @@ fn dur_text(d: Duration) -> String {
     Dur::from_millis(ms(d)).to_string()
 }
 
-/// One observation: waits for a job slot, observes, reports the sample. Stopping is handled
-/// once per criterion by [`run_check`], which drops this future where it stands.
+/// How late an observation may start after it was due and still count as taken then: one
+/// interval, and never less than [`LATE_FLOOR`] (a loaded machine's scheduling).
+pub(crate) fn late_bound(interval: Dur) -> Duration {
+    interval.std().max(LATE_FLOOR)
+}
+
+/// The least lateness [`late_bound`] allows.
+pub(crate) const LATE_FLOOR: Duration = Duration::from_millis(500);
+
+/// One observation: waits for a job slot, observes, reports the sample, and says when it
+/// started. Stopping is handled once per criterion by [`run_check`], which drops this future
+/// where it stands.
 async fn sample(
     ctx: &RunCtx,
     check: &Check,
     judge: bool,
     index: u64,
     scheduled: Instant,
-) -> (Observed, Option<Value>) {
+) -> (Observed, Option<Value>, Instant) {
     let permit = ctx.permits.acquire().await.ok();
     let started = Instant::now();
     let at_nanos = crate::clock::now_nanos();
@@ -65,6 +81,7 @@ async fn sample(
             sample: s,
         },
         snapshot,
+        started,
     )
 }
 
@@ -100,7 +117,7 @@ async fn assert(
     kept: &mut Kept,
     first: &mut Option<oneshot::Sender<()>>,
 ) -> Verdict {
-    let (o, _) = sample(ctx, check, true, 0, Instant::now()).await;
+    let (o, _, _) = sample(ctx, check, true, 0, Instant::now()).await;
     let v = (o.outcome(), o.reason().to_owned());
     kept.push(o);
     signal(first);
@@ -121,9 +138,20 @@ async fn converge(
     let mut next = start;
     let mut index = 0;
     loop {
-        let (o, _) = sample(ctx, check, true, index, next).await;
+        let (o, _, started) = sample(ctx, check, true, index, next).await;
         signal(first);
         index += 1;
+        if o.outcome() == CheckOutcome::Pass && started > deadline + late_bound(interval) {
+            // The state held when this observation was made, past the timeout: whether it
+            // held within it was not observed.
+            let reason = format!(
+                "the expectation held at observation {}, which started {} after the timeout {timeout} (it waited for a job slot or an earlier observation): whether it held within the timeout was not observed",
+                kept.count + 1,
+                dur_text(started.saturating_duration_since(deadline)),
+            );
+            kept.push(o);
+            return (CheckOutcome::Error, reason);
+        }
         if o.outcome() == CheckOutcome::Pass {
             let reason = format!(
                 "passed at observation {} after {}: {}",
@@ -199,6 +227,8 @@ async fn hold(
     let mut k: u64 = 0;
     // Whether a sample started after the agent had ended (and its leftovers were killed).
     let mut after_agent = false;
+    // The latest a sample started past its due time by more than the bound, if one did.
+    let mut late: Option<(u64, Duration)> = None;
     loop {
         let agent_running = during && !ctx.agent_done();
         // The window is over and so is the agent; but what the agent did last, past the
@@ -218,7 +248,7 @@ async fn hold(
                     .std()
                     .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
         };
-        if !agent_running && !last && scheduled > deadline {
+        if !agent_running && !last && scheduled.max(Instant::now()) > deadline {
             return (
                 CheckOutcome::Error,
                 format!(
@@ -237,8 +267,12 @@ async fn hold(
             tokio::time::sleep_until(scheduled).await;
         }
         after_agent |= during && ctx.agent_done();
-        let (o, _) = sample(ctx, check, true, k, scheduled).await;
+        let (o, _, started) = sample(ctx, check, true, k, scheduled).await;
         signal(first);
+        let lateness = started.saturating_duration_since(scheduled);
+        if lateness > late_bound(interval) {
+            late = Some((k, lateness));
+        }
         k += 1;
         let failed = o.outcome() == CheckOutcome::Fail;
         kept.push(o);
@@ -269,6 +303,17 @@ async fn hold(
                 kept.errored,
                 kept.count,
                 i + 1
+            ),
+        );
+    }
+    if let Some((i, by)) = late {
+        return (
+            CheckOutcome::Error,
+            format!(
+                "sample {} of {} started {} after it was due (it waited for a job slot or for the sample before it): the window was not observed every {interval}, so the hold cannot be vouched for",
+                i + 1,
+                kept.count,
+                dur_text(by)
             ),
         );
     }
@@ -305,7 +350,7 @@ async fn unchanged(
         }
         Err(e) => return (CheckOutcome::Error, e),
     };
-    let (mut o, snapshot) = sample(ctx, check, false, 0, Instant::now()).await;
+    let (mut o, snapshot, _) = sample(ctx, check, false, 0, Instant::now()).await;
     o.sample.facts.insert("baseline".to_owned(), compared_with);
     signal(first);
     let ok = o.outcome() == CheckOutcome::Pass;

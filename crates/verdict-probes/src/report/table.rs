@@ -103,14 +103,14 @@ pub fn render(report: &Report, color: bool) -> String {
     if report.interrupted {
         let _ = writeln!(s, "the run was stopped before every criterion finished");
     }
-    let _ = writeln!(
-        s,
-        "{}",
-        if report.passed {
-            "every required criterion passed"
-        } else {
-            "NOT every required criterion passed"
-        }
-    );
+    let verdict = if report.passed {
+        "every required criterion passed"
+    } else if report.criteria.iter().any(|c| c.required) {
+        "NOT every required criterion passed"
+    } else {
+        // Nothing required proves nothing: the run does not pass on optional criteria alone.
+        "NOT passed: no criterion is required, and optional criteria alone prove nothing"
+    };
+    let _ = writeln!(s, "{verdict}");
     s
 }

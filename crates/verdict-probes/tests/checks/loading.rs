@@ -200,6 +200,41 @@ fn variables_are_substituted_and_change_the_digest() {
     assert_eq!(undefined.pointer, "/criteria/0/probe/address");
 }
 
+/// A key is a string of the spec too: an `env` name written with a variable is substituted
+/// (it was once set literally as `{{ek}}`, silently), an undefined one is refused where it is
+/// written, and two names that substitution makes one are refused rather than one replacing
+/// the other.
+#[test]
+fn variables_are_substituted_in_keys_and_may_not_make_two_one() {
+    let text = "version: 1\nvars: {ek: APP_MODE, v: prod}\ncriteria:\n  - id: x\n    mode: assert\n    probe: {kind: command, argv: [env], env: {'{{ek}}': '{{v}}'}}\n";
+    let s = spec(text);
+    assert_eq!(s.checks[0].definition["probe"]["env"]["APP_MODE"], "prod");
+    assert!(
+        s.checks[0].definition["probe"]["env"]
+            .get("{{ek}}")
+            .is_none()
+    );
+
+    let undefined = problem(
+        "version: 1\ncriteria:\n  - id: x\n    mode: assert\n    probe: {kind: command, argv: [env], env: {'{{nosuchvar}}': '1'}}\n",
+    );
+    assert!(
+        undefined
+            .message
+            .contains("undefined variable \"nosuchvar\""),
+        "{undefined}"
+    );
+    assert_eq!(undefined.criterion.as_deref(), Some("x"));
+
+    let twice = problem(
+        "version: 1\nvars: {ek: MODE}\ncriteria:\n  - id: x\n    mode: assert\n    probe: {kind: command, argv: [env], env: {'{{ek}}': a, MODE: b}}\n",
+    );
+    assert!(
+        twice.message.contains("key \"MODE\" is there twice"),
+        "{twice}"
+    );
+}
+
 #[test]
 fn a_variable_cannot_change_the_structure_of_a_spec() {
     // The value is a string holding YAML; substitution happens after parsing, so it stays a string.

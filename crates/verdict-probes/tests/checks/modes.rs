@@ -580,6 +580,69 @@ async fn jobs_bounds_the_observations_running_at_once() {
     }
 }
 
+/// A slow criterion holds the only job slot for two seconds: a hold's samples, due every half
+/// second, all wait for it and are then taken together, long after the window they were to
+/// watch, and a converge with a half-second timeout observes only after two. Neither saw what
+/// its timing promised, so neither passes: each is an `error` (the file they read says "up"
+/// throughout, so any other outcome would be invented).
+#[tokio::test]
+async fn observations_that_waited_for_a_job_slot_past_their_time_prove_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::write(&state, "up\n").unwrap();
+    let f = state.display();
+    // The slow criterion comes first: on this runtime its task takes the slot first.
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: slow\n    mode: assert\n    probe: {{kind: command, argv: [sleep, '2']}}
+  - id: stays-up\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 500ms\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}
+  - id: ready-soon\n    mode: converge\n    timeout: 500ms\n    interval: 100ms\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}\n"
+    ));
+    let r = run_with(
+        &s,
+        RunOptions {
+            jobs: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(result(&r, "slow").outcome, Pass);
+    let hold = result(&r, "stays-up");
+    assert_eq!(hold.outcome, Error, "{}", hold.reason);
+    assert!(hold.reason.contains("after it was due"), "{}", hold.reason);
+    let converge = result(&r, "ready-soon");
+    assert_eq!(converge.outcome, Error, "{}", converge.reason);
+    assert!(
+        converge.reason.contains("after the timeout 500ms"),
+        "{}",
+        converge.reason
+    );
+    assert!(!r.passed);
+}
+
+/// Each sample of a hold takes longer than its interval: the next is due before the last has
+/// ended, so the window is watched in gaps wider than the interval it promised. The hold is an
+/// `error`, as it is when a criterion timeout shorter than the samples passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_samples_outlast_its_interval_is_not_vouched_for() {
+    let s = spec(
+        "version: 1\ncriteria:
+  - id: gappy\n    role: safety\n    mode: hold\n    window: 2s\n    interval: 500ms\n    probe: {kind: command, argv: [sleep, '1.2'], timeout: 5s}
+  - id: past-timeout\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 1s\n    timeout: 1s\n    probe: {kind: command, argv: [sleep, '1.5'], timeout: 5s}\n",
+    );
+    let r = run(&s).await;
+    let c = result(&r, "gappy");
+    assert_eq!(c.outcome, Error, "{}", c.reason);
+    assert!(c.reason.contains("after it was due"), "{}", c.reason);
+    let c = result(&r, "past-timeout");
+    assert_eq!(c.outcome, Error, "{}", c.reason);
+    assert!(
+        c.reason.contains("the criterion timeout 1s passed"),
+        "{}",
+        c.reason
+    );
+}
+
 /// A service that stops answering during a hold: by default the hold is an `error` (the system
 /// could not be observed); with `unreachable: fail` the criterion asked for the service to stay
 /// reachable, so the hold fails at that sample.

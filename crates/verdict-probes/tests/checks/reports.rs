@@ -109,6 +109,20 @@ async fn tap_has_a_plan_a_point_per_criterion_and_todo_for_optional_ones() {
     assert!(tap.contains("  outcome: error\n"));
 }
 
+/// A spec whose criteria are all optional passes nothing, however they come out, and the
+/// table says why rather than that a required criterion failed.
+#[tokio::test]
+async fn a_run_of_optional_criteria_only_does_not_pass_and_says_why() {
+    let r = run(&spec(
+        "version: 1\ncriteria:\n  - id: nice\n    required: false\n    mode: assert\n    probe: {kind: file, path: /, type: dir}\n",
+    ))
+    .await;
+    assert_eq!(r.criteria[0].outcome, CheckOutcome::Pass);
+    assert!(!r.passed);
+    let t = report::render(&r, Format::Table, false);
+    assert!(t.contains("NOT passed: no criterion is required"), "{t}");
+}
+
 #[tokio::test]
 async fn json_and_table_formats() {
     let r = run(&spec(MIXED)).await;
