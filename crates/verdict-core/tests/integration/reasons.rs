@@ -45,6 +45,20 @@ fn invalid_input_duplicate_key_in_the_raw_bytes() {
     assert!(d.evaluation_key.is_none());
 }
 
+/// An integer member written with a fraction or an exponent (`4.0`, `4e0`) is refused, though
+/// RFC 8785 writes it `4` and the digest is the same: integers are written as integers
+/// (contract-notes.md, "Integers are written as integers").
+#[test]
+fn invalid_input_an_integer_written_with_a_fraction_or_an_exponent() {
+    let text = String::from_utf8(Bundle::base().bytes()).unwrap();
+    for written in ["1.0", "1e0"] {
+        let changed = text.replacen("\"revision\":1", &format!("\"revision\":{written}"), 1);
+        assert_ne!(changed, text, "the base policy's revision is 1");
+        let d = verdict_core::gate::evaluate(changed.as_bytes());
+        assert_reason(&d, Outcome::Blocked, R::InvalidInput);
+    }
+}
+
 /// A struct is read only from an object: `serde_json`'s own reader would take an array of the
 /// fields in declaration order, giving one document two encodings and two digests, and a body
 /// that PostgreSQL's schema check refuses.
