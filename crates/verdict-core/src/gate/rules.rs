@@ -12,6 +12,10 @@
 //! - `outcome`: the outcome before any rule ran
 //! - `policy`: map with `name` and `revision`
 //!
+//! A rule is bounded in size (512 bytes, brackets 5 deep, an expression tree 32 deep) and in
+//! work: at most 100,000 loop iterations over one bundle, nested macros counted in full,
+//! past which it is a `gate_error` whatever it would have said.
+//!
 //! CEL leaves the iteration order of a map unspecified, and the evaluator's maps iterate in a
 //! different order in every process. So that a rule is deterministic, every macro
 //! (`all`, `exists`, `exists_one`, `map`, `filter`) that ranges over a map ranges over its keys
@@ -23,6 +27,7 @@ use cel::objects::Key;
 use cel::{ExecutionError, IdedExpr};
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The function a macro's range goes through: a map's keys, sorted; anything else unchanged.
 /// Its name cannot be written in CEL source, so no rule can call it or shadow it.
@@ -38,6 +43,15 @@ const MAX_RULE_NESTING: usize = 5;
 /// The deepest expression tree a rule may parse to (an operator chain such as `1 + 1 + ...`
 /// nests one level per term without a single bracket).
 const MAX_RULE_DEPTH: usize = 32;
+
+/// The most loop iterations one rule may take over one bundle, summed over every macro it runs
+/// (`all`, `exists`, `exists_one`, `map`, `filter`), a nested one counted again for each
+/// iteration of the loop around it. The producer decides how many criteria a subject has, so a
+/// short rule with three nested macros over them would otherwise run for as long as the
+/// producer likes (200 criteria: 8 million iterations, half a minute). A rule past the budget
+/// stops there and is a `gate_error`, whatever it would have said: the same bundle always
+/// spends the same count, so the decision stays a function of the bundle.
+pub(crate) const MAX_RULE_ITERATIONS: u64 = 100_000;
 
 /// A rule whose expression parsed.
 pub(crate) struct CompiledRule {
@@ -83,15 +97,41 @@ impl CompiledRule {
     /// Whether the rule fires over `context` (a JSON object of the variables above).
     pub(crate) fn fires(&self, context: &Value) -> Result<bool, String> {
         let mut ctx = cel::Context::default();
-        ctx.add_function(SORTED_RANGE, sorted_range)
-            .map_err(|e| e.to_string())?;
+        // Every macro's range passes through here once per run of the macro: the sum of their
+        // lengths is the number of iterations the rule takes.
+        let spent = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&spent);
+        ctx.add_function(
+            SORTED_RANGE,
+            move |v: cel::Value| -> Result<cel::Value, ExecutionError> {
+                let range = sorted_range(v);
+                let n = match &range {
+                    cel::Value::List(items) => u64::try_from(items.len()).unwrap_or(u64::MAX),
+                    _ => 0,
+                };
+                let before = counter.fetch_add(n, Ordering::Relaxed);
+                if before.saturating_add(n) > MAX_RULE_ITERATIONS {
+                    return Err(ExecutionError::function_error(SORTED_RANGE, "budget"));
+                }
+                Ok(range)
+            },
+        )
+        .map_err(|e| e.to_string())?;
         if let Value::Object(vars) = context {
             for (name, v) in vars {
                 let cv = cel::to_value(v).map_err(|e| e.to_string())?;
                 ctx.add_variable_from_value(name.as_str(), cv);
             }
         }
-        match cel::Value::resolve(&self.expr, &ctx) {
+        let resolved = cel::Value::resolve(&self.expr, &ctx);
+        // Past the budget nothing the rule says counts, even where `||`, `&&` or a macro
+        // absorbed the refusal.
+        if spent.load(Ordering::Relaxed) > MAX_RULE_ITERATIONS {
+            return Err(format!(
+                "the rule takes more than {MAX_RULE_ITERATIONS} loop iterations over this bundle"
+            ));
+        }
+        match resolved {
             Ok(cel::Value::Bool(b)) => Ok(b),
             Ok(other) => Err(format!(
                 "expression yields a {}, expected a bool",

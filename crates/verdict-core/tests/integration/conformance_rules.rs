@@ -117,3 +117,36 @@ fn rules_within_the_bounds_evaluate() {
         assert_reason(&d, Outcome::Rework, R::PolicyRule);
     }
 }
+
+/// The producer decides how many criteria a subject has: three nested macros over 200 of them
+/// are 8 million iterations, which ran for half a minute. A rule's work is bounded (100,000
+/// iterations, nested macros counted in full): past it the rule is a `gate_error`, also where
+/// `||` would have absorbed the refusal, and the same bundle always decides the same. Two
+/// nested macros over the same subject (40,000 iterations) still evaluate.
+#[test]
+fn a_rule_that_iterates_without_bound_over_a_large_subject_is_a_gate_error() {
+    let mut b = Bundle::base();
+    for i in 0..200 {
+        b.add_criterion(json!({"id": format!("c{i}"), "text": "x", "required": false}));
+    }
+    for when in [
+        "criteria.all(a, criteria.all(b, criteria.all(c, a != '')))",
+        "criteria.exists(a, criteria.exists(b, criteria.exists(c, a == 'none'))) || true",
+    ] {
+        b.v["policy"]["rules"] =
+            json!([{"id": "r", "when": when, "outcome": "rework", "reason": "x"}]);
+        let d = b.eval();
+        assert_reason(&d, Outcome::Blocked, R::GateError);
+        assert!(
+            d.reasons[0]
+                .detail
+                .contains("more than 100000 loop iterations"),
+            "{}",
+            d.reasons[0].detail
+        );
+        assert_eq!(b.eval(), d, "the same bundle decides the same");
+    }
+    b.v["policy"]["rules"] = json!([{"id": "r",
+        "when": "criteria.all(a, criteria.all(b, a != ''))", "outcome": "rework", "reason": "x"}]);
+    assert_reason(&b.eval(), Outcome::Rework, R::PolicyRule);
+}
