@@ -9,15 +9,16 @@
 //!   error seen.
 //! - `hold`: samples at `start + k·interval` for `k = 0..=window/interval`. The first failing
 //!   sample fails the criterion and sampling stops (a violation sticks). A sample that could not
-//!   observe makes a would-be pass an `error`, and so does a sample that started later than
-//!   [`late_bound`] after it was due (it waited for a job slot, or for its own slow
-//!   predecessor): the time between it and the sample before went unobserved. A window cut
-//!   short (criterion timeout, run deadline, Ctrl-C) is an `error`, never a pass. Under
-//!   `--during` a hold keeps sampling until both its window is over and the agent has ended.
+//!   observe makes a would-be pass an `error`, and so does a sample that had not finished within
+//!   [`slack`] of when it was due (it waited for a job slot, or for its own slow predecessor,
+//!   or took that long to look): what it saw may be from any instant between its start and its
+//!   end, so the time between it and the sample before went unobserved. A window cut short
+//!   (criterion timeout, run deadline, Ctrl-C) is an `error`, never a pass. Under `--during` a
+//!   hold keeps sampling until both its window is over and the agent has ended.
 //!
-//! A converge's pass counts only from an observation that started by its timeout (plus
-//! [`late_bound`]): one that waited past it for a job slot proves nothing about the timeout,
-//! and the criterion is an `error`.
+//! A converge's pass counts only from an observation that had finished within [`slack`] of its
+//! timeout: one that waited past it for a job slot, or that took until then to answer, shows the
+//! state after the timeout, not within it, and the criterion is an `error`.
 //! - `unchanged`: one snapshot, compared with the baseline.
 
 use crate::check::{Check, Plan};
@@ -40,25 +41,28 @@ fn dur_text(d: Duration) -> String {
     Dur::from_millis(ms(d)).to_string()
 }
 
-/// How late an observation may start after it was due and still count as taken then: one
-/// interval, and never less than [`LATE_FLOOR`] (a loaded machine's scheduling).
-pub(crate) fn late_bound(interval: Dur) -> Duration {
-    interval.std().max(LATE_FLOOR)
+/// How long after it was due an observation may finish and still count as made then: the
+/// spacing the plan gives its observations (`interval`, or the whole `span` when that is
+/// shorter: a hold's window, a converge's timeout), and never less than [`SLACK_FLOOR`] (a
+/// loaded machine's scheduling). An observation's answer may come from any instant between its
+/// start and its end, so two consecutive ones that each finish within this of their due times
+/// are never further apart than their planned spacing plus this.
+pub(crate) fn slack(interval: Dur, span: Dur) -> Duration {
+    interval.std().min(span.std()).max(SLACK_FLOOR)
 }
 
-/// The least lateness [`late_bound`] allows.
-pub(crate) const LATE_FLOOR: Duration = Duration::from_millis(500);
+/// The least [`slack`] allows.
+pub(crate) const SLACK_FLOOR: Duration = Duration::from_millis(500);
 
-/// One observation: waits for a job slot, observes, reports the sample, and says when it
-/// started. Stopping is handled once per criterion by [`run_check`], which drops this future
-/// where it stands.
+/// One observation: waits for a job slot, observes, reports the sample. Stopping is handled
+/// once per criterion by [`run_check`], which drops this future where it stands.
 async fn sample(
     ctx: &RunCtx,
     check: &Check,
     judge: bool,
     index: u64,
     scheduled: Instant,
-) -> (Observed, Option<Value>, Instant) {
+) -> (Observed, Option<Value>) {
     let permit = ctx.permits.acquire().await.ok();
     let started = Instant::now();
     let at_nanos = crate::clock::now_nanos();
@@ -81,7 +85,6 @@ async fn sample(
             sample: s,
         },
         snapshot,
-        started,
     )
 }
 
@@ -117,7 +120,7 @@ async fn assert(
     kept: &mut Kept,
     first: &mut Option<oneshot::Sender<()>>,
 ) -> Verdict {
-    let (o, _, _) = sample(ctx, check, true, 0, Instant::now()).await;
+    let (o, _) = sample(ctx, check, true, 0, Instant::now()).await;
     let v = (o.outcome(), o.reason().to_owned());
     kept.push(o);
     signal(first);
@@ -138,16 +141,17 @@ async fn converge(
     let mut next = start;
     let mut index = 0;
     loop {
-        let (o, _, started) = sample(ctx, check, true, index, next).await;
+        let (o, _) = sample(ctx, check, true, index, next).await;
         signal(first);
         index += 1;
-        if o.outcome() == CheckOutcome::Pass && started > deadline + late_bound(interval) {
-            // The state held when this observation was made, past the timeout: whether it
-            // held within it was not observed.
+        let ended = Instant::now();
+        if o.outcome() == CheckOutcome::Pass && ended > deadline + slack(interval, timeout) {
+            // The state held when this observation was made, at some instant up to its end,
+            // past the timeout: whether it held within it was not observed.
             let reason = format!(
-                "the expectation held at observation {}, which started {} after the timeout {timeout} (it waited for a job slot or an earlier observation): whether it held within the timeout was not observed",
+                "the expectation held at observation {}, which ended {} after the timeout {timeout} (it waited for a job slot or an earlier observation, or took that long to answer): whether it held within the timeout was not observed",
                 kept.count + 1,
-                dur_text(started.saturating_duration_since(deadline)),
+                dur_text(ended.saturating_duration_since(deadline)),
             );
             kept.push(o);
             return (CheckOutcome::Error, reason);
@@ -227,8 +231,9 @@ async fn hold(
     let mut k: u64 = 0;
     // Whether a sample started after the agent had ended (and its leftovers were killed).
     let mut after_agent = false;
-    // The latest a sample started past its due time by more than the bound, if one did.
+    // The last sample that finished later than the slack after it was due, and by how much.
     let mut late: Option<(u64, Duration)> = None;
+    let allowed = slack(interval, window);
     loop {
         let agent_running = during && !ctx.agent_done();
         // The window is over and so is the agent; but what the agent did last, past the
@@ -267,10 +272,10 @@ async fn hold(
             tokio::time::sleep_until(scheduled).await;
         }
         after_agent |= during && ctx.agent_done();
-        let (o, _, started) = sample(ctx, check, true, k, scheduled).await;
+        let (o, _) = sample(ctx, check, true, k, scheduled).await;
         signal(first);
-        let lateness = started.saturating_duration_since(scheduled);
-        if lateness > late_bound(interval) {
+        let lateness = Instant::now().saturating_duration_since(scheduled);
+        if lateness > allowed {
             late = Some((k, lateness));
         }
         k += 1;
@@ -310,7 +315,7 @@ async fn hold(
         return (
             CheckOutcome::Error,
             format!(
-                "sample {} of {} started {} after it was due (it waited for a job slot or for the sample before it): the window was not observed every {interval}, so the hold cannot be vouched for",
+                "sample {} of {} ended {} after it was due (it waited for a job slot or for the sample before it, or took that long to observe): the window was not observed every {interval}, so the hold cannot be vouched for",
                 i + 1,
                 kept.count,
                 dur_text(by)
@@ -350,7 +355,7 @@ async fn unchanged(
         }
         Err(e) => return (CheckOutcome::Error, e),
     };
-    let (mut o, snapshot, _) = sample(ctx, check, false, 0, Instant::now()).await;
+    let (mut o, snapshot) = sample(ctx, check, false, 0, Instant::now()).await;
     o.sample.facts.insert("baseline".to_owned(), compared_with);
     signal(first);
     let ok = o.outcome() == CheckOutcome::Pass;

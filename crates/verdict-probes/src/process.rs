@@ -11,12 +11,6 @@
 //! `setsid` escapes that; a host that starts every child through this module can adopt such
 //! orphans and kill them ([`adopt_orphans`], [`kill_orphans`]), within a bound after which
 //! the caller must not vouch for the run.
-//!
-//! One exception: a program that must be able to read the terminal (the agent of `verdict check
-//! --during`, run from a shell) would be stopped by the terminal in a group of its own, so when
-//! this process adopts orphans and is itself in the terminal's foreground, such a program shares
-//! this process's group ([`Group::spawn_sharing_terminal`]): only the program is killed
-//! directly, and what it leaves running, orphaned when it ends, is killed by the sweep.
 
 use crate::output::{Captured, read_capped};
 use rustix::process::{Pid, Signal};
@@ -42,46 +36,21 @@ fn started() -> MutexGuard<'static, BTreeSet<i32>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A program started in its own process group (or, see [`Group::spawn_sharing_terminal`], in
-/// this process's). Its group is killed when the program has exited and whenever this is
-/// dropped before that.
+/// A program started in its own process group. The group is killed when the program has
+/// exited and whenever this is dropped before that.
 pub(crate) struct Group {
     child: tokio::process::Child,
-    /// The group's id (the program's pid) until the group has been killed after the exit;
-    /// never this process's own group.
+    /// The group's id (the program's pid) until the group has been killed after the exit.
     pgid: Option<Pid>,
     pid: Option<i32>,
     /// Readable once the program has exited, before it is reaped (Linux pidfd).
     exit: Option<AsyncFd<OwnedFd>>,
-    /// In this process's group: only the program itself is killed, the sweep does the rest.
-    shared: bool,
 }
 
 impl Group {
     /// Starts `cmd` as the leader of a new process group.
     pub(crate) fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Self> {
-        cmd.process_group(0);
-        Self::start(cmd, false)
-    }
-
-    /// Starts `cmd` in this process's group when this process adopts orphans and its standard
-    /// input is a terminal whose foreground group is its own, so that the program can read the
-    /// terminal as a program a shell started would (and Ctrl-C reaches both); otherwise as
-    /// [`Group::spawn`]. Sharing the group, the program cannot be killed with its group: when
-    /// it ends (or is killed), whatever it started and left running is orphaned, adopted by
-    /// this process and killed by [`kill_orphans`], which the caller runs.
-    pub(crate) fn spawn_sharing_terminal(
-        cmd: &mut tokio::process::Command,
-    ) -> std::io::Result<Self> {
-        if may_share_terminal() {
-            Self::start(cmd, true)
-        } else {
-            Self::spawn(cmd)
-        }
-    }
-
-    fn start(cmd: &mut tokio::process::Command, shared: bool) -> std::io::Result<Self> {
-        cmd.kill_on_drop(true);
+        cmd.process_group(0).kill_on_drop(true);
         // Held across the fork so that an orphan sweep never takes the new child for an orphan.
         let mut set = started();
         let child = cmd.spawn()?;
@@ -90,13 +59,12 @@ impl Group {
             set.insert(p);
         }
         drop(set);
-        let own = pid.and_then(Pid::from_raw);
+        let pgid = pid.and_then(Pid::from_raw);
         Ok(Self {
-            exit: own.and_then(exit_notifier),
+            exit: pgid.and_then(exit_notifier),
             child,
-            pgid: own.filter(|_| !shared),
+            pgid,
             pid,
-            shared,
         })
     }
 
@@ -105,15 +73,11 @@ impl Group {
         &mut self.child
     }
 
-    /// Kills every process of the group (the program and what it started and left behind); a
-    /// program sharing this process's group, only itself.
+    /// Kills every process of the group (the program and what it started and left behind).
     pub(crate) fn kill(&mut self) {
         if let Some(pgid) = self.pgid {
             // ESRCH: the group is empty already; there is nothing else to do about an error.
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
-        } else if self.shared {
-            // Once reaped, tokio sends nothing: the number cannot have been reused.
-            let _ = self.child.start_kill();
         }
     }
 
@@ -142,23 +106,6 @@ impl Drop for Group {
         if let Some(p) = self.pid {
             started().remove(&p);
         }
-    }
-}
-
-/// Whether a program may share this process's group to read the terminal: only where this
-/// process adopts orphans (so what the program leaves is still found) and is in the foreground
-/// of the terminal its standard input is.
-fn may_share_terminal() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        use std::io::IsTerminal;
-        ADOPTING.load(Ordering::SeqCst)
-            && std::io::stdin().is_terminal()
-            && rustix::termios::tcgetpgrp(std::io::stdin()).ok() == Some(rustix::process::getpgrp())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
     }
 }
 
@@ -367,6 +314,16 @@ impl ProcOutput {
 /// Runs the process to its end.
 pub async fn run(spec: ProcSpec<'_>) -> Result<ProcOutput, String> {
     let (program, args) = spec.argv.split_first().ok_or("empty command")?;
+    // A name holding `=` would set another variable (`DATABASE_URL=x` set to `y` is
+    // `DATABASE_URL` set to `x=y`), past the check below.
+    if let Some(name) = spec.env.and_then(|env| {
+        env.keys()
+            .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+    }) {
+        return Err(format!(
+            "the probe's env name {name:?} is empty or holds '=' or NUL, which no variable's name may"
+        ));
+    }
     if let Some(name) = spec
         .env
         .and_then(|env| env.keys().find(|k| verdict_core::child_env::is_withheld(k)))

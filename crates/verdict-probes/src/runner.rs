@@ -342,14 +342,12 @@ async fn run_agent(argv: &[String], ctx: &RunCtx) -> (AgentRun, Result<(), Strin
     };
     // The agent is someone else's program: it gets the allowlisted environment only. It runs
     // in its own process group, killed whole when it ends, so nothing it started keeps acting
-    // on the system while the criteria after it observe; or, run from a terminal's foreground
-    // by a host that adopts orphans, in this process's group, so that it can read the
-    // terminal, what it leaves being killed by the sweep below.
+    // on the system while the criteria after it observe.
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
         .envs(verdict_core::child_env::inherited(std::env::vars_os()));
-    let mut group = match crate::process::Group::spawn_sharing_terminal(&mut cmd) {
+    let mut group = match crate::process::Group::spawn(&mut cmd) {
         Ok(g) => g,
         Err(e) => {
             return (

@@ -705,62 +705,6 @@ fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// Run from a terminal, the agent reads that terminal as a program a shell started would: it
-/// shares verdict's process group rather than being stopped (SIGTTIN) in a group of its own
-/// until the run's deadline. What it leaves running is still killed when it ends.
-#[test]
-fn an_agent_run_from_a_terminal_reads_it_and_leaves_nothing_behind() {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = write(dir.path(), "s.yaml", SIMPLE);
-    let got = dir.path().join("got");
-    let late = dir.path().join("late");
-    let agent = format!(
-        "read x; echo \"got:$x\" > '{}'; (sleep 2; touch '{}') & exit 0",
-        got.display(),
-        late.display()
-    );
-    // `script` runs verdict on a terminal of its own, in that terminal's foreground, and
-    // passes what it reads on its standard input to the terminal.
-    let command = format!(
-        "{} check {spec} -q --deadline 30s --during -- sh -c {}",
-        bin(),
-        shell_quote(&agent)
-    );
-    let started = std::time::Instant::now();
-    let mut child = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    input.write_all(b"hello\n").unwrap();
-    input.flush().unwrap();
-    let o = output_within(child, Duration::from_secs(60));
-    drop(input);
-    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-    assert_eq!(
-        std::fs::read_to_string(&got).unwrap(),
-        "got:hello\n",
-        "the agent did not read the terminal"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "the agent waited for the run's deadline: {:?}",
-        started.elapsed()
-    );
-    std::thread::sleep(Duration::from_millis(3000));
-    assert!(!late.exists(), "what the agent left running outlived it");
-}
-
-/// `s` as one word for `sh`.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 /// A probe's program and the agent each start a process that leaves their process group with
 /// `setsid` (and wait until it has) and would rewrite a file after `verdict check` has written
 /// its results: the check adopts such orphans and kills them when the agent and the run end.

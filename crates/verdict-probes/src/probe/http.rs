@@ -347,6 +347,14 @@ pub fn header_map(h: Option<&BTreeMap<String, String>>, at: &str) -> Result<Head
                 format!("invalid value for header {k:?}"),
             )
         })?;
+        // Names ignore case: `Authorization` and `authorization` would send one, the other
+        // silently dropped while both stay in the definition.
+        if map.contains_key(&name) {
+            return Err(FieldError::new(
+                format!("{at}/{}", crate::positions::token(k)),
+                format!("header {k:?} is given twice (header names ignore case)"),
+            ));
+        }
         map.insert(name, value);
     }
     Ok(map)

@@ -596,7 +596,8 @@ async fn observations_that_waited_for_a_job_slot_past_their_time_prove_nothing()
         "version: 1\ncriteria:
   - id: slow\n    mode: assert\n    probe: {{kind: command, argv: [sleep, '2']}}
   - id: stays-up\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 500ms\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}
-  - id: ready-soon\n    mode: converge\n    timeout: 500ms\n    interval: 100ms\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}\n"
+  - id: ready-soon\n    mode: converge\n    timeout: 500ms\n    interval: 100ms\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}
+  - id: wide\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 1m\n    probe: {{kind: file, path: '{f}', content: {{equals: \"up\\n\"}}}}\n"
     ));
     let r = run_with(
         &s,
@@ -617,7 +618,45 @@ async fn observations_that_waited_for_a_job_slot_past_their_time_prove_nothing()
         "{}",
         converge.reason
     );
+    // An interval longer than the window allows no more than the window's own length.
+    let wide = result(&r, "wide");
+    assert_eq!(wide.outcome, Error, "{}", wide.reason);
+    assert!(wide.reason.contains("after it was due"), "{}", wide.reason);
     assert!(!r.passed);
+}
+
+/// An observation may answer from any instant between its start and its end. A service that
+/// holds its answer until it is ready, three seconds on, passed a converge with a one-second
+/// timeout (the observation had started in time); a sample of a hold that took a second and a
+/// half to answer left that much of the window unwatched, and the hold passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observation_that_answers_late_proves_nothing_about_the_time_before() {
+    let h = Http::start().await;
+    h.script("held", vec![slow(200, "ok", 3_000)]);
+    h.script(
+        "gappy",
+        vec![
+            step(200, "ok"),
+            slow(200, "ok", 1_500),
+            step(200, "ok"),
+            step(200, "ok"),
+            step(200, "ok"),
+        ],
+    );
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: ready-in-1s\n    mode: converge\n    timeout: 1s\n    interval: 100ms\n    probe: {{kind: http, url: '{}', timeout: 5s}}
+  - id: stays-up\n    role: safety\n    mode: hold\n    window: 2s\n    interval: 500ms\n    probe: {{kind: http, url: '{}', timeout: 5s}}\n",
+        h.url("/s/held"),
+        h.url("/s/gappy")
+    ));
+    let r = run(&s).await;
+    let c = result(&r, "ready-in-1s");
+    assert_eq!(c.outcome, Error, "{}", c.reason);
+    assert!(c.reason.contains("after the timeout 1s"), "{}", c.reason);
+    let c = result(&r, "stays-up");
+    assert_eq!(c.outcome, Error, "{}", c.reason);
+    assert!(c.reason.contains("after it was due"), "{}", c.reason);
 }
 
 /// Each sample of a hold takes longer than its interval: the next is due before the last has

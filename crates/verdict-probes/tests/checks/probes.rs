@@ -1370,6 +1370,35 @@ async fn a_command_gets_the_allowlisted_environment_and_what_the_spec_sets_only(
         assert_eq!(o, Error, "{name}: {why}");
         assert!(why.contains(name) && why.contains("never given"), "{why}");
     }
+    // A name holding `=` would set the variable before it (`DATABASE_URL` to `x=y`).
+    let (o, why, _) = probe(
+        "{kind: command, argv: [sh, -c, 'test -z \"$DATABASE_URL\"'], env: {'DATABASE_URL=postgres://attacker@evil/db?x': 'y'}}",
+    )
+    .await;
+    assert_eq!(o, Error, "{why}");
+    assert!(why.contains("holds '='"), "{why}");
+}
+
+/// Header names ignore case: `Authorization` and `authorization` (written so, or made so by a
+/// variable) would send one of the two while the definition lists both.
+#[test]
+fn a_header_named_twice_in_another_case_is_refused() {
+    for (headers, vars) in [
+        ("{Authorization: 'Bearer ci', authorization: '1'}", ""),
+        (
+            "{Authorization: 'Bearer ci', '{{h}}': '1'}",
+            "vars: {h: AUTHORIZATION}\n",
+        ),
+    ] {
+        let p = crate::common::problem(&format!(
+            "version: 1\n{vars}criteria:\n  - id: h\n    mode: assert\n    probe: {{kind: http, url: 'http://127.0.0.1:9/', headers: {headers}}}\n"
+        ));
+        assert!(
+            p.message
+                .contains("is given twice (header names ignore case)"),
+            "{p}"
+        );
+    }
 }
 
 /// Documents that name a key twice, each with a reading by its last key that would pass.
