@@ -499,8 +499,11 @@ pub(crate) async fn run_check(
             }
         };
         tokio::select! {
-            v = mode => Ok(v),
+            // A stop wins whenever both are ready: a criterion that finishes as the run is
+            // stopped (or starts after it was) is not vouched for.
+            biased;
             r = ctx.stopped() => Err(r),
+            v = mode => Ok(v),
         }
     };
     drop(first);

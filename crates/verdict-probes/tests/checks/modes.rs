@@ -906,3 +906,21 @@ async fn a_hold_samples_at_the_end_of_a_window_its_interval_does_not_divide() {
         c.reason
     );
 }
+
+/// A run stopped (Ctrl-C, `--deadline`) before a criterion observes does not vouch for it: the
+/// criterion is an `error`, never a pass, every time (the stop is checked first whenever the
+/// criterion could also finish).
+#[tokio::test]
+async fn a_criterion_of_a_stopped_run_is_never_a_pass() {
+    let s = spec(
+        "version: 1\ncriteria:\n  - id: quick\n    mode: assert\n    probe: {kind: file, path: /, type: dir}\n",
+    );
+    for _ in 0..20 {
+        let stopper = Stopper::new();
+        stopper.stop(StopReason::Interrupted);
+        let r = runner::run(&s, RunOptions::default(), Arc::new(Quiet), &stopper).await;
+        let c = result(&r, "quick");
+        assert_eq!(c.outcome, Error, "{}", c.reason);
+        assert!(!r.passed);
+    }
+}
