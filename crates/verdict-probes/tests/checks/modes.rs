@@ -580,6 +580,13 @@ async fn jobs_bounds_the_observations_running_at_once() {
     }
 }
 
+/// Asserts that criterion `id` of `r` is an `error` whose reason says `why`.
+fn assert_error(r: &verdict_probes::result::Report, id: &str, why: &str) {
+    let c = result(r, id);
+    assert_eq!(c.outcome, Error, "{id}: {}", c.reason);
+    assert!(c.reason.contains(why), "{id}: {}", c.reason);
+}
+
 /// A slow criterion holds the only job slot for two seconds: a hold's samples, due every half
 /// second, all wait for it and are then taken together, long after the window they were to
 /// watch, and a converge with a half-second timeout observes only after two. Neither saw what
@@ -608,20 +615,10 @@ async fn observations_that_waited_for_a_job_slot_past_their_time_prove_nothing()
     )
     .await;
     assert_eq!(result(&r, "slow").outcome, Pass);
-    let hold = result(&r, "stays-up");
-    assert_eq!(hold.outcome, Error, "{}", hold.reason);
-    assert!(hold.reason.contains("after it was due"), "{}", hold.reason);
-    let converge = result(&r, "ready-soon");
-    assert_eq!(converge.outcome, Error, "{}", converge.reason);
-    assert!(
-        converge.reason.contains("after the timeout 500ms"),
-        "{}",
-        converge.reason
-    );
+    assert_error(&r, "stays-up", "after it was due");
+    assert_error(&r, "ready-soon", "after the timeout 500ms");
     // An interval longer than the window allows no more than the window's own length.
-    let wide = result(&r, "wide");
-    assert_eq!(wide.outcome, Error, "{}", wide.reason);
-    assert!(wide.reason.contains("after it was due"), "{}", wide.reason);
+    assert_error(&r, "wide", "after it was due");
     assert!(!r.passed);
 }
 
@@ -651,12 +648,8 @@ async fn an_observation_that_answers_late_proves_nothing_about_the_time_before()
         h.url("/s/gappy")
     ));
     let r = run(&s).await;
-    let c = result(&r, "ready-in-1s");
-    assert_eq!(c.outcome, Error, "{}", c.reason);
-    assert!(c.reason.contains("after the timeout 1s"), "{}", c.reason);
-    let c = result(&r, "stays-up");
-    assert_eq!(c.outcome, Error, "{}", c.reason);
-    assert!(c.reason.contains("after it was due"), "{}", c.reason);
+    assert_error(&r, "ready-in-1s", "after the timeout 1s");
+    assert_error(&r, "stays-up", "after it was due");
 }
 
 /// Each sample of a hold takes longer than its interval: the next is due before the last has
@@ -670,16 +663,8 @@ async fn a_hold_whose_samples_outlast_its_interval_is_not_vouched_for() {
   - id: past-timeout\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 1s\n    timeout: 1s\n    probe: {kind: command, argv: [sleep, '1.5'], timeout: 5s}\n",
     );
     let r = run(&s).await;
-    let c = result(&r, "gappy");
-    assert_eq!(c.outcome, Error, "{}", c.reason);
-    assert!(c.reason.contains("after it was due"), "{}", c.reason);
-    let c = result(&r, "past-timeout");
-    assert_eq!(c.outcome, Error, "{}", c.reason);
-    assert!(
-        c.reason.contains("the criterion timeout 1s passed"),
-        "{}",
-        c.reason
-    );
+    assert_error(&r, "gappy", "after it was due");
+    assert_error(&r, "past-timeout", "the criterion timeout 1s passed");
 }
 
 /// A service that stops answering during a hold: by default the hold is an `error` (the system
