@@ -18,7 +18,8 @@
 //!
 //! A converge's pass counts only from an observation that had finished within [`slack`] of its
 //! timeout: one that waited past it for a job slot, or that took until then to answer, shows the
-//! state after the timeout, not within it, and the criterion is an `error`.
+//! state after the timeout, not within it, and the criterion is an `error`. (`timeout: 0` is one
+//! observation, which claims no time.)
 //! - `unchanged`: one snapshot, compared with the baseline.
 
 use crate::check::{Check, Plan};
@@ -145,7 +146,11 @@ async fn converge(
         signal(first);
         index += 1;
         let ended = Instant::now();
-        if o.outcome() == CheckOutcome::Pass && ended > deadline + slack(interval, timeout) {
+        // `timeout: 0` is one observation, as an assert is: it claims no time to be met.
+        if o.outcome() == CheckOutcome::Pass
+            && !timeout.is_zero()
+            && ended > deadline + slack(interval, timeout)
+        {
             // The state held when this observation was made, at some instant up to its end,
             // past the timeout: whether it held within it was not observed.
             let reason = format!(

@@ -650,6 +650,19 @@ async fn an_observation_that_answers_late_proves_nothing_about_the_time_before()
     let r = run(&s).await;
     assert_error(&r, "ready-in-1s", "after the timeout 1s");
     assert_error(&r, "stays-up", "after it was due");
+    // `timeout: 0` is one observation and claims no time: a slow answer still counts.
+    h.script("once", vec![slow(200, "ok", 1_000)]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: once\n    mode: converge\n    timeout: 0\n    probe: {{kind: http, url: '{}', timeout: 5s}}\n",
+        h.url("/s/once")
+    ));
+    let r = run(&s).await;
+    assert_eq!(
+        result(&r, "once").outcome,
+        Pass,
+        "{}",
+        result(&r, "once").reason
+    );
 }
 
 /// Each sample of a hold takes longer than its interval: the next is due before the last has
