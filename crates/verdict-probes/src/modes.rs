@@ -16,10 +16,11 @@
 //!   (criterion timeout, run deadline, Ctrl-C) is an `error`, never a pass. Under `--during` a
 //!   hold keeps sampling until both its window is over and the agent has ended.
 //!
-//! A converge's pass counts only from an observation that had finished within [`slack`] of its
-//! timeout: one that waited past it for a job slot, or that took until then to answer, shows the
-//! state after the timeout, not within it, and the criterion is an `error`. (`timeout: 0` is one
-//! observation, which claims no time.)
+//! A converge's pass counts only from an observation that had finished by its timeout (within
+//! [`SLACK_FLOOR`] of scheduling noise): one that waited past it for a job slot, or that took
+//! until then to answer, shows the state after the timeout, not within it, and the criterion is
+//! an `error`. Its last observation starts as long before the deadline as the one before it
+//! took. (`timeout: 0` is one observation, which claims no time.)
 //! - `unchanged`: one snapshot, compared with the baseline.
 
 use crate::check::{Check, Plan};
@@ -42,10 +43,9 @@ fn dur_text(d: Duration) -> String {
     Dur::from_millis(ms(d)).to_string()
 }
 
-/// How long after it was due an observation may finish and still count as made then: the
-/// spacing the plan gives its observations (`interval`, or the whole `span` when that is
-/// shorter: a hold's window, a converge's timeout), and never less than [`SLACK_FLOOR`] (a
-/// loaded machine's scheduling). An observation's answer may come from any instant between its
+/// How long after it was due a hold's sample may finish and still count as made then: the
+/// spacing the plan gives its samples (`interval`, or the whole `span` when that is shorter: the
+/// window), and never less than [`SLACK_FLOOR`] (a loaded machine's scheduling). An observation's answer may come from any instant between its
 /// start and its end, so two consecutive ones that each finish within this of their due times
 /// are never further apart than their planned spacing plus this.
 pub(crate) fn slack(interval: Dur, span: Dur) -> Duration {
@@ -146,10 +146,10 @@ async fn converge(
         signal(first);
         index += 1;
         let ended = Instant::now();
-        // `timeout: 0` is one observation, as an assert is: it claims no time to be met.
-        if o.outcome() == CheckOutcome::Pass
-            && !timeout.is_zero()
-            && ended > deadline + slack(interval, timeout)
+        let took = ended.saturating_duration_since(next);
+        // `timeout: 0` is one observation, as an assert is: it claims no time to be met. Any
+        // other pass must have been answered by the deadline, within scheduling noise.
+        if o.outcome() == CheckOutcome::Pass && !timeout.is_zero() && ended > deadline + SLACK_FLOOR
         {
             // The state held when this observation was made, at some instant up to its end,
             // past the timeout: whether it held within it was not observed.
@@ -176,7 +176,9 @@ async fn converge(
         if now >= deadline {
             break;
         }
-        next = (now + wait).min(deadline);
+        // The last observation starts as long before the deadline as the one before took, so
+        // that a probe that takes a while to answer still answers by the deadline.
+        next = (now + wait).min(deadline.checked_sub(took).unwrap_or(deadline).max(now));
         tokio::time::sleep_until(next).await;
         wait = (wait * 2).min(max_interval.std());
     }
@@ -238,7 +240,13 @@ async fn hold(
     let mut after_agent = false;
     // The last sample that finished later than the slack after it was due, and by how much.
     let mut late: Option<(u64, Duration)> = None;
-    let allowed = slack(interval, window);
+    // One sample (`window: 0`) is spaced from the next only by the interval, under `--during`.
+    let allowed = if window.as_millis() == 0 {
+        slack(interval, interval)
+    } else {
+        slack(interval, window)
+    };
+    let window_divides = window.as_millis() % interval.as_millis().max(1) == 0;
     loop {
         let agent_running = during && !ctx.agent_done();
         // The window is over and so is the agent; but what the agent did last, past the
@@ -252,11 +260,13 @@ async fn hold(
         } else if k < planned {
             hold_sample_at(start, window, interval, k)
         } else {
-            // Past the window (only while the agent runs): every interval on.
+            // Past the window (only while the agent runs): every interval on, on the grid the
+            // window's samples began (the extra sample at a window's tail is not a step of it).
+            let step = k.saturating_sub(u64::from(!window_divides));
             start
                 + interval
                     .std()
-                    .saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
+                    .saturating_mul(u32::try_from(step).unwrap_or(u32::MAX))
         };
         if !agent_running && !last && scheduled.max(Instant::now()) > deadline {
             return (

@@ -922,3 +922,54 @@ async fn a_criterion_of_a_stopped_run_is_never_a_pass() {
         assert!(!r.passed);
     }
 }
+
+/// Three more ways a hold or converge passed on time it did not watch: under `--during`, a
+/// window its interval does not divide skipped the next slot of the grid (samples at 0, 1 and
+/// 8 s of a 4 s hold, missing a breakage from 1.5 to 7.5 s); a converge whose interval equals
+/// its timeout accepted an answer given at twice the timeout. And one way an honest spec
+/// failed: a slow probe's last converge observation, placed at the deadline, answered past it
+/// however early the service was ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_keep_their_grid_and_converges_are_answered_by_their_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::write(&state, "ok\n").unwrap();
+    let f = state.display();
+    let s = spec(&format!(
+        "version: 1\ncriteria:\n  - id: watch\n    role: safety\n    mode: hold\n    window: 1s\n    interval: 4s\n    probe: {{kind: file, path: '{f}', content: {{equals: \"ok\\n\"}}}}\n"
+    ));
+    let r = run_during(
+        &s,
+        &format!("sleep 1.5; echo bad > '{f}'; sleep 6; echo ok > '{f}'; sleep 2.5"),
+    )
+    .await;
+    let c = result(&r, "watch");
+    assert_eq!(c.outcome, Fail, "{}", c.reason);
+
+    let h = Http::start().await;
+    h.script("held", vec![slow(200, "ok", 3_900)]);
+    h.script(
+        "slow",
+        vec![
+            slow(503, "starting", 1_600),
+            slow(503, "starting", 1_600),
+            slow(503, "starting", 1_600),
+            slow(200, "ok", 1_600),
+        ],
+    );
+    h.script("once", vec![step(200, "ok")]);
+    let s = spec(&format!(
+        "version: 1\ncriteria:
+  - id: twice-late\n    mode: converge\n    timeout: 2s\n    interval: 2s\n    probe: {{kind: http, url: '{}', timeout: 10s}}
+  - id: slow-but-ready\n    mode: converge\n    timeout: 10s\n    interval: 1s\n    probe: {{kind: http, url: '{}', status: 200, timeout: 5s}}
+  - id: single\n    role: safety\n    mode: hold\n    window: 0\n    interval: 5s\n    probe: {{kind: command, shell: 'sleep 0.7; true'}}\n",
+        h.url("/s/held"),
+        h.url("/s/slow"),
+    ));
+    let r = run(&s).await;
+    assert_error(&r, "twice-late", "after the timeout 2s");
+    let c = result(&r, "slow-but-ready");
+    assert_eq!(c.outcome, Pass, "{}", c.reason);
+    let c = result(&r, "single");
+    assert_eq!(c.outcome, Pass, "{}", c.reason);
+}
